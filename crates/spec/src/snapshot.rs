@@ -1,0 +1,83 @@
+//! Snapshots and approval events: the git facts the engine reasons about, as plain data.
+//!
+//! The `source` crate produces these from first-parent history; the `engine` consumes them. They
+//! live here so that neither depends on the other and the engine stays free of git.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::hash::SpecHashes;
+use crate::model::ClusterPromotion;
+
+/// Who made a commit and when.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitInfo {
+    /// Full 40-hex SHA.
+    pub sha: String,
+    /// Position in first-parent history of the tracked branch: the root commit is 0, each
+    /// following first-parent commit adds one. Lets the engine order commits without git.
+    pub seq: u64,
+    pub author: String,
+    pub author_email: String,
+    pub committer: String,
+    pub committer_email: String,
+    pub time: DateTime<Utc>,
+    /// First line of the commit message.
+    pub subject: String,
+}
+
+/// One promotion's content as of a commit. Its identity is its content (`hashes`), not the commit:
+/// a force-push that rewrites commits without changing content keeps the same snapshot.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Snapshot {
+    /// 1-based; increases by one each time the promotion's (profileSpec hash, stages hash) changes
+    /// along first-parent history.
+    pub index: u64,
+    pub hashes: SpecHashes,
+    /// The first commit (in first-parent order) carrying this content.
+    pub commit: CommitInfo,
+    /// Set when these hashes equal those of an earlier snapshot: a rollback (typically `git revert`).
+    pub rollback_of: Option<u64>,
+    /// The promotion as of the newest commit that carries this snapshot's content. Trigger edits
+    /// (which do not change the hashes) show up here without creating a new snapshot.
+    pub promotion: Arc<ClusterPromotion>,
+    /// The file (relative to the repository root) the promotion was read from.
+    pub file: String,
+}
+
+impl Snapshot {
+    /// The content identity: `sha256(profileSpecHash || stagesHash)` in hex.
+    pub fn id(&self) -> &str {
+        &self.hashes.snapshot_id
+    }
+}
+
+/// How a stage was approved in git.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "type")]
+pub enum ApprovalKind {
+    /// `spec.stages[i].trigger.manual.approved` went from not-true to true in this commit.
+    Field,
+    /// `metadata.annotations["approve.tollgate.dev/<stage>"]` was set (or changed) to this value
+    /// in this commit. The value names one snapshot: a snapshot-id prefix of at least 12 hex
+    /// characters, or the SHA (at least 7 hex characters) of the commit that introduced it.
+    Annotation { value: String },
+}
+
+/// One approval event for one manual stage, found in first-parent history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalEvent {
+    pub stage: String,
+    pub kind: ApprovalKind,
+    /// The approving commit: its author and committer are the approver of record.
+    pub commit: CommitInfo,
+}
+
+/// The annotation prefix of snapshot-bound approvals: `approve.tollgate.dev/<stage>: <snapshot>`.
+pub const APPROVE_ANNOTATION_PREFIX: &str = "approve.tollgate.dev/";
+/// `tollgate.dev/paused: "true"` on a ClusterPromotion holds its pipeline where it is.
+pub const PAUSED_ANNOTATION: &str = "tollgate.dev/paused";
