@@ -1,2 +1,20 @@
+//! `tollgate`: a git-driven controller for progressive, staged Sveltos rollouts.
 #![forbid(unsafe_code)]
-fn main() {}
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = cli::Cli::parse();
+    cli::init_logging(&args.global);
+    match cli::dispatch(args.command) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
