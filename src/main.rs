@@ -1,11 +1,10 @@
 //! `tollgate`: a git-driven controller for progressive, staged Sveltos rollouts.
 #![forbid(unsafe_code)]
 
-mod cli;
-
 use std::process::ExitCode;
 
 use clap::Parser;
+use tollgate::cli;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();

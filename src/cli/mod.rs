@@ -5,6 +5,13 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub mod connect;
+pub mod crd;
+pub mod emulator;
+pub mod history;
+pub mod run;
+pub mod validate;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "tollgate",
@@ -42,6 +49,16 @@ pub enum LogFormat {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Run the controller: follow a git branch and drive its promotions on the management cluster.
+    Run(Box<run::Args>),
+    /// Serve the embedded management cluster (Kubernetes API emulator + Sveltos stand-in).
+    Emulator(emulator::Args),
+    /// Print tollgate's CustomResourceDefinition (GitPromotion) as YAML.
+    Crd(crd::Args),
+    /// Validate ClusterPromotion files (exit 0 valid, 1 invalid, 2 usage or I/O error).
+    Validate(validate::Args),
+    /// Show the snapshots and approvals of one promotion from git history.
+    History(history::Args),
     /// Print shell completions.
     Completions(CompletionsArgs),
 }
@@ -53,6 +70,11 @@ pub struct CompletionsArgs {
 
 pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
+        Command::Run(args) => run::run(*args),
+        Command::Emulator(args) => emulator::run(args),
+        Command::Crd(args) => crd::run(args),
+        Command::Validate(args) => validate::run(args),
+        Command::History(args) => history::run(args),
         Command::Completions(args) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(args.shell, &mut cmd, "tollgate", &mut std::io::stdout());

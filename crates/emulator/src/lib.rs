@@ -1,1 +1,27 @@
 #![forbid(unsafe_code)]
+//! tollgate's embedded management cluster: a loopback HTTP server speaking the Kubernetes REST
+//! subset tollgate uses (discovery, CRUD, server-side apply, watches, status subresources), backed
+//! by memory, plus a stand-in for Sveltos's addon-controller, a fleet file, and fault injection.
+
+pub mod api;
+pub mod api_error;
+pub mod faults;
+pub mod fleet;
+pub mod kubeconfig;
+pub mod managed_fields;
+pub mod patch;
+pub mod registry;
+pub mod selector;
+pub mod server;
+mod shared;
+pub mod standalone;
+pub mod state;
+pub mod store;
+pub mod sveltos;
+pub mod write_log;
+
+pub use api_error::ApiError;
+pub use fleet::{Feature, Fleet, FleetCluster, FleetError};
+pub use server::{Emulator, EmulatorConfig, EmulatorError, EmulatorHandle, RequestCounts};
+pub use standalone::{run_standalone, run_standalone_until};
+pub use write_log::WriteRecord;

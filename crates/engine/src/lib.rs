@@ -1,1 +1,35 @@
+//! The pure rollout engine: given a promotion's snapshot, its approval events, what the cluster
+//! shows, the persisted status and `now`, decide which ClusterProfiles to apply or delete, the new
+//! status, the events, and when to be woken next.
+//!
+//! No I/O, no clock reads, no randomness, no async: every rule is testable with a fake clock.
+//!
+//! The contract with the controller ([`step`]):
+//! - execute [`StepOutput::actions`] in order; only if all succeed, persist
+//!   [`StepOutput::status`] and emit [`StepOutput::events`]; otherwise call again later with the
+//!   old status (this is how DESIGN D1 and D2 hold: state is persisted only with its apply);
+//! - call again whenever an input changes, and at [`StepOutput::wake_at`];
+//! - once the actions took effect, a step on the same input returns no actions and the same
+//!   status: timestamps change on transitions only, so steady state writes nothing.
 #![forbid(unsafe_code)]
+
+pub mod approval;
+pub mod completion;
+pub mod features;
+pub mod input;
+pub mod messages;
+pub mod observed;
+pub mod output;
+mod removal;
+mod stage_status;
+pub mod status;
+pub mod step;
+pub mod subset;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+
+pub use input::{Desired, StepInput};
+pub use observed::{FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSummary};
+pub use output::{Action, EngineEvent, EventType, StepOutput};
+pub use status::{Phase, PromotionStatus, StageStatus};
+pub use step::step;

@@ -1,1 +1,16 @@
+//! The ClusterProfile objects tollgate generates: names, labels, annotations and spec.
+//!
+//! Pure: every function turns a snapshot and a stage into a JSON object ready for server-side
+//! apply. Deciding *when* to apply is the engine's job.
 #![forbid(unsafe_code)]
+
+pub mod keys;
+pub mod names;
+pub mod profile;
+
+pub use keys::*;
+pub use names::{preverification_profile_name, stage_profile_name};
+pub use profile::{
+    render_preverification_profile, render_stage_profile, spec_hash,
+    stage_profile_spec,
+};

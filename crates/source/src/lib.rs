@@ -1,1 +1,27 @@
+//! The git source: reads ClusterPromotion manifests from a branch of a git repository (local, or
+//! fetched into a cache), keeps per-promotion snapshot history along first-parent history, and
+//! finds approval events (DESIGN §5, D2). No Kubernetes here.
 #![forbid(unsafe_code)]
+
+mod approvals;
+pub mod backoff;
+mod blob;
+pub mod config;
+pub mod error;
+mod index;
+mod known_hosts;
+pub mod poker;
+pub mod repo;
+pub mod report;
+mod source;
+mod treediff;
+pub mod watch;
+
+pub use blob::{Diagnostic, Limits};
+pub use config::{Auth, Secret, SourceConfig};
+pub use error::{SourceError, redact_url};
+pub use poker::Poker;
+pub use repo::current_branch;
+pub use report::{Change, PromotionView, SyncReport};
+pub use source::GitSource;
+pub use watch::{LocalWatch, watch_local};

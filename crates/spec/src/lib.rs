@@ -3,11 +3,23 @@
 //! Pure: every function takes bytes or values and returns values. No I/O beyond what it is given.
 #![forbid(unsafe_code)]
 
+pub mod crd_rules;
+pub mod cron;
+pub mod diagnostic;
 pub mod duration;
 pub mod hash;
+pub mod located;
 pub mod model;
+pub mod parse;
+pub mod report;
+pub mod rules;
+pub mod schema;
 pub mod snapshot;
+pub mod validate;
+pub mod window;
 
+pub use diagnostic::{Diagnostic, Severity};
 pub use hash::SpecHashes;
 pub use model::ClusterPromotion;
+pub use parse::{IgnoredDocument, Limits, ParsedFile, ParsedPromotion, parse_file};
 pub use snapshot::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot};

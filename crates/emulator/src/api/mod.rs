@@ -1,0 +1,375 @@
+//! The HTTP front: one handler that parses the path, applies faults, counts the request and
+//! dispatches to discovery, reads, watches or writes.
+
+pub mod discovery;
+pub mod route;
+pub mod table;
+mod watch;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::Response;
+use serde_json::Value;
+
+use crate::api_error::ApiError;
+use crate::faults::FaultDecision;
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::shared::{Shared, lock};
+use crate::state::{ListOptions, PatchKind, Target};
+use route::{ResourcePath, Route};
+
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new().fallback(handle).with_state(shared)
+}
+
+fn json_response(code: u16, body: &Value) -> Response {
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() =
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn error_response(error: &ApiError) -> Response {
+    json_response(error.code(), &error.status_body())
+}
+
+/// The Kubernetes verb of a request.
+fn verb_of(method: &Method, path: &Route, query: &HashMap<String, String>) -> &'static str {
+    let has_name = matches!(path, Route::Resource(ResourcePath { name: Some(_), .. }));
+    match *method {
+        Method::GET if !matches!(path, Route::Resource(_)) => "get",
+        Method::GET if query.get("watch").is_some_and(|w| w == "true" || w == "1") => "watch",
+        Method::GET if has_name => "get",
+        Method::GET => "list",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "other",
+    }
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let route = route::parse(uri.path());
+    let verb = verb_of(&method, &route, &query);
+    let counted_resource = match &route {
+        Route::Resource(r) if r.group.is_empty() => r.plural.clone(),
+        Route::Resource(r) => format!("{}.{}", r.plural, r.group),
+        _ => uri.path().to_string(),
+    };
+    let (latency, decision) = {
+        let mut state = lock(&shared.state);
+        state.count_request(verb, &counted_resource);
+        (state.faults.request_latency, state.faults.decide(verb))
+    };
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if let FaultDecision::Fail(code) = decision {
+        let error = if code == 503 {
+            ApiError::Unavailable
+        } else {
+            ApiError::Internal(format!("injected fault for {verb} {counted_resource}"))
+        };
+        return json_response(code, &error.status_body());
+    }
+    match route {
+        Route::Version => json_response(200, &discovery::version()),
+        Route::CoreVersions => {
+            json_response(200, &discovery::core_versions(&shared.server_address))
+        }
+        Route::Groups => json_response(200, &discovery::groups(&lock(&shared.state).registry)),
+        Route::Group(group) => match discovery::group(&lock(&shared.state).registry, &group) {
+            Some(doc) => json_response(200, &doc),
+            None => error_response(&ApiError::UnknownPath),
+        },
+        Route::GroupVersion { group, version } => {
+            match discovery::resources(&lock(&shared.state).registry, &group, &version) {
+                Some(doc) => json_response(200, &doc),
+                None => error_response(&ApiError::UnknownPath),
+            }
+        }
+        Route::Resource(path) => {
+            let accept = headers
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            let content_type = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            let user_agent = headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            let request = ResourceRequest {
+                path,
+                verb,
+                query,
+                accept,
+                content_type,
+                user_agent,
+                body,
+            };
+            match resource_request(&shared, request) {
+                Ok(Reply::Json(code, value)) => json_response(code, &value),
+                Ok(Reply::Watch(stream)) => watch::response(stream),
+                Err(error) => error_response(&error),
+            }
+        }
+        Route::OpenApiRoot => json_response(
+            200,
+            &discovery::openapi_v3_root(&lock(&shared.state).registry),
+        ),
+        Route::OpenApiGroupVersion { group, version } => {
+            match discovery::openapi_v3_group_version(
+                &lock(&shared.state).registry,
+                &group,
+                &version,
+            ) {
+                Some(doc) => json_response(200, &doc),
+                None => error_response(&ApiError::UnknownPath),
+            }
+        }
+        Route::Unknown => error_response(&ApiError::UnknownPath),
+    }
+}
+
+struct ResourceRequest<'a> {
+    path: ResourcePath,
+    verb: &'static str,
+    query: HashMap<String, String>,
+    accept: &'a str,
+    content_type: &'a str,
+    user_agent: &'a str,
+    body: Bytes,
+}
+
+enum Reply {
+    Json(u16, Value),
+    Watch(watch::WatchStream),
+}
+
+fn parse_body(body: &Bytes, allow_yaml: bool) -> Result<Value, ApiError> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(value) => Ok(value),
+        Err(json_error) if allow_yaml => {
+            let text = std::str::from_utf8(body)
+                .map_err(|e| ApiError::BadRequest(format!("body is not UTF-8: {e}")))?;
+            // YAML 1.2 booleans only, as Kubernetes reads YAML: `name: y` is a string.
+            let options = serde_saphyr::options! { strict_booleans: true };
+            serde_saphyr::from_str_with_options::<Value>(text, options).map_err(|e| {
+                ApiError::BadRequest(format!("error decoding YAML: {e} (as JSON: {json_error})"))
+            })
+        }
+        Err(error) => Err(ApiError::BadRequest(format!(
+            "error decoding JSON: {error}"
+        ))),
+    }
+}
+
+fn list_options(query: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
+    let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let fields = FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let limit = match query.get("limit") {
+        Some(l) => Some(
+            l.parse::<usize>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid limit {l:?}")))?,
+        ),
+        None => None,
+    }
+    .filter(|l| *l > 0);
+    let continue_token = query.get("continue").filter(|c| !c.is_empty()).cloned();
+    Ok(ListOptions {
+        labels,
+        fields,
+        limit,
+        continue_token,
+    })
+}
+
+/// The field manager of a write: the `fieldManager` parameter, or like the real server the
+/// client's user agent up to the first `/`.
+fn field_manager(request: &ResourceRequest<'_>) -> String {
+    match request.query.get("fieldManager") {
+        Some(manager) if !manager.is_empty() => manager.clone(),
+        _ => request
+            .user_agent
+            .split('/')
+            .next()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("unknown")
+            .to_string(),
+    }
+}
+
+fn resource_request(shared: &Shared, request: ResourceRequest<'_>) -> Result<Reply, ApiError> {
+    let mut state = lock(&shared.state);
+    let resource = state
+        .registry
+        .find(
+            &request.path.group,
+            &request.path.version,
+            &request.path.plural,
+        )
+        .cloned()
+        .ok_or(ApiError::UnknownPath)?;
+    if request.path.namespace.is_some() && !resource.namespaced {
+        return Err(ApiError::UnknownPath);
+    }
+    if request.path.status && !resource.status_subresource {
+        return Err(ApiError::UnknownPath);
+    }
+    let needs_namespace = request.verb == "create" || request.path.name.is_some();
+    if resource.namespaced && request.path.namespace.is_none() && needs_namespace {
+        return Err(ApiError::UnknownPath);
+    }
+    if request.query.contains_key("dryRun") && !matches!(request.verb, "get" | "list" | "watch") {
+        // Refuse rather than silently performing the write.
+        return Err(ApiError::BadRequest("dryRun is not supported by the tollgate emulator".into()));
+    }
+    let namespace = request.path.namespace.clone().unwrap_or_default();
+    let target = Target {
+        resource: &resource,
+        namespace: &namespace,
+        status: request.path.status,
+    };
+    let named = |verb: &str| {
+        request
+            .path
+            .name
+            .clone()
+            .ok_or_else(|| ApiError::BadRequest(format!("{verb} needs a name in the path")))
+    };
+    let manager = field_manager(&request);
+    match request.verb {
+        "get" => {
+            let object = state.get(target, &named("get")?)?;
+            if table::wants_table(request.accept) {
+                let metadata =
+                    serde_json::json!({"resourceVersion": object["metadata"]["resourceVersion"]});
+                return Ok(Reply::Json(
+                    200,
+                    table::table(std::slice::from_ref(&object), &metadata),
+                ));
+            }
+            Ok(Reply::Json(200, object))
+        }
+        "list" => {
+            let list = state.list(target, &list_options(&request.query)?)?;
+            if table::wants_table(request.accept) {
+                let items = list["items"].as_array().cloned().unwrap_or_default();
+                return Ok(Reply::Json(200, table::table(&items, &list["metadata"])));
+            }
+            Ok(Reply::Json(200, list))
+        }
+        "watch" => {
+            let mut query = request.query.clone();
+            if let Some(name) = &request.path.name {
+                // Watching one object by path is a watch with a name field selector.
+                let by_name = format!("metadata.name={name}");
+                let combined = match query.remove("fieldSelector").filter(|f| !f.is_empty()) {
+                    Some(existing) => format!("{existing},{by_name}"),
+                    None => by_name,
+                };
+                query.insert("fieldSelector".into(), combined);
+            }
+            let stream = watch::open(&mut state, &resource, request.path.namespace.clone(), &query)?;
+            Ok(Reply::Watch(stream))
+        }
+        "create" => {
+            let body = parse_body(&request.body, true)?;
+            Ok(Reply::Json(201, state.create(target, body, &manager)?))
+        }
+        "update" => {
+            let body = parse_body(&request.body, true)?;
+            Ok(Reply::Json(
+                200,
+                state.replace(target, &named("update")?, body, &manager)?,
+            ))
+        }
+        "patch" => {
+            let name = named("patch")?;
+            let media_type = request
+                .content_type
+                .split(';')
+                .next()
+                .unwrap_or_default()
+                .trim();
+            let kind = match media_type {
+                "application/apply-patch+yaml" => {
+                    if !request.query.contains_key("fieldManager") {
+                        return Err(ApiError::BadRequest(
+                            "PATCH request failed: fieldManager is required for apply requests"
+                                .into(),
+                        ));
+                    }
+                    PatchKind::Apply {
+                        force: request.query.get("force").is_some_and(|f| f == "true"),
+                    }
+                }
+                "application/json-patch+json" => PatchKind::Json,
+                "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+                    PatchKind::Merge
+                }
+                other => {
+                    return Err(ApiError::BadRequest(format!(
+                        "the body of the request was in an unknown format: {other}"
+                    )));
+                }
+            };
+            let body = parse_body(&request.body, matches!(kind, PatchKind::Apply { .. }))?;
+            let created_before = state
+                .store
+                .get(&crate::store::ObjectKey {
+                    resource: resource.qualified_plural(),
+                    namespace: if resource.namespaced {
+                        namespace.clone()
+                    } else {
+                        String::new()
+                    },
+                    name: name.clone(),
+                })
+                .is_none();
+            let object = state.patch(target, &name, kind, body, &manager)?;
+            Ok(Reply::Json(if created_before { 201 } else { 200 }, object))
+        }
+        "delete" => Ok(Reply::Json(
+            200,
+            state.delete(target, &named("delete")?, &manager)?,
+        )),
+        _ => Err(ApiError::MethodNotAllowed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apply_bodies_may_be_yaml() {
+        let yaml = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: y\nspec:\n  tier: 5\n";
+        let value = parse_body(&Bytes::from(yaml), true).unwrap();
+        assert_eq!(value["metadata"]["name"], "y", "{value}");
+        assert_eq!(value["spec"]["tier"], 5);
+        assert!(parse_body(&Bytes::from(yaml), false).is_err());
+    }
+}

@@ -1,0 +1,163 @@
+//! Failures of API requests, rendered as `Status` objects worded like the real API server.
+
+use serde_json::{Value, json};
+
+/// A failed API request; `status_body` gives the `Status` object the server returns.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApiError {
+    #[error("{qualified_plural} \"{name}\" not found")]
+    NotFound {
+        qualified_plural: String,
+        name: String,
+    },
+    #[error("{qualified_plural} \"{name}\" already exists")]
+    AlreadyExists {
+        qualified_plural: String,
+        name: String,
+    },
+    #[error(
+        "Operation cannot be fulfilled on {qualified_plural} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+    )]
+    ResourceVersionConflict {
+        qualified_plural: String,
+        name: String,
+    },
+    #[error("{message}")]
+    ApplyConflict {
+        message: String,
+        fields: Vec<(String, String)>,
+    },
+    #[error("{qualified_plural} \"{name}\" is invalid: {detail}")]
+    Invalid {
+        qualified_plural: String,
+        name: String,
+        detail: String,
+    },
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("too old resource version: {requested} ({oldest})")]
+    Gone { requested: u64, oldest: u64 },
+    #[error("the server could not find the requested resource")]
+    UnknownPath,
+    #[error("the server does not allow this method on the requested resource")]
+    MethodNotAllowed,
+    #[error("the server is currently unable to handle the request")]
+    Unavailable,
+    #[error("Internal error occurred: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// HTTP status code.
+    pub fn code(&self) -> u16 {
+        match self {
+            Self::NotFound { .. } | Self::UnknownPath => 404,
+            Self::AlreadyExists { .. }
+            | Self::ResourceVersionConflict { .. }
+            | Self::ApplyConflict { .. } => 409,
+            Self::Invalid { .. } => 422,
+            Self::BadRequest(_) => 400,
+            Self::Gone { .. } => 410,
+            Self::MethodNotAllowed => 405,
+            Self::Unavailable => 503,
+            Self::Internal(_) => 500,
+        }
+    }
+
+    /// The `reason` field of the Status.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::NotFound { .. } | Self::UnknownPath => "NotFound",
+            Self::AlreadyExists { .. } => "AlreadyExists",
+            Self::ResourceVersionConflict { .. } | Self::ApplyConflict { .. } => "Conflict",
+            Self::Invalid { .. } => "Invalid",
+            Self::BadRequest(_) => "BadRequest",
+            Self::Gone { .. } => "Expired",
+            Self::MethodNotAllowed => "MethodNotAllowed",
+            Self::Unavailable => "ServiceUnavailable",
+            Self::Internal(_) => "InternalError",
+        }
+    }
+
+    /// The `Status` object.
+    pub fn status_body(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.to_string(),
+            "reason": self.reason(),
+            "code": self.code(),
+        });
+        match self {
+            Self::NotFound {
+                qualified_plural,
+                name,
+            }
+            | Self::AlreadyExists {
+                qualified_plural,
+                name,
+            }
+            | Self::ResourceVersionConflict {
+                qualified_plural,
+                name,
+            }
+            | Self::Invalid {
+                qualified_plural,
+                name,
+                ..
+            } => {
+                let (kind, group) = qualified_plural
+                    .split_once('.')
+                    .unwrap_or((qualified_plural, ""));
+                status["details"] = json!({"name": name, "group": group, "kind": kind});
+            }
+            Self::ApplyConflict { fields, .. } => {
+                let causes: Vec<Value> = fields
+                    .iter()
+                    .map(|(manager, field)| {
+                        json!({"type": "FieldManagerConflict",
+                               "message": format!("conflict with \"{manager}\""), "field": field})
+                    })
+                    .collect();
+                status["details"] = json!({"causes": causes});
+            }
+            _ => {}
+        }
+        status
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_is_worded_like_the_real_server() {
+        let error = ApiError::NotFound {
+            qualified_plural: "clusterprofiles.config.projectsveltos.io".into(),
+            name: "x".into(),
+        };
+        let body = error.status_body();
+        assert_eq!(
+            body["message"],
+            "clusterprofiles.config.projectsveltos.io \"x\" not found"
+        );
+        assert_eq!(body["code"], 404);
+        assert_eq!(body["details"]["kind"], "clusterprofiles");
+        assert_eq!(body["details"]["group"], "config.projectsveltos.io");
+    }
+
+    #[test]
+    fn gone_carries_both_versions() {
+        let body = ApiError::Gone {
+            requested: 3,
+            oldest: 9,
+        }
+        .status_body();
+        assert_eq!(body["message"], "too old resource version: 3 (9)");
+        assert_eq!(body["code"], 410);
+        assert_eq!(body["reason"], "Expired");
+    }
+}

@@ -1,0 +1,490 @@
+//! Field ownership for server-side apply: leaf field paths per field manager, stored in
+//! `metadata.managedFields` as FieldsV1. Maps are merged key by key; lists are atomic.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value, json};
+
+/// A path of map keys from the object root, e.g. `["spec", "replicas"]`.
+pub type FieldPath = Vec<String>;
+/// Leaf paths; no element is a prefix of another when built from one object.
+pub type FieldSet = BTreeSet<FieldPath>;
+
+/// Which part of an object a request may touch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Everything (types without a status subresource).
+    Whole,
+    /// Everything except `status` (main endpoint of a type with a status subresource).
+    MainOnly,
+    /// Only `status` (the `/status` subresource).
+    StatusOnly,
+}
+
+impl Scope {
+    pub fn includes(self, path: &[String]) -> bool {
+        let is_status = path.first().is_some_and(|p| p == "status");
+        match self {
+            Self::Whole => true,
+            Self::MainOnly => !is_status,
+            Self::StatusOnly => is_status,
+        }
+    }
+
+    pub fn subresource(self) -> Option<&'static str> {
+        (self == Self::StatusOnly).then_some("status")
+    }
+}
+
+/// Fields the server owns; nobody manages them.
+fn is_server_field(path: &[String]) -> bool {
+    match path {
+        [top] => top == "apiVersion" || top == "kind",
+        [meta, field, ..] if meta == "metadata" => matches!(
+            field.as_str(),
+            "name"
+                | "namespace"
+                | "uid"
+                | "resourceVersion"
+                | "generation"
+                | "creationTimestamp"
+                | "managedFields"
+                | "deletionTimestamp"
+                | "deletionGracePeriodSeconds"
+                | "selfLink"
+                | "generateName"
+        ),
+        _ => false,
+    }
+}
+
+/// Leaf paths of `value` inside `scope`.
+pub fn leaf_paths(value: &Value, scope: Scope) -> FieldSet {
+    fn walk(node: &Value, prefix: &mut FieldPath, out: &mut FieldSet) {
+        match node {
+            // An empty map owns nothing; claiming it would clash with every field inside it.
+            Value::Object(map) => {
+                for (key, child) in map {
+                    prefix.push(key.clone());
+                    walk(child, prefix, out);
+                    prefix.pop();
+                }
+            }
+            _ => {
+                if !prefix.is_empty() {
+                    out.insert(prefix.clone());
+                }
+            }
+        }
+    }
+    let mut out = FieldSet::new();
+    walk(value, &mut Vec::new(), &mut out);
+    out.retain(|p| scope.includes(p) && !is_server_field(p));
+    out
+}
+
+pub fn get_path<'a>(value: &'a Value, path: &[String]) -> Option<&'a Value> {
+    path.iter().try_fold(value, |node, key| node.get(key))
+}
+
+pub fn set_path(value: &mut Value, path: &[String], leaf: Value) {
+    let mut node = value;
+    for key in path {
+        if !node.is_object() {
+            *node = Value::Object(Map::new());
+        }
+        let Value::Object(map) = node else { return };
+        node = map.entry(key.clone()).or_insert(Value::Null);
+    }
+    *node = leaf;
+}
+
+/// Removes a field, then parent maps it leaves empty (but never top-level fields).
+pub fn remove_path(value: &mut Value, path: &[String]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    if let Some(Value::Object(map)) = parents
+        .iter()
+        .try_fold(&mut *value, |node, key| node.get_mut(key))
+    {
+        map.remove(last);
+    }
+    for depth in (2..=parents.len()).rev() {
+        let parent = &path[..depth];
+        let empty =
+            get_path(value, parent).is_some_and(|v| v.as_object().is_some_and(Map::is_empty));
+        if empty {
+            remove_path_once(value, parent);
+        }
+    }
+}
+
+fn remove_path_once(value: &mut Value, path: &[String]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    if let Some(Value::Object(map)) = parents
+        .iter()
+        .try_fold(&mut *value, |node, key| node.get_mut(key))
+    {
+        map.remove(last);
+    }
+}
+
+pub fn overlaps(a: &[String], b: &[String]) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+/// `.spec.replicas` style rendering used in conflict messages.
+pub fn render_path(path: &[String]) -> String {
+    path.iter().map(|p| format!(".{p}")).collect()
+}
+
+pub fn to_fields_v1(fields: &FieldSet) -> Value {
+    let mut root = Value::Object(Map::new());
+    for path in fields {
+        let keys: Vec<String> = path.iter().map(|k| format!("f:{k}")).collect();
+        if get_path(&root, &keys).is_none() {
+            set_path(&mut root, &keys, json!({}));
+        }
+    }
+    root
+}
+
+/// Parses FieldsV1; list element keys (`k:`, `v:`, `i:`) make the list one atomic leaf.
+pub fn from_fields_v1(value: &Value) -> FieldSet {
+    fn walk(node: &Value, prefix: &mut FieldPath, out: &mut FieldSet) {
+        let mut has_children = false;
+        if let Some(map) = node.as_object() {
+            for (key, child) in map {
+                if key == "." {
+                    continue;
+                }
+                has_children = true;
+                if let Some(name) = key.strip_prefix("f:") {
+                    prefix.push(name.to_string());
+                    walk(child, prefix, out);
+                    prefix.pop();
+                } else if !prefix.is_empty() {
+                    out.insert(prefix.clone());
+                }
+            }
+        }
+        if !has_children && !prefix.is_empty() {
+            out.insert(prefix.clone());
+        }
+    }
+    let mut out = FieldSet::new();
+    walk(value, &mut Vec::new(), &mut out);
+    out
+}
+
+/// One `metadata.managedFields` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagedEntry {
+    pub manager: String,
+    /// `Apply` or `Update`.
+    pub operation: String,
+    pub subresource: Option<String>,
+    pub api_version: String,
+    pub time: String,
+    pub fields: FieldSet,
+}
+
+impl ManagedEntry {
+    fn same_slot(&self, manager: &str, operation: &str, subresource: Option<&str>) -> bool {
+        self.manager == manager
+            && self.operation == operation
+            && self.subresource.as_deref() == subresource
+    }
+}
+
+pub fn read_entries(object: &Value) -> Vec<ManagedEntry> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| ManagedEntry {
+            manager: e["manager"].as_str().unwrap_or_default().to_string(),
+            operation: e["operation"].as_str().unwrap_or("Update").to_string(),
+            subresource: e["subresource"].as_str().map(str::to_string),
+            api_version: e["apiVersion"].as_str().unwrap_or_default().to_string(),
+            time: e["time"].as_str().unwrap_or_default().to_string(),
+            fields: from_fields_v1(&e["fieldsV1"]),
+        })
+        .collect()
+}
+
+pub fn write_entries(object: &mut Value, entries: &[ManagedEntry]) {
+    let list: Vec<Value> = entries
+        .iter()
+        .filter(|e| !e.fields.is_empty())
+        .map(|e| {
+            let mut entry = json!({
+                "manager": e.manager, "operation": e.operation, "apiVersion": e.api_version,
+                "time": e.time, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(&e.fields),
+            });
+            if let Some(sub) = &e.subresource {
+                entry["subresource"] = json!(sub);
+            }
+            entry
+        })
+        .collect();
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        if list.is_empty() {
+            meta.remove("managedFields");
+        } else {
+            meta.insert("managedFields".into(), Value::Array(list));
+        }
+    }
+}
+
+/// Who is writing, and how.
+#[derive(Debug, Clone)]
+pub struct Writer<'a> {
+    pub manager: &'a str,
+    pub scope: Scope,
+    pub api_version: String,
+    pub now: String,
+}
+
+/// A field another manager owns with a different value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldConflict {
+    pub manager: String,
+    pub api_version: String,
+    pub path: FieldPath,
+}
+
+/// Server-side apply of `applied` onto `live` (an object skeleton when creating).
+/// Returns the new object with managedFields updated, or the conflicts.
+pub fn apply(
+    live: &Value,
+    applied: &Value,
+    writer: &Writer<'_>,
+    force: bool,
+) -> Result<Value, Vec<FieldConflict>> {
+    let new_fields = leaf_paths(applied, writer.scope);
+    let mut entries = read_entries(live);
+    let subresource = writer.scope.subresource();
+    let is_mine = |e: &ManagedEntry| e.same_slot(writer.manager, "Apply", subresource);
+
+    let mut conflicts = Vec::new();
+    for entry in entries.iter().filter(|e| e.manager != writer.manager) {
+        for path in &new_fields {
+            let clash = entry.fields.iter().any(|owned| overlaps(owned, path));
+            if clash && get_path(live, path) != get_path(applied, path) {
+                conflicts.push(FieldConflict {
+                    manager: entry.manager.clone(),
+                    api_version: entry.api_version.clone(),
+                    path: path.clone(),
+                });
+            }
+        }
+    }
+    if !conflicts.is_empty() && !force {
+        return Err(conflicts);
+    }
+    let conflicting: Vec<FieldPath> = conflicts.into_iter().map(|c| c.path).collect();
+    for entry in entries.iter_mut().filter(|e| e.manager != writer.manager) {
+        entry
+            .fields
+            .retain(|owned| !conflicting.iter().any(|p| overlaps(owned, p)));
+    }
+
+    let old_fields = entries
+        .iter()
+        .find(|e| is_mine(e))
+        .map(|e| e.fields.clone())
+        .unwrap_or_default();
+    let mut result = live.clone();
+    for dropped in old_fields.difference(&new_fields) {
+        let co_owned = entries
+            .iter()
+            .filter(|e| !is_mine(e))
+            .any(|e| e.fields.iter().any(|owned| overlaps(owned, dropped)));
+        if !co_owned {
+            remove_path(&mut result, dropped);
+        }
+    }
+    for path in &new_fields {
+        if let Some(value) = get_path(applied, path) {
+            set_path(&mut result, path, value.clone());
+        }
+    }
+    match entries.iter_mut().find(|e| is_mine(e)) {
+        Some(entry) => {
+            entry.fields = new_fields;
+            entry.time = writer.now.clone();
+            entry.api_version = writer.api_version.clone();
+        }
+        None => entries.push(ManagedEntry {
+            manager: writer.manager.to_string(),
+            operation: "Apply".into(),
+            subresource: subresource.map(str::to_string),
+            api_version: writer.api_version.clone(),
+            time: writer.now.clone(),
+            fields: new_fields,
+        }),
+    }
+    write_entries(&mut result, &entries);
+    Ok(result)
+}
+
+/// Records a non-apply write (create, update, patch): the fields that changed between `old` and
+/// `new` now belong to the writer's `Update` entry and to nobody else.
+pub fn record_update(old: &Value, new: &mut Value, writer: &Writer<'_>) {
+    let old_leaves = leaf_paths(old, writer.scope);
+    let new_leaves = leaf_paths(new, writer.scope);
+    let changed: FieldSet = new_leaves
+        .iter()
+        .filter(|p| get_path(old, p) != get_path(new, p))
+        .cloned()
+        .collect();
+    let removed: FieldSet = old_leaves
+        .iter()
+        .filter(|p| get_path(new, p).is_none())
+        .cloned()
+        .collect();
+    let mut entries = read_entries(old);
+    if changed.is_empty() && removed.is_empty() {
+        write_entries(new, &entries);
+        return;
+    }
+    let subresource = writer.scope.subresource();
+    for entry in entries.iter_mut() {
+        entry.fields.retain(|owned| {
+            let touched = changed.iter().any(|p| overlaps(owned, p))
+                || removed.iter().any(|p| owned.starts_with(p));
+            // Fields inside a still-present map only lose the exact changed leaves.
+            !touched
+        });
+    }
+    match entries
+        .iter_mut()
+        .find(|e| e.same_slot(writer.manager, "Update", subresource))
+    {
+        Some(entry) => {
+            entry.fields.extend(changed);
+            entry.time = writer.now.clone();
+        }
+        None => entries.push(ManagedEntry {
+            manager: writer.manager.to_string(),
+            operation: "Update".into(),
+            subresource: subresource.map(str::to_string),
+            api_version: writer.api_version.clone(),
+            time: writer.now.clone(),
+            fields: changed,
+        }),
+    }
+    write_entries(new, &entries);
+}
+
+/// The real server's wording for apply conflicts.
+pub fn conflict_message(conflicts: &[FieldConflict]) -> String {
+    let count = conflicts.len();
+    let plural = if count == 1 { "" } else { "s" };
+    let mut managers: Vec<(&str, &str)> = Vec::new();
+    for c in conflicts {
+        if !managers.contains(&(c.manager.as_str(), c.api_version.as_str())) {
+            managers.push((&c.manager, &c.api_version));
+        }
+    }
+    let sections: Vec<String> = managers
+        .iter()
+        .map(|(manager, api_version)| {
+            let paths: Vec<String> = conflicts
+                .iter()
+                .filter(|c| c.manager == *manager)
+                .map(|c| render_path(&c.path))
+                .collect();
+            if count == 1 {
+                format!(
+                    "conflict with \"{manager}\" using {api_version}: {}",
+                    paths.join("")
+                )
+            } else {
+                format!(
+                    "conflicts with \"{manager}\" using {api_version}:\n- {}",
+                    paths.join("\n- ")
+                )
+            }
+        })
+        .collect();
+    format!(
+        "Apply failed with {count} conflict{plural}: {}",
+        sections.join("\n")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writer(manager: &str) -> Writer<'_> {
+        Writer {
+            manager,
+            scope: Scope::MainOnly,
+            api_version: "v1".into(),
+            now: "2026-01-01T00:00:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn fields_v1_round_trip() {
+        let object = json!({"metadata": {"name": "x", "labels": {"a": "1"}}, "spec": {"l": [1], "m": {"k": "v"}}});
+        let fields = leaf_paths(&object, Scope::Whole);
+        assert_eq!(from_fields_v1(&to_fields_v1(&fields)), fields);
+        assert!(!fields.contains(&vec!["metadata".to_string(), "name".to_string()]));
+    }
+
+    #[test]
+    fn apply_conflicts_then_force_moves_ownership() {
+        let base = json!({"metadata": {"name": "x"}});
+        let first = apply(
+            &base,
+            &json!({"spec": {"a": 1, "b": 1}}),
+            &writer("one"),
+            false,
+        )
+        .unwrap();
+        let conflict =
+            apply(&first, &json!({"spec": {"a": 2}}), &writer("two"), false).unwrap_err();
+        assert_eq!(
+            conflict_message(&conflict),
+            "Apply failed with 1 conflict: conflict with \"one\" using v1: .spec.a"
+        );
+        // Same value is shared ownership, not a conflict.
+        let shared = apply(&first, &json!({"spec": {"a": 1}}), &writer("two"), false).unwrap();
+        assert_eq!(shared["spec"], json!({"a": 1, "b": 1}));
+        let forced = apply(&first, &json!({"spec": {"a": 2}}), &writer("two"), true).unwrap();
+        let one = read_entries(&forced)
+            .into_iter()
+            .find(|e| e.manager == "one")
+            .unwrap();
+        assert_eq!(
+            one.fields,
+            FieldSet::from([vec!["spec".to_string(), "b".to_string()]])
+        );
+        // "one" stops sending b: removed, since nobody else owns it.
+        let after = apply(&forced, &json!({"spec": {}}), &writer("one"), false).unwrap();
+        assert_eq!(after["spec"], json!({"a": 2}));
+    }
+
+    #[test]
+    fn update_takes_changed_fields() {
+        let base = json!({"metadata": {"name": "x"}});
+        let applied = apply(&base, &json!({"spec": {"a": 1}}), &writer("one"), false).unwrap();
+        let mut updated = applied.clone();
+        updated["spec"]["a"] = json!(5);
+        record_update(&applied, &mut updated, &writer("editor"));
+        let entries = read_entries(&updated);
+        assert!(entries.iter().all(|e| e.manager != "one"));
+        assert!(
+            entries
+                .iter()
+                .any(|e| e.manager == "editor" && e.operation == "Update")
+        );
+    }
+}

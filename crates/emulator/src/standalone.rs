@@ -1,0 +1,112 @@
+//! `tollgate emulator`: serve a fleet until Ctrl-C, with an optional state file.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::fleet::Fleet;
+use crate::server::{Emulator, EmulatorConfig, EmulatorError, EmulatorHandle};
+
+/// How often the state file is rewritten while the store changes.
+const SAVE_INTERVAL: Duration = Duration::from_secs(3);
+
+fn read_state(path: &Path) -> Result<Option<Value>, EmulatorError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| EmulatorError::StateFile {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            }),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(EmulatorError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+fn save_state(handle: &EmulatorHandle, path: &Path) -> Result<(), EmulatorError> {
+    let temporary = path.with_extension("tmp");
+    let text = handle.state_json().to_string();
+    std::fs::write(&temporary, text).map_err(|source| EmulatorError::Io {
+        path: temporary.clone(),
+        source,
+    })?;
+    std::fs::rename(&temporary, path).map_err(|source| EmulatorError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Serves `fleet` on `listen` (default a free loopback port), writes `kubeconfig`, prints both,
+/// and runs until Ctrl-C. With `state_file`, the store is loaded from it at start and saved to it
+/// every few seconds and on exit.
+pub async fn run_standalone(
+    fleet: PathBuf,
+    listen: Option<SocketAddr>,
+    kubeconfig: PathBuf,
+    state_file: Option<PathBuf>,
+) -> Result<(), EmulatorError> {
+    let ctrl_c = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::warn!(%error, "cannot listen for Ctrl-C; stopping");
+        }
+    };
+    run_standalone_until(fleet, listen, kubeconfig, state_file, ctrl_c).await
+}
+
+/// [`run_standalone`] that stops when `stop` completes instead of on Ctrl-C.
+pub async fn run_standalone_until(
+    fleet: PathBuf,
+    listen: Option<SocketAddr>,
+    kubeconfig: PathBuf,
+    state_file: Option<PathBuf>,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<(), EmulatorError> {
+    let fleet = Fleet::load(&fleet)?;
+    let initial_state = match &state_file {
+        Some(path) => read_state(path)?,
+        None => None,
+    };
+    let mut config = EmulatorConfig {
+        fleet,
+        initial_state,
+        ..EmulatorConfig::default()
+    };
+    if let Some(listen) = listen {
+        config.listen = listen;
+    }
+    let handle = Emulator::start(config).await?;
+    handle.write_kubeconfig(&kubeconfig)?;
+    println!("tollgate emulator listening on {}", handle.url());
+    println!("kubeconfig written to {}", kubeconfig.display());
+    println!(
+        "try: kubectl --kubeconfig {} get sveltosclusters -A",
+        kubeconfig.display()
+    );
+    let mut saved_version = 0;
+    let mut ticker = tokio::time::interval(SAVE_INTERVAL);
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {
+                if let Some(path) = &state_file {
+                    let version = handle.resource_version();
+                    if version != saved_version {
+                        save_state(&handle, path)?;
+                        saved_version = version;
+                    }
+                }
+            }
+            () = &mut stop => break,
+        }
+    }
+    if let Some(path) = &state_file {
+        save_state(&handle, path)?;
+    }
+    handle.shutdown().await;
+    Ok(())
+}

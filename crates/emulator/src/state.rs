@@ -1,0 +1,679 @@
+//! The API server's state and the write paths every request (and the Sveltos stand-in) goes
+//! through: create, replace, patch (merge, JSON, server-side apply), delete, get, list.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use chrono::{SecondsFormat, Utc};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+use crate::api_error::ApiError;
+use crate::faults::Faults;
+use crate::managed_fields::{self, Scope, Writer};
+use crate::patch;
+use crate::registry::{CRD_QUALIFIED_PLURAL, Registry, ResourceType};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::store::{ChangeKind, ObjectKey, Store};
+use crate::write_log::{WriteLog, WriteRecord};
+
+/// The kind of a PATCH body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchKind {
+    /// `application/merge-patch+json`, and `application/strategic-merge-patch+json` treated alike.
+    Merge,
+    /// `application/json-patch+json`.
+    Json,
+    /// `application/apply-patch+yaml`.
+    Apply { force: bool },
+}
+
+/// Where a write goes.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub resource: &'a ResourceType,
+    /// Empty for cluster-scoped types.
+    pub namespace: &'a str,
+    /// Main endpoint or `/status`.
+    pub status: bool,
+}
+
+impl Target<'_> {
+    fn scope(&self) -> Scope {
+        if self.status {
+            Scope::StatusOnly
+        } else if self.resource.status_subresource {
+            Scope::MainOnly
+        } else {
+            Scope::Whole
+        }
+    }
+
+    fn key(&self, name: &str) -> ObjectKey {
+        ObjectKey {
+            resource: self.resource.qualified_plural(),
+            namespace: if self.resource.namespaced {
+                self.namespace.to_string()
+            } else {
+                String::new()
+            },
+            name: name.to_string(),
+        }
+    }
+
+    fn not_found(&self, name: &str) -> ApiError {
+        ApiError::NotFound {
+            qualified_plural: self.resource.qualified_plural(),
+            name: name.to_string(),
+        }
+    }
+}
+
+/// List paging and filtering.
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+    pub limit: Option<usize>,
+    pub continue_token: Option<String>,
+}
+
+/// Everything behind the API; one lock around it keeps every write atomic.
+pub struct ApiState {
+    pub registry: Registry,
+    pub store: Store,
+    pub write_log: WriteLog,
+    pub faults: Faults,
+    /// (verb, `plural.group` or path) → count.
+    pub request_counts: BTreeMap<(String, String), u64>,
+    rng: fastrand::Rng,
+    /// Signalled after every committed change (the Sveltos stand-in and the state file wait on it).
+    pub changed: Arc<Notify>,
+}
+
+pub fn now_rfc3339() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// The object without server-maintained bookkeeping, to detect no-op writes.
+fn content(object: &Value) -> Value {
+    let mut copy = object.clone();
+    if let Some(meta) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+        meta.remove("resourceVersion");
+    }
+    copy
+}
+
+/// Everything that bumps `metadata.generation` when it changes: all but metadata and status.
+fn generation_content(object: &Value) -> Value {
+    let mut copy = object.clone();
+    if let Some(map) = copy.as_object_mut() {
+        map.remove("metadata");
+        map.remove("status");
+    }
+    copy
+}
+
+fn has_finalizers(object: &Value) -> bool {
+    object["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|f| !f.is_empty())
+}
+
+impl ApiState {
+    pub fn new(
+        registry: Registry,
+        history_limit: usize,
+        write_log_capacity: Option<usize>,
+        seed: u64,
+    ) -> Self {
+        Self {
+            registry,
+            store: Store::new(history_limit),
+            write_log: WriteLog::new(write_log_capacity),
+            faults: Faults::new(seed),
+            request_counts: BTreeMap::new(),
+            rng: fastrand::Rng::with_seed(seed ^ 0x5eed),
+            changed: Arc::new(Notify::new()),
+        }
+    }
+
+    pub fn count_request(&mut self, verb: &str, resource: &str) {
+        *self
+            .request_counts
+            .entry((verb.to_string(), resource.to_string()))
+            .or_insert(0) += 1;
+    }
+
+    fn random_suffix(&mut self, length: usize) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        (0..length)
+            .map(|_| ALPHABET[self.rng.usize(..ALPHABET.len())] as char)
+            .collect()
+    }
+
+    fn new_uid(&mut self) -> String {
+        let a = self.rng.u64(..);
+        let b = self.rng.u64(..);
+        format!(
+            "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+            a >> 32,
+            (a >> 16) & 0xffff,
+            a & 0xfff,
+            (b >> 48) & 0xfff,
+            b & 0xffff_ffff_ffff
+        )
+    }
+
+    pub fn get(&self, target: Target<'_>, name: &str) -> Result<Value, ApiError> {
+        self.store
+            .get(&target.key(name))
+            .cloned()
+            .ok_or_else(|| target.not_found(name))
+    }
+
+    /// Lists objects of a type; `target.namespace` empty means all namespaces.
+    pub fn list(&self, target: Target<'_>, options: &ListOptions) -> Result<Value, ApiError> {
+        let resource = target.resource.qualified_plural();
+        let namespace = (!target.namespace.is_empty()).then_some(target.namespace);
+        let (list_version, after) = match &options.continue_token {
+            Some(token) => decode_continue(token)?,
+            None => (self.store.resource_version(), None),
+        };
+        let mut items = Vec::new();
+        let mut last_key = None;
+        let mut remaining = 0usize;
+        for (key, object) in self.store.range(&resource, namespace, after.as_ref()) {
+            if !(options.labels.matches(object) && options.fields.matches(object)) {
+                continue;
+            }
+            if options.limit.is_some_and(|limit| items.len() >= limit) {
+                remaining += 1;
+                continue;
+            }
+            items.push(object.clone());
+            last_key = Some(key.clone());
+        }
+        let mut metadata = json!({"resourceVersion": list_version.to_string()});
+        if remaining > 0
+            && let Some(key) = last_key
+        {
+            metadata["continue"] = json!(encode_continue(list_version, &key));
+            metadata["remainingItemCount"] = json!(remaining);
+        }
+        Ok(json!({
+            "kind": format!("{}List", target.resource.kind),
+            "apiVersion": target.resource.api_version(),
+            "metadata": metadata,
+            "items": items,
+        }))
+    }
+
+    pub fn create(
+        &mut self,
+        target: Target<'_>,
+        body: Value,
+        manager: &str,
+    ) -> Result<Value, ApiError> {
+        if target.status {
+            return Err(ApiError::MethodNotAllowed);
+        }
+        let mut object = body;
+        if !object.is_object() {
+            return Err(ApiError::BadRequest(
+                "the request body is not a JSON object".into(),
+            ));
+        }
+        let name = self.name_for_create(target, &object)?;
+        let skeleton = self.skeleton(target, &name, &object)?;
+        let writer = writer(target, manager);
+        if target.resource.status_subresource
+            && let Some(map) = object.as_object_mut()
+        {
+            map.remove("status");
+        }
+        managed_fields::set_path(
+            &mut object,
+            &["metadata".into(), "name".into()],
+            json!(name),
+        );
+        let mut merged = skeleton.clone();
+        patch::merge_patch(&mut merged, &object);
+        // merge_patch drops nulls, which a create body should not contain anyway.
+        let mut created = self.stamp_new(target, merged, &skeleton);
+        managed_fields::record_update(&skeleton, &mut created, &writer);
+        self.commit_new(target, created, "create", manager)
+    }
+
+    /// Validates the name and namespace of a create and builds the object skeleton.
+    fn skeleton(
+        &mut self,
+        target: Target<'_>,
+        name: &str,
+        object: &Value,
+    ) -> Result<Value, ApiError> {
+        let body_namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+        if target.resource.namespaced
+            && !body_namespace.is_empty()
+            && body_namespace != target.namespace
+        {
+            return Err(ApiError::BadRequest(
+                "the namespace of the provided object does not match the namespace sent on the request".into(),
+            ));
+        }
+        if self.store.get(&target.key(name)).is_some() {
+            return Err(ApiError::AlreadyExists {
+                qualified_plural: target.resource.qualified_plural(),
+                name: name.to_string(),
+            });
+        }
+        let mut metadata = json!({"name": name});
+        if target.resource.namespaced {
+            metadata["namespace"] = json!(target.namespace);
+        }
+        Ok(
+            json!({"apiVersion": target.resource.api_version(), "kind": target.resource.kind, "metadata": metadata}),
+        )
+    }
+
+    fn name_for_create(&mut self, target: Target<'_>, object: &Value) -> Result<String, ApiError> {
+        match (
+            object["metadata"]["name"].as_str(),
+            object["metadata"]["generateName"].as_str(),
+        ) {
+            (Some(name), _) if !name.is_empty() => Ok(name.to_string()),
+            (_, Some(prefix)) if !prefix.is_empty() => {
+                Ok(format!("{prefix}{}", self.random_suffix(5)))
+            }
+            _ => Err(ApiError::Invalid {
+                qualified_plural: target.resource.qualified_plural(),
+                name: String::new(),
+                detail: "metadata.name: Required value: name or generateName is required".into(),
+            }),
+        }
+    }
+
+    /// Adds the server-set metadata of a new object.
+    fn stamp_new(&mut self, target: Target<'_>, mut object: Value, skeleton: &Value) -> Value {
+        object["apiVersion"] = json!(target.resource.api_version());
+        object["kind"] = json!(target.resource.kind);
+        let uid = self.new_uid();
+        let meta = &mut object["metadata"];
+        meta["name"] = skeleton["metadata"]["name"].clone();
+        if target.resource.namespaced {
+            meta["namespace"] = json!(target.namespace);
+        } else if let Some(map) = meta.as_object_mut() {
+            map.remove("namespace");
+        }
+        meta["uid"] = json!(uid);
+        meta["creationTimestamp"] = json!(now_rfc3339());
+        meta["generation"] = json!(1);
+        if let Some(map) = meta.as_object_mut() {
+            map.remove("deletionTimestamp");
+            map.remove("resourceVersion");
+        }
+        if target.resource.qualified_plural() == CRD_QUALIFIED_PLURAL {
+            object["status"] = json!({"conditions": [
+                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found",
+                 "lastTransitionTime": now_rfc3339()},
+                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                 "message": "the initial names have been accepted", "lastTransitionTime": now_rfc3339()}],
+                "acceptedNames": object["spec"]["names"].clone()});
+        }
+        object
+    }
+
+    fn commit_new(
+        &mut self,
+        target: Target<'_>,
+        mut object: Value,
+        verb: &str,
+        manager: &str,
+    ) -> Result<Value, ApiError> {
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let version = self.store.next_resource_version();
+        object["metadata"]["resourceVersion"] = json!(version.to_string());
+        if target.resource.qualified_plural() == CRD_QUALIFIED_PLURAL
+            && !self.registry.register_crd(&object)
+        {
+            return Err(ApiError::Invalid {
+                qualified_plural: CRD_QUALIFIED_PLURAL.into(),
+                name,
+                detail: "spec: group, names.kind, names.plural and versions are required".into(),
+            });
+        }
+        self.log(target, verb, manager, version, &object);
+        self.store.commit(
+            target.key(&name),
+            ChangeKind::Added,
+            object.clone(),
+            None,
+            version,
+        );
+        self.changed.notify_one();
+        Ok(object)
+    }
+
+    fn log(&mut self, target: Target<'_>, verb: &str, manager: &str, version: u64, object: &Value) {
+        self.write_log.push(WriteRecord {
+            time: Utc::now(),
+            verb: verb.to_string(),
+            resource: target.resource.qualified_plural(),
+            status_subresource: target.status,
+            namespace: object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            name: object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            field_manager: manager.to_string(),
+            resource_version: version,
+            object: object.clone(),
+        });
+    }
+
+    /// PUT.
+    pub fn replace(
+        &mut self,
+        target: Target<'_>,
+        name: &str,
+        body: Value,
+        manager: &str,
+    ) -> Result<Value, ApiError> {
+        let old = self.get(target, name)?;
+        check_precondition(target, name, &old, &body)?;
+        let new = restrict_to_scope(target, &old, body);
+        self.finish_update(target, name, old, new, "update", manager, false)
+    }
+
+    /// PATCH with any [`PatchKind`]. Apply creates the object when it does not exist.
+    pub fn patch(
+        &mut self,
+        target: Target<'_>,
+        name: &str,
+        kind: PatchKind,
+        body: Value,
+        manager: &str,
+    ) -> Result<Value, ApiError> {
+        let old = match self.store.get(&target.key(name)) {
+            Some(old) => old.clone(),
+            None => {
+                return match kind {
+                    PatchKind::Apply { force } if !target.status => {
+                        self.apply_create(target, name, body, manager, force)
+                    }
+                    _ => Err(target.not_found(name)),
+                };
+            }
+        };
+        match kind {
+            PatchKind::Merge => {
+                check_precondition(target, name, &old, &body)?;
+                let mut patched = old.clone();
+                patch::merge_patch(&mut patched, &body);
+                let new = restrict_to_scope(target, &old, patched);
+                self.finish_update(target, name, old, new, "patch", manager, false)
+            }
+            PatchKind::Json => {
+                let mut patched = old.clone();
+                patch::json_patch(&mut patched, &body).map_err(|e| ApiError::Invalid {
+                    qualified_plural: target.resource.qualified_plural(),
+                    name: name.to_string(),
+                    detail: e.to_string(),
+                })?;
+                let new = restrict_to_scope(target, &old, patched);
+                self.finish_update(target, name, old, new, "patch", manager, false)
+            }
+            PatchKind::Apply { force } => {
+                check_apply_identity(target, name, &body)?;
+                let writer = writer(target, manager);
+                let new =
+                    managed_fields::apply(&old, &body, &writer, force).map_err(|conflicts| {
+                        ApiError::ApplyConflict {
+                            message: managed_fields::conflict_message(&conflicts),
+                            fields: conflicts
+                                .iter()
+                                .map(|c| (c.manager.clone(), managed_fields::render_path(&c.path)))
+                                .collect(),
+                        }
+                    })?;
+                self.finish_update(target, name, old, new, "apply", manager, true)
+            }
+        }
+    }
+
+    fn apply_create(
+        &mut self,
+        target: Target<'_>,
+        name: &str,
+        body: Value,
+        manager: &str,
+        force: bool,
+    ) -> Result<Value, ApiError> {
+        check_apply_identity(target, name, &body)?;
+        let skeleton = self.skeleton(target, name, &body)?;
+        let writer = writer(target, manager);
+        let applied =
+            managed_fields::apply(&skeleton, &body, &writer, force).map_err(|conflicts| {
+                ApiError::Internal(format!(
+                    "unexpected conflicts on create: {}",
+                    managed_fields::conflict_message(&conflicts)
+                ))
+            })?;
+        let created = self.stamp_new(target, applied, &skeleton);
+        self.commit_new(target, created, "apply", manager)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn finish_update(
+        &mut self,
+        target: Target<'_>,
+        name: &str,
+        old: Value,
+        mut new: Value,
+        verb: &str,
+        manager: &str,
+        managed_fields_done: bool,
+    ) -> Result<Value, ApiError> {
+        if !new.is_object() {
+            return Err(ApiError::BadRequest(
+                "the request body is not a JSON object".into(),
+            ));
+        }
+        new["apiVersion"] = json!(target.resource.api_version());
+        new["kind"] = json!(target.resource.kind);
+        if !new["metadata"].is_object() {
+            new["metadata"] = json!({});
+        }
+        for field in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ] {
+            match old["metadata"].get(field) {
+                Some(value) => new["metadata"][field] = value.clone(),
+                None => {
+                    if let Some(map) = new["metadata"].as_object_mut() {
+                        map.remove(field);
+                    }
+                }
+            }
+        }
+        if !managed_fields_done {
+            managed_fields::record_update(&old, &mut new, &writer(target, manager));
+        }
+        if content(&old) == content(&new) {
+            return Ok(old);
+        }
+        if generation_content(&old) != generation_content(&new) {
+            let generation = old["metadata"]["generation"].as_i64().unwrap_or(1);
+            new["metadata"]["generation"] = json!(generation + 1);
+        }
+        let version = self.store.next_resource_version();
+        new["metadata"]["resourceVersion"] = json!(version.to_string());
+        let key = target.key(name);
+        if target.resource.qualified_plural() == CRD_QUALIFIED_PLURAL {
+            self.registry.register_crd(&new);
+        }
+        self.log(target, verb, manager, version, &new);
+        let finished = new["metadata"].get("deletionTimestamp").is_some() && !has_finalizers(&new);
+        let kind = if finished {
+            ChangeKind::Deleted
+        } else {
+            ChangeKind::Modified
+        };
+        if finished && target.resource.qualified_plural() == CRD_QUALIFIED_PLURAL {
+            self.registry.unregister_crd(&new);
+        }
+        self.store
+            .commit(key, kind, new.clone(), Some(old), version);
+        self.changed.notify_one();
+        Ok(new)
+    }
+
+    /// DELETE: objects with finalizers only get a deletionTimestamp.
+    pub fn delete(
+        &mut self,
+        target: Target<'_>,
+        name: &str,
+        manager: &str,
+    ) -> Result<Value, ApiError> {
+        let old = self.get(target, name)?;
+        let version = self.store.next_resource_version();
+        let mut object = old.clone();
+        let kind = if has_finalizers(&old) {
+            if old["metadata"].get("deletionTimestamp").is_some() {
+                return Ok(old);
+            }
+            object["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
+            object["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            ChangeKind::Modified
+        } else {
+            if target.resource.qualified_plural() == CRD_QUALIFIED_PLURAL {
+                self.registry.unregister_crd(&old);
+            }
+            ChangeKind::Deleted
+        };
+        object["metadata"]["resourceVersion"] = json!(version.to_string());
+        self.log(target, "delete", manager, version, &object);
+        self.store
+            .commit(target.key(name), kind, object.clone(), Some(old), version);
+        self.changed.notify_one();
+        Ok(object)
+    }
+}
+
+fn writer<'a>(target: Target<'_>, manager: &'a str) -> Writer<'a> {
+    Writer {
+        manager,
+        scope: target.scope(),
+        api_version: target.resource.api_version(),
+        now: now_rfc3339(),
+    }
+}
+
+fn check_precondition(
+    target: Target<'_>,
+    name: &str,
+    old: &Value,
+    body: &Value,
+) -> Result<(), ApiError> {
+    match body["metadata"]["resourceVersion"].as_str() {
+        Some(expected)
+            if !expected.is_empty()
+                && Some(expected) != old["metadata"]["resourceVersion"].as_str() =>
+        {
+            Err(ApiError::ResourceVersionConflict {
+                qualified_plural: target.resource.qualified_plural(),
+                name: name.to_string(),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_apply_identity(target: Target<'_>, name: &str, body: &Value) -> Result<(), ApiError> {
+    match body["metadata"]["name"].as_str() {
+        Some(body_name) if body_name == name => Ok(()),
+        _ => Err(ApiError::BadRequest(format!(
+            "the name of the object ({}) does not match the name on the URL ({name})",
+            body["metadata"]["name"].as_str().unwrap_or_default()
+        ))),
+    }
+    .and_then(|()| {
+        if body.get("apiVersion").and_then(Value::as_str)
+            == Some(target.resource.api_version().as_str())
+            && body.get("kind").and_then(Value::as_str) == Some(target.resource.kind.as_str())
+        {
+            Ok(())
+        } else {
+            Err(ApiError::BadRequest(format!(
+                "apiVersion and kind must be {} {} in an apply patch",
+                target.resource.api_version(),
+                target.resource.kind
+            )))
+        }
+    })
+}
+
+/// Keeps only the part of `new` the endpoint may change; the rest comes from `old`.
+fn restrict_to_scope(target: Target<'_>, old: &Value, mut new: Value) -> Value {
+    match target.scope() {
+        Scope::Whole => new,
+        Scope::MainOnly => {
+            match old.get("status") {
+                Some(status) => new["status"] = status.clone(),
+                None => {
+                    if let Some(map) = new.as_object_mut() {
+                        map.remove("status");
+                    }
+                }
+            }
+            new
+        }
+        Scope::StatusOnly => {
+            let mut kept = old.clone();
+            match new.get_mut("status").map(Value::take) {
+                Some(status) => kept["status"] = status,
+                None => {
+                    if let Some(map) = kept.as_object_mut() {
+                        map.remove("status");
+                    }
+                }
+            }
+            kept
+        }
+    }
+}
+
+fn encode_continue(version: u64, key: &ObjectKey) -> String {
+    let token =
+        json!({"rv": version, "ns": key.namespace, "name": key.name, "resource": key.resource});
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
+}
+
+fn decode_continue(token: &str) -> Result<(u64, Option<ObjectKey>), ApiError> {
+    let invalid = || ApiError::BadRequest(format!("invalid continue token {token:?}"));
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| invalid())?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
+    let version = value["rv"].as_u64().ok_or_else(invalid)?;
+    let key = ObjectKey {
+        resource: value["resource"].as_str().ok_or_else(invalid)?.to_string(),
+        namespace: value["ns"].as_str().ok_or_else(invalid)?.to_string(),
+        name: value["name"].as_str().ok_or_else(invalid)?.to_string(),
+    };
+    Ok((version, Some(key)))
+}

@@ -1,0 +1,744 @@
+//! Stand-in for Sveltos's addon-controller: turns ClusterProfiles and SveltosClusters into
+//! ClusterSummaries whose feature statuses go Provisioning → Provisioned (or Failed) after each
+//! cluster's latency, honouring maxUpdate, paused clusters, withdrawal and the profile finalizer.
+//!
+//! It reacts to store changes and to its own timers only, and writes only when something changed.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use crate::fleet::{Feature, FleetBehaviour};
+use crate::registry::ResourceType;
+use crate::selector::LabelSelector;
+use crate::shared::{Shared, lock};
+use crate::state::{ApiState, PatchKind, Target, now_rfc3339};
+
+/// Field manager of every write the stand-in makes.
+pub const FIELD_MANAGER: &str = "addon-controller";
+pub const PROFILE_FINALIZER: &str = "clusterprofilefinalizer.projectsveltos.io";
+pub const LABEL_PROFILE_NAME: &str = "projectsveltos.io/cluster-profile-name";
+pub const LABEL_CLUSTER_NAME: &str = "projectsveltos.io/cluster-name";
+pub const LABEL_CLUSTER_TYPE: &str = "projectsveltos.io/cluster-type";
+
+const PROFILES: &str = "clusterprofiles.config.projectsveltos.io";
+const SUMMARIES: &str = "clustersummaries.config.projectsveltos.io";
+const CLUSTERS: &str = "sveltosclusters.lib.projectsveltos.io";
+
+/// Timers the stand-in keeps in memory (lost on restart, then re-armed from the objects).
+#[derive(Debug, Default)]
+struct Timers {
+    /// (namespace, summary, feature) → when the Provisioning feature finishes.
+    deploy: HashMap<(String, String, Feature), Instant>,
+    /// (namespace, summary) → when the summary of a deleted profile is removed.
+    withdraw: HashMap<(String, String), Instant>,
+}
+
+/// Runs until `shutdown` turns true.
+pub async fn run(shared: Arc<Shared>, changed: Arc<Notify>, mut shutdown: watch::Receiver<bool>) {
+    let mut timers = Timers::default();
+    loop {
+        let next = reconcile(&shared, &mut timers);
+        let sleep = async {
+            match next {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = changed.notified() => {}
+            () = sleep => {}
+            result = shutdown.changed() => {
+                if result.is_err() || *shutdown.borrow() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn features_of(spec: &Value) -> Vec<(Feature, &'static str)> {
+    let non_empty = |field: &str| spec[field].as_array().is_some_and(|a| !a.is_empty());
+    [
+        (Feature::Resources, "policyRefs"),
+        (Feature::Helm, "helmCharts"),
+        (Feature::Kustomize, "kustomizationRefs"),
+    ]
+    .into_iter()
+    .filter(|(_, field)| non_empty(field))
+    .collect()
+}
+
+fn feature_hash(spec: &Value, field: &str) -> String {
+    let digest = Sha256::digest(spec[field].to_string().as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(digest)
+}
+
+/// The failure the fleet injects for a feature on a cluster, worded like Sveltos.
+fn injected_failure(
+    spec: &Value,
+    feature: Feature,
+    behaviour: &crate::fleet::ClusterBehaviour,
+) -> Option<String> {
+    if let Some(message) = behaviour.fail_features.get(&feature) {
+        return Some(message.clone());
+    }
+    spec["validateHealths"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|check| {
+            let name = check["name"].as_str()?;
+            if check["featureID"].as_str() != Some(feature.as_str()) {
+                return None;
+            }
+            let detail = behaviour.fail_health_checks.get(name)?;
+            Some(format!(
+                "health check '{name}' for feature {} failed: {detail}",
+                feature.as_str()
+            ))
+        })
+}
+
+/// maxUpdate resolved against the number of matching clusters: int, or percent rounded down, min 1.
+fn max_update(value: &Value, matching: usize) -> Option<usize> {
+    match value {
+        Value::Number(n) => n.as_u64().map(|n| (n as usize).max(1)),
+        Value::String(s) => match s.strip_suffix('%') {
+            Some(percent) => percent
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .map(|p| (matching * p / 100).max(1)),
+            None => s.parse::<usize>().ok().map(|n| n.max(1)),
+        },
+        _ => None,
+    }
+}
+
+fn objects(state: &ApiState, resource: &str) -> Vec<Value> {
+    state
+        .store
+        .range(resource, None, None)
+        .map(|(_, v)| v.clone())
+        .collect()
+}
+
+fn name_of(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+fn namespace_of(object: &Value) -> &str {
+    object["metadata"]["namespace"].as_str().unwrap_or_default()
+}
+
+fn label<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object["metadata"]["labels"][key].as_str()
+}
+
+fn is_deleting(object: &Value) -> bool {
+    object["metadata"].get("deletionTimestamp").is_some()
+}
+
+fn all_provisioned(summary: &Value) -> bool {
+    let spec = &summary["spec"]["clusterProfileSpec"];
+    let statuses = summary["status"]["featureSummaries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    features_of(spec).iter().all(|(feature, _)| {
+        statuses.iter().any(|s| {
+            s["featureID"].as_str() == Some(feature.as_str())
+                && s["status"].as_str() == Some("Provisioned")
+        })
+    })
+}
+
+/// What a ClusterProfile resolves to.
+struct ProfileView<'a> {
+    profile: &'a Value,
+    name: String,
+    /// (namespace, name) of matching, ready clusters.
+    matching: Vec<(String, String)>,
+    desired_spec: Value,
+}
+
+fn clusters_for(profile: &Value, clusters: &[Value]) -> (Vec<(String, String)>, Vec<Value>) {
+    let spec = &profile["spec"];
+    let ready = |c: &Value| !is_deleting(c) && c["status"]["ready"].as_bool() == Some(true);
+    let mut matching = BTreeSet::new();
+    let selector = spec.get("clusterSelector").map(LabelSelector::from_object);
+    if let Some(Ok(selector)) = selector
+        && !selector.is_empty()
+    {
+        for cluster in clusters.iter().filter(|c| ready(c) && selector.matches(c)) {
+            matching.insert((
+                namespace_of(cluster).to_string(),
+                name_of(cluster).to_string(),
+            ));
+        }
+    }
+    for reference in spec["clusterRefs"].as_array().into_iter().flatten() {
+        let (Some(ns), Some(name)) = (reference["namespace"].as_str(), reference["name"].as_str())
+        else {
+            continue;
+        };
+        if clusters
+            .iter()
+            .any(|c| namespace_of(c) == ns && name_of(c) == name && ready(c))
+        {
+            matching.insert((ns.to_string(), name.to_string()));
+        }
+    }
+    let references = matching
+        .iter()
+        .map(|(ns, name)| json!({"apiVersion": "lib.projectsveltos.io/v1beta1", "kind": "SveltosCluster", "namespace": ns, "name": name}))
+        .collect();
+    (matching.into_iter().collect(), references)
+}
+
+struct Types {
+    profiles: ResourceType,
+    summaries: ResourceType,
+}
+
+/// One pass over every profile. Returns when the next timer fires.
+fn reconcile(shared: &Shared, timers: &mut Timers) -> Option<Instant> {
+    let behaviour = lock(&shared.fleet).clone();
+    let mut state = lock(&shared.state);
+    // Read the clock only once the lock is held, so deadlines count from the writes' own time.
+    let now = Instant::now();
+    let types = Types {
+        profiles: state.registry.find_qualified(PROFILES)?.clone(),
+        summaries: state.registry.find_qualified(SUMMARIES)?.clone(),
+    };
+    let clusters = objects(&state, CLUSTERS);
+    let profiles = objects(&state, PROFILES);
+    let mut next: Option<Instant> = None;
+    let mut wake = |at: Instant| next = Some(next.map_or(at, |n| n.min(at)));
+    let mut live_summaries: BTreeSet<(String, String)> = BTreeSet::new();
+
+    for profile in &profiles {
+        let name = name_of(profile).to_string();
+        if is_deleting(profile) {
+            withdraw_deleted(
+                &mut state,
+                &types,
+                &behaviour,
+                timers,
+                profile,
+                now,
+                &mut wake,
+                &mut live_summaries,
+            );
+            continue;
+        }
+        ensure_finalizer(&mut state, &types, profile);
+        let (matching, references) = clusters_for(profile, &clusters);
+        if profile["status"]["matchingClusters"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            != references.as_slice()
+        {
+            let body = json!({"status": {"matchingClusters": references}});
+            write(
+                state.patch(
+                    status_target(&types.profiles),
+                    &name,
+                    PatchKind::Merge,
+                    body,
+                    FIELD_MANAGER,
+                ),
+                &name,
+            );
+        }
+        let mut desired_spec = profile["spec"].clone();
+        if let Some(map) = desired_spec.as_object_mut() {
+            for field in ["clusterSelector", "clusterRefs", "setRefs"] {
+                map.remove(field);
+            }
+        }
+        let view = ProfileView {
+            profile,
+            name,
+            matching,
+            desired_spec,
+        };
+        sync_summaries(
+            &mut state,
+            &types,
+            &behaviour,
+            timers,
+            &view,
+            &clusters,
+            now,
+            &mut wake,
+            &mut live_summaries,
+        );
+    }
+
+    // Withdrawal: summaries whose profile no longer wants them (or is gone).
+    let summaries = objects(&state, SUMMARIES);
+    for summary in summaries.iter().filter(|s| {
+        label(s, LABEL_CLUSTER_TYPE) == Some("Sveltos") && label(s, LABEL_PROFILE_NAME).is_some()
+    }) {
+        let key = (
+            namespace_of(summary).to_string(),
+            name_of(summary).to_string(),
+        );
+        if !live_summaries.contains(&key) {
+            let target = Target {
+                resource: &types.summaries,
+                namespace: &key.0,
+                status: false,
+            };
+            write(state.delete(target, &key.1, FIELD_MANAGER), &key.1);
+            timers
+                .deploy
+                .retain(|(ns, n, _), _| !(*ns == key.0 && *n == key.1));
+        }
+    }
+    next
+}
+
+fn status_target(resource: &ResourceType) -> Target<'_> {
+    Target {
+        resource,
+        namespace: "",
+        status: true,
+    }
+}
+
+fn write(result: Result<Value, crate::api_error::ApiError>, name: &str) {
+    if let Err(error) = result {
+        tracing::warn!(object = name, %error, "sveltos stand-in write failed");
+    }
+}
+
+fn ensure_finalizer(state: &mut ApiState, types: &Types, profile: &Value) {
+    let finalizers: Vec<Value> = profile["metadata"]["finalizers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if finalizers
+        .iter()
+        .any(|f| f.as_str() == Some(PROFILE_FINALIZER))
+    {
+        return;
+    }
+    let mut updated = finalizers;
+    updated.push(json!(PROFILE_FINALIZER));
+    let target = Target {
+        resource: &types.profiles,
+        namespace: "",
+        status: false,
+    };
+    let body = json!({"metadata": {"finalizers": updated}});
+    write(
+        state.patch(
+            target,
+            name_of(profile),
+            PatchKind::Merge,
+            body,
+            FIELD_MANAGER,
+        ),
+        name_of(profile),
+    );
+}
+
+#[allow(clippy::too_many_arguments)]
+fn withdraw_deleted(
+    state: &mut ApiState,
+    types: &Types,
+    behaviour: &FleetBehaviour,
+    timers: &mut Timers,
+    profile: &Value,
+    now: Instant,
+    wake: &mut impl FnMut(Instant),
+    live: &mut BTreeSet<(String, String)>,
+) {
+    let name = name_of(profile);
+    let summaries: Vec<Value> = objects(state, SUMMARIES)
+        .into_iter()
+        .filter(|s| label(s, LABEL_PROFILE_NAME) == Some(name))
+        .collect();
+    let mut remaining = 0;
+    for summary in &summaries {
+        let key = (
+            namespace_of(summary).to_string(),
+            name_of(summary).to_string(),
+        );
+        let cluster = summary["spec"]["clusterName"].as_str().unwrap_or_default();
+        let due = *timers
+            .withdraw
+            .entry(key.clone())
+            .or_insert_with(|| now + behaviour.latency(&key.0, cluster));
+        if now >= due {
+            let target = Target {
+                resource: &types.summaries,
+                namespace: &key.0,
+                status: false,
+            };
+            write(state.delete(target, &key.1, FIELD_MANAGER), &key.1);
+            timers.withdraw.remove(&key);
+            timers
+                .deploy
+                .retain(|(ns, n, _), _| !(*ns == key.0 && *n == key.1));
+        } else {
+            remaining += 1;
+            live.insert(key);
+            wake(due);
+        }
+    }
+    if remaining == 0 {
+        let finalizers: Vec<Value> = profile["metadata"]["finalizers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| f.as_str() != Some(PROFILE_FINALIZER))
+            .cloned()
+            .collect();
+        if finalizers.len()
+            != profile["metadata"]["finalizers"]
+                .as_array()
+                .map_or(0, Vec::len)
+        {
+            let target = Target {
+                resource: &types.profiles,
+                namespace: "",
+                status: false,
+            };
+            let body = json!({"metadata": {"finalizers": finalizers}});
+            write(
+                state.patch(target, name, PatchKind::Merge, body, FIELD_MANAGER),
+                name,
+            );
+        }
+    }
+}
+
+fn summary_metadata(view: &ProfileView<'_>, namespace: &str, cluster: &str) -> Value {
+    let profile_meta = &view.profile["metadata"];
+    let mut labels: Map<String, Value> = profile_meta["labels"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    labels.insert(LABEL_PROFILE_NAME.into(), json!(view.name));
+    labels.insert(LABEL_CLUSTER_NAME.into(), json!(cluster));
+    labels.insert(LABEL_CLUSTER_TYPE.into(), json!("Sveltos"));
+    let mut metadata = json!({
+        "name": format!("{}-sveltos-{cluster}", view.name),
+        "namespace": namespace,
+        "labels": labels,
+        "ownerReferences": [{
+            "apiVersion": view.profile["apiVersion"], "kind": "ClusterProfile", "name": view.name,
+            "uid": profile_meta["uid"], "controller": true, "blockOwnerDeletion": true,
+        }],
+    });
+    if let Some(annotations) = profile_meta["annotations"]
+        .as_object()
+        .filter(|a| !a.is_empty())
+    {
+        metadata["annotations"] = Value::Object(annotations.clone());
+    }
+    metadata
+}
+
+fn summary_spec(namespace: &str, cluster: &str, profile_spec: Value) -> Value {
+    json!({"clusterNamespace": namespace, "clusterName": cluster, "clusterType": "Sveltos", "clusterProfileSpec": profile_spec})
+}
+
+#[allow(clippy::too_many_arguments)]
+fn sync_summaries(
+    state: &mut ApiState,
+    types: &Types,
+    behaviour: &FleetBehaviour,
+    timers: &mut Timers,
+    view: &ProfileView<'_>,
+    clusters: &[Value],
+    now: Instant,
+    wake: &mut impl FnMut(Instant),
+    live: &mut BTreeSet<(String, String)>,
+) {
+    let paused = |ns: &str, name: &str| {
+        clusters.iter().any(|c| {
+            namespace_of(c) == ns
+                && name_of(c) == name
+                && c["spec"]["paused"].as_bool() == Some(true)
+        })
+    };
+    let summary_name = |cluster: &str| format!("{}-sveltos-{cluster}", view.name);
+    let existing: BTreeMap<(String, String), Value> = view
+        .matching
+        .iter()
+        .filter_map(|(ns, cluster)| {
+            let key = crate::store::ObjectKey {
+                resource: SUMMARIES.into(),
+                namespace: ns.clone(),
+                name: summary_name(cluster),
+            };
+            state
+                .store
+                .get(&key)
+                .map(|s| ((ns.clone(), cluster.clone()), s.clone()))
+        })
+        .collect();
+    let active = view
+        .matching
+        .iter()
+        .filter(|(ns, c)| !paused(ns, c))
+        .count();
+    let budget = max_update(&view.profile["spec"]["maxUpdate"], active);
+    let updating = existing
+        .iter()
+        .filter(|((ns, c), s)| {
+            !paused(ns, c)
+                && s["spec"]["clusterProfileSpec"] == view.desired_spec
+                && !all_provisioned(s)
+        })
+        .count();
+    let mut allowed = budget.map(|b| b.saturating_sub(updating));
+
+    for (namespace, cluster) in &view.matching {
+        let name = summary_name(cluster);
+        live.insert((namespace.clone(), name.clone()));
+        let target = Target {
+            resource: &types.summaries,
+            namespace,
+            status: false,
+        };
+        let metadata = summary_metadata(view, namespace, cluster);
+        let current = match existing.get(&(namespace.clone(), cluster.clone())) {
+            None => {
+                let spec = summary_spec(namespace, cluster, view.desired_spec.clone());
+                let object = json!({"apiVersion": types.summaries.api_version(), "kind": "ClusterSummary", "metadata": metadata, "spec": spec});
+                match state.create(target, object, FIELD_MANAGER) {
+                    Ok(created) => created,
+                    Err(error) => {
+                        tracing::warn!(summary = name, %error, "creating ClusterSummary failed");
+                        continue;
+                    }
+                }
+            }
+            Some(summary) => {
+                let mut updated = summary.clone();
+                for field in ["labels", "annotations", "ownerReferences"] {
+                    match metadata.get(field) {
+                        Some(value) => updated["metadata"][field] = value.clone(),
+                        None => {
+                            if let Some(map) = updated["metadata"].as_object_mut() {
+                                map.remove(field);
+                            }
+                        }
+                    }
+                }
+                let outdated = summary["spec"]["clusterProfileSpec"] != view.desired_spec;
+                let may_update = outdated
+                    && (paused(namespace, cluster)
+                        || match allowed.as_mut() {
+                            None => true,
+                            Some(0) => false,
+                            Some(left) => {
+                                *left -= 1;
+                                true
+                            }
+                        });
+                if may_update {
+                    updated["spec"] = summary_spec(namespace, cluster, view.desired_spec.clone());
+                }
+                if updated == *summary {
+                    updated
+                } else {
+                    match state.replace(target, &name, updated, FIELD_MANAGER) {
+                        Ok(written) => written,
+                        Err(error) => {
+                            tracing::warn!(summary = name, %error, "updating ClusterSummary failed");
+                            continue;
+                        }
+                    }
+                }
+            }
+        };
+        if paused(namespace, cluster) {
+            continue;
+        }
+        let cluster_behaviour = behaviour.cluster(namespace, cluster);
+        let latency = behaviour.latency(namespace, cluster);
+        let (status, armed) = next_status(&current, &cluster_behaviour, latency, timers, now, wake);
+        if let Some(status) = status {
+            let status_target = Target {
+                resource: &types.summaries,
+                namespace,
+                status: true,
+            };
+            let mut object = current.clone();
+            object["status"] = status;
+            write(
+                state.replace(status_target, &name, object, FIELD_MANAGER),
+                &name,
+            );
+        }
+        // Deadlines count from the moment the Provisioning status was written.
+        let written = Instant::now();
+        for feature in armed {
+            timers.deploy.insert(
+                (namespace.clone(), name.clone(), feature),
+                written + latency,
+            );
+            wake(written + latency);
+        }
+    }
+}
+
+/// The summary's next status (None when nothing changes) and the features that (re)started
+/// deploying, whose timers the caller arms once the status is written.
+fn next_status(
+    summary: &Value,
+    behaviour: &crate::fleet::ClusterBehaviour,
+    latency: Duration,
+    timers: &mut Timers,
+    now: Instant,
+    wake: &mut impl FnMut(Instant),
+) -> (Option<Value>, Vec<Feature>) {
+    let mut armed = Vec::new();
+    let namespace = namespace_of(summary).to_string();
+    let name = name_of(summary).to_string();
+    let spec = &summary["spec"]["clusterProfileSpec"];
+    let old: Vec<Value> = summary["status"]["featureSummaries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let needed = features_of(spec);
+    let mut entries = Vec::new();
+    for (feature, field) in &needed {
+        let hash = feature_hash(spec, field);
+        let failure = injected_failure(spec, *feature, behaviour);
+        let timer_key = (namespace.clone(), name.clone(), *feature);
+        let existing = old
+            .iter()
+            .find(|e| e["featureID"].as_str() == Some(feature.as_str()));
+        let redeploy = |entry: Option<&Value>| {
+            let failures = entry
+                .and_then(|e| e["consecutiveFailures"].as_u64())
+                .unwrap_or(0);
+            let mut fresh =
+                json!({"featureID": feature.as_str(), "hash": hash, "status": "Provisioning"});
+            if failures > 0 {
+                fresh["consecutiveFailures"] = json!(failures);
+            }
+            fresh
+        };
+        let entry = match existing {
+            Some(entry) if entry["hash"].as_str() == Some(hash.as_str()) => {
+                match entry["status"].as_str() {
+                    Some("Provisioning") => {
+                        let due = *timers
+                            .deploy
+                            .entry(timer_key.clone())
+                            .or_insert(now + latency);
+                        if now >= due {
+                            timers.deploy.remove(&timer_key);
+                            let mut done = entry.clone();
+                            let map = done.as_object_mut();
+                            if let Some(map) = map {
+                                match &failure {
+                                    Some(message) => {
+                                        map.insert("status".into(), json!("Failed"));
+                                        map.insert("failureMessage".into(), json!(message));
+                                        let failures =
+                                            entry["consecutiveFailures"].as_u64().unwrap_or(0) + 1;
+                                        map.insert("consecutiveFailures".into(), json!(failures));
+                                    }
+                                    None => {
+                                        map.insert("status".into(), json!("Provisioned"));
+                                        map.insert("lastAppliedTime".into(), json!(now_rfc3339()));
+                                        map.remove("failureMessage");
+                                        map.remove("consecutiveFailures");
+                                    }
+                                }
+                            }
+                            done
+                        } else {
+                            wake(due);
+                            entry.clone()
+                        }
+                    }
+                    Some("Provisioned") if failure.is_none() => entry.clone(),
+                    Some("Failed")
+                        if failure.is_some()
+                            && entry["failureMessage"].as_str() == failure.as_deref() =>
+                    {
+                        entry.clone()
+                    }
+                    _ => {
+                        armed.push(*feature);
+                        redeploy(Some(entry))
+                    }
+                }
+            }
+            _ => {
+                armed.push(*feature);
+                redeploy(None)
+            }
+        };
+        entries.push(entry);
+    }
+    if entries == old {
+        return (None, armed);
+    }
+    let mut status = summary["status"].as_object().cloned().unwrap_or_default();
+    if entries.is_empty() {
+        status.remove("featureSummaries");
+    } else {
+        status.insert("featureSummaries".into(), Value::Array(entries));
+    }
+    (Some(Value::Object(status)), armed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_update_rounds_down_with_minimum_one() {
+        assert_eq!(max_update(&json!("10%"), 20), Some(2));
+        assert_eq!(max_update(&json!("10%"), 5), Some(1));
+        assert_eq!(max_update(&json!(3), 20), Some(3));
+        assert_eq!(max_update(&Value::Null, 20), None);
+    }
+
+    #[test]
+    fn health_check_failure_is_worded_like_sveltos() {
+        let spec = json!({"validateHealths": [
+            {"name": "other", "featureID": "Resources"},
+            {"name": "deployment-health", "featureID": "Helm"}]});
+        let mut behaviour = crate::fleet::ClusterBehaviour::default();
+        behaviour
+            .fail_health_checks
+            .insert("deployment-health".into(), "available replicas 0/1".into());
+        assert_eq!(
+            injected_failure(&spec, Feature::Helm, &behaviour).as_deref(),
+            Some(
+                "health check 'deployment-health' for feature Helm failed: available replicas 0/1"
+            )
+        );
+        assert_eq!(
+            injected_failure(&spec, Feature::Resources, &behaviour),
+            None
+        );
+    }
+
+    #[test]
+    fn features_follow_the_spec_lists() {
+        let spec = json!({"helmCharts": [{"releaseName": "a"}], "policyRefs": [], "kustomizationRefs": [{}]});
+        let features: Vec<Feature> = features_of(&spec).into_iter().map(|(f, _)| f).collect();
+        assert_eq!(features, [Feature::Helm, Feature::Kustomize]);
+    }
+}

@@ -1,0 +1,203 @@
+//! Is a stage's profile fully provisioned (DESIGN D4, upstream §4.6 made strict)?
+//!
+//! Every ClusterSummary of the profile must carry every field tollgate set (subset comparison:
+//! Sveltos may add defaulted fields) and report every feature `Provisioned`, with a status written
+//! after tollgate's apply for each feature whose inputs that apply changed. Zero summaries
+//! complete the stage only when no ready, unpaused cluster matches its selector.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tollgate_spec::model::LabelSelector;
+
+use crate::features::required_features;
+use crate::messages;
+use crate::observed::{Observed, ObservedSummary};
+use crate::subset::carries;
+use crate::status::StageCounts;
+
+/// What tollgate applied to one profile, to be checked against what Sveltos reports.
+#[derive(Clone, Copy, Debug)]
+pub struct AppliedExpectation<'a> {
+    pub profile: &'a str,
+    pub selector: &'a LabelSelector,
+    pub spec: &'a Value,
+    pub spec_hash: &'a str,
+    pub applied_at: DateTime<Utc>,
+    pub fresh_features: &'a [String],
+    /// The apply is among this step's actions. The status a step returns must describe the
+    /// world once its actions took effect (the idempotence contract), so the profile then counts
+    /// as carrying it; its summaries still have to catch up.
+    pub being_applied: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completion {
+    pub complete: bool,
+    /// Upstream's message: the first problem, or the success text.
+    pub message: String,
+    pub counts: StageCounts,
+}
+
+pub fn check(expected: &AppliedExpectation<'_>, observed: &Observed) -> Completion {
+    let matching: Vec<(&str, &str)> = observed
+        .clusters
+        .iter()
+        .filter(|c| c.ready && !c.paused && expected.selector.matches(&c.labels))
+        .map(|c| (c.namespace.as_str(), c.name.as_str()))
+        .collect();
+    let mut summaries: Vec<&ObservedSummary> = observed
+        .summaries
+        .iter()
+        .filter(|s| s.profile_name == expected.profile)
+        .collect();
+    summaries.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+
+    let mut counts = StageCounts {
+        matching_clusters: count(matching.len()),
+        summaries: count(summaries.len()),
+        provisioned: 0,
+        failed: 0,
+    };
+    let mut first_problem: Option<String> = None;
+
+    // Never complete from a profile that does not yet show our latest apply (reflector lag).
+    let profile_current = expected.being_applied
+        || observed
+            .profiles
+            .get(expected.profile)
+            .and_then(|p| p.applied_spec_hash())
+            == Some(expected.spec_hash);
+    if !profile_current {
+        first_problem = Some(messages::waiting_for_profile(expected.profile));
+    }
+
+    let required = required_features(expected.spec);
+    for summary in &summaries {
+        if summary_failed(summary) {
+            counts.failed += 1;
+        }
+        match summary_problem(summary, expected, &required) {
+            None => counts.provisioned += 1,
+            Some(problem) => {
+                first_problem.get_or_insert(problem);
+            }
+        }
+    }
+
+    if first_problem.is_none() {
+        let missing = matching
+            .iter()
+            .filter(|(namespace, name)| {
+                !summaries
+                    .iter()
+                    .any(|s| s.namespace == *namespace && s.cluster_name == *name)
+            })
+            .count();
+        if missing > 0 {
+            first_problem = Some(messages::waiting_for_summaries(missing));
+        }
+    }
+
+    match first_problem {
+        Some(message) => Completion {
+            complete: false,
+            message,
+            counts,
+        },
+        None if summaries.is_empty() => Completion {
+            complete: true,
+            message: messages::no_matching_clusters(expected.profile),
+            counts,
+        },
+        None => Completion {
+            complete: true,
+            message: messages::ALL_DEPLOYED.to_string(),
+            counts,
+        },
+    }
+}
+
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn summary_failed(summary: &ObservedSummary) -> bool {
+    summary.failure_message.is_some() || summary.features.iter().any(|f| f.is_failed())
+}
+
+/// The first reason this summary does not count as provisioned for the expected apply.
+fn summary_problem(
+    summary: &ObservedSummary,
+    expected: &AppliedExpectation<'_>,
+    required: &[&str],
+) -> Option<String> {
+    if let Some(field) = first_field_out_of_sync(expected.spec, &summary.spec) {
+        return Some(messages::not_in_sync(field, &summary.name));
+    }
+    let all_provisioned = summary.features.iter().all(|f| f.is_provisioned());
+    let required_present = required
+        .iter()
+        .all(|id| summary.features.iter().any(|f| f.feature_id == *id));
+    let fresh = expected.fresh_features.iter().all(|id| {
+        summary
+            .features
+            .iter()
+            .find(|f| &f.feature_id == id)
+            .and_then(|f| f.last_applied_time)
+            .is_some_and(|t| t >= whole_second(expected.applied_at))
+    });
+    if all_provisioned && required_present && fresh {
+        None
+    } else {
+        Some(messages::not_yet_provisioned(&summary.name))
+    }
+}
+
+/// Kubernetes times (`metav1.Time`, hence Sveltos's `lastAppliedTime`) have whole-second
+/// precision: a status written in the same second as our apply reads as that second, so the apply
+/// instant is compared truncated to its second.
+fn whole_second(t: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
+    chrono::DurationRound::duration_trunc(t, chrono::TimeDelta::seconds(1)).unwrap_or(t)
+}
+
+/// Upstream compares these three first, in this order; every other field tollgate set follows.
+const FIRST_COMPARED: [&str; 3] = ["helmCharts", "policyRefs", "kustomizationRefs"];
+
+/// Fields that choose *which* clusters, not *what* is deployed to them. A ClusterSummary is about
+/// one cluster already chosen, and Sveltos need not copy them into `clusterProfileSpec`.
+const SELECTION_FIELDS: [&str; 3] = ["clusterSelector", "clusterRefs", "setRefs"];
+
+fn first_field_out_of_sync<'e>(expected: &'e Value, actual: &Value) -> Option<&'e str> {
+    let expected = expected.as_object()?;
+    let fields = FIRST_COMPARED
+        .iter()
+        .filter_map(|f| expected.get_key_value(*f))
+        .chain(
+            expected
+                .iter()
+                .filter(|(k, _)| !FIRST_COMPARED.contains(&k.as_str()))
+                .filter(|(k, _)| !SELECTION_FIELDS.contains(&k.as_str())),
+        );
+    for (field, value) in fields {
+        let carried = actual.get(field.as_str());
+        if !carries(value, carried) {
+            return Some(field.as_str());
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn helm_is_reported_before_other_fields() {
+        let expected = json!({"tier": 100, "helmCharts": [{"chartVersion": "2"}]});
+        let actual = json!({"tier": 90, "helmCharts": [{"chartVersion": "1"}]});
+        assert_eq!(first_field_out_of_sync(&expected, &actual), Some("helmCharts"));
+        let actual = json!({"tier": 90, "helmCharts": [{"chartVersion": "2"}]});
+        assert_eq!(first_field_out_of_sync(&expected, &actual), Some("tier"));
+    }
+}

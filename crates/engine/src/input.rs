@@ -1,0 +1,35 @@
+//! The engine's input: everything it decides from.
+
+use chrono::{DateTime, Utc};
+use tollgate_spec::snapshot::{ApprovalEvent, Snapshot};
+
+use crate::observed::Observed;
+use crate::status::PromotionStatus;
+
+#[derive(Clone, Copy, Debug)]
+pub struct StepInput<'a> {
+    pub desired: Desired<'a>,
+    /// Every approval event of this promotion, in first-parent order.
+    pub approvals: &'a [ApprovalEvent],
+    pub observed: &'a Observed,
+    /// The status persisted after the last step whose actions all succeeded; `None` = never ran.
+    pub status: Option<&'a PromotionStatus>,
+    pub now: DateTime<Utc>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Desired<'a> {
+    /// The promotion exists in git. `current` is its last good snapshot; `invalid` carries the
+    /// error text when the file at HEAD does not parse or validate (`current` keeps running).
+    Snapshot {
+        current: &'a Snapshot,
+        invalid: Option<&'a str>,
+    },
+    /// The promotion is gone from git (the controller has already applied its blast-radius
+    /// guard). `last` is its last good snapshot, if there ever was one.
+    Removed {
+        /// `metadata.name` of the promotion (needed when there never was a good snapshot).
+        promotion: &'a str,
+        last: Option<&'a Snapshot>,
+    },
+}

@@ -1,0 +1,100 @@
+//! What the controller's watches show now: generated ClusterProfiles, their ClusterSummaries and
+//! the clusters. Plain data, built by the controller from its reflectors.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tollgate_render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, PROMOTION_LABEL, SPEC_HASH_ANNOTATION};
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Observed {
+    /// ClusterProfiles labelled `tollgate.dev/promotion=<p>`, plus any profile whose name tollgate
+    /// would generate for `<p>` (so that a foreign profile of that name is detected), by name.
+    pub profiles: BTreeMap<String, ObservedProfile>,
+    /// ClusterSummaries whose `projectsveltos.io/cluster-profile-name` is one of those profiles.
+    pub summaries: Vec<ObservedSummary>,
+    /// SveltosClusters and CAPI Clusters.
+    pub clusters: Vec<ObservedCluster>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ObservedProfile {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub spec: Value,
+    /// `metadata.deletionTimestamp` is set: add-ons are being withdrawn.
+    pub deleting: bool,
+}
+
+impl ObservedProfile {
+    /// Carries tollgate's managed-by label (whatever promotion it belongs to).
+    pub fn is_managed_by_tollgate(&self) -> bool {
+        self.labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE)
+    }
+
+    /// Managed by tollgate for this promotion.
+    pub fn is_owned_by(&self, promotion: &str) -> bool {
+        self.is_managed_by_tollgate()
+            && self.labels.get(PROMOTION_LABEL).map(String::as_str) == Some(promotion)
+    }
+
+    /// The hash of the spec tollgate last applied to it, if tollgate applied it and it is not
+    /// being deleted (a profile on its way out carries nothing).
+    pub fn applied_spec_hash(&self) -> Option<&str> {
+        if self.is_managed_by_tollgate() && !self.deleting {
+            self.annotations.get(SPEC_HASH_ANNOTATION).map(String::as_str)
+        } else {
+            None
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ObservedSummary {
+    pub namespace: String,
+    pub name: String,
+    /// Label `projectsveltos.io/cluster-profile-name`.
+    pub profile_name: String,
+    /// `spec.clusterName` (the cluster lives in `namespace`).
+    pub cluster_name: String,
+    /// `spec.clusterProfileSpec`.
+    pub spec: Value,
+    pub features: Vec<FeatureSummary>,
+    /// `status.failureMessage`: errors that are not feature-specific.
+    pub failure_message: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FeatureSummary {
+    /// `Helm`, `Resources` or `Kustomize`.
+    pub feature_id: String,
+    /// `Provisioning`, `Provisioned`, `Failed`, `FailedNonRetriable`, `Removing`, …
+    pub status: String,
+    pub last_applied_time: Option<DateTime<Utc>>,
+    pub failure_message: Option<String>,
+    pub hash: Option<String>,
+}
+
+impl FeatureSummary {
+    pub fn is_provisioned(&self) -> bool {
+        self.status == PROVISIONED
+    }
+    pub fn is_failed(&self) -> bool {
+        self.status == "Failed" || self.status == "FailedNonRetriable"
+    }
+}
+
+pub const PROVISIONED: &str = "Provisioned";
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ObservedCluster {
+    pub namespace: String,
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    /// SveltosCluster `status.ready`, or CAPI control plane initialised; not being deleted.
+    pub ready: bool,
+    /// SveltosCluster `spec.paused`: it gets a ClusterSummary but nothing is deployed to it.
+    pub paused: bool,
+}

@@ -1,0 +1,87 @@
+//! A promotion gone from git: delete every profile tollgate generated for it, unless its last
+//! snapshot asked to keep them (`preserveClusterProfilesOnDelete`, which works here: D9).
+
+use tollgate_spec::hash::HASH_SCHEME;
+use tollgate_spec::snapshot::Snapshot;
+
+use crate::input::StepInput;
+use crate::output::{Action, EngineEvent, StepOutput};
+use crate::status::{Phase, PromotionStatus};
+use crate::step::reasons;
+
+pub(crate) fn step_removed(
+    input: &StepInput<'_>,
+    promotion: &str,
+    last: Option<&Snapshot>,
+) -> StepOutput {
+    let mut status = input
+        .status
+        .cloned()
+        .unwrap_or_else(PromotionStatus::empty);
+    status.hash_scheme = HASH_SCHEME;
+    status.next_wake_up = None;
+    status.paused_since = None;
+    let preserve = last.is_some_and(|s| s.promotion.spec.preserve_cluster_profiles_on_delete);
+    let owned: Vec<_> = input
+        .observed
+        .profiles
+        .values()
+        .filter(|p| p.is_owned_by(promotion))
+        .collect();
+    let first_time = !matches!(status.phase, Phase::Removing | Phase::Removed);
+    let mut events = Vec::new();
+
+    if preserve {
+        status.phase = Phase::Removed;
+        status.message = Some(format!(
+            "removed from git; kept {} ClusterProfiles (preserveClusterProfilesOnDelete: true)",
+            owned.len()
+        ));
+        if first_time {
+            events.push(EngineEvent::normal(
+                reasons::REMOVING,
+                "Removed from git; generated ClusterProfiles are kept (preserveClusterProfilesOnDelete)"
+                    .to_string(),
+            ));
+        }
+        return StepOutput {
+            actions: Vec::new(),
+            status,
+            events,
+            wake_at: None,
+        };
+    }
+
+    let actions: Vec<Action> = owned
+        .iter()
+        .filter(|p| !p.deleting)
+        .map(|p| Action::DeleteProfile {
+            name: p.name.clone(),
+        })
+        .collect();
+    if owned.is_empty() {
+        status.phase = Phase::Removed;
+        status.message = Some("removed from git; every generated ClusterProfile is gone".to_string());
+    } else {
+        status.phase = Phase::Removing;
+        status.message = Some(format!(
+            "removed from git; deleting {} generated ClusterProfiles",
+            owned.len()
+        ));
+    }
+    if first_time && !owned.is_empty() {
+        events.push(EngineEvent::normal(
+            reasons::REMOVING,
+            format!(
+                "Removed from git; deleting {} generated ClusterProfiles",
+                owned.len()
+            ),
+        ));
+    }
+    StepOutput {
+        actions,
+        status,
+        events,
+        wake_at: None,
+    }
+}

@@ -1,0 +1,216 @@
+//! `PromotionStatus`: the only state the engine persists, and the status users read.
+//!
+//! It mirrors upstream's ClusterPromotion status (stages[], hashes, currentStageName,
+//! lastPromotionTime) and adds what tollgate knows beyond it. Timestamps change only on
+//! transitions, never because time passed, so a step at steady state writes nothing.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tollgate_spec::hash::HASH_SCHEME;
+
+/// Newest consumed approvals kept in status; older ones belong to runs long gone.
+pub const CONSUMED_APPROVALS_KEPT: usize = 32;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Phase {
+    /// A stage is being provisioned.
+    Progressing,
+    /// Provisioned, waiting for a delay, a window or an approval.
+    Waiting,
+    /// `tollgate.dev/paused: "true"`.
+    Paused,
+    /// The last stage succeeded.
+    Completed,
+    /// The pipeline cannot go on without a fix (for example a foreign profile in the way).
+    Failed,
+    /// HEAD's file is invalid; the last good snapshot keeps running.
+    Invalid,
+    /// Gone from git; generated profiles are being deleted.
+    Removing,
+    /// Gone from git; nothing left to do.
+    Removed,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromotionStatus {
+    /// Version of the hash scheme the hashes below were computed with.
+    pub hash_scheme: u32,
+    pub phase: Phase,
+    /// Hashes of the snapshot the current run is rolling out (persisted only once its stage-1
+    /// apply succeeded: DESIGN D1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_spec_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_index: Option<u64>,
+    /// Full SHA of the commit that introduced the current run's snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_commit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<String>,
+    /// Set when the current run rolls back to the content of an earlier snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_of: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_stage_name: Option<String>,
+    /// As upstream: the time the current stage was started (not the completion time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_promotion_time: Option<DateTime<Utc>>,
+    /// The stages started in the current run, in the order started.
+    #[serde(default)]
+    pub stages: Vec<StageStatus>,
+    /// What the promotion is doing or waiting for, in plain words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_wake_up: Option<DateTime<Utc>>,
+    /// The error at HEAD, while the last good snapshot keeps running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalid_spec: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_since: Option<DateTime<Utc>>,
+    /// Approvals used, newest last; an approval recorded here for one run never serves another.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consumed_approvals: Vec<ConsumedApproval>,
+}
+
+impl PromotionStatus {
+    pub(crate) fn empty() -> Self {
+        PromotionStatus {
+            hash_scheme: HASH_SCHEME,
+            phase: Phase::Progressing,
+            profile_spec_hash: None,
+            stages_hash: None,
+            snapshot_index: None,
+            snapshot_commit: None,
+            snapshot_id: None,
+            rollback_of: None,
+            current_stage_name: None,
+            last_promotion_time: None,
+            stages: Vec::new(),
+            message: None,
+            next_wake_up: None,
+            invalid_spec: None,
+            paused_since: None,
+            consumed_approvals: Vec::new(),
+        }
+    }
+
+    pub fn stage(&self, name: &str) -> Option<&StageStatus> {
+        self.stages.iter().find(|s| s.name == name)
+    }
+
+    pub(crate) fn stage_mut(&mut self, name: &str) -> Option<&mut StageStatus> {
+        self.stages.iter_mut().find(|s| s.name == name)
+    }
+
+    pub(crate) fn record_consumed(&mut self, approval: ConsumedApproval) {
+        self.consumed_approvals.push(approval);
+        let excess = self
+            .consumed_approvals
+            .len()
+            .saturating_sub(CONSUMED_APPROVALS_KEPT);
+        self.consumed_approvals.drain(..excess);
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageStatus {
+    pub name: String,
+    /// When the stage was started in this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update_reconciled_time: Option<DateTime<Utc>>,
+    /// When the stage was first seen provisioned; overwritten when it succeeds (as upstream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_successful_applied_time: Option<DateTime<Utc>>,
+    /// When the outcome of the provisioning check last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_status_check_time: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_status_description: Option<String>,
+
+    /// Index of the snapshot this stage's profile carries.
+    pub snapshot_index: u64,
+    /// The `now` of the step that emitted the latest apply of the stage's main profile.
+    pub applied_at: DateTime<Utc>,
+    /// `tollgate.dev/spec-hash` of that apply.
+    pub applied_spec_hash: String,
+    /// Features whose inputs that apply changed: their ClusterSummary status must be newer than
+    /// `applied_at` (Sveltos does not redeploy a feature whose inputs did not change).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fresh_features: Vec<String>,
+    /// When the stage was first seen fully provisioned in this run; delays count from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioned_at: Option<DateTime<Utc>>,
+    /// The completion text at `provisioned_at` (for example "No matching clusters found …"),
+    /// kept after later descriptions replace it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioned_message: Option<String>,
+    /// The post-delay health checks have been appended to the profile's `validateHealths`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub post_delay_checks_applied: bool,
+    /// The pre-verification profile apply, once the delay has passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preverification: Option<AppliedProfile>,
+    /// When the stage's trigger held and the pipeline moved on (or, for the last stage, finished).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub succeeded_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub counts: StageCounts,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approver: Option<Approver>,
+    /// What the stage waits for, in plain words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_reason: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedProfile {
+    pub applied_at: DateTime<Utc>,
+    pub spec_hash: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageCounts {
+    /// Ready, unpaused clusters matching the stage selector.
+    pub matching_clusters: u32,
+    pub summaries: u32,
+    /// ClusterSummaries carrying the applied spec with every feature freshly Provisioned.
+    pub provisioned: u32,
+    /// ClusterSummaries with a failed feature or a failure message.
+    pub failed: u32,
+}
+
+/// Who approved a manual stage: the author and committer of the approving commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Approver {
+    /// `Field` (`approved: true`) or `Annotation` (`approve.tollgate.dev/<stage>`).
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<DateTime<Utc>>,
+}
+
+/// One approval event used by one run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsumedApproval {
+    pub stage: String,
+    /// SHA of the approving commit.
+    pub commit: String,
+    /// Index of the snapshot whose run used it.
+    pub run: u64,
+}

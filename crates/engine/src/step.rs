@@ -1,0 +1,749 @@
+//! `step`: one pure evaluation of a promotion's pipeline.
+//!
+//! The controller executes the returned actions in order and persists the returned status only if
+//! all succeed. So every decision is re-derived from (desired, observed, status, now): state that
+//! records an apply is only ever persisted together with that apply (DESIGN D1, D2), and running
+//! `step` again once the actions took effect yields no actions and the same status.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tollgate_render::{
+    preverification_profile_name, render_preverification_profile, render_stage_profile,
+    spec_hash, stage_profile_name, stage_profile_spec, STAGE_LABEL, VERIFICATION_LABEL,
+};
+use tollgate_render::profile::preverification_spec;
+use tollgate_spec::hash::HASH_SCHEME;
+use tollgate_spec::model::{ClusterPromotion, Stage, Trigger};
+use tollgate_spec::snapshot::{Snapshot, PAUSED_ANNOTATION};
+use tollgate_spec::window::{Window, WindowState};
+
+use crate::approval;
+use crate::completion::{self, AppliedExpectation};
+use crate::features::changed_features;
+use crate::input::{Desired, StepInput};
+use crate::messages;
+use crate::observed::Observed;
+use crate::output::{Action, EngineEvent, StepOutput};
+use crate::removal;
+use crate::status::{AppliedProfile, Phase, PromotionStatus, StageStatus};
+
+/// Event reasons (the note carries upstream's text where there is one).
+pub mod reasons {
+    pub const PROVISIONING: &str = "Provisioning";
+    pub const PROVISIONED: &str = "Provisioned";
+    pub const ROLLBACK: &str = "Rollback";
+    pub const APPROVED: &str = "ApprovalUsed";
+    pub const PAUSED: &str = "Paused";
+    pub const RESUMED: &str = "Resumed";
+    pub const BLOCKED: &str = "Blocked";
+    pub const REMOVING: &str = "Removing";
+}
+
+/// Evaluate the promotion once. See the module documentation for the contract.
+pub fn step(input: &StepInput<'_>) -> StepOutput {
+    match input.desired {
+        Desired::Removed { promotion, last } => removal::step_removed(input, promotion, last),
+        Desired::Snapshot { current, invalid } => Run::new(input, current, invalid).run(),
+    }
+}
+
+/// Whether the pipeline may go on after a stage was looked at.
+enum Flow {
+    /// The current stage moved on; look at the new current stage in the same step.
+    Advanced,
+    /// Waiting for something (Sveltos, time, a person) or finished.
+    Hold,
+}
+
+/// Everything a step produces besides the status.
+#[derive(Default)]
+struct Effects {
+    applies: Vec<Action>,
+    events: Vec<EngineEvent>,
+    wake_at: Option<DateTime<Utc>>,
+}
+
+impl Effects {
+    /// Queue an apply, replacing an earlier one of the same object in this step.
+    fn apply(&mut self, name: String, object: Value) {
+        self.applies.retain(|a| a.profile_name() != name);
+        self.applies.push(Action::ApplyProfile { name, object });
+    }
+
+    fn wake(&mut self, at: DateTime<Utc>) {
+        // An instant that never comes (a window that never opens) is no wake-up.
+        if at == DateTime::<Utc>::MAX_UTC {
+            return;
+        }
+        self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
+    }
+}
+
+struct Run<'i, 'a> {
+    input: &'i StepInput<'a>,
+    snapshot: &'a Snapshot,
+    promotion: &'a ClusterPromotion,
+    status: PromotionStatus,
+    effects: Effects,
+}
+
+impl<'i, 'a> Run<'i, 'a> {
+    fn new(input: &'i StepInput<'a>, snapshot: &'a Snapshot, invalid: Option<&str>) -> Self {
+        let mut status = input
+            .status
+            .cloned()
+            .unwrap_or_else(PromotionStatus::empty);
+        status.hash_scheme = HASH_SCHEME;
+        status.invalid_spec = invalid.map(str::to_string);
+        Run {
+            input,
+            snapshot,
+            promotion: &snapshot.promotion,
+            status,
+            effects: Effects::default(),
+        }
+    }
+
+    fn name(&self) -> &'a str {
+        self.promotion.name()
+    }
+
+    fn observed(&self) -> &'a Observed {
+        self.input.observed
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        self.input.now
+    }
+
+    /// The status describes a run of the current snapshot.
+    fn same_run(&self) -> bool {
+        self.status.profile_spec_hash.as_deref() == Some(&self.snapshot.hashes.profile_spec)
+            && self.status.stages_hash.as_deref() == Some(&self.snapshot.hashes.stages)
+    }
+
+    /// A profile of this name exists and is not tollgate's: never apply over it (upstream Q12).
+    fn foreign(&self, profile: &str) -> bool {
+        self.observed()
+            .profiles
+            .get(profile)
+            .is_some_and(|p| !p.is_owned_by(self.name()))
+    }
+
+    fn run(mut self) -> StepOutput {
+        let paused = self
+            .promotion
+            .metadata
+            .annotations
+            .get(PAUSED_ANNOTATION)
+            .is_some_and(|v| v == "true");
+        if paused {
+            return self.hold_paused();
+        }
+        if self.status.paused_since.take().is_some() {
+            self.effects.events.push(EngineEvent::normal(
+                reasons::RESUMED,
+                "Pipeline resumed: tollgate.dev/paused removed".to_string(),
+            ));
+        }
+
+        self.status.phase = Phase::Progressing;
+        if !self.same_run()
+            && let Err(blocked) = self.start_run()
+        {
+            return self.blocked(blocked);
+        }
+        while let Flow::Advanced = self.progress_current_stage() {
+            let stages = &self.promotion.spec.stages;
+            let next = self
+                .status
+                .current_stage_name
+                .as_ref()
+                .and_then(|c| stages.iter().position(|s| &s.name == c))
+                .and_then(|i| stages.get(i + 1));
+            match next {
+                Some(next) => self.enter_stage(next, false),
+                None => {
+                    self.status.phase = Phase::Completed;
+                    self.status.message = Some(completed_message(self.snapshot, stages.len()));
+                    break;
+                }
+            }
+        }
+        self.finish()
+    }
+
+    /// Hold everything where it is: no apply, no delete, not even a restart's stage-1 apply.
+    fn hold_paused(mut self) -> StepOutput {
+        let now = self.now();
+        if self.status.paused_since.is_none() {
+            self.status.paused_since = Some(now);
+            self.effects.events.push(EngineEvent::normal(
+                reasons::PAUSED,
+                "Pipeline paused by tollgate.dev/paused".to_string(),
+            ));
+        }
+        self.status.phase = Phase::Paused;
+        self.status.message = Some(if self.same_run() {
+            "paused by tollgate.dev/paused".to_string()
+        } else {
+            format!(
+                "paused by tollgate.dev/paused; restart pending for snapshot #{}",
+                self.snapshot.index
+            )
+        });
+        self.status.next_wake_up = None;
+        StepOutput {
+            actions: Vec::new(),
+            status: self.status,
+            events: self.effects.events,
+            wake_at: None,
+        }
+    }
+
+    /// A new run could not start: keep the previous run's state (so the restart is retried) and
+    /// say why.
+    fn blocked(mut self, reason: String) -> StepOutput {
+        if self.status.message.as_deref() != Some(reason.as_str()) {
+            self.effects
+                .events
+                .push(EngineEvent::warning(reasons::BLOCKED, reason.clone()));
+        }
+        self.status.phase = Phase::Failed;
+        self.status.message = Some(reason);
+        self.status.next_wake_up = None;
+        StepOutput {
+            actions: Vec::new(),
+            status: self.status,
+            events: self.effects.events,
+            wake_at: None,
+        }
+    }
+
+    /// First run or restart (semantics §4.4): the run state is reset and stage 1's profile is
+    /// applied with the new snapshot. Later stages keep their profiles until the pipeline reaches
+    /// them. The new hashes reach the persisted status only with this apply (D1).
+    fn start_run(&mut self) -> Result<(), String> {
+        let Some(first) = self.promotion.spec.stages.first() else {
+            return Err("the promotion has no stages".to_string());
+        };
+        let profile = stage_profile_name(self.name(), &first.name);
+        if self.foreign(&profile) {
+            return Err(format!(
+                "cannot start snapshot #{}: {}",
+                self.snapshot.index,
+                messages::foreign_profile(&profile)
+            ));
+        }
+        let previous = std::mem::replace(&mut self.status, PromotionStatus::empty());
+        let snapshot = self.snapshot;
+        self.status.profile_spec_hash = Some(snapshot.hashes.profile_spec.clone());
+        self.status.stages_hash = Some(snapshot.hashes.stages.clone());
+        self.status.snapshot_index = Some(snapshot.index);
+        self.status.snapshot_commit = Some(snapshot.commit.sha.clone());
+        self.status.snapshot_id = Some(snapshot.hashes.snapshot_id.clone());
+        self.status.rollback_of = snapshot.rollback_of;
+        self.status.invalid_spec = previous.invalid_spec;
+        self.status.consumed_approvals = previous.consumed_approvals;
+        if let Some(earlier) = snapshot.rollback_of {
+            self.effects.events.push(EngineEvent::normal(
+                reasons::ROLLBACK,
+                format!(
+                    "Rolling back to the content of snapshot #{earlier} (snapshot #{}, commit {})",
+                    snapshot.index,
+                    short_sha(&snapshot.commit.sha)
+                ),
+            ));
+        }
+        self.enter_stage(first, true);
+        Ok(())
+    }
+
+    /// Start `stage` in this run: record and queue the apply of its main profile.
+    fn enter_stage(&mut self, stage: &Stage, restart: bool) {
+        let now = self.now();
+        let profile = stage_profile_name(self.name(), &stage.name);
+        let spec = stage_profile_spec(self.snapshot, stage, &[]);
+        let hash = spec_hash(&spec);
+        let fresh_features = self.fresh_features(&profile, &spec, &hash);
+        self.status.stages.push(StageStatus {
+            name: stage.name.clone(),
+            last_update_reconciled_time: Some(now),
+            last_successful_applied_time: None,
+            last_status_check_time: None,
+            failure_message: None,
+            current_status_description: restart
+                .then(|| messages::with_time(messages::CLUSTERS_BEING_PROVISIONED, now)),
+            snapshot_index: self.snapshot.index,
+            applied_at: now,
+            applied_spec_hash: hash,
+            fresh_features,
+            provisioned_at: None,
+            provisioned_message: None,
+            post_delay_checks_applied: false,
+            preverification: None,
+            succeeded_at: None,
+            counts: Default::default(),
+            approver: None,
+            waiting_reason: None,
+        });
+        self.status.current_stage_name = Some(stage.name.clone());
+        self.status.last_promotion_time = Some(now);
+        let note = if restart {
+            messages::provisioning_stage_restart(&stage.name)
+        } else {
+            messages::provisioning_stage(&stage.name)
+        };
+        self.effects
+            .events
+            .push(EngineEvent::normal(reasons::PROVISIONING, note));
+        // The apply itself is queued by `progress_current_stage`, which sees the observed
+        // profile does not carry this spec yet.
+    }
+
+    /// Features whose ClusterSummary status must be newer than an apply of `spec` to `profile`.
+    fn fresh_features(&self, profile: &str, spec: &Value, hash: &str) -> Vec<String> {
+        let previous = self
+            .observed()
+            .profiles
+            .get(profile)
+            .filter(|p| p.is_owned_by(self.name()) && !p.deleting);
+        match previous {
+            Some(p) if p.applied_spec_hash() == Some(hash) => Vec::new(),
+            Some(p) => changed_features(Some(&p.spec), spec),
+            None => changed_features(None, spec),
+        }
+    }
+
+    /// Look at the current stage: keep its profile applied, record completion, evaluate its
+    /// trigger, and mark it succeeded when everything holds (semantics §4.2 steps 9–10, §4.7).
+    fn progress_current_stage(&mut self) -> Flow {
+        let now = self.now();
+        let name = self.name();
+        let snapshot = self.snapshot;
+        let observed = self.observed();
+        let approvals = self.input.approvals;
+        let Some(current) = self.status.current_stage_name.clone() else {
+            return Flow::Hold;
+        };
+        let stages = &self.promotion.spec.stages;
+        let Some(index) = stages.iter().position(|s| s.name == current) else {
+            // Cannot happen within a run (the stages hash pins the names); say so rather than guess.
+            self.status.phase = Phase::Failed;
+            self.status.message = Some(format!("current stage {current} is not in the spec"));
+            return Flow::Hold;
+        };
+        let stage = &stages[index];
+        if self.status.stage(&current).is_none() {
+            self.enter_stage(stage, false);
+        }
+        let trigger = stage.trigger.as_ref();
+        let post_checks = trigger.map(Trigger::post_delay_health_checks).unwrap_or(&[]);
+        let pre_refs = trigger
+            .map(Trigger::pre_health_check_deployment)
+            .unwrap_or(&[]);
+        let profile = stage_profile_name(name, &stage.name);
+        let pre_profile = preverification_profile_name(name, &stage.name);
+        let foreign_main = self.foreign(&profile);
+        let foreign_pre = !pre_refs.is_empty() && self.foreign(&pre_profile);
+        let foreign_next = stages
+            .get(index + 1)
+            .map(|n| stage_profile_name(name, &n.name))
+            .filter(|n| self.foreign(n));
+
+        // The spec this run wants on the stage's profile now. Without appended checks it is
+        // profileSpec + selector, pinned by the run's hashes, so the recorded hash is current and
+        // nothing needs rendering at steady state; appended checks come from the trigger, which
+        // can be edited within a run.
+        let (checks_applied, recorded_hash) = self
+            .status
+            .stage(&current)
+            .map(|s| (s.post_delay_checks_applied, s.applied_spec_hash.clone()))
+            .unwrap_or_default();
+        let checks: &[Value] = if checks_applied { post_checks } else { &[] };
+        let mut rendered_spec = None;
+        let mut hash = recorded_hash;
+        let mut re_recorded_fresh = None;
+        if checks_applied {
+            let spec = stage_profile_spec(snapshot, stage, checks);
+            let current_hash = spec_hash(&spec);
+            if current_hash != hash {
+                re_recorded_fresh = Some(self.fresh_features(&profile, &spec, &current_hash));
+                hash = current_hash;
+            }
+            rendered_spec = Some(spec);
+        }
+
+        let Run {
+            status, effects, ..
+        } = self;
+        let Some(st) = status.stages.iter_mut().find(|s| s.name == current) else {
+            return Flow::Hold;
+        };
+        if st.succeeded_at.is_some() {
+            // Only the last stage stays current after succeeding: the pipeline is complete.
+            status.phase = Phase::Completed;
+            status.message = Some(completed_message(snapshot, stages.len()));
+            return Flow::Hold;
+        }
+        if foreign_main {
+            return hold_failed(status, &current, messages::foreign_profile(&profile), now);
+        }
+
+        // 1. Keep the stage's main profile applied with that spec.
+        if let Some(fresh) = re_recorded_fresh {
+            st.applied_at = now;
+            st.applied_spec_hash = hash.clone();
+            st.fresh_features = fresh;
+        }
+        let mut spec_of = || {
+            rendered_spec
+                .get_or_insert_with(|| stage_profile_spec(snapshot, stage, checks))
+                .clone()
+        };
+        let main_applied_now = observed
+            .profiles
+            .get(&profile)
+            .and_then(|p| p.applied_spec_hash())
+            != Some(hash.as_str());
+        if main_applied_now {
+            effects.apply(profile.clone(), render_stage_profile(snapshot, stage, checks));
+        }
+
+        // 2. Completion, once per run (§4.6 made strict, D4).
+        if st.provisioned_at.is_none() {
+            let spec = spec_of();
+            let completion = check_stage(&profile, stage, &spec, st, main_applied_now, observed);
+            st.counts = completion.counts;
+            if !completion.complete {
+                st.set_failure(Some(completion.message.clone()), now);
+                let reason = completion.message;
+                return hold(status, &current, Phase::Progressing, reason);
+            }
+            st.provisioned_at = Some(now);
+            st.last_successful_applied_time = Some(now);
+            st.last_status_check_time = Some(now);
+            st.failure_message = None;
+            st.describe(&completion.message, now);
+            st.provisioned_message = Some(completion.message);
+            effects.events.push(EngineEvent::normal(
+                reasons::PROVISIONED,
+                messages::stage_provisioned(&stage.name),
+            ));
+        }
+        let Some(trigger) = trigger else {
+            if let Some(next_profile) = foreign_next {
+                let reason = messages::foreign_profile(&next_profile);
+                return hold_failed(status, &current, reason, now);
+            }
+            return advance(status, &current, now);
+        };
+
+        // 3. Delay, measured from the completion time (D6: wake exactly at its end).
+        let provisioned_at = st.provisioned_at.unwrap_or(now);
+        if let Some(delay) = trigger.delay() {
+            let ends_at = chrono::Duration::from_std(delay.value)
+                .ok()
+                .and_then(|d| provisioned_at.checked_add_signed(d))
+                .unwrap_or(DateTime::<Utc>::MAX_UTC);
+            if now < ends_at {
+                let text = messages::delayed(delay.value, ends_at);
+                st.describe(&text, now);
+                effects.wake(ends_at);
+                return hold(status, &current, Phase::Waiting, lowercase_first(&text));
+            }
+        }
+
+        // 4. Pre-verification profile, from the end of the delay until the stage is left.
+        let mut pre_spec = None;
+        if !pre_refs.is_empty() {
+            if foreign_pre {
+                let reason = messages::foreign_profile(&pre_profile);
+                return hold_failed(status, &current, reason, now);
+            }
+            let spec = preverification_spec(snapshot, stage);
+            let hash = spec_hash(&spec);
+            if st.preverification.as_ref().is_none_or(|p| p.spec_hash != hash) {
+                st.preverification = Some(AppliedProfile {
+                    applied_at: now,
+                    spec_hash: hash.clone(),
+                });
+            }
+            let applied_now = observed
+                .profiles
+                .get(&pre_profile)
+                .and_then(|p| p.applied_spec_hash())
+                != Some(hash.as_str());
+            if applied_now {
+                effects.apply(
+                    pre_profile.clone(),
+                    render_preverification_profile(snapshot, stage),
+                );
+            }
+            pre_spec = Some((spec, applied_now));
+        }
+
+        // 5. Post-delay health checks: re-apply the profile with them appended, then require
+        //    completion again, with statuses written after that apply.
+        let mut spec = spec_of();
+        let mut main_applied_now = main_applied_now;
+        if !post_checks.is_empty() && !st.post_delay_checks_applied {
+            st.post_delay_checks_applied = true;
+            let with_checks = stage_profile_spec(snapshot, stage, post_checks);
+            let with_checks_hash = spec_hash(&with_checks);
+            if with_checks_hash != st.applied_spec_hash {
+                st.fresh_features = changed_features(Some(&spec), &with_checks);
+                st.applied_at = now;
+                st.applied_spec_hash = with_checks_hash;
+                effects.apply(
+                    profile.clone(),
+                    render_stage_profile(snapshot, stage, post_checks),
+                );
+                main_applied_now = true;
+            }
+            spec = with_checks;
+        }
+
+        // 6. Health re-check, for manual gates too (D3), and the pre-verification deployment.
+        let recheck = check_stage(&profile, stage, &spec, st, main_applied_now, observed);
+        st.counts = recheck.counts;
+        // Upstream's two texts: checks still running (nothing failed yet) or checks failing.
+        let waiting_text = if st.post_delay_checks_applied && st.counts.failed == 0 {
+            messages::RUNNING_POST_PROMOTION_CHECKS
+        } else {
+            messages::AWAITING_HEALTH_CHECKS
+        };
+        let problem = if !recheck.complete {
+            Some(recheck.message)
+        } else {
+            pre_spec.as_ref().zip(st.preverification.as_ref()).and_then(|((spec, applied_now), applied)| {
+                let pre = completion::check(
+                    &AppliedExpectation {
+                        profile: &pre_profile,
+                        selector: &stage.cluster_selector,
+                        spec,
+                        spec_hash: &applied.spec_hash,
+                        applied_at: applied.applied_at,
+                        fresh_features: &changed_features(None, spec),
+                        being_applied: *applied_now,
+                    },
+                    observed,
+                );
+                (!pre.complete).then(|| format!("pre-verification: {}", pre.message))
+            })
+        };
+        if let Some(problem) = problem {
+            st.set_failure(Some(problem.clone()), now);
+            st.describe(waiting_text, now);
+            let reason = format!("waiting for health checks to pass: {problem}");
+            return hold(status, &current, Phase::Progressing, reason);
+        }
+        st.set_failure(None, now);
+
+        // Never consume an approval for an advance whose apply is refused.
+        if let Some(next_profile) = foreign_next {
+            let reason = messages::foreign_profile(&next_profile);
+            return hold_failed(status, &current, reason, now);
+        }
+
+        // 7. The gate: promotion window (auto) or approval (manual).
+        match trigger {
+            Trigger::Auto(auto) => {
+                if let Some(window) = &auto.promotion_window {
+                    match Window::parse(window) {
+                        Err(error) => {
+                            let reason = format!("promotionWindow: {error}");
+                            return hold_failed(status, &current, reason, now);
+                        }
+                        Ok(window) => {
+                            if let WindowState::Closed { opens_at } = window.state_at(now) {
+                                st.describe(&messages::window_closed(opens_at), now);
+                                effects.wake(opens_at);
+                                let reason = format!(
+                                    "waiting for the promotion window to open at {}",
+                                    messages::timestamp(opens_at)
+                                );
+                                return hold(status, &current, Phase::Waiting, reason);
+                            }
+                        }
+                    }
+                }
+            }
+            Trigger::Manual(manual) => {
+                let found = approval::find(
+                    snapshot,
+                    &stage.name,
+                    manual,
+                    approvals,
+                    &status.consumed_approvals,
+                );
+                let Some(valid) = found else {
+                    st.describe(messages::AWAITING_APPROVAL, now);
+                    let reason = approval_wanted(snapshot, &stage.name);
+                    return hold(status, &current, Phase::Waiting, reason);
+                };
+                effects.events.push(EngineEvent::normal(
+                    reasons::APPROVED,
+                    approval_note(&stage.name, snapshot, &valid.approver),
+                ));
+                st.approver = Some(valid.approver);
+                if let Some(consumed) = valid.consumes {
+                    status.record_consumed(consumed);
+                }
+            }
+        }
+        advance(status, &current, now)
+    }
+
+    /// Deletions the current state calls for, then the status summary.
+    fn finish(mut self) -> StepOutput {
+        let deletes = self.stale_profiles();
+        if self.status.invalid_spec.is_some()
+            && matches!(
+                self.status.phase,
+                Phase::Progressing | Phase::Waiting | Phase::Completed
+            )
+        {
+            self.status.phase = Phase::Invalid;
+        }
+        self.status.next_wake_up = self.effects.wake_at;
+        let mut actions: Vec<Action> = deletes
+            .into_iter()
+            .map(|name| Action::DeleteProfile { name })
+            .collect();
+        actions.extend(self.effects.applies);
+        StepOutput {
+            actions,
+            status: self.status,
+            events: self.effects.events,
+            wake_at: self.effects.wake_at,
+        }
+    }
+
+    /// Profiles of this promotion that must go: those of stages no longer in the spec, and every
+    /// pre-verification profile except the current stage's while its trigger runs.
+    fn stale_profiles(&self) -> Vec<String> {
+        let name = self.name();
+        let wanted_preverification = self.status.current_stage_name.as_ref().and_then(|current| {
+            let stage = self.promotion.stage(current)?;
+            let has_refs = stage
+                .trigger
+                .as_ref()
+                .is_some_and(|t| !t.pre_health_check_deployment().is_empty());
+            let st = self.status.stage(current)?;
+            (has_refs && st.preverification.is_some() && st.succeeded_at.is_none())
+                .then(|| preverification_profile_name(name, current))
+        });
+        self.observed()
+            .profiles
+            .values()
+            .filter(|p| p.is_owned_by(name) && !p.deleting)
+            .filter(|p| {
+                let in_spec = p
+                    .labels
+                    .get(STAGE_LABEL)
+                    .is_some_and(|s| self.promotion.stage(s).is_some());
+                let verification = p.labels.get(VERIFICATION_LABEL).is_some_and(|v| v == "true");
+                !in_spec || (verification && wanted_preverification.as_deref() != Some(&p.name))
+            })
+            .map(|p| p.name.clone())
+            .collect()
+    }
+}
+
+/// The completion check of a stage's main profile against its latest recorded apply.
+fn check_stage(
+    profile: &str,
+    stage: &Stage,
+    spec: &Value,
+    st: &StageStatus,
+    being_applied: bool,
+    observed: &Observed,
+) -> completion::Completion {
+    completion::check(
+        &AppliedExpectation {
+            profile,
+            selector: &stage.cluster_selector,
+            spec,
+            spec_hash: &st.applied_spec_hash,
+            applied_at: st.applied_at,
+            fresh_features: &st.fresh_features,
+            being_applied,
+        },
+        observed,
+    )
+}
+
+/// Wait: record why, for the stage and the promotion.
+fn hold(status: &mut PromotionStatus, stage: &str, phase: Phase, reason: String) -> Flow {
+    status.phase = phase;
+    status.message = Some(format!("stage {stage}: {reason}"));
+    if let Some(st) = status.stage_mut(stage) {
+        st.waiting_reason = Some(reason);
+    }
+    Flow::Hold
+}
+
+/// Stop: the stage cannot go on without a fix by the user.
+fn hold_failed(
+    status: &mut PromotionStatus,
+    stage: &str,
+    reason: String,
+    now: DateTime<Utc>,
+) -> Flow {
+    if let Some(st) = status.stage_mut(stage) {
+        st.set_failure(Some(reason.clone()), now);
+    }
+    hold(status, stage, Phase::Failed, reason)
+}
+
+/// The stage's trigger held: mark it succeeded (§4.12 "Successfully provisioned").
+fn advance(status: &mut PromotionStatus, stage: &str, now: DateTime<Utc>) -> Flow {
+    if let Some(st) = status.stage_mut(stage) {
+        st.succeeded_at = Some(now);
+        st.last_successful_applied_time = Some(now);
+        st.last_status_check_time = Some(now);
+        st.failure_message = None;
+        st.waiting_reason = None;
+        st.describe(messages::SUCCESSFULLY_PROVISIONED, now);
+    }
+    Flow::Advanced
+}
+
+fn completed_message(snapshot: &Snapshot, stages: usize) -> String {
+    format!(
+        "all {stages} stages provisioned with snapshot #{} ({})",
+        snapshot.index,
+        short_sha(&snapshot.commit.sha)
+    )
+}
+
+fn approval_wanted(snapshot: &Snapshot, stage: &str) -> String {
+    format!(
+        "waiting for approval: commit `approved: true` for stage {stage} (at or after {}), or annotate {}{stage}: {}",
+        short_sha(&snapshot.commit.sha),
+        tollgate_spec::snapshot::APPROVE_ANNOTATION_PREFIX,
+        snapshot.hashes.short()
+    )
+}
+
+fn approval_note(stage: &str, snapshot: &Snapshot, approver: &crate::status::Approver) -> String {
+    let who = approver.author.as_deref().unwrap_or("an unknown author");
+    let sha = approver.sha.as_deref().map(short_sha).unwrap_or("-");
+    format!(
+        "Stage {stage} approved for snapshot #{} by {who} (commit {sha}, {})",
+        snapshot.index, approver.kind
+    )
+}
+
+pub(crate) fn short_sha(sha: &str) -> &str {
+    sha.get(..7).unwrap_or(sha)
+}
+
+fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}

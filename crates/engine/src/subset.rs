@@ -1,0 +1,56 @@
+//! "Carries": does an object written back by Kubernetes or Sveltos still hold what tollgate set?
+
+use serde_json::Value;
+
+/// Whether `actual` carries everything in `expected`. Objects may have extra keys (defaults
+/// Sveltos or the API server add); a key absent from `actual` is accepted when the expected value
+/// is a zero value, because Go's `omitempty` drops those when Sveltos writes it back. Lists must
+/// have the same length and carry element by element (order is content, DESIGN D5).
+pub fn carries(expected: &Value, actual: Option<&Value>) -> bool {
+    match (expected, actual) {
+        (expected, None) => is_zero(expected),
+        (Value::Object(exp), Some(Value::Object(act))) => {
+            exp.iter().all(|(k, v)| carries(v, act.get(k)))
+        }
+        (Value::Array(exp), Some(Value::Array(act))) => {
+            exp.len() == act.len() && exp.iter().zip(act).all(|(e, a)| carries(e, Some(a)))
+        }
+        (Value::Number(exp), Some(Value::Number(act))) => {
+            exp == act || (exp.as_f64().is_some() && exp.as_f64() == act.as_f64())
+        }
+        (expected, Some(actual)) => expected == actual || (is_zero(expected) && actual.is_null()),
+    }
+}
+
+fn is_zero(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.values().all(is_zero),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn accepts_added_defaults_and_omitted_zero_values() {
+        let expected = json!({"tier": 100, "reloader": false, "helmCharts": [{"releaseName": "a"}]});
+        let actual = json!({"tier": 100, "helmCharts": [{"releaseName": "a", "helmChartAction": "Install"}]});
+        assert!(carries(&expected, Some(&actual)));
+    }
+
+    #[test]
+    fn rejects_changed_values_lengths_and_missing_content() {
+        let expected = json!({"tier": 100, "helmCharts": [{"chartVersion": "2"}]});
+        assert!(!carries(&expected, Some(&json!({"tier": 100, "helmCharts": [{"chartVersion": "1"}]}))));
+        assert!(!carries(&expected, Some(&json!({"tier": 90, "helmCharts": [{"chartVersion": "2"}]}))));
+        assert!(!carries(&expected, Some(&json!({"tier": 100, "helmCharts": []}))));
+        assert!(!carries(&expected, Some(&json!({"tier": 100}))));
+    }
+}

@@ -1,0 +1,249 @@
+//! A tiny in-memory world for driving the engine in tests: it executes actions against an
+//! [`Observed`], persists status only when every action succeeded (the controller's contract),
+//! and can play Sveltos (ClusterSummaries for matching clusters, features Provisioned later).
+//!
+//! Available to other crates' tests with the `testing` feature.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+use serde_json::Value;
+use tollgate_spec::hash::SpecHashes;
+use tollgate_spec::model::{ClusterPromotion, LabelSelector};
+use tollgate_spec::snapshot::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot};
+
+use crate::features::{changed_features, required_features};
+use crate::input::{Desired, StepInput};
+use crate::observed::{FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSummary};
+use crate::output::{Action, EngineEvent, StepOutput};
+use crate::status::PromotionStatus;
+use crate::step::step;
+
+/// The management cluster, the controller's persistence, and a fake clock.
+#[derive(Clone, Debug)]
+pub struct World {
+    pub observed: Observed,
+    /// What the controller persisted after the last fully successful step.
+    pub status: Option<PromotionStatus>,
+    pub now: DateTime<Utc>,
+    /// Every action executed, in order.
+    pub executed: Vec<Action>,
+    /// Every event emitted (only for steps whose actions all succeeded).
+    pub events: Vec<EngineEvent>,
+    /// Clusters whose deployments fail (their features report `Failed`).
+    pub failing_clusters: BTreeSet<String>,
+}
+
+impl World {
+    pub fn new(now: DateTime<Utc>) -> Self {
+        World {
+            observed: Observed::default(),
+            status: None,
+            now,
+            executed: Vec::new(),
+            events: Vec::new(),
+            failing_clusters: BTreeSet::new(),
+        }
+    }
+
+    /// A ready, unpaused SveltosCluster in namespace `default`.
+    pub fn add_cluster(&mut self, name: &str, labels: &[(&str, &str)]) {
+        self.observed.clusters.push(ObservedCluster {
+            namespace: "default".to_string(),
+            name: name.to_string(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ready: true,
+            paused: false,
+        });
+    }
+
+    pub fn advance(&mut self, by: Duration) {
+        self.now += by;
+    }
+
+    pub fn profile(&self, name: &str) -> Option<&ObservedProfile> {
+        self.observed.profiles.get(name)
+    }
+
+    /// Run the engine on the world's current state without executing anything.
+    pub fn evaluate(&self, desired: Desired<'_>, approvals: &[ApprovalEvent]) -> StepOutput {
+        step(&StepInput {
+            desired,
+            approvals,
+            observed: &self.observed,
+            status: self.status.as_ref(),
+            now: self.now,
+        })
+    }
+
+    /// One controller iteration: step, execute every action, persist status, record events.
+    pub fn step(&mut self, desired: Desired<'_>, approvals: &[ApprovalEvent]) -> StepOutput {
+        let output = self.evaluate(desired, approvals);
+        for action in &output.actions {
+            self.execute(action);
+        }
+        self.status = Some(output.status.clone());
+        self.events.extend(output.events.iter().cloned());
+        output
+    }
+
+    /// One controller iteration whose first action fails: nothing is executed or persisted.
+    pub fn step_failing(&mut self, desired: Desired<'_>, approvals: &[ApprovalEvent]) -> StepOutput {
+        self.evaluate(desired, approvals)
+    }
+
+    /// Execute one action like the API server would (deletion is immediate here).
+    pub fn execute(&mut self, action: &Action) {
+        self.executed.push(action.clone());
+        match action {
+            Action::ApplyProfile { name, object } => {
+                let metadata = object.get("metadata");
+                let profile = ObservedProfile {
+                    name: name.clone(),
+                    labels: string_map(metadata.and_then(|m| m.get("labels"))),
+                    annotations: string_map(metadata.and_then(|m| m.get("annotations"))),
+                    spec: object.get("spec").cloned().unwrap_or(Value::Null),
+                    deleting: false,
+                };
+                self.observed.profiles.insert(name.clone(), profile);
+            }
+            Action::DeleteProfile { name } => {
+                self.observed.profiles.remove(name);
+                self.observed.summaries.retain(|s| &s.profile_name != name);
+            }
+        }
+    }
+
+    /// Play Sveltos at `now`: keep one ClusterSummary per (profile, ready matching cluster) with
+    /// the profile's spec, and redeploy (Provisioned, `lastAppliedTime = now`) every feature
+    /// whose inputs changed. Paused clusters get a summary but no deployment.
+    pub fn sveltos(&mut self) {
+        let now = self.now;
+        let mut wanted: Vec<ObservedSummary> = Vec::new();
+        for profile in self.observed.profiles.values().filter(|p| !p.deleting) {
+            let selector: LabelSelector = profile
+                .spec
+                .get("clusterSelector")
+                .and_then(|s| serde_json::from_value(s.clone()).ok())
+                .unwrap_or_default();
+            for cluster in &self.observed.clusters {
+                if !cluster.ready || !selector.matches(&cluster.labels) {
+                    continue;
+                }
+                let name = format!("{}-sveltos-{}", profile.name, cluster.name);
+                let previous = self
+                    .observed
+                    .summaries
+                    .iter()
+                    .find(|s| s.namespace == cluster.namespace && s.name == name);
+                let mut summary = previous.cloned().unwrap_or_else(|| ObservedSummary {
+                    namespace: cluster.namespace.clone(),
+                    name: name.clone(),
+                    profile_name: profile.name.clone(),
+                    cluster_name: cluster.name.clone(),
+                    spec: Value::Null,
+                    features: Vec::new(),
+                    failure_message: None,
+                });
+                let old_spec = previous.map(|s| &s.spec).filter(|s| !s.is_null());
+                let redeploy = changed_features(old_spec, &profile.spec);
+                let required = required_features(&profile.spec);
+                summary
+                    .features
+                    .retain(|f| required.contains(&f.feature_id.as_str()));
+                for feature in required {
+                    let exists = summary.features.iter().any(|f| f.feature_id == feature);
+                    if exists && !redeploy.iter().any(|r| r == feature) && !cluster.paused {
+                        continue;
+                    }
+                    let failing = self.failing_clusters.contains(&cluster.name);
+                    let state = if cluster.paused {
+                        FeatureSummary {
+                            feature_id: feature.to_string(),
+                            status: "Provisioning".to_string(),
+                            last_applied_time: None,
+                            failure_message: None,
+                            hash: None,
+                        }
+                    } else if failing {
+                        FeatureSummary {
+                            feature_id: feature.to_string(),
+                            status: "Failed".to_string(),
+                            last_applied_time: Some(now),
+                            failure_message: Some("deployment failed".to_string()),
+                            hash: None,
+                        }
+                    } else {
+                        FeatureSummary {
+                            feature_id: feature.to_string(),
+                            status: "Provisioned".to_string(),
+                            last_applied_time: Some(now),
+                            failure_message: None,
+                            hash: None,
+                        }
+                    };
+                    summary.features.retain(|f| f.feature_id != feature);
+                    summary.features.push(state);
+                }
+                summary.spec = profile.spec.clone();
+                wanted.push(summary);
+            }
+        }
+        self.observed.summaries = wanted;
+    }
+}
+
+fn string_map(value: Option<&Value>) -> BTreeMap<String, String> {
+    value
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A commit at first-parent position `seq`, with a SHA derived from it.
+pub fn commit(seq: u64) -> CommitInfo {
+    CommitInfo {
+        sha: format!("{:040x}", 0xc0ffee_u64.wrapping_mul(seq + 1)),
+        seq,
+        author: format!("author{seq}"),
+        author_email: format!("author{seq}@example.com"),
+        committer: format!("committer{seq}"),
+        committer_email: format!("committer{seq}@example.com"),
+        time: DateTime::<Utc>::UNIX_EPOCH + Duration::seconds(i64::try_from(seq).unwrap_or(0)),
+        subject: format!("commit {seq}"),
+    }
+}
+
+/// A snapshot of `promotion` introduced by `commit`.
+pub fn snapshot(promotion: ClusterPromotion, index: u64, commit: CommitInfo) -> Snapshot {
+    Snapshot {
+        index,
+        hashes: SpecHashes::of(&promotion),
+        commit,
+        rollback_of: None,
+        promotion: Arc::new(promotion),
+        file: "promotions.yaml".to_string(),
+    }
+}
+
+/// A promotion from its JSON form (tests write it with `serde_json::json!`).
+pub fn promotion(value: Value) -> ClusterPromotion {
+    serde_json::from_value(value).unwrap_or_else(|e| panic!("test promotion does not parse: {e}"))
+}
+
+/// An approval event of `kind` for `stage` in `commit`.
+pub fn approval(stage: &str, kind: ApprovalKind, commit: CommitInfo) -> ApprovalEvent {
+    ApprovalEvent {
+        stage: stage.to_string(),
+        kind,
+        commit,
+    }
+}

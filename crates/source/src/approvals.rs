@@ -1,0 +1,57 @@
+//! Approval provenance (DESIGN D2): which commit approved which stage, found by comparing a
+//! promotion's content before and after each commit that changed it.
+
+use tollgate_spec::model::{ManualTrigger, Trigger};
+use tollgate_spec::snapshot::APPROVE_ANNOTATION_PREFIX;
+use tollgate_spec::{ApprovalEvent, ApprovalKind, ClusterPromotion, CommitInfo};
+
+fn manual<'a>(promotion: &'a ClusterPromotion, stage: &str) -> Option<&'a ManualTrigger> {
+    match promotion.stage(stage)?.trigger.as_ref()? {
+        Trigger::Manual(manual) => Some(manual),
+        Trigger::Auto(_) => None,
+    }
+}
+
+/// Events in `new` relative to `old` (the previous valid content, `None` if there is none):
+/// `approved` flipping from not-true to true on a manual stage, and `approve.tollgate.dev/<stage>`
+/// annotations added or changed. All are kept; the engine judges validity per run.
+pub(crate) fn approval_events(
+    old: Option<&ClusterPromotion>,
+    new: &ClusterPromotion,
+    commit: &CommitInfo,
+) -> Vec<ApprovalEvent> {
+    let mut events = Vec::new();
+    for stage in &new.spec.stages {
+        let approved_now = manual(new, &stage.name).and_then(|m| m.approved) == Some(true);
+        let approved_before = old
+            .and_then(|o| manual(o, &stage.name))
+            .and_then(|m| m.approved)
+            == Some(true);
+        if approved_now && !approved_before {
+            events.push(ApprovalEvent {
+                stage: stage.name.clone(),
+                kind: ApprovalKind::Field,
+                commit: commit.clone(),
+            });
+        }
+    }
+    for (key, value) in &new.metadata.annotations {
+        let Some(stage) = key.strip_prefix(APPROVE_ANNOTATION_PREFIX) else {
+            continue;
+        };
+        if stage.is_empty() {
+            continue;
+        }
+        let before = old.and_then(|o| o.metadata.annotations.get(key));
+        if before != Some(value) {
+            events.push(ApprovalEvent {
+                stage: stage.to_string(),
+                kind: ApprovalKind::Annotation {
+                    value: value.clone(),
+                },
+                commit: commit.clone(),
+            });
+        }
+    }
+    events
+}

@@ -1,0 +1,180 @@
+//! What to read: repository, branch, sub-path, cache location and credentials.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::error::SourceError;
+
+#[derive(Clone, Debug)]
+pub struct SourceConfig {
+    /// A local path (read in place, no clone), or a URL: `file://`, `http(s)://`, `ssh://`, or
+    /// scp-like `user@host:path` (fetched into a bare cache clone under `cache_dir`).
+    pub repo: String,
+    pub branch: String,
+    /// Sub-path inside the repository holding the manifests; `""` is the root.
+    pub path: String,
+    /// Where remote repositories are cloned; one directory per repository URL.
+    pub cache_dir: PathBuf,
+    pub auth: Auth,
+    pub limits: tollgate_spec::parse::Limits,
+}
+
+impl SourceConfig {
+    /// A local repository or `file://`/network URL with default limits and no credentials.
+    pub fn new(
+        repo: impl Into<String>,
+        branch: impl Into<String>,
+        path: impl Into<String>,
+        cache_dir: impl Into<PathBuf>,
+    ) -> Self {
+        SourceConfig {
+            repo: repo.into(),
+            branch: branch.into(),
+            path: path.into(),
+            cache_dir: cache_dir.into(),
+            auth: Auth::None,
+            limits: tollgate_spec::parse::Limits::default(),
+        }
+    }
+
+    /// Whether `repo` names a remote (fetched) repository rather than a local path.
+    pub fn is_remote(&self) -> bool {
+        is_remote_address(&self.repo)
+    }
+
+    /// The sub-path without leading/trailing slashes or `./`.
+    pub(crate) fn normalized_path(&self) -> String {
+        self.path
+            .split('/')
+            .filter(|part| !part.is_empty() && *part != ".")
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+}
+
+pub(crate) fn is_remote_address(repo: &str) -> bool {
+    if repo.contains("://") {
+        return true;
+    }
+    // scp-like `[user@]host:path`: a colon before any slash, and not a Windows drive letter.
+    match repo.find(':') {
+        Some(colon) => {
+            let before = &repo[..colon];
+            !before.contains('/') && before.len() > 1 && !Path::new(repo).exists()
+        }
+        None => false,
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub enum Auth {
+    #[default]
+    None,
+    /// An access token, sent as the HTTP basic password with user `x-access-token`.
+    Token {
+        token: Secret,
+    },
+    Basic {
+        username: String,
+        password: Secret,
+    },
+    /// An ssh private key; the server's host key must be listed in `known_hosts`.
+    SshKey {
+        key_file: PathBuf,
+        known_hosts: PathBuf,
+    },
+}
+
+/// A credential. Its `Debug` and `Display` print `<redacted>` so it cannot leak into logs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// Reads a secret file (e.g. a mounted Kubernetes Secret); one trailing newline is dropped.
+    pub fn from_file(path: &Path) -> Result<Self, SourceError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SourceError::SecretFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let trimmed = text.strip_suffix('\n').unwrap_or(&text);
+        let trimmed = trimmed.strip_suffix('\r').unwrap_or(trimmed);
+        Ok(Secret(trimmed.to_string()))
+    }
+
+    pub fn from_env(var: &str) -> Result<Self, SourceError> {
+        std::env::var(var)
+            .map(Secret)
+            .map_err(|_| SourceError::SecretEnv {
+                var: var.to_string(),
+            })
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_never_prints() {
+        let auth = Auth::Basic {
+            username: "bob".into(),
+            password: Secret::new("hunter2"),
+        };
+        let shown = format!("{auth:?} {}", Secret::new("hunter2"));
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("<redacted>"));
+    }
+
+    #[test]
+    fn secret_from_file_drops_trailing_newline() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("token");
+        std::fs::write(&file, "abc123\n").expect("write");
+        assert_eq!(Secret::from_file(&file).expect("read").expose(), "abc123");
+        let missing = Secret::from_file(&dir.path().join("none"));
+        assert!(matches!(missing, Err(SourceError::SecretFile { .. })));
+        assert!(matches!(
+            Secret::from_env("TOLLGATE_SOURCE_TEST_UNSET_VARIABLE"),
+            Err(SourceError::SecretEnv { .. })
+        ));
+    }
+
+    #[test]
+    fn classifies_addresses() {
+        assert!(is_remote_address("https://example.com/r.git"));
+        assert!(is_remote_address("file:///srv/r.git"));
+        assert!(is_remote_address("ssh://git@example.com/r.git"));
+        assert!(is_remote_address("git@example.com:org/r.git"));
+        assert!(!is_remote_address("/srv/r"));
+        assert!(!is_remote_address("./r"));
+        assert!(!is_remote_address("."));
+    }
+
+    #[test]
+    fn normalizes_sub_path() {
+        let mut config = SourceConfig::new(".", "main", "./deploy/promotions/", "/tmp");
+        assert_eq!(config.normalized_path(), "deploy/promotions");
+        config.path = String::new();
+        assert_eq!(config.normalized_path(), "");
+    }
+}

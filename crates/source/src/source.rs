@@ -1,0 +1,400 @@
+//! [`GitSource`]: the promotion index of one tracked branch, kept up to date by `sync`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use git2::{Commit, Oid, Repository};
+use tollgate_spec::{ApprovalEvent, CommitInfo, Snapshot};
+use tracing::{info, warn};
+
+use crate::backoff::Backoff;
+use crate::blob::{Diagnostic, Limits, ParsedBlob, parse_blob};
+use crate::config::SourceConfig;
+use crate::error::SourceError;
+use crate::index::{CommitDelta, FileDelta, HistoryIndex, Summary, change_between};
+use crate::poker::Poker;
+use crate::repo::RepoAccess;
+use crate::report::{Change, PromotionView, SyncReport};
+use crate::treediff::{FileChange, Root, diff_roots, resolve_root};
+
+pub struct GitSource {
+    access: RepoAccess,
+    /// Normalized sub-path (`""` = repository root).
+    path: String,
+    limits: Limits,
+    index: HistoryIndex,
+    head: Option<IndexedHead>,
+    /// Parse results by blob id: a blob seen once is never parsed again (also across rebuilds).
+    parsed_blobs: HashMap<Oid, Arc<ParsedBlob>>,
+    backoff: Backoff,
+    poker: Poker,
+}
+
+struct IndexedHead {
+    oid: Oid,
+    root: Option<Root>,
+    info: CommitInfo,
+}
+
+/// The commits to index and whether they extend the current index or replace it.
+enum Plan {
+    Extend(Vec<Oid>),
+    Rebuild(Vec<Oid>),
+}
+
+impl GitSource {
+    /// Opens the repository (or its cache clone). Nothing is read until the first [`Self::sync`].
+    pub fn open(config: SourceConfig) -> Result<Self, SourceError> {
+        let access = RepoAccess::open(&config)?;
+        Ok(GitSource {
+            access,
+            path: config.normalized_path(),
+            limits: config.limits,
+            index: HistoryIndex::default(),
+            head: None,
+            parsed_blobs: HashMap::new(),
+            backoff: Backoff::default(),
+            poker: Poker::new(),
+        })
+    }
+
+    /// Fetches (remote repositories), then brings the index up to the branch head. On error the
+    /// previous index is kept and [`Self::retry_after`] grows.
+    pub fn sync(&mut self) -> Result<SyncReport, SourceError> {
+        let started = Instant::now();
+        let mut result = self.sync_once(started);
+        if let Err(error) = &result
+            && self.access.is_remote()
+            && error.is_corruption()
+        {
+            warn!(repo = %self.access.display(), %error, "sync failed on a damaged cache; re-cloning once");
+            result = self
+                .access
+                .recreate_cache()
+                .and_then(|()| self.sync_once(started));
+        }
+        match &result {
+            Ok(_) => self.backoff.record_success(),
+            Err(error) => {
+                self.backoff.record_failure();
+                warn!(repo = %self.access.display(), %error, retry_after_s = self.backoff.retry_after().map(|d| d.as_secs()), "git sync failed; keeping the last good state");
+            }
+        }
+        result
+    }
+
+    fn sync_once(&mut self, started: Instant) -> Result<SyncReport, SourceError> {
+        let head_oid = self.access.refresh()?;
+        if self.head.as_ref().is_some_and(|h| h.oid == head_oid) {
+            return Ok(SyncReport {
+                head: self.head().cloned(),
+                head_moved: false,
+                changes: BTreeMap::new(),
+                path_missing: self.path_missing(),
+                rebuilt: false,
+                duration: started.elapsed(),
+            });
+        }
+        let plan = self.plan(head_oid)?;
+        let rebuilt = matches!(plan, Plan::Rebuild(_));
+        let (commits, base_root, first_seq) = match &plan {
+            Plan::Extend(commits) => {
+                let base = self.head.as_ref();
+                (
+                    commits,
+                    base.and_then(|h| h.root),
+                    base.map_or(0, |h| h.info.seq + 1),
+                )
+            }
+            Plan::Rebuild(commits) => (commits, None, 0),
+        };
+        let read = read_deltas(
+            self.access.repo(),
+            self.access.display(),
+            &self.path,
+            &self.limits,
+            &mut self.parsed_blobs,
+            commits,
+            base_root,
+            first_seq,
+        )?;
+        let Some(new_head) = read.head else {
+            // A plan always has at least the head commit.
+            return Err(SourceError::Walk {
+                repo: self.access.display().to_string(),
+                commit: head_oid.to_string(),
+                source: git2::Error::from_str("no commits to index"),
+            });
+        };
+
+        // Everything fallible is done: apply.
+        let mut prior: BTreeMap<String, Summary> = BTreeMap::new();
+        let mut touched = BTreeSet::new();
+        let mut index = if rebuilt {
+            for name in self.index.names() {
+                prior.insert(name.clone(), self.index.summary(name));
+            }
+            HistoryIndex::default()
+        } else {
+            std::mem::take(&mut self.index)
+        };
+        for delta in &read.deltas {
+            for name in index.names_in(delta) {
+                if !prior.contains_key(&name) {
+                    prior.insert(name.clone(), index.summary(&name));
+                }
+            }
+            index.apply(delta, &mut touched);
+        }
+        if rebuilt {
+            let all: Vec<String> = index.names().cloned().collect();
+            for name in &all {
+                prior.entry(name.clone()).or_insert(Summary::Absent);
+            }
+            index.refresh_views(&all);
+        } else {
+            index.refresh_views(&touched);
+        }
+        let mut changes = BTreeMap::new();
+        for name in index.names() {
+            let after = index.summary(name);
+            let change = match prior.get(name) {
+                Some(before) => change_between(before, &after),
+                None => change_between(&after, &after),
+            };
+            if let Some(change) = change {
+                changes.insert(name.clone(), change);
+            }
+        }
+        for (name, before) in &prior {
+            if !changes.contains_key(name)
+                && let Some(change) = change_between(before, &index.summary(name))
+            {
+                changes.insert(name.clone(), change);
+            }
+        }
+        self.index = index;
+        self.head = Some(new_head);
+        let path_missing = self.path_missing();
+        if path_missing {
+            warn!(repo = %self.access.display(), path = %self.path, "the tracked path does not exist at the branch head");
+        }
+        let changed = changes
+            .values()
+            .filter(|c| **c != Change::Unchanged)
+            .count();
+        info!(repo = %self.access.display(), head = %head_oid, rebuilt, commits = commits.len(), changed, "git source synced");
+        Ok(SyncReport {
+            head: self.head().cloned(),
+            head_moved: true,
+            changes,
+            path_missing,
+            rebuilt,
+            duration: started.elapsed(),
+        })
+    }
+
+    /// Walks first parents back from the new head until the indexed head: found means the
+    /// branch moved forward (extend); not found means history was rewritten (rebuild).
+    fn plan(&self, head: Oid) -> Result<Plan, SourceError> {
+        let walk_error = |source| SourceError::Walk {
+            repo: self.access.display().to_string(),
+            commit: head.to_string(),
+            source,
+        };
+        let repo = self.access.repo();
+        let mut walk = repo.revwalk().map_err(walk_error)?;
+        walk.simplify_first_parent().map_err(walk_error)?;
+        walk.push(head).map_err(walk_error)?;
+        let indexed = self.head.as_ref().map(|h| h.oid);
+        let mut commits = Vec::new();
+        for oid in walk {
+            let oid = oid.map_err(walk_error)?;
+            if Some(oid) == indexed {
+                commits.reverse();
+                return Ok(Plan::Extend(commits));
+            }
+            commits.push(oid);
+        }
+        commits.reverse();
+        if indexed.is_some() {
+            info!(repo = %self.access.display(), "branch history was rewritten; rebuilding the snapshot index");
+        }
+        Ok(Plan::Rebuild(commits))
+    }
+
+    pub fn head(&self) -> Option<&CommitInfo> {
+        self.head.as_ref().map(|h| &h.info)
+    }
+
+    /// Whether the tracked sub-path is missing at the indexed head.
+    pub fn path_missing(&self) -> bool {
+        self.head.as_ref().is_some_and(|h| h.root.is_none())
+    }
+
+    /// Promotions defined at head, by name.
+    pub fn promotions(&self) -> impl Iterator<Item = (&str, &PromotionView)> {
+        self.index
+            .promotions
+            .iter()
+            .filter_map(|(name, history)| history.view.as_ref().map(|v| (name.as_str(), v)))
+    }
+
+    pub fn promotion(&self, name: &str) -> Option<&PromotionView> {
+        self.index.promotions.get(name)?.view.as_ref()
+    }
+
+    /// The promotion's snapshots, in index order (also for a promotion removed since).
+    pub fn history(&self, name: &str) -> &[Snapshot] {
+        self.index
+            .promotions
+            .get(name)
+            .map_or(&[], |h| h.snapshots.as_slice())
+    }
+
+    /// The promotion's approval events, in first-parent order.
+    pub fn approvals(&self, name: &str) -> &[ApprovalEvent] {
+        self.index
+            .promotions
+            .get(name)
+            .map_or(&[], |h| h.approvals.as_slice())
+    }
+
+    /// Files at head with errors that belong to no promotion, by path.
+    pub fn file_errors(&self) -> BTreeMap<&str, &[Diagnostic]> {
+        self.index.file_errors()
+    }
+
+    pub fn poker(&self) -> Poker {
+        self.poker.clone()
+    }
+
+    /// After failed syncs, how long to wait before the next one (1 s doubling to 5 min); `None`
+    /// after a success.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.backoff.retry_after()
+    }
+}
+
+struct ReadResult {
+    deltas: Vec<CommitDelta>,
+    head: Option<IndexedHead>,
+}
+
+/// Reads the manifest changes of `commits` (oldest first) and parses new blobs. Pure reading:
+/// nothing of the index is touched, so an error leaves it intact.
+#[allow(clippy::too_many_arguments)]
+fn read_deltas(
+    repo: &Repository,
+    display: &str,
+    path: &str,
+    limits: &Limits,
+    parsed_blobs: &mut HashMap<Oid, Arc<ParsedBlob>>,
+    commits: &[Oid],
+    mut root: Option<Root>,
+    first_seq: u64,
+) -> Result<ReadResult, SourceError> {
+    let read_error = |commit: Oid, what: &str| {
+        let commit = commit.to_string();
+        let what = what.to_string();
+        move |source| SourceError::Read {
+            repo: display.to_string(),
+            commit,
+            what,
+            source,
+        }
+    };
+    let mut deltas = Vec::new();
+    let mut changes: Vec<FileChange> = Vec::new();
+    let mut head = None;
+    for (position, oid) in commits.iter().enumerate() {
+        let seq = first_seq + position as u64;
+        let commit = repo
+            .find_commit(*oid)
+            .map_err(read_error(*oid, "the commit"))?;
+        let new_root = resolve_root(repo, commit.tree_id(), path)
+            .map_err(read_error(*oid, "the tracked path"))?;
+        changes.clear();
+        diff_roots(repo, path, root, new_root, &mut changes)
+            .map_err(read_error(*oid, "the tree"))?;
+        root = new_root;
+        let is_head = position + 1 == commits.len();
+        if changes.is_empty() && !is_head {
+            continue;
+        }
+        let info = commit_info(&commit, seq);
+        if !changes.is_empty() {
+            let mut files = Vec::with_capacity(changes.len());
+            for change in &changes {
+                let new = match change.new {
+                    Some(blob) => {
+                        let parsed = match parsed_blobs.get(&blob) {
+                            Some(parsed) => Arc::clone(parsed),
+                            None => {
+                                let content = repo
+                                    .find_blob(blob)
+                                    .map_err(read_error(*oid, &change.path))?;
+                                let parsed =
+                                    Arc::new(parse_blob(&change.path, content.content(), limits));
+                                parsed_blobs.insert(blob, Arc::clone(&parsed));
+                                parsed
+                            }
+                        };
+                        Some((blob, parsed))
+                    }
+                    None => None,
+                };
+                files.push(FileDelta {
+                    path: change.path.clone(),
+                    new,
+                });
+            }
+            deltas.push(CommitDelta {
+                info: info.clone(),
+                files,
+            });
+        }
+        if is_head {
+            head = Some(IndexedHead {
+                oid: *oid,
+                root,
+                info,
+            });
+        }
+    }
+    Ok(ReadResult { deltas, head })
+}
+
+fn commit_info(commit: &Commit<'_>, seq: u64) -> CommitInfo {
+    let author = commit.author();
+    let committer = commit.committer();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    let seconds = author.when().seconds();
+    CommitInfo {
+        sha: commit.id().to_string(),
+        seq,
+        author: text(author.name_bytes()),
+        author_email: text(author.email_bytes()),
+        committer: text(committer.name_bytes()),
+        committer_email: text(committer.email_bytes()),
+        time: DateTime::<Utc>::from_timestamp(seconds, 0).unwrap_or_default(),
+        subject: commit.summary_bytes().map(|s| text(s)).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The controller moves the source into `spawn_blocking`.
+    fn assert_send<T: Send + 'static>() {}
+
+    #[test]
+    fn git_source_and_its_reports_can_cross_threads() {
+        assert_send::<GitSource>();
+        assert_send::<SyncReport>();
+        assert_send::<Poker>();
+    }
+}

@@ -1,0 +1,92 @@
+//! Diagnostics: one finding, with its file, 1-based line and column, and field path.
+
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    /// Stable kebab-case identifier, e.g. `duplicate-stage-name`.
+    pub code: &'static str,
+    pub file: String,
+    pub line: u32,
+    pub column: u32,
+    /// Field path such as `spec.stages[1].trigger.auto.delay`; empty for file-level problems.
+    pub path: String,
+    pub message: String,
+}
+
+impl Diagnostic {
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+/// Which part of a field a finding points at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Anchor {
+    /// The field's value (or, when the field is missing, its nearest written ancestor).
+    Value,
+    /// The field's key (unknown fields, duplicate keys).
+    Key,
+    /// An exact position, e.g. a line inside a Lua script.
+    At { line: u32, column: u32 },
+}
+
+/// A finding before it is located in the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub severity: Severity,
+    pub code: &'static str,
+    pub path: String,
+    pub message: String,
+    pub anchor: Anchor,
+}
+
+impl Finding {
+    pub fn error(code: &'static str, path: impl Into<String>, message: impl Into<String>) -> Self {
+        Finding {
+            severity: Severity::Error,
+            code,
+            path: path.into(),
+            message: message.into(),
+            anchor: Anchor::Value,
+        }
+    }
+
+    pub fn warning(
+        code: &'static str,
+        path: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Finding {
+            severity: Severity::Warning,
+            ..Finding::error(code, path, message)
+        }
+    }
+
+    pub fn at_key(mut self) -> Self {
+        self.anchor = Anchor::Key;
+        self
+    }
+
+    pub fn at(mut self, line: u32, column: u32) -> Self {
+        self.anchor = Anchor::At { line, column };
+        self
+    }
+}

@@ -1,0 +1,380 @@
+//! Parsing one file: size and UTF-8 checks, YAML with budgets (bombs, depth, document count),
+//! selection of ClusterPromotion documents, then validation of each document on its own.
+//!
+//! Pure: the caller reads the file. Each call is independent, so one bad file never affects
+//! another; inside a file, a bad promotion never hides the others.
+
+use serde_saphyr::{Budget, Options, Spanned};
+
+use crate::diagnostic::{Anchor, Diagnostic, Finding, Severity};
+use crate::located::{self, Locations, Node};
+use crate::model::{API_GROUP, API_VERSION, ClusterPromotion, KIND};
+use crate::validate::{self, ValidationContext};
+
+/// Resource limits for one file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub max_file_bytes: usize,
+    pub max_documents: usize,
+    pub max_depth: usize,
+    pub max_nodes: usize,
+    pub max_aliases: usize,
+    /// Compile Lua health scripts (off in the throughput bench, where Lua dominates).
+    pub compile_lua: bool,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_file_bytes: 1024 * 1024,
+            max_documents: 500,
+            max_depth: 64,
+            max_nodes: 200_000,
+            max_aliases: 1_000,
+            compile_lua: true,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedFile {
+    pub file: String,
+    pub promotions: Vec<ParsedPromotion>,
+    /// File-level problems: size, UTF-8, YAML syntax, limits.
+    pub diagnostics: Vec<Diagnostic>,
+    pub ignored: Vec<IgnoredDocument>,
+}
+
+impl ParsedFile {
+    /// File-level and per-promotion diagnostics, in file order.
+    pub fn all_diagnostics(&self) -> Vec<Diagnostic> {
+        let mut all: Vec<Diagnostic> = self.diagnostics.clone();
+        for promotion in &self.promotions {
+            all.extend(promotion.diagnostics.iter().cloned());
+        }
+        all.sort_by_key(|d| (d.line, d.column));
+        all
+    }
+
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+            || self
+                .promotions
+                .iter()
+                .any(|p| p.diagnostics.iter().any(Diagnostic::is_error))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedPromotion {
+    pub name: Option<String>,
+    /// Line of the document's first node.
+    pub line: u32,
+    /// `None` iff there is an error diagnostic.
+    pub promotion: Option<ClusterPromotion>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// A document of another kind, skipped on purpose.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IgnoredDocument {
+    /// 0-based index among the file's non-empty documents.
+    pub index: usize,
+    pub line: u32,
+    pub api_version: Option<String>,
+    pub kind: Option<String>,
+}
+
+fn file_diagnostic(
+    file: &str,
+    code: &'static str,
+    line: u32,
+    column: u32,
+    message: String,
+) -> Diagnostic {
+    Diagnostic {
+        severity: Severity::Error,
+        code,
+        file: file.to_string(),
+        line,
+        column,
+        path: String::new(),
+        message,
+    }
+}
+
+fn yaml_options(limits: &Limits) -> Options {
+    let mut budget = Budget::default();
+    budget.max_depth = limits.max_depth;
+    budget.max_nodes = limits.max_nodes;
+    budget.max_aliases = limits.max_aliases;
+    budget.max_documents = limits.max_documents;
+    let mut options = Options::default();
+    options.budget = Some(budget);
+    options.with_snippet = false;
+    // Alias replay is what a "billion laughs" document multiplies; stop it well before the node
+    // budget so the message can name the cause.
+    options.alias_limits.max_total_replayed_events = limits.max_nodes / 2;
+    options
+}
+
+/// Turns a serde-saphyr error into a code and a message that names the limit.
+fn describe_yaml_error(error: &serde_saphyr::Error, limits: &Limits) -> (&'static str, String) {
+    use serde_saphyr::budget::BudgetBreach;
+    match error {
+        serde_saphyr::Error::Budget { breach, .. } => match breach {
+            BudgetBreach::Depth { .. } => (
+                "yaml-too-deep",
+                format!("nesting deeper than {} levels", limits.max_depth),
+            ),
+            BudgetBreach::Nodes { .. } => (
+                "yaml-too-many-nodes",
+                format!(
+                    "more than {} YAML nodes (alias expansion limit exceeded? YAML bomb?)",
+                    limits.max_nodes
+                ),
+            ),
+            BudgetBreach::Aliases { .. } => (
+                "yaml-too-many-aliases",
+                format!("more than {} aliases (YAML bomb?)", limits.max_aliases),
+            ),
+            BudgetBreach::Documents { .. } => (
+                "yaml-too-many-documents",
+                format!("more than {} documents in one file", limits.max_documents),
+            ),
+            other => (
+                "yaml-limit-exceeded",
+                format!("YAML limit exceeded: {other:?}"),
+            ),
+        },
+        serde_saphyr::Error::AliasReplayLimitExceeded { .. }
+        | serde_saphyr::Error::AliasExpansionLimitExceeded { .. }
+        | serde_saphyr::Error::AliasReplayStackDepthExceeded { .. } => (
+            "yaml-alias-bomb",
+            "alias expansion limit exceeded (YAML bomb?)".to_string(),
+        ),
+        serde_saphyr::Error::DuplicateMappingKey { .. } => {
+            ("duplicate-key", strip_location(&error.to_string()))
+        }
+        other => {
+            let message = other.to_string();
+            // Alias errors can arrive wrapped (with the alias and anchor locations attached).
+            if message.contains("alias replay") || message.contains("alias expansion") {
+                (
+                    "yaml-alias-bomb",
+                    "alias expansion limit exceeded (YAML bomb?)".to_string(),
+                )
+            } else {
+                ("yaml-syntax", strip_location(&message))
+            }
+        }
+    }
+}
+
+/// serde-saphyr appends " at line L, column C"; the diagnostic carries those separately.
+fn strip_location(message: &str) -> String {
+    let cut = message.find(" at line ").unwrap_or(message.len());
+    let text = &message[..cut];
+    text.strip_suffix(", set DuplicateKeyPolicy in Options if acceptable")
+        .unwrap_or(text)
+        .to_string()
+}
+
+/// Line and column (1-based) of byte `offset`.
+fn position_of(bytes: &[u8], offset: usize) -> (u32, u32) {
+    let before = &bytes[..offset.min(bytes.len())];
+    let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+    let line_start = before
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
+    let column = String::from_utf8_lossy(&before[line_start..])
+        .chars()
+        .count()
+        + 1;
+    (
+        u32::try_from(line).unwrap_or(u32::MAX),
+        u32::try_from(column).unwrap_or(u32::MAX),
+    )
+}
+
+/// Stack for the YAML deserializer: it recurses a few frames per nesting level, and up to
+/// `max_depth` levels in a debug build need more than a default 2 MiB thread stack. The memory is
+/// only reserved, not committed.
+const PARSER_STACK_BYTES: usize = 64 * 1024 * 1024;
+
+fn deserialize_documents(
+    text: &str,
+    limits: &Limits,
+) -> Result<Vec<Spanned<Node>>, serde_saphyr::Error> {
+    let parse =
+        || serde_saphyr::from_multiple_with_options::<Spanned<Node>>(text, yaml_options(limits));
+    std::thread::scope(|scope| {
+        match std::thread::Builder::new()
+            .name("tollgate-yaml".into())
+            .stack_size(PARSER_STACK_BYTES)
+            .spawn_scoped(scope, parse)
+        {
+            Ok(handle) => match handle.join() {
+                Ok(result) => result,
+                Err(panic) => std::panic::resume_unwind(panic),
+            },
+            // No thread available: parse here, within the caller's stack.
+            Err(_) => parse(),
+        }
+    })
+}
+
+pub fn parse_file(file: &str, bytes: &[u8], limits: &Limits) -> ParsedFile {
+    let mut parsed = ParsedFile {
+        file: file.to_string(),
+        promotions: Vec::new(),
+        diagnostics: Vec::new(),
+        ignored: Vec::new(),
+    };
+    if bytes.len() > limits.max_file_bytes {
+        parsed.diagnostics.push(file_diagnostic(
+            file,
+            "file-too-large",
+            1,
+            1,
+            format!(
+                "file is {} bytes, more than the limit of {} bytes",
+                bytes.len(),
+                limits.max_file_bytes
+            ),
+        ));
+        return parsed;
+    }
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            let (line, column) = position_of(bytes, e.valid_up_to());
+            parsed.diagnostics.push(file_diagnostic(
+                file,
+                "not-utf8",
+                line,
+                column,
+                format!(
+                    "file is not valid UTF-8 (invalid byte at offset {}); YAML manifests must be UTF-8",
+                    e.valid_up_to()
+                ),
+            ));
+            return parsed;
+        }
+    };
+    let documents = match deserialize_documents(text, limits) {
+        Ok(documents) => documents,
+        Err(error) => {
+            let (code, message) = describe_yaml_error(&error, limits);
+            let (line, column) = error
+                .location()
+                .map(|l| {
+                    (
+                        u32::try_from(l.line()).unwrap_or(u32::MAX).max(1),
+                        u32::try_from(l.column()).unwrap_or(u32::MAX).max(1),
+                    )
+                })
+                .unwrap_or((1, 1));
+            parsed
+                .diagnostics
+                .push(file_diagnostic(file, code, line, column, message));
+            return parsed;
+        }
+    };
+    for (index, document) in documents.iter().enumerate() {
+        let line = located::Loc::of(document).line;
+        let mut locations = Locations::default();
+        let mut problems = Vec::new();
+        let json = located::to_json(document, &mut locations, &mut problems);
+        let api_version = json.get("apiVersion").and_then(|v| v.as_str());
+        let kind = json.get("kind").and_then(|v| v.as_str());
+        let group = api_version.and_then(|v| v.split_once('/')).map(|(g, _)| g);
+        if kind != Some(KIND) || group != Some(API_GROUP) {
+            parsed.ignored.push(IgnoredDocument {
+                index,
+                line,
+                api_version: api_version.map(str::to_string),
+                kind: kind.map(str::to_string),
+            });
+            continue;
+        }
+        let name = json
+            .pointer("/metadata/name")
+            .and_then(|v| v.as_str())
+            .map(str::to_string);
+        let mut findings: Vec<Finding> = problems
+            .into_iter()
+            .map(|p| Finding::error("yaml-value", p.path, p.message).at(p.loc.line, p.loc.column))
+            .collect();
+        if api_version != Some(API_VERSION) {
+            findings.push(Finding::error(
+                "unsupported-api-version",
+                "apiVersion",
+                format!(
+                    "Unsupported value: {:?}: supported values: {API_VERSION:?}",
+                    api_version.unwrap_or_default()
+                ),
+            ));
+        }
+        let context = ValidationContext {
+            source: text,
+            locations: &locations,
+            limits,
+        };
+        let (promotion, more) = validate::validate_document(json, &context);
+        findings.extend(more);
+        let diagnostics = locate_all(file, &findings, &locations);
+        let promotion = if diagnostics.iter().any(Diagnostic::is_error) {
+            None
+        } else {
+            promotion
+        };
+        parsed.promotions.push(ParsedPromotion {
+            name,
+            line,
+            promotion,
+            diagnostics,
+        });
+    }
+    parsed
+}
+
+fn locate_all(file: &str, findings: &[Finding], locations: &Locations) -> Vec<Diagnostic> {
+    let mut diagnostics: Vec<Diagnostic> = findings
+        .iter()
+        .map(|f| locate(file, f, locations))
+        .collect();
+    diagnostics.sort_by_key(|d| (d.line, d.column, d.severity));
+    diagnostics
+}
+
+/// Places a finding: at the field's key or value, or at the nearest written ancestor when the
+/// field itself is missing.
+pub fn locate(file: &str, finding: &Finding, locations: &Locations) -> Diagnostic {
+    let (line, column) = match finding.anchor {
+        Anchor::At { line, column } => (line, column),
+        Anchor::Key | Anchor::Value => match locations.nearest(&finding.path) {
+            Some((found, loc)) => {
+                let exact = found == finding.path;
+                match (finding.anchor, loc.key) {
+                    (Anchor::Key, Some(key)) => (key.line, key.column),
+                    // A missing field is reported at the key of the object that lacks it, and
+                    // a problem with a whole mapping or sequence at the key that names it.
+                    (_, Some(key)) if !exact || loc.container => (key.line, key.column),
+                    _ => (loc.value.line, loc.value.column),
+                }
+            }
+            None => (1, 1),
+        },
+    };
+    Diagnostic {
+        severity: finding.severity,
+        code: finding.code,
+        file: file.to_string(),
+        line: line.max(1),
+        column: column.max(1),
+        path: finding.path.clone(),
+        message: finding.message.clone(),
+    }
+}

@@ -1,0 +1,49 @@
+//! Connecting to the management cluster: kubeconfig (with context), in-cluster config, or a URL
+//! (the embedded emulator).
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ClusterArgs {
+    /// Kubeconfig file; default: $KUBECONFIG, ~/.kube/config, then in-cluster config.
+    #[arg(long, env = "KUBECONFIG", global = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use.
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+}
+
+pub async fn client(args: &ClusterArgs) -> anyhow::Result<Client> {
+    let options = KubeConfigOptions {
+        context: args.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .with_context(|| format!("loading kubeconfig {}", path.display()))?
+        }
+        None if args.context.is_some() => Config::from_kubeconfig(&options)
+            .await
+            .context("loading the default kubeconfig")?,
+        None => Config::infer()
+            .await
+            .context("no kubeconfig found and not running in a cluster")?,
+    };
+    Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// A client for a plain-HTTP loopback API server (the embedded emulator).
+pub fn client_for_url(url: &str) -> anyhow::Result<Client> {
+    let uri = url
+        .parse()
+        .with_context(|| format!("invalid API server URL {url}"))?;
+    Client::try_from(Config::new(uri)).context("building the Kubernetes client")
+}

@@ -1,0 +1,38 @@
+//! `tollgate emulator`: the embedded management cluster as a standalone server, for demos and for
+//! pointing kubectl or `tollgate status` at.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Fleet file: the clusters, their labels, readiness and injected behaviour.
+    #[arg(long)]
+    pub fleet: PathBuf,
+    /// Loopback address to listen on (default: a free port on 127.0.0.1).
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Where to write the kubeconfig.
+    #[arg(long, default_value = "tollgate-emulator.kubeconfig")]
+    pub kubeconfig: PathBuf,
+    /// Keep the cluster's content in this file across restarts.
+    #[arg(long)]
+    pub state_file: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(tollgate_emulator::run_standalone(
+        args.fleet,
+        args.listen,
+        args.kubeconfig,
+        args.state_file,
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,213 @@
+//! `tollgate run`: the controller. Follows a git branch and drives every promotion in it through
+//! its stages on the management cluster (a real one, or the embedded emulator).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use crate::cluster::leader::LeaderGate;
+use crate::controller::{self, ControllerConfig, PruneGuard};
+use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet};
+use tollgate_source::{Auth, Secret, SourceConfig};
+use tracing::info;
+
+use super::connect::{self, ClusterArgs};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The promotions repository: a local path, or a file://, https:// or ssh:// URL.
+    #[arg(long, env = "TOLLGATE_REPO")]
+    pub repo: String,
+    /// The branch to follow.
+    #[arg(long, env = "TOLLGATE_BRANCH", default_value = "main")]
+    pub branch: String,
+    /// Sub-path of the repository holding ClusterPromotion manifests ("" = whole repository).
+    #[arg(long, env = "TOLLGATE_PATH", default_value = "")]
+    pub path: String,
+    /// How often to poll the repository when nothing pokes it (Go duration).
+    #[arg(long, env = "TOLLGATE_INTERVAL", default_value = "30s", value_parser = parse_interval)]
+    pub interval: Duration,
+    /// Where remote repositories are cloned.
+    #[arg(long, env = "TOLLGATE_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub git_auth: GitAuthArgs,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Run against an embedded management cluster (the emulator, in-process) built from this
+    /// fleet file, instead of a real cluster.
+    #[arg(long, conflicts_with_all = ["kubeconfig", "context"])]
+    pub embedded: Option<PathBuf>,
+    /// Where to write the embedded cluster's kubeconfig (for kubectl and `tollgate status`).
+    #[arg(long, requires = "embedded")]
+    pub embedded_kubeconfig: Option<PathBuf>,
+    /// Compute and log every action, write nothing.
+    #[arg(long, env = "TOLLGATE_DRY_RUN")]
+    pub dry_run: bool,
+    /// Confirm removals held by the blast-radius guard (mass deletions, vanished path).
+    #[arg(long, env = "TOLLGATE_CONFIRM_PRUNE")]
+    pub confirm_prune: bool,
+    /// Removing more than this percentage of the promotions in one commit needs confirmation.
+    #[arg(long, env = "TOLLGATE_PRUNE_MAX_SHARE", default_value_t = 50, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub prune_max_share: u32,
+    /// How many promotions step concurrently.
+    #[arg(long, env = "TOLLGATE_CONCURRENCY", default_value_t = 16)]
+    pub concurrency: usize,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GitAuthArgs {
+    /// File holding an access token for https remotes (sent as the basic-auth password).
+    #[arg(long, env = "TOLLGATE_GIT_TOKEN_FILE", conflicts_with = "git_token_env")]
+    pub git_token_file: Option<PathBuf>,
+    /// Name of an environment variable holding an access token.
+    #[arg(long)]
+    pub git_token_env: Option<String>,
+    /// Username for basic auth (with --git-password-file), or for the token (default x-access-token).
+    #[arg(long, env = "TOLLGATE_GIT_USERNAME")]
+    pub git_username: Option<String>,
+    /// File holding the basic-auth password.
+    #[arg(long, env = "TOLLGATE_GIT_PASSWORD_FILE", requires = "git_username")]
+    pub git_password_file: Option<PathBuf>,
+    /// Private key for ssh remotes.
+    #[arg(long, env = "TOLLGATE_SSH_KEY_FILE", requires = "ssh_known_hosts")]
+    pub ssh_key_file: Option<PathBuf>,
+    /// known_hosts file the ssh host key is checked against (unknown hosts are refused).
+    #[arg(long, env = "TOLLGATE_SSH_KNOWN_HOSTS")]
+    pub ssh_known_hosts: Option<PathBuf>,
+}
+
+impl GitAuthArgs {
+    pub fn to_auth(&self) -> anyhow::Result<Auth> {
+        if let Some(file) = &self.git_token_file {
+            return Ok(Auth::Token {
+                token: Secret::from_file(file)?,
+            });
+        }
+        if let Some(var) = &self.git_token_env {
+            return Ok(Auth::Token {
+                token: Secret::from_env(var)?,
+            });
+        }
+        if let (Some(username), Some(file)) = (&self.git_username, &self.git_password_file) {
+            return Ok(Auth::Basic {
+                username: username.clone(),
+                password: Secret::from_file(file)?,
+            });
+        }
+        if let (Some(key_file), Some(known_hosts)) = (&self.ssh_key_file, &self.ssh_known_hosts) {
+            return Ok(Auth::SshKey {
+                key_file: key_file.clone(),
+                known_hosts: known_hosts.clone(),
+            });
+        }
+        Ok(Auth::None)
+    }
+}
+
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    tollgate_spec::duration::parse_go_duration(text).map_err(|e| e.to_string())
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(run_async(args))
+}
+
+async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
+    let cache_dir = args.cache_dir.clone().unwrap_or_else(default_cache_dir);
+    let mut source = SourceConfig::new(&args.repo, &args.branch, &args.path, &cache_dir);
+    source.auth = args.git_auth.to_auth()?;
+
+    let (client, _emulator) = match &args.embedded {
+        Some(fleet_file) => {
+            let emulator = start_embedded(fleet_file, args.embedded_kubeconfig.clone(), &cache_dir)
+                .await?;
+            let client = connect::client_for_url(&emulator.url())?;
+            (client, Some(emulator))
+        }
+        None => (connect::client(&args.cluster).await?, None),
+    };
+
+    let config = ControllerConfig {
+        source,
+        poll_interval: args.interval,
+        dry_run: args.dry_run,
+        guard: PruneGuard {
+            max_share_percent: args.prune_max_share,
+            confirmed: args.confirm_prune,
+        },
+        concurrency: args.concurrency,
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    let (handle, task) = controller::start(client, config, LeaderGate::always())
+        .await
+        .context("starting the controller")?;
+    info!(repo = %tollgate_source::redact_url(&args.repo), branch = %args.branch, "controller running");
+    shutdown_signal().await;
+    info!("shutting down");
+    handle.shutdown();
+    task.await.context("controller task")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn start_embedded(
+    fleet_file: &std::path::Path,
+    kubeconfig: Option<PathBuf>,
+    cache_dir: &std::path::Path,
+) -> anyhow::Result<EmulatorHandle> {
+    let fleet = Fleet::load(fleet_file)?;
+    let emulator = Emulator::start(EmulatorConfig {
+        fleet,
+        ..EmulatorConfig::default()
+    })
+    .await?;
+    let path = kubeconfig.unwrap_or_else(|| cache_dir.join("embedded.kubeconfig"));
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    emulator.write_kubeconfig(&path)?;
+    eprintln!(
+        "embedded management cluster at {} — kubeconfig: {}\n  try: kubectl --kubeconfig {} get clusterprofiles,clustersummaries -A\n       tollgate status --kubeconfig {}",
+        emulator.url(),
+        path.display(),
+        path.display(),
+        path.display()
+    );
+    Ok(emulator)
+}
+
+fn default_cache_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("tollgate")
+}
+
+/// Ctrl-C, or SIGTERM (what Kubernetes sends on pod shutdown).
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

@@ -1,0 +1,91 @@
+//! The `GitPromotion` CustomResourceDefinition: tollgate's durable per-promotion state.
+//!
+//! The spec only records where the promotion comes from (git is the source of truth for the
+//! promotion itself); the status holds the engine's run state and the user-facing status. Its schema
+//! keeps the status open (`x-kubernetes-preserve-unknown-fields`) because the engine owns its shape
+//! and versions it (`hashScheme`), while the printer columns give `kubectl get gp` a useful view.
+
+use serde_json::{Value, json};
+
+use super::resources::{
+    GITPROMOTION_GROUP, GITPROMOTION_KIND, GITPROMOTION_PLURAL, GITPROMOTION_VERSION,
+};
+
+pub fn git_promotion_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": format!("{GITPROMOTION_PLURAL}.{GITPROMOTION_GROUP}"),
+            "labels": {"app.kubernetes.io/name": "tollgate", "app.kubernetes.io/component": "crd"}
+        },
+        "spec": {
+            "group": GITPROMOTION_GROUP,
+            "names": {
+                "kind": GITPROMOTION_KIND,
+                "listKind": format!("{GITPROMOTION_KIND}List"),
+                "plural": GITPROMOTION_PLURAL,
+                "singular": "gitpromotion",
+                "shortNames": ["gp"],
+                "categories": ["tollgate"]
+            },
+            "scope": "Cluster",
+            "versions": [{
+                "name": GITPROMOTION_VERSION,
+                "served": true,
+                "storage": true,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [
+                    {"name": "Stage", "type": "string", "jsonPath": ".status.currentStageName"},
+                    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                    {"name": "Snapshot", "type": "integer", "jsonPath": ".status.snapshotIndex"},
+                    {"name": "Commit", "type": "string", "jsonPath": ".status.snapshotCommit", "priority": 1},
+                    {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
+                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+                ],
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "description": "GitPromotion holds tollgate's run state for one ClusterPromotion kept in git.",
+                    "properties": {
+                        "apiVersion": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "metadata": {"type": "object"},
+                        "spec": {
+                            "type": "object",
+                            "description": "Where the promotion is read from. Written by tollgate; git is the source of truth.",
+                            "properties": {
+                                "repository": {"type": "string", "description": "Repository URL or path, without credentials."},
+                                "branch": {"type": "string"},
+                                "path": {"type": "string", "description": "Sub-path of the repository that holds promotions."},
+                                "file": {"type": "string", "description": "File the promotion was last read from."}
+                            }
+                        },
+                        "status": {
+                            "type": "object",
+                            "description": "Run state and status, owned by the tollgate engine.",
+                            "x-kubernetes-preserve-unknown-fields": true
+                        }
+                    }
+                }}
+            }]
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+    use super::*;
+
+    #[test]
+    fn crd_parses_into_the_typed_kubernetes_object() {
+        let crd: CustomResourceDefinition =
+            serde_json::from_value(git_promotion_crd()).expect("valid CRD");
+        assert_eq!(crd.metadata.name.as_deref(), Some("gitpromotions.tollgate.dev"));
+        assert_eq!(crd.spec.scope, "Cluster");
+        let version = &crd.spec.versions[0];
+        assert!(version.subresources.as_ref().is_some_and(|s| s.status.is_some()));
+        assert!(version.schema.is_some());
+    }
+}

@@ -1,0 +1,117 @@
+//! Errors talking to the management cluster, classified so that the controller and the user can
+//! tell a retryable blip from a misconfiguration.
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("not the leader: writes are disabled on this replica")]
+    NotLeader,
+    #[error(
+        "the management cluster does not serve {resource}: is the {crd} CRD installed? ({message})"
+    )]
+    CrdMissing {
+        resource: String,
+        crd: String,
+        message: String,
+    },
+    #[error(
+        "RBAC forbids tollgate to {verb} {resource} {name:?}: {message} (see deploy/ for the ClusterRole)"
+    )]
+    Forbidden {
+        verb: String,
+        resource: String,
+        name: String,
+        message: String,
+    },
+    #[error("conflict writing {resource} {name:?}: {message}")]
+    Conflict {
+        resource: String,
+        name: String,
+        message: String,
+    },
+    #[error("the API server rejected {verb} {resource} {name:?}: {message}")]
+    Rejected {
+        verb: String,
+        resource: String,
+        name: String,
+        message: String,
+    },
+    #[error("cannot reach the management cluster to {verb} {resource} {name:?}: {message}")]
+    Unavailable {
+        verb: String,
+        resource: String,
+        name: String,
+        message: String,
+    },
+    #[error("cannot decode {what}: {message}")]
+    Decode { what: String, message: String },
+}
+
+impl ClusterError {
+    /// Whether retrying the same request later can succeed without a human.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ClusterError::Unavailable { .. } | ClusterError::Conflict { .. }
+        )
+    }
+}
+
+/// Turns a kube error into the variant a user can act on.
+pub fn classify(error: kube::Error, verb: &str, resource: &str, name: &str) -> ClusterError {
+    let (verb, resource, name) = (verb.to_string(), resource.to_string(), name.to_string());
+    match error {
+        kube::Error::Api(status) => {
+            let message = status.message.clone();
+            match status.code {
+                403 => ClusterError::Forbidden {
+                    verb,
+                    resource,
+                    name,
+                    message,
+                },
+                409 => ClusterError::Conflict {
+                    resource,
+                    name,
+                    message,
+                },
+                // A 404 on a named write of a collection that should exist, with reason NotFound and
+                // no object details, means the type itself is not served.
+                404 if status.details.as_ref().is_none_or(|d| d.name.is_empty()) => {
+                    ClusterError::CrdMissing {
+                        crd: crd_of(&resource),
+                        resource,
+                        message,
+                    }
+                }
+                429 | 500..=599 => ClusterError::Unavailable {
+                    verb,
+                    resource,
+                    name,
+                    message,
+                },
+                _ => ClusterError::Rejected {
+                    verb,
+                    resource,
+                    name,
+                    message,
+                },
+            }
+        }
+        other => ClusterError::Unavailable {
+            verb,
+            resource,
+            name,
+            message: other.to_string(),
+        },
+    }
+}
+
+fn crd_of(resource: &str) -> String {
+    match resource {
+        "clusterprofiles" => "clusterprofiles.config.projectsveltos.io (Sveltos)".into(),
+        "clustersummaries" => "clustersummaries.config.projectsveltos.io (Sveltos)".into(),
+        "sveltosclusters" => "sveltosclusters.lib.projectsveltos.io (Sveltos)".into(),
+        "gitpromotions" => "gitpromotions.tollgate.dev (`tollgate crd | kubectl apply -f -`)".into(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,12 @@
+//! Cluster I/O: the kube client edge. Reads via reflectors, writes via [`writer::ClusterWriter`].
+//! Decides nothing: what to write comes from the engine.
+
+pub mod cache;
+pub mod crd;
+pub mod errors;
+pub mod events;
+pub mod leader;
+pub mod observe;
+pub mod resources;
+pub mod watch;
+pub mod writer;

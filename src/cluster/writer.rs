@@ -1,0 +1,158 @@
+//! The only place tollgate writes to the management cluster.
+//!
+//! Every write is gated on leadership (a replica that is not the leader writes nothing) and honours
+//! `--dry-run` (the write is logged, not sent). Profiles are written by server-side apply with field
+//! manager `tollgate` and `force` (tollgate owns every field it sets on its own profiles; the engine
+//! refuses to touch a profile it does not own). Status is written with optimistic concurrency.
+
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use tracing::{debug, info};
+
+use super::errors::{ClusterError, classify};
+use super::leader::LeaderGate;
+use super::resources::{self, FIELD_MANAGER};
+
+#[derive(Clone)]
+pub struct ClusterWriter {
+    profiles: Api<DynamicObject>,
+    state: Api<DynamicObject>,
+    leader: LeaderGate,
+    dry_run: bool,
+}
+
+impl ClusterWriter {
+    pub fn new(client: Client, leader: LeaderGate, dry_run: bool) -> Self {
+        ClusterWriter {
+            profiles: Api::all_with(client.clone(), &resources::cluster_profile()),
+            state: Api::all_with(client, &resources::git_promotion()),
+            leader,
+            dry_run,
+        }
+    }
+
+    pub fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    fn gate(&self) -> Result<(), ClusterError> {
+        if self.leader.is_leader() {
+            Ok(())
+        } else {
+            Err(ClusterError::NotLeader)
+        }
+    }
+
+    /// Server-side applies a whole profile and returns the object as stored (in dry-run: as it
+    /// would be sent), so the caller can update its cache before the watch catches up.
+    pub async fn apply_profile(
+        &self,
+        name: &str,
+        object: &Value,
+    ) -> Result<DynamicObject, ClusterError> {
+        self.gate()?;
+        if self.dry_run {
+            info!(profile = name, "dry-run: would server-side apply ClusterProfile");
+            return serde_json::from_value(object.clone()).map_err(|e| ClusterError::Decode {
+                what: format!("clusterprofile {name}"),
+                message: e.to_string(),
+            });
+        }
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let applied = self
+            .profiles
+            .patch(name, &params, &Patch::Apply(object))
+            .await
+            .map_err(|e| classify(e, "apply", "clusterprofiles", name))?;
+        debug!(profile = name, "applied ClusterProfile");
+        Ok(applied)
+    }
+
+    /// Deletes a profile; one that is already gone counts as deleted. Returns the object when it
+    /// still exists (finalizers pending: Sveltos is withdrawing its add-ons).
+    pub async fn delete_profile(&self, name: &str) -> Result<Option<DynamicObject>, ClusterError> {
+        self.gate()?;
+        if self.dry_run {
+            info!(profile = name, "dry-run: would delete ClusterProfile");
+            return Ok(None);
+        }
+        match self.profiles.delete(name, &DeleteParams::background()).await {
+            Ok(either) => Ok(either.left()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+            Err(e) => Err(classify(e, "delete", "clusterprofiles", name)),
+        }
+    }
+
+    /// Creates or updates the GitPromotion's spec (where the promotion comes from) by server-side
+    /// apply, and returns the object (with its resourceVersion) for the status write that follows.
+    pub async fn ensure_state_object(
+        &self,
+        name: &str,
+        spec: &Value,
+    ) -> Result<DynamicObject, ClusterError> {
+        self.gate()?;
+        let object = json!({
+            "apiVersion": format!("{}/{}", resources::GITPROMOTION_GROUP, resources::GITPROMOTION_VERSION),
+            "kind": resources::GITPROMOTION_KIND,
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "tollgate"}},
+            "spec": spec,
+        });
+        if self.dry_run {
+            return serde_json::from_value(object).map_err(|e| ClusterError::Decode {
+                what: format!("gitpromotion {name}"),
+                message: e.to_string(),
+            });
+        }
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        self.state
+            .patch(name, &params, &Patch::Apply(&object))
+            .await
+            .map_err(|e| classify(e, "apply", "gitpromotions", name))
+    }
+
+    /// Replaces the status, conditional on `resource_version` (409 → [`ClusterError::Conflict`]:
+    /// someone else wrote since we read; the caller re-reads and recomputes). Returns the new
+    /// resourceVersion.
+    pub async fn write_status(
+        &self,
+        name: &str,
+        resource_version: Option<String>,
+        status: &Value,
+    ) -> Result<Option<String>, ClusterError> {
+        self.gate()?;
+        if self.dry_run {
+            debug!(promotion = name, "dry-run: status not persisted");
+            return Ok(resource_version);
+        }
+        let object = json!({
+            "apiVersion": format!("{}/{}", resources::GITPROMOTION_GROUP, resources::GITPROMOTION_VERSION),
+            "kind": resources::GITPROMOTION_KIND,
+            "metadata": {"name": name, "resourceVersion": resource_version},
+            "status": status,
+        });
+        let data: DynamicObject = serde_json::from_value(object).map_err(|e| ClusterError::Decode {
+            what: format!("status of {name}"),
+            message: e.to_string(),
+        })?;
+        let written = self
+            .state
+            .replace_status(name, &PostParams::default(), &data)
+            .await
+            .map_err(|e| classify(e, "update status of", "gitpromotions", name))?;
+        Ok(written.resource_version())
+    }
+
+    pub async fn delete_state_object(&self, name: &str) -> Result<(), ClusterError> {
+        self.gate()?;
+        if self.dry_run {
+            info!(promotion = name, "dry-run: would delete GitPromotion");
+            return Ok(());
+        }
+        match self.state.delete(name, &DeleteParams::background()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(e) => Err(classify(e, "delete", "gitpromotions", name)),
+        }
+    }
+}

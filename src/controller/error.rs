@@ -1,0 +1,43 @@
+//! Errors of the controller, one variant per step of the pipeline
+//! `fetch (git) → observe → plan (engine) → apply → update status`, each with its context.
+
+use crate::cluster::errors::ClusterError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    #[error("opening the git source: {0}")]
+    Source(#[from] tollgate_source::SourceError),
+    #[error("starting the git thread: {0}")]
+    GitThread(std::io::Error),
+    #[error("connecting to the management cluster: {0}")]
+    Connect(String),
+    #[error("the management cluster is not usable: {0}")]
+    Preflight(ClusterError),
+}
+
+/// Why one promotion's step did not complete. Retried with backoff; the last one is logged and
+/// counted, and the persisted status stays as it was (DESIGN D1/D2).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("applying ClusterProfile {name}: {source}")]
+    Apply { name: String, source: ClusterError },
+    #[error("deleting ClusterProfile {name}: {source}")]
+    Delete { name: String, source: ClusterError },
+    #[error("creating the GitPromotion state object: {0}")]
+    EnsureState(ClusterError),
+    #[error("persisting status: {0}")]
+    PersistStatus(ClusterError),
+    #[error("deleting the GitPromotion state object: {0}")]
+    DeleteState(ClusterError),
+}
+
+impl ReconcileError {
+    pub fn cluster_error(&self) -> &ClusterError {
+        match self {
+            ReconcileError::Apply { source, .. } | ReconcileError::Delete { source, .. } => source,
+            ReconcileError::EnsureState(e)
+            | ReconcileError::PersistStatus(e)
+            | ReconcileError::DeleteState(e) => e,
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The git side of the loop: a dedicated thread owns the [`GitSource`] (git2 is blocking) and
+//! sends what changed to the controller. It syncs on start, on every poke (webhooks, the local
+//! filesystem watch) and on the poll interval; after an error it waits the source's backoff.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tollgate_source::{Change, GitSource, Poker, PromotionView, SourceConfig};
+use tollgate_spec::{ApprovalEvent, CommitInfo};
+use tracing::{debug, info, warn};
+
+use super::error::ControllerError;
+
+/// One promotion as git shows it at the tracked head.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromotionGit {
+    pub view: PromotionView,
+    pub approvals: Vec<ApprovalEvent>,
+}
+
+/// The outcome of one sync, as far as the controller cares.
+#[derive(Debug)]
+pub struct GitUpdate {
+    pub head: Option<CommitInfo>,
+    pub path_missing: bool,
+    /// Changed promotions: `Some` = current state, `None` = gone from git.
+    pub promotions: BTreeMap<String, Option<Arc<PromotionGit>>>,
+    /// True for the first successful sync (and after a history rebuild): `promotions` then lists
+    /// every promotion, and the controller treats any it knew but that is absent as removed.
+    pub complete: bool,
+    pub error: Option<String>,
+    pub duration: Duration,
+}
+
+pub struct GitThread {
+    pub poker: Poker,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl GitThread {
+    /// Opens the source (cloning a remote into the cache if needed) and starts the sync thread.
+    pub fn start(
+        config: SourceConfig,
+        interval: Duration,
+        updates: mpsc::Sender<GitUpdate>,
+    ) -> Result<Self, ControllerError> {
+        let watch_path = (!config.is_remote()).then(|| PathBuf::from(&config.repo));
+        let source = GitSource::open(config)?;
+        let poker = source.poker();
+        let local_watch = match watch_path {
+            Some(path) => {
+                let poker = poker.clone();
+                match tollgate_source::watch_local(&path, move || poker.poke()) {
+                    Ok(watch) => Some(watch),
+                    Err(error) => {
+                        warn!(%error, "cannot watch the local repository; relying on the poll interval");
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread_stop = stop.clone();
+        let thread_poker = poker.clone();
+        let handle = std::thread::Builder::new()
+            .name("tollgate-git".into())
+            .spawn(move || {
+                let _watch = local_watch;
+                sync_loop(source, interval, updates, thread_stop, thread_poker);
+            })
+            .map_err(ControllerError::GitThread)?;
+        Ok(GitThread {
+            poker,
+            stop,
+            handle: Some(handle),
+        })
+    }
+
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.poker.poke();
+        if let Some(handle) = self.handle.take() {
+            // The thread finishes its current sync first; a panic there is already logged.
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for GitThread {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn sync_loop(
+    mut source: GitSource,
+    interval: Duration,
+    updates: mpsc::Sender<GitUpdate>,
+    stop: Arc<AtomicBool>,
+    poker: Poker,
+) {
+    let mut complete_next = true;
+    while !stop.load(Ordering::SeqCst) {
+        // Clear a pending poke before syncing: a poke that arrives during the sync re-triggers.
+        poker.take();
+        let wait = match source.sync() {
+            Ok(report) => {
+                let complete = complete_next || report.rebuilt;
+                let mut promotions = BTreeMap::new();
+                if complete {
+                    for (name, view) in source.promotions() {
+                        promotions.insert(name.to_string(), Some(snapshot_of(&source, name, view)));
+                    }
+                }
+                for (name, change) in &report.changes {
+                    match change {
+                        Change::Unchanged => {}
+                        Change::Removed => {
+                            promotions.insert(name.clone(), None);
+                        }
+                        _ => {
+                            if let Some(view) = source.promotion(name) {
+                                promotions
+                                    .insert(name.clone(), Some(snapshot_of(&source, name, view)));
+                            }
+                        }
+                    }
+                }
+                if report.head_moved || complete {
+                    info!(
+                        head = report.head.as_ref().map(|c| &c.sha[..12.min(c.sha.len())]),
+                        changed = promotions.len(),
+                        took_ms = report.duration.as_millis() as u64,
+                        "git synced"
+                    );
+                } else {
+                    debug!(took_us = report.duration.as_micros() as u64, "git idle sync");
+                }
+                let update = GitUpdate {
+                    head: report.head.clone(),
+                    path_missing: report.path_missing,
+                    promotions,
+                    complete,
+                    error: None,
+                    duration: report.duration,
+                };
+                // Idle syncs that changed nothing are not worth a message, except the first.
+                let worth_sending = complete || !update.promotions.is_empty();
+                complete_next = false;
+                if worth_sending && updates.blocking_send(update).is_err() {
+                    return;
+                }
+                interval
+            }
+            Err(error) => {
+                warn!(%error, "git sync failed; keeping the last synced state");
+                let update = GitUpdate {
+                    head: source.head().cloned(),
+                    path_missing: source.path_missing(),
+                    promotions: BTreeMap::new(),
+                    complete: false,
+                    error: Some(error.to_string()),
+                    duration: Duration::ZERO,
+                };
+                if updates.blocking_send(update).is_err() {
+                    return;
+                }
+                source.retry_after().unwrap_or(interval)
+            }
+        };
+        poker.wait(wait);
+    }
+}
+
+fn snapshot_of(source: &GitSource, name: &str, view: &PromotionView) -> Arc<PromotionGit> {
+    Arc::new(PromotionGit {
+        view: view.clone(),
+        approvals: source.approvals(name).to_vec(),
+    })
+}

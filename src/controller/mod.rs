@@ -1,0 +1,492 @@
+//! The controller loop: git source → engine → cluster.
+//!
+//! One task owns all scheduling state (which promotions are dirty, their wake-ups and retries), so
+//! there is never more than one engine step in flight per promotion: a batch steps each dirty
+//! promotion once, several promotions concurrently. It reacts to new commits (local filesystem
+//! watch, poll interval, webhook pokes), to watch events on profiles, summaries, clusters and its
+//! own state objects, and to the engine's wake-ups (delay ends, window openings) at their instant.
+
+pub mod error;
+pub mod git_task;
+pub mod guard;
+pub mod reconcile;
+pub mod statuses;
+pub mod timers;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use futures::StreamExt;
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::runtime::watcher;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tollgate_source::{Poker, SourceConfig};
+use tracing::{debug, info, warn};
+
+use crate::cluster::errors::{ClusterError, classify};
+use crate::cluster::events::EventPublisher;
+use crate::cluster::leader::LeaderGate;
+use crate::cluster::observe::{
+    ObservedCaches, convert_capi_cluster, convert_profile, convert_summary, convert_sveltos_cluster,
+};
+use crate::cluster::resources;
+use crate::cluster::watch::{IndexedBy, Touch, WatchHealth, WatchSpec, spawn_watch};
+use crate::cluster::writer::ClusterWriter;
+pub use error::{ControllerError, ReconcileError};
+use git_task::{GitThread, GitUpdate, PromotionGit};
+pub use guard::PruneGuard;
+use reconcile::{Context, GitPresence, Origin, Outcome};
+use statuses::{StatusCache, convert_state};
+use timers::Timers;
+
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    pub source: SourceConfig,
+    /// How often to fetch/poll git when nothing pokes it.
+    pub poll_interval: Duration,
+    pub dry_run: bool,
+    pub guard: PruneGuard,
+    /// How many promotions step concurrently in one batch.
+    pub concurrency: usize,
+    /// Reported as the event source instance (e.g. the pod name).
+    pub instance: Option<String>,
+}
+
+/// What the outside world (CLI, HTTP server, tests) can see of and do to a running controller.
+#[derive(Clone)]
+pub struct ControllerHandle {
+    /// Ask for a git sync now (webhooks).
+    pub poker: Poker,
+    /// True once git synced and every watch listed once.
+    pub ready: watch::Receiver<bool>,
+    /// Last watch error per resource.
+    pub watch_health: WatchHealth,
+    shutdown: watch::Sender<bool>,
+}
+
+impl ControllerHandle {
+    pub fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+/// Checks that the management cluster serves what tollgate needs, so that a missing Sveltos CRD
+/// or a missing RBAC rule is one clear error at start instead of a silent stall.
+pub async fn preflight(client: &Client) -> Result<(), ControllerError> {
+    for (resource, plural) in [
+        (resources::cluster_profile(), "clusterprofiles"),
+        (resources::cluster_summary(), "clustersummaries"),
+        (resources::sveltos_cluster(), "sveltosclusters"),
+        (resources::git_promotion(), "gitpromotions"),
+    ] {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        api.list(&ListParams::default().limit(1))
+            .await
+            .map_err(|e| ControllerError::Preflight(classify(e, "list", plural, "")))?;
+    }
+    Ok(())
+}
+
+async fn capi_served(client: &Client) -> bool {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resources::capi_cluster());
+    api.list(&ListParams::default().limit(1)).await.is_ok()
+}
+
+/// Starts the watches, the git thread and the loop. Returns once they run; the loop task ends on
+/// [`ControllerHandle::shutdown`].
+pub async fn start(
+    client: Client,
+    config: ControllerConfig,
+    leader: LeaderGate,
+) -> Result<(ControllerHandle, JoinHandle<()>), ControllerError> {
+    preflight(&client).await?;
+    let caches = Arc::new(ObservedCaches::default());
+    let statuses = Arc::new(StatusCache::default());
+    let health = WatchHealth::default();
+    let (touch_tx, touch_rx) = mpsc::unbounded_channel();
+    let all = |ar| Api::<DynamicObject>::all_with(client.clone(), &ar);
+    let mut watches = vec![
+        spawn_watch(
+            WatchSpec {
+                resource: "clusterprofiles",
+                api: all(resources::cluster_profile()),
+                config: watcher::Config::default(),
+                cache: caches.profiles.clone(),
+                convert: convert_profile,
+                indexed_by: IndexedBy::Promotion,
+            },
+            touch_tx.clone(),
+            health.clone(),
+        ),
+        spawn_watch(
+            WatchSpec {
+                resource: "clustersummaries",
+                api: all(resources::cluster_summary()),
+                config: watcher::Config::default(),
+                cache: caches.summaries.clone(),
+                convert: convert_summary,
+                indexed_by: IndexedBy::Profile,
+            },
+            touch_tx.clone(),
+            health.clone(),
+        ),
+        spawn_watch(
+            WatchSpec {
+                resource: "sveltosclusters",
+                api: all(resources::sveltos_cluster()),
+                config: watcher::Config::default(),
+                cache: caches.clusters.clone(),
+                convert: convert_sveltos_cluster,
+                indexed_by: IndexedBy::Nothing,
+            },
+            touch_tx.clone(),
+            health.clone(),
+        ),
+        spawn_watch(
+            WatchSpec {
+                resource: "gitpromotions",
+                api: all(resources::git_promotion()),
+                config: watcher::Config::default(),
+                cache: statuses.watched.clone(),
+                convert: convert_state,
+                indexed_by: IndexedBy::Promotion,
+            },
+            touch_tx.clone(),
+            health.clone(),
+        ),
+    ];
+    if capi_served(&client).await {
+        info!("Cluster API is served: CAPI clusters are matched too");
+        watches.push(spawn_watch(
+            WatchSpec {
+                resource: "clusters.cluster.x-k8s.io",
+                api: all(resources::capi_cluster()),
+                config: watcher::Config::default(),
+                cache: caches.clusters.clone(),
+                convert: convert_capi_cluster,
+                indexed_by: IndexedBy::Nothing,
+            },
+            touch_tx.clone(),
+            health.clone(),
+        ));
+    }
+
+    let (git_tx, git_rx) = mpsc::channel(64);
+    let origin = Origin {
+        repository: tollgate_source::redact_url(&config.source.repo),
+        branch: config.source.branch.clone(),
+        path: config.source.path.clone(),
+    };
+    let git = GitThread::start(config.source.clone(), config.poll_interval, git_tx)?;
+    let (ready_tx, ready_rx) = watch::channel(false);
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let handle = ControllerHandle {
+        poker: git.poker.clone(),
+        ready: ready_rx,
+        watch_health: health,
+        shutdown: shutdown_tx,
+    };
+    let ctx = Arc::new(Context {
+        caches,
+        statuses,
+        writer: ClusterWriter::new(client.clone(), leader.clone(), config.dry_run),
+        events: EventPublisher::new(client, config.instance.clone(), config.dry_run),
+        origin,
+    });
+    let task = tokio::spawn(async move {
+        let mut state = LoopState::new(config, leader);
+        state
+            .run(ctx, git_rx, touch_rx, ready_tx, shutdown_rx)
+            .await;
+        drop(git);
+        for watch in watches {
+            watch.abort();
+        }
+    });
+    Ok((handle, task))
+}
+
+struct LoopState {
+    config: ControllerConfig,
+    leader: LeaderGate,
+    git: HashMap<String, Arc<PromotionGit>>,
+    /// Removals waiting for confirmation: name → why.
+    held: BTreeMap<String, String>,
+    /// Removals past the guard, with the last good snapshot.
+    removed: HashMap<String, Option<tollgate_spec::Snapshot>>,
+    dirty: BTreeSet<String>,
+    all_dirty: bool,
+    timers: Timers,
+    failures: HashMap<String, u32>,
+    git_synced: bool,
+    was_leader: bool,
+}
+
+impl LoopState {
+    fn new(config: ControllerConfig, leader: LeaderGate) -> Self {
+        LoopState {
+            config,
+            leader,
+            git: HashMap::new(),
+            held: BTreeMap::new(),
+            removed: HashMap::new(),
+            dirty: BTreeSet::new(),
+            all_dirty: false,
+            timers: Timers::default(),
+            failures: HashMap::new(),
+            git_synced: false,
+            was_leader: false,
+        }
+    }
+
+    async fn run(
+        &mut self,
+        ctx: Arc<Context>,
+        mut git_rx: mpsc::Receiver<GitUpdate>,
+        mut touch_rx: mpsc::UnboundedReceiver<Touch>,
+        ready_tx: watch::Sender<bool>,
+        mut shutdown_rx: watch::Receiver<bool>,
+    ) {
+        // Leadership is polled between batches: cheap, and a new leader starts with a full pass.
+        let mut leader_tick = tokio::time::interval(Duration::from_millis(250));
+        loop {
+            let sleep = self.sleep_until_next_wake();
+            tokio::select! {
+                _ = shutdown_rx.changed() => break,
+                update = git_rx.recv() => match update {
+                    Some(update) => self.on_git(update, &ctx),
+                    None => break,
+                },
+                touch = touch_rx.recv() => match touch {
+                    Some(touch) => self.on_touch(touch, &ctx),
+                    None => break,
+                },
+                _ = sleep => {
+                    let due = self.timers.take_due(Utc::now());
+                    self.dirty.extend(due);
+                }
+                _ = leader_tick.tick() => {}
+            }
+            // Coalesce whatever else is already queued before stepping.
+            while let Ok(update) = git_rx.try_recv() {
+                self.on_git(update, &ctx);
+            }
+            while let Ok(touch) = touch_rx.try_recv() {
+                self.on_touch(touch, &ctx);
+            }
+            let ready = self.git_synced && ctx.caches.is_ready() && ctx.statuses.watched.is_ready();
+            if ready && !*ready_tx.borrow() {
+                info!(
+                    promotions = self.git.len(),
+                    "initial sync complete: git and every watch"
+                );
+                let _ = ready_tx.send(true);
+                self.all_dirty = true;
+            }
+            let leader = self.leader.is_leader();
+            if leader && !self.was_leader {
+                info!("leading: stepping every promotion");
+                self.all_dirty = true;
+            }
+            self.was_leader = leader;
+            if ready && leader {
+                self.step_dirty(&ctx).await;
+            }
+        }
+        info!("controller loop stopped");
+    }
+
+    fn sleep_until_next_wake(&self) -> tokio::time::Sleep {
+        let wait = match self.timers.next() {
+            Some(at) => (at - Utc::now()).to_std().unwrap_or(Duration::ZERO),
+            None => Duration::from_secs(3600),
+        };
+        tokio::time::sleep(wait)
+    }
+
+    fn on_git(&mut self, update: GitUpdate, ctx: &Context) {
+        if let Some(error) = &update.error {
+            warn!(%error, "git source error; the last synced state keeps running");
+            return;
+        }
+        let known_before: BTreeSet<String> = self
+            .git
+            .keys()
+            .cloned()
+            .chain(ctx.statuses.names())
+            .collect();
+        let mut gone: Vec<String> = Vec::new();
+        for (name, state) in &update.promotions {
+            match state {
+                Some(git) => {
+                    self.git.insert(name.clone(), git.clone());
+                    self.held.remove(name);
+                    self.removed.remove(name);
+                    self.dirty.insert(name.clone());
+                }
+                None => gone.push(name.clone()),
+            }
+        }
+        if update.complete {
+            // Anything we knew (in memory or as a GitPromotion) that the full listing lacks is gone.
+            for name in &known_before {
+                if !update.promotions.contains_key(name) && !gone.contains(name) {
+                    gone.push(name.clone());
+                }
+            }
+        }
+        self.git_synced = true;
+        if gone.is_empty() {
+            return;
+        }
+        let hold = self
+            .config
+            .guard
+            .hold_reason(gone.len(), known_before.len(), update.path_missing);
+        for name in gone {
+            let last = self
+                .git
+                .get(&name)
+                .and_then(|g| g.view.effective_snapshot().cloned());
+            self.dirty.insert(name.clone());
+            match &hold {
+                Some(reason) if !confirmed(ctx, &name) => {
+                    warn!(promotion = %name, reason, "removal held by the blast-radius guard");
+                    self.held.insert(name, reason.clone());
+                }
+                _ => {
+                    self.git.remove(&name);
+                    self.held.remove(&name);
+                    self.removed.insert(name, last);
+                }
+            }
+        }
+    }
+
+    fn on_touch(&mut self, touch: Touch, ctx: &Context) {
+        match touch {
+            Touch::Clusters => self.all_dirty = true,
+            Touch::Profiles(profiles) => {
+                for profile in profiles {
+                    if let Some(promotion) = ctx.caches.promotion_of_profile(&profile) {
+                        self.dirty.insert(promotion);
+                    }
+                }
+            }
+            Touch::Promotions(names) => {
+                for name in names {
+                    // A held removal confirmed by annotation is released here.
+                    if self.held.contains_key(&name) && confirmed(ctx, &name) {
+                        info!(promotion = %name, "held removal confirmed by annotation");
+                        self.held.remove(&name);
+                        let last = self
+                            .git
+                            .remove(&name)
+                            .and_then(|g| g.view.effective_snapshot().cloned());
+                        self.removed.insert(name.clone(), last);
+                    }
+                    self.dirty.insert(name);
+                }
+            }
+        }
+    }
+
+    async fn step_dirty(&mut self, ctx: &Arc<Context>) {
+        let names: Vec<String> = if std::mem::take(&mut self.all_dirty) {
+            self.dirty.clear();
+            let mut all: BTreeSet<String> = self.git.keys().cloned().collect();
+            all.extend(self.removed.keys().cloned());
+            all.into_iter().collect()
+        } else {
+            std::mem::take(&mut self.dirty).into_iter().collect()
+        };
+        if names.is_empty() {
+            return;
+        }
+        let now = Utc::now();
+        let jobs: Vec<(String, GitPresence, Option<String>)> = names
+            .into_iter()
+            .filter_map(|name| {
+                let presence = match (self.git.get(&name), self.removed.get(&name)) {
+                    (Some(git), _) => GitPresence::Present(git.clone()),
+                    (None, Some(last)) => GitPresence::Removed { last: last.clone() },
+                    (None, None) => return None,
+                };
+                let hold = self.held.get(&name).map(|reason| {
+                    format!(
+                        "Removal held: {reason}. Confirm with --confirm-prune or annotate the GitPromotion {}=true.",
+                        statuses::CONFIRM_PRUNE_ANNOTATION
+                    )
+                });
+                Some((name, presence, hold))
+            })
+            .collect();
+        let results: Vec<(String, Result<Outcome, ReconcileError>)> =
+            futures::stream::iter(jobs)
+                .map(|(name, presence, hold)| {
+                    let ctx = ctx.clone();
+                    async move {
+                        let result =
+                            reconcile::reconcile(&ctx, &name, &presence, hold.as_deref(), now)
+                                .await;
+                        (name, result)
+                    }
+                })
+                .buffer_unordered(self.config.concurrency.max(1))
+                .collect()
+                .await;
+        for (name, result) in results {
+            match result {
+                Ok(Outcome::Stepped {
+                    wake_at,
+                    actions,
+                    status_written,
+                }) => {
+                    self.failures.remove(&name);
+                    if actions > 0 || status_written {
+                        debug!(promotion = %name, actions, status_written, "stepped");
+                    }
+                    self.timers.set(&name, wake_at);
+                }
+                Ok(Outcome::NothingToRun) => {
+                    self.failures.remove(&name);
+                    self.timers.set(&name, None);
+                }
+                Ok(Outcome::Forgotten) => {
+                    self.failures.remove(&name);
+                    self.removed.remove(&name);
+                    self.timers.set(&name, None);
+                }
+                Err(error) => {
+                    let attempts = self.failures.entry(name.clone()).or_insert(0);
+                    *attempts += 1;
+                    let backoff = retry_backoff(*attempts, error.cluster_error());
+                    if matches!(error.cluster_error(), ClusterError::NotLeader) {
+                        debug!(promotion = %name, "lost leadership mid-step");
+                    } else {
+                        warn!(promotion = %name, %error, attempt = *attempts, retry_in_ms = backoff.as_millis() as u64, "step failed; nothing persisted, will retry");
+                    }
+                    let at = Utc::now()
+                        + chrono::Duration::from_std(backoff).unwrap_or(chrono::Duration::zero());
+                    self.timers.set(&name, Some(at));
+                }
+            }
+        }
+    }
+}
+
+fn confirmed(ctx: &Context, name: &str) -> bool {
+    ctx.statuses.get(name).is_some_and(|s| s.confirms_prune())
+}
+
+/// Exponential backoff from 200 ms (transient errors) or 2 s (errors a human must fix), capped at
+/// one minute.
+fn retry_backoff(attempts: u32, error: &ClusterError) -> Duration {
+    let base_ms: u64 = if error.is_transient() { 200 } else { 2_000 };
+    let factor = 1u64 << attempts.saturating_sub(1).min(10);
+    Duration::from_millis((base_ms * factor).min(60_000))
+}

@@ -1,0 +1,299 @@
+//! One step for one promotion, as a named pipeline:
+//! `observe → plan (engine) → apply actions → update status → events`.
+//!
+//! The engine's contract: its status may be persisted only if every action succeeded. So on the
+//! first failed action this returns an error and persists nothing; the next step recomputes the same
+//! actions from the same persisted state (DESIGN D1, D2).
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use tollgate_engine::{Action, Desired, StepInput, StepOutput};
+use tollgate_render::{preverification_profile_name, stage_profile_name};
+use tollgate_source::PromotionView;
+use tollgate_spec::Snapshot;
+use tracing::{debug, info};
+
+use super::error::ReconcileError;
+use super::git_task::PromotionGit;
+use super::statuses::{PersistedState, StatusCache};
+use crate::cluster::events::EventPublisher;
+use crate::cluster::observe::{ObservedCaches, convert_profile};
+use crate::cluster::writer::ClusterWriter;
+
+/// What the controller knows about a promotion's presence in git.
+#[derive(Debug, Clone)]
+pub enum GitPresence {
+    Present(Arc<PromotionGit>),
+    /// Removed from git, past the blast-radius guard.
+    Removed { last: Option<Snapshot> },
+}
+
+/// Where the GitPromotion's spec says the promotion comes from.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub repository: String,
+    pub branch: String,
+    pub path: String,
+}
+
+pub struct Context {
+    pub caches: Arc<ObservedCaches>,
+    pub statuses: Arc<StatusCache>,
+    pub writer: ClusterWriter,
+    pub events: EventPublisher,
+    pub origin: Origin,
+}
+
+#[derive(Debug)]
+pub enum Outcome {
+    /// The step completed; come back at `wake_at` (or on the next change).
+    Stepped {
+        wake_at: Option<DateTime<Utc>>,
+        actions: usize,
+        status_written: bool,
+    },
+    /// Nothing can run: the promotion never had a valid snapshot.
+    NothingToRun,
+    /// Removed and fully cleaned up: the controller forgets it.
+    Forgotten,
+}
+
+pub async fn reconcile(
+    ctx: &Context,
+    name: &str,
+    presence: &GitPresence,
+    hold_message: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<Outcome, ReconcileError> {
+    // observe
+    let persisted = ctx.statuses.get(name);
+    let invalid_text;
+    let (desired, file) = match presence {
+        GitPresence::Present(git) => match &git.view {
+            PromotionView::Valid { snapshot } => (
+                Desired::Snapshot {
+                    current: snapshot,
+                    invalid: None,
+                },
+                snapshot.file.clone(),
+            ),
+            PromotionView::Invalid {
+                errors,
+                last_good: Some(snapshot),
+            } => {
+                invalid_text = errors
+                    .iter()
+                    .map(|d| format!("{}:{}:{}: {}: {}", d.file, d.line, d.column, d.path, d.message))
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                (
+                    Desired::Snapshot {
+                        current: snapshot,
+                        invalid: Some(&invalid_text),
+                    },
+                    snapshot.file.clone(),
+                )
+            }
+            PromotionView::Invalid {
+                last_good: None, ..
+            } => return Ok(Outcome::NothingToRun),
+        },
+        GitPresence::Removed { last } => (
+            Desired::Removed {
+                promotion: name,
+                last: last.as_ref(),
+            },
+            String::new(),
+        ),
+    };
+    let generated = generated_names(name, &desired);
+    let observed = ctx.caches.observe(name, &generated);
+    let approvals: &[tollgate_spec::ApprovalEvent] = match presence {
+        GitPresence::Present(git) => &git.approvals,
+        GitPresence::Removed { .. } => &[],
+    };
+
+    // plan
+    let StepOutput {
+        actions,
+        mut status,
+        events,
+        wake_at,
+    } = tollgate_engine::step(&StepInput {
+        desired,
+        approvals,
+        observed: &observed,
+        status: persisted.as_ref().and_then(|p| p.status.as_ref()),
+        now,
+    });
+    if let Some(message) = hold_message {
+        status.message = Some(message.to_string());
+    }
+
+    // apply
+    for action in &actions {
+        execute(ctx, action).await?;
+    }
+
+    // update status
+    let removed_and_clean = matches!(presence, GitPresence::Removed { .. }) && actions.is_empty();
+    if removed_and_clean {
+        if persisted.is_some() {
+            ctx.writer
+                .delete_state_object(name)
+                .await
+                .map_err(ReconcileError::DeleteState)?;
+            ctx.statuses.forget_own(name);
+        }
+        info!(promotion = name, "promotion removed from git and cleaned up");
+        return Ok(Outcome::Forgotten);
+    }
+    let status_written = persist(ctx, name, &file, persisted.as_ref(), &status).await?;
+
+    // events (only once the step is durable)
+    let uid = ctx.statuses.get(name).and_then(|p| p.uid);
+    for event in &events {
+        ctx.events.publish(name, uid.as_deref(), event).await;
+    }
+    Ok(Outcome::Stepped {
+        wake_at,
+        actions: actions.len(),
+        status_written,
+    })
+}
+
+async fn execute(ctx: &Context, action: &Action) -> Result<(), ReconcileError> {
+    match action {
+        Action::ApplyProfile { name, object } => {
+            let applied =
+                ctx.writer
+                    .apply_profile(name, object)
+                    .await
+                    .map_err(|source| ReconcileError::Apply {
+                        name: name.clone(),
+                        source,
+                    })?;
+            // Write-through: the next step must see this apply even if the watch lags.
+            if let Some((index, profile)) = convert_profile(&applied) {
+                ctx.caches
+                    .profiles
+                    .upsert((String::new(), name.clone()), index, profile);
+            }
+        }
+        Action::DeleteProfile { name } => {
+            let remaining =
+                ctx.writer
+                    .delete_profile(name)
+                    .await
+                    .map_err(|source| ReconcileError::Delete {
+                        name: name.clone(),
+                        source,
+                    })?;
+            let key = (String::new(), name.clone());
+            match remaining.as_ref().and_then(convert_profile) {
+                Some((index, profile)) => {
+                    ctx.caches.profiles.upsert(key, index, profile);
+                }
+                None => {
+                    ctx.caches.profiles.remove(&key);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes the status if it changed; creates the GitPromotion first if needed.
+async fn persist(
+    ctx: &Context,
+    name: &str,
+    file: &str,
+    persisted: Option<&PersistedState>,
+    status: &tollgate_engine::PromotionStatus,
+) -> Result<bool, ReconcileError> {
+    if persisted.and_then(|p| p.status.as_ref()) == Some(status) {
+        return Ok(false);
+    }
+    let (resource_version, uid, annotations) = match persisted {
+        Some(p) if p.resource_version.is_some() || ctx.writer.dry_run() => (
+            p.resource_version.clone(),
+            p.uid.clone(),
+            p.annotations.clone(),
+        ),
+        _ => {
+            let spec = json!({
+                "repository": ctx.origin.repository,
+                "branch": ctx.origin.branch,
+                "path": ctx.origin.path,
+                "file": file,
+            });
+            let created = ctx
+                .writer
+                .ensure_state_object(name, &spec)
+                .await
+                .map_err(ReconcileError::EnsureState)?;
+            (
+                created.metadata.resource_version.clone(),
+                created.metadata.uid.clone(),
+                created
+                    .metadata
+                    .annotations
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .collect(),
+            )
+        }
+    };
+    let value = serde_json::to_value(status).map_err(|e| {
+        ReconcileError::PersistStatus(crate::cluster::errors::ClusterError::Decode {
+            what: format!("status of {name}"),
+            message: e.to_string(),
+        })
+    })?;
+    match ctx.writer.write_status(name, resource_version, &value).await {
+        Ok(new_version) => {
+            debug!(promotion = name, "status persisted");
+            ctx.statuses.record_own(
+                name,
+                PersistedState {
+                    resource_version: new_version,
+                    uid,
+                    annotations,
+                    status: Some(status.clone()),
+                },
+            );
+            Ok(true)
+        }
+        Err(error) => {
+            // On a conflict someone else wrote: let the watched object be authoritative again.
+            ctx.statuses.forget_own(name);
+            Err(ReconcileError::PersistStatus(error))
+        }
+    }
+}
+
+/// Every profile name the promotion could own: so that a foreign profile holding one is seen.
+fn generated_names(promotion: &str, desired: &Desired<'_>) -> Vec<String> {
+    let snapshot = match desired {
+        Desired::Snapshot { current, .. } => Some(*current),
+        Desired::Removed { last, .. } => *last,
+    };
+    snapshot
+        .map(|s| {
+            s.promotion
+                .spec
+                .stages
+                .iter()
+                .flat_map(|stage| {
+                    [
+                        stage_profile_name(promotion, &stage.name),
+                        preverification_profile_name(promotion, &stage.name),
+                    ]
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,103 @@
+//! The persisted status of every promotion, as the engine must see it.
+//!
+//! The GitPromotion watch lags behind our own writes, and stepping on a stale status would redo
+//! work. So our own last write wins until the watch shows that same resourceVersion. If another
+//! writer got in between, our next conditional write fails with 409 and [`StatusCache::forget_own`]
+//! makes the watched (or re-read) object authoritative again: optimistic concurrency does the rest.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use tollgate_engine::PromotionStatus;
+use tracing::warn;
+
+use crate::cluster::cache::IndexedCache;
+
+/// The annotation that confirms a removal held by the blast-radius guard.
+pub const CONFIRM_PRUNE_ANNOTATION: &str = "tollgate.dev/confirm-prune";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PersistedState {
+    pub resource_version: Option<String>,
+    pub uid: Option<String>,
+    pub annotations: BTreeMap<String, String>,
+    /// `None` when the object has no status yet, or one this version cannot read.
+    pub status: Option<PromotionStatus>,
+}
+
+impl PersistedState {
+    pub fn confirms_prune(&self) -> bool {
+        self.annotations
+            .get(CONFIRM_PRUNE_ANNOTATION)
+            .is_some_and(|v| v == "true")
+    }
+}
+
+pub fn convert_state(object: &DynamicObject) -> Option<(Option<String>, PersistedState)> {
+    let name = object.name_any();
+    let status = match object.data.get("status") {
+        None => None,
+        Some(value) => match serde_json::from_value::<PromotionStatus>(value.clone()) {
+            Ok(status) => Some(status),
+            Err(error) => {
+                warn!(promotion = %name, %error, "cannot read the persisted status; the next step starts a new run");
+                None
+            }
+        },
+    };
+    let state = PersistedState {
+        resource_version: object.resource_version(),
+        uid: object.uid(),
+        annotations: object.annotations().clone().into_iter().collect(),
+        status,
+    };
+    Some((Some(name), state))
+}
+
+#[derive(Default)]
+pub struct StatusCache {
+    pub watched: Arc<IndexedCache<PersistedState>>,
+    own: Mutex<HashMap<String, PersistedState>>,
+}
+
+impl StatusCache {
+    fn own(&self) -> std::sync::MutexGuard<'_, HashMap<String, PersistedState>> {
+        self.own.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn get(&self, name: &str) -> Option<PersistedState> {
+        let watched = self
+            .watched
+            .get(&(String::new(), name.to_string()))
+            .map(|s| (*s).clone());
+        let mut own = self.own();
+        match (own.get(name), watched) {
+            (Some(mine), Some(seen)) if mine.resource_version == seen.resource_version => {
+                own.remove(name);
+                Some(seen)
+            }
+            (Some(mine), _) => Some(mine.clone()),
+            (None, seen) => seen,
+        }
+    }
+
+    /// Records a write we just made (or, in dry-run, would have made).
+    pub fn record_own(&self, name: &str, state: PersistedState) {
+        self.own().insert(name.to_string(), state);
+    }
+
+    pub fn forget_own(&self, name: &str) {
+        self.own().remove(name);
+    }
+
+    /// Names of every promotion with a GitPromotion object (including ones gone from git).
+    pub fn names(&self) -> Vec<String> {
+        let mut names = self.watched.index_keys();
+        names.extend(self.own().keys().cloned());
+        names.sort();
+        names.dedup();
+        names
+    }
+}

@@ -1,0 +1,255 @@
+//! `tollgate history NAME` on real repositories built with the git CLI.
+
+use std::path::Path;
+use std::process::Command as Process;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Process::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Alice Author")
+        .env("GIT_AUTHOR_EMAIL", "alice@example.com")
+        .env("GIT_COMMITTER_NAME", "Carl Committer")
+        .env("GIT_COMMITTER_EMAIL", "carl@example.com")
+        .output()
+        .expect("run git");
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+fn manifest(name: &str, version: &str, annotation: Option<&str>, approved: bool) -> String {
+    let annotations = annotation.map_or(String::new(), |value| {
+        format!("  annotations:\n    approve.tollgate.dev/production: \"{value}\"\n")
+    });
+    format!(
+        "apiVersion: config.projectsveltos.io/v1beta1
+kind: ClusterPromotion
+metadata:
+  name: {name}
+{annotations}spec:
+  profileSpec:
+    helmCharts:
+    - repositoryURL: https://charts.example.com
+      repositoryName: example
+      chartName: example/app
+      chartVersion: {version}
+      releaseName: app
+      releaseNamespace: app
+      helmChartAction: Install
+  stages:
+  - name: staging
+    clusterSelector:
+      matchLabels:
+        env: staging
+  - name: production
+    clusterSelector:
+      matchLabels:
+        env: production
+    trigger:
+      manual:
+        approved: {approved}
+"
+    )
+}
+
+fn commit(dir: &Path, file: &str, content: &str, message: &str) -> String {
+    let path = dir.join(file);
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(path, content).expect("write");
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", message]);
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+/// v1, v2, approval of production, revert of the approval-free v2 content → rollback to #1.
+struct Fixture {
+    dir: tempfile::TempDir,
+    v1: String,
+    approval: String,
+}
+
+fn fixture(branch: &str) -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    git(root, &["init", "-q", "-b", branch]);
+    let v1 = commit(
+        root,
+        "deploy/app.yaml",
+        &manifest("app", "1.0.0", None, false),
+        "app v1",
+    );
+    commit(
+        root,
+        "deploy/other.yaml",
+        &manifest("other", "1.0.0", None, false),
+        "add other",
+    );
+    commit(
+        root,
+        "deploy/app.yaml",
+        &manifest("app", "2.0.0", None, false),
+        "app v2",
+    );
+    let approval = commit(
+        root,
+        "deploy/app.yaml",
+        &manifest("app", "2.0.0", Some(&v1[..10]), true),
+        "approve production",
+    );
+    commit(
+        root,
+        "deploy/app.yaml",
+        &manifest("app", "1.0.0", Some(&v1[..10]), true),
+        "roll back to v1",
+    );
+    Fixture { dir, v1, approval }
+}
+
+fn tollgate() -> Command {
+    Command::cargo_bin("tollgate").expect("binary")
+}
+
+#[test]
+fn table_lists_snapshots_rollbacks_and_approvals() {
+    let fixture = fixture("main");
+    let output = tollgate()
+        .args(["history", "app", "--repo"])
+        .arg(fixture.dir.path())
+        .args(["--path", "deploy"])
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for expected in [
+        "#1",
+        "#2",
+        "#3",
+        &fixture.v1[..8],
+        "Alice Author",
+        "app v2",
+        "rollback to #1",
+        "current",
+        "Approvals:",
+        "approved: true",
+        &fixture.approval[..8],
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.contains(&format!("annotation {}", &fixture.v1[..10])),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn json_is_a_stable_document() {
+    let fixture = fixture("main");
+    let output = tollgate()
+        .args(["history", "app", "-o", "json", "--branch", "main", "--repo"])
+        .arg(fixture.dir.path())
+        .output()
+        .expect("run");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let document: Value = serde_json::from_slice(&output.stdout).expect("json");
+    assert_eq!(document["name"], "app");
+    assert_eq!(document["branch"], "main");
+    assert_eq!(document["status"], "valid");
+    assert_eq!(document["current"], 3);
+    let snapshots = document["snapshots"].as_array().expect("snapshots");
+    assert_eq!(snapshots.len(), 3);
+    assert_eq!(snapshots[0]["commit"]["sha"], fixture.v1.as_str());
+    assert_eq!(snapshots[0]["commit"]["seq"], 0);
+    assert_eq!(snapshots[0]["rollbackOf"], Value::Null);
+    assert_eq!(snapshots[2]["rollbackOf"], 1);
+    assert_eq!(snapshots[2]["snapshotId"], snapshots[0]["snapshotId"]);
+    assert_eq!(snapshots[1]["file"], "deploy/app.yaml");
+    assert_eq!(
+        snapshots[1]["profileSpecHash"].as_str().map(str::len),
+        Some(44)
+    );
+    let approvals = document["approvals"].as_array().expect("approvals");
+    assert_eq!(approvals.len(), 2);
+    assert_eq!(approvals[0]["stage"], "production");
+    assert_eq!(approvals[0]["commit"]["sha"], fixture.approval.as_str());
+    let kinds: Vec<&str> = approvals
+        .iter()
+        .filter_map(|a| a["kind"]["type"].as_str())
+        .collect();
+    assert_eq!(kinds, vec!["field", "annotation"]);
+    assert_eq!(approvals[1]["kind"]["value"], &fixture.v1[..10]);
+    assert_eq!(document["head"]["subject"], "roll back to v1");
+}
+
+#[test]
+fn default_branch_is_the_checked_out_one() {
+    let fixture = fixture("release");
+    let output = tollgate()
+        .args(["history", "other", "-o", "json", "--repo"])
+        .arg(fixture.dir.path())
+        .output()
+        .expect("run");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let document: Value = serde_json::from_slice(&output.stdout).expect("json");
+    assert_eq!(document["branch"], "release");
+    assert_eq!(document["snapshots"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn unknown_name_exits_1_and_lists_known_names() {
+    let fixture = fixture("main");
+    let output = tollgate()
+        .args(["history", "nope", "--repo"])
+        .arg(fixture.dir.path())
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("nope") && stderr.contains("app, other"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn repository_errors_exit_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = tollgate()
+        .args(["history", "app", "--repo"])
+        .arg(dir.path().join("missing"))
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    let fixture = fixture("main");
+    let output = tollgate()
+        .args(["history", "app", "--branch", "nope", "--repo"])
+        .arg(fixture.dir.path())
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("nope"), "{stderr}");
+}

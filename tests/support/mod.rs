@@ -1,0 +1,295 @@
+//! End-to-end test support: real git repositories in temp dirs, the emulator over HTTP, and the
+//! controller loop in-process, observed only through the Kubernetes API.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::{Client, Config};
+use serde_json::Value;
+use tempfile::TempDir;
+use tollgate::cluster::leader::LeaderGate;
+use tollgate::cluster::resources;
+use tollgate::controller::{self, ControllerConfig, ControllerHandle, PruneGuard};
+use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet};
+use tollgate_source::SourceConfig;
+
+/// How long any single expectation may take before the test fails. Generous on purpose: this is
+/// a correctness bound for a loaded 2-core CI machine, not a performance assertion.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A git repository in a temp dir, driven with the `git` CLI like a user would.
+pub struct TestRepo {
+    dir: TempDir,
+}
+
+impl TestRepo {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let repo = TestRepo { dir };
+        repo.git(&["init", "-q", "-b", "main"]);
+        repo.git(&["config", "user.name", "Test Author"]);
+        repo.git(&["config", "user.email", "author@example.com"]);
+        repo.git(&["config", "commit.gpgsign", "false"]);
+        repo
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn git(&self, args: &[&str]) -> String {
+        let output = Command::new("git")
+            .args(args)
+            .current_dir(self.dir.path())
+            .output()
+            .expect("git runs");
+        assert!(
+            output.status.success(),
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    }
+
+    pub fn write(&self, file: &str, content: &str) {
+        let path = self.dir.path().join(file);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(path, content).expect("write file");
+    }
+
+    pub fn remove(&self, file: &str) {
+        self.git(&["rm", "-q", file]);
+    }
+
+    /// Commits everything and returns the new HEAD SHA.
+    pub fn commit(&self, message: &str) -> String {
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "-m", message]);
+        self.git(&["rev-parse", "HEAD"])
+    }
+
+    pub fn revert_head(&self) -> String {
+        self.git(&["revert", "--no-edit", "HEAD"]);
+        self.git(&["rev-parse", "HEAD"])
+    }
+}
+
+/// A seed manifest from the shared fixtures, with every delay shortened to `delay` for tests.
+pub fn seed(file: &str, delay: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures/seeds")
+        .join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .map(|line| match line.find("delay:") {
+            Some(at) => format!("{}delay: {delay}", &line[..at]),
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+/// A fleet with `per_env` ready clusters for each of the environments the seeds select.
+pub fn fleet_yaml(per_env: usize, latency: &str) -> String {
+    let mut yaml = format!("defaults: {{latency: {latency}}}\nclusters:\n");
+    for env in ["dev", "development", "uat", "staging", "prod", "production"] {
+        for i in 1..=per_env {
+            yaml.push_str(&format!(
+                "- {{name: {env}-{i}, namespace: fleet, labels: {{env: {env}}}}}\n"
+            ));
+        }
+    }
+    yaml
+}
+
+pub struct World {
+    pub repo: TestRepo,
+    pub emulator: EmulatorHandle,
+    pub client: Client,
+    pub controller: Option<(ControllerHandle, tokio::task::JoinHandle<()>)>,
+    pub cache: TempDir,
+    pub guard: PruneGuard,
+}
+
+impl World {
+    pub async fn start(repo: TestRepo, fleet: &str) -> World {
+        init_logs();
+        let fleet = Fleet::parse(fleet, Path::new("test-fleet.yaml")).expect("valid fleet");
+        let emulator = Emulator::start(EmulatorConfig {
+            fleet,
+            ..EmulatorConfig::default()
+        })
+        .await
+        .expect("emulator starts");
+        let uri = emulator.url().parse().expect("emulator URL");
+        let client = Client::try_from(Config::new(uri)).expect("client");
+        let mut world = World {
+            repo,
+            emulator,
+            client,
+            controller: None,
+            cache: tempfile::tempdir().expect("temp dir"),
+            guard: PruneGuard::default(),
+        };
+        world.start_controller().await;
+        world
+    }
+
+    pub fn controller_config(&self) -> ControllerConfig {
+        ControllerConfig {
+            source: SourceConfig::new(
+                self.repo.path().to_string_lossy(),
+                "main",
+                "",
+                self.cache.path(),
+            ),
+            // Local repositories are watched; the poll is only a fallback.
+            poll_interval: Duration::from_secs(5),
+            dry_run: false,
+            guard: self.guard,
+            concurrency: 8,
+            instance: None,
+        }
+    }
+
+    pub async fn start_controller(&mut self) {
+        let (handle, task) = controller::start(
+            self.client.clone(),
+            self.controller_config(),
+            LeaderGate::always(),
+        )
+        .await
+        .expect("controller starts");
+        self.controller = Some((handle, task));
+    }
+
+    pub async fn stop_controller(&mut self) {
+        if let Some((handle, task)) = self.controller.take() {
+            handle.shutdown();
+            task.await.expect("controller task ends cleanly");
+        }
+    }
+
+    /// Pokes the git source (as a webhook would) so a fresh commit is seen without waiting for
+    /// the filesystem watch.
+    pub fn poke(&self) {
+        if let Some((handle, _)) = &self.controller {
+            handle.poker.poke();
+        }
+    }
+
+    fn api(&self, resource: kube::core::ApiResource) -> Api<DynamicObject> {
+        Api::all_with(self.client.clone(), &resource)
+    }
+
+    pub async fn git_promotion(&self, name: &str) -> Option<DynamicObject> {
+        self.api(resources::git_promotion())
+            .get_opt(name)
+            .await
+            .expect("get gitpromotion")
+    }
+
+    pub async fn status(&self, name: &str) -> Option<Value> {
+        self.git_promotion(name)
+            .await
+            .and_then(|o| o.data.get("status").cloned())
+    }
+
+    pub async fn profile(&self, name: &str) -> Option<DynamicObject> {
+        self.api(resources::cluster_profile())
+            .get_opt(name)
+            .await
+            .expect("get clusterprofile")
+    }
+
+    pub async fn profiles_of(&self, promotion: &str) -> Vec<DynamicObject> {
+        self.api(resources::cluster_profile())
+            .list(&ListParams::default().labels(&format!("tollgate.dev/promotion={promotion}")))
+            .await
+            .expect("list clusterprofiles")
+            .items
+    }
+
+    /// Polls `check` until it returns `Some`, or fails the test after [`PATIENCE`] naming `what`.
+    pub async fn eventually<T, F, Fut>(&self, what: &str, mut check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Option<T>>,
+    {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if let Some(value) = check().await {
+                return value;
+            }
+            if tokio::time::Instant::now() > deadline {
+                panic!("timed out waiting for: {what}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn wait_phase(&self, promotion: &str, phase: &str) -> Value {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let status = self.status(promotion).await;
+            if let Some(status) = &status
+                && status.get("phase").and_then(Value::as_str) == Some(phase)
+            {
+                return status.clone();
+            }
+            if tokio::time::Instant::now() > deadline {
+                let profiles: Vec<String> = self
+                    .profiles_of(promotion)
+                    .await
+                    .iter()
+                    .map(|p| p.metadata.name.clone().unwrap_or_default())
+                    .collect();
+                let summaries: Vec<Value> = self
+                    .api(resources::cluster_summary())
+                    .list(&ListParams::default())
+                    .await
+                    .expect("list clustersummaries")
+                    .items
+                    .into_iter()
+                    .map(|s| serde_json::json!({"name": s.metadata.name, "status": s.data.get("status")}))
+                    .collect();
+                panic!(
+                    "timed out waiting for {promotion} phase {phase}; profiles {profiles:?}; last status: {}\nsummaries: {}",
+                    serde_json::to_string_pretty(&status).unwrap_or_default(),
+                    serde_json::to_string_pretty(&summaries).unwrap_or_default()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Controller logs in test output, filtered by `RUST_LOG` (default: warnings).
+pub fn init_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        // Stop the loop before the repository's temp dir disappears under it.
+        if let Some((handle, _)) = &self.controller {
+            handle.shutdown();
+        }
+    }
+}
+
+pub fn str_at<'a>(value: &'a Value, pointer: &str) -> Option<&'a str> {
+    value.pointer(pointer).and_then(Value::as_str)
+}
