@@ -75,8 +75,44 @@ fn features_of(spec: &Value) -> Vec<(Feature, &'static str)> {
     .collect()
 }
 
+/// Like Sveltos, a feature's hash covers its own content list, the health checks of that feature
+/// (so appending a check re-runs the feature's deploy, semantics §3.2) and the fields that shape
+/// every feature's deploy.
 fn feature_hash(spec: &Value, field: &str) -> String {
-    let digest = Sha256::digest(spec[field].to_string().as_bytes());
+    let feature_id = match field {
+        "helmCharts" => "Helm",
+        "policyRefs" => "Resources",
+        _ => "Kustomize",
+    };
+    let checks_of = |list: &str| -> Vec<Value> {
+        spec[list]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["featureID"].as_str() == Some(feature_id))
+            .cloned()
+            .collect()
+    };
+    let global: Vec<Value> = [
+        "syncMode",
+        "tier",
+        "patches",
+        "patchesFrom",
+        "templateResourceRefs",
+        "driftExclusions",
+        "continueOnConflict",
+        "continueOnError",
+    ]
+    .iter()
+    .map(|f| spec[*f].clone())
+    .collect();
+    let inputs = serde_json::json!({
+        "content": spec[field],
+        "validateHealths": checks_of("validateHealths"),
+        "preDeployChecks": checks_of("preDeployChecks"),
+        "global": global,
+    });
+    let digest = Sha256::digest(inputs.to_string().as_bytes());
     base64::engine::general_purpose::STANDARD.encode(digest)
 }
 

@@ -5,6 +5,8 @@
 //! after tollgate's apply for each feature whose inputs that apply changed. Zero summaries
 //! complete the stage only when no ready, unpaused cluster matches its selector.
 
+use std::collections::HashSet;
+
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tollgate_spec::model::LabelSelector;
@@ -45,12 +47,11 @@ pub fn check(expected: &AppliedExpectation<'_>, observed: &Observed) -> Completi
         .filter(|c| c.ready && !c.paused && expected.selector.matches(&c.labels))
         .map(|c| (c.namespace.as_str(), c.name.as_str()))
         .collect();
-    let mut summaries: Vec<&ObservedSummary> = observed
+    let summaries: Vec<&ObservedSummary> = observed
         .summaries
         .iter()
         .filter(|s| s.profile_name == expected.profile)
         .collect();
-    summaries.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
 
     let mut counts = StageCounts {
         matching_clusters: count(matching.len()),
@@ -58,7 +59,6 @@ pub fn check(expected: &AppliedExpectation<'_>, observed: &Observed) -> Completi
         provisioned: 0,
         failed: 0,
     };
-    let mut first_problem: Option<String> = None;
 
     // Never complete from a profile that does not yet show our latest apply (reflector lag).
     let profile_current = expected.being_applied
@@ -67,11 +67,11 @@ pub fn check(expected: &AppliedExpectation<'_>, observed: &Observed) -> Completi
             .get(expected.profile)
             .and_then(|p| p.applied_spec_hash())
             == Some(expected.spec_hash);
-    if !profile_current {
-        first_problem = Some(messages::waiting_for_profile(expected.profile));
-    }
 
+    // The reported problem is the first failing summary in (namespace, name) order, so the
+    // message does not depend on the order the watches listed them in.
     let required = required_features(expected.spec);
+    let mut first_failing: Option<(&ObservedSummary, String)> = None;
     for summary in &summaries {
         if summary_failed(summary) {
             counts.failed += 1;
@@ -79,20 +79,27 @@ pub fn check(expected: &AppliedExpectation<'_>, observed: &Observed) -> Completi
         match summary_problem(summary, expected, &required) {
             None => counts.provisioned += 1,
             Some(problem) => {
-                first_problem.get_or_insert(problem);
+                let earlier = first_failing.as_ref().is_none_or(|(first, _)| {
+                    (&summary.namespace, &summary.name) < (&first.namespace, &first.name)
+                });
+                if earlier {
+                    first_failing = Some((summary, problem));
+                }
             }
         }
     }
 
+    let mut first_problem = if profile_current {
+        first_failing.map(|(_, problem)| problem)
+    } else {
+        Some(messages::waiting_for_profile(expected.profile))
+    };
     if first_problem.is_none() {
-        let missing = matching
+        let covered: HashSet<(&str, &str)> = summaries
             .iter()
-            .filter(|(namespace, name)| {
-                !summaries
-                    .iter()
-                    .any(|s| s.namespace == *namespace && s.cluster_name == *name)
-            })
-            .count();
+            .map(|s| (s.namespace.as_str(), s.cluster_name.as_str()))
+            .collect();
+        let missing = matching.iter().filter(|c| !covered.contains(*c)).count();
         if missing > 0 {
             first_problem = Some(messages::waiting_for_summaries(missing));
         }

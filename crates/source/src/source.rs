@@ -380,7 +380,7 @@ fn commit_info(commit: &Commit<'_>, seq: u64) -> CommitInfo {
         committer: text(committer.name_bytes()),
         committer_email: text(committer.email_bytes()),
         time: DateTime::<Utc>::from_timestamp(seconds, 0).unwrap_or_default(),
-        subject: commit.summary_bytes().map(|s| text(s)).unwrap_or_default(),
+        subject: commit.summary_bytes().map(text).unwrap_or_default(),
     }
 }
 

@@ -378,3 +378,50 @@ pub fn locate(file: &str, finding: &Finding, locations: &Locations) -> Diagnosti
         message: finding.message.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::located::{FieldLoc, Loc};
+
+    #[test]
+    fn positions_count_characters_not_bytes() {
+        let text = b"a: 1\nname: caf\xc3\xa9\xff";
+        assert_eq!(position_of(text, 0), (1, 1));
+        assert_eq!(position_of(text, 5), (2, 1));
+        assert_eq!(position_of(text, 16), (2, 11));
+    }
+
+    #[test]
+    fn saphyr_locations_are_stripped_from_messages() {
+        assert_eq!(
+            strip_location("duplicate mapping key: a, set DuplicateKeyPolicy in Options if acceptable at line 3, column 1"),
+            "duplicate mapping key: a"
+        );
+        assert_eq!(strip_location("unclosed bracket '['"), "unclosed bracket '['");
+    }
+
+    #[test]
+    fn findings_are_placed_at_key_value_or_nearest_ancestor() {
+        let mut locations = Locations::default();
+        let loc = |line, column| Loc { line, column };
+        locations.insert(
+            "spec".into(),
+            FieldLoc { key: Some(loc(3, 1)), value: loc(4, 3), container: true },
+        );
+        locations.insert(
+            "spec.delay".into(),
+            FieldLoc { key: Some(loc(4, 3)), value: loc(4, 10), container: false },
+        );
+        let at = |finding: Finding| {
+            let d = locate("f.yaml", &finding, &locations);
+            (d.line, d.column)
+        };
+        assert_eq!(at(Finding::error("c", "spec.delay", "m")), (4, 10));
+        assert_eq!(at(Finding::error("c", "spec.delay", "m").at_key()), (4, 3));
+        assert_eq!(at(Finding::error("c", "spec", "m")), (3, 1), "containers at their key");
+        assert_eq!(at(Finding::error("c", "spec.missing", "m")), (3, 1), "missing: parent key");
+        assert_eq!(at(Finding::error("c", "other", "m")), (1, 1));
+        assert_eq!(at(Finding::error("c", "spec", "m").at(9, 2)), (9, 2));
+    }
+}

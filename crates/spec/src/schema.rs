@@ -457,17 +457,17 @@ fn walk_object(
     path: &str,
     errors: &mut Vec<SchemaError>,
 ) {
-    // The API server prunes explicit nulls of non-nullable fields that have a default, then
-    // applies defaults to absent fields of objects that exist.
+    // The API server prunes explicit nulls of fields that are not nullable, then applies
+    // defaults to absent fields of objects that exist.
+    object.retain(|name, value| {
+        let schema = property(node, name).or(node.additional.as_deref());
+        !(value.is_null() && schema.is_some_and(|s| !s.nullable))
+    });
     for (name, child) in &node.properties {
-        if let Some(default) = &child.default {
-            let is_null = object.get(name).is_some_and(Value::is_null);
-            if is_null && !child.nullable {
-                object.remove(name);
-            }
-            if !object.contains_key(name) {
-                object.insert(name.clone(), default.clone());
-            }
+        if let Some(default) = &child.default
+            && !object.contains_key(name)
+        {
+            object.insert(name.clone(), default.clone());
         }
     }
     for (name, value) in object.iter_mut() {
@@ -655,6 +655,23 @@ mod tests {
             doc["spec"]["stages"][0]["trigger"]["manual"]["automaticReset"],
             json!(true)
         );
+    }
+
+    #[test]
+    fn nulls_of_non_nullable_fields_are_pruned() {
+        let mut doc = minimal();
+        doc["spec"]["stages"][0]["trigger"] =
+            json!({"auto": {"delay": null, "preHealthCheckDeployment": null}});
+        let errors = cluster_promotion_schema().validate_and_default(&mut doc);
+        assert_eq!(errors, vec![]);
+        assert_eq!(doc["spec"]["stages"][0]["trigger"], json!({"auto": {}}));
+        // A null where a value is required is then a missing value.
+        let mut doc = minimal();
+        doc["spec"]["stages"][0]["name"] = Value::Null;
+        let errors = cluster_promotion_schema().validate_and_default(&mut doc);
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].code, "required-value");
+        assert_eq!(errors[0].path, "spec.stages[0].name");
     }
 
     #[test]
