@@ -10,6 +10,7 @@ pub mod crd;
 pub mod emulator;
 pub mod history;
 pub mod run;
+pub mod status;
 pub mod validate;
 
 #[derive(Parser, Debug)]
@@ -51,6 +52,8 @@ pub enum LogFormat {
 pub enum Command {
     /// Run the controller: follow a git branch and drive its promotions on the management cluster.
     Run(Box<run::Args>),
+    /// Show the promotions' rollout status, from the management cluster.
+    Status(status::Args),
     /// Serve the embedded management cluster (Kubernetes API emulator + Sveltos stand-in).
     Emulator(emulator::Args),
     /// Print tollgate's CustomResourceDefinition (GitPromotion) as YAML.
@@ -71,6 +74,7 @@ pub struct CompletionsArgs {
 pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Run(args) => run::run(*args),
+        Command::Status(args) => status::run(args),
         Command::Emulator(args) => emulator::run(args),
         Command::Crd(args) => crd::run(args),
         Command::Validate(args) => validate::run(args),

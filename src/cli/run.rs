@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use crate::cluster::leader::LeaderGate;
+use crate::cluster::leader::{ElectionConfig, LeaderGate, run_election};
 use crate::controller::{self, ControllerConfig, PruneGuard};
 use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet};
 use tollgate_source::{Auth, Secret, SourceConfig};
@@ -54,6 +54,40 @@ pub struct Args {
     /// How many promotions step concurrently.
     #[arg(long, env = "TOLLGATE_CONCURRENCY", default_value_t = 16)]
     pub concurrency: usize,
+    #[command(flatten)]
+    pub election: ElectionArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ElectionArgs {
+    /// Elect a leader through a Lease: every replica syncs and watches, only the leader writes.
+    #[arg(long, env = "TOLLGATE_LEADER_ELECT")]
+    pub leader_elect: bool,
+    #[arg(long, env = "TOLLGATE_LEASE_NAME", default_value = "tollgate-leader")]
+    pub lease_name: String,
+    /// Namespace of the Lease (default: this pod's namespace, else tollgate-system).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "tollgate-system")]
+    pub lease_namespace: String,
+    /// Lease validity after its last renewal.
+    #[arg(long, env = "TOLLGATE_LEASE_DURATION", default_value = "15s", value_parser = parse_interval)]
+    pub lease_duration: Duration,
+    /// Renew this long before expiry (also the clock skew tolerated between replicas).
+    #[arg(long, env = "TOLLGATE_LEASE_GRACE", default_value = "5s", value_parser = parse_interval)]
+    pub lease_grace: Duration,
+    /// This replica's identity in the Lease (default: $POD_NAME, else host name and process id).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+}
+
+impl ElectionArgs {
+    fn identity(&self) -> String {
+        self.identity.clone().unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/etc/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "tollgate".into());
+            format!("{host}-{}", std::process::id())
+        })
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -144,15 +178,44 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         concurrency: args.concurrency,
         instance: std::env::var("POD_NAME").ok(),
     };
-    let (handle, task) = controller::start(client, config, LeaderGate::always())
+    let (gate, election) = if args.election.leader_elect {
+        let gate = LeaderGate::follower();
+        let election = ElectionConfig {
+            lease_name: args.election.lease_name.clone(),
+            lease_namespace: args.election.lease_namespace.clone(),
+            identity: args.election.identity(),
+            duration: args.election.lease_duration,
+            grace: args.election.lease_grace,
+        };
+        let task = tokio::spawn(run_election(client.clone(), election, gate.clone()));
+        (gate, Some(task))
+    } else {
+        (LeaderGate::always(), None)
+    };
+    let (handle, task) = controller::start(client, config, gate)
         .await
         .context("starting the controller")?;
     info!(repo = %tollgate_source::redact_url(&args.repo), branch = %args.branch, "controller running");
-    shutdown_signal().await;
+    let election_died = async {
+        match election {
+            Some(task) => match task.await {
+                Ok(error) => error.to_string(),
+                Err(join) => join.to_string(),
+            },
+            None => std::future::pending().await,
+        }
+    };
+    let code = tokio::select! {
+        _ = shutdown_signal() => ExitCode::SUCCESS,
+        reason = election_died => {
+            tracing::error!(%reason, "leader election failed; exiting so the pod restarts");
+            ExitCode::from(1)
+        }
+    };
     info!("shutting down");
     handle.shutdown();
     task.await.context("controller task")?;
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
 }
 
 async fn start_embedded(

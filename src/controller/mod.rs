@@ -290,6 +290,7 @@ impl LoopState {
             let leader = self.leader.is_leader();
             if leader && !self.was_leader {
                 info!("leading: stepping every promotion");
+                ctx.statuses.clear_own();
                 self.all_dirty = true;
             }
             self.was_leader = leader;

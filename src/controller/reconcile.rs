@@ -85,7 +85,7 @@ pub async fn reconcile(
             } => {
                 invalid_text = errors
                     .iter()
-                    .map(|d| format!("{}:{}:{}: {}: {}", d.file, d.line, d.column, d.path, d.message))
+                    .map(ToString::to_string)
                     .collect::<Vec<_>>()
                     .join("; ");
                 (

@@ -88,6 +88,12 @@ impl StatusCache {
         self.own().insert(name.to_string(), state);
     }
 
+    /// On gaining leadership another replica may have written since our last write: the watched
+    /// objects become authoritative again.
+    pub fn clear_own(&self) {
+        self.own().clear();
+    }
+
     pub fn forget_own(&self, name: &str) {
         self.own().remove(name);
     }

@@ -120,6 +120,13 @@ pub struct World {
 
 impl World {
     pub async fn start(repo: TestRepo, fleet: &str) -> World {
+        let mut world = World::without_controller(repo, fleet).await;
+        world.start_controller().await;
+        world
+    }
+
+    /// The cluster and repository, with no controller running yet.
+    pub async fn without_controller(repo: TestRepo, fleet: &str) -> World {
         init_logs();
         let fleet = Fleet::parse(fleet, Path::new("test-fleet.yaml")).expect("valid fleet");
         let emulator = Emulator::start(EmulatorConfig {
@@ -130,16 +137,14 @@ impl World {
         .expect("emulator starts");
         let uri = emulator.url().parse().expect("emulator URL");
         let client = Client::try_from(Config::new(uri)).expect("client");
-        let mut world = World {
+        World {
             repo,
             emulator,
             client,
             controller: None,
             cache: tempfile::tempdir().expect("temp dir"),
             guard: PruneGuard::default(),
-        };
-        world.start_controller().await;
-        world
+        }
     }
 
     pub fn controller_config(&self) -> ControllerConfig {
@@ -168,6 +173,16 @@ impl World {
         .await
         .expect("controller starts");
         self.controller = Some((handle, task));
+    }
+
+    /// Another controller replica on the same repository and cluster, behind `gate`.
+    pub async fn spawn_replica(
+        &self,
+        gate: LeaderGate,
+    ) -> (ControllerHandle, tokio::task::JoinHandle<()>) {
+        controller::start(self.client.clone(), self.controller_config(), gate)
+            .await
+            .expect("replica starts")
     }
 
     pub async fn stop_controller(&mut self) {

@@ -432,6 +432,7 @@ impl ApiState {
                 self.finish_update(target, name, old, new, "patch", manager, false)
             }
             PatchKind::Apply { force } => {
+                let body = with_url_identity(target, name, body);
                 check_apply_identity(target, name, &body)?;
                 let writer = writer(target, manager);
                 let new =
@@ -457,6 +458,7 @@ impl ApiState {
         manager: &str,
         force: bool,
     ) -> Result<Value, ApiError> {
+        let body = with_url_identity(target, name, body);
         check_apply_identity(target, name, &body)?;
         let skeleton = self.skeleton(target, name, &body)?;
         let writer = writer(target, manager);
@@ -601,6 +603,29 @@ fn check_precondition(
         }
         _ => Ok(()),
     }
+}
+
+/// Like the real API server, an apply patch may leave out `metadata.name` (and namespace): they
+/// come from the URL. (kube-lease-manager's Lease patches do.) A name that is present must match.
+fn with_url_identity(target: Target<'_>, name: &str, mut body: Value) -> Value {
+    if let Some(object) = body.as_object_mut() {
+        let metadata = object
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Some(metadata) = metadata.as_object_mut() {
+            let unnamed = metadata
+                .get("name")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty);
+            if unnamed {
+                metadata.insert("name".into(), Value::from(name));
+            }
+            if !target.namespace.is_empty() && !metadata.contains_key("namespace") {
+                metadata.insert("namespace".into(), Value::from(target.namespace));
+            }
+        }
+    }
+    body
 }
 
 fn check_apply_identity(target: Target<'_>, name: &str, body: &Value) -> Result<(), ApiError> {

@@ -20,6 +20,6 @@ pub mod window;
 
 pub use diagnostic::{Diagnostic, Severity};
 pub use hash::SpecHashes;
-pub use model::ClusterPromotion;
+pub use model::{ClusterPromotion, Stage, Trigger};
 pub use parse::{IgnoredDocument, Limits, ParsedFile, ParsedPromotion, parse_file};
 pub use snapshot::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot};
