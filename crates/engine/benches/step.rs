@@ -11,9 +11,7 @@ use tollgate_engine::testing::{self, World};
 use tollgate_engine::{Desired, StepInput, step};
 
 fn bench_step(c: &mut Criterion) {
-    let stage = |name: &str, trigger: serde_json::Value| {
-        json!({"name": name, "clusterSelector": {"matchLabels": {"env": name}}, "trigger": trigger})
-    };
+    let stage = |name: &str, trigger: serde_json::Value| json!({"name": name, "clusterSelector": {"matchLabels": {"env": name}}, "trigger": trigger});
     let promotion = testing::promotion(json!({
         "apiVersion": "config.projectsveltos.io/v1beta1",
         "kind": "ClusterPromotion",
@@ -42,14 +40,20 @@ fn bench_step(c: &mut Criterion) {
             world.add_cluster(&format!("{env}-{i}"), &[("env", env)]);
         }
     }
-    let desired = Desired::Snapshot { current: &snapshot, invalid: None };
+    let desired = Desired::Snapshot {
+        current: &snapshot,
+        invalid: None,
+    };
     // Drive the rollout until `stage` is current and the engine has nothing left to do.
     let mut run_until = |stage: &str| {
         for _ in 0..200 {
             world.step(desired, &[]);
             world.sveltos();
             world.step(desired, &[]);
-            let current = world.status.as_ref().and_then(|s| s.current_stage_name.as_deref());
+            let current = world
+                .status
+                .as_ref()
+                .and_then(|s| s.current_stage_name.as_deref());
             let again = world.evaluate(desired, &[]);
             let settled = again.actions.is_empty() && Some(&again.status) == world.status.as_ref();
             if current == Some(stage) && settled {
@@ -64,8 +68,14 @@ fn bench_step(c: &mut Criterion) {
     // Stage 4 provisioned, waiting for approval: every step re-checks 25 ClusterSummaries.
     let at_gate = run_until("production");
     for (name, world) in [
-        ("step: 4 stages, 100 clusters, steady state (delay)", &in_delay),
-        ("step: 4 stages, 100 clusters, steady state (manual gate, health re-check)", &at_gate),
+        (
+            "step: 4 stages, 100 clusters, steady state (delay)",
+            &in_delay,
+        ),
+        (
+            "step: 4 stages, 100 clusters, steady state (manual gate, health re-check)",
+            &at_gate,
+        ),
     ] {
         let input = StepInput {
             desired,

@@ -49,9 +49,11 @@ pub fn find(
     let annotation_key = format!("{APPROVE_ANNOTATION_PREFIX}{stage}");
     if let Some(value) = snapshot.promotion.metadata.annotations.get(&annotation_key)
         && names_snapshot(value, snapshot)
-        && let Some(event) = latest(events, stage, |kind| {
-            matches!(kind, ApprovalKind::Annotation { value: v } if v == value)
-        })
+        && let Some(event) = latest(
+            events,
+            stage,
+            |kind| matches!(kind, ApprovalKind::Annotation { value: v } if v == value),
+        )
         && usable(event)
     {
         return Some(ValidApproval {

@@ -108,7 +108,10 @@ mod tests {
 
         let resources_check = json!({"helmCharts": [{"chartVersion": "1"}], "policyRefs": [{"name": "cm"}], "tier": 100,
             "validateHealths": [{"name": "c", "featureID": "Resources"}]});
-        assert_eq!(changed_features(Some(&old), &resources_check), vec![RESOURCES]);
+        assert_eq!(
+            changed_features(Some(&old), &resources_check),
+            vec![RESOURCES]
+        );
 
         let tier = json!({"helmCharts": [{"chartVersion": "1"}], "policyRefs": [{"name": "cm"}], "tier": 90});
         assert_eq!(changed_features(Some(&old), &tier), vec![HELM, RESOURCES]);

@@ -31,7 +31,9 @@ pub const AWAITING_APPROVAL: &str = "Paused: Awaiting Manual Approval";
 pub const SUCCESSFULLY_PROVISIONED: &str = "Successfully provisioned";
 
 pub fn no_matching_clusters(profile: &str) -> String {
-    format!("No matching clusters found for ClusterProfile {profile}. Deployment considered complete.")
+    format!(
+        "No matching clusters found for ClusterProfile {profile}. Deployment considered complete."
+    )
 }
 
 /// D10: upstream says "Waiting for Time Window" for what is a plain delay.
@@ -44,7 +46,10 @@ pub fn delayed(delay: Duration, ends_at: DateTime<Utc>) -> String {
 }
 
 pub fn window_closed(opens_at: DateTime<Utc>) -> String {
-    format!("Window Closed: Waiting for Next Schedule ({}).", timestamp(opens_at))
+    format!(
+        "Window Closed: Waiting for Next Schedule ({}).",
+        timestamp(opens_at)
+    )
 }
 
 pub fn not_in_sync(field: &str, summary: &str) -> String {
@@ -53,7 +58,9 @@ pub fn not_in_sync(field: &str, summary: &str) -> String {
         "policyRefs" => format!("ClusterSummary PolicyRefs {summary} is not in sync."),
         // Upstream's text, missing space included, so that existing alerts keep matching.
         "kustomizationRefs" => format!("ClusterSummaryKustomizationRefs {summary} is not in sync."),
-        other => format!("ClusterSummary {summary} is not in sync: {other} differs from the applied spec."),
+        other => format!(
+            "ClusterSummary {summary} is not in sync: {other} differs from the applied spec."
+        ),
     }
 }
 

@@ -44,7 +44,9 @@ impl ObservedProfile {
     /// being deleted (a profile on its way out carries nothing).
     pub fn applied_spec_hash(&self) -> Option<&str> {
         if self.is_managed_by_tollgate() && !self.deleting {
-            self.annotations.get(SPEC_HASH_ANNOTATION).map(String::as_str)
+            self.annotations
+                .get(SPEC_HASH_ANNOTATION)
+                .map(String::as_str)
         } else {
             None
         }

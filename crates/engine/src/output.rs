@@ -18,8 +18,13 @@ pub struct StepOutput {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
     /// Server-side apply (field manager `tollgate`) of a whole ClusterProfile object.
-    ApplyProfile { name: String, object: Value },
-    DeleteProfile { name: String },
+    ApplyProfile {
+        name: String,
+        object: Value,
+    },
+    DeleteProfile {
+        name: String,
+    },
 }
 
 impl Action {

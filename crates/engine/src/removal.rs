@@ -14,10 +14,7 @@ pub(crate) fn step_removed(
     promotion: &str,
     last: Option<&Snapshot>,
 ) -> StepOutput {
-    let mut status = input
-        .status
-        .cloned()
-        .unwrap_or_else(PromotionStatus::empty);
+    let mut status = input.status.cloned().unwrap_or_else(PromotionStatus::empty);
     status.hash_scheme = HASH_SCHEME;
     status.next_wake_up = None;
     status.paused_since = None;
@@ -61,7 +58,8 @@ pub(crate) fn step_removed(
         .collect();
     if owned.is_empty() {
         status.phase = Phase::Removed;
-        status.message = Some("removed from git; every generated ClusterProfile is gone".to_string());
+        status.message =
+            Some("removed from git; every generated ClusterProfile is gone".to_string());
     } else {
         status.phase = Phase::Removing;
         status.message = Some(format!(

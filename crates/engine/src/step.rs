@@ -7,14 +7,14 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use tollgate_render::{
-    preverification_profile_name, render_preverification_profile, render_stage_profile,
-    spec_hash, stage_profile_name, stage_profile_spec, STAGE_LABEL, VERIFICATION_LABEL,
-};
 use tollgate_render::profile::preverification_spec;
+use tollgate_render::{
+    STAGE_LABEL, VERIFICATION_LABEL, preverification_profile_name, render_preverification_profile,
+    render_stage_profile, spec_hash, stage_profile_name, stage_profile_spec,
+};
 use tollgate_spec::hash::HASH_SCHEME;
 use tollgate_spec::model::{ClusterPromotion, Stage, Trigger};
-use tollgate_spec::snapshot::{Snapshot, PAUSED_ANNOTATION};
+use tollgate_spec::snapshot::{PAUSED_ANNOTATION, Snapshot};
 use tollgate_spec::window::{Window, WindowState};
 
 use crate::approval;
@@ -89,10 +89,7 @@ struct Run<'i, 'a> {
 
 impl<'i, 'a> Run<'i, 'a> {
     fn new(input: &'i StepInput<'a>, snapshot: &'a Snapshot, invalid: Option<&str>) -> Self {
-        let mut status = input
-            .status
-            .cloned()
-            .unwrap_or_else(PromotionStatus::empty);
+        let mut status = input.status.cloned().unwrap_or_else(PromotionStatus::empty);
         status.hash_scheme = HASH_SCHEME;
         status.invalid_spec = invalid.map(str::to_string);
         Run {
@@ -338,7 +335,9 @@ impl<'i, 'a> Run<'i, 'a> {
             self.enter_stage(stage, false);
         }
         let trigger = stage.trigger.as_ref();
-        let post_checks = trigger.map(Trigger::post_delay_health_checks).unwrap_or(&[]);
+        let post_checks = trigger
+            .map(Trigger::post_delay_health_checks)
+            .unwrap_or(&[]);
         let pre_refs = trigger
             .map(Trigger::pre_health_check_deployment)
             .unwrap_or(&[]);
@@ -396,24 +395,24 @@ impl<'i, 'a> Run<'i, 'a> {
             st.applied_spec_hash = hash.clone();
             st.fresh_features = fresh;
         }
-        let mut spec_of = || {
-            rendered_spec
-                .get_or_insert_with(|| stage_profile_spec(snapshot, stage, checks))
-                .clone()
-        };
+        // Rendered at most once per step, and only when a check below needs it.
+        let render_spec = || stage_profile_spec(snapshot, stage, checks);
         let main_applied_now = observed
             .profiles
             .get(&profile)
             .and_then(|p| p.applied_spec_hash())
             != Some(hash.as_str());
         if main_applied_now {
-            effects.apply(profile.clone(), render_stage_profile(snapshot, stage, checks));
+            effects.apply(
+                profile.clone(),
+                render_stage_profile(snapshot, stage, checks),
+            );
         }
 
         // 2. Completion, once per run (§4.6 made strict, D4).
         if st.provisioned_at.is_none() {
-            let spec = spec_of();
-            let completion = check_stage(&profile, stage, &spec, st, main_applied_now, observed);
+            let spec = rendered_spec.get_or_insert_with(render_spec);
+            let completion = check_stage(&profile, stage, spec, st, main_applied_now, observed);
             st.counts = completion.counts;
             if !completion.complete {
                 st.set_failure(Some(completion.message.clone()), now);
@@ -463,7 +462,11 @@ impl<'i, 'a> Run<'i, 'a> {
             }
             let spec = preverification_spec(snapshot, stage);
             let hash = spec_hash(&spec);
-            if st.preverification.as_ref().is_none_or(|p| p.spec_hash != hash) {
+            if st
+                .preverification
+                .as_ref()
+                .is_none_or(|p| p.spec_hash != hash)
+            {
                 st.preverification = Some(AppliedProfile {
                     applied_at: now,
                     spec_hash: hash.clone(),
@@ -485,7 +488,7 @@ impl<'i, 'a> Run<'i, 'a> {
 
         // 5. Post-delay health checks: re-apply the profile with them appended, then require
         //    completion again, with statuses written after that apply.
-        let mut spec = spec_of();
+        let mut spec = rendered_spec.unwrap_or_else(render_spec);
         let mut main_applied_now = main_applied_now;
         if !post_checks.is_empty() && !st.post_delay_checks_applied {
             st.post_delay_checks_applied = true;
@@ -516,21 +519,23 @@ impl<'i, 'a> Run<'i, 'a> {
         let problem = if !recheck.complete {
             Some(recheck.message)
         } else {
-            pre_spec.as_ref().zip(st.preverification.as_ref()).and_then(|((spec, applied_now), applied)| {
-                let pre = completion::check(
-                    &AppliedExpectation {
-                        profile: &pre_profile,
-                        selector: &stage.cluster_selector,
-                        spec,
-                        spec_hash: &applied.spec_hash,
-                        applied_at: applied.applied_at,
-                        fresh_features: &changed_features(None, spec),
-                        being_applied: *applied_now,
-                    },
-                    observed,
-                );
-                (!pre.complete).then(|| format!("pre-verification: {}", pre.message))
-            })
+            pre_spec.as_ref().zip(st.preverification.as_ref()).and_then(
+                |((spec, applied_now), applied)| {
+                    let pre = completion::check(
+                        &AppliedExpectation {
+                            profile: &pre_profile,
+                            selector: &stage.cluster_selector,
+                            spec,
+                            spec_hash: &applied.spec_hash,
+                            applied_at: applied.applied_at,
+                            fresh_features: &changed_features(None, spec),
+                            being_applied: *applied_now,
+                        },
+                        observed,
+                    );
+                    (!pre.complete).then(|| format!("pre-verification: {}", pre.message))
+                },
+            )
         };
         if let Some(problem) = problem {
             st.set_failure(Some(problem.clone()), now);
@@ -643,7 +648,10 @@ impl<'i, 'a> Run<'i, 'a> {
                     .labels
                     .get(STAGE_LABEL)
                     .is_some_and(|s| self.promotion.stage(s).is_some());
-                let verification = p.labels.get(VERIFICATION_LABEL).is_some_and(|v| v == "true");
+                let verification = p
+                    .labels
+                    .get(VERIFICATION_LABEL)
+                    .is_some_and(|v| v == "true");
                 !in_spec || (verification && wanted_preverification.as_deref() != Some(&p.name))
             })
             .map(|p| p.name.clone())

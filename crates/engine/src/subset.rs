@@ -10,7 +10,17 @@ pub fn carries(expected: &Value, actual: Option<&Value>) -> bool {
     match (expected, actual) {
         (expected, None) => is_zero(expected),
         (Value::Object(exp), Some(Value::Object(act))) => {
-            exp.iter().all(|(k, v)| carries(v, act.get(k)))
+            // Fast path: written back with the same keys in the same order (the common case),
+            // compare pairwise instead of hashing every key.
+            let same_keys =
+                exp.len() == act.len() && exp.keys().zip(act.keys()).all(|(e, a)| e == a);
+            if same_keys {
+                exp.values()
+                    .zip(act.values())
+                    .all(|(e, a)| carries(e, Some(a)))
+            } else {
+                exp.iter().all(|(k, v)| carries(v, act.get(k)))
+            }
         }
         (Value::Array(exp), Some(Value::Array(act))) => {
             exp.len() == act.len() && exp.iter().zip(act).all(|(e, a)| carries(e, Some(a)))
@@ -40,17 +50,36 @@ mod tests {
 
     #[test]
     fn accepts_added_defaults_and_omitted_zero_values() {
-        let expected = json!({"tier": 100, "reloader": false, "helmCharts": [{"releaseName": "a"}]});
+        let expected =
+            json!({"tier": 100, "reloader": false, "helmCharts": [{"releaseName": "a"}]});
         let actual = json!({"tier": 100, "helmCharts": [{"releaseName": "a", "helmChartAction": "Install"}]});
         assert!(carries(&expected, Some(&actual)));
     }
 
     #[test]
+    fn key_order_does_not_matter() {
+        let expected = json!({"a": 1, "b": {"c": "x", "d": true}});
+        let reordered = json!({"b": {"d": true, "c": "x"}, "a": 1});
+        assert!(carries(&expected, Some(&reordered)));
+        let changed = json!({"b": {"d": true, "c": "y"}, "a": 1});
+        assert!(!carries(&expected, Some(&changed)));
+    }
+
+    #[test]
     fn rejects_changed_values_lengths_and_missing_content() {
         let expected = json!({"tier": 100, "helmCharts": [{"chartVersion": "2"}]});
-        assert!(!carries(&expected, Some(&json!({"tier": 100, "helmCharts": [{"chartVersion": "1"}]}))));
-        assert!(!carries(&expected, Some(&json!({"tier": 90, "helmCharts": [{"chartVersion": "2"}]}))));
-        assert!(!carries(&expected, Some(&json!({"tier": 100, "helmCharts": []}))));
+        assert!(!carries(
+            &expected,
+            Some(&json!({"tier": 100, "helmCharts": [{"chartVersion": "1"}]}))
+        ));
+        assert!(!carries(
+            &expected,
+            Some(&json!({"tier": 90, "helmCharts": [{"chartVersion": "2"}]}))
+        ));
+        assert!(!carries(
+            &expected,
+            Some(&json!({"tier": 100, "helmCharts": []}))
+        ));
         assert!(!carries(&expected, Some(&json!({"tier": 100}))));
     }
 }

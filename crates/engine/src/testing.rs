@@ -15,7 +15,9 @@ use tollgate_spec::snapshot::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot}
 
 use crate::features::{changed_features, required_features};
 use crate::input::{Desired, StepInput};
-use crate::observed::{FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSummary};
+use crate::observed::{
+    FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSummary,
+};
 use crate::output::{Action, EngineEvent, StepOutput};
 use crate::status::PromotionStatus;
 use crate::step::step;
@@ -92,7 +94,11 @@ impl World {
     }
 
     /// One controller iteration whose first action fails: nothing is executed or persisted.
-    pub fn step_failing(&mut self, desired: Desired<'_>, approvals: &[ApprovalEvent]) -> StepOutput {
+    pub fn step_failing(
+        &mut self,
+        desired: Desired<'_>,
+        approvals: &[ApprovalEvent],
+    ) -> StepOutput {
         self.evaluate(desired, approvals)
     }
 

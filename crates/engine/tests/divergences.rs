@@ -27,7 +27,11 @@ fn set_approved(h: &mut Harness, stage: &str) {
 fn manual_pipeline() -> Harness {
     Harness::new(promotion_with(
         profile_spec("3.6.2"),
-        vec![stage("s1", None), stage("s2", Some(json!({"manual": {}}))), stage("s3", None)],
+        vec![
+            stage("s1", None),
+            stage("s2", Some(json!({"manual": {}}))),
+            stage("s3", None),
+        ],
     ))
 }
 
@@ -42,7 +46,10 @@ fn d1_failed_restart_apply_keeps_old_hashes_and_is_retried() {
     h.settle();
     let old_hash = h.status().profile_spec_hash.clone();
     h.commit_content(
-        promotion_with(profile_spec("3.7.0"), vec![stage("s1", None), stage("s2", None)]),
+        promotion_with(
+            profile_spec("3.7.0"),
+            vec![stage("s1", None), stage("s2", None)],
+        ),
         50,
     );
     let failed = h.step_failing();
@@ -63,8 +70,11 @@ fn d2_an_approval_committed_before_the_run_does_not_count() {
     let mut h = manual_pipeline();
     set_approved(&mut h, "s2");
     // The approving commit (seq 5) predates the snapshot's commit (seq 10).
-    h.approvals
-        .push(testing::approval("s2", ApprovalKind::Field, testing::commit(5)));
+    h.approvals.push(testing::approval(
+        "s2",
+        ApprovalKind::Field,
+        testing::commit(5),
+    ));
     h.settle();
     assert!(!h.has_profile(&profile_name("s3")));
     assert_eq!(h.status().phase, Phase::Waiting);
@@ -82,11 +92,16 @@ fn d2_annotation_approves_exactly_the_named_snapshot() {
     });
     h.approvals.push(testing::approval(
         "s2",
-        ApprovalKind::Annotation { value: "0123456789abcdef".into() },
+        ApprovalKind::Annotation {
+            value: "0123456789abcdef".into(),
+        },
         testing::commit(11),
     ));
     h.settle();
-    assert!(!h.has_profile(&profile_name("s3")), "a stale snapshot id approved");
+    assert!(
+        !h.has_profile(&profile_name("s3")),
+        "a stale snapshot id approved"
+    );
 
     // Too short a prefix does not count either.
     let short = h.snapshot.hashes.snapshot_id[..8].to_string();
@@ -95,7 +110,9 @@ fn d2_annotation_approves_exactly_the_named_snapshot() {
     });
     h.approvals.push(testing::approval(
         "s2",
-        ApprovalKind::Annotation { value: short.clone() },
+        ApprovalKind::Annotation {
+            value: short.clone(),
+        },
         testing::commit(12),
     ));
     h.settle();
@@ -114,7 +131,10 @@ fn d2_annotation_approves_exactly_the_named_snapshot() {
     assert!(h.has_profile(&profile_name("s3")));
     let approver = h.stage_status("s2").approver.clone().unwrap();
     assert_eq!(approver.kind, "Annotation");
-    assert_eq!(approver.author.as_deref(), Some("author13 <author13@example.com>"));
+    assert_eq!(
+        approver.author.as_deref(),
+        Some("author13 <author13@example.com>")
+    );
 }
 
 /// An approval used by one run is never used by another, even when the content comes back
@@ -140,7 +160,14 @@ fn d2_an_approval_is_not_reused_by_the_next_run() {
 
     // Another version, then a revert to the same content (same snapshot id).
     h.commit_content(
-        promotion_with(profile_spec("9.9.9"), vec![stage("s1", None), stage("s2", Some(json!({"manual": {}}))), stage("s3", None)]),
+        promotion_with(
+            profile_spec("9.9.9"),
+            vec![
+                stage("s1", None),
+                stage("s2", Some(json!({"manual": {}}))),
+                stage("s3", None),
+            ],
+        ),
         20,
     );
     h.settle();
@@ -168,12 +195,20 @@ fn d3_manual_gate_waits_for_failing_health() {
         }
     }
     set_approved(&mut h, "s2");
-    h.approvals
-        .push(testing::approval("s2", ApprovalKind::Field, testing::commit(11)));
+    h.approvals.push(testing::approval(
+        "s2",
+        ApprovalKind::Field,
+        testing::commit(11),
+    ));
     h.step();
     assert!(!h.has_profile(&profile_name("s3")));
     let s2 = h.stage_status("s2");
-    assert!(s2.current_status_description.as_deref().unwrap().starts_with("Awaiting Health Checks to Pass"));
+    assert!(
+        s2.current_status_description
+            .as_deref()
+            .unwrap()
+            .starts_with("Awaiting Health Checks to Pass")
+    );
     // The approval is not consumed by a gate that did not open.
     assert!(h.status().consumed_approvals.is_empty());
     // Healthy again → the same approval opens the gate.
@@ -277,7 +312,10 @@ fn d5_reordering_charts_is_a_change_that_reaches_the_profile() {
     h.commit_content(promotion_with(two, stages), 80);
     let out = h.step();
     assert_eq!(out.actions.len(), 1);
-    assert_eq!(h.profile_spec_of(&profile_name("s1"))["helmCharts"][0]["releaseName"], "other");
+    assert_eq!(
+        h.profile_spec_of(&profile_name("s1"))["helmCharts"][0]["releaseName"],
+        "other"
+    );
 }
 
 /// Upstream polls every 2 minutes; tollgate asks to be woken exactly when a delay ends or a
@@ -288,7 +326,12 @@ fn d6_wake_at_is_the_exact_delay_end_and_window_opening() {
         profile_spec("3.6.2"),
         vec![
             stage("s1", Some(json!({"auto": {"delay": "90s"}}))),
-            stage("s2", Some(json!({"auto": {"promotionWindow": {"from": "0 20 * * *", "to": "0 22 * * *"}}}))),
+            stage(
+                "s2",
+                Some(
+                    json!({"auto": {"promotionWindow": {"from": "0 20 * * *", "to": "0 22 * * *"}}}),
+                ),
+            ),
             stage("s3", None),
         ],
     ));
@@ -307,7 +350,10 @@ fn d6_wake_at_is_the_exact_delay_end_and_window_opening() {
 /// collects the profiles and withdraws add-ons. tollgate's profiles carry none.
 #[test]
 fn d7_generated_profiles_carry_no_owner_references() {
-    let mut h = Harness::new(promotion_with(profile_spec("3.6.2"), vec![stage("s1", None)]));
+    let mut h = Harness::new(promotion_with(
+        profile_spec("3.6.2"),
+        vec![stage("s1", None)],
+    ));
     let out = h.step();
     for action in &out.actions {
         if let Action::ApplyProfile { object, .. } = action {
@@ -340,10 +386,23 @@ fn d9_preserve_on_delete_keeps_the_profiles() {
     let mut h = Harness::new(promotion);
     h.settle();
     let last = h.snapshot.clone();
-    let out = h.world.step(Desired::Removed { promotion: P, last: Some(&last) }, &[]);
+    let out = h.world.step(
+        Desired::Removed {
+            promotion: P,
+            last: Some(&last),
+        },
+        &[],
+    );
     assert!(out.actions.is_empty());
     assert!(h.has_profile(&profile_name("s1")));
-    assert!(h.world.profile(&profile_name("s1")).unwrap().annotations.len() >= 5);
+    assert!(
+        h.world
+            .profile(&profile_name("s1"))
+            .unwrap()
+            .annotations
+            .len()
+            >= 5
+    );
 }
 
 /// Upstream says "Delayed: Waiting for Time Window" for a plain delay (Q11).
@@ -351,7 +410,10 @@ fn d9_preserve_on_delete_keeps_the_profiles() {
 fn d10_the_delay_message_says_it_is_a_delay_with_its_end() {
     let mut h = Harness::new(promotion_with(
         profile_spec("3.6.2"),
-        vec![stage("s1", Some(json!({"auto": {"delay": "5m"}}))), stage("s2", None)],
+        vec![
+            stage("s1", Some(json!({"auto": {"delay": "5m"}}))),
+            stage("s2", None),
+        ],
     ));
     h.step();
     h.world.sveltos();

@@ -25,7 +25,10 @@ fn pause(h: &mut Harness, paused: bool) {
 fn pause_holds_everything_and_resume_keeps_served_delays() {
     let mut h = Harness::new(promotion_with(
         profile_spec("3.6.2"),
-        vec![stage("s1", Some(json!({"auto": {"delay": "10m"}}))), stage("s2", None)],
+        vec![
+            stage("s1", Some(json!({"auto": {"delay": "10m"}}))),
+            stage("s2", None),
+        ],
     ));
     h.settle();
     let provisioned_at = h.stage_status("s1").provisioned_at.unwrap();
@@ -42,7 +45,13 @@ fn pause_holds_everything_and_resume_keeps_served_delays() {
     h.commit_content(changed, 90);
     let out = h.later(Duration::minutes(20));
     assert!(out.actions.is_empty());
-    assert!(out.status.message.as_deref().unwrap().contains("restart pending"));
+    assert!(
+        out.status
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("restart pending")
+    );
     assert!(!h.has_profile(&profile_name("s2")));
     h.assert_idempotent();
 
@@ -91,7 +100,10 @@ fn a_foreign_profile_with_a_generated_name_is_never_taken_over() {
         vec![stage("s1", None), stage("s2", None)],
     ));
     let name = profile_name("s2");
-    h.world.observed.profiles.insert(name.clone(), foreign(&name));
+    h.world
+        .observed
+        .profiles
+        .insert(name.clone(), foreign(&name));
     let out = h.settle();
     assert_eq!(out.status.phase, Phase::Failed);
     assert!(
@@ -99,22 +111,38 @@ fn a_foreign_profile_with_a_generated_name_is_never_taken_over() {
             .failure_message
             .as_deref()
             .unwrap()
-            .contains(&format!("ClusterProfile {name} exists and is not managed by tollgate"))
+            .contains(&format!(
+                "ClusterProfile {name} exists and is not managed by tollgate"
+            ))
     );
     assert!(h.world.executed.iter().all(|a| a.profile_name() != name));
     assert_eq!(h.world.profile(&name), Some(&foreign(&name)));
     // Removed from git: the foreign profile is not deleted either.
     let last = h.snapshot.clone();
     let out = h.world.step(
-        tollgate_engine::Desired::Removed { promotion: P, last: Some(&last) },
+        tollgate_engine::Desired::Removed {
+            promotion: P,
+            last: Some(&last),
+        },
         &[],
     );
-    assert_eq!(out.actions, vec![Action::DeleteProfile { name: profile_name("s1") }]);
+    assert_eq!(
+        out.actions,
+        vec![Action::DeleteProfile {
+            name: profile_name("s1")
+        }]
+    );
 
     // Blocking stage 1 blocks the restart, and the blocked run keeps no new hashes.
-    let mut h = Harness::new(promotion_with(profile_spec("3.6.2"), vec![stage("s1", None)]));
+    let mut h = Harness::new(promotion_with(
+        profile_spec("3.6.2"),
+        vec![stage("s1", None)],
+    ));
     let first = profile_name("s1");
-    h.world.observed.profiles.insert(first.clone(), foreign(&first));
+    h.world
+        .observed
+        .profiles
+        .insert(first.clone(), foreign(&first));
     let out = h.step();
     assert!(out.actions.is_empty());
     assert_eq!(out.status.phase, Phase::Failed);
@@ -133,9 +161,15 @@ fn rollback_is_marked_in_status_and_events() {
     let out = h.settle();
     assert_eq!(out.status.rollback_of, Some(1));
     assert_eq!(out.status.snapshot_index, Some(3));
-    assert!(h.world.events.iter().any(|e| e.reason == "Rollback"
-        && e.note.starts_with("Rolling back to the content of snapshot #1")));
-    assert_eq!(h.profile_spec_of(&profile_name("s1"))["helmCharts"][0]["chartVersion"], "1.0.0");
+    assert!(h.world.events.iter().any(|e| {
+        e.reason == "Rollback"
+            && e.note
+                .starts_with("Rolling back to the content of snapshot #1")
+    }));
+    assert_eq!(
+        h.profile_spec_of(&profile_name("s1"))["helmCharts"][0]["chartVersion"],
+        "1.0.0"
+    );
 }
 
 #[test]
@@ -143,8 +177,16 @@ fn status_round_trips_through_json_and_carries_the_hash_scheme() {
     let mut h = Harness::new(promotion_with(
         profile_spec("3.6.2"),
         vec![
-            stage("s1", Some(json!({"auto": {"delay": "1m", "preHealthCheckDeployment": [{"kind": "ConfigMap", "namespace": "d", "name": "j"}]}}))),
-            stage("s2", Some(json!({"manual": {"approved": true, "automaticReset": false}}))),
+            stage(
+                "s1",
+                Some(
+                    json!({"auto": {"delay": "1m", "preHealthCheckDeployment": [{"kind": "ConfigMap", "namespace": "d", "name": "j"}]}}),
+                ),
+            ),
+            stage(
+                "s2",
+                Some(json!({"manual": {"approved": true, "automaticReset": false}})),
+            ),
         ],
     ));
     h.settle();
@@ -164,9 +206,24 @@ fn every_step_of_a_rollout_is_idempotent_once_applied() {
     let mut h = Harness::new(promotion_with(
         profile_spec("3.6.2"),
         vec![
-            stage("s1", Some(json!({"auto": {"delay": "1m", "postDelayHealthChecks": [{"name": "c", "featureID": "Helm"}]}}))),
-            stage("s2", Some(json!({"manual": {"approved": true, "automaticReset": false, "preHealthCheckDeployment": [{"kind": "ConfigMap", "namespace": "d", "name": "j"}]}}))),
-            stage("s3", Some(json!({"auto": {"promotionWindow": {"from": "10 10 * * *", "to": "0 12 * * *"}}}))),
+            stage(
+                "s1",
+                Some(
+                    json!({"auto": {"delay": "1m", "postDelayHealthChecks": [{"name": "c", "featureID": "Helm"}]}}),
+                ),
+            ),
+            stage(
+                "s2",
+                Some(
+                    json!({"manual": {"approved": true, "automaticReset": false, "preHealthCheckDeployment": [{"kind": "ConfigMap", "namespace": "d", "name": "j"}]}}),
+                ),
+            ),
+            stage(
+                "s3",
+                Some(
+                    json!({"auto": {"promotionWindow": {"from": "10 10 * * *", "to": "0 12 * * *"}}}),
+                ),
+            ),
         ],
     ));
     for _ in 0..40 {

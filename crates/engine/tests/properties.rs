@@ -18,8 +18,16 @@ use tollgate_spec::snapshot::{ApprovalKind, PAUSED_ANNOTATION};
 #[derive(Clone, Debug)]
 enum Trig {
     None,
-    Auto { delay: Option<u32>, window: bool, post_checks: bool },
-    Manual { delay: Option<u32>, approved: bool, reset: bool },
+    Auto {
+        delay: Option<u32>,
+        window: bool,
+        post_checks: bool,
+    },
+    Manual {
+        delay: Option<u32>,
+        approved: bool,
+        reset: bool,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -40,10 +48,18 @@ fn trigger() -> impl Strategy<Value = Trig> {
     let delay = prop::option::of(0u32..4);
     prop_oneof![
         Just(Trig::None),
-        (delay.clone(), any::<bool>(), any::<bool>())
-            .prop_map(|(delay, window, post_checks)| Trig::Auto { delay, window, post_checks }),
-        (delay, any::<bool>(), any::<bool>())
-            .prop_map(|(delay, approved, reset)| Trig::Manual { delay, approved, reset }),
+        (delay.clone(), any::<bool>(), any::<bool>()).prop_map(|(delay, window, post_checks)| {
+            Trig::Auto {
+                delay,
+                window,
+                post_checks,
+            }
+        }),
+        (delay, any::<bool>(), any::<bool>()).prop_map(|(delay, approved, reset)| Trig::Manual {
+            delay,
+            approved,
+            reset
+        }),
     ]
 }
 
@@ -66,7 +82,11 @@ fn trigger_value(t: &Trig) -> Option<Value> {
     let minutes = |d: &Option<u32>| d.map(|m| format!("{m}m"));
     match t {
         Trig::None => None,
-        Trig::Auto { delay, window, post_checks } => {
+        Trig::Auto {
+            delay,
+            window,
+            post_checks,
+        } => {
             let mut auto = json!({});
             if let Some(d) = minutes(delay) {
                 auto["delay"] = json!(d);
@@ -80,7 +100,11 @@ fn trigger_value(t: &Trig) -> Option<Value> {
             }
             Some(json!({"auto": auto}))
         }
-        Trig::Manual { delay, approved, reset } => {
+        Trig::Manual {
+            delay,
+            approved,
+            reset,
+        } => {
             let mut manual = json!({"approved": approved, "automaticReset": reset});
             if let Some(d) = minutes(delay) {
                 manual["delay"] = json!(d);
@@ -120,8 +144,16 @@ fn check_step(
 ) -> Result<(), TestCaseError> {
     let now = h.world.now;
     let promotion = &h.snapshot.promotion;
-    let spec_stages: Vec<&str> = promotion.spec.stages.iter().map(|s| s.name.as_str()).collect();
-    let paused = promotion.metadata.annotations.contains_key(PAUSED_ANNOTATION);
+    let spec_stages: Vec<&str> = promotion
+        .spec
+        .stages
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    let paused = promotion
+        .metadata
+        .annotations
+        .contains_key(PAUSED_ANNOTATION);
     if paused {
         prop_assert!(actions.is_empty(), "paused but acted: {actions:?}");
         return Ok(());
@@ -136,7 +168,11 @@ fn check_step(
     // Every stage but the current one succeeded; success needs completion first.
     for (i, st) in after.stages.iter().enumerate() {
         if i + 1 < after.stages.len() {
-            prop_assert!(st.succeeded_at.is_some(), "{} left without succeeding", st.name);
+            prop_assert!(
+                st.succeeded_at.is_some(),
+                "{} left without succeeding",
+                st.name
+            );
         }
         if let Some(succeeded) = st.succeeded_at {
             prop_assert!(st.provisioned_at.is_some_and(|p| p <= succeeded));
@@ -170,10 +206,18 @@ fn check_step(
         }
         match &stage.trigger {
             Some(Trigger::Auto(auto)) if auto.promotion_window.is_some() => {
-                prop_assert!(now.minute() < 30, "{} advanced while its window was closed", st.name);
+                prop_assert!(
+                    now.minute() < 30,
+                    "{} advanced while its window was closed",
+                    st.name
+                );
             }
             Some(Trigger::Manual(manual)) => {
-                prop_assert!(st.approver.is_some(), "{} advanced without an approver", st.name);
+                prop_assert!(
+                    st.approver.is_some(),
+                    "{} advanced without an approver",
+                    st.name
+                );
                 let run_start = h.snapshot.commit.seq;
                 let field_ok = manual.approved == Some(true)
                     && (!manual.automatic_reset
@@ -187,7 +231,11 @@ fn check_step(
                     .annotations
                     .get(&format!("approve.tollgate.dev/{}", st.name))
                     .is_some_and(|v| h.snapshot.hashes.snapshot_id.starts_with(v.as_str()));
-                prop_assert!(field_ok || annotation_ok, "{} advanced without a valid approval", st.name);
+                prop_assert!(
+                    field_ok || annotation_ok,
+                    "{} advanced without a valid approval",
+                    st.name
+                );
             }
             _ => {}
         }
@@ -208,7 +256,11 @@ fn check_step(
             .iter()
             .any(|a| matches!(a, Action::ApplyProfile { name, .. } if *name == profile));
         if matching > 0 || fresh_profile_apply {
-            prop_assert!(summaries.len() >= matching, "{} advanced with missing summaries", st.name);
+            prop_assert!(
+                summaries.len() >= matching,
+                "{} advanced with missing summaries",
+                st.name
+            );
         }
         for s in summaries {
             prop_assert!(
@@ -224,9 +276,14 @@ fn check_step(
     // predecessors all succeeded in this run.
     for action in actions {
         if let Action::ApplyProfile { name, object } = action {
-            let stage = object["metadata"]["labels"]["tollgate.dev/stage"].as_str().unwrap();
+            let stage = object["metadata"]["labels"]["tollgate.dev/stage"]
+                .as_str()
+                .unwrap();
             let index = spec_stages.iter().position(|s| *s == stage).unwrap();
-            prop_assert!(index < after.stages.len(), "applied {name} for a stage not started");
+            prop_assert!(
+                index < after.stages.len(),
+                "applied {name} for a stage not started"
+            );
             for earlier in &after.stages[..index] {
                 prop_assert!(earlier.succeeded_at.is_some());
             }
@@ -245,7 +302,10 @@ fn check_step(
     }
     let mut seen = std::collections::BTreeSet::new();
     for consumed in &after.consumed_approvals {
-        prop_assert!(seen.insert((&consumed.stage, &consumed.commit)), "approval recorded twice");
+        prop_assert!(
+            seen.insert((&consumed.stage, &consumed.commit)),
+            "approval recorded twice"
+        );
     }
     Ok(())
 }

@@ -31,7 +31,10 @@ fn s01_two_stages_without_triggers_roll_out_in_order() {
         vec![stage("s1", None), stage("s2", None)],
     ));
     let first = h.step();
-    assert_eq!(applied_names(&first.actions), vec![profile_name("s1").as_str()]);
+    assert_eq!(
+        applied_names(&first.actions),
+        vec![profile_name("s1").as_str()]
+    );
     let Action::ApplyProfile { object, .. } = &first.actions[0] else {
         panic!("expected an apply");
     };
@@ -42,7 +45,10 @@ fn s01_two_stages_without_triggers_roll_out_in_order() {
     assert_eq!(labels[STAGE_LABEL], "s1");
     let annotations = &object["metadata"]["annotations"];
     assert_eq!(annotations[SNAPSHOT_INDEX_ANNOTATION], "1");
-    assert_eq!(annotations[SNAPSHOT_COMMIT_ANNOTATION], h.snapshot.commit.sha.as_str());
+    assert_eq!(
+        annotations[SNAPSHOT_COMMIT_ANNOTATION],
+        h.snapshot.commit.sha.as_str()
+    );
     let status = h.status();
     assert_eq!(status.stages.len(), 1);
     assert_eq!(status.current_stage_name.as_deref(), Some("s1"));
@@ -51,7 +57,10 @@ fn s01_two_stages_without_triggers_roll_out_in_order() {
     // Sveltos provisions s1 → s2 is applied.
     h.world.sveltos();
     let next = h.step();
-    assert_eq!(applied_names(&next.actions), vec![profile_name("s2").as_str()]);
+    assert_eq!(
+        applied_names(&next.actions),
+        vec![profile_name("s2").as_str()]
+    );
     assert_eq!(h.status().current_stage_name.as_deref(), Some("s2"));
 
     let done = h.settle();
@@ -67,8 +76,18 @@ fn s01_two_stages_without_triggers_roll_out_in_order() {
             .iter()
             .any(|e| e.note == "Provisioning stage s1 (Restart)")
     );
-    assert!(h.world.events.iter().any(|e| e.note == "Stage s1 provisioned"));
-    assert!(h.world.events.iter().any(|e| e.note == "Provisioning stage s2"));
+    assert!(
+        h.world
+            .events
+            .iter()
+            .any(|e| e.note == "Stage s1 provisioned")
+    );
+    assert!(
+        h.world
+            .events
+            .iter()
+            .any(|e| e.note == "Provisioning stage s2")
+    );
     h.assert_idempotent();
 }
 
@@ -76,7 +95,10 @@ fn s01_two_stages_without_triggers_roll_out_in_order() {
 fn s02_a_stage_matching_no_ready_cluster_completes_and_says_so() {
     let mut nobody = stage("s1", None);
     nobody["clusterSelector"] = json!({"matchLabels": {"env": "nowhere"}});
-    let mut h = Harness::new(promotion_with(profile_spec("3.6.2"), vec![nobody, stage("s2", None)]));
+    let mut h = Harness::new(promotion_with(
+        profile_spec("3.6.2"),
+        vec![nobody, stage("s2", None)],
+    ));
     // A matching cluster that is not ready does not count.
     h.world.add_cluster("unready", &[("env", "nowhere")]);
     if let Some(c) = h.world.observed.clusters.last_mut() {
@@ -85,10 +107,18 @@ fn s02_a_stage_matching_no_ready_cluster_completes_and_says_so() {
     h.settle();
     let s1 = h.stage_status("s1");
     let description = s1.current_status_description.as_deref().unwrap();
-    assert!(h.world.events.iter().any(|e| e.note == "Stage s1 provisioned"));
+    assert!(
+        h.world
+            .events
+            .iter()
+            .any(|e| e.note == "Stage s1 provisioned")
+    );
     assert_eq!(s1.counts.matching_clusters, 0);
     // s1 went on to "Successfully provisioned"; its completion text was the upstream one.
-    assert!(description.starts_with("Successfully provisioned"), "{description}");
+    assert!(
+        description.starts_with("Successfully provisioned"),
+        "{description}"
+    );
     assert!(h.has_profile(&profile_name("s2")));
 
     assert_eq!(
@@ -105,7 +135,8 @@ fn s02_a_stage_matching_no_ready_cluster_completes_and_says_so() {
     // With a gate after it, the upstream description is what the stage shows.
     let mut nobody = stage("s1", None);
     nobody["clusterSelector"] = json!({"matchLabels": {"env": "nowhere"}});
-    nobody["trigger"] = json!({"auto": {"promotionWindow": {"from": "0 1 * * *", "to": "0 2 * * *"}}});
+    nobody["trigger"] =
+        json!({"auto": {"promotionWindow": {"from": "0 1 * * *", "to": "0 2 * * *"}}});
     let mut h = Harness::new(promotion_with(profile_spec("3.6.2"), vec![nobody]));
     let out = h.step();
     assert_eq!(out.actions.len(), 1);
@@ -116,12 +147,20 @@ fn s02_a_stage_matching_no_ready_cluster_completes_and_says_so() {
 fn s03_auto_delay_holds_the_next_stage_until_it_ends() {
     let mut h = Harness::new(promotion_with(
         profile_spec("3.6.2"),
-        vec![stage("s1", Some(json!({"auto": {"delay": "5m"}}))), stage("s2", None)],
+        vec![
+            stage("s1", Some(json!({"auto": {"delay": "5m"}}))),
+            stage("s2", None),
+        ],
     ));
     let out = h.settle();
     let s1 = h.stage_status("s1");
     let provisioned_at = s1.provisioned_at.unwrap();
-    assert!(s1.current_status_description.as_deref().unwrap().starts_with("Delayed:"));
+    assert!(
+        s1.current_status_description
+            .as_deref()
+            .unwrap()
+            .starts_with("Delayed:")
+    );
     assert_eq!(out.wake_at, Some(provisioned_at + Duration::minutes(5)));
     assert!(!h.has_profile(&profile_name("s2")));
 
@@ -152,15 +191,24 @@ fn s04_manual_gate_waits_for_approval_and_consumes_it() {
 
     // A commit sets `approved: true` (a trigger edit: same snapshot).
     h.edit_triggers(|p| set_approved(p, "s1", true));
-    h.approvals
-        .push(testing::approval("s1", ApprovalKind::Field, testing::commit(11)));
+    h.approvals.push(testing::approval(
+        "s1",
+        ApprovalKind::Field,
+        testing::commit(11),
+    ));
     h.settle();
     assert!(h.has_profile(&profile_name("s2")));
     let s1 = h.stage_status("s1");
-    assert_eq!(s1.approver.as_ref().unwrap().sha.as_deref(), Some(testing::commit(11).sha.as_str()));
+    assert_eq!(
+        s1.approver.as_ref().unwrap().sha.as_deref(),
+        Some(testing::commit(11).sha.as_str())
+    );
     // automaticReset (default): tollgate does not edit git; the approval is consumed instead.
     assert_eq!(h.status().consumed_approvals.len(), 1);
-    assert_eq!(h.status().consumed_approvals[0].commit, testing::commit(11).sha);
+    assert_eq!(
+        h.status().consumed_approvals[0].commit,
+        testing::commit(11).sha
+    );
     h.assert_idempotent();
 
     // The next run (a new snapshot) needs a new approval even though `approved: true` remains.
@@ -179,8 +227,11 @@ fn s04b_manual_gate_without_automatic_reset_keeps_approving() {
         profile_spec("3.6.2"),
         vec![stage("s1", Some(manual)), stage("s2", None)],
     ));
-    h.approvals
-        .push(testing::approval("s1", ApprovalKind::Field, testing::commit(5)));
+    h.approvals.push(testing::approval(
+        "s1",
+        ApprovalKind::Field,
+        testing::commit(5),
+    ));
     h.settle();
     assert!(h.has_profile(&profile_name("s2")));
     assert!(h.status().consumed_approvals.is_empty());
@@ -216,14 +267,37 @@ fn s05_profile_spec_change_mid_rollout_restarts_progressively() {
     assert_eq!(h.status().current_stage_name.as_deref(), Some("s3"));
     let old_s2 = h.profile_spec_of(&profile_name("s2")).clone();
 
-    h.commit_content(promotion_with(profile_spec("3.7.0"), h.snapshot.promotion.spec.stages.iter().map(|s| serde_json::to_value(s).unwrap()).collect()), 30);
+    h.commit_content(
+        promotion_with(
+            profile_spec("3.7.0"),
+            h.snapshot
+                .promotion
+                .spec
+                .stages
+                .iter()
+                .map(|s| serde_json::to_value(s).unwrap())
+                .collect(),
+        ),
+        30,
+    );
     let restart = h.step();
-    assert_eq!(applied_names(&restart.actions), vec![profile_name("s1").as_str()]);
+    assert_eq!(
+        applied_names(&restart.actions),
+        vec![profile_name("s1").as_str()]
+    );
     assert_eq!(h.status().stages.len(), 1);
     assert_eq!(h.status().current_stage_name.as_deref(), Some("s1"));
-    assert_eq!(h.profile_spec_of(&profile_name("s1"))["helmCharts"][0]["chartVersion"], "3.7.0");
+    assert_eq!(
+        h.profile_spec_of(&profile_name("s1"))["helmCharts"][0]["chartVersion"],
+        "3.7.0"
+    );
     assert_eq!(h.profile_spec_of(&profile_name("s2")), &old_s2);
-    assert!(restart.events.iter().any(|e| e.note == "Provisioning stage s1 (Restart)"));
+    assert!(
+        restart
+            .events
+            .iter()
+            .any(|e| e.note == "Provisioning stage s1 (Restart)")
+    );
     assert_eq!(
         h.stage_status("s1").current_status_description.as_deref(),
         Some("Clusters are being provisioned (2025-10-07T10:00:00Z)")
@@ -231,15 +305,24 @@ fn s05_profile_spec_change_mid_rollout_restarts_progressively() {
     // s2 gets the new spec only once the pipeline reaches it.
     h.world.sveltos();
     h.step();
-    assert_eq!(h.profile_spec_of(&profile_name("s2"))["helmCharts"][0]["chartVersion"], "3.7.0");
-    assert_eq!(h.profile_spec_of(&profile_name("s3"))["helmCharts"][0]["chartVersion"], "3.6.2");
+    assert_eq!(
+        h.profile_spec_of(&profile_name("s2"))["helmCharts"][0]["chartVersion"],
+        "3.7.0"
+    );
+    assert_eq!(
+        h.profile_spec_of(&profile_name("s3"))["helmCharts"][0]["chartVersion"],
+        "3.6.2"
+    );
 }
 
 #[test]
 fn s06_trigger_only_edit_does_not_restart() {
     let mut h = Harness::new(promotion_with(
         profile_spec("3.6.2"),
-        vec![stage("s1", Some(json!({"auto": {"delay": "1h"}}))), stage("s2", None)],
+        vec![
+            stage("s1", Some(json!({"auto": {"delay": "1h"}}))),
+            stage("s2", None),
+        ],
     ));
     h.settle();
     let before = h.status().clone();
@@ -252,10 +335,16 @@ fn s06_trigger_only_edit_does_not_restart() {
     let out = h.step();
     assert!(out.actions.is_empty());
     assert_eq!(out.status.profile_spec_hash, before.profile_spec_hash);
-    assert_eq!(out.status.stages[0].provisioned_at, before.stages[0].provisioned_at);
+    assert_eq!(
+        out.status.stages[0].provisioned_at,
+        before.stages[0].provisioned_at
+    );
     assert!(!out.events.iter().any(|e| e.note.contains("Restart")));
     // The new delay applies at once.
-    assert_eq!(out.wake_at, Some(before.stages[0].provisioned_at.unwrap() + Duration::hours(2)));
+    assert_eq!(
+        out.wake_at,
+        Some(before.stages[0].provisioned_at.unwrap() + Duration::hours(2))
+    );
 }
 
 #[test]
@@ -267,18 +356,30 @@ fn s07_removed_stage_profile_is_deleted_and_the_pipeline_restarts() {
     h.settle();
     assert!(h.has_profile(&profile_name("s3")));
     h.commit_content(
-        promotion_with(profile_spec("3.6.2"), vec![stage("s1", None), stage("s2", None)]),
+        promotion_with(
+            profile_spec("3.6.2"),
+            vec![stage("s1", None), stage("s2", None)],
+        ),
         40,
     );
     let out = h.step();
-    assert!(out.actions.contains(&Action::DeleteProfile { name: profile_name("s3") }));
-    assert!(out.events.iter().any(|e| e.note == "Provisioning stage s1 (Restart)"));
+    assert!(out.actions.contains(&Action::DeleteProfile {
+        name: profile_name("s3")
+    }));
+    assert!(
+        out.events
+            .iter()
+            .any(|e| e.note == "Provisioning stage s1 (Restart)")
+    );
     assert!(!h.has_profile(&profile_name("s3")));
     // The run restarted at s1. Its profile and s2's already carry this content and their
     // summaries are Provisioned, so both pass again at once (no trigger to wait for).
     let status = h.status();
     assert_eq!(status.stages[0].name, "s1");
-    assert_eq!(status.stages[0].last_update_reconciled_time, Some(h.world.now));
+    assert_eq!(
+        status.stages[0].last_update_reconciled_time,
+        Some(h.world.now)
+    );
     assert_eq!(status.snapshot_index, Some(2));
     assert!(status.stage("s3").is_none());
     h.assert_idempotent();
@@ -288,11 +389,15 @@ fn s07_removed_stage_profile_is_deleted_and_the_pipeline_restarts() {
 fn s08_post_delay_health_checks_are_appended_and_gate_the_advance() {
     let check = json!({"name": "job-done", "featureID": "Helm", "group": "batch", "version": "v1", "kind": "Job"});
     let mut spec = profile_spec("3.6.2");
-    spec["validateHealths"] = json!([{"name": "deployment-health", "featureID": "Helm", "kind": "Deployment"}]);
+    spec["validateHealths"] =
+        json!([{"name": "deployment-health", "featureID": "Helm", "kind": "Deployment"}]);
     let mut h = Harness::new(promotion_with(
         spec,
         vec![
-            stage("s1", Some(json!({"auto": {"delay": "2m", "postDelayHealthChecks": [check]}}))),
+            stage(
+                "s1",
+                Some(json!({"auto": {"delay": "2m", "postDelayHealthChecks": [check]}})),
+            ),
             stage("s2", None),
         ],
     ));
@@ -300,7 +405,10 @@ fn s08_post_delay_health_checks_are_appended_and_gate_the_advance() {
     // Delay served → the checks are appended with a re-apply.
     h.world.advance(Duration::minutes(2));
     let out = h.step();
-    assert_eq!(applied_names(&out.actions), vec![profile_name("s1").as_str()]);
+    assert_eq!(
+        applied_names(&out.actions),
+        vec![profile_name("s1").as_str()]
+    );
     let names: Vec<&str> = h.profile_spec_of(&profile_name("s1"))["validateHealths"]
         .as_array()
         .unwrap()
@@ -346,7 +454,10 @@ fn s09_pre_verification_profile_lives_between_delay_end_and_advance() {
     let mut h = Harness::new(promotion_with(
         profile_spec("3.6.2"),
         vec![
-            stage("s1", Some(json!({"manual": {"delay": "2m", "preHealthCheckDeployment": pre}}))),
+            stage(
+                "s1",
+                Some(json!({"manual": {"delay": "2m", "preHealthCheckDeployment": pre}})),
+            ),
             stage("s2", None),
         ],
     ));
@@ -360,8 +471,11 @@ fn s09_pre_verification_profile_lives_between_delay_end_and_advance() {
     assert!(!h.has_profile(&profile_name("s2")));
 
     h.edit_triggers(|p| set_approved(p, "s1", true));
-    h.approvals
-        .push(testing::approval("s1", ApprovalKind::Field, testing::commit(12)));
+    h.approvals.push(testing::approval(
+        "s1",
+        ApprovalKind::Field,
+        testing::commit(12),
+    ));
     h.settle();
     assert!(h.has_profile(&profile_name("s2")));
     assert!(!h.has_profile(&pre_name));
@@ -372,9 +486,27 @@ fn s09_pre_verification_profile_lives_between_delay_end_and_advance() {
 fn s10_promotion_window_vectors() {
     // (from, to, now, open?, next)
     let vectors = [
-        ("0 10 * * *", "0 11 * * *", "2025-10-07T10:05:00Z", true, None),
-        ("0 20 * * *", "0 22 * * *", "2025-10-07T19:30:00Z", false, Some("2025-10-07T20:00:00Z")),
-        ("0 10 * * 6", "0 22 * * 0", "2025-10-07T17:30:00Z", false, Some("2025-10-11T10:00:00Z")),
+        (
+            "0 10 * * *",
+            "0 11 * * *",
+            "2025-10-07T10:05:00Z",
+            true,
+            None,
+        ),
+        (
+            "0 20 * * *",
+            "0 22 * * *",
+            "2025-10-07T19:30:00Z",
+            false,
+            Some("2025-10-07T20:00:00Z"),
+        ),
+        (
+            "0 10 * * 6",
+            "0 22 * * 0",
+            "2025-10-07T17:30:00Z",
+            false,
+            Some("2025-10-11T10:00:00Z"),
+        ),
     ];
     for (from, to, now, open, next) in vectors {
         let window = json!({"auto": {"promotionWindow": {"from": from, "to": to}}});
@@ -384,10 +516,18 @@ fn s10_promotion_window_vectors() {
         ));
         h.world.now = t(now);
         let out = h.settle();
-        assert_eq!(h.has_profile(&profile_name("s2")), open, "{from} / {to} at {now}");
+        assert_eq!(
+            h.has_profile(&profile_name("s2")),
+            open,
+            "{from} / {to} at {now}"
+        );
         if let Some(next) = next {
             assert_eq!(out.wake_at, Some(t(next)));
-            let description = h.stage_status("s1").current_status_description.clone().unwrap();
+            let description = h
+                .stage_status("s1")
+                .current_status_description
+                .clone()
+                .unwrap();
             assert_eq!(
                 description,
                 format!("Window Closed: Waiting for Next Schedule ({next}). ({now})")
@@ -411,7 +551,10 @@ fn s11_removal_deletes_profiles_unless_preserved() {
         h.settle();
         assert!(h.has_profile(&profile_name("s1")) && h.has_profile(&profile_name("s2")));
         let last = h.snapshot.clone();
-        let removed = Desired::Removed { promotion: P, last: Some(&last) };
+        let removed = Desired::Removed {
+            promotion: P,
+            last: Some(&last),
+        };
         let out = h.world.step(removed, &[]);
         if preserve {
             assert!(out.actions.is_empty());
@@ -446,7 +589,8 @@ fn s12_invalid_promotions_never_reach_the_engine_and_a_bad_window_fails_the_stag
         assert!(parsed.has_errors(), "accepted:\n{text}");
         assert!(parsed.promotions.iter().all(|p| p.promotion.is_none()));
     }
-    let valid = format!("{head}  stages:\n  - name: a\n    clusterSelector: {{matchLabels: {{env: a}}}}\n");
+    let valid =
+        format!("{head}  stages:\n  - name: a\n    clusterSelector: {{matchLabels: {{env: a}}}}\n");
     assert!(!parse_file("p.yaml", valid.as_bytes(), &Limits::default()).has_errors());
     let neither: Result<Trigger, _> = serde_json::from_value(json!({}));
     assert!(neither.is_err());
@@ -458,7 +602,13 @@ fn s12_invalid_promotions_never_reach_the_engine_and_a_bad_window_fails_the_stag
     ));
     let out = h.settle();
     assert_eq!(out.status.phase, Phase::Failed);
-    assert!(h.stage_status("s1").failure_message.as_deref().unwrap().contains("promotionWindow.from"));
+    assert!(
+        h.stage_status("s1")
+            .failure_message
+            .as_deref()
+            .unwrap()
+            .contains("promotionWindow.from")
+    );
     assert!(!h.has_profile(&profile_name("s2")));
 }
 
@@ -471,7 +621,10 @@ fn world_sanity_summaries_follow_profiles() {
     assert_eq!(out.actions.len(), 1);
     world.sveltos();
     assert_eq!(world.observed.summaries.len(), 1);
-    assert_eq!(world.observed.summaries[0].features[0].status, "Provisioned");
+    assert_eq!(
+        world.observed.summaries[0].features[0].status,
+        "Provisioned"
+    );
     let profile = world.profile(&profile_name("s1")).unwrap();
     assert!(profile.annotations.contains_key(SPEC_HASH_ANNOTATION));
 }

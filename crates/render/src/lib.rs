@@ -11,6 +11,5 @@ pub mod profile;
 pub use keys::*;
 pub use names::{preverification_profile_name, stage_profile_name};
 pub use profile::{
-    render_preverification_profile, render_stage_profile, spec_hash,
-    stage_profile_spec,
+    render_preverification_profile, render_stage_profile, spec_hash, stage_profile_spec,
 };

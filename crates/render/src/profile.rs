@@ -44,7 +44,11 @@ pub fn spec_hash(spec: &Value) -> String {
 }
 
 /// The whole main ClusterProfile `<promotion>-<stage>`, ready for server-side apply.
-pub fn render_stage_profile(snapshot: &Snapshot, stage: &Stage, appended_checks: &[Value]) -> Value {
+pub fn render_stage_profile(
+    snapshot: &Snapshot,
+    stage: &Stage,
+    appended_checks: &[Value],
+) -> Value {
     let spec = stage_profile_spec(snapshot, stage, appended_checks);
     let promotion = snapshot.promotion.name();
     object(
@@ -177,7 +181,10 @@ mod tests {
         let spec = stage_profile_spec(
             &snap,
             stage,
-            &[json!({"name": "a", "featureID": "Resources"}), json!({"name": "b", "featureID": "Helm"})],
+            &[
+                json!({"name": "a", "featureID": "Resources"}),
+                json!({"name": "b", "featureID": "Helm"}),
+            ],
         );
         assert_eq!(
             spec["validateHealths"],
@@ -191,13 +198,18 @@ mod tests {
     fn spec_hash_annotation_is_the_hash_of_the_rendered_spec() {
         let snap = snapshot(json!({"tier": 100}));
         let object = render_stage_profile(&snap, &snap.promotion.spec.stages[0], &[]);
-        assert_eq!(object["metadata"]["annotations"][SPEC_HASH_ANNOTATION], spec_hash(&object["spec"]));
+        assert_eq!(
+            object["metadata"]["annotations"][SPEC_HASH_ANNOTATION],
+            spec_hash(&object["spec"])
+        );
         assert!(object["metadata"].get("ownerReferences").is_none());
     }
 
     #[test]
     fn preverification_profile_copies_only_what_upstream_copies() {
-        let snap = snapshot(json!({"tier": 90, "continueOnError": true, "helmCharts": [{"chartName": "x"}]}));
+        let snap = snapshot(
+            json!({"tier": 90, "continueOnError": true, "helmCharts": [{"chartName": "x"}]}),
+        );
         let object = render_preverification_profile(&snap, &snap.promotion.spec.stages[0]);
         assert_eq!(object["metadata"]["name"], "preverification-p-dev");
         assert_eq!(object["metadata"]["labels"][VERIFICATION_LABEL], "true");

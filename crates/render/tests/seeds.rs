@@ -37,14 +37,20 @@ fn seeds() -> Vec<(String, Value, ClusterPromotion)> {
                 .unwrap_or_else(|| panic!("{name}: {:?}", parsed.diagnostics));
             let raw = raw_docs
                 .iter()
-                .find(|d| d["kind"] == "ClusterPromotion" && d["metadata"]["name"] == promotion.name())
+                .find(|d| {
+                    d["kind"] == "ClusterPromotion" && d["metadata"]["name"] == promotion.name()
+                })
                 .unwrap()
                 .clone();
             let stem = file.file_stem().unwrap().to_string_lossy().to_string();
             out.push((stem, raw, promotion));
         }
     }
-    assert!(out.len() >= 8, "expected the seed promotions, found {}", out.len());
+    assert!(
+        out.len() >= 8,
+        "expected the seed promotions, found {}",
+        out.len()
+    );
     out
 }
 
@@ -109,9 +115,10 @@ fn rendered_seed_profiles() {
 
 #[test]
 fn every_rendered_profile_validates_against_the_cluster_profile_crd() {
-    let crd_text =
-        std::fs::read_to_string(fixtures().join("crds/config.projectsveltos.io_clusterprofiles.yaml"))
-            .unwrap();
+    let crd_text = std::fs::read_to_string(
+        fixtures().join("crds/config.projectsveltos.io_clusterprofiles.yaml"),
+    )
+    .unwrap();
     let crd: Value = serde_saphyr::from_str(&crd_text).unwrap();
     let version = crd["spec"]["versions"]
         .as_array()
@@ -150,13 +157,20 @@ fn every_rendered_profile_validates_against_the_cluster_profile_crd() {
 #[test]
 fn parse_then_render_loses_no_profile_spec_field() {
     for (file, doc, promotion) in seeds() {
-        let raw = doc["spec"]["profileSpec"].as_object().cloned().unwrap_or_default();
+        let raw = doc["spec"]["profileSpec"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
         let snapshot = snapshot_of(promotion);
         for stage in &snapshot.promotion.spec.stages {
             let object = render_stage_profile(&snapshot, stage, &[]);
             let spec = object["spec"].as_object().unwrap();
             for (field, value) in &raw {
-                assert_eq!(spec.get(field), Some(value), "{file}: {field} lost or changed");
+                let rendered = spec.get(field);
+                assert!(
+                    rendered.is_some_and(|r| keeps(value, r)),
+                    "{file}: {field} lost or changed: {value} became {rendered:?}"
+                );
             }
             assert_eq!(
                 spec["clusterSelector"],
@@ -169,8 +183,28 @@ fn parse_then_render_loses_no_profile_spec_field() {
             );
             // Exactly the parsed profileSpec (with its CRD defaults) and the selector.
             let mut expected = snapshot.promotion.spec.profile_spec.0.clone();
-            expected.insert("clusterSelector".to_string(), spec["clusterSelector"].clone());
-            assert_eq!(spec, &expected, "{file}: rendered spec is not profileSpec + selector");
+            expected.insert(
+                "clusterSelector".to_string(),
+                spec["clusterSelector"].clone(),
+            );
+            assert_eq!(
+                spec, &expected,
+                "{file}: rendered spec is not profileSpec + selector"
+            );
         }
+    }
+}
+
+/// Whether `rendered` keeps everything written in `written` (CRD defaults may add fields to
+/// objects; nothing written may be dropped or changed, and list order is kept).
+fn keeps(written: &Value, rendered: &Value) -> bool {
+    match (written, rendered) {
+        (Value::Object(w), Value::Object(r)) => w
+            .iter()
+            .all(|(k, v)| r.get(k).is_some_and(|rv| keeps(v, rv))),
+        (Value::Array(w), Value::Array(r)) => {
+            w.len() == r.len() && w.iter().zip(r).all(|(a, b)| keeps(a, b))
+        }
+        _ => written == rendered,
     }
 }

@@ -164,9 +164,17 @@ impl Harness {
     /// Stepping again once everything took effect changes nothing (the idempotence contract).
     pub fn assert_idempotent(&self) {
         let again = self.world.evaluate(self.desired(), &self.approvals);
-        assert!(again.actions.is_empty(), "unexpected actions: {:?}", again.actions);
+        assert!(
+            again.actions.is_empty(),
+            "unexpected actions: {:?}",
+            again.actions
+        );
         assert_eq!(Some(&again.status), self.world.status.as_ref());
-        assert!(again.events.is_empty(), "unexpected events: {:?}", again.events);
+        assert!(
+            again.events.is_empty(),
+            "unexpected events: {:?}",
+            again.events
+        );
     }
 }
 
