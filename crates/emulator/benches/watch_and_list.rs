@@ -20,6 +20,7 @@ fn lease(name: String) -> Lease {
 async fn start() -> (EmulatorHandle, kube::Client) {
     let config = EmulatorConfig {
         write_log_capacity: Some(1_000),
+        watch_history: 20_000,
         ..EmulatorConfig::default()
     };
     let handle = Emulator::start(config).await.expect("emulator");

@@ -406,12 +406,26 @@ async fn request_shapes_the_emulator_refuses() {
     // dryRun writes are refused rather than performed.
     let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
     let lease: Lease = serde_json::from_value(json!({"metadata": {"name": "dry"}})).unwrap();
-    let error = leases.create(&PostParams { dry_run: true, field_manager: None }, &lease).await.unwrap_err();
+    let error = leases
+        .create(
+            &PostParams {
+                dry_run: true,
+                field_manager: None,
+            },
+            &lease,
+        )
+        .await
+        .unwrap_err();
     assert_eq!(error_code(&error), Some(400));
     assert!(leases.get_opt("dry").await.unwrap().is_none());
     let counts = handle.request_counts();
     assert_eq!(counts.get("create", "leases.coordination.k8s.io"), 2);
     assert_eq!(counts.writes(), 2);
-    assert!(handle.write_log().iter().all(|w| w.resource != "leases.coordination.k8s.io"));
+    assert!(
+        handle
+            .write_log()
+            .iter()
+            .all(|w| w.resource != "leases.coordination.k8s.io")
+    );
     handle.shutdown().await;
 }

@@ -244,7 +244,9 @@ fn resource_request(shared: &Shared, request: ResourceRequest<'_>) -> Result<Rep
     }
     if request.query.contains_key("dryRun") && !matches!(request.verb, "get" | "list" | "watch") {
         // Refuse rather than silently performing the write.
-        return Err(ApiError::BadRequest("dryRun is not supported by the tollgate emulator".into()));
+        return Err(ApiError::BadRequest(
+            "dryRun is not supported by the tollgate emulator".into(),
+        ));
     }
     let namespace = request.path.namespace.clone().unwrap_or_default();
     let target = Target {
@@ -292,7 +294,12 @@ fn resource_request(shared: &Shared, request: ResourceRequest<'_>) -> Result<Rep
                 };
                 query.insert("fieldSelector".into(), combined);
             }
-            let stream = watch::open(&mut state, &resource, request.path.namespace.clone(), &query)?;
+            let stream = watch::open(
+                &mut state,
+                &resource,
+                request.path.namespace.clone(),
+                &query,
+            )?;
             Ok(Reply::Watch(stream))
         }
         "create" => {
