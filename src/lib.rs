@@ -7,3 +7,4 @@
 pub mod cli;
 pub mod cluster;
 pub mod controller;
+pub mod server;

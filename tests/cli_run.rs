@@ -137,3 +137,101 @@ impl StderrOutput for Child {
         text
     }
 }
+
+/// One HTTP/1.1 request over a fresh connection; returns (status code, body).
+fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    stream.write_all(body).ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).ok()?;
+    let text = String::from_utf8_lossy(&response).to_string();
+    let code = text.split(' ').nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Some((code, body))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A remote repository polled hourly: only a signed webhook makes the controller fetch the new
+/// commit. Also /readyz and /metrics through the real process.
+#[test]
+fn signed_webhook_triggers_the_fetch_and_metrics_are_served() {
+    let repo = TestRepo::new();
+    repo.write("kyverno.yaml", &seed("05-kyverno-rollout-auto-v1.yaml", "1s"));
+    repo.commit("Kyverno 3.5.2");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let secret_file = dir.path().join("webhook-secret");
+    std::fs::write(&secret_file, "s3cr3t-webhook-value\n").expect("secret");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let url = format!("file://{}", repo.path().display());
+    let fleet = dir.path().join("fleet.yaml");
+    std::fs::write(&fleet, fleet_yaml(1, "100ms")).expect("fleet");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let child = tollgate()
+        .args(["run", "--repo", &url, "--branch", "main", "--interval", "1h", "--embedded"])
+        .arg(&fleet)
+        .arg("--embedded-kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--cache-dir")
+        .arg(dir.path().join("cache"))
+        .args(["--listen", &addr, "--webhook-generic-secret-file"])
+        .arg(&secret_file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tollgate run starts");
+    let _controller = Controller(child);
+
+    eventually("ready", || {
+        http(&addr, "GET", "/readyz", &[], b"").filter(|(code, _)| *code == 200)
+    });
+    eventually("v1 completed", || {
+        status_json(&kubeconfig).filter(|s| s[0]["status"]["phase"] == "Completed")
+    });
+
+    repo.write("kyverno.yaml", &seed("06-kyverno-rollout-auto-v2.yaml", "1s"));
+    repo.commit("Kyverno 3.6.2");
+    let body = br#"{"ref": "refs/heads/main"}"#;
+    let (code, _) = http(&addr, "POST", "/webhooks/generic", &[("X-Tollgate-Signature", "sha256=0000")], body)
+        .expect("webhook answers");
+    assert_eq!(code, 401, "a wrong signature is refused");
+    let signature = format!(
+        "sha256={}",
+        tollgate::server::signature::hmac_sha256_hex(b"s3cr3t-webhook-value", body)
+    );
+    let (code, _) = http(&addr, "POST", "/webhooks/generic", &[("X-Tollgate-Signature", &signature)], body)
+        .expect("webhook answers");
+    assert_eq!(code, 202);
+    eventually("the webhook-triggered fetch rolls out snapshot 2", || {
+        status_json(&kubeconfig).filter(|s| s[0]["status"]["snapshotIndex"] == 2)
+    });
+
+    let (code, metrics) = http(&addr, "GET", "/metrics", &[], b"").expect("metrics");
+    assert_eq!(code, 200);
+    for family in [
+        "tollgate_reconciles_total",
+        "tollgate_git_syncs_total",
+        "tollgate_stage_transitions_total",
+        "tollgate_promotion_phase",
+        "tollgate_webhook_requests_total",
+    ] {
+        assert!(metrics.contains(family), "{family} missing from /metrics");
+    }
+    assert!(!metrics.contains("s3cr3t"), "the secret leaks into /metrics");
+}

@@ -1,13 +1,17 @@
 //! `tollgate run`: the controller. Follows a git branch and drives every promotion in it through
 //! its stages on the management cluster (a real one, or the embedded emulator).
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use crate::cluster::leader::{ElectionConfig, LeaderGate, run_election};
 use crate::controller::{self, ControllerConfig, PruneGuard};
+use crate::server::metrics::Metrics;
+use crate::server::{self, ServerConfig, ServerState, WebhookSecrets};
 use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet};
 use tollgate_source::{Auth, Secret, SourceConfig};
 use tracing::info;
@@ -56,6 +60,44 @@ pub struct Args {
     pub concurrency: usize,
     #[command(flatten)]
     pub election: ElectionArgs,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ServerArgs {
+    /// Serve /healthz, /readyz, /metrics, webhooks and the status API on this address.
+    #[arg(long, env = "TOLLGATE_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// File holding the GitHub webhook secret (X-Hub-Signature-256).
+    #[arg(long, env = "TOLLGATE_WEBHOOK_GITHUB_SECRET_FILE")]
+    pub webhook_github_secret_file: Option<PathBuf>,
+    /// File holding the GitLab webhook token (X-Gitlab-Token).
+    #[arg(long, env = "TOLLGATE_WEBHOOK_GITLAB_TOKEN_FILE")]
+    pub webhook_gitlab_token_file: Option<PathBuf>,
+    /// File holding the Gitea webhook secret (X-Gitea-Signature).
+    #[arg(long, env = "TOLLGATE_WEBHOOK_GITEA_SECRET_FILE")]
+    pub webhook_gitea_secret_file: Option<PathBuf>,
+    /// File holding the secret of the generic webhook (X-Tollgate-Signature: sha256=<hmac>).
+    #[arg(long, env = "TOLLGATE_WEBHOOK_GENERIC_SECRET_FILE")]
+    pub webhook_generic_secret_file: Option<PathBuf>,
+}
+
+impl ServerArgs {
+    fn secrets(&self) -> anyhow::Result<WebhookSecrets> {
+        let read = |path: &Option<PathBuf>| -> anyhow::Result<Option<Secret>> {
+            Ok(match path {
+                Some(path) => Some(Secret::from_file(path)?),
+                None => None,
+            })
+        };
+        Ok(WebhookSecrets {
+            github: read(&self.webhook_github_secret_file)?,
+            gitlab: read(&self.webhook_gitlab_token_file)?,
+            gitea: read(&self.webhook_gitea_secret_file)?,
+            generic: read(&self.webhook_generic_secret_file)?,
+        })
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -153,6 +195,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
+    let metrics = Arc::new(Metrics::new());
+    let webhook_secrets = args.server.secrets()?;
     let cache_dir = args.cache_dir.clone().unwrap_or_else(default_cache_dir);
     let mut source = SourceConfig::new(&args.repo, &args.branch, &args.path, &cache_dir);
     source.auth = args.git_auth.to_auth()?;
@@ -177,6 +221,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         },
         concurrency: args.concurrency,
         instance: std::env::var("POD_NAME").ok(),
+        metrics: metrics.clone(),
     };
     let (gate, election) = if args.election.leader_elect {
         let gate = LeaderGate::follower();
@@ -192,9 +237,32 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         (LeaderGate::always(), None)
     };
-    let (handle, task) = controller::start(client, config, gate)
+    let (handle, task) = controller::start(client, config, gate.clone())
         .await
         .context("starting the controller")?;
+    let (server_stop, server_stopped) = tokio::sync::oneshot::channel::<()>();
+    let server_task = match args.server.listen {
+        Some(listen) => {
+            let mut server_config = ServerConfig::new(listen);
+            server_config.webhooks = webhook_secrets;
+            let state = ServerState {
+                metrics: metrics.clone(),
+                ready: handle.ready.clone(),
+                poker: handle.poker.clone(),
+                statuses: server::status_api::status_source(handle.statuses.clone()),
+                leader: gate.clone(),
+                branch: args.branch.clone(),
+            };
+            let bound = server::bind(&server_config, state)
+                .await
+                .context("starting the HTTP server")?;
+            info!(addr = %bound.local_addr(), "serving /healthz, /readyz, /metrics, webhooks and the status API");
+            Some(tokio::spawn(bound.run(async move {
+                let _ = server_stopped.await;
+            })))
+        }
+        None => None,
+    };
     info!(repo = %tollgate_source::redact_url(&args.repo), branch = %args.branch, "controller running");
     let election_died = async {
         match election {
@@ -214,7 +282,11 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     };
     info!("shutting down");
     handle.shutdown();
+    let _ = server_stop.send(());
     task.await.context("controller task")?;
+    if let Some(server_task) = server_task {
+        server_task.await.context("server task")??;
+    }
     Ok(code)
 }
 

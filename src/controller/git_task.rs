@@ -151,10 +151,9 @@ fn sync_loop(
                     error: None,
                     duration: report.duration,
                 };
-                // Idle syncs that changed nothing are not worth a message, except the first.
-                let worth_sending = complete || !update.promotions.is_empty();
                 complete_next = false;
-                if worth_sending && updates.blocking_send(update).is_err() {
+                // Idle syncs are sent too (cheap, one per interval): they feed the sync metrics.
+                if updates.blocking_send(update).is_err() {
                     return;
                 }
                 interval

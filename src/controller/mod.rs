@@ -36,6 +36,7 @@ use crate::cluster::observe::{
 use crate::cluster::resources;
 use crate::cluster::watch::{IndexedBy, Touch, WatchHealth, WatchSpec, spawn_watch};
 use crate::cluster::writer::ClusterWriter;
+use crate::server::metrics::{Metrics, ReconcileResult};
 pub use error::{ControllerError, ReconcileError};
 use git_task::{GitThread, GitUpdate, PromotionGit};
 pub use guard::PruneGuard;
@@ -54,6 +55,7 @@ pub struct ControllerConfig {
     pub concurrency: usize,
     /// Reported as the event source instance (e.g. the pod name).
     pub instance: Option<String>,
+    pub metrics: Arc<Metrics>,
 }
 
 /// What the outside world (CLI, HTTP server, tests) can see of and do to a running controller.
@@ -65,6 +67,8 @@ pub struct ControllerHandle {
     pub ready: watch::Receiver<bool>,
     /// Last watch error per resource.
     pub watch_health: WatchHealth,
+    /// The persisted status of every promotion (for the status API).
+    pub statuses: Arc<StatusCache>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -188,6 +192,7 @@ pub async fn start(
         poker: git.poker.clone(),
         ready: ready_rx,
         watch_health: health,
+        statuses: statuses.clone(),
         shutdown: shutdown_tx,
     };
     let ctx = Arc::new(Context {
@@ -196,6 +201,7 @@ pub async fn start(
         writer: ClusterWriter::new(client.clone(), leader.clone(), config.dry_run),
         events: EventPublisher::new(client, config.instance.clone(), config.dry_run),
         origin,
+        metrics: config.metrics.clone(),
     });
     let task = tokio::spawn(async move {
         let mut state = LoopState::new(config, leader);
@@ -310,6 +316,7 @@ impl LoopState {
     }
 
     fn on_git(&mut self, update: GitUpdate, ctx: &Context) {
+        ctx.metrics.git_sync(update.duration, update.error.is_none());
         if let Some(error) = &update.error {
             warn!(%error, "git source error; the last synced state keeps running");
             return;
@@ -447,6 +454,10 @@ impl LoopState {
                     actions,
                     status_written,
                 }) => {
+                    ctx.metrics.reconcile(ReconcileResult::Ok);
+                    if let Some(status) = ctx.statuses.get(&name).and_then(|p| p.status) {
+                        ctx.metrics.observe_promotion(&name, &status, Utc::now());
+                    }
                     self.failures.remove(&name);
                     if actions > 0 || status_written {
                         debug!(promotion = %name, actions, status_written, "stepped");
@@ -458,11 +469,17 @@ impl LoopState {
                     self.timers.set(&name, None);
                 }
                 Ok(Outcome::Forgotten) => {
+                    ctx.metrics.reconcile(ReconcileResult::Ok);
+                    ctx.metrics.forget_promotion(&name);
                     self.failures.remove(&name);
                     self.removed.remove(&name);
                     self.timers.set(&name, None);
                 }
                 Err(error) => {
+                    ctx.metrics.reconcile(ReconcileResult::Error);
+                    if matches!(error, ReconcileError::Apply { .. } | ReconcileError::Delete { .. }) {
+                        ctx.metrics.apply_error(&name);
+                    }
                     let attempts = self.failures.entry(name.clone()).or_insert(0);
                     *attempts += 1;
                     let backoff = retry_backoff(*attempts, error.cluster_error());

@@ -21,6 +21,7 @@ use super::statuses::{PersistedState, StatusCache};
 use crate::cluster::events::EventPublisher;
 use crate::cluster::observe::{ObservedCaches, convert_profile};
 use crate::cluster::writer::ClusterWriter;
+use crate::server::metrics::Metrics;
 
 /// What the controller knows about a promotion's presence in git.
 #[derive(Debug, Clone)]
@@ -44,6 +45,7 @@ pub struct Context {
     pub writer: ClusterWriter,
     pub events: EventPublisher,
     pub origin: Origin,
+    pub metrics: Arc<Metrics>,
 }
 
 #[derive(Debug)]
@@ -151,6 +153,18 @@ pub async fn reconcile(
         return Ok(Outcome::Forgotten);
     }
     let status_written = persist(ctx, name, &file, persisted.as_ref(), &status).await?;
+    // A stage transition: another current stage, or the same one started by a new run.
+    let previous = persisted.as_ref().and_then(|p| p.status.as_ref());
+    let started = previous.is_none_or(|p| {
+        p.current_stage_name != status.current_stage_name
+            || p.snapshot_index != status.snapshot_index
+    });
+    if let Some(stage) = status.current_stage_name.as_deref()
+        && status_written
+        && started
+    {
+        ctx.metrics.stage_transition(name, stage);
+    }
 
     // events (only once the step is durable)
     let uid = ctx.statuses.get(name).and_then(|p| p.uid);

@@ -161,6 +161,7 @@ impl World {
             guard: self.guard,
             concurrency: 8,
             instance: None,
+            metrics: std::sync::Arc::new(tollgate::server::metrics::Metrics::new()),
         }
     }
 

@@ -1,0 +1,406 @@
+//! The controller's Prometheus metrics. The controller calls the recording methods; `/metrics`
+//! calls [`Metrics::encode`]. Per-promotion series are removed when a promotion is forgotten, so
+//! a deleted promotion does not linger on dashboards.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+use std::sync::atomic::AtomicU64;
+use tollgate_engine::messages::{AWAITING_APPROVAL, without_time};
+use tollgate_engine::{Phase, PromotionStatus};
+use tracing::error;
+
+/// Every phase, so the phase gauge always has one series per phase (1 for the current one).
+pub const ALL_PHASES: [Phase; 8] = [
+    Phase::Progressing,
+    Phase::Waiting,
+    Phase::Paused,
+    Phase::Completed,
+    Phase::Failed,
+    Phase::Invalid,
+    Phase::Removing,
+    Phase::Removed,
+];
+
+/// The label value of a phase (the same spelling as in the status).
+pub fn phase_name(phase: &Phase) -> &'static str {
+    match phase {
+        Phase::Progressing => "Progressing",
+        Phase::Waiting => "Waiting",
+        Phase::Paused => "Paused",
+        Phase::Completed => "Completed",
+        Phase::Failed => "Failed",
+        Phase::Invalid => "Invalid",
+        Phase::Removing => "Removing",
+        Phase::Removed => "Removed",
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReconcileResult {
+    Ok,
+    Error,
+}
+
+impl ReconcileResult {
+    fn label(self) -> &'static str {
+        match self {
+            ReconcileResult::Ok => "ok",
+            ReconcileResult::Error => "error",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PromotionLabels {
+    promotion: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StageLabels {
+    promotion: String,
+    stage: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    promotion: String,
+    phase: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookLabels {
+    provider: String,
+    result: String,
+}
+
+type SecondsGauge = Gauge<f64, AtomicU64>;
+
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<ResultLabels, Counter>,
+    git_syncs: Family<ResultLabels, Counter>,
+    git_sync_duration: Histogram,
+    stage_transitions: Family<StageLabels, Counter>,
+    apply_errors: Family<PromotionLabels, Counter>,
+    current_stage_index: Family<PromotionLabels, Gauge>,
+    phase: Family<PhaseLabels, Gauge>,
+    time_in_stage: Family<PromotionLabels, SecondsGauge>,
+    approval_wait: Family<PromotionLabels, SecondsGauge>,
+    webhook_requests: Family<WebhookLabels, Counter>,
+    leader: Gauge,
+    /// Stages with a transition series per promotion: a `Family` cannot list its label sets, and
+    /// forgetting a promotion must remove all of them.
+    transitioned_stages: Mutex<HashMap<String, BTreeSet<String>>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("tollgate");
+        let reconciles = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "reconciles",
+            "Promotion reconcile steps, by result (ok or error)",
+            reconciles.clone(),
+        );
+        let git_syncs = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "git_syncs",
+            "Git fetch/sync attempts, by result (ok or error)",
+            git_syncs.clone(),
+        );
+        // 50 ms to ~100 s: a local poll is fast, a fetch over a slow link is not.
+        let git_sync_duration = Histogram::new(exponential_buckets(0.05, 2.0, 12));
+        registry.register_with_unit(
+            "git_sync_duration",
+            "Duration of git fetch/sync attempts",
+            Unit::Seconds,
+            git_sync_duration.clone(),
+        );
+        let stage_transitions = Family::<StageLabels, Counter>::default();
+        registry.register(
+            "stage_transitions",
+            "Stages started, by promotion and stage",
+            stage_transitions.clone(),
+        );
+        let apply_errors = Family::<PromotionLabels, Counter>::default();
+        registry.register(
+            "apply_errors",
+            "Failed writes of generated objects to the cluster, by promotion",
+            apply_errors.clone(),
+        );
+        let current_stage_index = Family::<PromotionLabels, Gauge>::default();
+        registry.register(
+            "promotion_current_stage_index",
+            "Zero-based index of the stage a promotion is currently running",
+            current_stage_index.clone(),
+        );
+        let phase = Family::<PhaseLabels, Gauge>::default();
+        registry.register(
+            "promotion_phase",
+            "1 for the phase a promotion is in, 0 for every other phase",
+            phase.clone(),
+        );
+        let time_in_stage = Family::<PromotionLabels, SecondsGauge>::default();
+        registry.register_with_unit(
+            "promotion_time_in_stage",
+            "Time since the current stage was started",
+            Unit::Seconds,
+            time_in_stage.clone(),
+        );
+        let approval_wait = Family::<PromotionLabels, SecondsGauge>::default();
+        registry.register_with_unit(
+            "promotion_approval_wait",
+            "Time the current stage has been waiting for a manual approval",
+            Unit::Seconds,
+            approval_wait.clone(),
+        );
+        let webhook_requests = Family::<WebhookLabels, Counter>::default();
+        registry.register(
+            "webhook_requests",
+            "Webhook requests, by provider and result",
+            webhook_requests.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader lease (writes), 0 otherwise",
+            leader.clone(),
+        );
+        Metrics {
+            registry,
+            reconciles,
+            git_syncs,
+            git_sync_duration,
+            stage_transitions,
+            apply_errors,
+            current_stage_index,
+            phase,
+            time_in_stage,
+            approval_wait,
+            webhook_requests,
+            leader,
+            transitioned_stages: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The OpenMetrics text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail; log rather than panic should that ever change.
+        if let Err(error) = encode(&mut text, &self.registry) {
+            error!(%error, "cannot encode metrics");
+        }
+        text
+    }
+
+    pub fn reconcile(&self, result: ReconcileResult) {
+        self.reconciles
+            .get_or_create(&ResultLabels {
+                result: result.label().to_string(),
+            })
+            .inc();
+    }
+
+    pub fn git_sync(&self, duration: Duration, ok: bool) {
+        self.git_sync_duration.observe(duration.as_secs_f64());
+        let result = if ok { "ok" } else { "error" };
+        self.git_syncs
+            .get_or_create(&ResultLabels {
+                result: result.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn stage_transition(&self, promotion: &str, stage: &str) {
+        self.transitioned()
+            .entry(promotion.to_string())
+            .or_default()
+            .insert(stage.to_string());
+        self.stage_transitions
+            .get_or_create(&StageLabels {
+                promotion: promotion.to_string(),
+                stage: stage.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn apply_error(&self, promotion: &str) {
+        self.apply_errors
+            .get_or_create(&promotion_labels(promotion))
+            .inc();
+    }
+
+    /// Sets the per-promotion gauges from a status, as of `now`.
+    pub fn observe_promotion(&self, promotion: &str, status: &PromotionStatus, now: DateTime<Utc>) {
+        let labels = promotion_labels(promotion);
+        let current = status
+            .current_stage_name
+            .as_deref()
+            .and_then(|name| status.stages.iter().position(|s| s.name == name));
+        match current.and_then(|index| i64::try_from(index).ok()) {
+            Some(index) => {
+                self.current_stage_index.get_or_create(&labels).set(index);
+            }
+            None => {
+                self.current_stage_index.remove(&labels);
+            }
+        }
+        for phase in &ALL_PHASES {
+            let value = i64::from(*phase == status.phase);
+            self.phase
+                .get_or_create(&PhaseLabels {
+                    promotion: promotion.to_string(),
+                    phase: phase_name(phase).to_string(),
+                })
+                .set(value);
+        }
+        match status.last_promotion_time {
+            Some(started) => {
+                self.time_in_stage
+                    .get_or_create(&labels)
+                    .set(seconds_since(started, now));
+            }
+            None => {
+                self.time_in_stage.remove(&labels);
+            }
+        }
+        match approval_wait_start(status) {
+            Some(since) => {
+                self.approval_wait
+                    .get_or_create(&labels)
+                    .set(seconds_since(since, now));
+            }
+            None => {
+                self.approval_wait.remove(&labels);
+            }
+        }
+    }
+
+    /// Removes every series of a promotion (it is gone from git and from the cluster).
+    pub fn forget_promotion(&self, promotion: &str) {
+        let labels = promotion_labels(promotion);
+        self.apply_errors.remove(&labels);
+        self.current_stage_index.remove(&labels);
+        self.time_in_stage.remove(&labels);
+        self.approval_wait.remove(&labels);
+        for phase in &ALL_PHASES {
+            self.phase.remove(&PhaseLabels {
+                promotion: promotion.to_string(),
+                phase: phase_name(phase).to_string(),
+            });
+        }
+        let stages = self.transitioned().remove(promotion).unwrap_or_default();
+        for stage in stages {
+            self.stage_transitions.remove(&StageLabels {
+                promotion: promotion.to_string(),
+                stage,
+            });
+        }
+    }
+
+    /// `result`: accepted, bad_signature, missing_signature, too_large, ignored, not_configured,
+    /// bad_payload, timeout.
+    pub fn webhook(&self, provider: &str, result: &str) {
+        self.webhook_requests
+            .get_or_create(&WebhookLabels {
+                provider: provider.to_string(),
+                result: result.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+
+    fn transitioned(&self) -> MutexGuard<'_, HashMap<String, BTreeSet<String>>> {
+        // The map holds no invariant a panic could break halfway.
+        self.transitioned_stages
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn promotion_labels(promotion: &str) -> PromotionLabels {
+    PromotionLabels {
+        promotion: promotion.to_string(),
+    }
+}
+
+fn seconds_since(start: DateTime<Utc>, now: DateTime<Utc>) -> f64 {
+    let millis = (now - start).num_milliseconds().max(0);
+    millis as f64 / 1000.0
+}
+
+/// When the current stage started waiting for approval, if it is waiting for one. The engine
+/// stamps the description with the time it was first written; the stage's provisioning time
+/// and then the stage start time are fallbacks for descriptions without a readable stamp.
+fn approval_wait_start(status: &PromotionStatus) -> Option<DateTime<Utc>> {
+    let stage = status.stage(status.current_stage_name.as_deref()?)?;
+    let description = stage.current_status_description.as_deref()?;
+    let text = without_time(description);
+    if text != AWAITING_APPROVAL {
+        return None;
+    }
+    let stamp = description
+        .get(text.len()..)
+        .and_then(|rest| rest.strip_prefix(" ("))
+        .and_then(|rest| rest.strip_suffix(')'))
+        .and_then(|stamp| DateTime::parse_from_rfc3339(stamp).ok())
+        .map(|t| t.with_timezone(&Utc));
+    stamp
+        .or(stage.provisioned_at)
+        .or(status.last_promotion_time)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phase_names_match_the_status_spelling() {
+        for phase in &ALL_PHASES {
+            let serialized = serde_json::to_value(phase).expect("phase serializes");
+            assert_eq!(serialized.as_str(), Some(phase_name(phase)));
+        }
+        let distinct: BTreeSet<&str> = ALL_PHASES.iter().map(phase_name).collect();
+        assert_eq!(distinct.len(), ALL_PHASES.len());
+    }
+
+    #[test]
+    fn seconds_since_never_goes_negative() {
+        let now = Utc::now();
+        assert_eq!(seconds_since(now + chrono::Duration::seconds(5), now), 0.0);
+        assert_eq!(
+            seconds_since(now - chrono::Duration::milliseconds(1500), now),
+            1.5
+        );
+    }
+}

@@ -1,0 +1,188 @@
+//! tollgate's HTTP server: `/healthz`, `/readyz`, `/metrics`, webhook receivers that ask for a git
+//! sync, and a read-only JSON status API. Nothing served here writes to the cluster or to git.
+
+pub mod error;
+pub mod metrics;
+pub mod probes;
+pub mod signature;
+pub mod status_api;
+pub mod webhook;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, post};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tollgate_source::{Poker, Secret};
+use tracing::{info, warn};
+
+use crate::cluster::leader::LeaderGate;
+pub use error::ServerError;
+pub use metrics::{Metrics, ReconcileResult};
+pub use webhook::Provider;
+
+/// The default webhook body limit: push payloads of huge commits stay well below it.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub webhooks: WebhookSecrets,
+    /// Webhook bodies beyond this are refused with 413.
+    pub max_body_bytes: usize,
+}
+
+impl ServerConfig {
+    /// No webhooks, the default body limit.
+    pub fn new(listen: SocketAddr) -> Self {
+        ServerConfig {
+            listen,
+            webhooks: WebhookSecrets::default(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+}
+
+/// One secret per provider; a provider without one has no webhook (its route answers 404).
+/// `Secret` prints as `<redacted>`, so this is safe to log.
+#[derive(Clone, Debug, Default)]
+pub struct WebhookSecrets {
+    pub github: Option<Secret>,
+    pub gitlab: Option<Secret>,
+    pub gitea: Option<Secret>,
+    pub generic: Option<Secret>,
+}
+
+impl WebhookSecrets {
+    /// The usable secret of `provider`: an empty one would make signatures forgeable, so it
+    /// counts as none.
+    pub fn get(&self, provider: Provider) -> Option<&Secret> {
+        self.configured(provider)
+            .filter(|secret| !secret.expose().is_empty())
+    }
+
+    fn configured(&self, provider: Provider) -> Option<&Secret> {
+        match provider {
+            Provider::GitHub => self.github.as_ref(),
+            Provider::GitLab => self.gitlab.as_ref(),
+            Provider::Gitea => self.gitea.as_ref(),
+            Provider::Generic => self.generic.as_ref(),
+        }
+    }
+}
+
+/// Every full status, keyed by promotion name (the JSON of `PromotionStatus`).
+pub type StatusSource = Arc<dyn Fn() -> Vec<(String, serde_json::Value)> + Send + Sync>;
+
+/// What the server reads from, and pokes, in the running controller.
+#[derive(Clone)]
+pub struct ServerState {
+    pub metrics: Arc<Metrics>,
+    /// True once git synced and every initial watch listed.
+    pub ready: watch::Receiver<bool>,
+    /// Asks the git task for a sync (webhooks).
+    pub poker: Poker,
+    pub statuses: StatusSource,
+    pub leader: LeaderGate,
+    /// The tracked branch: pushes to other refs are ignored.
+    pub branch: String,
+}
+
+/// What every handler sees.
+pub(crate) struct Shared {
+    state: ServerState,
+    secrets: WebhookSecrets,
+    max_body_bytes: usize,
+}
+
+impl Shared {
+    fn secret(&self, provider: Provider) -> Option<&Secret> {
+        self.secrets.get(provider)
+    }
+}
+
+pub(crate) type AppState = Arc<Shared>;
+
+pub fn router(state: ServerState, config: &ServerConfig) -> Router {
+    for provider in Provider::ALL {
+        let configured = config.webhooks.configured(provider).is_some();
+        if configured && config.webhooks.get(provider).is_none() {
+            warn!(
+                provider = provider.name(),
+                "webhook secret is empty: the webhook stays disabled"
+            );
+        }
+    }
+    let shared: AppState = Arc::new(Shared {
+        state,
+        secrets: config.webhooks.clone(),
+        max_body_bytes: config.max_body_bytes,
+    });
+    Router::new()
+        .route("/healthz", get(probes::healthz))
+        .route("/readyz", get(probes::readyz))
+        .route("/metrics", get(probes::metrics))
+        .route("/webhooks/github", post(webhook::github))
+        .route("/webhooks/gitlab", post(webhook::gitlab))
+        .route("/webhooks/gitea", post(webhook::gitea))
+        .route("/webhooks/generic", post(webhook::generic))
+        .route("/api/v1/promotions", get(status_api::list))
+        .route("/api/v1/promotions/{name}", get(status_api::get))
+        .with_state(shared)
+}
+
+/// A server bound to its address but not yet serving: lets callers (and tests binding port 0)
+/// learn the address before requests arrive.
+pub struct BoundServer {
+    listener: TcpListener,
+    addr: SocketAddr,
+    router: Router,
+}
+
+pub async fn bind(config: &ServerConfig, state: ServerState) -> Result<BoundServer, ServerError> {
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServerError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(ServerError::LocalAddr)?;
+    Ok(BoundServer {
+        listener,
+        addr,
+        router: router(state, config),
+    })
+}
+
+impl BoundServer {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves until `shutdown` completes, then lets in-flight requests finish.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServerError> {
+        let addr = self.addr;
+        info!(%addr, "HTTP server listening");
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .map_err(|source| ServerError::Serve { addr, source })?;
+        info!(%addr, "HTTP server stopped");
+        Ok(())
+    }
+}
+
+/// Binds `config.listen` and serves until `shutdown` completes.
+pub async fn serve(
+    config: ServerConfig,
+    state: ServerState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    bind(&config, state).await?.run(shutdown).await
+}

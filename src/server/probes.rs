@@ -1,0 +1,40 @@
+//! Liveness, readiness and the metrics scrape.
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::AppState;
+
+/// The content type of the OpenMetrics text format `prometheus-client` writes.
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// `GET /healthz`: the process serves requests.
+pub(super) async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// `GET /readyz`: ready once git synced and every initial watch listed, so that a rollout of
+/// the controller itself waits for a replica that knows the state of the world.
+pub(super) async fn readyz(State(app): State<AppState>) -> Response {
+    if *app.state.ready.borrow() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: waiting for the first git sync and the initial cluster watch listings\n",
+        )
+            .into_response()
+    }
+}
+
+/// `GET /metrics`: leadership is read at scrape time, so the gauge is never stale.
+pub(super) async fn metrics(State(app): State<AppState>) -> Response {
+    app.state.metrics.set_leader(app.state.leader.is_leader());
+    (
+        [(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)],
+        app.state.metrics.encode(),
+    )
+        .into_response()
+}

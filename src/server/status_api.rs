@@ -1,0 +1,132 @@
+//! The read-only JSON status API: what `tollgate status` shows, for dashboards and scripts.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tracing::warn;
+
+use super::{AppState, StatusSource};
+use crate::controller::statuses::StatusCache;
+
+/// The server's view of the controller's [`StatusCache`]: every promotion with a status, as the
+/// JSON users read in the GitPromotion object.
+pub fn status_source(cache: Arc<StatusCache>) -> StatusSource {
+    Arc::new(move || {
+        cache
+            .names()
+            .into_iter()
+            .filter_map(|name| {
+                let status = cache.get(&name)?.status?;
+                match serde_json::to_value(&status) {
+                    Ok(value) => Some((name, value)),
+                    Err(error) => {
+                        warn!(promotion = %name, %error, "cannot serialize a status");
+                        None
+                    }
+                }
+            })
+            .collect()
+    })
+}
+
+/// `GET /api/v1/promotions`: one summary per promotion, sorted by name.
+pub(super) async fn list(State(app): State<AppState>) -> Json<Vec<Value>> {
+    let mut statuses = (app.state.statuses)();
+    statuses.sort_by(|a, b| a.0.cmp(&b.0));
+    Json(
+        statuses
+            .iter()
+            .map(|(name, status)| summary(name, status))
+            .collect(),
+    )
+}
+
+/// `GET /api/v1/promotions/{name}`: the full status, 404 when there is no such promotion.
+pub(super) async fn get(State(app): State<AppState>, Path(name): Path<String>) -> Response {
+    let statuses = (app.state.statuses)();
+    match statuses.into_iter().find(|(known, _)| *known == name) {
+        Some((_, status)) => Json(status).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            Json(json!({ "error": "promotion not found", "name": name })),
+        )
+            .into_response(),
+    }
+}
+
+fn summary(name: &str, status: &Value) -> Value {
+    let field = |key: &str| status.get(key).cloned().unwrap_or(Value::Null);
+    json!({
+        "name": name,
+        "phase": field("phase"),
+        "currentStage": field("currentStageName"),
+        "snapshotIndex": field("snapshotIndex"),
+        "message": field("message"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::statuses::PersistedState;
+    use std::collections::BTreeMap;
+    use tollgate_engine::PromotionStatus;
+
+    fn persisted(status: Option<PromotionStatus>) -> PersistedState {
+        PersistedState {
+            resource_version: Some("7".to_string()),
+            uid: None,
+            annotations: BTreeMap::new(),
+            status,
+        }
+    }
+
+    #[test]
+    fn status_source_lists_promotions_that_have_a_status() {
+        let status: PromotionStatus = serde_json::from_value(json!({
+            "hashScheme": 1,
+            "phase": "Completed",
+            "currentStageName": "prod",
+            "stages": [],
+        }))
+        .expect("status");
+        let cache = Arc::new(StatusCache::default());
+        cache.record_own("web", persisted(Some(status.clone())));
+        cache.record_own("fresh", persisted(None));
+        let source = status_source(cache.clone());
+        let listed = source();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].0, "web");
+        assert_eq!(
+            serde_json::from_value::<PromotionStatus>(listed[0].1.clone()).expect("round trip"),
+            status
+        );
+        // The source reads the cache live, not a copy taken when it was built.
+        cache.forget_own("web");
+        assert!(source().is_empty());
+    }
+
+    #[test]
+    fn summary_picks_the_status_fields_and_nulls_missing_ones() {
+        let status = json!({
+            "phase": "Waiting",
+            "currentStageName": "prod",
+            "snapshotIndex": 3,
+            "stages": [],
+        });
+        assert_eq!(
+            summary("web", &status),
+            json!({
+                "name": "web",
+                "phase": "Waiting",
+                "currentStage": "prod",
+                "snapshotIndex": 3,
+                "message": null,
+            })
+        );
+    }
+}
