@@ -8,7 +8,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub mod connect;
 pub mod crd;
 pub mod emulator;
+pub mod approve;
 pub mod history;
+pub mod plan;
+pub mod rollback;
 pub mod run;
 pub mod status;
 pub mod validate;
@@ -62,6 +65,12 @@ pub enum Command {
     Validate(validate::Args),
     /// Show the snapshots and approvals of one promotion from git history.
     History(history::Args),
+    /// Show what a commit range would do to each promotion (restarts, stages, approvals).
+    Plan(plan::Args),
+    /// Approve a manual stage for a snapshot: commit the approval annotation on a new branch.
+    Approve(approve::Args),
+    /// Restore a promotion to an earlier snapshot's content: commit it on a new branch.
+    Rollback(rollback::Args),
     /// Print shell completions.
     Completions(CompletionsArgs),
 }
@@ -79,6 +88,9 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Crd(args) => crd::run(args),
         Command::Validate(args) => validate::run(args),
         Command::History(args) => history::run(args),
+        Command::Plan(args) => plan::run(args),
+        Command::Approve(args) => approve::run(args),
+        Command::Rollback(args) => rollback::run(args),
         Command::Completions(args) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(args.shell, &mut cmd, "tollgate", &mut std::io::stdout());

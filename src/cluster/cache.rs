@@ -156,6 +156,10 @@ impl<T> IndexedCache<T> {
     pub fn len(&self) -> usize {
         self.read().objects.len()
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.read().objects.is_empty()
+    }
 }
 
 fn remove_indexed<T>(

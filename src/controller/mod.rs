@@ -223,7 +223,7 @@ struct LoopState {
     /// Removals waiting for confirmation: name → why.
     held: BTreeMap<String, String>,
     /// Removals past the guard, with the last good snapshot.
-    removed: HashMap<String, Option<tollgate_spec::Snapshot>>,
+    removed: HashMap<String, Option<Arc<tollgate_spec::Snapshot>>>,
     dirty: BTreeSet<String>,
     all_dirty: bool,
     timers: Timers,
@@ -359,7 +359,8 @@ impl LoopState {
             let last = self
                 .git
                 .get(&name)
-                .and_then(|g| g.view.effective_snapshot().cloned());
+                .and_then(|g| g.view.effective_snapshot().cloned())
+                .map(Arc::new);
             self.dirty.insert(name.clone());
             match &hold {
                 Some(reason) if !confirmed(ctx, &name) => {
@@ -394,7 +395,8 @@ impl LoopState {
                         let last = self
                             .git
                             .remove(&name)
-                            .and_then(|g| g.view.effective_snapshot().cloned());
+                            .and_then(|g| g.view.effective_snapshot().cloned())
+                            .map(Arc::new);
                         self.removed.insert(name.clone(), last);
                     }
                     self.dirty.insert(name);

@@ -28,7 +28,7 @@ use crate::server::metrics::Metrics;
 pub enum GitPresence {
     Present(Arc<PromotionGit>),
     /// Removed from git, past the blast-radius guard.
-    Removed { last: Option<Snapshot> },
+    Removed { last: Option<Arc<Snapshot>> },
 }
 
 /// Where the GitPromotion's spec says the promotion comes from.
@@ -105,7 +105,7 @@ pub async fn reconcile(
         GitPresence::Removed { last } => (
             Desired::Removed {
                 promotion: name,
-                last: last.as_ref(),
+                last: last.as_deref(),
             },
             String::new(),
         ),

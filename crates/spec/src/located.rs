@@ -40,9 +40,19 @@ pub enum Node {
     Map(Vec<(Spanned<Node>, Spanned<Node>)>),
 }
 
+/// Stack left before a nested node grows the stack, and the size of each extension. The
+/// deserializer recurses a few frames per nesting level, and up to `Limits::max_depth` (64)
+/// levels need more than a 2 MiB thread stack in a debug build.
+const STACK_RED_ZONE: usize = 256 * 1024;
+const STACK_EXTENSION: usize = 4 * 1024 * 1024;
+
 impl<'de> Deserialize<'de> for Node {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Node, D::Error> {
-        deserializer.deserialize_any(NodeVisitor)
+        // Every nesting level passes through here, so growing on demand lets the depth budget,
+        // not the caller's stack size, bound nesting, at no cost for shallow documents.
+        stacker::maybe_grow(STACK_RED_ZONE, STACK_EXTENSION, || {
+            deserializer.deserialize_any(NodeVisitor)
+        })
     }
 }
 

@@ -198,31 +198,11 @@ fn position_of(bytes: &[u8], offset: usize) -> (u32, u32) {
     )
 }
 
-/// Stack for the YAML deserializer: it recurses a few frames per nesting level, and up to
-/// `max_depth` levels in a debug build need more than a default 2 MiB thread stack. The memory is
-/// only reserved, not committed.
-const PARSER_STACK_BYTES: usize = 64 * 1024 * 1024;
-
 fn deserialize_documents(
     text: &str,
     limits: &Limits,
 ) -> Result<Vec<Spanned<Node>>, serde_saphyr::Error> {
-    let parse =
-        || serde_saphyr::from_multiple_with_options::<Spanned<Node>>(text, yaml_options(limits));
-    std::thread::scope(|scope| {
-        match std::thread::Builder::new()
-            .name("tollgate-yaml".into())
-            .stack_size(PARSER_STACK_BYTES)
-            .spawn_scoped(scope, parse)
-        {
-            Ok(handle) => match handle.join() {
-                Ok(result) => result,
-                Err(panic) => std::panic::resume_unwind(panic),
-            },
-            // No thread available: parse here, within the caller's stack.
-            Err(_) => parse(),
-        }
-    })
+    serde_saphyr::from_multiple_with_options::<Spanned<Node>>(text, yaml_options(limits))
 }
 
 pub fn parse_file(file: &str, bytes: &[u8], limits: &Limits) -> ParsedFile {
@@ -395,10 +375,15 @@ mod tests {
     #[test]
     fn saphyr_locations_are_stripped_from_messages() {
         assert_eq!(
-            strip_location("duplicate mapping key: a, set DuplicateKeyPolicy in Options if acceptable at line 3, column 1"),
+            strip_location(
+                "duplicate mapping key: a, set DuplicateKeyPolicy in Options if acceptable at line 3, column 1"
+            ),
             "duplicate mapping key: a"
         );
-        assert_eq!(strip_location("unclosed bracket '['"), "unclosed bracket '['");
+        assert_eq!(
+            strip_location("unclosed bracket '['"),
+            "unclosed bracket '['"
+        );
     }
 
     #[test]
@@ -407,11 +392,19 @@ mod tests {
         let loc = |line, column| Loc { line, column };
         locations.insert(
             "spec".into(),
-            FieldLoc { key: Some(loc(3, 1)), value: loc(4, 3), container: true },
+            FieldLoc {
+                key: Some(loc(3, 1)),
+                value: loc(4, 3),
+                container: true,
+            },
         );
         locations.insert(
             "spec.delay".into(),
-            FieldLoc { key: Some(loc(4, 3)), value: loc(4, 10), container: false },
+            FieldLoc {
+                key: Some(loc(4, 3)),
+                value: loc(4, 10),
+                container: false,
+            },
         );
         let at = |finding: Finding| {
             let d = locate("f.yaml", &finding, &locations);
@@ -419,8 +412,16 @@ mod tests {
         };
         assert_eq!(at(Finding::error("c", "spec.delay", "m")), (4, 10));
         assert_eq!(at(Finding::error("c", "spec.delay", "m").at_key()), (4, 3));
-        assert_eq!(at(Finding::error("c", "spec", "m")), (3, 1), "containers at their key");
-        assert_eq!(at(Finding::error("c", "spec.missing", "m")), (3, 1), "missing: parent key");
+        assert_eq!(
+            at(Finding::error("c", "spec", "m")),
+            (3, 1),
+            "containers at their key"
+        );
+        assert_eq!(
+            at(Finding::error("c", "spec.missing", "m")),
+            (3, 1),
+            "missing: parent key"
+        );
         assert_eq!(at(Finding::error("c", "other", "m")), (1, 1));
         assert_eq!(at(Finding::error("c", "spec", "m").at(9, 2)), (9, 2));
     }
