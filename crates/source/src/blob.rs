@@ -62,6 +62,41 @@ pub(crate) fn parse_blob(file: &str, bytes: &[u8], limits: &Limits) -> ParsedBlo
     blob
 }
 
+/// Parses many blobs, one result per input in input order, spread over the available cores
+/// when there are enough of them to be worth a thread.
+pub(crate) fn parse_blobs(
+    blobs: &[(git2::Oid, String, Vec<u8>)],
+    limits: &Limits,
+) -> Vec<ParsedBlob> {
+    const MIN_PER_THREAD: usize = 32;
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let threads = cores.min(blobs.len() / MIN_PER_THREAD).max(1);
+    let parse = |chunk: &[(git2::Oid, String, Vec<u8>)]| -> Vec<ParsedBlob> {
+        chunk
+            .iter()
+            .map(|(_, path, content)| parse_blob(path, content, limits))
+            .collect()
+    };
+    if threads == 1 {
+        return parse(blobs);
+    }
+    let chunk_size = blobs.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = blobs
+            .chunks(chunk_size)
+            .map(|chunk| scope.spawn(move || parse(chunk)))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|handle| {
+                handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
 /// The error for a name defined more than once at one commit (in two files, or twice in one).
 pub(crate) fn duplicate_name_diagnostic(name: &str, files: &[&str]) -> Diagnostic {
     let file = files.first().copied().unwrap_or_default();
@@ -80,5 +115,53 @@ pub(crate) fn duplicate_name_diagnostic(name: &str, files: &[&str]) -> Diagnosti
         column: 1,
         path: "metadata.name".to_string(),
         message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(name: &str) -> Vec<u8> {
+        format!(
+            "apiVersion: config.projectsveltos.io/v1beta1\nkind: ClusterPromotion\nmetadata:\n  name: {name}\nspec:\n  stages:\n  - name: one\n    clusterSelector:\n      matchLabels:\n        env: one\n"
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn parallel_parsing_keeps_input_order() {
+        let blobs: Vec<(git2::Oid, String, Vec<u8>)> = (0..200)
+            .map(|i| {
+                let content = if i % 7 == 0 {
+                    b"kind: [".to_vec()
+                } else {
+                    manifest(&format!("p{i}"))
+                };
+                let oid = git2::Oid::hash_object(git2::ObjectType::Blob, &content).expect("hash");
+                (oid, format!("f{i}.yaml"), content)
+            })
+            .collect();
+        let parsed = parse_blobs(&blobs, &Limits::default());
+        assert_eq!(parsed.len(), blobs.len());
+        for (i, blob) in parsed.iter().enumerate() {
+            if i % 7 == 0 {
+                assert!(blob.docs.is_empty() && !blob.file_errors.is_empty(), "{i}");
+                assert_eq!(blob.file_errors[0].file, format!("f{i}.yaml"));
+            } else {
+                assert_eq!(blob.docs.len(), 1, "{i}");
+                assert_eq!(blob.docs[0].name, format!("p{i}"));
+                assert!(blob.docs[0].outcome.is_ok(), "{:?}", blob.docs[0].outcome);
+            }
+        }
+    }
+
+    #[test]
+    fn duplicate_names_are_described() {
+        let two_files = duplicate_name_diagnostic("app", &["a.yaml", "b.yaml"]);
+        assert!(two_files.message.contains("a.yaml, b.yaml"));
+        assert_eq!(two_files.file, "a.yaml");
+        let one_file = duplicate_name_diagnostic("app", &["a.yaml", "a.yaml"]);
+        assert!(one_file.message.contains("more than once in a.yaml"));
     }
 }

@@ -4,20 +4,19 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
-use git2::{Commit, Oid, Repository};
+use git2::Oid;
 use tollgate_spec::{ApprovalEvent, CommitInfo, Snapshot};
 use tracing::{info, warn};
 
 use crate::backoff::Backoff;
-use crate::blob::{Diagnostic, Limits, ParsedBlob, parse_blob};
+use crate::blob::{Diagnostic, Limits, ParsedBlob};
 use crate::config::SourceConfig;
 use crate::error::SourceError;
-use crate::index::{CommitDelta, FileDelta, HistoryIndex, Summary, change_between};
+use crate::index::{HistoryIndex, Summary, change_between};
 use crate::poker::Poker;
+use crate::read::{DeltaReader, IndexedHead};
 use crate::repo::RepoAccess;
 use crate::report::{Change, PromotionView, SyncReport};
-use crate::treediff::{FileChange, Root, diff_roots, resolve_root};
 
 pub struct GitSource {
     access: RepoAccess,
@@ -30,12 +29,6 @@ pub struct GitSource {
     parsed_blobs: HashMap<Oid, Arc<ParsedBlob>>,
     backoff: Backoff,
     poker: Poker,
-}
-
-struct IndexedHead {
-    oid: Oid,
-    root: Option<Root>,
-    info: CommitInfo,
 }
 
 /// The commits to index and whether they extend the current index or replace it.
@@ -110,16 +103,13 @@ impl GitSource {
             }
             Plan::Rebuild(commits) => (commits, None, 0),
         };
-        let read = read_deltas(
-            self.access.repo(),
-            self.access.display(),
-            &self.path,
-            &self.limits,
-            &mut self.parsed_blobs,
-            commits,
-            base_root,
-            first_seq,
-        )?;
+        let reader = DeltaReader {
+            repo: self.access.repo(),
+            display: self.access.display(),
+            path: &self.path,
+            limits: &self.limits,
+        };
+        let read = reader.read(&mut self.parsed_blobs, commits, base_root, first_seq)?;
         let Some(new_head) = read.head else {
             // A plan always has at least the head commit.
             return Err(SourceError::Walk {
@@ -275,112 +265,6 @@ impl GitSource {
     /// after a success.
     pub fn retry_after(&self) -> Option<Duration> {
         self.backoff.retry_after()
-    }
-}
-
-struct ReadResult {
-    deltas: Vec<CommitDelta>,
-    head: Option<IndexedHead>,
-}
-
-/// Reads the manifest changes of `commits` (oldest first) and parses new blobs. Pure reading:
-/// nothing of the index is touched, so an error leaves it intact.
-#[allow(clippy::too_many_arguments)]
-fn read_deltas(
-    repo: &Repository,
-    display: &str,
-    path: &str,
-    limits: &Limits,
-    parsed_blobs: &mut HashMap<Oid, Arc<ParsedBlob>>,
-    commits: &[Oid],
-    mut root: Option<Root>,
-    first_seq: u64,
-) -> Result<ReadResult, SourceError> {
-    let read_error = |commit: Oid, what: &str| {
-        let commit = commit.to_string();
-        let what = what.to_string();
-        move |source| SourceError::Read {
-            repo: display.to_string(),
-            commit,
-            what,
-            source,
-        }
-    };
-    let mut deltas = Vec::new();
-    let mut changes: Vec<FileChange> = Vec::new();
-    let mut head = None;
-    for (position, oid) in commits.iter().enumerate() {
-        let seq = first_seq + position as u64;
-        let commit = repo
-            .find_commit(*oid)
-            .map_err(read_error(*oid, "the commit"))?;
-        let new_root = resolve_root(repo, commit.tree_id(), path)
-            .map_err(read_error(*oid, "the tracked path"))?;
-        changes.clear();
-        diff_roots(repo, path, root, new_root, &mut changes)
-            .map_err(read_error(*oid, "the tree"))?;
-        root = new_root;
-        let is_head = position + 1 == commits.len();
-        if changes.is_empty() && !is_head {
-            continue;
-        }
-        let info = commit_info(&commit, seq);
-        if !changes.is_empty() {
-            let mut files = Vec::with_capacity(changes.len());
-            for change in &changes {
-                let new = match change.new {
-                    Some(blob) => {
-                        let parsed = match parsed_blobs.get(&blob) {
-                            Some(parsed) => Arc::clone(parsed),
-                            None => {
-                                let content = repo
-                                    .find_blob(blob)
-                                    .map_err(read_error(*oid, &change.path))?;
-                                let parsed =
-                                    Arc::new(parse_blob(&change.path, content.content(), limits));
-                                parsed_blobs.insert(blob, Arc::clone(&parsed));
-                                parsed
-                            }
-                        };
-                        Some((blob, parsed))
-                    }
-                    None => None,
-                };
-                files.push(FileDelta {
-                    path: change.path.clone(),
-                    new,
-                });
-            }
-            deltas.push(CommitDelta {
-                info: info.clone(),
-                files,
-            });
-        }
-        if is_head {
-            head = Some(IndexedHead {
-                oid: *oid,
-                root,
-                info,
-            });
-        }
-    }
-    Ok(ReadResult { deltas, head })
-}
-
-fn commit_info(commit: &Commit<'_>, seq: u64) -> CommitInfo {
-    let author = commit.author();
-    let committer = commit.committer();
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-    let seconds = author.when().seconds();
-    CommitInfo {
-        sha: commit.id().to_string(),
-        seq,
-        author: text(author.name_bytes()),
-        author_email: text(author.email_bytes()),
-        committer: text(committer.name_bytes()),
-        committer_email: text(committer.email_bytes()),
-        time: DateTime::<Utc>::from_timestamp(seconds, 0).unwrap_or_default(),
-        subject: commit.summary_bytes().map(text).unwrap_or_default(),
     }
 }
 

@@ -1,0 +1,880 @@
+//! `approve` and `rollback` as git edits: change one promotion's manifest text surgically
+//! (comments and formatting kept), check the result still parses to the intended content, and
+//! commit it on a new branch built from the branch tip's tree. The working tree, the index and the
+//! current checkout are never touched, and nothing is pushed.
+
+use std::ops::Range;
+use std::path::Path;
+
+use git2::build::TreeUpdateBuilder;
+use git2::{Commit, FileMode, ObjectType, Oid, Repository};
+use serde_json::Value;
+use serde_saphyr::Spanned;
+use tollgate_spec::located::{self, Locations, Node, child_path};
+use tollgate_spec::parse::{Limits, parse_file};
+use tollgate_spec::snapshot::APPROVE_ANNOTATION_PREFIX;
+use tollgate_spec::{ClusterPromotion, Snapshot, SpecHashes, Trigger};
+
+use crate::config::SourceConfig;
+use crate::error::SourceError;
+use crate::report::PromotionView;
+use crate::source::GitSource;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EditError {
+    #[error("cannot read branch {branch:?} of {repo}: {source}")]
+    Source {
+        repo: String,
+        branch: String,
+        #[source]
+        source: Box<SourceError>,
+    },
+    #[error("no ClusterPromotion named {name:?} on branch {branch:?} (known: {known})")]
+    UnknownPromotion {
+        name: String,
+        branch: String,
+        known: String,
+    },
+    #[error("ClusterPromotion {name:?} has no stage {stage:?} (stages: {stages})")]
+    UnknownStage {
+        name: String,
+        stage: String,
+        stages: String,
+    },
+    #[error("ClusterPromotion {name:?} has no snapshot {selector:?} (snapshots: #1..#{count})")]
+    UnknownSnapshot {
+        name: String,
+        selector: String,
+        count: usize,
+    },
+    #[error("snapshot id prefix {selector:?} of ClusterPromotion {name:?} is ambiguous")]
+    AmbiguousSnapshot { name: String, selector: String },
+    #[error("ClusterPromotion {name:?} is invalid at the tip of {branch:?}: {errors}")]
+    InvalidAtTip {
+        name: String,
+        branch: String,
+        errors: String,
+    },
+    #[error(
+        "ClusterPromotion {name:?} at the tip of {branch:?} already has the content of snapshot #{index}; nothing to roll back"
+    )]
+    AlreadyAtSnapshot {
+        name: String,
+        branch: String,
+        index: u64,
+    },
+    #[error("{file}: no ClusterPromotion document named {name:?}")]
+    DocumentNotFound { file: String, name: String },
+    #[error("{file}: ClusterPromotion {name:?} is defined more than once")]
+    DuplicateDocument { file: String, name: String },
+    #[error("{file}: cannot read the YAML of ClusterPromotion {name:?}: {message}")]
+    Yaml {
+        file: String,
+        name: String,
+        message: String,
+    },
+    #[error(
+        "{file}:{line}: `{field}` of ClusterPromotion {name:?} is not a block mapping (flow style or multi-line value); rewrite it in block style to edit it"
+    )]
+    NotBlockStyle {
+        file: String,
+        name: String,
+        field: String,
+        line: u32,
+    },
+    #[error(
+        "{file}: after the edit, ClusterPromotion {name:?} {problem}; the edit was not committed"
+    )]
+    Verification {
+        file: String,
+        name: String,
+        problem: String,
+    },
+    #[error(
+        "git user.name and user.email must be set (git config user.name …; git config user.email …) to commit: {source}"
+    )]
+    NoIdentity {
+        #[source]
+        source: git2::Error,
+    },
+    #[error(
+        "branch {branch:?} already exists; delete it (git branch -D {branch}) or push it as it is"
+    )]
+    BranchExists { branch: String },
+    #[error("git: cannot {what}: {source}")]
+    Git {
+        what: String,
+        #[source]
+        source: git2::Error,
+    },
+}
+
+impl EditError {
+    /// Whether the request itself is wrong (unknown name, stage or snapshot, invalid manifest),
+    /// as opposed to a repository or environment problem.
+    pub fn is_request_error(&self) -> bool {
+        matches!(
+            self,
+            EditError::UnknownPromotion { .. }
+                | EditError::UnknownStage { .. }
+                | EditError::UnknownSnapshot { .. }
+                | EditError::AmbiguousSnapshot { .. }
+                | EditError::InvalidAtTip { .. }
+                | EditError::AlreadyAtSnapshot { .. }
+        )
+    }
+}
+
+fn git_error(what: impl Into<String>) -> impl FnOnce(git2::Error) -> EditError {
+    let what = what.into();
+    move |source| EditError::Git { what, source }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Documents of a multi-document file
+
+/// One YAML document of a file: `range` covers all its lines, including a leading `---` marker
+/// line; `body` the lines after that marker (the whole range when there is none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DocumentSpan {
+    pub range: Range<usize>,
+    pub body: Range<usize>,
+}
+
+fn is_document_marker(line: &str) -> bool {
+    line.strip_prefix("---")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
+}
+
+/// Splits a file at its `---` document markers (byte ranges, lines kept whole).
+pub fn split_documents(text: &str) -> Vec<DocumentSpan> {
+    let mut documents = Vec::new();
+    let mut start = 0;
+    let mut body_start = 0;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if is_document_marker(line) {
+            if offset > 0 {
+                documents.push(DocumentSpan {
+                    range: start..offset,
+                    body: body_start..offset,
+                });
+            }
+            start = offset;
+            body_start = offset + line.len();
+        }
+        offset += line.len();
+    }
+    documents.push(DocumentSpan {
+        range: start..text.len(),
+        body: body_start.min(text.len())..text.len(),
+    });
+    documents
+}
+
+/// The document of `text` that defines ClusterPromotion `name` (valid or not).
+pub fn find_promotion_document(
+    text: &str,
+    file: &str,
+    name: &str,
+) -> Result<DocumentSpan, EditError> {
+    let limits = Limits::default();
+    let mut found = None;
+    for document in split_documents(text) {
+        let parsed = parse_file(file, text[document.body.clone()].as_bytes(), &limits);
+        let count = parsed
+            .promotions
+            .iter()
+            .filter(|p| p.name.as_deref() == Some(name))
+            .count();
+        if count > 1 || (count == 1 && found.is_some()) {
+            return Err(EditError::DuplicateDocument {
+                file: file.to_string(),
+                name: name.to_string(),
+            });
+        }
+        if count == 1 {
+            found = Some(document);
+        }
+    }
+    found.ok_or_else(|| EditError::DocumentNotFound {
+        file: file.to_string(),
+        name: name.to_string(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The annotation edit
+
+/// Where a document's fields are written, for line-based edits.
+struct LocatedDocument {
+    json: Value,
+    locations: Locations,
+}
+
+fn locate_document(body: &str) -> Result<LocatedDocument, String> {
+    let root: Spanned<Node> = serde_saphyr::from_str(body).map_err(|e| e.to_string())?;
+    let mut locations = Locations::default();
+    let mut problems = Vec::new();
+    let json = located::to_json(&root, &mut locations, &mut problems);
+    match problems.first() {
+        Some(problem) => Err(problem.message.clone()),
+        None => Ok(LocatedDocument { json, locations }),
+    }
+}
+
+/// Sets `metadata.annotations[key]` to the string `value` in one document's text: replaces the
+/// annotation's line when present, otherwise inserts one line under `annotations:` (creating that
+/// key under `metadata:` when absent). Every other line is kept byte for byte.
+pub fn set_annotation(
+    body: &str,
+    file: &str,
+    name: &str,
+    key: &str,
+    value: &str,
+) -> Result<String, EditError> {
+    let document = locate_document(body).map_err(|message| EditError::Yaml {
+        file: file.to_string(),
+        name: name.to_string(),
+        message,
+    })?;
+    let not_block = |field: &str, line: u32| EditError::NotBlockStyle {
+        file: file.to_string(),
+        name: name.to_string(),
+        field: field.to_string(),
+        line,
+    };
+    let newline = if body.contains("\r\n") { "\r\n" } else { "\n" };
+    let mut lines: Vec<String> = body.split_inclusive('\n').map(str::to_string).collect();
+    // The quotes keep an all-digit id a string.
+    let entry = |indent: usize| format!("{}{key}: \"{value}\"{newline}", " ".repeat(indent));
+    let indent_of = |column: u32| column.saturating_sub(1) as usize;
+    let line_index = |line: u32| line.saturating_sub(1) as usize;
+
+    let metadata = document
+        .locations
+        .get("metadata")
+        .filter(|_| document.json.get("metadata").is_some_and(Value::is_object))
+        .ok_or_else(|| not_block("metadata", 1))?;
+    let metadata_key = metadata.key.unwrap_or(metadata.value);
+    if metadata.value.line <= metadata_key.line {
+        return Err(not_block("metadata", metadata_key.line));
+    }
+    let annotations_path = child_path("metadata", "annotations");
+    let entry_path = child_path(&annotations_path, key);
+
+    if let Some(existing) = document.locations.get(&entry_path) {
+        let key_loc = existing.key.unwrap_or(existing.value);
+        if existing.value.line != key_loc.line || existing.container {
+            return Err(not_block(&entry_path, key_loc.line));
+        }
+        let index = line_index(key_loc.line);
+        ensure_line(&lines, index).map_err(|l| not_block(&entry_path, l))?;
+        lines[index] = ending_like(&entry(indent_of(key_loc.column)), &lines[index]);
+        return Ok(lines.concat());
+    }
+
+    match (
+        document.locations.get(&annotations_path),
+        document.json.pointer("/metadata/annotations"),
+    ) {
+        (Some(annotations), Some(Value::Object(map))) if !map.is_empty() => {
+            let key_loc = annotations.key.unwrap_or(annotations.value);
+            if annotations.value.line <= key_loc.line {
+                return Err(not_block(&annotations_path, key_loc.line));
+            }
+            let index = line_index(annotations.value.line);
+            ensure_line(&lines, index).map_err(|l| not_block(&annotations_path, l))?;
+            lines.insert(index, entry(indent_of(annotations.value.column)));
+        }
+        (Some(annotations), Some(Value::Object(_) | Value::Null)) => {
+            // `annotations:`, `annotations: {}` or `annotations: ~`: rewrite that one line.
+            let key_loc = annotations.key.unwrap_or(annotations.value);
+            let index = line_index(key_loc.line);
+            ensure_line(&lines, index).map_err(|l| not_block(&annotations_path, l))?;
+            let indent = indent_of(key_loc.column);
+            let header = format!("{}annotations:{newline}", " ".repeat(indent));
+            lines[index] = header;
+            lines.insert(index + 1, entry(indent + 2));
+        }
+        (Some(annotations), _) => {
+            let line = annotations.key.unwrap_or(annotations.value).line;
+            return Err(not_block(&annotations_path, line));
+        }
+        (None, _) => {
+            let index = line_index(metadata.value.line);
+            ensure_line(&lines, index).map_err(|l| not_block("metadata", l))?;
+            let indent = indent_of(metadata.value.column);
+            lines.insert(index, entry(indent + 2));
+            lines.insert(
+                index,
+                format!("{}annotations:{newline}", " ".repeat(indent)),
+            );
+        }
+    }
+    Ok(lines.concat())
+}
+
+fn ensure_line(lines: &[String], index: usize) -> Result<(), u32> {
+    if index < lines.len() {
+        Ok(())
+    } else {
+        Err(u32::try_from(index + 1).unwrap_or(u32::MAX))
+    }
+}
+
+/// `replacement` with the line ending `original` had (none for a last line without one).
+fn ending_like(replacement: &str, original: &str) -> String {
+    let content = replacement.trim_end_matches(['\r', '\n']);
+    let ending = &original[original.trim_end_matches(['\r', '\n']).len()..];
+    format!("{content}{ending}")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verification
+
+/// Parses `text` and returns promotion `name`, which must be valid.
+fn reparse(text: &str, file: &str, name: &str) -> Result<ClusterPromotion, EditError> {
+    let problem = |problem: String| EditError::Verification {
+        file: file.to_string(),
+        name: name.to_string(),
+        problem,
+    };
+    let parsed = parse_file(file, text.as_bytes(), &Limits::default());
+    if let Some(error) = parsed.diagnostics.first() {
+        return Err(problem(format!("does not parse: {error}")));
+    }
+    let mut matching = parsed
+        .promotions
+        .into_iter()
+        .filter(|p| p.name.as_deref() == Some(name));
+    let (Some(document), None) = (matching.next(), matching.next()) else {
+        return Err(problem("is not defined exactly once".to_string()));
+    };
+    match document.promotion {
+        Some(promotion) => Ok(promotion),
+        None => {
+            let errors: Vec<String> = document.diagnostics.iter().map(|d| d.to_string()).collect();
+            Err(problem(format!("does not validate: {}", errors.join("; "))))
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Git: read a file at a commit, commit one changed file on a new branch
+
+/// The content of `path` at `commit`, `None` when there is no such file.
+pub fn read_file_at(
+    repo: &Repository,
+    commit: &Commit<'_>,
+    path: &str,
+) -> Result<Option<Vec<u8>>, EditError> {
+    let tree = commit
+        .tree()
+        .map_err(git_error(format!("read the tree of {}", commit.id())))?;
+    let entry = match tree.get_path(Path::new(path)) {
+        Ok(entry) => entry,
+        Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(None),
+        Err(e) => return Err(git_error(format!("find {path} at {}", commit.id()))(e)),
+    };
+    if entry.kind() != Some(ObjectType::Blob) {
+        return Ok(None);
+    }
+    let blob = repo
+        .find_blob(entry.id())
+        .map_err(git_error(format!("read {path} at {}", commit.id())))?;
+    Ok(Some(blob.content().to_vec()))
+}
+
+/// A one-file change to commit on a new branch.
+pub struct FileCommit<'a> {
+    pub branch: &'a str,
+    pub file: &'a str,
+    pub content: &'a [u8],
+    pub message: &'a str,
+}
+
+/// Commits `change` on top of `base` and points the new branch `refs/heads/<branch>` at it. The
+/// new tree is `base`'s tree with one blob replaced; no checkout, index or working tree is used.
+pub fn commit_on_new_branch(
+    repo: &Repository,
+    base: &Commit<'_>,
+    change: &FileCommit<'_>,
+) -> Result<Oid, EditError> {
+    let reference = format!("refs/heads/{}", change.branch);
+    if repo.find_reference(&reference).is_ok() {
+        return Err(EditError::BranchExists {
+            branch: change.branch.to_string(),
+        });
+    }
+    let signature = repo
+        .signature()
+        .map_err(|source| EditError::NoIdentity { source })?;
+    let base_tree = base
+        .tree()
+        .map_err(git_error(format!("read the tree of {}", base.id())))?;
+    let mode = match base_tree.get_path(Path::new(change.file)) {
+        Ok(entry) if entry.filemode() == i32::from(FileMode::BlobExecutable) => {
+            FileMode::BlobExecutable
+        }
+        _ => FileMode::Blob,
+    };
+    let blob = repo
+        .blob(change.content)
+        .map_err(git_error(format!("write the new {}", change.file)))?;
+    let tree_id = TreeUpdateBuilder::new()
+        .upsert(change.file, blob, mode)
+        .create_updated(repo, &base_tree)
+        .map_err(git_error("build the new tree"))?;
+    let tree = repo
+        .find_tree(tree_id)
+        .map_err(git_error("read the new tree"))?;
+    let commit = repo
+        .commit(None, &signature, &signature, change.message, &tree, &[base])
+        .map_err(git_error("create the commit"))?;
+    repo.reference(&reference, commit, false, change.message)
+        .map_err(git_error(format!("create branch {}", change.branch)))?;
+    Ok(commit)
+}
+
+// ---------------------------------------------------------------------------------------------
+// approve / rollback
+
+/// Where to read from: a local clone, its branch and the manifests' sub-path.
+#[derive(Clone, Debug)]
+pub struct Target<'a> {
+    pub repo: &'a Path,
+    pub branch: &'a str,
+    pub path: &'a str,
+}
+
+/// A commit made on a new branch, for the CLI to report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EditOutcome {
+    pub branch: String,
+    pub commit: String,
+    /// The tip of the source branch the new commit sits on.
+    pub base: String,
+    pub file: String,
+    pub message: String,
+    pub snapshot_index: u64,
+    pub snapshot_id: String,
+    pub warnings: Vec<String>,
+}
+
+struct Loaded {
+    repo: Repository,
+    source: GitSource,
+}
+
+fn load(target: &Target<'_>) -> Result<Loaded, EditError> {
+    let source_error = |source| EditError::Source {
+        repo: target.repo.display().to_string(),
+        branch: target.branch.to_string(),
+        source: Box::new(source),
+    };
+    let repo_text = target.repo.to_string_lossy().into_owned();
+    let repo = Repository::open(target.repo).map_err(|source| {
+        source_error(SourceError::Open {
+            repo: repo_text.clone(),
+            source,
+        })
+    })?;
+    // Local repositories are read in place: the cache directory is never used.
+    let config = SourceConfig::new(repo_text, target.branch, target.path, std::env::temp_dir());
+    let mut source = GitSource::open(config).map_err(source_error)?;
+    source.sync().map_err(source_error)?;
+    Ok(Loaded { repo, source })
+}
+
+fn tip<'r>(repo: &'r Repository, branch: &str) -> Result<Commit<'r>, EditError> {
+    repo.find_reference(&format!("refs/heads/{branch}"))
+        .and_then(|r| r.peel_to_commit())
+        .map_err(git_error(format!("read the tip of branch {branch}")))
+}
+
+fn unknown_promotion(source: &GitSource, name: &str, branch: &str) -> EditError {
+    let known: Vec<&str> = source.promotions().map(|(n, _)| n).collect();
+    EditError::UnknownPromotion {
+        name: name.to_string(),
+        branch: branch.to_string(),
+        known: if known.is_empty() {
+            "none".to_string()
+        } else {
+            known.join(", ")
+        },
+    }
+}
+
+/// `#N`, `N`, or a snapshot-id prefix.
+fn select_snapshot<'s>(
+    history: &'s [Snapshot],
+    name: &str,
+    selector: &str,
+) -> Result<&'s Snapshot, EditError> {
+    let unknown = || EditError::UnknownSnapshot {
+        name: name.to_string(),
+        selector: selector.to_string(),
+        count: history.len(),
+    };
+    let number = selector.strip_prefix('#').unwrap_or(selector);
+    if let Ok(index) = number.parse::<u64>()
+        && (selector.starts_with('#') || number.len() < 12)
+    {
+        return history
+            .iter()
+            .find(|s| s.index == index)
+            .ok_or_else(unknown);
+    }
+    let prefix = selector.to_ascii_lowercase();
+    let mut matching = history.iter().filter(|s| s.id().starts_with(&prefix));
+    match (matching.next(), matching.next()) {
+        (Some(snapshot), None) => Ok(snapshot),
+        (Some(_), Some(_)) => Err(EditError::AmbiguousSnapshot {
+            name: name.to_string(),
+            selector: selector.to_string(),
+        }),
+        (None, _) => Err(unknown()),
+    }
+}
+
+fn decode(bytes: Vec<u8>, file: &str, name: &str) -> Result<String, EditError> {
+    String::from_utf8(bytes).map_err(|_| EditError::Yaml {
+        file: file.to_string(),
+        name: name.to_string(),
+        message: "file is not valid UTF-8".to_string(),
+    })
+}
+
+/// Writes `approve.tollgate.dev/<stage>: <id12>` into promotion `name` as of the branch tip and
+/// commits it on `tollgate/approve-<name>-<stage>-<id12>`. `snapshot` (`#N` or an id prefix)
+/// defaults to the current snapshot.
+pub fn approve(
+    target: &Target<'_>,
+    name: &str,
+    stage: &str,
+    snapshot: Option<&str>,
+) -> Result<EditOutcome, EditError> {
+    let Loaded { repo, source } = load(target)?;
+    let current = match source.promotion(name) {
+        None => return Err(unknown_promotion(&source, name, target.branch)),
+        Some(PromotionView::Invalid { errors, .. }) => {
+            let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            return Err(EditError::InvalidAtTip {
+                name: name.to_string(),
+                branch: target.branch.to_string(),
+                errors: errors.join("; "),
+            });
+        }
+        Some(PromotionView::Valid { snapshot }) => snapshot,
+    };
+    let promotion = &current.promotion;
+    let mut warnings = Vec::new();
+    match promotion.stage(stage).map(|s| &s.trigger) {
+        None => {
+            let stages: Vec<&str> = promotion.spec.stages.iter().map(|s| s.name.as_str()).collect();
+            return Err(EditError::UnknownStage {
+                name: name.to_string(),
+                stage: stage.to_string(),
+                stages: stages.join(", "),
+            });
+        }
+        Some(Some(Trigger::Manual(_))) => {}
+        Some(_) => warnings.push(format!(
+            "stage {stage:?} is not a manual stage: its trigger is automatic, so the approval annotation has no effect"
+        )),
+    }
+    let chosen = match snapshot {
+        None => current,
+        Some(selector) => select_snapshot(source.history(name), name, selector)?,
+    };
+    if chosen.index != current.index {
+        warnings.push(format!(
+            "snapshot #{} is not the current snapshot #{}: the approval only applies if #{} runs again",
+            chosen.index, current.index, chosen.index
+        ));
+    }
+    let id12 = chosen.hashes.short().to_string();
+    let tip = tip(&repo, target.branch)?;
+    let file = current.file.clone();
+    let text = read_file_at(&repo, &tip, &file)?.ok_or_else(|| EditError::DocumentNotFound {
+        file: file.clone(),
+        name: name.to_string(),
+    })?;
+    let text = decode(text, &file, name)?;
+    let document = find_promotion_document(&text, &file, name)?;
+    let key = format!("{APPROVE_ANNOTATION_PREFIX}{stage}");
+    let body = set_annotation(&text[document.body.clone()], &file, name, &key, &id12)?;
+    let edited = format!(
+        "{}{body}{}",
+        &text[..document.body.start],
+        &text[document.body.end..]
+    );
+    let result = reparse(&edited, &file, name)?;
+    let verification = |problem: String| EditError::Verification {
+        file: file.clone(),
+        name: name.to_string(),
+        problem,
+    };
+    if SpecHashes::of(&result) != current.hashes {
+        return Err(verification("has different content hashes".to_string()));
+    }
+    if result.metadata.annotations.get(&key) != Some(&id12) {
+        return Err(verification(format!("does not carry {key}: {id12}")));
+    }
+    let branch = format!("tollgate/approve-{name}-{stage}-{id12}");
+    let message = format!(
+        "Approve {name} stage {stage} for snapshot #{} ({id12})",
+        chosen.index
+    );
+    let commit = commit_on_new_branch(
+        &repo,
+        &tip,
+        &FileCommit {
+            branch: &branch,
+            file: &file,
+            content: edited.as_bytes(),
+            message: &message,
+        },
+    )?;
+    Ok(EditOutcome {
+        branch,
+        commit: commit.to_string(),
+        base: tip.id().to_string(),
+        file,
+        message,
+        snapshot_index: chosen.index,
+        snapshot_id: chosen.id().to_string(),
+        warnings,
+    })
+}
+
+/// Restores snapshot `index` of promotion `name`: its document as of the snapshot's commit
+/// replaces the current one (in the file it lives in now), committed on
+/// `tollgate/rollback-<name>-to-<index>`.
+pub fn rollback(target: &Target<'_>, name: &str, index: u64) -> Result<EditOutcome, EditError> {
+    let Loaded { repo, source } = load(target)?;
+    let history = source.history(name);
+    if history.is_empty() {
+        return Err(unknown_promotion(&source, name, target.branch));
+    }
+    let snapshot = select_snapshot(history, name, &format!("#{index}"))?;
+    let view = source.promotion(name);
+    if let Some(PromotionView::Valid { snapshot: current }) = view
+        && current.hashes == snapshot.hashes
+    {
+        return Err(EditError::AlreadyAtSnapshot {
+            name: name.to_string(),
+            branch: target.branch.to_string(),
+            index,
+        });
+    }
+    // The file the promotion lives in now; where it was when it is gone from the branch.
+    let current_file = match view {
+        Some(PromotionView::Valid { snapshot: current }) => current.file.clone(),
+        Some(PromotionView::Invalid { errors, last_good }) => errors
+            .first()
+            .map(|d| d.file.clone())
+            .or_else(|| last_good.as_ref().map(|s| s.file.clone()))
+            .unwrap_or_else(|| snapshot.file.clone()),
+        None => snapshot.file.clone(),
+    };
+
+    let old_commit = repo
+        .find_commit(
+            Oid::from_str(&snapshot.commit.sha)
+                .map_err(git_error(format!("parse commit {}", snapshot.commit.sha)))?,
+        )
+        .map_err(git_error(format!("read commit {}", snapshot.commit.sha)))?;
+    let old_text = read_file_at(&repo, &old_commit, &snapshot.file)?.ok_or_else(|| {
+        EditError::DocumentNotFound {
+            file: snapshot.file.clone(),
+            name: name.to_string(),
+        }
+    })?;
+    let old_text = decode(old_text, &snapshot.file, name)?;
+    let old_document = find_promotion_document(&old_text, &snapshot.file, name)?;
+    let old_body = &old_text[old_document.body.clone()];
+
+    let tip = tip(&repo, target.branch)?;
+    let edited = match read_file_at(&repo, &tip, &current_file)? {
+        Some(bytes) => {
+            let text = decode(bytes, &current_file, name)?;
+            match find_promotion_document(&text, &current_file, name) {
+                Ok(document) => {
+                    let mut body = old_body.to_string();
+                    if document.body.end < text.len() && !body.ends_with('\n') {
+                        body.push('\n');
+                    }
+                    format!(
+                        "{}{body}{}",
+                        &text[..document.body.start],
+                        &text[document.body.end..]
+                    )
+                }
+                // Removed from a file that still exists: add it back as one more document.
+                Err(EditError::DocumentNotFound { .. }) => {
+                    let separator = if text.is_empty() || text.ends_with('\n') {
+                        ""
+                    } else {
+                        "\n"
+                    };
+                    format!("{text}{separator}---\n{old_body}")
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        None => old_body.to_string(),
+    };
+    let result = reparse(&edited, &current_file, name)?;
+    if SpecHashes::of(&result) != snapshot.hashes {
+        return Err(EditError::Verification {
+            file: current_file,
+            name: name.to_string(),
+            problem: format!("does not have the content hashes of snapshot #{index}"),
+        });
+    }
+    let short_commit = &snapshot.commit.sha[..snapshot.commit.sha.len().min(7)];
+    let branch = format!("tollgate/rollback-{name}-to-{index}");
+    let message = format!("Roll back {name} to snapshot #{index} ({short_commit})");
+    let commit = commit_on_new_branch(
+        &repo,
+        &tip,
+        &FileCommit {
+            branch: &branch,
+            file: &current_file,
+            content: edited.as_bytes(),
+            message: &message,
+        },
+    )?;
+    Ok(EditOutcome {
+        branch,
+        commit: commit.to_string(),
+        base: tip.id().to_string(),
+        file: current_file,
+        message,
+        snapshot_index: index,
+        snapshot_id: snapshot.id().to_string(),
+        warnings: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOC: &str = "\
+# leading comment
+apiVersion: config.projectsveltos.io/v1beta1
+kind: ClusterPromotion
+metadata:
+  name: app   # the name
+  labels:
+    team: a
+spec:
+  stages:
+  - name: prod
+    clusterSelector:
+      matchLabels:
+        env: prod
+    trigger:
+      manual: {}
+";
+
+    #[test]
+    fn splits_documents_at_markers_only() {
+        let text = "a: 1\n---\nb: 2\n--- # c\nc: |\n  ---x\n";
+        let spans = split_documents(text);
+        let bodies: Vec<&str> = spans.iter().map(|s| &text[s.body.clone()]).collect();
+        assert_eq!(bodies, ["a: 1\n", "b: 2\n", "c: |\n  ---x\n"]);
+        assert_eq!(&text[spans[1].range.clone()], "---\nb: 2\n");
+        let leading = split_documents("---\na: 1\n");
+        assert_eq!(leading.len(), 1);
+        assert_eq!(leading[0].body, 4..9);
+    }
+
+    #[test]
+    fn creates_annotations_under_metadata() {
+        let edited = set_annotation(
+            DOC,
+            "f.yaml",
+            "app",
+            "approve.tollgate.dev/prod",
+            "0123456789ab",
+        )
+        .expect("edit");
+        let expected = DOC.replace(
+            "metadata:\n",
+            "metadata:\n  annotations:\n    approve.tollgate.dev/prod: \"0123456789ab\"\n",
+        );
+        assert_eq!(edited, expected);
+    }
+
+    #[test]
+    fn inserts_into_existing_annotations_and_replaces_existing_value() {
+        let doc = DOC.replace(
+            "  labels:\n",
+            "  annotations:\n    note: x # why\n  labels:\n",
+        );
+        let added = set_annotation(
+            &doc,
+            "f.yaml",
+            "app",
+            "approve.tollgate.dev/prod",
+            "111111111111",
+        )
+        .expect("insert");
+        assert_eq!(
+            added,
+            doc.replace(
+                "    note: x",
+                "    approve.tollgate.dev/prod: \"111111111111\"\n    note: x"
+            )
+        );
+        let replaced = set_annotation(
+            &added,
+            "f.yaml",
+            "app",
+            "approve.tollgate.dev/prod",
+            "222222222222",
+        )
+        .expect("replace");
+        assert_eq!(replaced, added.replace("111111111111", "222222222222"));
+    }
+
+    #[test]
+    fn rewrites_empty_annotations() {
+        let doc = DOC.replace("  labels:\n", "  annotations: {}\n  labels:\n");
+        let edited = set_annotation(&doc, "f.yaml", "app", "k", "v").expect("edit");
+        assert!(
+            edited.contains("  annotations:\n    k: \"v\"\n  labels:\n"),
+            "{edited}"
+        );
+    }
+
+    #[test]
+    fn refuses_flow_style_metadata() {
+        let doc = "apiVersion: v1\nkind: ClusterPromotion\nmetadata: {name: app}\nspec: {}\n";
+        let error = set_annotation(doc, "f.yaml", "app", "k", "v").expect_err("flow");
+        assert!(
+            matches!(error, EditError::NotBlockStyle { line: 3, .. }),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn finds_the_named_document() {
+        let text = format!("{DOC}---\n{}", DOC.replace("name: app", "name: other"));
+        let span = find_promotion_document(&text, "f.yaml", "other").expect("found");
+        assert!(text[span.body.clone()].contains("name: other"));
+        assert!(matches!(
+            find_promotion_document(&text, "f.yaml", "none"),
+            Err(EditError::DocumentNotFound { .. })
+        ));
+        let twice = format!("{DOC}---\n{DOC}");
+        assert!(matches!(
+            find_promotion_document(&twice, "f.yaml", "app"),
+            Err(EditError::DuplicateDocument { .. })
+        ));
+    }
+}
