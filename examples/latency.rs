@@ -44,7 +44,9 @@ fn promotion(name: &str, version: u64) -> String {
     let stages: String = ["dev", "staging", "prod", "production"]
         .iter()
         .map(|env| {
-            format!("  - name: {env}\n    clusterSelector:\n      matchLabels:\n        env: {env}\n")
+            format!(
+                "  - name: {env}\n    clusterSelector:\n      matchLabels:\n        env: {env}\n"
+            )
         })
         .collect();
     format!(
@@ -114,22 +116,36 @@ async fn main() {
     let mut fleet_yaml = String::from("defaults: {latency: 50ms}\nclusters:\n");
     for env in ["dev", "staging", "prod", "production"] {
         for i in 0..3 {
-            fleet_yaml.push_str(&format!("- {{name: {env}-{i}, namespace: fleet, labels: {{env: {env}}}}}\n"));
+            fleet_yaml.push_str(&format!(
+                "- {{name: {env}-{i}, namespace: fleet, labels: {{env: {env}}}}}\n"
+            ));
         }
     }
     let fleet = Fleet::parse(&fleet_yaml, Path::new("latency-fleet.yaml")).expect("fleet");
-    let emulator = Emulator::start(EmulatorConfig { fleet, write_log_capacity: None, ..EmulatorConfig::default() })
-        .await
-        .expect("emulator");
-    let client = Client::try_from(Config::new(emulator.url().parse().expect("url"))).expect("client");
+    let emulator = Emulator::start(EmulatorConfig {
+        fleet,
+        write_log_capacity: None,
+        ..EmulatorConfig::default()
+    })
+    .await
+    .expect("emulator");
+    let client =
+        Client::try_from(Config::new(emulator.url().parse().expect("url"))).expect("client");
 
     let repo = tempfile::tempdir().expect("repo dir");
     let cache = tempfile::tempdir().expect("cache dir");
     git(repo.path(), &["init", "-q", "-b", "main"]);
     git(repo.path(), &["config", "user.name", "Latency"]);
-    git(repo.path(), &["config", "user.email", "latency@example.com"]);
+    git(
+        repo.path(),
+        &["config", "user.email", "latency@example.com"],
+    );
     for p in 0..promotions {
-        std::fs::write(repo.path().join(format!("p{p}.yaml")), promotion(&format!("p{p}"), 0)).expect("write");
+        std::fs::write(
+            repo.path().join(format!("p{p}.yaml")),
+            promotion(&format!("p{p}"), 0),
+        )
+        .expect("write");
     }
     git(repo.path(), &["add", "-A"]);
     git(repo.path(), &["commit", "-q", "-m", "initial"]);
@@ -144,7 +160,9 @@ async fn main() {
         metrics: std::sync::Arc::new(tollgate::server::metrics::Metrics::new()),
     };
     let started = Instant::now();
-    let (handle, _task) = controller::start(client, config, LeaderGate::always()).await.expect("controller");
+    let (handle, _task) = controller::start(client, config, LeaderGate::always())
+        .await
+        .expect("controller");
     let statuses = |emulator: &tollgate_emulator::EmulatorHandle| -> usize {
         let state = emulator.state_json();
         state.to_string().matches("\"phase\":\"Completed\"").count()
@@ -160,11 +178,16 @@ async fn main() {
         std::fs::write(repo.path().join("p0.yaml"), promotion("p0", version)).expect("write");
         git(repo.path(), &["add", "-A"]);
         let pushed_at: DateTime<Utc> = Utc::now();
-        git(repo.path(), &["commit", "-q", "-m", &format!("bump {version}")]);
+        git(
+            repo.path(),
+            &["commit", "-q", "-m", &format!("bump {version}")],
+        );
         let needle = format!("1.0.{version}");
         loop {
             let applied = emulator.write_log().into_iter().rev().find(|w| {
-                w.name == "p0-dev" && w.field_manager == "tollgate" && w.object.to_string().contains(&needle)
+                w.name == "p0-dev"
+                    && w.field_manager == "tollgate"
+                    && w.object.to_string().contains(&needle)
             });
             if let Some(applied) = applied {
                 push_samples.push(ms(applied.time - pushed_at));
@@ -183,10 +206,12 @@ async fn main() {
     emulator.reset_request_counts();
     tokio::time::sleep(quiet).await;
     let counts = emulator.request_counts();
-    let by_verb: serde_json::Map<String, serde_json::Value> = ["get", "list", "watch", "create", "update", "patch", "delete"]
-        .iter()
-        .map(|v| (v.to_string(), json!(counts.verb(v))))
-        .collect();
+    let by_verb: serde_json::Map<String, serde_json::Value> = [
+        "get", "list", "watch", "create", "update", "patch", "delete",
+    ]
+    .iter()
+    .map(|v| (v.to_string(), json!(counts.verb(v))))
+    .collect();
 
     let transitions = stage_transitions(&emulator.write_log());
     println!(

@@ -72,7 +72,10 @@ fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
 #[test]
 fn run_embedded_rolls_out_and_status_reports_it() {
     let repo = TestRepo::new();
-    repo.write("kyverno.yaml", &seed("05-kyverno-rollout-auto-v1.yaml", "1s"));
+    repo.write(
+        "kyverno.yaml",
+        &seed("05-kyverno-rollout-auto-v1.yaml", "1s"),
+    );
     repo.commit("Kyverno");
     let dir = tempfile::tempdir().expect("temp dir");
     let (_controller, kubeconfig) = start_embedded(&repo, dir.path(), &[]);
@@ -90,7 +93,12 @@ fn run_embedded_rolls_out_and_status_reports_it() {
         .expect("status runs");
     assert!(output.status.success());
     let table = String::from_utf8_lossy(&output.stdout);
-    for expected in ["Completed", "production", "1/1 provisioned", "Successfully provisioned"] {
+    for expected in [
+        "Completed",
+        "production",
+        "1/1 provisioned",
+        "Successfully provisioned",
+    ] {
         assert!(table.contains(expected), "{expected:?} missing in\n{table}");
     }
 
@@ -105,7 +113,10 @@ fn run_embedded_rolls_out_and_status_reports_it() {
 #[test]
 fn dry_run_logs_actions_and_writes_nothing() {
     let repo = TestRepo::new();
-    repo.write("kyverno.yaml", &seed("05-kyverno-rollout-auto-v1.yaml", "1s"));
+    repo.write(
+        "kyverno.yaml",
+        &seed("05-kyverno-rollout-auto-v1.yaml", "1s"),
+    );
     repo.commit("Kyverno");
     let dir = tempfile::tempdir().expect("temp dir");
     let (mut controller, kubeconfig) = start_embedded(&repo, dir.path(), &["--dry-run"]);
@@ -139,10 +150,18 @@ impl StderrOutput for Child {
 }
 
 /// One HTTP/1.1 request over a fresh connection; returns (status code, body).
-fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Option<(u16, String)> {
+fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Option<(u16, String)> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
     let mut request = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
@@ -157,7 +176,10 @@ fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[
     stream.read_to_end(&mut response).ok()?;
     let text = String::from_utf8_lossy(&response).to_string();
     let code = text.split(' ').nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     Some((code, body))
 }
 
@@ -173,7 +195,10 @@ fn free_port() -> u16 {
 #[test]
 fn signed_webhook_triggers_the_fetch_and_metrics_are_served() {
     let repo = TestRepo::new();
-    repo.write("kyverno.yaml", &seed("05-kyverno-rollout-auto-v1.yaml", "1s"));
+    repo.write(
+        "kyverno.yaml",
+        &seed("05-kyverno-rollout-auto-v1.yaml", "1s"),
+    );
     repo.commit("Kyverno 3.5.2");
     let dir = tempfile::tempdir().expect("temp dir");
     let secret_file = dir.path().join("webhook-secret");
@@ -184,7 +209,16 @@ fn signed_webhook_triggers_the_fetch_and_metrics_are_served() {
     std::fs::write(&fleet, fleet_yaml(1, "100ms")).expect("fleet");
     let kubeconfig = dir.path().join("kubeconfig");
     let child = tollgate()
-        .args(["run", "--repo", &url, "--branch", "main", "--interval", "1h", "--embedded"])
+        .args([
+            "run",
+            "--repo",
+            &url,
+            "--branch",
+            "main",
+            "--interval",
+            "1h",
+            "--embedded",
+        ])
         .arg(&fleet)
         .arg("--embedded-kubeconfig")
         .arg(&kubeconfig)
@@ -205,18 +239,33 @@ fn signed_webhook_triggers_the_fetch_and_metrics_are_served() {
         status_json(&kubeconfig).filter(|s| s[0]["status"]["phase"] == "Completed")
     });
 
-    repo.write("kyverno.yaml", &seed("06-kyverno-rollout-auto-v2.yaml", "1s"));
+    repo.write(
+        "kyverno.yaml",
+        &seed("06-kyverno-rollout-auto-v2.yaml", "1s"),
+    );
     repo.commit("Kyverno 3.6.2");
     let body = br#"{"ref": "refs/heads/main"}"#;
-    let (code, _) = http(&addr, "POST", "/webhooks/generic", &[("X-Tollgate-Signature", "sha256=0000")], body)
-        .expect("webhook answers");
+    let (code, _) = http(
+        &addr,
+        "POST",
+        "/webhooks/generic",
+        &[("X-Tollgate-Signature", "sha256=0000")],
+        body,
+    )
+    .expect("webhook answers");
     assert_eq!(code, 401, "a wrong signature is refused");
     let signature = format!(
         "sha256={}",
         tollgate::server::signature::hmac_sha256_hex(b"s3cr3t-webhook-value", body)
     );
-    let (code, _) = http(&addr, "POST", "/webhooks/generic", &[("X-Tollgate-Signature", &signature)], body)
-        .expect("webhook answers");
+    let (code, _) = http(
+        &addr,
+        "POST",
+        "/webhooks/generic",
+        &[("X-Tollgate-Signature", &signature)],
+        body,
+    )
+    .expect("webhook answers");
     assert_eq!(code, 202);
     eventually("the webhook-triggered fetch rolls out snapshot 2", || {
         status_json(&kubeconfig).filter(|s| s[0]["status"]["snapshotIndex"] == 2)
@@ -233,5 +282,8 @@ fn signed_webhook_triggers_the_fetch_and_metrics_are_served() {
     ] {
         assert!(metrics.contains(family), "{family} missing from /metrics");
     }
-    assert!(!metrics.contains("s3cr3t"), "the secret leaks into /metrics");
+    assert!(
+        !metrics.contains("s3cr3t"),
+        "the secret leaks into /metrics"
+    );
 }

@@ -18,7 +18,8 @@ fn read(file: &str) -> String {
 }
 
 fn typed<T: serde::de::DeserializeOwned>(file: &str) -> T {
-    let value: Value = serde_saphyr::from_str(&read(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let value: Value =
+        serde_saphyr::from_str(&read(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
     serde_json::from_value(value).unwrap_or_else(|e| panic!("{file} is not a valid object: {e}"))
 }
 
@@ -39,7 +40,10 @@ fn every_manifest_parses_into_its_typed_object() {
     on_disk.sort();
     let mut sorted = listed.clone();
     sorted.sort();
-    assert_eq!(sorted, on_disk, "kustomization.yaml lists exactly the manifests in deploy/");
+    assert_eq!(
+        sorted, on_disk,
+        "kustomization.yaml lists exactly the manifests in deploy/"
+    );
 
     for file in &listed {
         let value: Value = serde_saphyr::from_str(&read(file)).expect("yaml");
@@ -78,12 +82,23 @@ fn every_rbac_rule_says_why() {
 #[test]
 fn deployment_runs_non_root_with_probes_and_leader_election() {
     let deployment: Deployment = typed("deployment.yaml");
-    let pod = deployment.spec.expect("spec").template.spec.expect("pod spec");
-    assert_eq!(pod.security_context.and_then(|s| s.run_as_non_root), Some(true));
+    let pod = deployment
+        .spec
+        .expect("spec")
+        .template
+        .spec
+        .expect("pod spec");
+    assert_eq!(
+        pod.security_context.and_then(|s| s.run_as_non_root),
+        Some(true)
+    );
     let container = &pod.containers[0];
     assert!(container.liveness_probe.is_some() && container.readiness_probe.is_some());
     let env = container.env.clone().unwrap_or_default();
-    assert!(env.iter().any(|e| e.name == "TOLLGATE_LEADER_ELECT" && e.value.as_deref() == Some("true")));
+    assert!(
+        env.iter()
+            .any(|e| e.name == "TOLLGATE_LEADER_ELECT" && e.value.as_deref() == Some("true"))
+    );
     assert!(container.resources.is_some());
 }
 

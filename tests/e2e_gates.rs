@@ -46,7 +46,10 @@ async fn manual_gate_waits_passes_on_approval_commit_and_is_not_reused() {
 
     wait_for_gate(&world, 1).await;
     assert!(
-        world.profile(&format!("{MANUAL}-production")).await.is_none(),
+        world
+            .profile(&format!("{MANUAL}-production"))
+            .await
+            .is_none(),
         "nothing past the gate before approval"
     );
 
@@ -58,7 +61,12 @@ async fn manual_gate_waits_passes_on_approval_commit_and_is_not_reused() {
     let status = world.wait_phase(MANUAL, "Completed").await;
     let approver = &stage(&status, "staging").expect("staging status")["approver"];
     assert_eq!(approver["sha"], approval_sha.as_str());
-    assert_eq!(approver["author"].as_str().map(|a| a.contains("Test Author")), Some(true));
+    assert_eq!(
+        approver["author"]
+            .as_str()
+            .map(|a| a.contains("Test Author")),
+        Some(true)
+    );
 
     // A new version starts a new run. `approved: true` is still in the file, but the approval was
     // given before this run started: it is not reused (DESIGN D2).
@@ -68,7 +76,10 @@ async fn manual_gate_waits_passes_on_approval_commit_and_is_not_reused() {
     world.repo.commit("Kyverno 3.7.0");
     world.poke();
     wait_for_gate(&world, 2).await;
-    let production = world.profile(&format!("{MANUAL}-production")).await.expect("production");
+    let production = world
+        .profile(&format!("{MANUAL}-production"))
+        .await
+        .expect("production");
     assert_eq!(
         production.data.pointer("/spec/helmCharts/0/chartVersion"),
         Some(&Value::from("3.6.2")),
@@ -77,7 +88,9 @@ async fn manual_gate_waits_passes_on_approval_commit_and_is_not_reused() {
 
     // A snapshot-bound annotation approves exactly the current snapshot.
     let status = world.status(MANUAL).await.expect("status");
-    let snapshot_id = str_at(&status, "/snapshotId").expect("snapshot id").to_string();
+    let snapshot_id = str_at(&status, "/snapshotId")
+        .expect("snapshot id")
+        .to_string();
     let annotated = v2.replacen(
         "metadata:\n  name: kyverno-prog-rollout-man\n",
         &format!(
@@ -98,13 +111,19 @@ async fn manual_gate_waits_passes_on_approval_commit_and_is_not_reused() {
                 .filter(|s| s["snapshotIndex"] == 2 && s["phase"] == "Completed")
         })
         .await;
-    assert_eq!(stage(&status, "staging").expect("staging")["approver"]["kind"], "Annotation");
+    assert_eq!(
+        stage(&status, "staging").expect("staging")["approver"]["kind"],
+        "Annotation"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broken_release_stops_in_first_stage_and_next_commit_recovers() {
     let repo = TestRepo::new();
-    repo.write("kyverno.yaml", &seed("05-kyverno-rollout-auto-v1.yaml", "1s"));
+    repo.write(
+        "kyverno.yaml",
+        &seed("05-kyverno-rollout-auto-v1.yaml", "1s"),
+    );
     repo.commit("Kyverno 3.5.2");
     let world = World::start(repo, &fleet_yaml(1, "100ms")).await;
     world.wait_phase("kyverno-rollout-auto", "Completed").await;
@@ -116,7 +135,10 @@ async fn broken_release_stops_in_first_stage_and_next_commit_recovers() {
         .emulator
         .set_feature_failure("dev-1", Feature::Helm, Some(helm_error))
         .expect("inject failure");
-    world.repo.write("kyverno.yaml", &seed("07-kyverno-rollout-auto-broken.yaml", "1s"));
+    world.repo.write(
+        "kyverno.yaml",
+        &seed("07-kyverno-rollout-auto-broken.yaml", "1s"),
+    );
     world.repo.commit("Kyverno 3.6.2 (broken values)");
     world.poke();
     let status = world
@@ -128,7 +150,10 @@ async fn broken_release_stops_in_first_stage_and_next_commit_recovers() {
         })
         .await;
     assert_eq!(str_at(&status, "/currentStageName"), Some("dev"));
-    let staging = world.profile("kyverno-rollout-auto-staging").await.expect("staging");
+    let staging = world
+        .profile("kyverno-rollout-auto-staging")
+        .await
+        .expect("staging");
     assert_eq!(
         staging.data.pointer("/spec/helmCharts/0/chartVersion"),
         Some(&Value::from("3.5.2")),
@@ -140,7 +165,10 @@ async fn broken_release_stops_in_first_stage_and_next_commit_recovers() {
         .emulator
         .set_feature_failure("dev-1", Feature::Helm, None)
         .expect("clear failure");
-    world.repo.write("kyverno.yaml", &seed("06-kyverno-rollout-auto-v2.yaml", "1s"));
+    world.repo.write(
+        "kyverno.yaml",
+        &seed("06-kyverno-rollout-auto-v2.yaml", "1s"),
+    );
     world.repo.commit("Kyverno 3.6.2 (fixed values)");
     world.poke();
     let status = world
@@ -162,7 +190,9 @@ async fn invalid_commit_keeps_last_good_snapshot_and_spares_other_promotions() {
     repo.commit("Two promotions");
     let world = World::start(repo, &fleet_yaml(1, "100ms")).await;
     world.wait_phase("kyverno-rollout-auto", "Completed").await;
-    world.wait_phase("core-payment-processor-ci", "Completed").await;
+    world
+        .wait_phase("core-payment-processor-ci", "Completed")
+        .await;
 
     // Break one file (a delay that is not a Go duration) and bump the other in the same commit.
     let broken = seed("06-kyverno-rollout-auto-v2.yaml", "5 minutes");
@@ -183,8 +213,14 @@ async fn invalid_commit_keeps_last_good_snapshot_and_spares_other_promotions() {
     let error = str_at(&status, "/invalidSpec").expect("error text");
     assert!(error.contains("a.yaml"), "names the file: {error}");
     assert!(error.contains("delay"), "names the field: {error}");
-    assert_eq!(status["snapshotIndex"], 1, "the last good snapshot keeps running");
-    let dev = world.profile("kyverno-rollout-auto-dev").await.expect("dev");
+    assert_eq!(
+        status["snapshotIndex"], 1,
+        "the last good snapshot keeps running"
+    );
+    let dev = world
+        .profile("kyverno-rollout-auto-dev")
+        .await
+        .expect("dev");
     assert_eq!(
         dev.data.pointer("/spec/helmCharts/0/chartVersion"),
         Some(&Value::from("3.5.2"))
@@ -201,7 +237,9 @@ async fn invalid_commit_keeps_last_good_snapshot_and_spares_other_promotions() {
     assert_eq!(str_at(&other, "/currentStageName"), Some("production"));
 
     // Fixing the file resumes from the fixed content.
-    world.repo.write("a.yaml", &seed("06-kyverno-rollout-auto-v2.yaml", "1s"));
+    world
+        .repo
+        .write("a.yaml", &seed("06-kyverno-rollout-auto-v2.yaml", "1s"));
     world.repo.commit("Fix a");
     world.poke();
     let status = world

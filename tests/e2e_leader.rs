@@ -22,7 +22,10 @@ fn election(identity: &str) -> ElectionConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_writes_and_a_successor_finishes_the_rollout() {
     let repo = TestRepo::new();
-    repo.write("kyverno.yaml", &seed("05-kyverno-rollout-auto-v1.yaml", "3s"));
+    repo.write(
+        "kyverno.yaml",
+        &seed("05-kyverno-rollout-auto-v1.yaml", "3s"),
+    );
     repo.commit("Kyverno, 3s soak per stage");
     let world = World::without_controller(repo, &fleet_yaml(1, "100ms")).await;
 
@@ -50,9 +53,10 @@ async fn only_the_leader_writes_and_a_successor_finishes_the_rollout() {
         .await;
     world
         .eventually("dev provisioned under the first leader", || async {
-            world.status("kyverno-rollout-auto").await.filter(|s| {
-                s["stages"][0]["lastSuccessfulAppliedTime"].is_string()
-            })
+            world
+                .status("kyverno-rollout-auto")
+                .await
+                .filter(|s| s["stages"][0]["lastSuccessfulAppliedTime"].is_string())
         })
         .await;
     assert_eq!(
@@ -97,10 +101,15 @@ async fn only_the_leader_writes_and_a_successor_finishes_the_rollout() {
         )
         .expect("time");
         let next = chrono::DateTime::parse_from_rfc3339(
-            pair[1]["lastUpdateReconciledTime"].as_str().expect("started"),
+            pair[1]["lastUpdateReconciledTime"]
+                .as_str()
+                .expect("started"),
         )
         .expect("time");
-        assert!(next - done >= chrono::Duration::seconds(3), "delay skipped: {pair:?}");
+        assert!(
+            next - done >= chrono::Duration::seconds(3),
+            "delay skipped: {pair:?}"
+        );
     }
     for (handle, _) in &replicas {
         handle.shutdown();

@@ -12,7 +12,11 @@ use support::{TestRepo, World, fleet_yaml, seed};
 use tollgate::cluster::resources;
 
 fn with_preserve(manifest: &str) -> String {
-    manifest.replacen("spec:\n", "spec:\n  preserveClusterProfilesOnDelete: true\n", 1)
+    manifest.replacen(
+        "spec:\n",
+        "spec:\n  preserveClusterProfilesOnDelete: true\n",
+        1,
+    )
 }
 
 /// Three promotions; one removed (prunes), one removed with preserve (kept). 2 of 3 is above the
@@ -21,11 +25,18 @@ fn with_preserve(manifest: &str) -> String {
 async fn removing_a_promotion_prunes_its_profiles_unless_preserved() {
     let repo = TestRepo::new();
     repo.write("a.yaml", &seed("05-kyverno-rollout-auto-v1.yaml", "1s"));
-    repo.write("b.yaml", &with_preserve(&seed("01-core-payment-processor-ci.yaml", "1s")));
+    repo.write(
+        "b.yaml",
+        &with_preserve(&seed("01-core-payment-processor-ci.yaml", "1s")),
+    );
     repo.write("c.yaml", &seed("02-test-kyverno-rollout-auto.yaml", "1s"));
     repo.commit("Three promotions");
     let world = World::start(repo, &fleet_yaml(1, "100ms")).await;
-    for name in ["kyverno-rollout-auto", "core-payment-processor-ci", "test-kyverno-rollout"] {
+    for name in [
+        "kyverno-rollout-auto",
+        "core-payment-processor-ci",
+        "test-kyverno-rollout",
+    ] {
         world.wait_phase(name, "Completed").await;
     }
 
@@ -41,7 +52,9 @@ async fn removing_a_promotion_prunes_its_profiles_unless_preserved() {
         .await;
 
     world.repo.remove("b.yaml");
-    world.repo.commit("Remove core-payment-processor-ci (preserved)");
+    world
+        .repo
+        .commit("Remove core-payment-processor-ci (preserved)");
     world.poke();
     world
         .eventually("b's state object removed", || async {
@@ -57,7 +70,11 @@ async fn removing_a_promotion_prunes_its_profiles_unless_preserved() {
         4,
         "preserveClusterProfilesOnDelete keeps every stage's profile (D9)"
     );
-    assert_eq!(world.profiles_of("test-kyverno-rollout").await.len(), 2, "c untouched");
+    assert_eq!(
+        world.profiles_of("test-kyverno-rollout").await.len(),
+        2,
+        "c untouched"
+    );
 }
 
 /// A commit that removes every promotion is held by the blast-radius guard until confirmed.
@@ -81,8 +98,16 @@ async fn mass_removal_is_held_until_confirmed() {
             })
         })
         .await;
-    assert!(status["message"].as_str().is_some_and(|m| m.contains("removes all 1 promotions")));
-    assert_eq!(world.profiles_of("kyverno-rollout-auto").await.len(), 3, "nothing pruned");
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("removes all 1 promotions"))
+    );
+    assert_eq!(
+        world.profiles_of("kyverno-rollout-auto").await.len(),
+        3,
+        "nothing pruned"
+    );
 
     // Confirm by annotating the GitPromotion.
     let api: Api<DynamicObject> = Api::all_with(world.client.clone(), &resources::git_promotion());

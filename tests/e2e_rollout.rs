@@ -9,7 +9,10 @@ use support::{TestRepo, World, fleet_yaml, seed, str_at};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_seed_rolls_out_through_every_stage_in_order() {
     let repo = TestRepo::new();
-    repo.write("promotions/kyverno.yaml", &seed("05-kyverno-rollout-auto-v1.yaml", "1s"));
+    repo.write(
+        "promotions/kyverno.yaml",
+        &seed("05-kyverno-rollout-auto-v1.yaml", "1s"),
+    );
     repo.commit("Add kyverno rollout");
     let world = World::start(repo, &fleet_yaml(2, "100ms")).await;
 
@@ -24,20 +27,29 @@ async fn auto_seed_rolls_out_through_every_stage_in_order() {
     assert_eq!(stages, ["dev", "staging", "production"]);
 
     // One profile per stage, each with its own selector and the shared chart.
-    for (stage, env) in [("dev", "dev"), ("staging", "staging"), ("production", "prod")] {
+    for (stage, env) in [
+        ("dev", "dev"),
+        ("staging", "staging"),
+        ("production", "prod"),
+    ] {
         let profile = world
             .profile(&format!("kyverno-rollout-auto-{stage}"))
             .await
             .unwrap_or_else(|| panic!("profile for {stage}"));
         assert_eq!(
-            profile.data.pointer("/spec/clusterSelector/matchLabels/env"),
+            profile
+                .data
+                .pointer("/spec/clusterSelector/matchLabels/env"),
             Some(&Value::from(env))
         );
         assert_eq!(
             profile.data.pointer("/spec/helmCharts/0/chartVersion"),
             Some(&Value::from("3.5.2"))
         );
-        assert!(profile.metadata.owner_references.is_none(), "D7: no ownerReferences");
+        assert!(
+            profile.metadata.owner_references.is_none(),
+            "D7: no ownerReferences"
+        );
     }
 
     // Stage order: each stage's profile was first written after the previous stage completed.
@@ -49,7 +61,8 @@ async fn auto_seed_rolls_out_through_every_stage_in_order() {
     };
     assert!(first_apply("kyverno-rollout-auto-dev") < first_apply("kyverno-rollout-auto-staging"));
     assert!(
-        first_apply("kyverno-rollout-auto-staging") < first_apply("kyverno-rollout-auto-production")
+        first_apply("kyverno-rollout-auto-staging")
+            < first_apply("kyverno-rollout-auto-production")
     );
 }
 
@@ -65,7 +78,10 @@ fn chart_version(profile: &kube::api::DynamicObject) -> Option<&str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_restarts_from_stage_one_and_revert_rolls_back() {
     let repo = TestRepo::new();
-    repo.write("kyverno.yaml", &seed("05-kyverno-rollout-auto-v1.yaml", "1s"));
+    repo.write(
+        "kyverno.yaml",
+        &seed("05-kyverno-rollout-auto-v1.yaml", "1s"),
+    );
     repo.commit("Kyverno 3.5.2");
     let world = World::start(repo, &fleet_yaml(2, "100ms")).await;
     world.wait_phase("kyverno-rollout-auto", "Completed").await;
@@ -82,13 +98,30 @@ async fn push_restarts_from_stage_one_and_revert_rolls_back() {
             })
         })
         .await;
-    assert_eq!(status["stages"].as_array().map(Vec::len), Some(1), "progress reset to [dev]");
+    assert_eq!(
+        status["stages"].as_array().map(Vec::len),
+        Some(1),
+        "progress reset to [dev]"
+    );
     assert_eq!(str_at(&status, "/phase"), Some("Waiting"));
-    let dev = world.profile("kyverno-rollout-auto-dev").await.expect("dev");
-    let staging = world.profile("kyverno-rollout-auto-staging").await.expect("staging");
-    let production = world.profile("kyverno-rollout-auto-production").await.expect("production");
+    let dev = world
+        .profile("kyverno-rollout-auto-dev")
+        .await
+        .expect("dev");
+    let staging = world
+        .profile("kyverno-rollout-auto-staging")
+        .await
+        .expect("staging");
+    let production = world
+        .profile("kyverno-rollout-auto-production")
+        .await
+        .expect("production");
     assert_eq!(chart_version(&dev), Some("3.6.2"));
-    assert_eq!(chart_version(&staging), Some("3.5.2"), "later stages keep the old version");
+    assert_eq!(
+        chart_version(&staging),
+        Some("3.5.2"),
+        "later stages keep the old version"
+    );
     assert_eq!(chart_version(&production), Some("3.5.2"));
 
     // Roll back with git: the revert's content equals snapshot 1.
@@ -143,15 +176,25 @@ async fn every_auto_seed_completes() {
         ("kyverno-rollout-auto", "production"),
     ] {
         let status = world.wait_phase(name, "Completed").await;
-        assert_eq!(str_at(&status, "/currentStageName"), Some(last_stage), "{name}");
+        assert_eq!(
+            str_at(&status, "/currentStageName"),
+            Some(last_stage),
+            "{name}"
+        );
     }
     // Seed 04: the dev stage's post-delay check was appended to its profile's validateHealths.
-    let dev = world.profile("cert-manager-rollout-auto-dev").await.expect("dev");
+    let dev = world
+        .profile("cert-manager-rollout-auto-dev")
+        .await
+        .expect("dev");
     let checks: Vec<&str> = dev.data["spec"]["validateHealths"]
         .as_array()
         .expect("validateHealths")
         .iter()
         .filter_map(|c| c["name"].as_str())
         .collect();
-    assert_eq!(checks, ["deployment-health", "cert-manager-resources-health"]);
+    assert_eq!(
+        checks,
+        ["deployment-health", "cert-manager-resources-health"]
+    );
 }

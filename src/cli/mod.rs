@@ -5,10 +5,10 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub mod approve;
 pub mod connect;
 pub mod crd;
 pub mod emulator;
-pub mod approve;
 pub mod history;
 pub mod plan;
 pub mod rollback;

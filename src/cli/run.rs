@@ -3,15 +3,15 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use crate::cluster::leader::{ElectionConfig, LeaderGate, run_election};
 use crate::controller::{self, ControllerConfig, PruneGuard};
 use crate::server::metrics::Metrics;
 use crate::server::{self, ServerConfig, ServerState, WebhookSecrets};
+use anyhow::Context as _;
 use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet};
 use tollgate_source::{Auth, Secret, SourceConfig};
 use tracing::info;
@@ -135,7 +135,11 @@ impl ElectionArgs {
 #[derive(clap::Args, Debug)]
 pub struct GitAuthArgs {
     /// File holding an access token for https remotes (sent as the basic-auth password).
-    #[arg(long, env = "TOLLGATE_GIT_TOKEN_FILE", conflicts_with = "git_token_env")]
+    #[arg(
+        long,
+        env = "TOLLGATE_GIT_TOKEN_FILE",
+        conflicts_with = "git_token_env"
+    )]
     pub git_token_file: Option<PathBuf>,
     /// Name of an environment variable holding an access token.
     #[arg(long)]
@@ -203,8 +207,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
 
     let (client, _emulator) = match &args.embedded {
         Some(fleet_file) => {
-            let emulator = start_embedded(fleet_file, args.embedded_kubeconfig.clone(), &cache_dir)
-                .await?;
+            let emulator =
+                start_embedded(fleet_file, args.embedded_kubeconfig.clone(), &cache_dir).await?;
             let client = connect::client_for_url(&emulator.url())?;
             (client, Some(emulator))
         }

@@ -52,7 +52,9 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         if let Some(name) = &args.name
             && objects.is_empty()
         {
-            eprintln!("no promotion named {name:?} (is the controller running against this cluster?)");
+            eprintln!(
+                "no promotion named {name:?} (is the controller running against this cluster?)"
+            );
             return Ok(ExitCode::from(1));
         }
         print!("{}", render(&objects, args.name.is_some(), args.output)?);
@@ -168,7 +170,14 @@ fn render_overview(documents: &[Value]) -> String {
         return "no promotions\n".into();
     }
     let mut table = table();
-    table.set_header(["PROMOTION", "PHASE", "STAGE", "SNAPSHOT", "MESSAGE", "NEXT WAKE-UP"]);
+    table.set_header([
+        "PROMOTION",
+        "PHASE",
+        "STAGE",
+        "SNAPSHOT",
+        "MESSAGE",
+        "NEXT WAKE-UP",
+    ]);
     for doc in documents {
         let status = &doc["status"];
         table.add_row([
@@ -275,7 +284,12 @@ mod tests {
     #[test]
     fn overview_shows_phase_stage_snapshot_and_rollback() {
         let text = render(&[sample()], false, Output::Table).expect("render");
-        for expected in ["kyverno", "Waiting", "staging", "#3 01234567 (rollback to #1)"] {
+        for expected in [
+            "kyverno",
+            "Waiting",
+            "staging",
+            "#3 01234567 (rollback to #1)",
+        ] {
             assert!(text.contains(expected), "{expected:?} missing in\n{text}");
         }
     }
@@ -283,7 +297,12 @@ mod tests {
     #[test]
     fn detail_shows_per_stage_progress_and_approver() {
         let text = render(&[sample()], true, Output::Table).expect("render");
-        for expected in ["2/2 provisioned", "1/1 provisioned", "Ada (Field, fedcba98)", "an approval"] {
+        for expected in [
+            "2/2 provisioned",
+            "1/1 provisioned",
+            "Ada (Field, fedcba98)",
+            "an approval",
+        ] {
             assert!(text.contains(expected), "{expected:?} missing in\n{text}");
         }
     }

@@ -146,7 +146,11 @@ impl<T> IndexedCache<T> {
     }
 
     pub fn all(&self) -> Vec<Arc<T>> {
-        self.read().objects.values().map(|e| e.value.clone()).collect()
+        self.read()
+            .objects
+            .values()
+            .map(|e| e.value.clone())
+            .collect()
     }
 
     pub fn index_keys(&self) -> Vec<String> {
@@ -187,7 +191,10 @@ mod tests {
     fn upsert_moves_an_object_between_indexes() {
         let cache = IndexedCache::default();
         assert_eq!(cache.upsert(key("a"), Some("p1".into()), 1), vec!["p1"]);
-        assert_eq!(cache.upsert(key("a"), Some("p2".into()), 2), vec!["p1", "p2"]);
+        assert_eq!(
+            cache.upsert(key("a"), Some("p2".into()), 2),
+            vec!["p1", "p2"]
+        );
         assert!(cache.indexed("p1").is_empty());
         assert_eq!(*cache.indexed("p2")[0], 2);
         assert_eq!(cache.remove(&key("a")), vec!["p2"]);

@@ -82,10 +82,18 @@ mod tests {
     fn crd_parses_into_the_typed_kubernetes_object() {
         let crd: CustomResourceDefinition =
             serde_json::from_value(git_promotion_crd()).expect("valid CRD");
-        assert_eq!(crd.metadata.name.as_deref(), Some("gitpromotions.tollgate.dev"));
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some("gitpromotions.tollgate.dev")
+        );
         assert_eq!(crd.spec.scope, "Cluster");
         let version = &crd.spec.versions[0];
-        assert!(version.subresources.as_ref().is_some_and(|s| s.status.is_some()));
+        assert!(
+            version
+                .subresources
+                .as_ref()
+                .is_some_and(|s| s.status.is_some())
+        );
         assert!(version.schema.is_some());
     }
 }

@@ -111,7 +111,9 @@ fn crd_of(resource: &str) -> String {
         "clusterprofiles" => "clusterprofiles.config.projectsveltos.io (Sveltos)".into(),
         "clustersummaries" => "clustersummaries.config.projectsveltos.io (Sveltos)".into(),
         "sveltosclusters" => "sveltosclusters.lib.projectsveltos.io (Sveltos)".into(),
-        "gitpromotions" => "gitpromotions.tollgate.dev (`tollgate crd | kubectl apply -f -`)".into(),
+        "gitpromotions" => {
+            "gitpromotions.tollgate.dev (`tollgate crd | kubectl apply -f -`)".into()
+        }
         other => other.to_string(),
     }
 }

@@ -11,7 +11,9 @@ use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use serde_json::Value;
-use tollgate_engine::{FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSummary};
+use tollgate_engine::{
+    FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSummary,
+};
 use tollgate_render::PROMOTION_LABEL;
 
 use super::cache::IndexedCache;
@@ -60,7 +62,12 @@ impl ObservedCaches {
             .flat_map(|name| self.summaries.indexed(name))
             .map(|s| (*s).clone())
             .collect();
-        let clusters = self.clusters.all().into_iter().map(|c| (*c).clone()).collect();
+        let clusters = self
+            .clusters
+            .all()
+            .into_iter()
+            .map(|c| (*c).clone())
+            .collect();
         Observed {
             profiles,
             summaries,
@@ -116,7 +123,9 @@ fn convert_feature(value: &Value) -> FeatureSummary {
     }
 }
 
-pub fn convert_sveltos_cluster(object: &DynamicObject) -> Option<(Option<String>, ObservedCluster)> {
+pub fn convert_sveltos_cluster(
+    object: &DynamicObject,
+) -> Option<(Option<String>, ObservedCluster)> {
     let ready = object.metadata.deletion_timestamp.is_none()
         && object
             .data
@@ -207,7 +216,9 @@ mod tests {
         assert_eq!(converted.spec, json!({"tier": 100}));
         assert!(converted.features[0].is_provisioned());
         assert_eq!(
-            converted.features[0].last_applied_time.map(|t| t.to_rfc3339()),
+            converted.features[0]
+                .last_applied_time
+                .map(|t| t.to_rfc3339()),
             Some("2025-10-07T10:00:00+00:00".to_string())
         );
     }
@@ -234,7 +245,12 @@ mod tests {
             "apiVersion": "lib.projectsveltos.io/v1beta1", "kind": "SveltosCluster",
             "metadata": {"name": "c2", "namespace": "fleet"}
         }));
-        assert!(!convert_sveltos_cluster(&unready).expect("converted").1.ready);
+        assert!(
+            !convert_sveltos_cluster(&unready)
+                .expect("converted")
+                .1
+                .ready
+        );
     }
 
     #[test]

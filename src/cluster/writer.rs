@@ -53,7 +53,10 @@ impl ClusterWriter {
     ) -> Result<DynamicObject, ClusterError> {
         self.gate()?;
         if self.dry_run {
-            info!(profile = name, "dry-run: would server-side apply ClusterProfile");
+            info!(
+                profile = name,
+                "dry-run: would server-side apply ClusterProfile"
+            );
             return serde_json::from_value(object.clone()).map_err(|e| ClusterError::Decode {
                 what: format!("clusterprofile {name}"),
                 message: e.to_string(),
@@ -77,7 +80,11 @@ impl ClusterWriter {
             info!(profile = name, "dry-run: would delete ClusterProfile");
             return Ok(None);
         }
-        match self.profiles.delete(name, &DeleteParams::background()).await {
+        match self
+            .profiles
+            .delete(name, &DeleteParams::background())
+            .await
+        {
             Ok(either) => Ok(either.left()),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
             Err(e) => Err(classify(e, "delete", "clusterprofiles", name)),
@@ -131,10 +138,11 @@ impl ClusterWriter {
             "metadata": {"name": name, "resourceVersion": resource_version},
             "status": status,
         });
-        let data: DynamicObject = serde_json::from_value(object).map_err(|e| ClusterError::Decode {
-            what: format!("status of {name}"),
-            message: e.to_string(),
-        })?;
+        let data: DynamicObject =
+            serde_json::from_value(object).map_err(|e| ClusterError::Decode {
+                what: format!("status of {name}"),
+                message: e.to_string(),
+            })?;
         let written = self
             .state
             .replace_status(name, &PostParams::default(), &data)

@@ -141,7 +141,10 @@ fn sync_loop(
                         "git synced"
                     );
                 } else {
-                    debug!(took_us = report.duration.as_micros() as u64, "git idle sync");
+                    debug!(
+                        took_us = report.duration.as_micros() as u64,
+                        "git idle sync"
+                    );
                 }
                 let update = GitUpdate {
                     head: report.head.clone(),

@@ -316,7 +316,8 @@ impl LoopState {
     }
 
     fn on_git(&mut self, update: GitUpdate, ctx: &Context) {
-        ctx.metrics.git_sync(update.duration, update.error.is_none());
+        ctx.metrics
+            .git_sync(update.duration, update.error.is_none());
         if let Some(error) = &update.error {
             warn!(%error, "git source error; the last synced state keeps running");
             return;
@@ -351,10 +352,10 @@ impl LoopState {
         if gone.is_empty() {
             return;
         }
-        let hold = self
-            .config
-            .guard
-            .hold_reason(gone.len(), known_before.len(), update.path_missing);
+        let hold =
+            self.config
+                .guard
+                .hold_reason(gone.len(), known_before.len(), update.path_missing);
         for name in gone {
             let last = self
                 .git
@@ -435,20 +436,18 @@ impl LoopState {
                 Some((name, presence, hold))
             })
             .collect();
-        let results: Vec<(String, Result<Outcome, ReconcileError>)> =
-            futures::stream::iter(jobs)
-                .map(|(name, presence, hold)| {
-                    let ctx = ctx.clone();
-                    async move {
-                        let result =
-                            reconcile::reconcile(&ctx, &name, &presence, hold.as_deref(), now)
-                                .await;
-                        (name, result)
-                    }
-                })
-                .buffer_unordered(self.config.concurrency.max(1))
-                .collect()
-                .await;
+        let results: Vec<(String, Result<Outcome, ReconcileError>)> = futures::stream::iter(jobs)
+            .map(|(name, presence, hold)| {
+                let ctx = ctx.clone();
+                async move {
+                    let result =
+                        reconcile::reconcile(&ctx, &name, &presence, hold.as_deref(), now).await;
+                    (name, result)
+                }
+            })
+            .buffer_unordered(self.config.concurrency.max(1))
+            .collect()
+            .await;
         for (name, result) in results {
             match result {
                 Ok(Outcome::Stepped {
@@ -479,7 +478,10 @@ impl LoopState {
                 }
                 Err(error) => {
                     ctx.metrics.reconcile(ReconcileResult::Error);
-                    if matches!(error, ReconcileError::Apply { .. } | ReconcileError::Delete { .. }) {
+                    if matches!(
+                        error,
+                        ReconcileError::Apply { .. } | ReconcileError::Delete { .. }
+                    ) {
                         ctx.metrics.apply_error(&name);
                     }
                     let attempts = self.failures.entry(name.clone()).or_insert(0);

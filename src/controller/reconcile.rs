@@ -28,7 +28,9 @@ use crate::server::metrics::Metrics;
 pub enum GitPresence {
     Present(Arc<PromotionGit>),
     /// Removed from git, past the blast-radius guard.
-    Removed { last: Option<Arc<Snapshot>> },
+    Removed {
+        last: Option<Arc<Snapshot>>,
+    },
 }
 
 /// Where the GitPromotion's spec says the promotion comes from.
@@ -149,7 +151,10 @@ pub async fn reconcile(
                 .map_err(ReconcileError::DeleteState)?;
             ctx.statuses.forget_own(name);
         }
-        info!(promotion = name, "promotion removed from git and cleaned up");
+        info!(
+            promotion = name,
+            "promotion removed from git and cleaned up"
+        );
         return Ok(Outcome::Forgotten);
     }
     let status_written = persist(ctx, name, &file, persisted.as_ref(), &status).await?;
@@ -181,14 +186,14 @@ pub async fn reconcile(
 async fn execute(ctx: &Context, action: &Action) -> Result<(), ReconcileError> {
     match action {
         Action::ApplyProfile { name, object } => {
-            let applied =
-                ctx.writer
-                    .apply_profile(name, object)
-                    .await
-                    .map_err(|source| ReconcileError::Apply {
-                        name: name.clone(),
-                        source,
-                    })?;
+            let applied = ctx
+                .writer
+                .apply_profile(name, object)
+                .await
+                .map_err(|source| ReconcileError::Apply {
+                    name: name.clone(),
+                    source,
+                })?;
             // Write-through: the next step must see this apply even if the watch lags.
             if let Some((index, profile)) = convert_profile(&applied) {
                 ctx.caches
@@ -267,7 +272,11 @@ async fn persist(
             message: e.to_string(),
         })
     })?;
-    match ctx.writer.write_status(name, resource_version, &value).await {
+    match ctx
+        .writer
+        .write_status(name, resource_version, &value)
+        .await
+    {
         Ok(new_version) => {
             debug!(promotion = name, "status persisted");
             ctx.statuses.record_own(
