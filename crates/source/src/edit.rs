@@ -63,6 +63,15 @@ pub enum EditError {
         branch: String,
         index: u64,
     },
+    #[error(
+        "ClusterPromotion {name:?} already carries {annotation}: {value} at the tip of {branch:?}; nothing to commit"
+    )]
+    AlreadyApproved {
+        name: String,
+        branch: String,
+        annotation: String,
+        value: String,
+    },
     #[error("{file}: no ClusterPromotion document named {name:?}")]
     DocumentNotFound { file: String, name: String },
     #[error("{file}: ClusterPromotion {name:?} is defined more than once")]
@@ -121,6 +130,7 @@ impl EditError {
                 | EditError::AmbiguousSnapshot { .. }
                 | EditError::InvalidAtTip { .. }
                 | EditError::AlreadyAtSnapshot { .. }
+                | EditError::AlreadyApproved { .. }
         )
     }
 }
@@ -604,6 +614,14 @@ pub fn approve(
     let text = decode(text, &file, name)?;
     let document = find_promotion_document(&text, &file, name)?;
     let key = format!("{APPROVE_ANNOTATION_PREFIX}{stage}");
+    if promotion.metadata.annotations.get(&key) == Some(&id12) {
+        return Err(EditError::AlreadyApproved {
+            name: name.to_string(),
+            branch: target.branch.to_string(),
+            annotation: key,
+            value: id12,
+        });
+    }
     let body = set_annotation(&text[document.body.clone()], &file, name, &key, &id12)?;
     let edited = format!(
         "{}{body}{}",

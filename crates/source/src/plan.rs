@@ -465,6 +465,17 @@ pub fn plan_range_in(
     let before = reader.definitions(&from_commit)?;
     let after = reader.definitions(&to_commit)?;
     let history = reader.snapshot_history(&to_commit)?;
+    // A promotion invalid at `from` still runs its last good snapshot: that is what `to`
+    // compares against. Only walked when some promotion recovers.
+    let recovers = before.by_name.iter().any(|(name, definition)| {
+        matches!(definition, Definition::Invalid { .. })
+            && matches!(after.by_name.get(name), Some(Definition::Valid { .. }))
+    });
+    let from_history = if recovers {
+        reader.snapshot_history(&from_commit)?
+    } else {
+        BTreeMap::new()
+    };
 
     let names: BTreeSet<&String> = before.by_name.keys().chain(after.by_name.keys()).collect();
     let mut promotions = Vec::new();
@@ -490,8 +501,17 @@ pub fn plan_range_in(
                 };
                 let mut plan = PromotionPlan::new(name, status);
                 plan.file = Some(file.clone());
-                plan.snapshot_to = Some(SpecHashes::of(promotion).snapshot_id);
-                starts_run(&mut plan, promotion);
+                let hashes = SpecHashes::of(promotion);
+                let last_good = from_history.get(name.as_str()).and_then(|s| s.last());
+                if let Some(last_good) = last_good {
+                    plan.snapshot_from = Some(last_good.snapshot_id.clone());
+                    plan.profile_spec_changed = last_good.profile_spec != hashes.profile_spec;
+                    plan.stages_changed = last_good.stages != hashes.stages;
+                }
+                if last_good != Some(&hashes) {
+                    starts_run(&mut plan, promotion);
+                }
+                plan.snapshot_to = Some(hashes.snapshot_id);
                 plan
             }
             (

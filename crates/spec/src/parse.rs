@@ -112,6 +112,8 @@ fn yaml_options(limits: &Limits) -> Options {
     let mut options = Options::default();
     options.budget = Some(budget);
     options.with_snippet = false;
+    // Comments are never read: skip building their events (still validated as YAML syntax).
+    options.emit_comments = false;
     // Alias replay is what a "billion laughs" document multiplies; stop it well before the node
     // budget so the message can name the cause.
     options.alias_limits.max_total_replayed_events = limits.max_nodes / 2;

@@ -1,0 +1,111 @@
+//! `tollgate approve NAME STAGE`: writes the snapshot-bound approval annotation
+//! (`approve.tollgate.dev/<stage>: <snapshot id prefix>`) into the promotion's manifest as of the
+//! branch tip and commits it on a new branch, ready to push as a PR. Never pushes unless
+//! `--push REMOTE`. Exit 0 committed, 1 unknown name/stage/snapshot or invalid manifest, 2 other
+//! errors.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use tollgate_source::edit::{EditError, EditOutcome, Target, approve};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The promotion's `metadata.name`.
+    pub name: String,
+    /// The manual stage to approve.
+    pub stage: String,
+    /// Local clone to commit in (its working tree and checkout are not touched).
+    #[arg(long, default_value = ".")]
+    pub repo: String,
+    /// Branch whose tip the approval is based on.
+    #[arg(long, default_value = "main")]
+    pub branch: String,
+    /// Sub-path of the repository holding the manifests ("" = the whole repository).
+    #[arg(long, default_value = "")]
+    pub path: String,
+    /// The snapshot to approve: `#N` or a snapshot-id prefix (default: the current one).
+    #[arg(long)]
+    pub snapshot: Option<String>,
+    /// Push the new branch to this remote (otherwise nothing leaves the clone).
+    #[arg(long)]
+    pub push: Option<String>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let target = Target {
+        repo: Path::new(&args.repo),
+        branch: &args.branch,
+        path: &args.path,
+    };
+    match approve(&target, &args.name, &args.stage, args.snapshot.as_deref()) {
+        Ok(outcome) => {
+            println!(
+                "Approved {} stage {} for snapshot #{} ({}).",
+                args.name,
+                args.stage,
+                outcome.snapshot_index,
+                &outcome.snapshot_id[..12.min(outcome.snapshot_id.len())]
+            );
+            finish(&args.repo, &outcome, args.push.as_deref())
+        }
+        Err(error) => report_error(&error),
+    }
+}
+
+const EXIT_REQUEST: u8 = 1;
+
+/// Prints the new branch and what to do next (shared with `rollback`); pushes only when asked.
+pub(crate) fn finish(
+    repo: &str,
+    outcome: &EditOutcome,
+    push: Option<&str>,
+) -> anyhow::Result<ExitCode> {
+    for warning in &outcome.warnings {
+        eprintln!("warning: {warning}");
+    }
+    println!(
+        "Committed {} on new branch {} (from {}; {} changed).",
+        &outcome.commit[..12.min(outcome.commit.len())],
+        outcome.branch,
+        &outcome.base[..12.min(outcome.base.len())],
+        outcome.file
+    );
+    println!("  {}", outcome.message);
+    match push {
+        None => {
+            println!("Nothing was pushed. To propose it:");
+            println!("  git push origin {}", outcome.branch);
+            println!(
+                "then open a pull request from {} into the tracked branch.",
+                outcome.branch
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(remote) => {
+            let refspec = format!("refs/heads/{0}:refs/heads/{0}", outcome.branch);
+            let status = std::process::Command::new("git")
+                .args(["-C", repo, "push", remote, &refspec])
+                .status()
+                .map_err(|e| anyhow::anyhow!("cannot run git push: {e}"))?;
+            if !status.success() {
+                anyhow::bail!("git push {remote} {} failed ({status})", outcome.branch);
+            }
+            println!(
+                "Pushed {} to {remote}; open a pull request from it into the tracked branch.",
+                outcome.branch
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Request errors (unknown name, stage, snapshot…) exit 1; the rest go up as errors (exit 2).
+pub(crate) fn report_error(error: &EditError) -> anyhow::Result<ExitCode> {
+    if error.is_request_error() {
+        eprintln!("error: {error}");
+        Ok(ExitCode::from(EXIT_REQUEST))
+    } else {
+        Err(anyhow::anyhow!("{error}"))
+    }
+}

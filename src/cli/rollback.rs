@@ -1,0 +1,50 @@
+//! `tollgate rollback NAME --to N`: restores snapshot N's manifest content and commits it on a new
+//! branch (`tollgate/rollback-<name>-to-<N>`), ready to push as a PR; the controller then marks
+//! the new snapshot "rollback to #N". Never pushes unless `--push REMOTE`. Exit 0 committed, 1
+//! unknown name/snapshot or nothing to roll back, 2 other errors.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use tollgate_source::edit::{Target, rollback};
+
+use super::approve::{finish, report_error};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The promotion's `metadata.name`.
+    pub name: String,
+    /// The snapshot index to restore (see `tollgate history NAME`).
+    #[arg(long = "to", value_name = "N")]
+    pub to: u64,
+    /// Local clone to commit in (its working tree and checkout are not touched).
+    #[arg(long, default_value = ".")]
+    pub repo: String,
+    /// Branch whose tip the rollback is based on.
+    #[arg(long, default_value = "main")]
+    pub branch: String,
+    /// Sub-path of the repository holding the manifests ("" = the whole repository).
+    #[arg(long, default_value = "")]
+    pub path: String,
+    /// Push the new branch to this remote (otherwise nothing leaves the clone).
+    #[arg(long)]
+    pub push: Option<String>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let target = Target {
+        repo: Path::new(&args.repo),
+        branch: &args.branch,
+        path: &args.path,
+    };
+    match rollback(&target, &args.name, args.to) {
+        Ok(outcome) => {
+            println!(
+                "Restored {} to the content of snapshot #{} in {}.",
+                args.name, outcome.snapshot_index, outcome.file
+            );
+            finish(&args.repo, &outcome, args.push.as_deref())
+        }
+        Err(error) => report_error(&error),
+    }
+}
