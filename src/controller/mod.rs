@@ -436,6 +436,7 @@ impl LoopState {
                 Some((name, presence, hold))
             })
             .collect();
+        let batch_started = std::time::Instant::now();
         let results: Vec<(String, Result<Outcome, ReconcileError>)> = futures::stream::iter(jobs)
             .map(|(name, presence, hold)| {
                 let ctx = ctx.clone();
@@ -448,6 +449,11 @@ impl LoopState {
             .buffer_unordered(self.config.concurrency.max(1))
             .collect()
             .await;
+        debug!(
+            batch = results.len(),
+            took_ms = batch_started.elapsed().as_millis() as u64,
+            "stepped a batch"
+        );
         for (name, result) in results {
             match result {
                 Ok(Outcome::Stepped {

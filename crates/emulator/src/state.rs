@@ -355,7 +355,7 @@ impl ApiState {
             None,
             version,
         );
-        self.changed.notify_one();
+        self.notify_stand_in(target);
         Ok(object)
     }
 
@@ -540,7 +540,7 @@ impl ApiState {
         }
         self.store
             .commit(key, kind, new.clone(), Some(old), version);
-        self.changed.notify_one();
+        self.notify_stand_in(target);
         Ok(new)
     }
 
@@ -571,7 +571,7 @@ impl ApiState {
         self.log(target, "delete", manager, version, &object);
         self.store
             .commit(target.key(name), kind, object.clone(), Some(old), version);
-        self.changed.notify_one();
+        self.notify_stand_in(target);
         Ok(object)
     }
 }
@@ -701,4 +701,22 @@ fn decode_continue(token: &str) -> Result<(u64, Option<ObjectKey>), ApiError> {
         name: value["name"].as_str().ok_or_else(invalid)?.to_string(),
     };
     Ok((version, Some(key)))
+}
+
+/// The kinds the Sveltos stand-in reads. Only their changes wake it: each wake-up is a full pass
+/// over every profile and summary under the state lock, so waking it for tollgate's own status
+/// writes, events and lease renewals would make every API request pay for the whole fleet.
+const STAND_IN_INPUTS: [&str; 4] = [
+    "clusterprofiles.config.projectsveltos.io",
+    "clustersummaries.config.projectsveltos.io",
+    "sveltosclusters.lib.projectsveltos.io",
+    CRD_QUALIFIED_PLURAL,
+];
+
+impl ApiState {
+    fn notify_stand_in(&self, target: Target<'_>) {
+        if STAND_IN_INPUTS.contains(&target.resource.qualified_plural().as_str()) {
+            self.changed.notify_one();
+        }
+    }
 }
