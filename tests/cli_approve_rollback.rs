@@ -2,35 +2,14 @@
 //! right commits on the right branches, nothing else touched.
 
 use std::path::Path;
-use std::process::Command as Process;
 
 use assert_cmd::Command;
 use tollgate_source::{GitSource, PromotionView, SourceConfig};
 use tollgate_spec::{ApprovalKind, Snapshot};
 
-fn git_command(dir: &Path, args: &[&str]) -> Process {
-    let mut command = Process::new("git");
-    command
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Alice Author")
-        .env("GIT_AUTHOR_EMAIL", "alice@example.com")
-        .env("GIT_COMMITTER_NAME", "Carl Committer")
-        .env("GIT_COMMITTER_EMAIL", "carl@example.com");
-    command
-}
+mod git_support;
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = git_command(dir, args).output().expect("run git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
-}
+use git_support::git;
 
 /// `app` (commented, with an existing annotation) followed by a second promotion in one file.
 fn manifests(version: &str, production_env: &str) -> String {

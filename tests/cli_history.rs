@@ -1,30 +1,13 @@
 //! `tollgate history NAME` on real repositories built with the git CLI.
 
 use std::path::Path;
-use std::process::Command as Process;
 
 use assert_cmd::Command;
 use serde_json::Value;
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Process::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Alice Author")
-        .env("GIT_AUTHOR_EMAIL", "alice@example.com")
-        .env("GIT_COMMITTER_NAME", "Carl Committer")
-        .env("GIT_COMMITTER_EMAIL", "carl@example.com")
-        .output()
-        .expect("run git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
-}
+mod git_support;
+
+use git_support::git;
 
 fn manifest(name: &str, version: &str, annotation: Option<&str>, approved: bool) -> String {
     let annotations = annotation.map_or(String::new(), |value| {

@@ -2,31 +2,15 @@
 //! Markdown outputs are snapshot-tested (commit dates are pinned, so SHAs are stable).
 
 use std::path::Path;
-use std::process::Command as Process;
 
 use assert_cmd::Command;
 use serde_json::Value;
 
+mod git_support;
+
+/// Dates are pinned so commit SHAs in the snapshots are stable.
 fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Process::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Alice Author")
-        .env("GIT_AUTHOR_EMAIL", "alice@example.com")
-        .env("GIT_AUTHOR_DATE", "2026-01-02T03:04:05Z")
-        .env("GIT_COMMITTER_NAME", "Carl Committer")
-        .env("GIT_COMMITTER_EMAIL", "carl@example.com")
-        .env("GIT_COMMITTER_DATE", "2026-01-02T03:04:05Z")
-        .output()
-        .expect("run git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
+    git_support::git_at(dir, args, "2026-01-02T03:04:05Z")
 }
 
 /// The knobs the scenarios turn.
