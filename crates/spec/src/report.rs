@@ -32,15 +32,15 @@ pub fn render_human<'a>(
         let quoted = source_of(&d.file)
             .and_then(|text| text.lines().nth((d.line as usize).saturating_sub(1)));
         if let Some(line_text) = quoted {
-            let line_text = line_text.trim_end_matches('\r');
+            let (shown, caret_at) = window(line_text.trim_end_matches('\r'), d.column as usize);
             // Tabs are kept in the padding so the caret lines up under the same character.
-            let padding: String = line_text
+            let padding: String = shown
                 .chars()
-                .take((d.column as usize).saturating_sub(1))
+                .take(caret_at)
                 .map(|c| if c == '\t' { '\t' } else { ' ' })
                 .collect();
             out.push_str(&format!("{gutter} |\n"));
-            out.push_str(&format!("{} | {line_text}\n", d.line));
+            out.push_str(&format!("{} | {shown}\n", d.line));
             out.push_str(&format!("{gutter} | {padding}^\n"));
         }
         if !d.path.is_empty() {
@@ -49,6 +49,30 @@ pub fn render_human<'a>(
         out.push('\n');
     }
     out
+}
+
+/// The longest source line quoted in full; longer ones are cut to a window around the column.
+const MAX_QUOTED_CHARS: usize = 120;
+
+/// The part of `line` to quote and the caret's position in it (0-based chars) for a 1-based
+/// `column`: the whole line when short, else `MAX_QUOTED_CHARS` around the column with `…` marks.
+fn window(line: &str, column: usize) -> (String, usize) {
+    let chars: Vec<char> = line.chars().collect();
+    let caret = column.saturating_sub(1).min(chars.len());
+    if chars.len() <= MAX_QUOTED_CHARS {
+        return (line.to_string(), caret);
+    }
+    let start = caret.saturating_sub(MAX_QUOTED_CHARS / 2);
+    let end = (start + MAX_QUOTED_CHARS).min(chars.len());
+    let mut shown = String::new();
+    if start > 0 {
+        shown.push('…');
+    }
+    shown.extend(&chars[start..end]);
+    if end < chars.len() {
+        shown.push('…');
+    }
+    (shown, caret - start + usize::from(start > 0))
 }
 
 #[derive(Serialize)]
@@ -106,6 +130,32 @@ pub fn render_github(diags: &[Diagnostic]) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::{MAX_QUOTED_CHARS, window};
+
+    #[test]
+    fn short_lines_are_quoted_whole() {
+        assert_eq!(
+            window("  delay: 5 minutes", 10),
+            ("  delay: 5 minutes".to_string(), 9)
+        );
+    }
+
+    #[test]
+    fn long_lines_are_cut_around_the_column() {
+        let line = format!("{}X{}", "a".repeat(4000), "b".repeat(4000));
+        let (shown, caret) = window(&line, 4001);
+        assert!(
+            shown.chars().count() <= MAX_QUOTED_CHARS + 2,
+            "{}",
+            shown.len()
+        );
+        assert_eq!(shown.chars().nth(caret), Some('X'));
+        assert!(shown.starts_with('…') && shown.ends_with('…'));
+    }
 }
 
 #[cfg(test)]
