@@ -252,3 +252,22 @@ async fn invalid_commit_keeps_last_good_snapshot_and_spares_other_promotions() {
         .await;
     assert!(status.get("invalidSpec").is_none());
 }
+
+/// A promotion that has never been valid still gets a status saying why (and nothing is applied).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_valid_promotion_reports_its_error_in_status() {
+    let repo = TestRepo::new();
+    repo.write(
+        "broken.yaml",
+        &seed("05-kyverno-rollout-auto-v1.yaml", "5 minutes"),
+    );
+    repo.commit("A broken promotion");
+    let world = World::start(repo, &fleet_yaml(1, "100ms")).await;
+    let status = world.wait_phase("kyverno-rollout-auto", "Invalid").await;
+    let error = str_at(&status, "/invalidSpec").expect("error text");
+    assert!(
+        error.contains("broken.yaml") && error.contains("delay"),
+        "{error}"
+    );
+    assert!(world.profiles_of("kyverno-rollout-auto").await.is_empty());
+}

@@ -471,10 +471,6 @@ impl LoopState {
                     }
                     self.timers.set(&name, wake_at);
                 }
-                Ok(Outcome::NothingToRun) => {
-                    self.failures.remove(&name);
-                    self.timers.set(&name, None);
-                }
                 Ok(Outcome::Forgotten) => {
                     ctx.metrics.reconcile(ReconcileResult::Ok);
                     ctx.metrics.forget_promotion(&name);

@@ -58,8 +58,6 @@ pub enum Outcome {
         actions: usize,
         status_written: bool,
     },
-    /// Nothing can run: the promotion never had a valid snapshot.
-    NothingToRun,
     /// Removed and fully cleaned up: the controller forgets it.
     Forgotten,
 }
@@ -83,26 +81,30 @@ pub async fn reconcile(
                 },
                 snapshot.file.clone(),
             ),
-            PromotionView::Invalid {
-                errors,
-                last_good: Some(snapshot),
-            } => {
+            PromotionView::Invalid { errors, last_good } => {
                 invalid_text = errors
                     .iter()
                     .map(ToString::to_string)
                     .collect::<Vec<_>>()
                     .join("; ");
-                (
-                    Desired::Snapshot {
-                        current: snapshot,
-                        invalid: Some(&invalid_text),
-                    },
-                    snapshot.file.clone(),
-                )
+                match last_good {
+                    // The last good snapshot keeps running; status shows the error.
+                    Some(snapshot) => (
+                        Desired::Snapshot {
+                            current: snapshot,
+                            invalid: Some(&invalid_text),
+                        },
+                        snapshot.file.clone(),
+                    ),
+                    None => (
+                        Desired::NeverValid {
+                            promotion: name,
+                            error: &invalid_text,
+                        },
+                        errors.first().map(|d| d.file.clone()).unwrap_or_default(),
+                    ),
+                }
             }
-            PromotionView::Invalid {
-                last_good: None, ..
-            } => return Ok(Outcome::NothingToRun),
         },
         GitPresence::Removed { last } => (
             Desired::Removed {
@@ -303,6 +305,7 @@ fn generated_names(promotion: &str, desired: &Desired<'_>) -> Vec<String> {
     let snapshot = match desired {
         Desired::Snapshot { current, .. } => Some(*current),
         Desired::Removed { last, .. } => *last,
+        Desired::NeverValid { .. } => None,
     };
     snapshot
         .map(|s| {

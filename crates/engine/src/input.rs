@@ -25,6 +25,12 @@ pub enum Desired<'a> {
         current: &'a Snapshot,
         invalid: Option<&'a str>,
     },
+    /// The promotion's file has never been valid: nothing runs; the status reports `error`.
+    NeverValid {
+        /// `metadata.name` of the promotion.
+        promotion: &'a str,
+        error: &'a str,
+    },
     /// The promotion is gone from git (the controller has already applied its blast-radius
     /// guard). `last` is its last good snapshot, if there ever was one.
     Removed {

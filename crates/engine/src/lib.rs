@@ -18,6 +18,7 @@ pub mod completion;
 pub mod features;
 pub mod input;
 pub mod messages;
+mod never_valid;
 pub mod observed;
 pub mod output;
 mod removal;

@@ -22,6 +22,7 @@ use crate::completion::{self, AppliedExpectation};
 use crate::features::changed_features;
 use crate::input::{Desired, StepInput};
 use crate::messages;
+use crate::never_valid;
 use crate::observed::Observed;
 use crate::output::{Action, EngineEvent, StepOutput};
 use crate::removal;
@@ -43,6 +44,7 @@ pub mod reasons {
 pub fn step(input: &StepInput<'_>) -> StepOutput {
     match input.desired {
         Desired::Removed { promotion, last } => removal::step_removed(input, promotion, last),
+        Desired::NeverValid { error, .. } => never_valid::step_never_valid(input, error),
         Desired::Snapshot { current, invalid } => Run::new(input, current, invalid).run(),
     }
 }
