@@ -195,7 +195,7 @@ fn render_overview(documents: &[Value]) -> String {
 fn render_detail(doc: &Value) -> String {
     let status = &doc["status"];
     let mut out = format!(
-        "Promotion:  {}\nPhase:      {}\nStage:      {}\nSnapshot:   {}\n",
+        "Promotion:    {}\nPhase:        {}\nStage:        {}\nSnapshot:     {}\n",
         text(doc, "/name"),
         text(status, "/phase"),
         text(status, "/currentStageName"),
@@ -209,7 +209,7 @@ fn render_detail(doc: &Value) -> String {
     ] {
         let value = text(status, pointer);
         if !value.is_empty() {
-            out.push_str(&format!("{:<12}{value}\n", format!("{label}:")));
+            out.push_str(&format!("{:<14}{value}\n", format!("{label}:")));
         }
     }
     let mut table = table();
