@@ -29,15 +29,25 @@ pub enum ReconcileError {
     PersistStatus(ClusterError),
     #[error("deleting the GitPromotion state object: {0}")]
     DeleteState(ClusterError),
+    #[error("the step did not finish within {0:?}; cancelled (nothing persisted) and retried")]
+    TimedOut(std::time::Duration),
 }
 
 impl ReconcileError {
-    pub fn cluster_error(&self) -> &ClusterError {
+    pub fn cluster_error(&self) -> Option<&ClusterError> {
         match self {
-            ReconcileError::Apply { source, .. } | ReconcileError::Delete { source, .. } => source,
+            ReconcileError::Apply { source, .. } | ReconcileError::Delete { source, .. } => {
+                Some(source)
+            }
             ReconcileError::EnsureState(e)
             | ReconcileError::PersistStatus(e)
-            | ReconcileError::DeleteState(e) => e,
+            | ReconcileError::DeleteState(e) => Some(e),
+            ReconcileError::TimedOut(_) => None,
         }
+    }
+
+    /// Whether retrying soon can succeed without a human.
+    pub fn is_transient(&self) -> bool {
+        self.cluster_error().is_none_or(ClusterError::is_transient)
     }
 }

@@ -216,6 +216,9 @@ pub async fn start(
     Ok((handle, task))
 }
 
+/// The longest one promotion's step may take (a few API requests, normally milliseconds).
+const STEP_TIMEOUT: Duration = Duration::from_secs(20);
+
 struct LoopState {
     config: ControllerConfig,
     leader: LeaderGate,
@@ -441,8 +444,12 @@ impl LoopState {
             .map(|(name, presence, hold)| {
                 let ctx = ctx.clone();
                 async move {
-                    let result =
-                        reconcile::reconcile(&ctx, &name, &presence, hold.as_deref(), now).await;
+                    // One hung request must not stall every promotion behind this batch. Cancelling
+                    // is safe: nothing is persisted unless the whole step completed.
+                    let step = reconcile::reconcile(&ctx, &name, &presence, hold.as_deref(), now);
+                    let result = tokio::time::timeout(STEP_TIMEOUT, step)
+                        .await
+                        .unwrap_or(Err(ReconcileError::TimedOut(STEP_TIMEOUT)));
                     (name, result)
                 }
             })
@@ -488,8 +495,8 @@ impl LoopState {
                     }
                     let attempts = self.failures.entry(name.clone()).or_insert(0);
                     *attempts += 1;
-                    let backoff = retry_backoff(*attempts, error.cluster_error());
-                    if matches!(error.cluster_error(), ClusterError::NotLeader) {
+                    let backoff = retry_backoff(*attempts, error.is_transient());
+                    if matches!(error.cluster_error(), Some(ClusterError::NotLeader)) {
                         debug!(promotion = %name, "lost leadership mid-step");
                     } else {
                         warn!(promotion = %name, %error, attempt = *attempts, retry_in_ms = backoff.as_millis() as u64, "step failed; nothing persisted, will retry");
@@ -509,8 +516,8 @@ fn confirmed(ctx: &Context, name: &str) -> bool {
 
 /// Exponential backoff from 200 ms (transient errors) or 2 s (errors a human must fix), capped at
 /// one minute.
-fn retry_backoff(attempts: u32, error: &ClusterError) -> Duration {
-    let base_ms: u64 = if error.is_transient() { 200 } else { 2_000 };
+fn retry_backoff(attempts: u32, transient: bool) -> Duration {
+    let base_ms: u64 = if transient { 200 } else { 2_000 };
     let factor = 1u64 << attempts.saturating_sub(1).min(10);
     Duration::from_millis((base_ms * factor).min(60_000))
 }

@@ -1,0 +1,451 @@
+//! Scale harness (issue #8): N promotions of S stages over a fleet of M clusters, the controller
+//! in-process against the emulator over HTTP and a real local git repository.
+//!
+//! `cargo run --release --example scale -- --promotions N --stages S --clusters M
+//!  [--shards 100] [--quiet-secs 10] [--poll-ms 100] [--changes 5] [--latency-ms 20]`
+//!
+//! Clusters carry `shard=<i % shards>`; promotion p's stage s selects shard `(p*S + s) % shards`,
+//! so each stage matches M/shards clusters and the fleet holds N × S × M/shards ClusterSummaries.
+//!
+//! The emulator runs on its own runtime (threads named `emulator`) and the harness on the main
+//! thread, so the controller's CPU time is the process's minus theirs (per-thread counters in
+//! `/proc/self/task`). RSS is the whole process: it includes the emulator's store.
+//!
+//! Prints one JSON document:
+//! - cold start → every stage-1 profile applied (seen by a watch), and → the API is quiet;
+//! - one-file change: `git commit` of a chart bump → that promotion's stage-1 profile carries it
+//!   (emulator write time);
+//! - controller CPU per idle git poll over a quiet window;
+//! - peak RSS (VmHWM);
+//! - API requests by verb, total and over the quiet window (writes there must be 0).
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::watcher;
+use kube::{Client, Config};
+use serde_json::{Value, json};
+use tollgate::cluster::leader::LeaderGate;
+use tollgate::cluster::resources;
+use tollgate::controller::{self, ControllerConfig, PruneGuard};
+use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet, RequestCounts};
+use tollgate_source::SourceConfig;
+
+const VERBS: [&str; 8] = [
+    "get", "list", "watch", "create", "update", "patch", "delete", "apply",
+];
+
+struct Args {
+    promotions: usize,
+    stages: usize,
+    clusters: usize,
+    shards: usize,
+    quiet: Duration,
+    poll: Duration,
+    changes: usize,
+    latency_ms: u64,
+}
+
+fn arg(args: &[String], name: &str, default: u64) -> u64 {
+    match args.iter().position(|a| a == name) {
+        None => default,
+        Some(i) => match args.get(i + 1).map(|v| v.parse::<u64>()) {
+            Some(Ok(value)) => value,
+            _ => {
+                eprintln!("{name} needs a non-negative integer");
+                std::process::exit(2);
+            }
+        },
+    }
+}
+
+impl Args {
+    fn parse() -> Args {
+        let args: Vec<String> = std::env::args().collect();
+        let parsed = Args {
+            promotions: arg(&args, "--promotions", 100) as usize,
+            stages: arg(&args, "--stages", 4) as usize,
+            clusters: arg(&args, "--clusters", 1_000) as usize,
+            shards: arg(&args, "--shards", 100) as usize,
+            quiet: Duration::from_secs(arg(&args, "--quiet-secs", 10)),
+            poll: Duration::from_millis(arg(&args, "--poll-ms", 100)),
+            changes: arg(&args, "--changes", 5) as usize,
+            latency_ms: arg(&args, "--latency-ms", 20),
+        };
+        if parsed.promotions == 0 || parsed.stages == 0 || parsed.shards == 0 {
+            eprintln!("--promotions, --stages and --shards must be positive");
+            std::process::exit(2);
+        }
+        parsed
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .expect("git runs");
+    assert!(status.success(), "git {args:?} failed");
+}
+
+fn profile_name(promotion: usize, stage: usize) -> String {
+    format!("p{promotion}-s{stage}")
+}
+
+/// Promotion `index` at chart `version`: S stages without triggers, each selecting one shard.
+fn promotion(index: usize, stages: usize, shards: usize, version: &str) -> String {
+    let mut yaml = format!(
+        "apiVersion: config.projectsveltos.io/v1beta1\nkind: ClusterPromotion\nmetadata:\n  name: p{index}\nspec:\n  profileSpec:\n    helmCharts:\n    - repositoryURL: https://charts.example.com\n      repositoryName: example\n      chartName: example/app\n      chartVersion: {version}\n      releaseName: app\n      releaseNamespace: app\n  stages:\n"
+    );
+    for stage in 0..stages {
+        let shard = (index * stages + stage) % shards;
+        yaml.push_str(&format!(
+            "  - name: s{stage}\n    clusterSelector:\n      matchLabels:\n        shard: \"{shard}\"\n"
+        ));
+    }
+    yaml
+}
+
+fn fleet(clusters: usize, shards: usize, latency_ms: u64) -> Fleet {
+    let mut yaml = format!("defaults: {{latency: {latency_ms}ms}}\nclusters:\n");
+    for i in 0..clusters {
+        yaml.push_str(&format!(
+            "- {{name: c{i}, namespace: fleet, labels: {{shard: \"{}\"}}}}\n",
+            i % shards
+        ));
+    }
+    Fleet::parse(&yaml, Path::new("scale-fleet.yaml")).expect("generated fleet parses")
+}
+
+/// `VmHWM`/`VmRSS` of this process in MiB.
+fn memory_mib(field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// CPU seconds of this process's threads, split into (controller, emulator, harness): the
+/// emulator's runtime threads are named `emulator`, the harness is the main thread, and every
+/// other thread (controller runtime, git thread, filesystem watcher) is the controller's.
+fn cpu_by_part() -> (f64, f64, f64) {
+    // SAFETY-free: clock ticks are 100 Hz on Linux unless the kernel is built otherwise.
+    const TICKS: f64 = 100.0;
+    let pid = std::process::id().to_string();
+    let (mut controller, mut emulator, mut harness) = (0.0, 0.0, 0.0);
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    };
+    for task in tasks.flatten() {
+        let tid = task.file_name().to_string_lossy().to_string();
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ...`: comm may hold spaces, so split at the last parenthesis.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = &stat[open + 1..close];
+        let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+        // After comm: state is field 3, utime 14 and stime 15 (1-based over the whole line).
+        let ticks: f64 = [11, 12]
+            .iter()
+            .filter_map(|i| fields.get(*i).and_then(|v| v.parse::<f64>().ok()))
+            .sum();
+        let seconds = ticks / TICKS;
+        if comm.starts_with("emulator") {
+            emulator += seconds;
+        } else if tid == pid {
+            harness += seconds;
+        } else {
+            controller += seconds;
+        }
+    }
+    (controller, emulator, harness)
+}
+
+fn by_verb(counts: &RequestCounts) -> Value {
+    let mut map = serde_json::Map::new();
+    for verb in VERBS {
+        let n = counts.verb(verb);
+        if n > 0 {
+            map.insert(verb.to_string(), json!(n));
+        }
+    }
+    map.insert("writes".into(), json!(counts.writes()));
+    Value::Object(map)
+}
+
+fn ms(d: chrono::Duration) -> f64 {
+    d.num_microseconds().unwrap_or(i64::MAX) as f64 / 1000.0
+}
+
+/// Waits until the store's resourceVersion has not moved for `calm`.
+async fn settle(emulator: &EmulatorHandle, calm: Duration) {
+    let mut version = emulator.resource_version();
+    let mut since = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = emulator.resource_version();
+        if now != version {
+            version = now;
+            since = Instant::now();
+        } else if since.elapsed() >= calm {
+            return;
+        }
+    }
+}
+
+/// Stage-1 profile names seen by the watch, and when each was first seen.
+#[derive(Default)]
+struct Seen {
+    first_stage: HashSet<String>,
+    last_at: Option<Instant>,
+}
+
+fn watch_first_stage(client: Client, seen: Arc<Mutex<Seen>>) -> tokio::sync::oneshot::Receiver<()> {
+    let (listed_tx, listed_rx) = tokio::sync::oneshot::channel();
+    let api: Api<DynamicObject> = Api::all_with(client, &resources::cluster_profile());
+    let config = watcher::Config::default().labels("tollgate.dev/stage=s0");
+    tokio::spawn(async move {
+        let mut listed = Some(listed_tx);
+        let mut events = watcher(api, config).boxed();
+        while let Some(event) = events.next().await {
+            let object = match event {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => o,
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(tx) = listed.take() {
+                        let _ = tx.send(());
+                    }
+                    continue;
+                }
+                Ok(_) => continue,
+                Err(error) => {
+                    eprintln!("harness watch: {error}");
+                    continue;
+                }
+            };
+            let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(name) = object.metadata.name
+                && seen.first_stage.insert(name)
+            {
+                seen.last_at = Some(Instant::now());
+            }
+        }
+    });
+    listed_rx
+}
+
+fn summary(mut samples: Vec<f64>) -> Value {
+    samples.sort_by(f64::total_cmp);
+    let at = |p: f64| {
+        samples
+            .get(((p * (samples.len().max(1) - 1) as f64).round()) as usize)
+            .copied()
+    };
+    json!({"samples": samples.len(), "p50_ms": at(0.5), "max_ms": samples.last()})
+}
+
+/// Progress on stderr, with CPU seconds so far per part (controller, emulator, harness).
+fn progress(what: &str, since: Instant) {
+    let (controller, emulator, harness) = cpu_by_part();
+    eprintln!(
+        "[{:>8.1}s] {what} (cpu s: controller {controller:.1}, emulator {emulator:.1}, harness {harness:.1})",
+        since.elapsed().as_secs_f64()
+    );
+}
+
+fn main() {
+    let args = Args::parse();
+    let emulator_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("emulator")
+        .enable_all()
+        .build()
+        .expect("emulator runtime");
+    let controller_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("controller")
+        .enable_all()
+        .build()
+        .expect("controller runtime");
+    let harness_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("harness runtime");
+
+    let build_started = Instant::now();
+    let emulator = emulator_rt
+        .block_on(Emulator::start(EmulatorConfig {
+            fleet: fleet(args.clusters, args.shards, args.latency_ms),
+            // Only the newest writes are needed (the one-file change); the log holds whole objects.
+            write_log_capacity: Some(2_000),
+            watch_history: 10_000,
+            ..EmulatorConfig::default()
+        }))
+        .expect("emulator starts");
+    let repo = tempfile::tempdir().expect("repo dir");
+    let cache = tempfile::tempdir().expect("cache dir");
+    git(repo.path(), &["init", "-q", "-b", "main"]);
+    git(repo.path(), &["config", "user.name", "Scale"]);
+    git(repo.path(), &["config", "user.email", "scale@example.com"]);
+    for p in 0..args.promotions {
+        std::fs::write(
+            repo.path().join(format!("p{p}.yaml")),
+            promotion(p, args.stages, args.shards, "1.0.0"),
+        )
+        .expect("write promotion");
+    }
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-q", "-m", "promotions"]);
+    let setup_ms = build_started.elapsed().as_millis() as u64;
+    progress("fleet and repository ready", build_started);
+    let rss_before_controller = memory_mib("VmRSS");
+
+    let url = emulator.url();
+    let client_for = |url: &str| -> Client {
+        Client::try_from(Config::new(url.parse().expect("emulator url"))).expect("client")
+    };
+    let harness_client = harness_rt.block_on(async { client_for(&url) });
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let listed = {
+        let _runtime = harness_rt.enter();
+        watch_first_stage(harness_client, seen.clone())
+    };
+    harness_rt.block_on(async {
+        let _ = listed.await;
+    });
+
+    let config = ControllerConfig {
+        source: SourceConfig::new(repo.path().to_string_lossy(), "main", "", cache.path()),
+        poll_interval: args.poll,
+        dry_run: false,
+        guard: PruneGuard::default(),
+        concurrency: 16,
+        instance: None,
+        metrics: Arc::new(tollgate::server::metrics::Metrics::new()),
+    };
+    let started = Instant::now();
+    let started_at: DateTime<Utc> = Utc::now();
+    let (handle, task) = controller_rt
+        .block_on(async {
+            let client = client_for(&url);
+            controller::start(client, config, LeaderGate::always()).await
+        })
+        .expect("controller starts");
+
+    let (cold_first_stage, settled) = harness_rt.block_on(async {
+        let cold = loop {
+            {
+                let seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+                if seen.first_stage.len() >= args.promotions {
+                    break seen.last_at.map(|t| t - started);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        progress("every stage-1 profile applied", build_started);
+        settle(&emulator, Duration::from_secs(2)).await;
+        progress("API quiet", build_started);
+        let last_write = emulator.write_log().last().map(|w| w.time);
+        (cold, last_write.map(|t| ms(t - started_at)))
+    });
+    let total_counts = emulator.request_counts();
+
+    // One-file changes: bump p0's chart, time until its stage-1 profile carries the version.
+    let mut change_samples = Vec::new();
+    for change in 1..=args.changes {
+        let version = format!("1.0.{change}");
+        std::fs::write(
+            repo.path().join("p0.yaml"),
+            promotion(0, args.stages, args.shards, &version),
+        )
+        .expect("write promotion");
+        git(repo.path(), &["add", "-A"]);
+        let version_before = emulator.resource_version();
+        let committed_at = Utc::now();
+        git(
+            repo.path(),
+            &["commit", "-q", "-m", &format!("p0 {version}")],
+        );
+        let target = profile_name(0, 0);
+        let applied = harness_rt.block_on(async {
+            let mut checked = version_before;
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < deadline {
+                let now = emulator.resource_version();
+                if now != checked {
+                    checked = now;
+                    let hit = emulator.write_log().into_iter().rev().find(|w| {
+                        w.name == target
+                            && w.field_manager == "tollgate"
+                            && w.object["spec"]["helmCharts"][0]["chartVersion"] == version.as_str()
+                    });
+                    if let Some(hit) = hit {
+                        return Some(hit.time);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            None
+        });
+        match applied {
+            Some(at) => change_samples.push(ms(at - committed_at)),
+            None => eprintln!("change {change}: stage-1 profile not updated within 60 s"),
+        }
+        harness_rt.block_on(settle(&emulator, Duration::from_secs(1)));
+    }
+
+    progress("one-file changes measured", build_started);
+    // Steady state: nothing changes; the controller only polls git and holds its watches.
+    harness_rt.block_on(settle(&emulator, Duration::from_secs(2)));
+    emulator.reset_request_counts();
+    let cpu_before = cpu_by_part();
+    std::thread::sleep(args.quiet);
+    let cpu_after = cpu_by_part();
+    let quiet_counts = emulator.request_counts();
+    let polls = (args.quiet.as_secs_f64() / args.poll.as_secs_f64()).max(1.0);
+    let controller_cpu_ms = (cpu_after.0 - cpu_before.0) * 1000.0;
+
+    let report = json!({
+        "promotions": args.promotions,
+        "stages": args.stages,
+        "clusters": args.clusters,
+        "shards": args.shards,
+        "cluster_summaries_expected": args.promotions * args.stages * args.clusters.div_ceil(args.shards),
+        "setup_ms": setup_ms,
+        "cold_start_to_every_stage1_profile_ms": cold_first_stage.map(|d| d.as_millis() as u64),
+        "cold_start_to_quiet_api_ms": settled,
+        "one_file_change_to_stage1_profile": summary(change_samples),
+        "idle": {
+            "window_s": args.quiet.as_secs_f64(),
+            "poll_interval_ms": args.poll.as_millis() as u64,
+            "controller_cpu_ms": controller_cpu_ms,
+            "controller_cpu_ms_per_poll": controller_cpu_ms / polls,
+            "emulator_cpu_ms": (cpu_after.1 - cpu_before.1) * 1000.0,
+        },
+        "rss_mib": {
+            "peak_vmhwm": memory_mib("VmHWM"),
+            "before_controller": rss_before_controller,
+            "end": memory_mib("VmRSS"),
+        },
+        "requests": {
+            "total_until_quiet": by_verb(&total_counts),
+            "steady_state": by_verb(&quiet_counts),
+        },
+        "requests_by_resource_steady_state": quiet_counts.0.iter()
+            .map(|((verb, resource), n)| (format!("{verb} {resource}"), json!(n)))
+            .collect::<BTreeMap<String, Value>>(),
+    });
+    println!("{}", serde_json::to_string_pretty(&report).expect("json"));
+    handle.shutdown();
+    let _ = controller_rt.block_on(task);
+    emulator_rt.block_on(emulator.shutdown());
+}

@@ -1,0 +1,285 @@
+//! Chaos: 50 promotions roll out while the controller is stopped and restarted at random moments
+//! and the API server fails writes, slows down, goes away for a few seconds and drops watches.
+//! Once the faults stop, every rollout must complete, and the emulator's write log must show that
+//! no stage order, delay, manual gate or approval was ever violated on the way.
+//!
+//! Seeded: the seed is printed; `CHAOS_SEED=<n>` replays a schedule.
+
+mod chaos_support;
+mod support;
+
+use std::time::Duration;
+
+use chaos_support::invariants::{self, Violation};
+use chaos_support::{PromotionPlan, SeededRng, fleet_yaml};
+use chrono::Utc;
+use support::{PATIENCE, TestRepo, World};
+use tollgate_emulator::server::FLEET_MANAGER;
+use tollgate_emulator::sveltos::FIELD_MANAGER as SVELTOS_MANAGER;
+
+const PROMOTIONS: usize = 50;
+const DEFAULT_SEED: u64 = 8_2026;
+/// How long faults are injected.
+const CHAOS_WINDOW: Duration = Duration::from_secs(30);
+/// Share of PATCH (server-side apply included) and PUT requests answered with a 500.
+const WRITE_ERROR_RATE: f64 = 0.2;
+const OUTAGE: Duration = Duration::from_secs(3);
+/// Must exceed the number of writes of one run, or the checker would see a truncated history.
+const WRITE_LOG_CAPACITY: usize = 100_000;
+
+fn seed() -> u64 {
+    std::env::var("CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(DEFAULT_SEED)
+}
+
+/// What the schedule did, for the summary.
+#[derive(Debug, Default)]
+struct Injected {
+    restarts: u32,
+    watch_drops: u32,
+    outages: u32,
+    bumps: u32,
+    approvals: u32,
+}
+
+/// Promotions not yet Completed on their final snapshot, with their current status.
+async fn unfinished(world: &World, plans: &[PromotionPlan]) -> Vec<String> {
+    let mut pending = Vec::new();
+    for plan in plans {
+        let status = world.status(&plan.name).await;
+        let done = status.as_ref().is_some_and(|s| {
+            s["phase"] == "Completed" && s["snapshotIndex"] == plan.final_snapshot
+        });
+        if !done {
+            let phase = status.as_ref().map(|s| {
+                format!(
+                    "{} on #{} at {}: {}",
+                    s["phase"], s["snapshotIndex"], s["currentStageName"], s["message"]
+                )
+            });
+            pending.push(format!("{} ({phase:?})", plan.name));
+        }
+    }
+    pending
+}
+
+/// Keeps the write log of a failed run for inspection (`jq` over one JSON object per line).
+fn dump_log(log: &[tollgate_emulator::WriteRecord], seed: u64) {
+    let path = std::env::temp_dir().join(format!("chaos-write-log-{seed}.jsonl"));
+    let lines: Vec<String> = log
+        .iter()
+        .map(|w| {
+            serde_json::json!({"time": w.time, "verb": w.verb, "resource": w.resource,
+                "status": w.status_subresource, "namespace": w.namespace, "name": w.name,
+                "manager": w.field_manager, "object": w.object})
+            .to_string()
+        })
+        .collect();
+    match std::fs::write(&path, lines.join("\n")) {
+        Ok(()) => println!("write log: {}", path.display()),
+        Err(error) => println!(
+            "could not keep the write log at {}: {error}",
+            path.display()
+        ),
+    }
+}
+
+/// Waits up to `patience` for every rollout to complete; the unfinished ones if not.
+async fn wait_completed(
+    world: &World,
+    plans: &[PromotionPlan],
+    patience: Duration,
+) -> Option<Vec<String>> {
+    let deadline = tokio::time::Instant::now() + patience;
+    loop {
+        let pending = unfinished(world, plans).await;
+        if pending.is_empty() {
+            return None;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Some(pending);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
+    let seed = seed();
+    println!("chaos seed {seed} (replay with CHAOS_SEED={seed})");
+    let mut rng = SeededRng::new(seed);
+    let mut plans: Vec<PromotionPlan> = (0..PROMOTIONS)
+        .map(|i| PromotionPlan::generate(i, &mut rng))
+        .collect();
+    let repo = TestRepo::new();
+    for plan in &plans {
+        repo.write(
+            &format!("{}.yaml", plan.name),
+            &plan.manifest("1.0.0", false),
+        );
+    }
+    repo.commit("fifty promotions");
+    let mut world = World::without_controller(repo, &fleet_yaml("150ms")).await;
+    world.emulator.set_seed(seed);
+    world.start_controller().await;
+
+    world.emulator.set_error_rate("patch", WRITE_ERROR_RATE);
+    world.emulator.set_error_rate("update", WRITE_ERROR_RATE);
+    world
+        .emulator
+        .set_request_latency(Duration::from_millis(10));
+
+    // Version bumps (a second snapshot preempting the first run) for a fifth of the automatic
+    // promotions; one approval commit per gated promotion.
+    let bumped: Vec<usize> = (0..PROMOTIONS)
+        .filter(|i| i % 5 == 1 && !plans[*i].is_manual())
+        .collect();
+    // (when, promotion), latest first so the next due one is at the end.
+    let mut approvals: Vec<(Duration, usize)> = (0..PROMOTIONS)
+        .filter(|i| plans[*i].is_manual())
+        .map(|i| (rng.millis(3_000, 25_000), i))
+        .collect();
+    approvals.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+    let outage_at = rng.millis(8_000, 15_000);
+    let bump_at = rng.millis(2_000, 6_000);
+    let mut injected = Injected::default();
+    let started = tokio::time::Instant::now();
+    let mut outage_done = false;
+    let mut bump_done = false;
+    while started.elapsed() < CHAOS_WINDOW {
+        tokio::time::sleep(rng.millis(200, 1_500)).await;
+        let elapsed = started.elapsed();
+        if !bump_done && elapsed >= bump_at {
+            for i in &bumped {
+                let plan = &mut plans[*i];
+                world.repo.write(
+                    &format!("{}.yaml", plan.name),
+                    &plan.manifest("1.1.0", false),
+                );
+                plan.final_snapshot = 2;
+            }
+            world.repo.commit("bump app to 1.1.0");
+            world.poke();
+            injected.bumps = bumped.len() as u32;
+            bump_done = true;
+            continue;
+        }
+        if !outage_done && elapsed >= outage_at {
+            world.emulator.outage_start();
+            tokio::time::sleep(OUTAGE).await;
+            world.emulator.outage_end();
+            injected.outages += 1;
+            outage_done = true;
+            continue;
+        }
+        // Approvals are commits at their own random moments, not instead of a fault.
+        while let Some(i) = approvals.pop_if(|(at, _)| *at <= elapsed).map(|(_, i)| i) {
+            let plan = &mut plans[i];
+            plan.approved_at = Some(Utc::now());
+            world.repo.write(
+                &format!("{}.yaml", plan.name),
+                &plan.manifest("1.0.0", true),
+            );
+            world.repo.commit(&format!("approve {}", plan.name));
+            world.poke();
+            injected.approvals += 1;
+        }
+        if rng.between(0, 4) < 3 {
+            world.stop_controller().await;
+            tokio::time::sleep(rng.millis(0, 800)).await;
+            world.start_controller().await;
+            injected.restarts += 1;
+        } else {
+            world.emulator.drop_watches();
+            injected.watch_drops += 1;
+        }
+    }
+    // Whatever the schedule did not reach yet happens now, with faults still on.
+    for (_, i) in approvals.drain(..) {
+        let plan = &mut plans[i];
+        plan.approved_at = Some(Utc::now());
+        world.repo.write(
+            &format!("{}.yaml", plan.name),
+            &plan.manifest("1.0.0", true),
+        );
+        world.repo.commit(&format!("approve {}", plan.name));
+        injected.approvals += 1;
+    }
+    world.poke();
+
+    // Faults off: everything must converge.
+    world.emulator.set_error_rate("patch", 0.0);
+    world.emulator.set_error_rate("update", 0.0);
+    world.emulator.set_request_latency(Duration::ZERO);
+    if let Some(stalled) = wait_completed(&world, &plans, PATIENCE).await {
+        // Tell a stalled controller from lost state: a fresh controller starts from what is
+        // persisted and observed.
+        let watch_errors = world
+            .controller
+            .as_ref()
+            .map(|(handle, _)| handle.watch_health.errors())
+            .unwrap_or_default();
+        dump_log(&world.emulator.write_log(), seed);
+        world.stop_controller().await;
+        world.start_controller().await;
+        let after_restart = wait_completed(&world, &plans, PATIENCE).await;
+        panic!(
+            "seed {seed}: {} rollouts did not complete after the faults stopped (watch errors: \
+             {watch_errors:?}); after one more restart {}: {stalled:#?}",
+            stalled.len(),
+            match after_restart {
+                None =>
+                    "every rollout completed, so the running controller had stalled".to_string(),
+                Some(still) => format!("{} still did not: {still:#?}", still.len()),
+            }
+        );
+    }
+    world.stop_controller().await;
+
+    let log = world.emulator.write_log();
+    assert!(
+        log.len() < WRITE_LOG_CAPACITY,
+        "the write log reached its capacity ({}): the oldest writes are missing",
+        log.len()
+    );
+    let violations: Vec<Violation> = invariants::check(&log, &plans);
+    if !violations.is_empty() {
+        dump_log(&log, seed);
+    }
+    assert!(
+        violations.is_empty(),
+        "seed {seed}: {} invariant violations:\n{}",
+        violations.len(),
+        violations
+            .iter()
+            .take(30)
+            .map(|v| format!("- {v}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
+    let counts = world.emulator.request_counts();
+    // Writes that went through HTTP and succeeded; the rest of the write requests were refused
+    // (injected 500s, 503s of the outage, conflicts).
+    let http_writes = log
+        .iter()
+        .filter(|w| w.field_manager != SVELTOS_MANAGER && w.field_manager != FLEET_MANAGER)
+        .count() as u64;
+    println!(
+        "chaos seed {seed}: {} promotions ({} stages, {} bumped, {} approved) completed; {} writes logged \
+         ({http_writes} by clients); {} controller restarts, {} watch drops, {} outage(s) of {OUTAGE:?}; \
+         {} write requests refused of {}",
+        plans.len(),
+        plans.iter().map(|p| p.stages.len()).sum::<usize>(),
+        injected.bumps,
+        injected.approvals,
+        log.len(),
+        injected.restarts,
+        injected.watch_drops,
+        injected.outages,
+        counts.writes().saturating_sub(http_writes),
+        counts.writes(),
+    );
+}

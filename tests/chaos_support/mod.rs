@@ -1,0 +1,149 @@
+//! The chaos test's generated world: a fleet sharded by a `group` label, promotions whose stages
+//! select one group each, and the plan the invariant checker compares the write log against.
+#![allow(dead_code)] // the unit tests of `invariants` use a subset
+
+pub mod invariants;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+/// Number of `group=g<k>` label values in the fleet.
+pub const GROUPS: usize = 8;
+/// Clusters per group.
+pub const CLUSTERS_PER_GROUP: usize = 2;
+/// Namespace of every fleet cluster.
+pub const FLEET_NAMESPACE: &str = "fleet";
+
+/// A small deterministic PRNG (SplitMix64): a failing seed replays the same fault schedule.
+#[derive(Debug, Clone)]
+pub struct SeededRng(u64);
+
+impl SeededRng {
+    pub fn new(seed: u64) -> Self {
+        SeededRng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `low..=high`.
+    pub fn between(&mut self, low: u64, high: u64) -> u64 {
+        low + self.next_u64() % (high - low + 1)
+    }
+
+    pub fn millis(&mut self, low: u64, high: u64) -> Duration {
+        Duration::from_millis(self.between(low, high))
+    }
+}
+
+/// What the checker knows about one stage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StagePlan {
+    pub name: String,
+    /// `trigger.auto.delay` (zero when none): the wait after this stage is provisioned before the
+    /// next stage may start.
+    pub delay: Duration,
+    pub manual: bool,
+    /// The selector is `group: g<group>`.
+    pub group: usize,
+    /// `<namespace>/<cluster>` of every cluster the selector matches.
+    pub clusters: Vec<String>,
+}
+
+/// What the checker knows about one promotion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromotionPlan {
+    pub name: String,
+    pub stages: Vec<StagePlan>,
+    /// The snapshot index every rollout must end on.
+    pub final_snapshot: u64,
+    /// When the approval commit was made (manual gates only): nothing past the gate may be
+    /// applied before it.
+    pub approved_at: Option<DateTime<Utc>>,
+}
+
+impl PromotionPlan {
+    /// Generated promotion `index`: 2–4 stages, each selecting one group; some stages wait 1–2 s;
+    /// every tenth (from the fourth) has a manual gate on its first stage.
+    pub fn generate(index: usize, rng: &mut SeededRng) -> PromotionPlan {
+        let stage_count = 2 + (rng.between(0, 2) as usize);
+        let manual = index % 10 == 3;
+        let stages = (0..stage_count)
+            .map(|s| {
+                let group = (index + s) % GROUPS;
+                let delay = match rng.between(0, 3) {
+                    0 => Duration::from_secs(1),
+                    1 => Duration::from_secs(2),
+                    _ => Duration::ZERO,
+                };
+                StagePlan {
+                    name: format!("s{s}"),
+                    delay: if manual && s == 0 {
+                        Duration::ZERO
+                    } else {
+                        delay
+                    },
+                    manual: manual && s == 0,
+                    group,
+                    clusters: (0..CLUSTERS_PER_GROUP)
+                        .map(|c| format!("{FLEET_NAMESPACE}/g{group}-c{c}"))
+                        .collect(),
+                }
+            })
+            .collect();
+        PromotionPlan {
+            name: format!("chaos-{index:02}"),
+            stages,
+            final_snapshot: 1,
+            approved_at: None,
+        }
+    }
+
+    pub fn is_manual(&self) -> bool {
+        self.stages.iter().any(|s| s.manual)
+    }
+
+    /// The manifest at `chart_version`, with the manual gate `approved` or not.
+    pub fn manifest(&self, chart_version: &str, approved: bool) -> String {
+        let mut yaml = format!(
+            "apiVersion: config.projectsveltos.io/v1beta1\nkind: ClusterPromotion\nmetadata:\n  name: {}\nspec:\n  profileSpec:\n    helmCharts:\n    - repositoryURL: https://charts.example.com\n      repositoryName: example\n      chartName: example/app\n      chartVersion: {chart_version}\n      releaseName: app\n      releaseNamespace: app\n  stages:\n",
+            self.name
+        );
+        for stage in &self.stages {
+            yaml.push_str(&format!(
+                "  - name: {}\n    clusterSelector:\n      matchLabels:\n        group: g{}\n",
+                stage.name, stage.group
+            ));
+            if stage.manual {
+                yaml.push_str(&format!(
+                    "    trigger:\n      manual:\n        approved: {approved}\n"
+                ));
+            } else if !stage.delay.is_zero() {
+                yaml.push_str(&format!(
+                    "    trigger:\n      auto:\n        delay: {}s\n",
+                    stage.delay.as_secs()
+                ));
+            }
+        }
+        yaml
+    }
+}
+
+/// The fleet: `GROUPS × CLUSTERS_PER_GROUP` ready clusters labelled `group=g<k>`.
+pub fn fleet_yaml(latency: &str) -> String {
+    let mut yaml = format!("defaults: {{latency: {latency}}}\nclusters:\n");
+    for group in 0..GROUPS {
+        for c in 0..CLUSTERS_PER_GROUP {
+            yaml.push_str(&format!(
+                "- {{name: g{group}-c{c}, namespace: {FLEET_NAMESPACE}, labels: {{group: g{group}}}}}\n"
+            ));
+        }
+    }
+    yaml
+}
