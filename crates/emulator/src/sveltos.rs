@@ -503,13 +503,14 @@ fn sync_summaries(
     wake: &mut impl FnMut(Instant),
     live: &mut BTreeSet<(String, String)>,
 ) {
-    let paused = |ns: &str, name: &str| {
-        clusters.iter().any(|c| {
-            namespace_of(c) == ns
-                && name_of(c) == name
-                && c["spec"]["paused"].as_bool() == Some(true)
-        })
-    };
+    // A set, not a scan per lookup: lookups happen several times per summary, and a scan over the
+    // whole fleet each time made a pass quadratic in the fleet size.
+    let paused_clusters: std::collections::HashSet<(&str, &str)> = clusters
+        .iter()
+        .filter(|c| c["spec"]["paused"].as_bool() == Some(true))
+        .map(|c| (namespace_of(c), name_of(c)))
+        .collect();
+    let paused = |ns: &str, name: &str| paused_clusters.contains(&(ns, name));
     let summary_name = |cluster: &str| format!("{}-sveltos-{cluster}", view.name);
     let existing: BTreeMap<(String, String), Value> = view
         .matching
