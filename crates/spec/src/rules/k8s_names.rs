@@ -62,20 +62,24 @@ pub fn label_value_problem(value: &str) -> Option<String> {
     if value.is_empty() {
         return None;
     }
-    let bytes = value.as_bytes();
-    let inner_ok = bytes
-        .iter()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-    if !inner_ok
-        || !bytes[0].is_ascii_alphanumeric()
-        || !bytes[bytes.len() - 1].is_ascii_alphanumeric()
-    {
+    if !is_name_token(value) {
         return Some(
             "a label value must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
                 .into(),
         );
     }
     None
+}
+
+/// The character rule shared by label values and the name part of qualified names: alphanumerics,
+/// `-`, `_` and `.`, starting and ending with an alphanumeric. `text` must not be empty.
+fn is_name_token(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes
+        .iter()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
 }
 
 /// The reason a key is not a qualified name (`[prefix/]name`), or `None` if it is one.
@@ -101,14 +105,7 @@ pub fn qualified_name_problem(key: &str) -> Option<String> {
             name.len()
         ));
     }
-    let bytes = name.as_bytes();
-    let inner_ok = bytes
-        .iter()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-    if !inner_ok
-        || !bytes[0].is_ascii_alphanumeric()
-        || !bytes[bytes.len() - 1].is_ascii_alphanumeric()
-    {
+    if !is_name_token(name) {
         return Some(
             "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
                 .into(),
