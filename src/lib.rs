@@ -7,4 +7,5 @@
 pub mod cli;
 pub mod cluster;
 pub mod controller;
+pub mod fuzzing;
 pub mod server;

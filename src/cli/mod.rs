@@ -102,8 +102,10 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 pub fn init_logging(global: &GlobalArgs) {
     let filter = tracing_subscriber::EnvFilter::try_new(&global.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // Colour only on a terminal: escape codes in a pod's log are noise to every log pipeline.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     match global.log_format {
         LogFormat::Text => builder.init(),

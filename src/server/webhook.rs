@@ -43,7 +43,8 @@ impl Provider {
         }
     }
 
-    fn auth_header(self) -> &'static str {
+    /// The header carrying the signature (or, for GitLab, the shared token).
+    pub fn auth_header(self) -> &'static str {
         match self {
             Provider::GitHub => "x-hub-signature-256",
             Provider::GitLab => "x-gitlab-token",
@@ -53,7 +54,7 @@ impl Provider {
     }
 
     /// The header naming the event, for providers that send several kinds.
-    fn event_header(self) -> Option<&'static str> {
+    pub fn event_header(self) -> Option<&'static str> {
         match self {
             Provider::GitHub => Some("x-github-event"),
             Provider::GitLab => Some("x-gitlab-event"),
@@ -62,7 +63,7 @@ impl Provider {
         }
     }
 
-    fn push_event(self) -> &'static str {
+    pub fn push_event(self) -> &'static str {
         match self {
             Provider::GitLab => "Push Hook",
             _ => "push",
@@ -70,7 +71,7 @@ impl Provider {
     }
 
     /// Whether `value` of the auth header proves knowledge of `secret` for `body`.
-    fn authenticates(self, secret: &Secret, body: &[u8], value: &str) -> bool {
+    pub fn authenticates(self, secret: &Secret, body: &[u8], value: &str) -> bool {
         let key = secret.expose().as_bytes();
         match self {
             Provider::GitLab => token_matches(key, value.as_bytes()),
@@ -89,7 +90,7 @@ pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The outcome of one webhook request: its metric label, status and (secret-free) body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Outcome {
+pub enum Outcome {
     Accepted,
     Pong,
     IgnoredEvent,
@@ -104,7 +105,7 @@ enum Outcome {
 }
 
 impl Outcome {
-    fn label(self) -> &'static str {
+    pub fn label(self) -> &'static str {
         match self {
             Outcome::Accepted => "accepted",
             Outcome::Pong | Outcome::IgnoredEvent | Outcome::IgnoredRef => "ignored",
@@ -117,7 +118,7 @@ impl Outcome {
         }
     }
 
-    fn status(self) -> StatusCode {
+    pub fn status(self) -> StatusCode {
         match self {
             Outcome::Accepted | Outcome::IgnoredEvent | Outcome::IgnoredRef => StatusCode::ACCEPTED,
             Outcome::Pong => StatusCode::OK,
@@ -129,7 +130,7 @@ impl Outcome {
         }
     }
 
-    fn message(self) -> &'static str {
+    pub fn message(self) -> &'static str {
         match self {
             Outcome::Accepted => "accepted: git sync requested\n",
             Outcome::Pong => "pong\n",
@@ -214,13 +215,25 @@ async fn decide(app: &AppState, provider: Provider, headers: &HeaderMap, body: B
         Ok(body) => body,
         Err(outcome) => return outcome,
     };
+    classify(provider, secret, headers, &body, &app.state.branch)
+}
+
+/// Judges a fully read request: signature first (nothing of an unauthenticated body is parsed),
+/// then the event, then the pushed ref. Pure, so the fuzz targets and tests drive it directly.
+pub fn classify(
+    provider: Provider,
+    secret: &Secret,
+    headers: &HeaderMap,
+    body: &[u8],
+    branch: &str,
+) -> Outcome {
     let Some(presented) = headers.get(provider.auth_header()) else {
         return Outcome::MissingSignature;
     };
     let Ok(presented) = presented.to_str() else {
         return Outcome::BadSignature;
     };
-    if !provider.authenticates(secret, &body, presented) {
+    if !provider.authenticates(secret, body, presented) {
         return Outcome::BadSignature;
     }
     if let Some(event_header) = provider.event_header() {
@@ -234,13 +247,13 @@ async fn decide(app: &AppState, provider: Provider, headers: &HeaderMap, body: B
     let git_ref = if body.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
-        match serde_json::from_slice::<PushPayload>(&body) {
+        match serde_json::from_slice::<PushPayload>(body) {
             Ok(payload) => payload.git_ref,
             Err(_) => return Outcome::BadPayload,
         }
     };
     match git_ref {
-        Some(git_ref) if is_branch(&git_ref, &app.state.branch) => Outcome::Accepted,
+        Some(git_ref) if is_branch(&git_ref, branch) => Outcome::Accepted,
         Some(_) => Outcome::IgnoredRef,
         // The generic hook may be a bare "sync now" with no payload; providers always send a ref.
         None if provider == Provider::Generic => Outcome::Accepted,

@@ -18,11 +18,26 @@ pub struct ValidationContext<'a> {
     pub limits: &'a Limits,
 }
 
+/// An absent (or null) `profileSpec` deploys exactly what `profileSpec: {}` deploys, so it becomes
+/// `{}` before defaulting and both get the same hash (D5: spelling out a default changes nothing).
+/// Found by the fuzz target's round-trip check.
+fn normalise_absent_profile_spec(document: &mut Value) {
+    if let Some(spec) = document.get_mut("spec").and_then(Value::as_object_mut) {
+        let profile_spec = spec
+            .entry("profileSpec")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if profile_spec.is_null() {
+            *profile_spec = Value::Object(serde_json::Map::new());
+        }
+    }
+}
+
 /// Validates and defaults `document`. The promotion is `Some` iff no finding is an error.
 pub fn validate_document(
     mut document: Value,
     context: &ValidationContext<'_>,
 ) -> (Option<ClusterPromotion>, Vec<Finding>) {
+    normalise_absent_profile_spec(&mut document);
     let mut findings: Vec<Finding> = cluster_promotion_schema()
         .validate_and_default(&mut document)
         .into_iter()

@@ -1,0 +1,318 @@
+//! No secret ever leaves the process: the git token (right or wrong, from a file or embedded in the
+//! repository URL) and the webhook secret never appear in logs (debug level, JSON), statuses,
+//! events, generated objects, HTTP responses, metrics or error messages — including on the failure
+//! paths (rejected credentials, an unreachable remote, forged webhooks), where leaks usually hide.
+//!
+//! Drives `tollgate run` as a real process against a smart-HTTP git server with basic auth.
+
+#[path = "../crates/source/tests/support/git_http_server.rs"]
+mod git_http_server;
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use git_http_server::GitHttpServer;
+use serde_json::Value;
+use support::{PATIENCE, TestRepo, fleet_yaml, seed};
+
+const TOKEN: &str = "tok-SECRET-9f3a1c77";
+const WRONG_TOKEN: &str = "wrong-SECRET-77e2d4";
+const URL_PASSWORD: &str = "url-SECRET-41b0aa";
+const WEBHOOK_SECRET: &str = "whsec-SECRET-c0ffee";
+const TOKEN_USER: &str = "x-access-token";
+
+/// Every form in which a secret could leak: itself and inside a basic-auth header.
+fn forbidden() -> Vec<String> {
+    let mut all = Vec::new();
+    for secret in [TOKEN, WRONG_TOKEN, URL_PASSWORD, WEBHOOK_SECRET] {
+        all.push(secret.to_string());
+        all.push(
+            base64::engine::general_purpose::STANDARD.encode(format!("{TOKEN_USER}:{secret}")),
+        );
+    }
+    all
+}
+
+fn assert_no_secret(what: &str, text: &str) {
+    for secret in forbidden() {
+        assert!(
+            !text.contains(&secret),
+            "{what} leaks a secret ({secret}):\n{}",
+            excerpt(text, &secret)
+        );
+    }
+}
+
+fn excerpt(text: &str, needle: &str) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains(needle))
+        .take(3)
+        .collect();
+    lines.join("\n")
+}
+
+/// `tollgate run` with its stderr collected line by line.
+struct Controller {
+    child: Child,
+    log: Arc<Mutex<String>>,
+}
+
+impl Controller {
+    fn start(args: &[&str]) -> Controller {
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("tollgate"))
+            .args(["--log", "debug", "--log-format", "json", "run"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tollgate run starts");
+        let log = Arc::new(Mutex::new(String::new()));
+        let stderr = child.stderr.take().expect("stderr");
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut log = sink.lock().expect("log");
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        Controller { child, log }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().expect("log").clone()
+    }
+
+    /// Waits for a log line whose message contains `message`; returns that line's fields.
+    fn wait_for_log(&self, message: &str) -> Value {
+        eventually(&format!("log line {message:?}"), || {
+            self.log().lines().find_map(|line| {
+                let entry: Value = serde_json::from_str(line).ok()?;
+                let text = entry.pointer("/fields/message")?.as_str()?;
+                text.contains(message)
+                    .then(|| entry.get("fields").cloned())
+                    .flatten()
+            })
+        })
+    }
+
+    fn count_log(&self, message: &str) -> usize {
+        self.log().matches(message).count()
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// One HTTP/1.1 request over a fresh connection; returns the status line, headers and body.
+fn http(addr: &str, method: &str, path: &str, headers: &[(&str, String)], body: &[u8]) -> String {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).expect("send");
+    stream.write_all(body).expect("send body");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).expect("response");
+    String::from_utf8_lossy(&response).into_owned()
+}
+
+fn emulator_addr(kubeconfig: &Path) -> String {
+    let text = std::fs::read_to_string(kubeconfig).expect("kubeconfig");
+    let server = text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("server:"))
+        .expect("server in kubeconfig");
+    server
+        .trim()
+        .trim_matches('"')
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string()
+}
+
+fn status_json(kubeconfig: &Path) -> String {
+    let output = Command::new(assert_cmd::cargo::cargo_bin("tollgate"))
+        .args(["status", "-o", "json", "--kubeconfig"])
+        .arg(kubeconfig)
+        .output()
+        .expect("tollgate status");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn secrets_never_appear_in_logs_statuses_events_or_responses() {
+    // Upstream: a bare repository served over smart HTTP, readable only with TOKEN.
+    let repo = TestRepo::new();
+    repo.write(
+        "kyverno.yaml",
+        &seed("05-kyverno-rollout-auto-v1.yaml", "1s"),
+    );
+    repo.commit("Kyverno");
+    let served = tempfile::tempdir().expect("served dir");
+    let bare = served.path().join("promos.git");
+    repo.git(&[
+        "clone",
+        "-q",
+        "--bare",
+        ".",
+        bare.to_str().expect("utf-8 path"),
+    ]);
+    let git_server = GitHttpServer::start(served.path().to_path_buf(), TOKEN_USER, TOKEN);
+    let url = format!("{}/promos.git", git_server.base_url);
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let write = |name: &str, content: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, content).expect("write");
+        path.to_str().expect("utf-8 path").to_string()
+    };
+    let fleet = write("fleet.yaml", &fleet_yaml(1, "100ms"));
+    let wrong_token = write("wrong-token", &format!("{WRONG_TOKEN}\n"));
+    let token = write("token", &format!("{TOKEN}\n"));
+    let webhook_secret = write("webhook-secret", WEBHOOK_SECRET);
+
+    // 1. Rejected credentials, one of them embedded in the URL: the failure is logged, the
+    //    secrets are not.
+    let url_with_password = url.replacen(
+        "http://",
+        &format!("http://{TOKEN_USER}:{URL_PASSWORD}@"),
+        1,
+    );
+    let kubeconfig_a = dir.path().join("kubeconfig-a");
+    let rejected = Controller::start(&[
+        "--repo",
+        &url_with_password,
+        "--git-token-file",
+        &wrong_token,
+        "--interval",
+        "1s",
+        "--embedded",
+        &fleet,
+        "--embedded-kubeconfig",
+        kubeconfig_a.to_str().expect("utf-8"),
+        "--cache-dir",
+        dir.path().join("cache-a").to_str().expect("utf-8"),
+    ]);
+    rejected.wait_for_log("git sync failed");
+    eventually("a retried failure", || {
+        (rejected.count_log("git sync failed") >= 2).then_some(())
+    });
+    assert_no_secret("the log of a rejected fetch", &rejected.log());
+    assert_no_secret("status after a rejected fetch", &status_json(&kubeconfig_a));
+    drop(rejected);
+
+    // 2. The right token: a rollout, webhooks (forged and genuine), then the remote vanishes.
+    let kubeconfig = dir.path().join("kubeconfig");
+    let controller = Controller::start(&[
+        "--repo",
+        &url,
+        "--git-token-file",
+        &token,
+        "--interval",
+        "1s",
+        "--embedded",
+        &fleet,
+        "--embedded-kubeconfig",
+        kubeconfig.to_str().expect("utf-8"),
+        "--cache-dir",
+        dir.path().join("cache").to_str().expect("utf-8"),
+        "--listen",
+        "127.0.0.1:0",
+        "--webhook-github-secret-file",
+        &webhook_secret,
+    ]);
+    let serving = controller.wait_for_log("serving /healthz");
+    let addr = serving["addr"].as_str().expect("bound address").to_string();
+    eventually("the rollout completes", || {
+        let status: Value = serde_json::from_str(&status_json(&kubeconfig)).ok()?;
+        let text = status.to_string();
+        text.contains("Completed").then_some(())
+    });
+
+    let push = br#"{"ref":"refs/heads/main"}"#;
+    let genuine = format!(
+        "sha256={}",
+        tollgate::server::signature::hmac_sha256_hex(WEBHOOK_SECRET.as_bytes(), push)
+    );
+    let forged = format!(
+        "sha256={}",
+        tollgate::server::signature::hmac_sha256_hex(WRONG_TOKEN.as_bytes(), push)
+    );
+    let mut responses = String::new();
+    for signature in [forged, genuine] {
+        let headers = [
+            ("X-GitHub-Event", "push".to_string()),
+            ("X-Hub-Signature-256", signature),
+            ("Content-Type", "application/json".to_string()),
+        ];
+        responses.push_str(&http(&addr, "POST", "/webhooks/github", &headers, push));
+    }
+    assert!(responses.contains("401"), "the forged webhook is refused");
+    assert!(responses.contains("202"), "the genuine webhook is accepted");
+
+    // The remote disappears: connection errors are logged on every retry.
+    let failures_before = controller.count_log("git sync failed");
+    drop(git_server);
+    eventually("a sync failure against the vanished remote", || {
+        (controller.count_log("git sync failed") > failures_before).then_some(())
+    });
+
+    for path in ["/metrics", "/api/v1/promotions", "/readyz", "/healthz"] {
+        responses.push_str(&http(&addr, "GET", path, &[], b""));
+    }
+    let emulator = emulator_addr(&kubeconfig);
+    let mut cluster = String::new();
+    for path in [
+        "/apis/tollgate.dev/v1alpha1/gitpromotions",
+        "/apis/events.k8s.io/v1/events",
+        "/api/v1/events",
+        "/apis/config.projectsveltos.io/v1beta1/clusterprofiles",
+        "/apis/coordination.k8s.io/v1/leases",
+    ] {
+        cluster.push_str(&http(&emulator, "GET", path, &[], b""));
+    }
+    assert!(
+        cluster.contains("GitPromotion") && cluster.contains("kyverno"),
+        "the cluster holds what the controller wrote:\n{cluster}"
+    );
+
+    assert_no_secret("HTTP responses (webhooks, metrics, status API)", &responses);
+    assert_no_secret("objects and events on the cluster", &cluster);
+    assert_no_secret("tollgate status", &status_json(&kubeconfig));
+    assert_no_secret("the controller's debug log", &controller.log());
+}
