@@ -1,0 +1,6 @@
+//! One Gitea webhook request (headers and body) through authentication and payload parsing.
+#![no_main]
+
+use tollgate::server::Provider;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| tollgate::fuzzing::webhook(Provider::Gitea, data));
