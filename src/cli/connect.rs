@@ -18,6 +18,12 @@ pub struct ClusterArgs {
 }
 
 pub async fn client(args: &ClusterArgs) -> anyhow::Result<Client> {
+    Client::try_from(config(args).await?).context("building the Kubernetes client")
+}
+
+/// The client configuration `args` select. kube bounds every request (30 s to connect, 295 s to
+/// read, long enough for a watch); callers that need tighter bounds shorten them.
+pub async fn config(args: &ClusterArgs) -> anyhow::Result<Config> {
     let options = KubeConfigOptions {
         context: args.context.clone(),
         ..KubeConfigOptions::default()
@@ -37,13 +43,18 @@ pub async fn client(args: &ClusterArgs) -> anyhow::Result<Client> {
             .await
             .context("no kubeconfig found and not running in a cluster")?,
     };
-    Client::try_from(config).context("building the Kubernetes client")
+    Ok(config)
 }
 
 /// A client for a plain-HTTP loopback API server (the embedded emulator).
 pub fn client_for_url(url: &str) -> anyhow::Result<Client> {
+    Client::try_from(config_for_url(url)?).context("building the Kubernetes client")
+}
+
+/// The configuration of [`client_for_url`].
+pub fn config_for_url(url: &str) -> anyhow::Result<Config> {
     let uri = url
         .parse()
         .with_context(|| format!("invalid API server URL {url}"))?;
-    Client::try_from(Config::new(uri)).context("building the Kubernetes client")
+    Ok(Config::new(uri))
 }

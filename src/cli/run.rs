@@ -12,6 +12,7 @@ use crate::controller::{self, ControllerConfig, PruneGuard};
 use crate::server::metrics::Metrics;
 use crate::server::{self, ServerConfig, ServerState, WebhookSecrets};
 use anyhow::Context as _;
+use kube::Client;
 use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet};
 use tollgate_source::{Auth, Secret, SourceConfig};
 use tracing::info;
@@ -32,6 +33,9 @@ pub struct Args {
     /// How often to poll the repository when nothing pokes it (Go duration).
     #[arg(long, env = "TOLLGATE_INTERVAL", default_value = "30s", value_parser = parse_interval)]
     pub interval: Duration,
+    /// A fetch fails when the remote does not answer (connect, or any read/write) within this.
+    #[arg(long, env = "TOLLGATE_GIT_TIMEOUT", default_value = "60s", value_parser = parse_interval)]
+    pub git_timeout: Duration,
     /// Where remote repositories are cloned.
     #[arg(long, env = "TOLLGATE_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
@@ -203,17 +207,21 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let webhook_secrets = args.server.secrets()?;
     let cache_dir = args.cache_dir.clone().unwrap_or_else(default_cache_dir);
     let mut source = SourceConfig::new(&args.repo, &args.branch, &args.path, &cache_dir);
+    source.timeouts = tollgate_source::timeouts::NetworkTimeouts {
+        connect: args.git_timeout.min(Duration::from_secs(30)),
+        io: args.git_timeout,
+    };
     source.auth = args.git_auth.to_auth()?;
 
-    let (client, _emulator) = match &args.embedded {
+    let (kube_config, _emulator) = match &args.embedded {
         Some(fleet_file) => {
             let emulator =
                 start_embedded(fleet_file, args.embedded_kubeconfig.clone(), &cache_dir).await?;
-            let client = connect::client_for_url(&emulator.url())?;
-            (client, Some(emulator))
+            (connect::config_for_url(&emulator.url())?, Some(emulator))
         }
-        None => (connect::client(&args.cluster).await?, None),
+        None => (connect::config(&args.cluster).await?, None),
     };
+    let client = Client::try_from(kube_config.clone()).context("building the Kubernetes client")?;
 
     let config = ControllerConfig {
         source,
@@ -236,7 +244,15 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             duration: args.election.lease_duration,
             grace: args.election.lease_grace,
         };
-        let task = tokio::spawn(run_election(client.clone(), election, gate.clone()));
+        // A lease request that hangs must not keep this replica writing after its lease has
+        // expired: each one is bounded by the grace period, and a failing election exits.
+        let mut election_config = kube_config.clone();
+        election_config.connect_timeout = Some(args.election.lease_grace);
+        election_config.read_timeout = Some(args.election.lease_grace);
+        election_config.write_timeout = Some(args.election.lease_grace);
+        let election_client =
+            Client::try_from(election_config).context("building the leader-election client")?;
+        let task = tokio::spawn(run_election(election_client, election, gate.clone()));
         (gate, Some(task))
     } else {
         (LeaderGate::always(), None)

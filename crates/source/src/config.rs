@@ -17,6 +17,8 @@ pub struct SourceConfig {
     pub cache_dir: PathBuf,
     pub auth: Auth,
     pub limits: tollgate_spec::parse::Limits,
+    /// Connect and read/write timeouts of fetches (process-wide: the first fetch's apply).
+    pub timeouts: crate::timeouts::NetworkTimeouts,
 }
 
 impl SourceConfig {
@@ -34,6 +36,7 @@ impl SourceConfig {
             cache_dir: cache_dir.into(),
             auth: Auth::None,
             limits: tollgate_spec::parse::Limits::default(),
+            timeouts: crate::timeouts::NetworkTimeouts::default(),
         }
     }
 
@@ -89,16 +92,40 @@ pub enum Auth {
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 
+/// The largest secret file read: tokens and private keys are a few KiB.
+pub const SECRET_FILE_LIMIT: u64 = 64 * 1024;
+
 impl Secret {
     pub fn new(value: impl Into<String>) -> Self {
         Secret(value.into())
     }
 
     /// Reads a secret file (e.g. a mounted Kubernetes Secret); one trailing newline is dropped.
+    /// Larger files are refused: a token or key is never this big, and a path pointing at
+    /// the wrong file (a device, a log) must not be read whole into memory.
     pub fn from_file(path: &Path) -> Result<Self, SourceError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SourceError::SecretFile {
+        let read_error = |source| SourceError::SecretFile {
             path: path.to_path_buf(),
             source,
+        };
+        let file = std::fs::File::open(path).map_err(read_error)?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(file, SECRET_FILE_LIMIT + 1),
+            &mut bytes,
+        )
+        .map_err(read_error)?;
+        if bytes.len() as u64 > SECRET_FILE_LIMIT {
+            return Err(SourceError::SecretFileTooLarge {
+                path: path.to_path_buf(),
+                limit: SECRET_FILE_LIMIT,
+            });
+        }
+        let text = String::from_utf8(bytes).map_err(|_| {
+            read_error(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "not UTF-8",
+            ))
         })?;
         let trimmed = text.strip_suffix('\n').unwrap_or(&text);
         let trimmed = trimmed.strip_suffix('\r').unwrap_or(trimmed);
@@ -157,6 +184,31 @@ mod tests {
             Secret::from_env("TOLLGATE_SOURCE_TEST_UNSET_VARIABLE"),
             Err(SourceError::SecretEnv { .. })
         ));
+    }
+
+    #[test]
+    fn secret_files_are_bounded_and_utf8() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let exact = dir.path().join("exact");
+        std::fs::write(&exact, "k".repeat(SECRET_FILE_LIMIT as usize)).expect("write");
+        assert!(Secret::from_file(&exact).is_ok());
+        let big = dir.path().join("big");
+        std::fs::write(&big, "k".repeat(SECRET_FILE_LIMIT as usize + 1)).expect("write");
+        let error = Secret::from_file(&big).expect_err("too large");
+        assert!(
+            matches!(error, SourceError::SecretFileTooLarge { .. }),
+            "{error}"
+        );
+        assert!(error.to_string().contains("big"), "names the file: {error}");
+        let binary = dir.path().join("binary");
+        std::fs::write(&binary, [0xff, 0xfe]).expect("write");
+        assert!(matches!(
+            Secret::from_file(&binary),
+            Err(SourceError::SecretFile { .. })
+        ));
+        // A device that never ends is read only up to the limit.
+        let endless = Secret::from_file(Path::new("/dev/zero")).expect_err("endless");
+        assert!(matches!(endless, SourceError::SecretFileTooLarge { .. }));
     }
 
     #[test]

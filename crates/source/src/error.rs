@@ -61,6 +61,8 @@ pub enum SourceError {
         #[source]
         source: std::io::Error,
     },
+    #[error("secret file {path} is larger than {limit} bytes; is it the right file?")]
+    SecretFileTooLarge { path: PathBuf, limit: u64 },
     #[error("cannot read secret from environment variable {var}: it is not set or not UTF-8")]
     SecretEnv { var: String },
     #[error("cannot watch {path}: {source}")]

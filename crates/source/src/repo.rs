@@ -15,6 +15,7 @@ use tracing::{debug, warn};
 use crate::config::{Auth, SourceConfig};
 use crate::error::{SourceError, redact_url};
 use crate::known_hosts::verify_host_key;
+use crate::timeouts::{self, NetworkTimeouts};
 
 /// A fetch that stops receiving data for this long is abandoned. (libgit2's own connect/read
 /// timeouts are only settable through `unsafe` global options, which this crate forbids.)
@@ -32,6 +33,7 @@ struct RemoteCache {
     url: String,
     dir: PathBuf,
     auth: Auth,
+    timeouts: NetworkTimeouts,
 }
 
 impl RepoAccess {
@@ -59,6 +61,7 @@ impl RepoAccess {
                 url: config.repo.clone(),
                 dir,
                 auth: config.auth.clone(),
+                timeouts: config.timeouts,
             }),
         })
     }
@@ -181,6 +184,7 @@ fn fetch(
         branch: branch.to_string(),
         source,
     };
+    timeouts::apply_once(remote.timeouts);
     let verdict = CallbackVerdict::default();
     let started = Instant::now();
     let mut callbacks = RemoteCallbacks::new();
