@@ -28,7 +28,7 @@ pub fn spec_file(data: &[u8]) {
     let limits = Limits::default();
     let parsed = parse_file(SPEC_FILE, data, &limits);
     let text = std::str::from_utf8(data).ok();
-    let lines = text.map_or(1, |t| t.lines().count().max(1));
+    let lines = yaml_line_count(data);
 
     let diagnostics = parsed.all_diagnostics();
     for diagnostic in &diagnostics {
@@ -70,6 +70,19 @@ pub fn spec_file(data: &[u8]) {
         // A newline inside a message would end the annotation early.
         assert!(line.starts_with("::"), "github annotation line: {line:?}");
     }
+}
+
+/// Lines as YAML counts them (LF, CR and CRLF each end one), on bytes so that a non-UTF-8 file's
+/// diagnostic still has a line to point at.
+fn yaml_line_count(data: &[u8]) -> usize {
+    let mut lines = 1;
+    let mut bytes = data.iter().peekable();
+    while let Some(&byte) = bytes.next() {
+        if byte == b'\n' || (byte == b'\r' && bytes.peek() != Some(&&b'\n')) {
+            lines += 1;
+        }
+    }
+    lines
 }
 
 /// A valid promotion hashes deterministically, survives a JSON round trip with the same hashes
