@@ -5,6 +5,8 @@ use std::path::Path;
 use assert_cmd::Command;
 use serde_json::Value;
 
+#[path = "../crates/source/tests/support/git_http_server.rs"]
+mod git_http_server;
 mod git_support;
 
 use git_support::git;
@@ -235,4 +237,49 @@ fn repository_errors_exit_2() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("nope"), "{stderr}");
+}
+
+#[test]
+fn a_private_remote_is_read_with_a_token_and_refused_without() {
+    let fixture = fixture("main");
+    let served = tempfile::tempdir().expect("served");
+    let bare = served.path().join("promos.git");
+    git(
+        fixture.dir.path(),
+        &["clone", "-q", "--bare", ".", bare.to_str().expect("utf-8")],
+    );
+    let server = git_http_server::GitHttpServer::start(
+        served.path().to_path_buf(),
+        "x-access-token",
+        "hist-tok-5e1",
+    );
+    let url = format!("{}/promos.git", server.base_url);
+    let token = served.path().join("token");
+    std::fs::write(&token, "hist-tok-5e1\n").expect("token file");
+    let cache = tempfile::tempdir().expect("cache");
+
+    let output = tollgate()
+        .args([
+            "history", "app", "--path", "deploy", "-o", "json", "--repo", &url,
+        ])
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .arg("--git-token-file")
+        .arg(&token)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let history: Value = serde_json::from_slice(&output.stdout).expect("json");
+    assert!(history.to_string().contains(&fixture.v1), "{history}");
+
+    let refused = tollgate()
+        .args(["history", "app", "--repo", &url])
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .output()
+        .expect("run");
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.to_lowercase().contains("auth"), "{stderr}");
 }

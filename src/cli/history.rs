@@ -35,6 +35,9 @@ pub struct Args {
     pub cache_dir: Option<PathBuf>,
     #[arg(long, short = 'o', value_enum, default_value = "table")]
     pub output: OutputFormat,
+    /// Credentials for a remote `--repo`, as `tollgate run` takes them.
+    #[command(flatten)]
+    pub git_auth: super::run::GitAuthArgs,
 }
 
 const EXIT_UNKNOWN: u8 = 1;
@@ -49,12 +52,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .cache_dir
         .clone()
         .unwrap_or_else(|| std::env::temp_dir().join("tollgate-cache"));
-    let config = SourceConfig::new(
+    let mut config = SourceConfig::new(
         args.repo.clone(),
         branch.clone(),
         args.path.clone(),
         cache_dir,
     );
+    config.auth = args.git_auth.to_auth()?;
     let mut source = GitSource::open(config).context("cannot open the repository")?;
     source
         .sync()
