@@ -30,6 +30,13 @@ pub fn spec_file(data: &[u8]) {
     let text = std::str::from_utf8(data).ok();
     let lines = yaml_line_count(data);
 
+    // The fast YAML reader must read whatever it accepts exactly as serde-saphyr does.
+    if let Some(text) = text
+        && let Err(difference) = tollgate_spec::fast_yaml_check::agrees_with_reference(text)
+    {
+        panic!("fast reader disagrees with serde-saphyr: {difference}");
+    }
+
     let diagnostics = parsed.all_diagnostics();
     for diagnostic in &diagnostics {
         assert_eq!(diagnostic.file, SPEC_FILE);

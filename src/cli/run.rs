@@ -164,14 +164,20 @@ pub struct GitAuthArgs {
 
 impl GitAuthArgs {
     pub fn to_auth(&self) -> anyhow::Result<Auth> {
-        if let Some(file) = &self.git_token_file {
-            return Ok(Auth::Token {
-                token: Secret::from_file(file)?,
-            });
-        }
-        if let Some(var) = &self.git_token_env {
-            return Ok(Auth::Token {
-                token: Secret::from_env(var)?,
+        let token = match (&self.git_token_file, &self.git_token_env) {
+            (Some(file), _) => Some(Secret::from_file(file)?),
+            (None, Some(var)) => Some(Secret::from_env(var)?),
+            (None, None) => None,
+        };
+        if let Some(token) = token {
+            // Some hosts want a particular user name with a token (GitLab `oauth2`, Bitbucket
+            // `x-token-auth`); GitHub takes any.
+            return Ok(match &self.git_username {
+                Some(username) => Auth::Basic {
+                    username: username.clone(),
+                    password: token,
+                },
+                None => Auth::Token { token },
             });
         }
         if let (Some(username), Some(file)) = (&self.git_username, &self.git_password_file) {

@@ -10,7 +10,7 @@
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::model::{ClusterPromotion, LabelSelector, ProfileSpec, Stage};
@@ -50,23 +50,70 @@ impl SpecHashes {
 }
 
 pub fn profile_spec_hash(spec: &ProfileSpec) -> String {
-    hash_value(&Value::Object(spec.0.clone()))
+    let mut canonical = Vec::with_capacity(4096);
+    write_canonical_object(&spec.0, &mut canonical);
+    digest_base64(&canonical)
 }
 
 /// Names and selectors only, in order. Triggers are excluded, as upstream: editing a trigger
 /// (approving, changing a delay) must not restart the pipeline.
 pub fn stages_hash(stages: &[Stage]) -> String {
-    let list: Vec<Value> = stages
-        .iter()
-        .map(|s| json!({"name": s.name, "clusterSelector": selector_value(&s.cluster_selector)}))
-        .collect();
-    hash_value(&Value::Array(list))
+    let mut canonical = Vec::new();
+    write_canonical_stages(stages, &mut canonical);
+    digest_base64(&canonical)
 }
 
-fn selector_value(selector: &LabelSelector) -> Value {
-    // Serialization already drops empty matchLabels/matchExpressions, so `{}` and an omitted
-    // selector hash alike.
-    serde_json::to_value(selector).unwrap_or(Value::Null)
+/// The canonical JSON of `[{"name", "clusterSelector"}]` written straight from the model: the
+/// same bytes as building that JSON value (serde's form of the selector, which drops empty
+/// `matchLabels`/`matchExpressions`, so `{}` and an omitted selector hash alike) and writing it
+/// canonically, which a test checks.
+fn write_canonical_stages(stages: &[Stage], out: &mut Vec<u8>) {
+    out.push(b'[');
+    for (i, stage) in stages.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"clusterSelector\":");
+        write_canonical_selector(&stage.cluster_selector, out);
+        out.extend_from_slice(b",\"name\":");
+        write_json(&stage.name, out);
+        out.push(b'}');
+    }
+    out.push(b']');
+}
+
+/// Keys in canonical (byte) order: `matchExpressions` < `matchLabels`; `key` < `operator` <
+/// `values`. `matchLabels` is a `BTreeMap`, already in byte order.
+fn write_canonical_selector(selector: &LabelSelector, out: &mut Vec<u8>) {
+    out.push(b'{');
+    let mut first = true;
+    if !selector.match_expressions.is_empty() {
+        out.extend_from_slice(b"\"matchExpressions\":[");
+        for (i, requirement) in selector.match_expressions.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"key\":");
+            write_json(&requirement.key, out);
+            out.extend_from_slice(b",\"operator\":");
+            write_json(&requirement.operator, out);
+            if !requirement.values.is_empty() {
+                out.extend_from_slice(b",\"values\":");
+                write_json(&requirement.values, out);
+            }
+            out.push(b'}');
+        }
+        out.push(b']');
+        first = false;
+    }
+    if !selector.match_labels.is_empty() {
+        if !first {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"\"matchLabels\":");
+        write_json(&selector.match_labels, out);
+    }
+    out.push(b'}');
 }
 
 pub fn snapshot_id(profile_spec_hash: &str, stages_hash: &str) -> String {
@@ -79,48 +126,59 @@ pub fn snapshot_id(profile_spec_hash: &str, stages_hash: &str) -> String {
 
 /// Base64 SHA-256 of the canonical JSON of `value`.
 pub fn hash_value(value: &Value) -> String {
-    let mut canonical = String::new();
+    let mut canonical = Vec::new();
     write_canonical(value, &mut canonical);
-    let digest = Sha256::digest(canonical.as_bytes());
-    base64::engine::general_purpose::STANDARD.encode(digest)
+    digest_base64(&canonical)
+}
+
+fn digest_base64(canonical: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(Sha256::digest(canonical))
 }
 
 /// Canonical JSON: object keys sorted by their UTF-8 bytes, no whitespace, list order kept,
 /// strings and numbers as serde_json writes them.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_canonical(value, &mut out);
-    out
+    String::from_utf8_lossy(&out).into_owned()
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[key], out);
-            }
-            out.push('}');
-        }
+        Value::Object(map) => write_canonical_object(map, out),
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => write_json(scalar, out),
     }
+}
+
+fn write_canonical_object(map: &Map<String, Value>, out: &mut Vec<u8>) {
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    out.push(b'{');
+    for (i, (key, value)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_json(key, out);
+        out.push(b':');
+        write_canonical(value, out);
+    }
+    out.push(b'}');
+}
+
+/// serde_json's compact form of a string or scalar, as `Value`'s `Display` writes it.
+fn write_json<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
+    // Writing a string or a scalar into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -131,4 +189,73 @@ fn hex(bytes: &[u8]) -> String {
         s.push(DIGITS[(b & 0xf) as usize] as char);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::LabelSelectorRequirement;
+
+    /// The definition the direct writer must match: the JSON value, written canonically.
+    fn stages_via_value(stages: &[Stage]) -> String {
+        let list: Vec<Value> = stages
+            .iter()
+            .map(|s| {
+                let selector = serde_json::to_value(&s.cluster_selector).unwrap_or(Value::Null);
+                json!({"name": s.name, "clusterSelector": selector})
+            })
+            .collect();
+        canonical_json(&Value::Array(list))
+    }
+
+    fn stage(name: &str, labels: &[(&str, &str)], expressions: &[(&str, &str, &[&str])]) -> Stage {
+        Stage {
+            name: name.to_string(),
+            cluster_selector: LabelSelector {
+                match_labels: labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<BTreeMap<_, _>>(),
+                match_expressions: expressions
+                    .iter()
+                    .map(|(key, operator, values)| LabelSelectorRequirement {
+                        key: key.to_string(),
+                        operator: operator.to_string(),
+                        values: values.iter().map(|v| v.to_string()).collect(),
+                    })
+                    .collect(),
+            },
+            trigger: None,
+        }
+    }
+
+    #[test]
+    fn direct_stage_writer_matches_the_json_definition() {
+        let cases = vec![
+            vec![],
+            vec![stage("dev", &[], &[])],
+            vec![stage("dev", &[("env", "dev"), ("a.b/c", "x\"y")], &[])],
+            vec![
+                stage(
+                    "a",
+                    &[],
+                    &[("tier", "In", &["1", "2"]), ("zone", "Exists", &[])],
+                ),
+                stage(
+                    "b\u{e9}",
+                    &[("z", ""), ("A", "1")],
+                    &[("k", "NotIn", &["\n"])],
+                ),
+            ],
+        ];
+        for stages in cases {
+            let mut direct = Vec::new();
+            write_canonical_stages(&stages, &mut direct);
+            assert_eq!(String::from_utf8_lossy(&direct), stages_via_value(&stages));
+        }
+    }
 }

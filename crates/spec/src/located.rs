@@ -2,7 +2,9 @@
 //! at, and its conversion to JSON plus a map from field path to location.
 //!
 //! serde-saphyr fills in [`Spanned`] locations for any `Deserialize` type, so the tree is just an
-//! enum whose children are `Spanned<Node>`.
+//! enum whose children are `Spanned<Node>`. This is the path for files the fast reader
+//! ([`crate::fast_yaml`], which records a [`crate::loc_tree::LocTree`] instead) leaves to
+//! serde-saphyr.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -131,7 +133,7 @@ pub struct FieldLoc {
 }
 
 /// Field path (as produced by [`child_path`] / [`item_path`]) → location.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Locations {
     map: HashMap<String, FieldLoc>,
 }
@@ -143,6 +145,11 @@ impl Locations {
 
     pub fn get(&self, path: &str) -> Option<FieldLoc> {
         self.map.get(path).copied()
+    }
+
+    /// Every recorded path and its location, in no particular order.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &FieldLoc)> {
+        self.map.iter().map(|(path, loc)| (path.as_str(), loc))
     }
 
     /// The location of `path`, or of its nearest written ancestor (for fields that are missing).

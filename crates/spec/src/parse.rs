@@ -1,13 +1,19 @@
 //! Parsing one file: size and UTF-8 checks, YAML with budgets (bombs, depth, document count),
 //! selection of ClusterPromotion documents, then validation of each document on its own.
 //!
+//! YAML is read by [`crate::fast_yaml`] when the file keeps to the plain manifest subset it reads
+//! (the usual case), and by serde-saphyr otherwise; every YAML error and limit comes from
+//! serde-saphyr. Field locations are turned into paths only when a finding needs one.
+//!
 //! Pure: the caller reads the file. Each call is independent, so one bad file never affects
 //! another; inside a file, a bad promotion never hides the others.
 
 use serde_saphyr::{Budget, Options, Spanned};
 
 use crate::diagnostic::{Anchor, Diagnostic, Finding, Severity};
-use crate::located::{self, Locations, Node};
+use crate::fast_yaml;
+use crate::loc_tree::DocumentLocations;
+use crate::located::{self, ConversionProblem, Locations, Node};
 use crate::model::{API_GROUP, API_VERSION, ClusterPromotion, KIND};
 use crate::validate::{self, ValidationContext};
 
@@ -207,6 +213,47 @@ fn deserialize_documents(
     serde_saphyr::from_multiple_with_options::<Spanned<Node>>(text, yaml_options(limits))
 }
 
+/// One document as JSON, with where its nodes were written.
+struct ReadDocument<'a> {
+    value: serde_json::Value,
+    line: u32,
+    locations: DocumentLocations<'a>,
+    problems: Vec<ConversionProblem>,
+}
+
+/// The fast reader when it can read the file, serde-saphyr otherwise (and for every error).
+fn read_documents<'a>(
+    text: &'a str,
+    limits: &Limits,
+) -> Result<Vec<ReadDocument<'a>>, serde_saphyr::Error> {
+    if let Ok(documents) = fast_yaml::read(text, limits) {
+        return Ok(documents
+            .into_iter()
+            .map(|document| ReadDocument {
+                value: document.value,
+                line: document.tree.root().line,
+                locations: DocumentLocations::from_tree(document.tree, text),
+                problems: Vec::new(),
+            })
+            .collect());
+    }
+    let documents = deserialize_documents(text, limits)?;
+    Ok(documents
+        .iter()
+        .map(|document| {
+            let mut locations = Locations::default();
+            let mut problems = Vec::new();
+            let value = located::to_json(document, &mut locations, &mut problems);
+            ReadDocument {
+                value,
+                line: located::Loc::of(document).line,
+                locations: DocumentLocations::Map(locations),
+                problems,
+            }
+        })
+        .collect())
+}
+
 pub fn parse_file(file: &str, bytes: &[u8], limits: &Limits) -> ParsedFile {
     let mut parsed = ParsedFile {
         file: file.to_string(),
@@ -245,7 +292,7 @@ pub fn parse_file(file: &str, bytes: &[u8], limits: &Limits) -> ParsedFile {
             return parsed;
         }
     };
-    let documents = match deserialize_documents(text, limits) {
+    let documents = match read_documents(text, limits) {
         Ok(documents) => documents,
         Err(error) => {
             let (code, message) = describe_yaml_error(&error, limits);
@@ -264,11 +311,13 @@ pub fn parse_file(file: &str, bytes: &[u8], limits: &Limits) -> ParsedFile {
             return parsed;
         }
     };
-    for (index, document) in documents.iter().enumerate() {
-        let line = located::Loc::of(document).line;
-        let mut locations = Locations::default();
-        let mut problems = Vec::new();
-        let json = located::to_json(document, &mut locations, &mut problems);
+    for (index, document) in documents.into_iter().enumerate() {
+        let ReadDocument {
+            value: json,
+            line,
+            locations,
+            problems,
+        } = document;
         let api_version = json.get("apiVersion").and_then(|v| v.as_str());
         let kind = json.get("kind").and_then(|v| v.as_str());
         let group = api_version.and_then(|v| v.split_once('/')).map(|(g, _)| g);
@@ -282,7 +331,8 @@ pub fn parse_file(file: &str, bytes: &[u8], limits: &Limits) -> ParsedFile {
             continue;
         }
         let name = json
-            .pointer("/metadata/name")
+            .get("metadata")
+            .and_then(|m| m.get("name"))
             .and_then(|v| v.as_str())
             .map(str::to_string);
         let mut findings: Vec<Finding> = problems
@@ -306,7 +356,11 @@ pub fn parse_file(file: &str, bytes: &[u8], limits: &Limits) -> ParsedFile {
         };
         let (promotion, more) = validate::validate_document(json, &context);
         findings.extend(more);
-        let diagnostics = locate_all(file, &findings, &locations);
+        let diagnostics = if findings.is_empty() {
+            Vec::new()
+        } else {
+            locate_all(file, &findings, locations.map())
+        };
         let promotion = if diagnostics.iter().any(Diagnostic::is_error) {
             None
         } else {

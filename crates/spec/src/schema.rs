@@ -12,11 +12,13 @@ use std::collections::HashSet;
 use std::sync::OnceLock;
 
 use regex::Regex;
+use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
 
 use crate::crd_rules::{self, CrdRule};
 use crate::diagnostic::Anchor;
-use crate::located::{child_path, item_path};
+use crate::field_path::FieldPath;
+use crate::located::child_path;
 
 const CLUSTER_PROMOTION_CRD: &str =
     include_str!("../crds/config.projectsveltos.io_clusterpromotions.yaml");
@@ -117,6 +119,8 @@ struct SchemaNode {
     int_or_string: bool,
     preserve_unknown: bool,
     properties: Vec<(String, SchemaNode)>,
+    /// Name → index into `properties` (a fast hasher: the keys are the CRD's own names).
+    property_index: FxHashMap<String, usize>,
     additional: Option<Box<SchemaNode>>,
     items: Option<Box<SchemaNode>>,
     required: Vec<String>,
@@ -187,6 +191,12 @@ fn compile(schema: &Value, path: &str) -> Result<SchemaNode, SchemaLoadError> {
                 .push((name.clone(), compile(child, &child_path(path, name))?));
         }
     }
+    node.property_index = node
+        .properties
+        .iter()
+        .enumerate()
+        .map(|(index, (name, _))| (name.clone(), index))
+        .collect();
     if let Some(additional) = get("additionalProperties").filter(|v| v.is_object()) {
         node.additional = Some(Box::new(compile(additional, &format!("{path}[*]"))?));
     }
@@ -255,7 +265,7 @@ impl StructuralSchema {
     /// Applies CRD defaults to `value` in place and returns every field error.
     pub fn validate_and_default(&self, value: &mut Value) -> Vec<SchemaError> {
         let mut errors = Vec::new();
-        walk(&self.root, value, "", &mut errors);
+        walk(&self.root, value, &FieldPath::Root, &mut errors);
         errors
     }
 
@@ -298,16 +308,16 @@ pub fn cluster_profile_schema() -> &'static StructuralSchema {
     })
 }
 
-fn error(code: &'static str, path: &str, message: String) -> SchemaError {
+fn error(code: &'static str, path: &FieldPath<'_>, message: String) -> SchemaError {
     SchemaError {
         code,
-        path: path.to_string(),
+        path: path.render(),
         message,
         anchor: Anchor::Value,
     }
 }
 
-fn walk(node: &SchemaNode, value: &mut Value, path: &str, errors: &mut Vec<SchemaError>) {
+fn walk(node: &SchemaNode, value: &mut Value, path: &FieldPath<'_>, errors: &mut Vec<SchemaError>) {
     if value.is_null() {
         if !node.nullable && (node.ty.is_some() || node.int_or_string) {
             let expected = node.ty.map_or("int-or-string", JsonType::name);
@@ -369,8 +379,13 @@ fn walk(node: &SchemaNode, value: &mut Value, path: &str, errors: &mut Vec<Schem
     }
 }
 
-fn check_string(node: &SchemaNode, s: &str, path: &str, errors: &mut Vec<SchemaError>) {
-    let chars = s.chars().count();
+fn check_string(node: &SchemaNode, s: &str, path: &FieldPath<'_>, errors: &mut Vec<SchemaError>) {
+    // Counting characters walks the whole string: only for fields with length bounds.
+    let chars = if node.min_length.is_some() || node.max_length.is_some() {
+        s.chars().count()
+    } else {
+        0
+    };
     if let Some(min) = node.min_length
         && chars < min
     {
@@ -412,7 +427,7 @@ fn check_string(node: &SchemaNode, s: &str, path: &str, errors: &mut Vec<SchemaE
 fn check_number(
     node: &SchemaNode,
     n: &serde_json::Number,
-    path: &str,
+    path: &FieldPath<'_>,
     errors: &mut Vec<SchemaError>,
 ) {
     let Some(v) = n.as_f64() else { return };
@@ -445,23 +460,23 @@ fn check_number(
 }
 
 fn property<'a>(node: &'a SchemaNode, name: &str) -> Option<&'a SchemaNode> {
-    node.properties
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, child)| child)
+    let index = *node.property_index.get(name)?;
+    node.properties.get(index).map(|(_, child)| child)
 }
 
 fn walk_object(
     node: &SchemaNode,
     object: &mut Map<String, Value>,
-    path: &str,
+    path: &FieldPath<'_>,
     errors: &mut Vec<SchemaError>,
 ) {
     // The API server prunes explicit nulls of fields that are not nullable, then applies
     // defaults to absent fields of objects that exist.
     object.retain(|name, value| {
-        let schema = property(node, name).or(node.additional.as_deref());
-        !(value.is_null() && schema.is_some_and(|s| !s.nullable))
+        !(value.is_null()
+            && property(node, name)
+                .or(node.additional.as_deref())
+                .is_some_and(|s| !s.nullable))
     });
     for (name, child) in &node.properties {
         if let Some(default) = &child.default
@@ -471,11 +486,11 @@ fn walk_object(
         }
     }
     for (name, value) in object.iter_mut() {
-        let field = child_path(path, name);
-        if path.is_empty() && name == "metadata" {
+        if path.is_root() && name == "metadata" {
             // ObjectMeta: checked by the metadata rule, not by the CRD's bare `type: object`.
             continue;
         }
+        let field = path.key(name);
         if let Some(child) = property(node, name) {
             walk(child, value, &field, errors);
         } else if let Some(additional) = &node.additional {
@@ -488,7 +503,7 @@ fn walk_object(
         if !object.contains_key(name) {
             errors.push(error(
                 "required-value",
-                &child_path(path, name),
+                &path.key(name),
                 format!("Required value: {name:?} must be set"),
             ));
         }
@@ -502,7 +517,7 @@ fn walk_object(
     }
 }
 
-fn unknown_field(node: &SchemaNode, name: &str, field: &str) -> SchemaError {
+fn unknown_field(node: &SchemaNode, name: &str, field: &FieldPath<'_>) -> SchemaError {
     let suggestion = node
         .properties
         .iter()
@@ -513,7 +528,7 @@ fn unknown_field(node: &SchemaNode, name: &str, field: &str) -> SchemaError {
         .unwrap_or_default();
     SchemaError {
         code: "unknown-field",
-        path: field.to_string(),
+        path: field.render(),
         message: format!("unknown field {name:?}: not declared in the schema{suggestion}"),
         anchor: Anchor::Key,
     }
@@ -533,7 +548,12 @@ fn edit_distance(a: &str, b: &str) -> usize {
     previous[b.len()]
 }
 
-fn walk_array(node: &SchemaNode, items: &mut [Value], path: &str, errors: &mut Vec<SchemaError>) {
+fn walk_array(
+    node: &SchemaNode,
+    items: &mut [Value],
+    path: &FieldPath<'_>,
+    errors: &mut Vec<SchemaError>,
+) {
     if let Some(min) = node.min_items
         && items.len() < min
     {
@@ -560,7 +580,7 @@ fn walk_array(node: &SchemaNode, items: &mut [Value], path: &str, errors: &mut V
     }
     if let Some(item_schema) = &node.items {
         for (index, item) in items.iter_mut().enumerate() {
-            walk(item_schema, item, &item_path(path, index), errors);
+            walk(item_schema, item, &path.index(index), errors);
         }
     }
     match node.list_type.as_deref() {
@@ -573,14 +593,15 @@ fn walk_array(node: &SchemaNode, items: &mut [Value], path: &str, errors: &mut V
                     .map(|k| item.get(k).map(quoted).unwrap_or_default())
                     .collect();
                 if !seen.insert(key.clone()) {
-                    let code = if path == "spec.stages" {
+                    let code = if path.render() == "spec.stages" {
                         "duplicate-stage-name"
                     } else {
                         "duplicate-list-key"
                     };
+                    let item = path.index(index);
                     let field = match node.list_map_keys.as_slice() {
-                        [single] => child_path(&item_path(path, index), single),
-                        _ => item_path(path, index),
+                        [single] => item.key(single),
+                        _ => item,
                     };
                     errors.push(error(
                         code,
@@ -596,7 +617,7 @@ fn walk_array(node: &SchemaNode, items: &mut [Value], path: &str, errors: &mut V
                 if !seen.insert(item.to_string()) {
                     errors.push(error(
                         "duplicate-value",
-                        &item_path(path, index),
+                        &path.index(index),
                         format!("Duplicate value: {}", quoted(item)),
                     ));
                 }

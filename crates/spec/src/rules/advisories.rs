@@ -1,5 +1,6 @@
 //! Warnings: the promotion is valid but probably does not do what its author expects.
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::diagnostic::Finding;
@@ -10,8 +11,7 @@ pub fn check(document: &Value, findings: &mut Vec<Finding>) {
     for (index, stage) in stages(document) {
         let selector = stage
             .get("clusterSelector")
-            .cloned()
-            .and_then(|s| serde_json::from_value::<LabelSelector>(s).ok())
+            .and_then(|s| LabelSelector::deserialize(s).ok())
             .unwrap_or_default();
         if selector.is_empty() {
             let path = if stage.contains_key("clusterSelector") {

@@ -13,23 +13,24 @@ pub const APPROVE_PREFIX: &str = "approve.tollgate.dev/";
 
 pub fn check(document: &Value, findings: &mut Vec<Finding>) {
     let Some(annotations) = document
-        .pointer("/metadata/annotations")
+        .get("metadata")
+        .and_then(|m| m.get("annotations"))
         .and_then(Value::as_object)
     else {
         return;
     };
     for (key, value) in annotations {
-        let path = child_path("metadata.annotations", key);
         let Some(value) = value.as_str() else {
             continue;
         };
         if key == PAUSED && value != "true" && value != "false" {
             findings.push(Finding::error(
                 "invalid-paused-annotation",
-                path,
+                child_path("metadata.annotations", key),
                 format!("Unsupported value: {value:?}: supported values: \"true\", \"false\""),
             ));
         } else if let Some(stage_name) = key.strip_prefix(APPROVE_PREFIX) {
+            let path = child_path("metadata.annotations", key);
             check_approval(document, stage_name, value, &path, findings);
         }
     }

@@ -17,12 +17,16 @@ const PROFILE_CHECK_LISTS: &[&str] = &[
 ];
 
 pub fn check(document: &Value, context: &ValidationContext<'_>, findings: &mut Vec<Finding>) {
+    let profile_spec = document.get("spec").and_then(|s| s.get("profileSpec"));
     for list in PROFILE_CHECK_LISTS {
+        let Some(items) = profile_spec
+            .and_then(|p| p.get(*list))
+            .and_then(Value::as_array)
+        else {
+            continue;
+        };
         let path = format!("spec.profileSpec.{list}");
-        let items = document
-            .pointer(&format!("/spec/profileSpec/{list}"))
-            .and_then(Value::as_array);
-        check_list(items, &path, context, findings);
+        check_list(Some(items), &path, context, findings);
     }
     for (index, stage) in stages(document) {
         let Some((kind, body)) = trigger(stage) else {
@@ -45,9 +49,12 @@ fn check_list(
     findings: &mut Vec<Finding>,
 ) {
     for (i, item) in items.into_iter().flatten().enumerate() {
-        let base = format!("{path}[{i}]");
-        if let Some(script) = item.get("script").and_then(Value::as_str) {
-            check_script(script, &format!("{base}.script"), context, findings);
+        // Paths are formatted only for findings (and Lua, which may need the script's location).
+        let base = || format!("{path}[{i}]");
+        if context.limits.compile_lua
+            && let Some(script) = item.get("script").and_then(Value::as_str)
+        {
+            check_script(script, &format!("{}.script", base()), context, findings);
         }
         let rules = item.get("evaluateCEL").and_then(Value::as_array);
         for (j, rule) in rules.into_iter().flatten().enumerate() {
@@ -57,7 +64,7 @@ fn check_list(
             if let Err(e) = cel::check_cel_rule(text) {
                 findings.push(Finding::error(
                     "invalid-cel",
-                    format!("{base}.evaluateCEL[{j}].rule"),
+                    format!("{}.evaluateCEL[{j}].rule", base()),
                     e.to_string(),
                 ));
             }

@@ -69,10 +69,10 @@ pub fn check(document: &Value, findings: &mut Vec<Finding>) {
         }
     }
     for (field, label_values) in [("labels", true), ("annotations", false)] {
-        let path = child_path("metadata", field);
         let Some(map) = metadata.get(field) else {
             continue;
         };
+        let path = child_path("metadata", field);
         let Some(map) = map.as_object() else {
             findings.push(Finding::error(
                 "wrong-type",
@@ -82,7 +82,7 @@ pub fn check(document: &Value, findings: &mut Vec<Finding>) {
             continue;
         };
         for (key, value) in map {
-            let entry = child_path(&path, key);
+            let entry = || child_path(&path, key);
             if let Some(problem) = qualified_name_problem(key) {
                 let code = if label_values {
                     "invalid-label-key"
@@ -90,21 +90,21 @@ pub fn check(document: &Value, findings: &mut Vec<Finding>) {
                     "invalid-annotation-key"
                 };
                 findings.push(
-                    Finding::error(code, &entry, format!("Invalid value: {key:?}: {problem}"))
+                    Finding::error(code, entry(), format!("Invalid value: {key:?}: {problem}"))
                         .at_key(),
                 );
             }
             match value.as_str() {
                 None => findings.push(Finding::error(
                     "wrong-type",
-                    &entry,
+                    entry(),
                     format!("Invalid value: metadata.{field} values must be strings (quote them: \"{value}\")"),
                 )),
                 Some(text) if label_values => {
                     if let Some(problem) = label_value_problem(text) {
                         findings.push(Finding::error(
                             "invalid-label-value",
-                            &entry,
+                            entry(),
                             format!("Invalid value: {text:?}: {problem}"),
                         ));
                     }

@@ -32,7 +32,8 @@ pub fn check_all(document: &Value, context: &ValidationContext<'_>, findings: &m
 /// `(index, stage)` for every stage that is an object.
 pub(crate) fn stages(document: &Value) -> impl Iterator<Item = (usize, &Map<String, Value>)> {
     document
-        .pointer("/spec/stages")
+        .get("spec")
+        .and_then(|s| s.get("stages"))
         .and_then(Value::as_array)
         .into_iter()
         .flatten()

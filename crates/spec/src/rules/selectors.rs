@@ -4,9 +4,9 @@
 use serde_json::{Map, Value};
 
 use crate::diagnostic::Finding;
-use crate::located::child_path;
+use crate::field_path::FieldPath;
 use crate::rules::k8s_names::{label_value_problem, qualified_name_problem};
-use crate::rules::{stage_path, stages};
+use crate::rules::stages;
 
 const OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist"];
 
@@ -15,24 +15,28 @@ pub fn check(document: &Value, findings: &mut Vec<Finding>) {
         let Some(selector) = stage.get("clusterSelector").and_then(Value::as_object) else {
             continue;
         };
-        check_selector(
-            selector,
-            &format!("{}.clusterSelector", stage_path(index)),
-            findings,
-        );
+        let root = FieldPath::Root;
+        let spec = root.key("spec");
+        let stages = spec.key("stages");
+        let stage = stages.index(index);
+        check_selector(selector, &stage.key("clusterSelector"), findings);
     }
 }
 
-fn check_selector(selector: &Map<String, Value>, path: &str, findings: &mut Vec<Finding>) {
+fn check_selector(
+    selector: &Map<String, Value>,
+    path: &FieldPath<'_>,
+    findings: &mut Vec<Finding>,
+) {
     if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object) {
-        let labels_path = child_path(path, "matchLabels");
+        let labels_path = path.key("matchLabels");
         for (key, value) in labels {
-            let entry = child_path(&labels_path, key);
+            let entry = labels_path.key(key);
             if let Some(problem) = qualified_name_problem(key) {
                 findings.push(
                     Finding::error(
                         "invalid-label-key",
-                        &entry,
+                        entry.render(),
                         format!("Invalid value: {key:?}: {problem}"),
                     )
                     .at_key(),
@@ -41,33 +45,35 @@ fn check_selector(selector: &Map<String, Value>, path: &str, findings: &mut Vec<
             if let Some(problem) = value.as_str().and_then(label_value_problem) {
                 findings.push(Finding::error(
                     "invalid-label-value",
-                    &entry,
+                    entry.render(),
                     format!("Invalid value: {value}: {problem}"),
                 ));
             }
         }
     }
+    let expressions_path = path.key("matchExpressions");
     let expressions = selector.get("matchExpressions").and_then(Value::as_array);
     for (i, expression) in expressions.into_iter().flatten().enumerate() {
         let Some(expression) = expression.as_object() else {
             continue;
         };
-        let base = format!("{path}.matchExpressions[{i}]");
+        let base = expressions_path.index(i);
         if let Some(key) = expression.get("key").and_then(Value::as_str)
             && let Some(problem) = qualified_name_problem(key)
         {
             findings.push(Finding::error(
                 "invalid-label-key",
-                format!("{base}.key"),
+                base.key("key").render(),
                 format!("Invalid value: {key:?}: {problem}"),
             ));
         }
         let values = expression.get("values").and_then(Value::as_array);
+        let values_path = base.key("values");
         for (j, value) in values.into_iter().flatten().enumerate() {
             if let Some(problem) = value.as_str().and_then(label_value_problem) {
                 findings.push(Finding::error(
                     "invalid-label-value",
-                    format!("{base}.values[{j}]"),
+                    values_path.index(j).render(),
                     format!("Invalid value: {value}: {problem}"),
                 ));
             }
@@ -76,21 +82,20 @@ fn check_selector(selector: &Map<String, Value>, path: &str, findings: &mut Vec<
             continue;
         };
         let count = values.map_or(0, Vec::len);
-        let operator_path = format!("{base}.operator");
         match operator {
             "In" | "NotIn" if count == 0 => findings.push(Finding::error(
                 "selector-values-required",
-                format!("{base}.values"),
+                values_path.render(),
                 format!("Required value: operator {operator} needs at least one value"),
             )),
             "Exists" | "DoesNotExist" if count > 0 => findings.push(Finding::error(
                 "selector-values-forbidden",
-                format!("{base}.values"),
+                values_path.render(),
                 format!("Forbidden: operator {operator} takes no values"),
             )),
             op if !OPERATORS.contains(&op) => findings.push(Finding::error(
                 "invalid-selector-operator",
-                operator_path,
+                base.key("operator").render(),
                 format!("Unsupported value: {op:?}: supported values: \"In\", \"NotIn\", \"Exists\", \"DoesNotExist\""),
             )),
             _ => {}
