@@ -12,7 +12,7 @@ fn main() -> ExitCode {
     match cli::dispatch(args.command) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", cli::error_chain(&error));
             ExitCode::from(2)
         }
     }

@@ -112,3 +112,45 @@ pub fn init_logging(global: &GlobalArgs) {
         LogFormat::Json => builder.json().init(),
     }
 }
+
+/// An error and its causes, `: `-separated, leaving out a cause its parent already quotes (our
+/// error types print their source inline, which `{:#}` would repeat).
+pub fn error_chain(error: &anyhow::Error) -> String {
+    let mut shown = String::new();
+    let mut previous = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if !previous.contains(&text) {
+            if !shown.is_empty() {
+                shown.push_str(": ");
+            }
+            shown.push_str(&text);
+        }
+        previous = text;
+    }
+    shown
+}
+
+#[cfg(test)]
+mod error_chain_tests {
+    use super::error_chain;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot fetch: {source}")]
+    struct Fetch {
+        #[source]
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn causes_already_quoted_are_not_repeated() {
+        let io = std::io::Error::other("connection refused");
+        let error = anyhow::Error::new(Fetch { source: io }).context("cannot read branch main");
+        assert_eq!(
+            error_chain(&error),
+            "cannot read branch main: cannot fetch: connection refused"
+        );
+        let plain = anyhow::Error::new(std::io::Error::other("disk full")).context("writing");
+        assert_eq!(error_chain(&plain), "writing: disk full");
+    }
+}
