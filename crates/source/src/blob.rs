@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use tollgate_spec::ClusterPromotion;
-use tollgate_spec::parse::parse_file;
+use tollgate_spec::parse::{oversized_file, parse_file};
 
 pub use tollgate_spec::diagnostic::{Diagnostic, Severity};
 pub use tollgate_spec::parse::Limits;
@@ -38,10 +38,38 @@ impl ParsedBlob {
     }
 }
 
+/// A manifest blob as read from the object database: its bytes, or only its size when that is
+/// over the file-size limit (a huge blob is never loaded into memory).
+#[derive(Clone, Debug)]
+pub(crate) enum BlobContent {
+    Loaded(Vec<u8>),
+    TooLarge(usize),
+}
+
+impl BlobContent {
+    /// Reads blob `oid`, checking its size in the object header first.
+    pub fn read(
+        repo: &git2::Repository,
+        oid: git2::Oid,
+        limits: &Limits,
+    ) -> Result<Self, git2::Error> {
+        let (size, _kind) = repo.odb()?.read_header(oid)?;
+        if size > limits.max_file_bytes {
+            return Ok(BlobContent::TooLarge(size));
+        }
+        Ok(BlobContent::Loaded(repo.find_blob(oid)?.content().to_vec()))
+    }
+}
+
 /// Parses one blob with the spec crate's parser. Documents of other kinds are skipped there;
 /// a promotion document without a name cannot be attributed, so its diagnostics become file-level.
-pub(crate) fn parse_blob(file: &str, bytes: &[u8], limits: &Limits) -> ParsedBlob {
-    let parsed = parse_file(file, bytes, limits);
+pub(crate) fn parse_blob(file: &str, content: &BlobContent, limits: &Limits) -> ParsedBlob {
+    let parsed = match content {
+        BlobContent::Loaded(bytes) => parse_file(file, bytes, limits),
+        BlobContent::TooLarge(size) => {
+            oversized_file(file, *size, limits).unwrap_or_else(|| parse_file(file, &[], limits))
+        }
+    };
     let mut blob = ParsedBlob {
         docs: Vec::with_capacity(parsed.promotions.len()),
         file_errors: parsed.diagnostics,
@@ -65,13 +93,13 @@ pub(crate) fn parse_blob(file: &str, bytes: &[u8], limits: &Limits) -> ParsedBlo
 /// Parses many blobs, one result per input in input order, spread over the available cores
 /// when there are enough of them to be worth a thread.
 pub(crate) fn parse_blobs(
-    blobs: &[(git2::Oid, String, Vec<u8>)],
+    blobs: &[(git2::Oid, String, BlobContent)],
     limits: &Limits,
 ) -> Vec<ParsedBlob> {
     const MIN_PER_THREAD: usize = 32;
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let threads = cores.min(blobs.len() / MIN_PER_THREAD).max(1);
-    let parse = |chunk: &[(git2::Oid, String, Vec<u8>)]| -> Vec<ParsedBlob> {
+    let parse = |chunk: &[(git2::Oid, String, BlobContent)]| -> Vec<ParsedBlob> {
         chunk
             .iter()
             .map(|(_, path, content)| parse_blob(path, content, limits))
@@ -131,7 +159,7 @@ mod tests {
 
     #[test]
     fn parallel_parsing_keeps_input_order() {
-        let blobs: Vec<(git2::Oid, String, Vec<u8>)> = (0..200)
+        let blobs: Vec<(git2::Oid, String, BlobContent)> = (0..200)
             .map(|i| {
                 let content = if i % 7 == 0 {
                     b"kind: [".to_vec()
@@ -139,7 +167,7 @@ mod tests {
                     manifest(&format!("p{i}"))
                 };
                 let oid = git2::Oid::hash_object(git2::ObjectType::Blob, &content).expect("hash");
-                (oid, format!("f{i}.yaml"), content)
+                (oid, format!("f{i}.yaml"), BlobContent::Loaded(content))
             })
             .collect();
         let parsed = parse_blobs(&blobs, &Limits::default());
@@ -154,6 +182,28 @@ mod tests {
                 assert!(blob.docs[0].outcome.is_ok(), "{:?}", blob.docs[0].outcome);
             }
         }
+    }
+
+    #[test]
+    fn an_oversized_blob_is_refused_from_its_header_without_loading_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = git2::Repository::init_bare(dir.path()).expect("repo");
+        let limits = Limits {
+            max_file_bytes: 64,
+            ..Limits::default()
+        };
+        let small = repo.blob(&manifest("p")[..60]).expect("blob");
+        let large = repo.blob(&manifest("p")).expect("blob");
+        assert!(matches!(
+            BlobContent::read(&repo, small, &limits),
+            Ok(BlobContent::Loaded(bytes)) if bytes.len() == 60
+        ));
+        let content = BlobContent::read(&repo, large, &limits).expect("header");
+        assert!(matches!(content, BlobContent::TooLarge(size) if size > 64));
+        let parsed = parse_blob("big.yaml", &content, &limits);
+        assert!(parsed.docs.is_empty());
+        assert_eq!(parsed.file_errors[0].code, "file-too-large");
+        assert_eq!(parsed.file_errors[0].file, "big.yaml");
     }
 
     #[test]

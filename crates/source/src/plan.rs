@@ -11,7 +11,9 @@ use serde_json::Value;
 use tollgate_spec::model::{LabelSelector, Trigger};
 use tollgate_spec::{ClusterPromotion, SpecHashes};
 
-use crate::blob::{Diagnostic, Limits, ParsedBlob, duplicate_name_diagnostic, parse_blob};
+use crate::blob::{
+    BlobContent, Diagnostic, Limits, ParsedBlob, duplicate_name_diagnostic, parse_blob,
+};
 use crate::treediff::{Root, is_manifest, resolve_root};
 
 #[derive(Debug, thiserror::Error)]
@@ -300,11 +302,9 @@ impl<'r> Reader<'r> {
         if let Some(parsed) = self.parsed.get(&blob) {
             return Ok(Arc::clone(parsed));
         }
-        let content = self
-            .repo
-            .find_blob(blob)
+        let content = BlobContent::read(&self.repo, blob, &self.limits)
             .map_err(Self::read_error(commit, file))?;
-        let parsed = Arc::new(parse_blob(file, content.content(), &self.limits));
+        let parsed = Arc::new(parse_blob(file, &content, &self.limits));
         self.parsed.insert(blob, Arc::clone(&parsed));
         Ok(parsed)
     }

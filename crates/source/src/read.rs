@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use git2::{Commit, Oid, Repository};
 use tollgate_spec::CommitInfo;
 
-use crate::blob::{Limits, ParsedBlob, parse_blobs};
+use crate::blob::{BlobContent, Limits, ParsedBlob, parse_blobs};
 use crate::error::SourceError;
 use crate::index::{CommitDelta, FileDelta};
 use crate::treediff::{FileChange, Root, diff_roots, resolve_root};
@@ -65,7 +65,7 @@ impl DeltaReader<'_> {
     ) -> Result<ReadResult, SourceError> {
         let mut pending: Vec<(CommitInfo, Vec<(String, Pending)>)> = Vec::new();
         // Blobs to parse: (blob, path it was first seen at, content), in first-seen order.
-        let mut queue: Vec<(Oid, String, Vec<u8>)> = Vec::new();
+        let mut queue: Vec<(Oid, String, BlobContent)> = Vec::new();
         let mut queued: HashMap<Oid, usize> = HashMap::new();
         let mut changes: Vec<FileChange> = Vec::new();
         let mut head = None;
@@ -97,12 +97,10 @@ impl DeltaReader<'_> {
                             } else if let Some(slot) = queued.get(&blob) {
                                 Pending::Queued(blob, *slot)
                             } else {
-                                let content = self
-                                    .repo
-                                    .find_blob(blob)
+                                let content = BlobContent::read(&self.repo, blob, self.limits)
                                     .map_err(self.error(*oid, &change.path))?;
                                 queued.insert(blob, queue.len());
-                                queue.push((blob, change.path.clone(), content.content().to_vec()));
+                                queue.push((blob, change.path.clone(), content));
                                 Pending::Queued(blob, queue.len() - 1)
                             }
                         }

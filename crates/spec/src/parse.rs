@@ -254,6 +254,26 @@ fn read_documents<'a>(
         .collect())
 }
 
+/// The result of parsing a file of `size` bytes when that is over the limit, `None` otherwise.
+/// Lets a reader that knows the size up front (a git blob header) refuse without loading it.
+pub fn oversized_file(file: &str, size: usize, limits: &Limits) -> Option<ParsedFile> {
+    (size > limits.max_file_bytes).then(|| ParsedFile {
+        file: file.to_string(),
+        promotions: Vec::new(),
+        diagnostics: vec![file_diagnostic(
+            file,
+            "file-too-large",
+            1,
+            1,
+            format!(
+                "file is {size} bytes, more than the limit of {} bytes",
+                limits.max_file_bytes
+            ),
+        )],
+        ignored: Vec::new(),
+    })
+}
+
 pub fn parse_file(file: &str, bytes: &[u8], limits: &Limits) -> ParsedFile {
     let mut parsed = ParsedFile {
         file: file.to_string(),
@@ -261,19 +281,8 @@ pub fn parse_file(file: &str, bytes: &[u8], limits: &Limits) -> ParsedFile {
         diagnostics: Vec::new(),
         ignored: Vec::new(),
     };
-    if bytes.len() > limits.max_file_bytes {
-        parsed.diagnostics.push(file_diagnostic(
-            file,
-            "file-too-large",
-            1,
-            1,
-            format!(
-                "file is {} bytes, more than the limit of {} bytes",
-                bytes.len(),
-                limits.max_file_bytes
-            ),
-        ));
-        return parsed;
+    if let Some(too_large) = oversized_file(file, bytes.len(), limits) {
+        return too_large;
     }
     let text = match std::str::from_utf8(bytes) {
         Ok(text) => text,
