@@ -9,17 +9,15 @@
 mod git_http_server;
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use git_http_server::GitHttpServer;
 use serde_json::Value;
-use support::{PATIENCE, TestRepo, fleet_yaml, seed};
+use support::{TestRepo, eventually, fleet_yaml, http, seed};
 
 const TOKEN: &str = "tok-SECRET-9f3a1c77";
 const WRONG_TOKEN: &str = "wrong-SECRET-77e2d4";
@@ -115,36 +113,9 @@ impl Drop for Controller {
     }
 }
 
-fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// One HTTP/1.1 request over a fresh connection; returns the status line, headers and body.
-fn http(addr: &str, method: &str, path: &str, headers: &[(&str, String)], body: &[u8]) -> String {
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    stream.write_all(request.as_bytes()).expect("send");
-    stream.write_all(body).expect("send body");
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).expect("response");
-    String::from_utf8_lossy(&response).into_owned()
+fn response(answer: Option<(u16, String)>) -> String {
+    let (code, body) = answer.expect("an HTTP answer");
+    format!("{code} {body}\n")
 }
 
 fn emulator_addr(kubeconfig: &Path) -> String {
@@ -276,11 +247,17 @@ fn secrets_never_appear_in_logs_statuses_events_or_responses() {
     let mut responses = String::new();
     for signature in [forged, genuine] {
         let headers = [
-            ("X-GitHub-Event", "push".to_string()),
-            ("X-Hub-Signature-256", signature),
-            ("Content-Type", "application/json".to_string()),
+            ("X-GitHub-Event", "push"),
+            ("X-Hub-Signature-256", signature.as_str()),
+            ("Content-Type", "application/json"),
         ];
-        responses.push_str(&http(&addr, "POST", "/webhooks/github", &headers, push));
+        responses.push_str(&response(http(
+            &addr,
+            "POST",
+            "/webhooks/github",
+            &headers,
+            push,
+        )));
     }
     assert!(responses.contains("401"), "the forged webhook is refused");
     assert!(responses.contains("202"), "the genuine webhook is accepted");
@@ -293,7 +270,7 @@ fn secrets_never_appear_in_logs_statuses_events_or_responses() {
     });
 
     for path in ["/metrics", "/api/v1/promotions", "/readyz", "/healthz"] {
-        responses.push_str(&http(&addr, "GET", path, &[], b""));
+        responses.push_str(&response(http(&addr, "GET", path, &[], b"")));
     }
     let emulator = emulator_addr(&kubeconfig);
     let mut cluster = String::new();
@@ -304,7 +281,7 @@ fn secrets_never_appear_in_logs_statuses_events_or_responses() {
         "/apis/config.projectsveltos.io/v1beta1/clusterprofiles",
         "/apis/coordination.k8s.io/v1/leases",
     ] {
-        cluster.push_str(&http(&emulator, "GET", path, &[], b""));
+        cluster.push_str(&response(http(&emulator, "GET", path, &[], b"")));
     }
     assert!(
         cluster.contains("GitPromotion") && cluster.contains("kyverno"),
