@@ -7,21 +7,23 @@
 //! Clusters carry `shard=<i % shards>`; promotion p's stage s selects shard `(p*S + s) % shards`,
 //! so each stage matches M/shards clusters and the fleet holds N × S × M/shards ClusterSummaries.
 //!
-//! The emulator runs on its own runtime (threads named `emulator`) and the harness on the main
-//! thread, so the controller's CPU time is the process's minus theirs (per-thread counters in
-//! `/proc/self/task`). RSS is the whole process: it includes the emulator's store.
+//! The emulator runs in a child process (this binary with `--emulator-child`), so this process's
+//! RSS and CPU are the controller's (plus the harness's main thread, reported apart). The child
+//! answers one-line queries on stdin/stdout: resourceVersion, request counts, the write log's
+//! newest matching write, its own CPU and peak RSS.
 //!
 //! Prints one JSON document:
 //! - cold start → every stage-1 profile applied (seen by a watch), and → the API is quiet;
 //! - one-file change: `git commit` of a chart bump → that promotion's stage-1 profile carries it
 //!   (emulator write time);
 //! - controller CPU per idle git poll over a quiet window;
-//! - peak RSS (VmHWM);
+//! - peak RSS (VmHWM) of the controller process and of the emulator process;
 //! - API requests by verb, total and over the quiet window (writes there must be 0).
 
 use std::collections::{BTreeMap, HashSet};
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,6 +52,7 @@ struct Args {
     poll: Duration,
     changes: usize,
     latency_ms: u64,
+    emulator_child: bool,
 }
 
 fn arg(args: &[String], name: &str, default: u64) -> u64 {
@@ -77,6 +80,7 @@ impl Args {
             poll: Duration::from_millis(arg(&args, "--poll-ms", 100)),
             changes: arg(&args, "--changes", 5) as usize,
             latency_ms: arg(&args, "--latency-ms", 20),
+            emulator_child: args.iter().any(|a| a == "--emulator-child"),
         };
         if parsed.promotions == 0 || parsed.stages == 0 || parsed.shards == 0 {
             eprintln!("--promotions, --stages and --shards must be positive");
@@ -132,43 +136,47 @@ fn memory_mib(field: &str) -> Option<f64> {
     Some(kib / 1024.0)
 }
 
-/// CPU seconds of this process's threads, split into (controller, emulator, harness): the
-/// emulator's runtime threads are named `emulator`, the harness is the main thread, and every
-/// other thread (controller runtime, git thread, filesystem watcher) is the controller's.
-fn cpu_by_part() -> (f64, f64, f64) {
-    // SAFETY-free: clock ticks are 100 Hz on Linux unless the kernel is built otherwise.
+/// CPU seconds of one `/proc/.../stat` line: utime + stime.
+fn stat_cpu_seconds(stat: &str) -> Option<(String, f64)> {
+    // Clock ticks are 100 Hz on Linux unless the kernel is built otherwise.
     const TICKS: f64 = 100.0;
+    // `pid (comm) state ...`: comm may hold spaces, so split at the last parenthesis.
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    let comm = stat[open + 1..close].to_string();
+    let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+    // After comm: state is field 3, utime 14 and stime 15 (1-based over the whole line).
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|i| fields.get(*i).and_then(|v| v.parse::<f64>().ok()))
+        .sum();
+    Some((comm, ticks / TICKS))
+}
+
+/// CPU seconds of this process's threads, split into (controller, harness): the harness is the
+/// main thread, every other thread (controller runtime, git thread, filesystem watcher) is the
+/// controller's. The emulator is another process.
+fn cpu_by_part() -> (f64, f64) {
     let pid = std::process::id().to_string();
-    let (mut controller, mut emulator, mut harness) = (0.0, 0.0, 0.0);
+    let (mut controller, mut harness) = (0.0, 0.0);
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return (f64::NAN, f64::NAN, f64::NAN);
+        return (f64::NAN, f64::NAN);
     };
     for task in tasks.flatten() {
         let tid = task.file_name().to_string_lossy().to_string();
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+        let Some((_, seconds)) = std::fs::read_to_string(task.path().join("stat"))
+            .ok()
+            .as_deref()
+            .and_then(stat_cpu_seconds)
+        else {
             continue;
         };
-        // `pid (comm) state ...`: comm may hold spaces, so split at the last parenthesis.
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        let comm = &stat[open + 1..close];
-        let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
-        // After comm: state is field 3, utime 14 and stime 15 (1-based over the whole line).
-        let ticks: f64 = [11, 12]
-            .iter()
-            .filter_map(|i| fields.get(*i).and_then(|v| v.parse::<f64>().ok()))
-            .sum();
-        let seconds = ticks / TICKS;
-        if comm.starts_with("emulator") {
-            emulator += seconds;
-        } else if tid == pid {
+        if tid == pid {
             harness += seconds;
         } else {
             controller += seconds;
         }
     }
-    (controller, emulator, harness)
+    (controller, harness)
 }
 
 fn by_verb(counts: &RequestCounts) -> Value {
@@ -187,12 +195,186 @@ fn ms(d: chrono::Duration) -> f64 {
     d.num_microseconds().unwrap_or(i64::MAX) as f64 / 1000.0
 }
 
+/// The emulator child process, queried one line at a time.
+struct EmulatorProcess {
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+    url: String,
+}
+
+impl EmulatorProcess {
+    fn start(args: &Args) -> EmulatorProcess {
+        let exe = std::env::current_exe().expect("own executable");
+        let mut child = Command::new(exe)
+            .args([
+                "--emulator-child",
+                "--clusters",
+                &args.clusters.to_string(),
+                "--shards",
+                &args.shards.to_string(),
+                "--latency-ms",
+                &args.latency_ms.to_string(),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("emulator child starts");
+        let input = child.stdin.take().expect("child stdin");
+        let output = BufReader::new(child.stdout.take().expect("child stdout"));
+        let mut process = EmulatorProcess {
+            child,
+            input,
+            output,
+            url: String::new(),
+        };
+        process.url = process.read_line();
+        process
+    }
+
+    fn read_line(&mut self) -> String {
+        let mut line = String::new();
+        self.output.read_line(&mut line).expect("child answers");
+        line.trim_end().to_string()
+    }
+
+    fn ask(&mut self, query: &str) -> String {
+        writeln!(self.input, "{query}").expect("child reads");
+        self.input.flush().expect("child reads");
+        self.read_line()
+    }
+
+    fn resource_version(&mut self) -> u64 {
+        self.ask("rv").parse().expect("resourceVersion")
+    }
+
+    fn request_counts(&mut self) -> RequestCounts {
+        let entries: Vec<(String, String, u64)> =
+            serde_json::from_str(&self.ask("counts")).expect("counts");
+        RequestCounts(entries.into_iter().map(|(v, r, n)| ((v, r), n)).collect())
+    }
+
+    fn reset_request_counts(&mut self) {
+        self.ask("reset");
+    }
+
+    fn time_of(answer: &str) -> Option<DateTime<Utc>> {
+        DateTime::parse_from_rfc3339(answer)
+            .ok()
+            .map(|t| t.with_timezone(&Utc))
+    }
+
+    /// When tollgate last wrote `name` with this chart version, if it has.
+    fn applied(&mut self, name: &str, version: &str) -> Option<DateTime<Utc>> {
+        Self::time_of(&self.ask(&format!("find {name} {version}")))
+    }
+
+    fn last_write(&mut self) -> Option<DateTime<Utc>> {
+        Self::time_of(&self.ask("last"))
+    }
+
+    /// (CPU seconds, peak RSS MiB) of the emulator process.
+    fn stats(&mut self) -> (f64, f64) {
+        let answer = self.ask("stats");
+        let mut parts = answer.split_whitespace().map(|p| p.parse::<f64>());
+        match (parts.next(), parts.next()) {
+            (Some(Ok(cpu)), Some(Ok(rss))) => (cpu, rss),
+            _ => (f64::NAN, f64::NAN),
+        }
+    }
+
+    fn stop(mut self) {
+        drop(self.input);
+        let _ = self.child.wait();
+    }
+}
+
+/// `--emulator-child`: serve the fleet and answer the parent's queries until stdin closes.
+fn emulator_child(args: &Args) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("emulator")
+        .enable_all()
+        .build()
+        .expect("emulator runtime");
+    let emulator = runtime
+        .block_on(Emulator::start(EmulatorConfig {
+            fleet: fleet(args.clusters, args.shards, args.latency_ms),
+            // Only the newest writes are needed (the one-file change); the log holds whole objects.
+            write_log_capacity: Some(2_000),
+            watch_history: 10_000,
+            ..EmulatorConfig::default()
+        }))
+        .expect("emulator starts");
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    writeln!(out, "{}", emulator.url()).expect("parent reads");
+    out.flush().expect("parent reads");
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let answer = answer(&emulator, &line);
+        writeln!(out, "{answer}").expect("parent reads");
+        out.flush().expect("parent reads");
+    }
+    // The parent may still hold keep-alive connections: a graceful shutdown would wait for them.
+    let stopped = runtime.block_on(tokio::time::timeout(
+        Duration::from_secs(2),
+        emulator.shutdown(),
+    ));
+    if stopped.is_err() {
+        eprintln!("emulator child: shutdown timed out; exiting anyway");
+    }
+    runtime.shutdown_background();
+}
+
+fn answer(emulator: &EmulatorHandle, query: &str) -> String {
+    let words: Vec<&str> = query.split_whitespace().collect();
+    let time = |t: Option<DateTime<Utc>>| t.map_or("none".to_string(), |t| t.to_rfc3339());
+    match words.as_slice() {
+        ["rv"] => emulator.resource_version().to_string(),
+        ["counts"] => {
+            let entries: Vec<(String, String, u64)> = emulator
+                .request_counts()
+                .0
+                .into_iter()
+                .map(|((v, r), n)| (v, r, n))
+                .collect();
+            json!(entries).to_string()
+        }
+        ["reset"] => {
+            emulator.reset_request_counts();
+            "ok".into()
+        }
+        ["find", name, version] => time(
+            emulator
+                .write_log()
+                .into_iter()
+                .rev()
+                .find(|w| {
+                    w.name == *name
+                        && w.field_manager == "tollgate"
+                        && w.object["spec"]["helmCharts"][0]["chartVersion"] == *version
+                })
+                .map(|w| w.time),
+        ),
+        ["last"] => time(emulator.write_log().last().map(|w| w.time)),
+        ["stats"] => {
+            let cpu = std::fs::read_to_string("/proc/self/stat")
+                .ok()
+                .as_deref()
+                .and_then(stat_cpu_seconds)
+                .map_or(f64::NAN, |(_, s)| s);
+            format!("{cpu} {}", memory_mib("VmHWM").unwrap_or(f64::NAN))
+        }
+        _ => "unknown query".into(),
+    }
+}
+
 /// Waits until the store's resourceVersion has not moved for `calm`.
-async fn settle(emulator: &EmulatorHandle, calm: Duration) {
+fn settle(emulator: &mut EmulatorProcess, calm: Duration) {
     let mut version = emulator.resource_version();
     let mut since = Instant::now();
     loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        std::thread::sleep(Duration::from_millis(100));
         let now = emulator.resource_version();
         if now != version {
             version = now;
@@ -253,23 +435,22 @@ fn summary(mut samples: Vec<f64>) -> Value {
     json!({"samples": samples.len(), "p50_ms": at(0.5), "max_ms": samples.last()})
 }
 
-/// Progress on stderr, with CPU seconds so far per part (controller, emulator, harness).
-fn progress(what: &str, since: Instant) {
-    let (controller, emulator, harness) = cpu_by_part();
+/// Progress on stderr, with CPU seconds so far per part.
+fn progress(what: &str, since: Instant, emulator: &mut EmulatorProcess) {
+    let (controller, harness) = cpu_by_part();
+    let (emulator_cpu, _) = emulator.stats();
     eprintln!(
-        "[{:>8.1}s] {what} (cpu s: controller {controller:.1}, emulator {emulator:.1}, harness {harness:.1})",
+        "[{:>8.1}s] {what} (cpu s: controller {controller:.1}, emulator {emulator_cpu:.1}, harness {harness:.1})",
         since.elapsed().as_secs_f64()
     );
 }
 
 fn main() {
     let args = Args::parse();
-    let emulator_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("emulator")
-        .enable_all()
-        .build()
-        .expect("emulator runtime");
+    if args.emulator_child {
+        emulator_child(&args);
+        return;
+    }
     let controller_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("controller")
@@ -282,15 +463,7 @@ fn main() {
         .expect("harness runtime");
 
     let build_started = Instant::now();
-    let emulator = emulator_rt
-        .block_on(Emulator::start(EmulatorConfig {
-            fleet: fleet(args.clusters, args.shards, args.latency_ms),
-            // Only the newest writes are needed (the one-file change); the log holds whole objects.
-            write_log_capacity: Some(2_000),
-            watch_history: 10_000,
-            ..EmulatorConfig::default()
-        }))
-        .expect("emulator starts");
+    let mut emulator = EmulatorProcess::start(&args);
     let repo = tempfile::tempdir().expect("repo dir");
     let cache = tempfile::tempdir().expect("cache dir");
     git(repo.path(), &["init", "-q", "-b", "main"]);
@@ -306,10 +479,10 @@ fn main() {
     git(repo.path(), &["add", "-A"]);
     git(repo.path(), &["commit", "-q", "-m", "promotions"]);
     let setup_ms = build_started.elapsed().as_millis() as u64;
-    progress("fleet and repository ready", build_started);
+    progress("fleet and repository ready", build_started, &mut emulator);
     let rss_before_controller = memory_mib("VmRSS");
 
-    let url = emulator.url();
+    let url = emulator.url.clone();
     let client_for = |url: &str| -> Client {
         Client::try_from(Config::new(url.parse().expect("emulator url"))).expect("client")
     };
@@ -341,8 +514,8 @@ fn main() {
         })
         .expect("controller starts");
 
-    let (cold_first_stage, settled) = harness_rt.block_on(async {
-        let cold = loop {
+    let cold_first_stage = harness_rt.block_on(async {
+        loop {
             {
                 let seen = seen.lock().unwrap_or_else(|p| p.into_inner());
                 if seen.first_stage.len() >= args.promotions {
@@ -350,13 +523,17 @@ fn main() {
                 }
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        progress("every stage-1 profile applied", build_started);
-        settle(&emulator, Duration::from_secs(2)).await;
-        progress("API quiet", build_started);
-        let last_write = emulator.write_log().last().map(|w| w.time);
-        (cold, last_write.map(|t| ms(t - started_at)))
+        }
     });
+    progress(
+        "every stage-1 profile applied",
+        build_started,
+        &mut emulator,
+    );
+    let rss_at_first_stage = memory_mib("VmRSS");
+    settle(&mut emulator, Duration::from_secs(2));
+    progress("API quiet", build_started, &mut emulator);
+    let settled = emulator.last_write().map(|t| ms(t - started_at));
     let total_counts = emulator.request_counts();
 
     // One-file changes: bump p0's chart, time until its stage-1 profile carries the version.
@@ -376,43 +553,37 @@ fn main() {
             &["commit", "-q", "-m", &format!("p0 {version}")],
         );
         let target = profile_name(0, 0);
-        let applied = harness_rt.block_on(async {
-            let mut checked = version_before;
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while Instant::now() < deadline {
-                let now = emulator.resource_version();
-                if now != checked {
-                    checked = now;
-                    let hit = emulator.write_log().into_iter().rev().find(|w| {
-                        w.name == target
-                            && w.field_manager == "tollgate"
-                            && w.object["spec"]["helmCharts"][0]["chartVersion"] == version.as_str()
-                    });
-                    if let Some(hit) = hit {
-                        return Some(hit.time);
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(1)).await;
+        let mut checked = version_before;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut applied = None;
+        while applied.is_none() && Instant::now() < deadline {
+            let now = emulator.resource_version();
+            if now != checked {
+                checked = now;
+                applied = emulator.applied(&target, &version);
             }
-            None
-        });
+            std::thread::sleep(Duration::from_millis(1));
+        }
         match applied {
             Some(at) => change_samples.push(ms(at - committed_at)),
             None => eprintln!("change {change}: stage-1 profile not updated within 60 s"),
         }
-        harness_rt.block_on(settle(&emulator, Duration::from_secs(1)));
+        settle(&mut emulator, Duration::from_secs(1));
     }
 
-    progress("one-file changes measured", build_started);
+    progress("one-file changes measured", build_started, &mut emulator);
     // Steady state: nothing changes; the controller only polls git and holds its watches.
-    harness_rt.block_on(settle(&emulator, Duration::from_secs(2)));
+    settle(&mut emulator, Duration::from_secs(2));
     emulator.reset_request_counts();
     let cpu_before = cpu_by_part();
+    let emulator_before = emulator.stats();
     std::thread::sleep(args.quiet);
     let cpu_after = cpu_by_part();
+    let emulator_after = emulator.stats();
     let quiet_counts = emulator.request_counts();
     let polls = (args.quiet.as_secs_f64() / args.poll.as_secs_f64()).max(1.0);
     let controller_cpu_ms = (cpu_after.0 - cpu_before.0) * 1000.0;
+    let (emulator_cpu_total, emulator_peak_rss) = emulator.stats();
 
     let report = json!({
         "promotions": args.promotions,
@@ -429,12 +600,19 @@ fn main() {
             "poll_interval_ms": args.poll.as_millis() as u64,
             "controller_cpu_ms": controller_cpu_ms,
             "controller_cpu_ms_per_poll": controller_cpu_ms / polls,
-            "emulator_cpu_ms": (cpu_after.1 - cpu_before.1) * 1000.0,
+            "emulator_cpu_ms": (emulator_after.0 - emulator_before.0) * 1000.0,
+        },
+        "cpu_s_total": {
+            "controller": cpu_after.0,
+            "harness": cpu_after.1,
+            "emulator_process": emulator_cpu_total,
         },
         "rss_mib": {
-            "peak_vmhwm": memory_mib("VmHWM"),
-            "before_controller": rss_before_controller,
-            "end": memory_mib("VmRSS"),
+            "controller_process_peak_vmhwm": memory_mib("VmHWM"),
+            "controller_process_before_controller": rss_before_controller,
+            "controller_process_at_every_stage1": rss_at_first_stage,
+            "controller_process_end": memory_mib("VmRSS"),
+            "emulator_process_peak_vmhwm": emulator_peak_rss,
         },
         "requests": {
             "total_until_quiet": by_verb(&total_counts),
@@ -447,5 +625,8 @@ fn main() {
     println!("{}", serde_json::to_string_pretty(&report).expect("json"));
     handle.shutdown();
     let _ = controller_rt.block_on(task);
-    emulator_rt.block_on(emulator.shutdown());
+    // Close the clients' connections before the emulator stops.
+    controller_rt.shutdown_timeout(Duration::from_secs(2));
+    drop(harness_rt);
+    emulator.stop();
 }

@@ -22,6 +22,8 @@ struct Inner<T> {
     /// see a half-listed cache.
     relist: Option<Vec<(ObjectKey, Option<String>, T)>>,
     ready: bool,
+    /// Bumped by every change of the content, so readers can tell a derived snapshot is stale.
+    generation: u64,
 }
 
 pub struct IndexedCache<T> {
@@ -36,6 +38,7 @@ impl<T> Default for IndexedCache<T> {
                 by_index: HashMap::new(),
                 relist: None,
                 ready: false,
+                generation: 0,
             }),
         }
     }
@@ -55,6 +58,7 @@ impl<T> IndexedCache<T> {
     /// Inserts or replaces an object. Returns the index keys affected (old and new).
     pub fn upsert(&self, key: ObjectKey, index: Option<String>, value: T) -> Vec<String> {
         let mut inner = self.write();
+        inner.generation += 1;
         let value = Arc::new(value);
         let mut touched = Vec::new();
         if let Some(old) = inner.objects.remove(&key)
@@ -79,6 +83,7 @@ impl<T> IndexedCache<T> {
 
     pub fn remove(&self, key: &ObjectKey) -> Vec<String> {
         let mut inner = self.write();
+        inner.generation += 1;
         match inner.objects.remove(key) {
             Some(Entry {
                 index: Some(index), ..
@@ -107,6 +112,7 @@ impl<T> IndexedCache<T> {
         let Some(buffer) = inner.relist.take() else {
             return Vec::new();
         };
+        inner.generation += 1;
         let mut touched: Vec<String> = inner.by_index.keys().cloned().collect();
         inner.objects.clear();
         inner.by_index.clear();
@@ -151,6 +157,20 @@ impl<T> IndexedCache<T> {
             .values()
             .map(|e| e.value.clone())
             .collect()
+    }
+
+    /// Every object in key order, with the generation it was read at.
+    pub fn all_sorted(&self) -> (u64, Vec<Arc<T>>) {
+        let inner = self.read();
+        let mut entries: Vec<(&ObjectKey, &Entry<T>)> = inner.objects.iter().collect();
+        entries.sort_by(|a, b| a.0.cmp(b.0));
+        let values = entries.into_iter().map(|(_, e)| e.value.clone()).collect();
+        (inner.generation, values)
+    }
+
+    /// Changes every time the content changes.
+    pub fn generation(&self) -> u64 {
+        self.read().generation
     }
 
     pub fn index_keys(&self) -> Vec<String> {
@@ -214,5 +234,19 @@ mod tests {
         assert!(cache.is_ready());
         assert!(cache.indexed("gone").is_empty());
         assert_eq!(cache.indexed("fresh").len(), 1);
+    }
+
+    #[test]
+    fn generation_moves_with_every_change_and_listing_is_sorted() {
+        let cache = IndexedCache::default();
+        let start = cache.generation();
+        cache.upsert(key("b"), None, 2);
+        cache.upsert(key("a"), None, 1);
+        let (generation, values) = cache.all_sorted();
+        assert_eq!(generation, cache.generation());
+        assert!(generation > start);
+        assert_eq!(values.iter().map(|v| **v).collect::<Vec<_>>(), [1, 2]);
+        cache.remove(&key("a"));
+        assert!(cache.generation() > generation);
     }
 }

@@ -4,8 +4,8 @@
 //! lookups. Profiles are indexed by the promotion label, summaries by the profile they belong to
 //! (`projectsveltos.io/cluster-profile-name`, which Sveltos always sets), clusters not at all.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock, Mutex, RwLock, Weak};
 
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
@@ -26,6 +26,9 @@ pub struct ObservedCaches {
     pub profiles: Arc<IndexedCache<ObservedProfile>>,
     pub summaries: Arc<IndexedCache<ObservedSummary>>,
     pub clusters: Arc<IndexedCache<ObservedCluster>>,
+    /// The fleet as every step sees it, rebuilt only when the cluster cache changed: a copy per
+    /// step made cold start O(promotions × clusters).
+    fleet: RwLock<Option<(u64, Arc<Vec<ObservedCluster>>)>>,
 }
 
 impl ObservedCaches {
@@ -62,17 +65,37 @@ impl ObservedCaches {
             .flat_map(|name| self.summaries.indexed(name))
             .map(|s| (*s).clone())
             .collect();
-        let clusters = self
-            .clusters
-            .all()
-            .into_iter()
-            .map(|c| (*c).clone())
-            .collect();
+        let clusters = self.fleet();
         Observed {
             profiles,
             summaries,
             clusters,
         }
+    }
+}
+
+impl ObservedCaches {
+    /// The shared fleet snapshot, rebuilt if the cluster cache moved on since it was taken.
+    fn fleet(&self) -> Arc<Vec<ObservedCluster>> {
+        let generation = self.clusters.generation();
+        if let Some((taken_at, fleet)) = self
+            .fleet
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            && *taken_at == generation
+        {
+            return fleet.clone();
+        }
+        let (generation, clusters) = self.clusters.all_sorted();
+        let fleet = Arc::new(
+            clusters
+                .into_iter()
+                .map(|c| (*c).clone())
+                .collect::<Vec<_>>(),
+        );
+        *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Some((generation, fleet.clone()));
+        fleet
     }
 }
 
@@ -103,14 +126,46 @@ pub fn convert_summary(object: &DynamicObject) -> Option<(Option<String>, Observ
         name: object.name_any(),
         profile_name: profile_name.clone(),
         cluster_name: str_at(spec, "clusterName").unwrap_or_default(),
-        spec: spec
-            .and_then(|s| s.get("clusterProfileSpec"))
-            .cloned()
-            .unwrap_or(Value::Null),
+        spec: intern_spec(
+            spec.and_then(|s| s.get("clusterProfileSpec"))
+                .cloned()
+                .unwrap_or(Value::Null),
+        ),
         features,
         failure_message: str_at(status, "failureMessage"),
     };
     Some((Some(profile_name), summary))
+}
+
+/// Specs held by cached summaries, by their JSON text.
+struct SpecInterner {
+    specs: HashMap<String, Weak<Value>>,
+    /// Dropped specs are pruned when the map outgrows this.
+    prune_at: usize,
+}
+
+static SPECS: LazyLock<Mutex<SpecInterner>> = LazyLock::new(|| {
+    Mutex::new(SpecInterner {
+        specs: HashMap::new(),
+        prune_at: 1024,
+    })
+});
+
+/// The summaries of one profile all carry the profile's spec: one shared copy instead of one per
+/// summary (at 400,000 summaries the copies were most of the controller's memory).
+fn intern_spec(spec: Value) -> Arc<Value> {
+    let key = spec.to_string();
+    let mut interner = SPECS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(shared) = interner.specs.get(&key).and_then(Weak::upgrade) {
+        return shared;
+    }
+    let shared = Arc::new(spec);
+    interner.specs.insert(key, Arc::downgrade(&shared));
+    if interner.specs.len() > interner.prune_at {
+        interner.specs.retain(|_, spec| spec.strong_count() > 0);
+        interner.prune_at = (interner.specs.len() * 2).max(1024);
+    }
+    shared
 }
 
 fn convert_feature(value: &Value) -> FeatureSummary {
@@ -213,7 +268,12 @@ mod tests {
         let (index, converted) = convert_summary(&summary).expect("converted");
         assert_eq!(index.as_deref(), Some("p-dev"));
         assert_eq!(converted.cluster_name, "c1");
-        assert_eq!(converted.spec, json!({"tier": 100}));
+        assert_eq!(*converted.spec, json!({"tier": 100}));
+        let (_, again) = convert_summary(&summary).expect("converted");
+        assert!(
+            Arc::ptr_eq(&converted.spec, &again.spec),
+            "equal specs are shared"
+        );
         assert!(converted.features[0].is_provisioned());
         assert_eq!(
             converted.features[0]

@@ -325,12 +325,18 @@ impl LoopState {
             warn!(%error, "git source error; the last synced state keeps running");
             return;
         }
-        let known_before: BTreeSet<String> = self
-            .git
-            .keys()
-            .cloned()
-            .chain(ctx.statuses.names())
-            .collect();
+        // Only a complete listing or a removal needs every known name: building the set on every
+        // poll was O(promotions) per idle poll (15 % of the controller's CPU at 10,000).
+        let removals_possible = update.complete || update.promotions.values().any(Option::is_none);
+        let known_before: BTreeSet<String> = if removals_possible {
+            self.git
+                .keys()
+                .cloned()
+                .chain(ctx.statuses.names())
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
         let mut gone: Vec<String> = Vec::new();
         for (name, state) in &update.promotions {
             match state {

@@ -14,10 +14,12 @@ pub mod registry;
 pub mod selector;
 pub mod server;
 mod shared;
+pub mod stand_in_inbox;
 pub mod standalone;
 pub mod state;
 pub mod store;
 pub mod sveltos;
+mod sveltos_tracking;
 pub mod write_log;
 
 pub use api_error::ApiError;

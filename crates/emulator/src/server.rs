@@ -409,7 +409,7 @@ impl EmulatorHandle {
     ) -> Result<(), EmulatorError> {
         let (namespace, name) = self.find_cluster(cluster)?;
         edit(lock(&self.shared.fleet).cluster_mut(&namespace, &name));
-        lock(&self.shared.state).changed.notify_one();
+        self.behaviour_changed();
         Ok(())
     }
 
@@ -455,6 +455,14 @@ impl EmulatorHandle {
 
     pub fn set_default_latency(&self, latency: Duration) {
         lock(&self.shared.fleet).default_latency = latency;
+        self.behaviour_changed();
+    }
+
+    /// Injected behaviour may change any summary's status: the stand-in looks at everything.
+    fn behaviour_changed(&self) {
+        let mut state = lock(&self.shared.state);
+        state.stand_in_inbox.everything = true;
+        state.changed.notify_one();
     }
 
     /// Fails this share (0.0–1.0) of requests with `verb` (`get`, `list`, `watch`, `create`,

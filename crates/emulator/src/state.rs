@@ -15,6 +15,7 @@ use crate::managed_fields::{self, Scope, Writer};
 use crate::patch;
 use crate::registry::{CRD_QUALIFIED_PLURAL, Registry, ResourceType};
 use crate::selector::{FieldSelector, LabelSelector};
+use crate::stand_in_inbox::{StandInChange, StandInInbox};
 use crate::store::{ChangeKind, ObjectKey, Store};
 use crate::write_log::{WriteLog, WriteRecord};
 
@@ -90,30 +91,45 @@ pub struct ApiState {
     rng: fastrand::Rng,
     /// Signalled after every committed change (the Sveltos stand-in and the state file wait on it).
     pub changed: Arc<Notify>,
+    /// Changes of the kinds the Sveltos stand-in reads, for it to reconcile only what they concern.
+    pub stand_in_inbox: StandInInbox,
 }
 
 pub fn now_rfc3339() -> String {
     Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
-/// The object without server-maintained bookkeeping, to detect no-op writes.
-fn content(object: &Value) -> Value {
-    let mut copy = object.clone();
-    if let Some(meta) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
-        meta.remove("resourceVersion");
-    }
-    copy
+/// Whether two objects are equal apart from some top-level fields and some `metadata` fields.
+/// Compares in place: copying both objects per write was most of a write's cost at fleet scale.
+fn equal_apart_from(a: &Value, b: &Value, top: &[&str], metadata: &[&str]) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let kept = |map: &'_ serde_json::Map<String, Value>| {
+        map.iter()
+            .filter(|(k, _)| !top.contains(&k.as_str()))
+            .count()
+    };
+    kept(a) == kept(b)
+        && a.iter()
+            .filter(|(k, _)| !top.contains(&k.as_str()))
+            .all(|(k, v)| match b.get(k) {
+                None => false,
+                Some(w) if k == "metadata" && !metadata.is_empty() => {
+                    equal_apart_from(v, w, metadata, &[])
+                }
+                Some(w) => v == w,
+            })
 }
 
-/// Everything that bumps `metadata.generation` when it changes: all but metadata and status.
-fn generation_content(object: &Value) -> Value {
-    let mut copy = object.clone();
-    if let Some(map) = copy.as_object_mut() {
-        map.remove("metadata");
-        map.remove("status");
-    }
-    copy
+/// Equal but for server-maintained bookkeeping: the write is a no-op.
+fn same_content(old: &Value, new: &Value) -> bool {
+    equal_apart_from(old, new, &[], &["managedFields", "resourceVersion"])
+}
+
+/// Equal in everything that bumps `metadata.generation`: all but metadata and status.
+fn same_generation_content(old: &Value, new: &Value) -> bool {
+    equal_apart_from(old, new, &["metadata", "status"], &[])
 }
 
 fn has_finalizers(object: &Value) -> bool {
@@ -137,6 +153,11 @@ impl ApiState {
             request_counts: BTreeMap::new(),
             rng: fastrand::Rng::with_seed(seed ^ 0x5eed),
             changed: Arc::new(Notify::new()),
+            // A store loaded from a state file may hold work: the stand-in starts with a full pass.
+            stand_in_inbox: StandInInbox {
+                everything: true,
+                changes: Vec::new(),
+            },
         }
     }
 
@@ -348,6 +369,7 @@ impl ApiState {
             });
         }
         self.log(target, verb, manager, version, &object);
+        self.notify_stand_in(target, &object, None);
         self.store.commit(
             target.key(&name),
             ChangeKind::Added,
@@ -355,7 +377,6 @@ impl ApiState {
             None,
             version,
         );
-        self.notify_stand_in(target);
         Ok(object)
     }
 
@@ -515,10 +536,10 @@ impl ApiState {
         if !managed_fields_done {
             managed_fields::record_update(&old, &mut new, &writer(target, manager));
         }
-        if content(&old) == content(&new) {
+        if same_content(&old, &new) {
             return Ok(old);
         }
-        if generation_content(&old) != generation_content(&new) {
+        if !same_generation_content(&old, &new) {
             let generation = old["metadata"]["generation"].as_i64().unwrap_or(1);
             new["metadata"]["generation"] = json!(generation + 1);
         }
@@ -538,9 +559,9 @@ impl ApiState {
         if finished && target.resource.qualified_plural() == CRD_QUALIFIED_PLURAL {
             self.registry.unregister_crd(&new);
         }
+        self.notify_stand_in(target, &new, Some(&old));
         self.store
-            .commit(key, kind, new.clone(), Some(old), version);
-        self.notify_stand_in(target);
+            .commit(key, kind, new.clone(), Some(Arc::new(old)), version);
         Ok(new)
     }
 
@@ -569,9 +590,14 @@ impl ApiState {
         };
         object["metadata"]["resourceVersion"] = json!(version.to_string());
         self.log(target, "delete", manager, version, &object);
-        self.store
-            .commit(target.key(name), kind, object.clone(), Some(old), version);
-        self.notify_stand_in(target);
+        self.notify_stand_in(target, &object, Some(&old));
+        self.store.commit(
+            target.key(name),
+            kind,
+            object.clone(),
+            Some(Arc::new(old)),
+            version,
+        );
         Ok(object)
     }
 }
@@ -703,20 +729,57 @@ fn decode_continue(token: &str) -> Result<(u64, Option<ObjectKey>), ApiError> {
     Ok((version, Some(key)))
 }
 
-/// The kinds the Sveltos stand-in reads. Only their changes wake it: each wake-up is a full pass
-/// over every profile and summary under the state lock, so waking it for tollgate's own status
-/// writes, events and lease renewals would make every API request pay for the whole fleet.
-const STAND_IN_INPUTS: [&str; 4] = [
-    "clusterprofiles.config.projectsveltos.io",
-    "clustersummaries.config.projectsveltos.io",
-    "sveltosclusters.lib.projectsveltos.io",
-    CRD_QUALIFIED_PLURAL,
-];
+/// The kinds the Sveltos stand-in reads. Only their changes wake it, and each change names what
+/// it concerns: tollgate's own status writes, events and lease renewals never cost it anything.
+const PROFILES: &str = "clusterprofiles.config.projectsveltos.io";
+const SUMMARIES: &str = "clustersummaries.config.projectsveltos.io";
+const CLUSTERS: &str = "sveltosclusters.lib.projectsveltos.io";
+const SUMMARY_PROFILE_LABEL: &str = "projectsveltos.io/cluster-profile-name";
 
 impl ApiState {
-    fn notify_stand_in(&self, target: Target<'_>) {
-        if STAND_IN_INPUTS.contains(&target.resource.qualified_plural().as_str()) {
-            self.changed.notify_one();
-        }
+    /// Files a change for the stand-in (before the store takes the object) and wakes it.
+    fn notify_stand_in(&mut self, target: Target<'_>, object: &Value, previous: Option<&Value>) {
+        let resource = target.resource.qualified_plural();
+        let name = || {
+            object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        };
+        let namespace = || {
+            object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        };
+        let change = match resource.as_str() {
+            PROFILES => StandInChange::Profile(name()),
+            SUMMARIES => {
+                let mut profiles: Vec<String> = [Some(object), previous]
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|o| o["metadata"]["labels"][SUMMARY_PROFILE_LABEL].as_str())
+                    .map(str::to_string)
+                    .collect();
+                profiles.dedup();
+                StandInChange::Summary {
+                    namespace: namespace(),
+                    name: name(),
+                    profiles,
+                }
+            }
+            CLUSTERS => StandInChange::Cluster {
+                namespace: namespace(),
+                name: name(),
+            },
+            CRD_QUALIFIED_PLURAL => {
+                self.stand_in_inbox.everything = true;
+                self.changed.notify_one();
+                return;
+            }
+            _ => return,
+        };
+        self.stand_in_inbox.changes.push(change);
+        self.changed.notify_one();
     }
 }

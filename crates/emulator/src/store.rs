@@ -31,8 +31,9 @@ pub struct Change {
     pub resource_version: u64,
     pub resource: String,
     pub kind: ChangeKind,
-    pub object: Value,
-    pub previous: Option<Value>,
+    /// Shared with the store and with every watch it went out to: one copy per version.
+    pub object: Arc<Value>,
+    pub previous: Option<Arc<Value>>,
 }
 
 /// What a watch selects.
@@ -83,7 +84,7 @@ struct Watcher {
 /// The object store.
 pub struct Store {
     resource_version: u64,
-    objects: BTreeMap<ObjectKey, Value>,
+    objects: BTreeMap<ObjectKey, Arc<Value>>,
     history: VecDeque<Arc<Change>>,
     history_limit: usize,
     /// Watches must start at this resourceVersion or later; older ones get 410.
@@ -113,7 +114,12 @@ impl Store {
     }
 
     pub fn get(&self, key: &ObjectKey) -> Option<&Value> {
-        self.objects.get(key)
+        self.objects.get(key).map(|v| &**v)
+    }
+
+    /// The stored version itself, shared (no copy).
+    pub fn get_shared(&self, key: &ObjectKey) -> Option<Arc<Value>> {
+        self.objects.get(key).cloned()
     }
 
     /// Objects of a type, optionally in one namespace, in (namespace, name) order, starting after
@@ -135,10 +141,11 @@ impl Store {
             .skip_while(move |(k, _)| skip_start && **k == start)
             .take_while(move |(k, _)| k.resource == resource)
             .filter(move |(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
+            .map(|(k, v)| (k, &**v))
     }
 
     pub fn all_objects(&self) -> impl Iterator<Item = (&ObjectKey, &Value)> {
-        self.objects.iter()
+        self.objects.iter().map(|(k, v)| (k, &**v))
     }
 
     /// Stores (or removes, for `Deleted`) an object whose `metadata.resourceVersion` is already
@@ -148,9 +155,10 @@ impl Store {
         key: ObjectKey,
         kind: ChangeKind,
         object: Value,
-        previous: Option<Value>,
+        previous: Option<Arc<Value>>,
         resource_version: u64,
     ) {
+        let object = Arc::new(object);
         match kind {
             ChangeKind::Deleted => {
                 self.objects.remove(&key);
@@ -166,9 +174,9 @@ impl Store {
             object,
             previous,
         });
-        let shared = Arc::new(change.object.clone());
+        let shared = &change.object;
         self.watchers.retain(|w| match w.filter.event_for(&change) {
-            Some(event) => w.sender.send((event, Arc::clone(&shared))).is_ok(),
+            Some(event) => w.sender.send((event, Arc::clone(shared))).is_ok(),
             None => !w.sender.is_closed(),
         });
         self.history.push_back(change);
@@ -198,7 +206,7 @@ impl Store {
                 for change in self.history.iter().filter(|c| c.resource_version > version) {
                     if let Some(event) = filter.event_for(change) {
                         // The receiver is still held here, so sending cannot fail.
-                        let _ = sender.send((event, Arc::new(change.object.clone())));
+                        let _ = sender.send((event, change.object.clone()));
                     }
                 }
             }
@@ -239,7 +247,7 @@ impl Store {
         let objects: Vec<Value> = self
             .objects
             .iter()
-            .map(|(k, v)| json!({"resource": k.resource, "object": v}))
+            .map(|(k, v)| json!({"resource": k.resource, "object": &**v}))
             .collect();
         json!({"resourceVersion": self.resource_version, "objects": objects})
     }
@@ -269,7 +277,7 @@ impl Store {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
             };
-            objects.insert(key, object.clone());
+            objects.insert(key, Arc::new(object.clone()));
         }
         self.objects = objects;
         self.resource_version = version;

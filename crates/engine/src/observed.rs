@@ -2,6 +2,7 @@
 //! the clusters. Plain data, built by the controller from its reflectors.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -14,8 +15,9 @@ pub struct Observed {
     pub profiles: BTreeMap<String, ObservedProfile>,
     /// ClusterSummaries whose `projectsveltos.io/cluster-profile-name` is one of those profiles.
     pub summaries: Vec<ObservedSummary>,
-    /// SveltosClusters and CAPI Clusters.
-    pub clusters: Vec<ObservedCluster>,
+    /// SveltosClusters and CAPI Clusters. Shared: every promotion sees the same fleet, and a
+    /// copy per step would cost O(fleet) per step.
+    pub clusters: Arc<Vec<ObservedCluster>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -61,8 +63,9 @@ pub struct ObservedSummary {
     pub profile_name: String,
     /// `spec.clusterName` (the cluster lives in `namespace`).
     pub cluster_name: String,
-    /// `spec.clusterProfileSpec`.
-    pub spec: Value,
+    /// `spec.clusterProfileSpec`. Shared: every summary of a profile carries the same spec, and
+    /// a fleet holds hundreds of thousands of summaries.
+    pub spec: Arc<Value>,
     pub features: Vec<FeatureSummary>,
     /// `status.failureMessage`: errors that are not feature-specific.
     pub failure_message: Option<String>,

@@ -51,7 +51,7 @@ impl World {
 
     /// A ready, unpaused SveltosCluster in namespace `default`.
     pub fn add_cluster(&mut self, name: &str, labels: &[(&str, &str)]) {
-        self.observed.clusters.push(ObservedCluster {
+        std::sync::Arc::make_mut(&mut self.observed.clusters).push(ObservedCluster {
             namespace: "default".to_string(),
             name: name.to_string(),
             labels: labels
@@ -136,7 +136,7 @@ impl World {
                 .get("clusterSelector")
                 .and_then(|s| serde_json::from_value(s.clone()).ok())
                 .unwrap_or_default();
-            for cluster in &self.observed.clusters {
+            for cluster in self.observed.clusters.iter() {
                 if !cluster.ready || !selector.matches(&cluster.labels) {
                     continue;
                 }
@@ -151,11 +151,11 @@ impl World {
                     name: name.clone(),
                     profile_name: profile.name.clone(),
                     cluster_name: cluster.name.clone(),
-                    spec: Value::Null,
+                    spec: std::sync::Arc::new(Value::Null),
                     features: Vec::new(),
                     failure_message: None,
                 });
-                let old_spec = previous.map(|s| &s.spec).filter(|s| !s.is_null());
+                let old_spec = previous.map(|s| &*s.spec).filter(|s| !s.is_null());
                 let redeploy = changed_features(old_spec, &profile.spec);
                 let required = required_features(&profile.spec);
                 summary
@@ -195,7 +195,7 @@ impl World {
                     summary.features.retain(|f| f.feature_id != feature);
                     summary.features.push(state);
                 }
-                summary.spec = profile.spec.clone();
+                summary.spec = std::sync::Arc::new(profile.spec.clone());
                 wanted.push(summary);
             }
         }

@@ -237,7 +237,8 @@ fn d4_stale_provisioned_status_and_old_spec_do_not_complete() {
     for summary in &mut h.world.observed.summaries {
         if summary.profile_name == profile_name("s1") {
             // Spec propagated, but the feature status is the old one.
-            summary.spec = h.world.observed.profiles[&profile_name("s1")].spec.clone();
+            summary.spec =
+                std::sync::Arc::new(h.world.observed.profiles[&profile_name("s1")].spec.clone());
         }
     }
     let out = h.step();

@@ -101,7 +101,7 @@ fn s02_a_stage_matching_no_ready_cluster_completes_and_says_so() {
     ));
     // A matching cluster that is not ready does not count.
     h.world.add_cluster("unready", &[("env", "nowhere")]);
-    if let Some(c) = h.world.observed.clusters.last_mut() {
+    if let Some(c) = std::sync::Arc::make_mut(&mut h.world.observed.clusters).last_mut() {
         c.ready = false;
     }
     h.settle();

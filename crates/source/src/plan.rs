@@ -302,7 +302,7 @@ impl<'r> Reader<'r> {
         if let Some(parsed) = self.parsed.get(&blob) {
             return Ok(Arc::clone(parsed));
         }
-        let content = BlobContent::read(&self.repo, blob, &self.limits)
+        let content = BlobContent::read(self.repo, blob, &self.limits)
             .map_err(Self::read_error(commit, file))?;
         let parsed = Arc::new(parse_blob(file, &content, &self.limits));
         self.parsed.insert(blob, Arc::clone(&parsed));

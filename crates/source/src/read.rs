@@ -97,7 +97,7 @@ impl DeltaReader<'_> {
                             } else if let Some(slot) = queued.get(&blob) {
                                 Pending::Queued(blob, *slot)
                             } else {
-                                let content = BlobContent::read(&self.repo, blob, self.limits)
+                                let content = BlobContent::read(self.repo, blob, self.limits)
                                     .map_err(self.error(*oid, &change.path))?;
                                 queued.insert(blob, queue.len());
                                 queue.push((blob, change.path.clone(), content));
