@@ -283,6 +283,19 @@ fn secrets_never_appear_in_logs_statuses_events_or_responses() {
     ] {
         cluster.push_str(&response(http(&emulator, "GET", path, &[], b"")));
     }
+    // The events were really published (so the check above covered them), to the GitPromotion.
+    let (_, events) =
+        http(&emulator, "GET", "/apis/events.k8s.io/v1/events", &[], b"").expect("events list");
+    let events: Value = serde_json::from_str(&events).expect("events JSON");
+    let provisioned = events["items"].as_array().is_some_and(|items| {
+        items.iter().any(|event| {
+            event["reason"] == "Provisioned" && event["regarding"]["kind"] == "GitPromotion"
+        })
+    });
+    assert!(
+        provisioned,
+        "a Provisioned event on the GitPromotion: {events}"
+    );
     assert!(
         cluster.contains("GitPromotion") && cluster.contains("kyverno"),
         "the cluster holds what the controller wrote:\n{cluster}"
