@@ -755,7 +755,9 @@ impl<'a> Reader<'a> {
                             }
                         };
                         self.skip_flow_spaces()?;
-                        if self.byte(self.pos) != b':' {
+                        // Only `key: value`: YAML's rules for a `:` glued to what follows
+                        // (`a:[b]`, `"a":b`) depend on the key's kind; serde-saphyr knows them.
+                        if self.byte(self.pos) != b':' || !self.blank_at(self.pos + 1) {
                             return Err(Bail);
                         }
                         self.pos += 1;
@@ -915,6 +917,10 @@ mod tests {
     fn edge_cases_read_like_serde_saphyr_or_fall_back() {
         let cases = [
             "a: |\n  x\n   \n  y\n",
+            // Found by the fuzzer: a `:` glued to a flow collection is an error for a plain key.
+            "m: {key: env, values :[a, b]}\n",
+            "m: {\"key\":[a]}\n",
+            "m: {a:b}\n",
             "a: |+\n  x\n\n\nb: 1\n",
             "a: |-\n  x\n  y\n",
             "a: |2\n   x\n",
