@@ -72,9 +72,7 @@ impl ObservedCaches {
             clusters,
         }
     }
-}
 
-impl ObservedCaches {
     /// The shared fleet snapshot, rebuilt if the cluster cache moved on since it was taken.
     fn fleet(&self) -> Arc<Vec<ObservedCluster>> {
         let generation = self.clusters.generation();

@@ -66,9 +66,7 @@ impl BlobContent {
 pub(crate) fn parse_blob(file: &str, content: &BlobContent, limits: &Limits) -> ParsedBlob {
     let parsed = match content {
         BlobContent::Loaded(bytes) => parse_file(file, bytes, limits),
-        BlobContent::TooLarge(size) => {
-            oversized_file(file, *size, limits).unwrap_or_else(|| parse_file(file, &[], limits))
-        }
+        BlobContent::TooLarge(size) => oversized_file(file, *size, limits),
     };
     let mut blob = ParsedBlob {
         docs: Vec::with_capacity(parsed.promotions.len()),

@@ -1,6 +1,7 @@
 //! What to read: repository, branch, sub-path, cache location and credentials.
 
 use std::fmt;
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use crate::error::SourceError;
@@ -110,11 +111,9 @@ impl Secret {
         };
         let file = std::fs::File::open(path).map_err(read_error)?;
         let mut bytes = Vec::new();
-        std::io::Read::read_to_end(
-            &mut std::io::Read::take(file, SECRET_FILE_LIMIT + 1),
-            &mut bytes,
-        )
-        .map_err(read_error)?;
+        file.take(SECRET_FILE_LIMIT + 1)
+            .read_to_end(&mut bytes)
+            .map_err(read_error)?;
         if bytes.len() as u64 > SECRET_FILE_LIMIT {
             return Err(SourceError::SecretFileTooLarge {
                 path: path.to_path_buf(),

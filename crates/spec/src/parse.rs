@@ -254,10 +254,10 @@ fn read_documents<'a>(
         .collect())
 }
 
-/// The result of parsing a file of `size` bytes when that is over the limit, `None` otherwise.
-/// Lets a reader that knows the size up front (a git blob header) refuse without loading it.
-pub fn oversized_file(file: &str, size: usize, limits: &Limits) -> Option<ParsedFile> {
-    (size > limits.max_file_bytes).then(|| ParsedFile {
+/// What parsing a file of `size` bytes, over `limits.max_file_bytes`, gives. Lets a reader that
+/// knows the size up front (a git blob header) refuse the file without loading it.
+pub fn oversized_file(file: &str, size: usize, limits: &Limits) -> ParsedFile {
+    ParsedFile {
         file: file.to_string(),
         promotions: Vec::new(),
         diagnostics: vec![file_diagnostic(
@@ -271,7 +271,7 @@ pub fn oversized_file(file: &str, size: usize, limits: &Limits) -> Option<Parsed
             ),
         )],
         ignored: Vec::new(),
-    })
+    }
 }
 
 pub fn parse_file(file: &str, bytes: &[u8], limits: &Limits) -> ParsedFile {
@@ -281,8 +281,8 @@ pub fn parse_file(file: &str, bytes: &[u8], limits: &Limits) -> ParsedFile {
         diagnostics: Vec::new(),
         ignored: Vec::new(),
     };
-    if let Some(too_large) = oversized_file(file, bytes.len(), limits) {
-        return too_large;
+    if bytes.len() > limits.max_file_bytes {
+        return oversized_file(file, bytes.len(), limits);
     }
     let text = match std::str::from_utf8(bytes) {
         Ok(text) => text,
