@@ -39,6 +39,10 @@ use tollgate::controller::{self, ControllerConfig, PruneGuard};
 use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet, RequestCounts};
 use tollgate_source::SourceConfig;
 
+// The allocator the tollgate binary ships with, so the controller measured here is the one deployed.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const VERBS: [&str; 8] = [
     "get", "list", "watch", "create", "update", "patch", "delete", "apply",
 ];
@@ -316,10 +320,10 @@ fn emulator_child(args: &Args) {
         out.flush().expect("parent reads");
     }
     // The parent may still hold keep-alive connections: a graceful shutdown would wait for them.
-    let stopped = runtime.block_on(tokio::time::timeout(
-        Duration::from_secs(2),
-        emulator.shutdown(),
-    ));
+    // The timer must be created inside the runtime.
+    let stopped = runtime.block_on(async {
+        tokio::time::timeout(Duration::from_secs(2), emulator.shutdown()).await
+    });
     if stopped.is_err() {
         eprintln!("emulator child: shutdown timed out; exiting anyway");
     }

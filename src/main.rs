@@ -6,6 +6,11 @@ use std::process::ExitCode;
 use clap::Parser;
 use tollgate::cli;
 
+// mimalloc instead of glibc malloc: at 10,000 promotions glibc's malloc and free were about 40 % of
+// the controller's CPU, and its per-thread arenas fragment under watch-event churn.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
     cli::init_logging(&args.global);
