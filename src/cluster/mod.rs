@@ -5,6 +5,7 @@ pub mod cache;
 pub mod crd;
 pub mod errors;
 pub mod events;
+pub mod lean;
 pub mod leader;
 pub mod observe;
 pub mod resources;

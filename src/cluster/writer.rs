@@ -5,19 +5,21 @@
 //! manager `tollgate` and `force` (tollgate owns every field it sets on its own profiles; the engine
 //! refuses to touch a profile it does not own). Status is written with optimistic concurrency.
 
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tracing::{debug, info};
 
 use super::errors::{ClusterError, classify};
 use super::leader::LeaderGate;
+use super::lean::LeanObject;
 use super::resources::{self, FIELD_MANAGER};
 
 #[derive(Clone)]
 pub struct ClusterWriter {
-    profiles: Api<DynamicObject>,
-    state: Api<DynamicObject>,
+    // Responses are read lean: tollgate never reads managed fields (see `lean`).
+    profiles: Api<LeanObject>,
+    state: Api<LeanObject>,
     leader: LeaderGate,
     dry_run: bool,
 }
@@ -69,7 +71,7 @@ impl ClusterWriter {
             .await
             .map_err(|e| classify(e, "apply", "clusterprofiles", name))?;
         debug!(profile = name, "applied ClusterProfile");
-        Ok(applied)
+        Ok(applied.into_dynamic())
     }
 
     /// Deletes a profile; one that is already gone counts as deleted. Returns the object when it
@@ -85,7 +87,7 @@ impl ClusterWriter {
             .delete(name, &DeleteParams::background())
             .await
         {
-            Ok(either) => Ok(either.left()),
+            Ok(either) => Ok(either.left().map(LeanObject::into_dynamic)),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
             Err(e) => Err(classify(e, "delete", "clusterprofiles", name)),
         }
@@ -97,7 +99,7 @@ impl ClusterWriter {
         &self,
         name: &str,
         spec: &Value,
-    ) -> Result<DynamicObject, ClusterError> {
+    ) -> Result<LeanObject, ClusterError> {
         self.gate()?;
         let object = json!({
             "apiVersion": format!("{}/{}", resources::GITPROMOTION_GROUP, resources::GITPROMOTION_VERSION),
@@ -125,24 +127,28 @@ impl ClusterWriter {
         &self,
         name: &str,
         resource_version: Option<String>,
-        status: &Value,
+        status: Value,
     ) -> Result<Option<String>, ClusterError> {
         self.gate()?;
         if self.dry_run {
             debug!(promotion = name, "dry-run: status not persisted");
             return Ok(resource_version);
         }
-        let object = json!({
-            "apiVersion": format!("{}/{}", resources::GITPROMOTION_GROUP, resources::GITPROMOTION_VERSION),
-            "kind": resources::GITPROMOTION_KIND,
-            "metadata": {"name": name, "resourceVersion": resource_version},
-            "status": status,
-        });
-        let data: DynamicObject =
-            serde_json::from_value(object).map_err(|e| ClusterError::Decode {
-                what: format!("status of {name}"),
-                message: e.to_string(),
-            })?;
+        let data = LeanObject {
+            api_version: format!(
+                "{}/{}",
+                resources::GITPROMOTION_GROUP,
+                resources::GITPROMOTION_VERSION
+            ),
+            kind: resources::GITPROMOTION_KIND.into(),
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                resource_version,
+                ..ObjectMeta::default()
+            },
+            spec: None,
+            status: Some(status),
+        };
         let written = self
             .state
             .replace_status(name, &PostParams::default(), &data)

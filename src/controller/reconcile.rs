@@ -176,7 +176,7 @@ pub async fn reconcile(
     // events (only once the step is durable)
     let uid = ctx.statuses.get(name).and_then(|p| p.uid);
     for event in &events {
-        ctx.events.publish(name, uid.as_deref(), event).await;
+        ctx.events.publish(name, uid.as_deref(), event);
     }
     Ok(Outcome::Stepped {
         wake_at,
@@ -274,11 +274,7 @@ async fn persist(
             message: e.to_string(),
         })
     })?;
-    match ctx
-        .writer
-        .write_status(name, resource_version, &value)
-        .await
-    {
+    match ctx.writer.write_status(name, resource_version, value).await {
         Ok(new_version) => {
             debug!(promotion = name, "status persisted");
             ctx.statuses.record_own(
