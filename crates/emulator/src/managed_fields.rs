@@ -142,14 +142,25 @@ pub fn render_path(path: &[String]) -> String {
 }
 
 pub fn to_fields_v1(fields: &FieldSet) -> Value {
-    let mut root = Value::Object(Map::new());
+    let mut root = Map::new();
+    let mut key = String::new();
     for path in fields {
-        let keys: Vec<String> = path.iter().map(|k| format!("f:{k}")).collect();
-        if get_path(&root, &keys).is_none() {
-            set_path(&mut root, &keys, json!({}));
+        // Descend, creating the `f:` maps that are missing; existing ones (shared prefixes) stay.
+        let mut node = &mut root;
+        for name in path {
+            key.clear();
+            key.push_str("f:");
+            key.push_str(name);
+            if !node.contains_key(key.as_str()) {
+                node.insert(key.clone(), Value::Object(Map::new()));
+            }
+            let Some(Value::Object(child)) = node.get_mut(key.as_str()) else {
+                break;
+            };
+            node = child;
         }
     }
-    root
+    Value::Object(root)
 }
 
 /// Parses FieldsV1; list element keys (`k:`, `v:`, `i:`) make the list one atomic leaf.
@@ -190,6 +201,11 @@ pub struct ManagedEntry {
     pub api_version: String,
     pub time: String,
     pub fields: FieldSet,
+    /// Where the entry was read from (index in the old object's `managedFields`) and how many
+    /// fields it had then. Writers only ever drop fields of other managers' entries, so an entry
+    /// with as many fields as it was read with is unchanged and is written back verbatim instead
+    /// of being rendered again. Cleared whenever the entry is edited otherwise.
+    pub source: Option<(usize, usize)>,
 }
 
 impl ManagedEntry {
@@ -205,22 +221,66 @@ pub fn read_entries(object: &Value) -> Vec<ManagedEntry> {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|e| ManagedEntry {
-            manager: e["manager"].as_str().unwrap_or_default().to_string(),
-            operation: e["operation"].as_str().unwrap_or("Update").to_string(),
-            subresource: e["subresource"].as_str().map(str::to_string),
-            api_version: e["apiVersion"].as_str().unwrap_or_default().to_string(),
-            time: e["time"].as_str().unwrap_or_default().to_string(),
-            fields: from_fields_v1(&e["fieldsV1"]),
+        .enumerate()
+        .map(|(index, e)| {
+            let fields = from_fields_v1(&e["fieldsV1"]);
+            ManagedEntry {
+                manager: e["manager"].as_str().unwrap_or_default().to_string(),
+                operation: e["operation"].as_str().unwrap_or("Update").to_string(),
+                subresource: e["subresource"].as_str().map(str::to_string),
+                api_version: e["apiVersion"].as_str().unwrap_or_default().to_string(),
+                time: e["time"].as_str().unwrap_or_default().to_string(),
+                source: Some((index, fields.len())),
+                fields,
+            }
         })
         .collect()
 }
 
+/// The entry exactly as `read_entries` would render it, when it is unchanged since it was read
+/// from `read_from` and that rendering is already canonical.
+fn unchanged_source<'a>(entry: &ManagedEntry, read_from: &'a Value) -> Option<&'a Value> {
+    let (index, count) = entry.source?;
+    if count != entry.fields.len() {
+        return None;
+    }
+    let raw = read_from["metadata"]["managedFields"].get(index)?;
+    // Objects written by this server carry canonical entries; anything else is rendered again.
+    let canonical = raw["manager"].as_str() == Some(entry.manager.as_str())
+        && raw["operation"].as_str() == Some(entry.operation.as_str())
+        && raw["apiVersion"].as_str() == Some(entry.api_version.as_str())
+        && raw["time"].as_str() == Some(entry.time.as_str())
+        && raw["subresource"].as_str() == entry.subresource.as_deref()
+        && raw["fieldsType"].as_str() == Some("FieldsV1")
+        && raw
+            .as_object()
+            .is_some_and(|m| m.len() == 6 + usize::from(entry.subresource.is_some()))
+        && fields_v1_is_canonical(&raw["fieldsV1"]);
+    canonical.then_some(raw)
+}
+
+/// Whether FieldsV1 is what `to_fields_v1` renders: nested maps of `f:` keys only.
+fn fields_v1_is_canonical(value: &Value) -> bool {
+    value.as_object().is_some_and(|map| {
+        map.iter()
+            .all(|(k, v)| k.starts_with("f:") && fields_v1_is_canonical(v))
+    })
+}
+
 pub fn write_entries(object: &mut Value, entries: &[ManagedEntry]) {
+    write_entries_reusing(object, entries, &Value::Null);
+}
+
+/// [`write_entries`], copying unchanged entries verbatim from `read_from`, the object the
+/// entries were read from.
+pub fn write_entries_reusing(object: &mut Value, entries: &[ManagedEntry], read_from: &Value) {
     let list: Vec<Value> = entries
         .iter()
         .filter(|e| !e.fields.is_empty())
         .map(|e| {
+            if let Some(raw) = unchanged_source(e, read_from) {
+                return raw.clone();
+            }
             let mut entry = json!({
                 "manager": e.manager, "operation": e.operation, "apiVersion": e.api_version,
                 "time": e.time, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(&e.fields),
@@ -318,6 +378,7 @@ pub fn apply(
             entry.fields = new_fields;
             entry.time = writer.now.clone();
             entry.api_version = writer.api_version.clone();
+            entry.source = None;
         }
         None => entries.push(ManagedEntry {
             manager: writer.manager.to_string(),
@@ -326,32 +387,116 @@ pub fn apply(
             api_version: writer.api_version.clone(),
             time: writer.now.clone(),
             fields: new_fields,
+            source: None,
         }),
     }
-    write_entries(&mut result, &entries);
+    write_entries_reusing(&mut result, &entries, live);
     Ok(result)
+}
+
+/// Sets `new`'s managedFields to `old`'s (what rewriting unchanged entries produces; entries
+/// without fields are dropped there, as `write_entries` does).
+fn copy_managed_fields(old: &Value, new: &mut Value) {
+    // FieldsV1 owns something exactly when its top map has a key other than ".".
+    let owns_fields = |entry: &&Value| {
+        entry["fieldsV1"]
+            .as_object()
+            .is_some_and(|map| map.keys().any(|k| k != "."))
+    };
+    let kept: Vec<Value> = old["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(owns_fields)
+        .cloned()
+        .collect();
+    if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+        if kept.is_empty() {
+            meta.remove("managedFields");
+        } else {
+            meta.insert("managedFields".into(), Value::Array(kept));
+        }
+    }
+}
+
+/// The leaves a write touched within a scope: `changed` are leaves of the new object whose value
+/// differs from the old object's at that path; `removed` are leaves of the old object the new
+/// object has no value at. Equal to comparing every leaf of both objects path by path, found in
+/// one walk over both (skipping equal subtrees) instead.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct LeafChanges {
+    pub changed: FieldSet,
+    pub removed: FieldSet,
+}
+
+pub fn leaf_changes(old: &Value, new: &Value, scope: Scope) -> LeafChanges {
+    fn all_leaves(node: &Value, prefix: &mut FieldPath, out: &mut FieldSet) {
+        match node {
+            Value::Object(map) => {
+                for (key, child) in map {
+                    prefix.push(key.clone());
+                    all_leaves(child, prefix, out);
+                    prefix.pop();
+                }
+            }
+            _ => {
+                if !prefix.is_empty() {
+                    out.insert(prefix.clone());
+                }
+            }
+        }
+    }
+    fn walk(old: Option<&Value>, new: &Value, prefix: &mut FieldPath, out: &mut LeafChanges) {
+        if old == Some(new) {
+            // Equal subtrees: no leaf changed and every old leaf still has a value.
+            return;
+        }
+        match new {
+            Value::Object(map) => {
+                for (key, child) in map {
+                    prefix.push(key.clone());
+                    walk(old.and_then(|o| o.get(key)), child, prefix, out);
+                    prefix.pop();
+                }
+                if let Some(Value::Object(old_map)) = old {
+                    for (key, child) in old_map {
+                        if !map.contains_key(key) {
+                            prefix.push(key.clone());
+                            all_leaves(child, prefix, &mut out.removed);
+                            prefix.pop();
+                        }
+                    }
+                }
+            }
+            _ => {
+                if !prefix.is_empty() {
+                    out.changed.insert(prefix.clone());
+                }
+                // An old map here loses all its leaves: the new leaf has no fields below it.
+                if let Some(old @ Value::Object(_)) = old {
+                    all_leaves(old, prefix, &mut out.removed);
+                }
+            }
+        }
+    }
+    let mut out = LeafChanges::default();
+    walk(Some(old), new, &mut Vec::new(), &mut out);
+    let keep = |p: &FieldPath| scope.includes(p) && !is_server_field(p);
+    out.changed.retain(keep);
+    out.removed.retain(keep);
+    out
 }
 
 /// Records a non-apply write (create, update, patch): the fields that changed between `old` and
 /// `new` now belong to the writer's `Update` entry and to nobody else.
 pub fn record_update(old: &Value, new: &mut Value, writer: &Writer<'_>) {
-    let old_leaves = leaf_paths(old, writer.scope);
-    let new_leaves = leaf_paths(new, writer.scope);
-    let changed: FieldSet = new_leaves
-        .iter()
-        .filter(|p| get_path(old, p) != get_path(new, p))
-        .cloned()
-        .collect();
-    let removed: FieldSet = old_leaves
-        .iter()
-        .filter(|p| get_path(new, p).is_none())
-        .cloned()
-        .collect();
-    let mut entries = read_entries(old);
+    let LeafChanges { changed, removed } = leaf_changes(old, new, writer.scope);
     if changed.is_empty() && removed.is_empty() {
-        write_entries(new, &entries);
+        // Nobody's fields move: the entries stay exactly as they are, without a parse/render trip.
+        copy_managed_fields(old, new);
         return;
     }
+    let mut entries = read_entries(old);
     let subresource = writer.scope.subresource();
     for entry in entries.iter_mut() {
         entry.fields.retain(|owned| {
@@ -368,6 +513,7 @@ pub fn record_update(old: &Value, new: &mut Value, writer: &Writer<'_>) {
         Some(entry) => {
             entry.fields.extend(changed);
             entry.time = writer.now.clone();
+            entry.source = None;
         }
         None => entries.push(ManagedEntry {
             manager: writer.manager.to_string(),
@@ -376,9 +522,10 @@ pub fn record_update(old: &Value, new: &mut Value, writer: &Writer<'_>) {
             api_version: writer.api_version.clone(),
             time: writer.now.clone(),
             fields: changed,
+            source: None,
         }),
     }
-    write_entries(new, &entries);
+    write_entries_reusing(new, &entries, old);
 }
 
 /// The real server's wording for apply conflicts.
@@ -486,5 +633,91 @@ mod tests {
                 .iter()
                 .any(|e| e.manager == "editor" && e.operation == "Update")
         );
+    }
+
+    /// The definition `leaf_changes` must agree with: every leaf of both objects, path by path.
+    fn leaf_changes_by_definition(old: &Value, new: &Value, scope: Scope) -> LeafChanges {
+        let changed = leaf_paths(new, scope)
+            .into_iter()
+            .filter(|p| get_path(old, p) != get_path(new, p))
+            .collect();
+        let removed = leaf_paths(old, scope)
+            .into_iter()
+            .filter(|p| get_path(new, p).is_none())
+            .collect();
+        LeafChanges { changed, removed }
+    }
+
+    #[test]
+    fn leaf_changes_match_the_definition() {
+        let old = json!({"metadata": {"name": "x", "labels": {"a": "1", "b": "2"}, "resourceVersion": "3"},
+            "spec": {"keep": {"x": 1}, "gone": {"deep": {"y": 2}}, "flat": {"z": 1}, "list": [1, 2], "leaf": 1},
+            "status": {"phase": "A", "conditions": [{"type": "Ready"}]}});
+        let new = json!({"metadata": {"name": "x", "labels": {"a": "1", "c": "3"}, "resourceVersion": "4"},
+            "spec": {"keep": {"x": 1}, "flat": 7, "list": [1], "leaf": {"now": "map"}, "empty": {}},
+            "status": {"phase": "B"}});
+        for scope in [Scope::Whole, Scope::MainOnly, Scope::StatusOnly] {
+            for (a, b) in [(&old, &new), (&new, &old), (&old, &old)] {
+                let fast = leaf_changes(a, b, scope);
+                assert_eq!(fast, leaf_changes_by_definition(a, b, scope), "{scope:?}");
+            }
+        }
+        let changes = leaf_changes(&old, &new, Scope::MainOnly);
+        assert!(changes.removed.contains(&vec![
+            "spec".to_string(),
+            "flat".to_string(),
+            "z".to_string()
+        ]));
+        assert!(
+            changes
+                .changed
+                .contains(&vec!["spec".to_string(), "flat".to_string()])
+        );
+    }
+
+    #[test]
+    fn an_update_that_moves_no_field_keeps_the_entries_verbatim() {
+        let base = json!({"metadata": {"name": "x"}});
+        let applied = apply(&base, &json!({"spec": {"a": 1}}), &writer("one"), false).unwrap();
+        let mut same = applied.clone();
+        same["metadata"]["managedFields"] = json!([]);
+        record_update(&applied, &mut same, &writer("editor"));
+        assert_eq!(
+            same["metadata"]["managedFields"],
+            applied["metadata"]["managedFields"]
+        );
+        let mut rendered = applied.clone();
+        write_entries(&mut rendered, &read_entries(&applied));
+        assert_eq!(same, rendered);
+    }
+
+    #[test]
+    fn reused_entries_equal_freshly_rendered_ones() {
+        let base = json!({"metadata": {"name": "x"}});
+        let one = apply(
+            &base,
+            &json!({"spec": {"a": 1, "b": {"c": 2}}}),
+            &writer("one"),
+            false,
+        )
+        .unwrap();
+        let two = apply(&one, &json!({"spec": {"d": 1}}), &writer("two"), false).unwrap();
+        let mut edited = two.clone();
+        edited["spec"]["b"]["c"] = json!(3);
+        record_update(&two, &mut edited, &writer("editor"));
+        let forced = apply(&edited, &json!({"spec": {"a": 5}}), &writer("two"), true).unwrap();
+        for object in [&one, &two, &edited, &forced] {
+            let mut rendered = object.clone();
+            let mut entries = read_entries(object);
+            entries.iter_mut().for_each(|e| e.source = None);
+            write_entries(&mut rendered, &entries);
+            assert_eq!(&rendered, object);
+        }
+        let managers: Vec<String> = read_entries(&forced)
+            .into_iter()
+            .map(|e| e.manager)
+            .collect();
+        // "one" lost b.c to the editor and a to the forced apply.
+        assert_eq!(managers, ["two", "editor"]);
     }
 }

@@ -30,6 +30,27 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
+/// [`merge_patch`] taking the patch by value: its values move into the target instead of being
+/// copied (a create merges the whole body into the object skeleton).
+pub fn merge_patch_owned(target: &mut Value, patch: Value) {
+    let Value::Object(patch_map) = patch else {
+        *target = patch;
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(serde_json::Map::new());
+    }
+    if let Value::Object(target_map) = target {
+        for (key, value) in patch_map {
+            if value.is_null() {
+                target_map.remove(&key);
+            } else {
+                merge_patch_owned(target_map.entry(key).or_insert(Value::Null), value);
+            }
+        }
+    }
+}
+
 fn unescape(token: &str) -> String {
     token.replace("~1", "/").replace("~0", "~")
 }
@@ -172,5 +193,23 @@ mod tests {
         );
         assert!(failed.is_err());
         assert_eq!(target, json!({"metadata": {"finalizers": ["b"]}}));
+    }
+
+    #[test]
+    fn owned_merge_patch_equals_borrowed() {
+        let target = json!({"a": {"b": 1, "c": [1]}, "d": "x", "e": 1});
+        let patch = json!({"a": {"b": null, "n": {"m": 2}}, "d": {"y": 1}, "e": null, "f": [3]});
+        let mut borrowed = target.clone();
+        merge_patch(&mut borrowed, &patch);
+        let mut owned = target;
+        merge_patch_owned(&mut owned, patch);
+        assert_eq!(owned, borrowed);
+        assert!(
+            owned
+                .as_object()
+                .unwrap()
+                .keys()
+                .eq(borrowed.as_object().unwrap().keys())
+        );
     }
 }

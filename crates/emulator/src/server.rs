@@ -308,6 +308,11 @@ impl EmulatorHandle {
         lock(&self.shared.state).write_log.records()
     }
 
+    /// The newest successful write (copies one object, where `write_log` copies them all).
+    pub fn last_write(&self) -> Option<WriteRecord> {
+        lock(&self.shared.state).write_log.last()
+    }
+
     /// The store as JSON (what a state file holds).
     pub fn state_json(&self) -> Value {
         lock(&self.shared.state).store.to_json()
@@ -355,7 +360,7 @@ impl EmulatorHandle {
             namespace: &namespace,
             status,
         };
-        let mut object = state.get(target, &name)?;
+        let mut object = (*state.get(target, &name)?).clone();
         edit(&mut object);
         state.replace(target, &name, object, FLEET_MANAGER)?;
         Ok(())

@@ -17,7 +17,7 @@ use crate::registry::{CRD_QUALIFIED_PLURAL, Registry, ResourceType};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::stand_in_inbox::{StandInChange, StandInInbox};
 use crate::store::{ChangeKind, ObjectKey, Store};
-use crate::write_log::{WriteLog, WriteRecord};
+use crate::write_log::{LoggedWrite, WriteLog};
 
 /// The kind of a PATCH body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +68,48 @@ impl Target<'_> {
             qualified_plural: self.resource.qualified_plural(),
             name: name.to_string(),
         }
+    }
+}
+
+/// A LIST answer; the items are the stored versions themselves.
+#[derive(Debug, Clone)]
+pub struct ObjectList {
+    pub kind: String,
+    pub api_version: String,
+    pub metadata: Value,
+    pub items: Vec<Arc<Value>>,
+}
+
+#[derive(serde::Serialize)]
+struct ObjectListWire<'a> {
+    kind: &'a str,
+    #[serde(rename = "apiVersion")]
+    api_version: &'a str,
+    metadata: &'a Value,
+    items: Vec<&'a Value>,
+}
+
+impl ObjectList {
+    /// The list as the API sends it, serialised straight from the shared items.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let wire = ObjectListWire {
+            kind: &self.kind,
+            api_version: &self.api_version,
+            metadata: &self.metadata,
+            items: self.items.iter().map(|item| &**item).collect(),
+        };
+        // Serialising a Value-backed struct into memory cannot fail.
+        serde_json::to_vec(&wire).unwrap_or_default()
+    }
+
+    /// The list as one JSON value (copies every item).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "kind": self.kind,
+            "apiVersion": self.api_version,
+            "metadata": self.metadata,
+            "items": self.items.iter().map(|item| Value::clone(item)).collect::<Vec<_>>(),
+        })
     }
 }
 
@@ -188,15 +230,15 @@ impl ApiState {
         )
     }
 
-    pub fn get(&self, target: Target<'_>, name: &str) -> Result<Value, ApiError> {
+    /// The stored version itself, shared: committed versions are never changed in place.
+    pub fn get(&self, target: Target<'_>, name: &str) -> Result<Arc<Value>, ApiError> {
         self.store
-            .get(&target.key(name))
-            .cloned()
+            .get_shared(&target.key(name))
             .ok_or_else(|| target.not_found(name))
     }
 
     /// Lists objects of a type; `target.namespace` empty means all namespaces.
-    pub fn list(&self, target: Target<'_>, options: &ListOptions) -> Result<Value, ApiError> {
+    pub fn list(&self, target: Target<'_>, options: &ListOptions) -> Result<ObjectList, ApiError> {
         let resource = target.resource.qualified_plural();
         let namespace = (!target.namespace.is_empty()).then_some(target.namespace);
         let (list_version, after) = match &options.continue_token {
@@ -206,7 +248,10 @@ impl ApiState {
         let mut items = Vec::new();
         let mut last_key = None;
         let mut remaining = 0usize;
-        for (key, object) in self.store.range(&resource, namespace, after.as_ref()) {
+        for (key, object) in self
+            .store
+            .range_shared(&resource, namespace, after.as_ref())
+        {
             if !(options.labels.matches(object) && options.fields.matches(object)) {
                 continue;
             }
@@ -214,7 +259,7 @@ impl ApiState {
                 remaining += 1;
                 continue;
             }
-            items.push(object.clone());
+            items.push(Arc::clone(object));
             last_key = Some(key.clone());
         }
         let mut metadata = json!({"resourceVersion": list_version.to_string()});
@@ -224,12 +269,12 @@ impl ApiState {
             metadata["continue"] = json!(encode_continue(list_version, &key));
             metadata["remainingItemCount"] = json!(remaining);
         }
-        Ok(json!({
-            "kind": format!("{}List", target.resource.kind),
-            "apiVersion": target.resource.api_version(),
-            "metadata": metadata,
-            "items": items,
-        }))
+        Ok(ObjectList {
+            kind: format!("{}List", target.resource.kind),
+            api_version: target.resource.api_version(),
+            metadata,
+            items,
+        })
     }
 
     pub fn create(
@@ -237,7 +282,7 @@ impl ApiState {
         target: Target<'_>,
         body: Value,
         manager: &str,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Arc<Value>, ApiError> {
         if target.status {
             return Err(ApiError::MethodNotAllowed);
         }
@@ -261,7 +306,7 @@ impl ApiState {
             json!(name),
         );
         let mut merged = skeleton.clone();
-        patch::merge_patch(&mut merged, &object);
+        patch::merge_patch_owned(&mut merged, object);
         // merge_patch drops nulls, which a create body should not contain anyway.
         let mut created = self.stamp_new(target, merged, &skeleton);
         managed_fields::record_update(&skeleton, &mut created, &writer);
@@ -350,9 +395,9 @@ impl ApiState {
         &mut self,
         target: Target<'_>,
         mut object: Value,
-        verb: &str,
+        verb: &'static str,
         manager: &str,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Arc<Value>, ApiError> {
         let name = object["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
@@ -368,35 +413,35 @@ impl ApiState {
                 detail: "spec: group, names.kind, names.plural and versions are required".into(),
             });
         }
-        self.log(target, verb, manager, version, &object);
         self.notify_stand_in(target, &object, None);
+        let object = Arc::new(object);
+        self.log(target, verb, manager, version, &object);
         self.store.commit(
             target.key(&name),
             ChangeKind::Added,
-            object.clone(),
+            Arc::clone(&object),
             None,
             version,
         );
         Ok(object)
     }
 
-    fn log(&mut self, target: Target<'_>, verb: &str, manager: &str, version: u64, object: &Value) {
-        self.write_log.push(WriteRecord {
+    fn log(
+        &mut self,
+        target: Target<'_>,
+        verb: &'static str,
+        manager: &str,
+        version: u64,
+        object: &Arc<Value>,
+    ) {
+        self.write_log.push(LoggedWrite {
             time: Utc::now(),
-            verb: verb.to_string(),
+            verb,
             resource: target.resource.qualified_plural(),
             status_subresource: target.status,
-            namespace: object["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-            name: object["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
             field_manager: manager.to_string(),
             resource_version: version,
-            object: object.clone(),
+            object: Arc::clone(object),
         });
     }
 
@@ -407,7 +452,7 @@ impl ApiState {
         name: &str,
         body: Value,
         manager: &str,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Arc<Value>, ApiError> {
         let old = self.get(target, name)?;
         check_precondition(target, name, &old, &body)?;
         let new = restrict_to_scope(target, &old, body);
@@ -422,9 +467,9 @@ impl ApiState {
         kind: PatchKind,
         body: Value,
         manager: &str,
-    ) -> Result<Value, ApiError> {
-        let old = match self.store.get(&target.key(name)) {
-            Some(old) => old.clone(),
+    ) -> Result<Arc<Value>, ApiError> {
+        let old = match self.store.get_shared(&target.key(name)) {
+            Some(old) => old,
             None => {
                 return match kind {
                     PatchKind::Apply { force } if !target.status => {
@@ -437,13 +482,13 @@ impl ApiState {
         match kind {
             PatchKind::Merge => {
                 check_precondition(target, name, &old, &body)?;
-                let mut patched = old.clone();
+                let mut patched = Value::clone(&old);
                 patch::merge_patch(&mut patched, &body);
                 let new = restrict_to_scope(target, &old, patched);
                 self.finish_update(target, name, old, new, "patch", manager, false)
             }
             PatchKind::Json => {
-                let mut patched = old.clone();
+                let mut patched = Value::clone(&old);
                 patch::json_patch(&mut patched, &body).map_err(|e| ApiError::Invalid {
                     qualified_plural: target.resource.qualified_plural(),
                     name: name.to_string(),
@@ -478,7 +523,7 @@ impl ApiState {
         body: Value,
         manager: &str,
         force: bool,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Arc<Value>, ApiError> {
         let body = with_url_identity(target, name, body);
         check_apply_identity(target, name, &body)?;
         let skeleton = self.skeleton(target, name, &body)?;
@@ -499,12 +544,12 @@ impl ApiState {
         &mut self,
         target: Target<'_>,
         name: &str,
-        old: Value,
+        old: Arc<Value>,
         mut new: Value,
-        verb: &str,
+        verb: &'static str,
         manager: &str,
         managed_fields_done: bool,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Arc<Value>, ApiError> {
         if !new.is_object() {
             return Err(ApiError::BadRequest(
                 "the request body is not a JSON object".into(),
@@ -549,7 +594,6 @@ impl ApiState {
         if target.resource.qualified_plural() == CRD_QUALIFIED_PLURAL {
             self.registry.register_crd(&new);
         }
-        self.log(target, verb, manager, version, &new);
         let finished = new["metadata"].get("deletionTimestamp").is_some() && !has_finalizers(&new);
         let kind = if finished {
             ChangeKind::Deleted
@@ -560,8 +604,10 @@ impl ApiState {
             self.registry.unregister_crd(&new);
         }
         self.notify_stand_in(target, &new, Some(&old));
+        let new = Arc::new(new);
+        self.log(target, verb, manager, version, &new);
         self.store
-            .commit(key, kind, new.clone(), Some(Arc::new(old)), version);
+            .commit(key, kind, Arc::clone(&new), Some(old), version);
         Ok(new)
     }
 
@@ -571,10 +617,10 @@ impl ApiState {
         target: Target<'_>,
         name: &str,
         manager: &str,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Arc<Value>, ApiError> {
         let old = self.get(target, name)?;
         let version = self.store.next_resource_version();
-        let mut object = old.clone();
+        let mut object = Value::clone(&old);
         let kind = if has_finalizers(&old) {
             if old["metadata"].get("deletionTimestamp").is_some() {
                 return Ok(old);
@@ -589,13 +635,14 @@ impl ApiState {
             ChangeKind::Deleted
         };
         object["metadata"]["resourceVersion"] = json!(version.to_string());
-        self.log(target, "delete", manager, version, &object);
         self.notify_stand_in(target, &object, Some(&old));
+        let object = Arc::new(object);
+        self.log(target, "delete", manager, version, &object);
         self.store.commit(
             target.key(name),
             kind,
-            object.clone(),
-            Some(Arc::new(old)),
+            Arc::clone(&object),
+            Some(old),
             version,
         );
         Ok(object)
@@ -684,6 +731,7 @@ fn restrict_to_scope(target: Target<'_>, old: &Value, mut new: Value) -> Value {
         Scope::Whole => new,
         Scope::MainOnly => {
             match old.get("status") {
+                Some(status) if new.get("status") == Some(status) => {}
                 Some(status) => new["status"] = status.clone(),
                 None => {
                     if let Some(map) = new.as_object_mut() {
@@ -693,6 +741,9 @@ fn restrict_to_scope(target: Target<'_>, old: &Value, mut new: Value) -> Value {
             }
             new
         }
+        // Status writers mostly send the object they read with a new status: then the body already
+        // is the result, and copying the old object would be most of the write's cost.
+        Scope::StatusOnly if only_status_differs(old, &new) => new,
         Scope::StatusOnly => {
             let mut kept = old.clone();
             match new.get_mut("status").map(Value::take) {
@@ -706,6 +757,24 @@ fn restrict_to_scope(target: Target<'_>, old: &Value, mut new: Value) -> Value {
             kept
         }
     }
+}
+
+/// Whether `new` is `old` with only `status` set, removed or changed, keys in the order that
+/// putting the status into a copy of `old` would give.
+fn only_status_differs(old: &Value, new: &Value) -> bool {
+    let (Some(old), Some(new)) = (old.as_object(), new.as_object()) else {
+        return false;
+    };
+    let has_status = new.contains_key("status");
+    let expected_keys = old
+        .keys()
+        .map(String::as_str)
+        .filter(|k| has_status || *k != "status")
+        .chain((has_status && !old.contains_key("status")).then_some("status"));
+    new.keys().map(String::as_str).eq(expected_keys)
+        && old
+            .iter()
+            .all(|(k, v)| k == "status" || new.get(k) == Some(v))
 }
 
 fn encode_continue(version: u64, key: &ObjectKey) -> String {
@@ -781,5 +850,53 @@ impl ApiState {
         };
         self.stand_in_inbox.changes.push(change);
         self.changed.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status_target(resource: &ResourceType) -> Target<'_> {
+        Target {
+            resource,
+            namespace: "ns",
+            status: true,
+        }
+    }
+
+    #[test]
+    fn a_status_write_keeps_everything_but_the_status_from_the_stored_object() {
+        let resource = Registry::builtin(&[])
+            .find_qualified("clustersummaries.config.projectsveltos.io")
+            .cloned()
+            .unwrap();
+        let target = status_target(&resource);
+        let old = json!({"apiVersion": "v", "kind": "K", "metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"p": 1}});
+        // The usual body: the object as read, with a new status; taken as it is.
+        let mut body = old.clone();
+        body["status"] = json!({"p": 2});
+        assert!(only_status_differs(&old, &body));
+        assert_eq!(restrict_to_scope(target, &old, body.clone()), body);
+        // A body that also changes the spec or drops a field: only its status is taken.
+        let mut edited = body.clone();
+        edited["spec"]["x"] = json!(9);
+        edited.as_object_mut().unwrap().remove("kind");
+        assert!(!only_status_differs(&old, &edited));
+        assert_eq!(restrict_to_scope(target, &old, edited), body);
+        // Without a status the stored status goes, wherever the body's keys are.
+        let without =
+            json!({"spec": {"x": 1}, "apiVersion": "v", "kind": "K", "metadata": {"name": "a"}});
+        let mut expected = old.clone();
+        expected.as_object_mut().unwrap().remove("status");
+        let restricted = restrict_to_scope(target, &old, without);
+        assert_eq!(restricted, expected);
+        assert!(
+            restricted
+                .as_object()
+                .unwrap()
+                .keys()
+                .eq(expected.as_object().unwrap().keys())
+        );
     }
 }

@@ -130,6 +130,17 @@ impl Store {
         namespace: Option<&'a str>,
         after: Option<&ObjectKey>,
     ) -> impl Iterator<Item = (&'a ObjectKey, &'a Value)> + 'a {
+        self.range_shared(resource, namespace, after)
+            .map(|(k, v)| (k, &**v))
+    }
+
+    /// Like [`Store::range`], handing out the shared stored versions.
+    pub fn range_shared<'a>(
+        &'a self,
+        resource: &'a str,
+        namespace: Option<&'a str>,
+        after: Option<&ObjectKey>,
+    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Arc<Value>)> + 'a {
         let start = after.cloned().unwrap_or(ObjectKey {
             resource: resource.to_string(),
             namespace: namespace.unwrap_or_default().to_string(),
@@ -141,7 +152,6 @@ impl Store {
             .skip_while(move |(k, _)| skip_start && **k == start)
             .take_while(move |(k, _)| k.resource == resource)
             .filter(move |(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
-            .map(|(k, v)| (k, &**v))
     }
 
     pub fn all_objects(&self) -> impl Iterator<Item = (&ObjectKey, &Value)> {
@@ -154,11 +164,10 @@ impl Store {
         &mut self,
         key: ObjectKey,
         kind: ChangeKind,
-        object: Value,
+        object: Arc<Value>,
         previous: Option<Arc<Value>>,
         resource_version: u64,
     ) {
-        let object = Arc::new(object);
         match kind {
             ChangeKind::Deleted => {
                 self.objects.remove(&key);
@@ -211,9 +220,11 @@ impl Store {
                 }
             }
             None => {
-                for (_, object) in self.range(&filter.resource, filter.namespace.as_deref(), None) {
+                let current =
+                    self.range_shared(&filter.resource, filter.namespace.as_deref(), None);
+                for (_, object) in current {
                     if filter.selects(object) {
-                        let _ = sender.send(("ADDED", Arc::new(object.clone())));
+                        let _ = sender.send(("ADDED", Arc::clone(object)));
                     }
                 }
             }
@@ -311,7 +322,13 @@ mod tests {
     fn put(store: &mut Store, name: &str) -> u64 {
         let version = store.next_resource_version();
         let object = json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": version.to_string()}});
-        store.commit(key(name), ChangeKind::Added, object, None, version);
+        store.commit(
+            key(name),
+            ChangeKind::Added,
+            Arc::new(object),
+            None,
+            version,
+        );
         version
     }
 

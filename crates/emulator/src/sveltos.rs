@@ -198,7 +198,7 @@ fn all_provisioned(summary: &Value) -> bool {
     let spec = &summary["spec"]["clusterProfileSpec"];
     let statuses = summary["status"]["featureSummaries"]
         .as_array()
-        .cloned()
+        .map(Vec::as_slice)
         .unwrap_or_default();
     features_of(spec).iter().all(|(feature, _)| {
         statuses.iter().any(|s| {
@@ -215,6 +215,28 @@ struct ProfileView<'a> {
     /// (namespace, name) of matching, ready clusters.
     matching: Vec<Key>,
     desired_spec: Value,
+    /// Feature hashes of `desired_spec`, computed once per pass: every up-to-date summary of the
+    /// profile carries that spec, and hashing (serialise + SHA-256) per summary was a visible cost.
+    desired_hashes: std::cell::OnceCell<Vec<(&'static str, String)>>,
+}
+
+impl ProfileView<'_> {
+    /// The feature hash of `field` in a summary's `spec`.
+    fn feature_hash(&self, spec: &Value, field: &'static str) -> String {
+        if *spec != self.desired_spec {
+            return feature_hash(spec, field);
+        }
+        let hashes = self.desired_hashes.get_or_init(|| {
+            features_of(&self.desired_spec)
+                .into_iter()
+                .map(|(_, field)| (field, feature_hash(&self.desired_spec, field)))
+                .collect()
+        });
+        hashes
+            .iter()
+            .find(|(f, _)| *f == field)
+            .map_or_else(|| feature_hash(spec, field), |(_, hash)| hash.clone())
+    }
 }
 
 struct Types {
@@ -275,10 +297,10 @@ fn reconcile_profile(
     name: &str,
     now: Instant,
 ) {
+    // Shared, not copied: the writes below replace the stored version, never change it in place.
     let profile = state
         .store
-        .get(&store_key(PROFILES, &(String::new(), name.to_string())))
-        .cloned();
+        .get_shared(&store_key(PROFILES, &(String::new(), name.to_string())));
     let Some(profile) = profile else {
         // Gone: its summaries are withdrawn at once.
         tracking.forget_selection(name);
@@ -325,6 +347,7 @@ fn reconcile_profile(
         name,
         matching,
         desired_spec,
+        desired_hashes: std::cell::OnceCell::new(),
     };
     let wanted = sync_summaries(state, types, behaviour, timers, tracking, &view, now);
     withdraw_unwanted(state, types, timers, tracking, name, &wanted);
@@ -569,8 +592,15 @@ fn sync_summaries(
         let cluster_behaviour = behaviour.cluster(namespace, cluster);
         let latency = behaviour.latency(namespace, cluster);
         let mut wake = |at: Instant| tracking.wake(at, view.name);
-        let (status, armed) =
-            next_status(current, &cluster_behaviour, latency, timers, now, &mut wake);
+        let (status, armed) = next_status(
+            current,
+            view,
+            &cluster_behaviour,
+            latency,
+            timers,
+            now,
+            &mut wake,
+        );
         if let Some(status) = status {
             let status_target = Target {
                 resource: &types.summaries,
@@ -606,7 +636,7 @@ fn status_target(resource: &ResourceType) -> Target<'_> {
     }
 }
 
-fn write(result: Result<Value, crate::api_error::ApiError>, name: &str) {
+fn write(result: Result<Arc<Value>, crate::api_error::ApiError>, name: &str) {
     if let Err(error) = result {
         tracing::warn!(object = name, %error, "sveltos stand-in write failed");
     }
@@ -648,6 +678,7 @@ fn summary_spec(namespace: &str, cluster: &str, profile_spec: Value) -> Value {
 /// deploying, whose timers the caller arms once the status is written.
 fn next_status(
     summary: &Value,
+    view: &ProfileView<'_>,
     behaviour: &crate::fleet::ClusterBehaviour,
     latency: Duration,
     timers: &mut Timers,
@@ -667,7 +698,7 @@ fn next_status(
     let needed = features_of(spec);
     let mut entries = Vec::new();
     for (feature, field) in &needed {
-        let hash = feature_hash(spec, field);
+        let hash = view.feature_hash(spec, field);
         let failure = injected_failure(spec, *feature, behaviour);
         let existing = old
             .iter()

@@ -320,7 +320,13 @@ mod tests {
                 .unwrap_or_default()
                 .into(),
         };
-        store.commit(key, ChangeKind::Added, object, None, version);
+        store.commit(
+            key,
+            ChangeKind::Added,
+            std::sync::Arc::new(object),
+            None,
+            version,
+        );
     }
 
     fn cluster(name: &str, env: &str, ready: bool) -> Value {

@@ -1,6 +1,7 @@
 //! Every successful mutating request, so tests can check invariants after the fact.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -23,11 +24,44 @@ pub struct WriteRecord {
     pub object: Value,
 }
 
+/// A write as the log keeps it: the object is the committed version itself, shared with the
+/// store (committed versions are immutable), so logging a write copies nothing.
+#[derive(Debug, Clone)]
+pub struct LoggedWrite {
+    pub time: DateTime<Utc>,
+    pub verb: &'static str,
+    pub resource: String,
+    pub status_subresource: bool,
+    pub field_manager: String,
+    pub resource_version: u64,
+    pub object: Arc<Value>,
+}
+
+impl LoggedWrite {
+    fn to_record(&self) -> WriteRecord {
+        let metadata = &self.object["metadata"];
+        WriteRecord {
+            time: self.time,
+            verb: self.verb.to_string(),
+            resource: self.resource.clone(),
+            status_subresource: self.status_subresource,
+            namespace: metadata["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            name: metadata["name"].as_str().unwrap_or_default().to_string(),
+            field_manager: self.field_manager.clone(),
+            resource_version: self.resource_version,
+            object: Value::clone(&self.object),
+        }
+    }
+}
+
 /// The write log; `capacity` None keeps everything, otherwise the newest `capacity` records.
 #[derive(Debug, Clone, Default)]
 pub struct WriteLog {
     capacity: Option<usize>,
-    records: VecDeque<WriteRecord>,
+    records: VecDeque<LoggedWrite>,
 }
 
 impl WriteLog {
@@ -38,7 +72,7 @@ impl WriteLog {
         }
     }
 
-    pub fn push(&mut self, record: WriteRecord) {
+    pub fn push(&mut self, record: LoggedWrite) {
         self.records.push_back(record);
         if let Some(capacity) = self.capacity {
             while self.records.len() > capacity {
@@ -47,8 +81,14 @@ impl WriteLog {
         }
     }
 
+    /// Every kept write, oldest first (copies the objects: for tests and tools, not hot paths).
     pub fn records(&self) -> Vec<WriteRecord> {
-        self.records.iter().cloned().collect()
+        self.records.iter().map(LoggedWrite::to_record).collect()
+    }
+
+    /// The newest write, if any.
+    pub fn last(&self) -> Option<WriteRecord> {
+        self.records.back().map(LoggedWrite::to_record)
     }
 }
 
@@ -56,17 +96,15 @@ impl WriteLog {
 mod tests {
     use super::*;
 
-    fn record(version: u64) -> WriteRecord {
-        WriteRecord {
+    fn record(version: u64) -> LoggedWrite {
+        LoggedWrite {
             time: Utc::now(),
-            verb: "create".into(),
+            verb: "create",
             resource: "things".into(),
             status_subresource: false,
-            namespace: String::new(),
-            name: "a".into(),
             field_manager: "m".into(),
             resource_version: version,
-            object: Value::Null,
+            object: Arc::new(serde_json::json!({"metadata": {"name": "a", "namespace": "ns"}})),
         }
     }
 
@@ -78,6 +116,15 @@ mod tests {
         }
         let versions: Vec<u64> = log.records().iter().map(|r| r.resource_version).collect();
         assert_eq!(versions, [2, 3]);
+        let last = log.last().unwrap();
+        assert_eq!(
+            (
+                last.name.as_str(),
+                last.namespace.as_str(),
+                last.verb.as_str()
+            ),
+            ("a", "ns", "create")
+        );
         let mut unbounded = WriteLog::new(None);
         (1..=3).for_each(|v| unbounded.push(record(v)));
         assert_eq!(unbounded.records().len(), 3);

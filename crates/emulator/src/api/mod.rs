@@ -20,7 +20,7 @@ use crate::api_error::ApiError;
 use crate::faults::FaultDecision;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::shared::{Shared, lock};
-use crate::state::{ListOptions, PatchKind, Target};
+use crate::state::{ListOptions, ObjectList, PatchKind, Target};
 use route::{ResourcePath, Route};
 
 pub fn router(shared: Arc<Shared>) -> Router {
@@ -28,7 +28,12 @@ pub fn router(shared: Arc<Shared>) -> Router {
 }
 
 fn json_response(code: u16, body: &Value) -> Response {
-    let mut response = Response::new(Body::from(body.to_string()));
+    bytes_response(code, serde_json::to_vec(body).unwrap_or_default())
+}
+
+/// A JSON response from already serialised bytes.
+fn bytes_response(code: u16, body: Vec<u8>) -> Response {
+    let mut response = Response::new(Body::from(body));
     *response.status_mut() =
         StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     response.headers_mut().insert(
@@ -129,6 +134,8 @@ async fn handle(
             };
             match resource_request(&shared, request) {
                 Ok(Reply::Json(code, value)) => json_response(code, &value),
+                Ok(Reply::Object(code, object)) => json_response(code, &object),
+                Ok(Reply::List(list)) => bytes_response(200, list.to_bytes()),
                 Ok(Reply::Watch(stream)) => watch::response(stream),
                 Err(error) => error_response(&error),
             }
@@ -163,6 +170,9 @@ struct ResourceRequest<'a> {
 
 enum Reply {
     Json(u16, Value),
+    /// A stored version, serialised outside the state lock without being copied.
+    Object(u16, Arc<Value>),
+    List(ObjectList),
     Watch(watch::WatchStream),
 }
 
@@ -270,18 +280,18 @@ fn resource_request(shared: &Shared, request: ResourceRequest<'_>) -> Result<Rep
                     serde_json::json!({"resourceVersion": object["metadata"]["resourceVersion"]});
                 return Ok(Reply::Json(
                     200,
-                    table::table(std::slice::from_ref(&object), &metadata),
+                    table::table(std::slice::from_ref(&*object), &metadata),
                 ));
             }
-            Ok(Reply::Json(200, object))
+            Ok(Reply::Object(200, object))
         }
         "list" => {
             let list = state.list(target, &list_options(&request.query)?)?;
             if table::wants_table(request.accept) {
-                let items = list["items"].as_array().cloned().unwrap_or_default();
-                return Ok(Reply::Json(200, table::table(&items, &list["metadata"])));
+                let items: Vec<Value> = list.items.iter().map(|i| Value::clone(i)).collect();
+                return Ok(Reply::Json(200, table::table(&items, &list.metadata)));
             }
-            Ok(Reply::Json(200, list))
+            Ok(Reply::List(list))
         }
         "watch" => {
             let mut query = request.query.clone();
@@ -304,11 +314,11 @@ fn resource_request(shared: &Shared, request: ResourceRequest<'_>) -> Result<Rep
         }
         "create" => {
             let body = parse_body(&request.body, true)?;
-            Ok(Reply::Json(201, state.create(target, body, &manager)?))
+            Ok(Reply::Object(201, state.create(target, body, &manager)?))
         }
         "update" => {
             let body = parse_body(&request.body, true)?;
-            Ok(Reply::Json(
+            Ok(Reply::Object(
                 200,
                 state.replace(target, &named("update")?, body, &manager)?,
             ))
@@ -357,9 +367,12 @@ fn resource_request(shared: &Shared, request: ResourceRequest<'_>) -> Result<Rep
                 })
                 .is_none();
             let object = state.patch(target, &name, kind, body, &manager)?;
-            Ok(Reply::Json(if created_before { 201 } else { 200 }, object))
+            Ok(Reply::Object(
+                if created_before { 201 } else { 200 },
+                object,
+            ))
         }
-        "delete" => Ok(Reply::Json(
+        "delete" => Ok(Reply::Object(
             200,
             state.delete(target, &named("delete")?, &manager)?,
         )),

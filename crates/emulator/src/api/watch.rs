@@ -1,7 +1,6 @@
 //! Watch streams: newline-delimited JSON events over a chunked response.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -94,9 +93,17 @@ pub fn open(
     }
 }
 
+/// One event line, serialised straight from the shared stored version (no copy of the object).
 fn render(event: WatchEvent) -> Bytes {
     let (kind, object) = event;
-    event_line(&json!({"type": kind, "object": Arc::unwrap_or_clone(object)}))
+    let mut bytes = Vec::with_capacity(1024);
+    bytes.extend_from_slice(b"{\"type\":\"");
+    bytes.extend_from_slice(kind.as_bytes());
+    bytes.extend_from_slice(b"\",\"object\":");
+    // Writing a Value into memory cannot fail.
+    let _ = serde_json::to_writer(&mut bytes, &*object);
+    bytes.extend_from_slice(b"}\n");
+    Bytes::from(bytes)
 }
 
 pub fn response(stream: WatchStream) -> Response {
