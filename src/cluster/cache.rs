@@ -10,17 +10,103 @@ use std::sync::{Arc, RwLock};
 /// The identity of a watched object: namespace ("" when cluster-scoped) and name.
 pub type ObjectKey = (String, String);
 
+/// A key as stored: the namespace is shared by every object in it, and the name by the two maps
+/// that hold the object (at fleet scale the keys weighed as much as the objects).
+type SharedKey = (Arc<str>, Arc<str>);
+
 struct Entry<T> {
-    index: Option<String>,
+    index: Option<Arc<str>>,
     value: Arc<T>,
 }
 
+/// The objects, by namespace then name, and by index key.
+struct Content<T> {
+    objects: HashMap<Arc<str>, HashMap<Arc<str>, Entry<T>>>,
+    by_index: HashMap<Arc<str>, BTreeMap<SharedKey, Arc<T>>>,
+}
+
+impl<T> Default for Content<T> {
+    fn default() -> Self {
+        Content {
+            objects: HashMap::new(),
+            by_index: HashMap::new(),
+        }
+    }
+}
+
+impl<T> Content<T> {
+    /// Inserts or replaces; returns the index the object was filed under before, if any.
+    fn insert(&mut self, key: ObjectKey, index: Option<String>, value: T) -> Option<Arc<str>> {
+        let (namespace, name) = key;
+        let namespace = match self.objects.get_key_value(namespace.as_str()) {
+            Some((shared, _)) => shared.clone(),
+            None => Arc::from(namespace),
+        };
+        let names = self.objects.entry(namespace.clone()).or_default();
+        let (name, old_index) = match names.remove_entry(name.as_str()) {
+            Some((shared, old)) => (shared, old.index),
+            None => (Arc::from(name), None),
+        };
+        let key = (namespace, name);
+        if let Some(old_index) = &old_index {
+            remove_indexed(&mut self.by_index, old_index, &key);
+        }
+        let value = Arc::new(value);
+        let index = index.map(|index| {
+            let index = match self.by_index.get_key_value(index.as_str()) {
+                Some((shared, _)) => shared.clone(),
+                None => Arc::from(index),
+            };
+            self.by_index
+                .entry(index.clone())
+                .or_default()
+                .insert(key.clone(), value.clone());
+            index
+        });
+        let (namespace, name) = key;
+        self.objects
+            .entry(namespace)
+            .or_default()
+            .insert(name, Entry { index, value });
+        old_index
+    }
+
+    /// Removes; returns the index the object was filed under, if any.
+    fn remove(&mut self, (namespace, name): &ObjectKey) -> Option<Arc<str>> {
+        let (shared_namespace, _) = self.objects.get_key_value(namespace.as_str())?;
+        let shared_namespace = shared_namespace.clone();
+        let names = self.objects.get_mut(namespace.as_str())?;
+        let (shared_name, entry) = names.remove_entry(name.as_str())?;
+        if names.is_empty() {
+            self.objects.remove(namespace.as_str());
+        }
+        let index = entry.index?;
+        remove_indexed(&mut self.by_index, &index, &(shared_namespace, shared_name));
+        Some(index)
+    }
+
+    fn get(&self, (namespace, name): &ObjectKey) -> Option<&Entry<T>> {
+        self.objects.get(namespace.as_str())?.get(name.as_str())
+    }
+
+    fn entries(&self) -> impl Iterator<Item = (&Arc<str>, &Arc<str>, &Entry<T>)> {
+        self.objects.iter().flat_map(|(namespace, names)| {
+            names
+                .iter()
+                .map(move |(name, entry)| (namespace, name, entry))
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.objects.values().map(HashMap::len).sum()
+    }
+}
+
 struct Inner<T> {
-    objects: HashMap<ObjectKey, Entry<T>>,
-    by_index: HashMap<String, BTreeMap<ObjectKey, Arc<T>>>,
+    content: Content<T>,
     /// Objects received since the watch (re)started, swapped in on `InitDone` so readers never
     /// see a half-listed cache.
-    relist: Option<Vec<(ObjectKey, Option<String>, T)>>,
+    relist: Option<Content<T>>,
     ready: bool,
     /// Bumped by every change of the content, so readers can tell a derived snapshot is stale.
     generation: u64,
@@ -34,8 +120,7 @@ impl<T> Default for IndexedCache<T> {
     fn default() -> Self {
         IndexedCache {
             inner: RwLock::new(Inner {
-                objects: HashMap::new(),
-                by_index: HashMap::new(),
+                content: Content::default(),
                 relist: None,
                 ready: false,
                 generation: 0,
@@ -59,49 +144,34 @@ impl<T> IndexedCache<T> {
     pub fn upsert(&self, key: ObjectKey, index: Option<String>, value: T) -> Vec<String> {
         let mut inner = self.write();
         inner.generation += 1;
-        let value = Arc::new(value);
-        let mut touched = Vec::new();
-        if let Some(old) = inner.objects.remove(&key)
-            && let Some(old_index) = old.index
+        let mut touched: Vec<String> = Vec::with_capacity(2);
+        touched.extend(index.clone());
+        if let Some(old) = inner.content.insert(key, index, value)
+            && !touched.iter().any(|t| **t == *old)
         {
-            remove_indexed(&mut inner.by_index, &old_index, &key);
-            touched.push(old_index);
+            touched.insert(0, old.to_string());
         }
-        if let Some(new_index) = &index {
-            inner
-                .by_index
-                .entry(new_index.clone())
-                .or_default()
-                .insert(key.clone(), value.clone());
-            if !touched.contains(new_index) {
-                touched.push(new_index.clone());
-            }
-        }
-        inner.objects.insert(key, Entry { index, value });
         touched
     }
 
     pub fn remove(&self, key: &ObjectKey) -> Vec<String> {
         let mut inner = self.write();
         inner.generation += 1;
-        match inner.objects.remove(key) {
-            Some(Entry {
-                index: Some(index), ..
-            }) => {
-                remove_indexed(&mut inner.by_index, &index, key);
-                vec![index]
-            }
-            _ => Vec::new(),
-        }
+        inner
+            .content
+            .remove(key)
+            .map(|index| index.to_string())
+            .into_iter()
+            .collect()
     }
 
     pub fn begin_relist(&self) {
-        self.write().relist = Some(Vec::new());
+        self.write().relist = Some(Content::default());
     }
 
     pub fn relist_item(&self, key: ObjectKey, index: Option<String>, value: T) {
-        if let Some(buffer) = self.write().relist.as_mut() {
-            buffer.push((key, index, value));
+        if let Some(relisted) = self.write().relist.as_mut() {
+            relisted.insert(key, index, value);
         }
     }
 
@@ -109,26 +179,18 @@ impl<T> IndexedCache<T> {
     /// before or after, since any of them may have changed while the watch was down.
     pub fn finish_relist(&self) -> Vec<String> {
         let mut inner = self.write();
-        let Some(buffer) = inner.relist.take() else {
+        let Some(relisted) = inner.relist.take() else {
             return Vec::new();
         };
         inner.generation += 1;
-        let mut touched: Vec<String> = inner.by_index.keys().cloned().collect();
-        inner.objects.clear();
-        inner.by_index.clear();
-        for (key, index, value) in buffer {
-            let value = Arc::new(value);
-            if let Some(index) = &index {
-                inner
-                    .by_index
-                    .entry(index.clone())
-                    .or_default()
-                    .insert(key.clone(), value.clone());
-                touched.push(index.clone());
-            }
-            inner.objects.insert(key, Entry { index, value });
-        }
+        let previous = std::mem::replace(&mut inner.content, relisted);
         inner.ready = true;
+        let mut touched: Vec<String> = previous
+            .by_index
+            .keys()
+            .chain(inner.content.by_index.keys())
+            .map(|index| index.to_string())
+            .collect();
         touched.sort();
         touched.dedup();
         touched
@@ -139,12 +201,13 @@ impl<T> IndexedCache<T> {
     }
 
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<T>> {
-        self.read().objects.get(key).map(|e| e.value.clone())
+        self.read().content.get(key).map(|e| e.value.clone())
     }
 
-    /// Every object filed under `index`.
+    /// Every object filed under `index`, in key order.
     pub fn indexed(&self, index: &str) -> Vec<Arc<T>> {
         self.read()
+            .content
             .by_index
             .get(index)
             .map(|m| m.values().cloned().collect())
@@ -153,18 +216,21 @@ impl<T> IndexedCache<T> {
 
     pub fn all(&self) -> Vec<Arc<T>> {
         self.read()
-            .objects
-            .values()
-            .map(|e| e.value.clone())
+            .content
+            .entries()
+            .map(|(_, _, e)| e.value.clone())
             .collect()
     }
 
     /// Every object in key order, with the generation it was read at.
     pub fn all_sorted(&self) -> (u64, Vec<Arc<T>>) {
         let inner = self.read();
-        let mut entries: Vec<(&ObjectKey, &Entry<T>)> = inner.objects.iter().collect();
-        entries.sort_by(|a, b| a.0.cmp(b.0));
-        let values = entries.into_iter().map(|(_, e)| e.value.clone()).collect();
+        let mut entries: Vec<(&Arc<str>, &Arc<str>, &Entry<T>)> = inner.content.entries().collect();
+        entries.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        let values = entries
+            .into_iter()
+            .map(|(_, _, e)| e.value.clone())
+            .collect();
         (inner.generation, values)
     }
 
@@ -174,22 +240,27 @@ impl<T> IndexedCache<T> {
     }
 
     pub fn index_keys(&self) -> Vec<String> {
-        self.read().by_index.keys().cloned().collect()
+        self.read()
+            .content
+            .by_index
+            .keys()
+            .map(|index| index.to_string())
+            .collect()
     }
 
     pub fn len(&self) -> usize {
-        self.read().objects.len()
+        self.read().content.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.read().objects.is_empty()
+        self.read().content.objects.is_empty()
     }
 }
 
 fn remove_indexed<T>(
-    by_index: &mut HashMap<String, BTreeMap<ObjectKey, Arc<T>>>,
+    by_index: &mut HashMap<Arc<str>, BTreeMap<SharedKey, Arc<T>>>,
     index: &str,
-    key: &ObjectKey,
+    key: &SharedKey,
 ) {
     if let Some(members) = by_index.get_mut(index) {
         members.remove(key);
@@ -219,6 +290,30 @@ mod tests {
         assert_eq!(*cache.indexed("p2")[0], 2);
         assert_eq!(cache.remove(&key("a")), vec!["p2"]);
         assert_eq!(cache.len(), 0);
+    }
+
+    #[test]
+    fn indexed_members_come_in_key_order_across_namespaces() {
+        let cache = IndexedCache::default();
+        cache.upsert(("b".into(), "x".into()), Some("p".into()), 3);
+        cache.upsert(("a".into(), "y".into()), Some("p".into()), 2);
+        cache.upsert(("a".into(), "x".into()), Some("p".into()), 1);
+        cache.upsert(("a".into(), "z".into()), Some("q".into()), 4);
+        let members: Vec<i32> = cache.indexed("p").iter().map(|v| **v).collect();
+        assert_eq!(members, [1, 2, 3]);
+        assert_eq!(cache.len(), 4);
+        // Emptying a namespace and refilling it keeps lookups and the index consistent.
+        assert_eq!(cache.remove(&("b".into(), "x".into())), vec!["p"]);
+        assert!(cache.remove(&("b".into(), "x".into())).is_empty());
+        assert_eq!(
+            cache.upsert(("b".into(), "x".into()), None, 5),
+            Vec::<String>::new()
+        );
+        assert_eq!(cache.get(&("b".into(), "x".into())).map(|v| *v), Some(5));
+        assert_eq!(cache.indexed("p").len(), 2);
+        let mut keys = cache.index_keys();
+        keys.sort();
+        assert_eq!(keys, ["p", "q"]);
     }
 
     #[test]

@@ -7,13 +7,10 @@
 //! events and write responses that way was about 40 % of the controller's CPU, and a quarter of
 //! that was managed fields, which nothing in tollgate reads.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::Resource;
-use kube::api::{ApiResource, DynamicObject, TypeMeta};
-use kube::core::DynamicResourceScope;
+use kube::api::{DynamicObject, TypeMeta};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
@@ -73,7 +70,10 @@ struct LeanMetadata {
     finalizers: Option<Vec<String>>,
 }
 
-fn lean_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
+/// Decodes `metadata` keeping only the fields tollgate reads (for `deserialize_with`).
+pub(crate) fn lean_metadata<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<ObjectMeta, D::Error> {
     let lean = LeanMetadata::deserialize(deserializer)?;
     Ok(ObjectMeta {
         name: lean.name,
@@ -90,38 +90,49 @@ fn lean_metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMet
     })
 }
 
-impl Resource for LeanObject {
-    type DynamicType = ApiResource;
-    type Scope = DynamicResourceScope;
+/// Implements kube's `Resource` for an object type whose API resource is given at run time
+/// (`Api::all_with`), as `DynamicObject` does. The type needs a `metadata: ObjectMeta` field.
+macro_rules! runtime_typed_resource {
+    ($object:ty) => {
+        impl kube::Resource for $object {
+            type DynamicType = kube::api::ApiResource;
+            type Scope = kube::core::DynamicResourceScope;
 
-    fn group(dt: &ApiResource) -> Cow<'_, str> {
-        dt.group.as_str().into()
-    }
+            fn group(dt: &kube::api::ApiResource) -> std::borrow::Cow<'_, str> {
+                dt.group.as_str().into()
+            }
 
-    fn version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.version.as_str().into()
-    }
+            fn version(dt: &kube::api::ApiResource) -> std::borrow::Cow<'_, str> {
+                dt.version.as_str().into()
+            }
 
-    fn kind(dt: &ApiResource) -> Cow<'_, str> {
-        dt.kind.as_str().into()
-    }
+            fn kind(dt: &kube::api::ApiResource) -> std::borrow::Cow<'_, str> {
+                dt.kind.as_str().into()
+            }
 
-    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.api_version.as_str().into()
-    }
+            fn api_version(dt: &kube::api::ApiResource) -> std::borrow::Cow<'_, str> {
+                dt.api_version.as_str().into()
+            }
 
-    fn plural(dt: &ApiResource) -> Cow<'_, str> {
-        dt.plural.as_str().into()
-    }
+            fn plural(dt: &kube::api::ApiResource) -> std::borrow::Cow<'_, str> {
+                dt.plural.as_str().into()
+            }
 
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self.metadata
+            }
 
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
+            fn meta_mut(
+                &mut self,
+            ) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
 }
+pub(crate) use runtime_typed_resource;
+
+runtime_typed_resource!(LeanObject);
 
 #[cfg(test)]
 mod tests {

@@ -8,15 +8,21 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex, RwLock, Weak};
 
 use chrono::{DateTime, Utc};
-use kube::ResourceExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
+use kube::{Resource, ResourceExt};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use tollgate_engine::{
     FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSummary,
 };
 use tollgate_render::PROMOTION_LABEL;
 
 use super::cache::IndexedCache;
+pub use summary_object::SummaryObject;
+
+mod intern;
+mod summary_object;
 
 pub const SUMMARY_PROFILE_LABEL: &str = "projectsveltos.io/cluster-profile-name";
 
@@ -104,40 +110,106 @@ pub fn convert_profile(object: &DynamicObject) -> Option<(Option<String>, Observ
         name: object.name_any(),
         annotations: object.annotations().clone().into_iter().collect(),
         labels,
-        spec: object.data.get("spec").cloned().unwrap_or(Value::Null),
+        spec: intern_spec(object.data.get("spec").unwrap_or(&Value::Null)),
         deleting: object.metadata.deletion_timestamp.is_some(),
     };
     Some((index, profile))
 }
 
 pub fn convert_summary(object: &DynamicObject) -> Option<(Option<String>, ObservedSummary)> {
-    let profile_name = object.labels().get(SUMMARY_PROFILE_LABEL)?.clone();
     let spec = object.data.get("spec");
     let status = object.data.get("status");
     let features = status
         .and_then(|s| s.get("featureSummaries"))
         .and_then(Value::as_array)
-        .map(|list| list.iter().map(convert_feature).collect())
+        .map(Vec::as_slice)
         .unwrap_or_default();
-    let summary = ObservedSummary {
-        namespace: object.namespace().unwrap_or_default(),
-        name: object.name_any(),
-        profile_name: profile_name.clone(),
-        cluster_name: str_at(spec, "clusterName").unwrap_or_default(),
-        spec: intern_spec(
-            spec.and_then(|s| s.get("clusterProfileSpec"))
-                .cloned()
-                .unwrap_or(Value::Null),
-        ),
-        features,
-        failure_message: str_at(status, "failureMessage"),
-    };
-    Some((Some(profile_name), summary))
+    summary(
+        object.meta(),
+        spec.and_then(|s| s.get("clusterName"))
+            .and_then(Value::as_str),
+        spec.and_then(|s| s.get("clusterProfileSpec")),
+        features.iter().map(|f| FeatureFields {
+            feature_id: f.get("featureID").and_then(Value::as_str),
+            status: f.get("status").and_then(Value::as_str),
+            last_applied_time: f.get("lastAppliedTime").and_then(Value::as_str),
+            failure_message: f.get("failureMessage").and_then(Value::as_str),
+            hash: f.get("hash").and_then(Value::as_str),
+        }),
+        status
+            .and_then(|s| s.get("failureMessage"))
+            .and_then(Value::as_str),
+    )
 }
 
-/// Specs held by cached summaries, by their JSON text.
+/// The same conversion from the lean [`SummaryObject`] the summary watch decodes.
+pub fn convert_summary_object(object: &SummaryObject) -> Option<(Option<String>, ObservedSummary)> {
+    let spec = object.spec.as_ref();
+    let status = object.status.as_ref();
+    summary(
+        &object.metadata,
+        spec.and_then(|s| s.cluster_name.as_deref()),
+        spec.and_then(|s| s.cluster_profile_spec.as_ref()),
+        status
+            .and_then(|s| s.feature_summaries.as_deref())
+            .unwrap_or_default()
+            .iter()
+            .map(|f| FeatureFields {
+                feature_id: f.feature_id.as_deref(),
+                status: f.status.as_deref(),
+                last_applied_time: f.last_applied_time.as_deref(),
+                failure_message: f.failure_message.as_deref(),
+                hash: f.hash.as_deref(),
+            }),
+        status.and_then(|s| s.failure_message.as_deref()),
+    )
+}
+
+/// One `status.featureSummaries` entry, borrowed from whichever decoded form.
+struct FeatureFields<'a> {
+    feature_id: Option<&'a str>,
+    status: Option<&'a str>,
+    last_applied_time: Option<&'a str>,
+    failure_message: Option<&'a str>,
+    hash: Option<&'a str>,
+}
+
+fn summary<'a>(
+    metadata: &ObjectMeta,
+    cluster_name: Option<&str>,
+    spec: Option<&Value>,
+    features: impl ExactSizeIterator<Item = FeatureFields<'a>>,
+    failure_message: Option<&str>,
+) -> Option<(Option<String>, ObservedSummary)> {
+    let profile_name = metadata.labels.as_ref()?.get(SUMMARY_PROFILE_LABEL)?;
+    let spec = intern_spec(spec.unwrap_or(&Value::Null));
+    let mut strings = intern::strings();
+    let features = features
+        .map(|f| FeatureSummary {
+            feature_id: strings.intern(f.feature_id.unwrap_or_default()),
+            status: strings.intern(f.status.unwrap_or_default()),
+            last_applied_time: f.last_applied_time.and_then(parse_time),
+            failure_message: f.failure_message.map(Box::from),
+            hash: f.hash.map(|h| strings.intern(h)),
+        })
+        .collect();
+    let summary = ObservedSummary {
+        namespace: strings.intern(metadata.namespace.as_deref().unwrap_or_default()),
+        // Unique per summary: nothing to share.
+        name: Arc::from(metadata.name.as_deref().unwrap_or_default()),
+        profile_name: strings.intern(profile_name),
+        cluster_name: strings.intern(cluster_name.unwrap_or_default()),
+        spec,
+        features,
+        failure_message: failure_message.map(Box::from),
+    };
+    Some((Some(profile_name.clone()), summary))
+}
+
+/// Specs held by cached profiles and summaries, by the SHA-256 of their JSON text (the text
+/// itself weighed as much as the spec).
 struct SpecInterner {
-    specs: HashMap<String, Weak<Value>>,
+    specs: HashMap<[u8; 32], Weak<Value>>,
     /// Dropped specs are pruned when the map outgrows this.
     prune_at: usize,
 }
@@ -149,31 +221,21 @@ static SPECS: LazyLock<Mutex<SpecInterner>> = LazyLock::new(|| {
     })
 });
 
-/// The summaries of one profile all carry the profile's spec: one shared copy instead of one per
-/// summary (at 400,000 summaries the copies were most of the controller's memory).
-fn intern_spec(spec: Value) -> Arc<Value> {
-    let key = spec.to_string();
+/// One shared copy per distinct spec: a profile and all its summaries carry the same spec once
+/// in sync (at 400,000 summaries per-summary copies were most of the controller's memory).
+fn intern_spec(spec: &Value) -> Arc<Value> {
+    let key: [u8; 32] = Sha256::digest(spec.to_string().as_bytes()).into();
     let mut interner = SPECS.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(shared) = interner.specs.get(&key).and_then(Weak::upgrade) {
         return shared;
     }
-    let shared = Arc::new(spec);
+    let shared = Arc::new(spec.clone());
     interner.specs.insert(key, Arc::downgrade(&shared));
     if interner.specs.len() > interner.prune_at {
         interner.specs.retain(|_, spec| spec.strong_count() > 0);
         interner.prune_at = (interner.specs.len() * 2).max(1024);
     }
     shared
-}
-
-fn convert_feature(value: &Value) -> FeatureSummary {
-    FeatureSummary {
-        feature_id: str_at(Some(value), "featureID").unwrap_or_default(),
-        status: str_at(Some(value), "status").unwrap_or_default(),
-        last_applied_time: str_at(Some(value), "lastAppliedTime").and_then(|t| parse_time(&t)),
-        failure_message: str_at(Some(value), "failureMessage"),
-        hash: str_at(Some(value), "hash"),
-    }
 }
 
 pub fn convert_sveltos_cluster(
@@ -233,10 +295,6 @@ fn cluster(object: &DynamicObject, ready: bool, paused: bool) -> ObservedCluster
     }
 }
 
-fn str_at(value: Option<&Value>, field: &str) -> Option<String> {
-    value?.get(field)?.as_str().map(str::to_string)
-}
-
 fn parse_time(text: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(text)
         .ok()
@@ -265,7 +323,7 @@ mod tests {
         }));
         let (index, converted) = convert_summary(&summary).expect("converted");
         assert_eq!(index.as_deref(), Some("p-dev"));
-        assert_eq!(converted.cluster_name, "c1");
+        assert_eq!(&*converted.cluster_name, "c1");
         assert_eq!(*converted.spec, json!({"tier": 100}));
         let (_, again) = convert_summary(&summary).expect("converted");
         assert!(
@@ -279,6 +337,90 @@ mod tests {
                 .map(|t| t.to_rfc3339()),
             Some("2025-10-07T10:00:00+00:00".to_string())
         );
+    }
+
+    #[test]
+    fn lean_summary_decodes_to_the_same_observed_summary() {
+        let text = json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
+            "metadata": {"name": "p-dev-sveltos-c1", "namespace": "fleet", "resourceVersion": "42",
+                         "labels": {"projectsveltos.io/cluster-profile-name": "p-dev"},
+                         "managedFields": [{"manager": "sveltos", "fieldsV1": {"f:spec": {}}}]},
+            "spec": {"clusterName": "c1", "clusterType": "Sveltos",
+                     "clusterProfileSpec": {"helmCharts": [{"chartName": "a"}]}},
+            "status": {"failureMessage": "boom",
+                       "featureSummaries": [{"featureID": "Helm", "status": "Failed",
+                        "failureMessage": "chart", "hash": "h=",
+                        "lastAppliedTime": "2025-10-07T10:00:00Z"}],
+                       "helmReleaseSummaries": [{"releaseName": "a", "status": "Managing"}]}
+        })
+        .to_string();
+        let lean: SummaryObject = serde_json::from_str(&text).expect("lean decode");
+        assert_eq!(lean.metadata.resource_version.as_deref(), Some("42"));
+        let dynamic: DynamicObject = serde_json::from_str(&text).expect("dynamic decode");
+        let from_lean = convert_summary_object(&lean).expect("converted");
+        assert_eq!(from_lean, convert_summary(&dynamic).expect("converted"));
+        assert_eq!(from_lean.0.as_deref(), Some("p-dev"));
+        assert_eq!(from_lean.1.failure_message.as_deref(), Some("boom"));
+        assert!(from_lean.1.features[0].is_failed());
+        assert_eq!(from_lean.1.features[0].hash.as_deref(), Some("h="));
+    }
+
+    #[test]
+    fn lean_summary_tolerates_absent_and_null_sections() {
+        let bare: SummaryObject = serde_json::from_value(json!({
+            "metadata": {"name": "s", "namespace": "fleet",
+                         "labels": {"projectsveltos.io/cluster-profile-name": "p"}},
+            "status": {"featureSummaries": null}
+        }))
+        .expect("lean decode");
+        let (_, summary) = convert_summary_object(&bare).expect("converted");
+        assert!(summary.features.is_empty());
+        assert_eq!(&*summary.cluster_name, "");
+        assert!(summary.spec.is_null());
+        let unlabelled: SummaryObject =
+            serde_json::from_value(json!({"metadata": {"name": "x"}})).expect("lean decode");
+        assert!(convert_summary_object(&unlabelled).is_none());
+    }
+
+    #[test]
+    fn repeated_summary_strings_are_shared() {
+        let summary = |name: &str| {
+            object(json!({
+                "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
+                "metadata": {"name": name, "namespace": "fleet",
+                             "labels": {"projectsveltos.io/cluster-profile-name": "p-shared"}},
+                "spec": {"clusterName": "c-shared"},
+                "status": {"featureSummaries": [{"featureID": "Helm", "status": "Provisioned"}]}
+            }))
+        };
+        let (_, a) = convert_summary(&summary("a")).expect("converted");
+        let (_, b) = convert_summary(&summary("b")).expect("converted");
+        assert!(Arc::ptr_eq(&a.profile_name, &b.profile_name));
+        assert!(Arc::ptr_eq(&a.cluster_name, &b.cluster_name));
+        assert!(Arc::ptr_eq(&a.features[0].status, &b.features[0].status));
+        assert_ne!(a.name, b.name);
+    }
+
+    #[test]
+    fn a_profile_and_its_summaries_share_one_spec() {
+        let spec = json!({"helmCharts": [{"chartName": "shared", "chartVersion": "1.0.0"}]});
+        let profile = object(json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
+            "metadata": {"name": "p-shared-spec", "labels": {"tollgate.dev/promotion": "p"}},
+            "spec": spec
+        }));
+        let summary = object(json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
+            "metadata": {"name": "s", "namespace": "fleet",
+                         "labels": {"projectsveltos.io/cluster-profile-name": "p-shared-spec"}},
+            "spec": {"clusterName": "c1", "clusterProfileSpec": spec}
+        }));
+        let (index, profile) = convert_profile(&profile).expect("converted");
+        assert_eq!(index.as_deref(), Some("p"));
+        let (_, summary) = convert_summary(&summary).expect("converted");
+        assert!(Arc::ptr_eq(&profile.spec, &summary.spec));
+        assert_eq!(*profile.spec, spec);
     }
 
     #[test]

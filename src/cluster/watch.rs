@@ -5,13 +5,15 @@
 //! status, logs and `/readyz` can say plainly why nothing progresses (e.g. a missing Sveltos CRD).
 
 use std::collections::BTreeMap;
+use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use kube::ResourceExt;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
@@ -40,8 +42,9 @@ pub enum IndexedBy {
 }
 
 /// Converts a watched object into the cached value and the promotion it belongs to (if any).
-/// `None` skips the object (not ours, or not decodable — logged by the converter).
-pub type Convert<T> = fn(&DynamicObject) -> Option<(Option<String>, T)>;
+/// `None` skips the object (not ours, or not decodable — logged by the converter). `K` is what the
+/// watch decodes: `DynamicObject`, or a leaner type with only the fields the converter reads.
+pub type Convert<T, K = DynamicObject> = fn(&K) -> Option<(Option<String>, T)>;
 
 /// The last watch error per resource, for status and readiness.
 #[derive(Clone, Default)]
@@ -66,20 +69,24 @@ impl WatchHealth {
     }
 }
 
-pub struct WatchSpec<T> {
+pub struct WatchSpec<T, K = DynamicObject> {
     pub resource: &'static str,
-    pub api: Api<DynamicObject>,
+    pub api: Api<K>,
     pub config: watcher::Config,
     pub cache: Arc<IndexedCache<T>>,
-    pub convert: Convert<T>,
+    pub convert: Convert<T, K>,
     pub indexed_by: IndexedBy,
 }
 
-pub fn spawn_watch<T: Send + Sync + 'static>(
-    spec: WatchSpec<T>,
+pub fn spawn_watch<T, K>(
+    spec: WatchSpec<T, K>,
     touched: UnboundedSender<Touch>,
     health: WatchHealth,
-) -> JoinHandle<()> {
+) -> JoinHandle<()>
+where
+    T: Send + Sync + 'static,
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
     tokio::spawn(async move {
         let WatchSpec {
             resource,
@@ -136,6 +143,6 @@ pub fn spawn_watch<T: Send + Sync + 'static>(
     })
 }
 
-fn key_of(object: &DynamicObject) -> ObjectKey {
+fn key_of<K: Resource>(object: &K) -> ObjectKey {
     (object.namespace().unwrap_or_default(), object.name_any())
 }

@@ -31,7 +31,8 @@ use crate::cluster::errors::{ClusterError, classify};
 use crate::cluster::events::EventPublisher;
 use crate::cluster::leader::LeaderGate;
 use crate::cluster::observe::{
-    ObservedCaches, convert_capi_cluster, convert_profile, convert_summary, convert_sveltos_cluster,
+    ObservedCaches, SummaryObject, convert_capi_cluster, convert_profile, convert_summary_object,
+    convert_sveltos_cluster,
 };
 use crate::cluster::resources;
 use crate::cluster::watch::{IndexedBy, Touch, WatchHealth, WatchSpec, spawn_watch};
@@ -129,10 +130,11 @@ pub async fn start(
         spawn_watch(
             WatchSpec {
                 resource: "clustersummaries",
-                api: all(resources::cluster_summary()),
+                // Decoded lean: the most numerous objects, and the engine reads few of their fields.
+                api: Api::<SummaryObject>::all_with(client.clone(), &resources::cluster_summary()),
                 config: watcher::Config::default(),
                 cache: caches.summaries.clone(),
-                convert: convert_summary,
+                convert: convert_summary_object,
                 indexed_by: IndexedBy::Profile,
             },
             touch_tx.clone(),

@@ -50,7 +50,7 @@ pub fn check(expected: &AppliedExpectation<'_>, observed: &Observed) -> Completi
     let summaries: Vec<&ObservedSummary> = observed
         .summaries
         .iter()
-        .filter(|s| s.profile_name == expected.profile)
+        .filter(|s| &*s.profile_name == expected.profile)
         .collect();
 
     let mut counts = StageCounts {
@@ -97,7 +97,7 @@ pub fn check(expected: &AppliedExpectation<'_>, observed: &Observed) -> Completi
     if first_problem.is_none() {
         let covered: HashSet<(&str, &str)> = summaries
             .iter()
-            .map(|s| (s.namespace.as_str(), s.cluster_name.as_str()))
+            .map(|s| (&*s.namespace, &*s.cluster_name))
             .collect();
         let missing = matching.iter().filter(|c| !covered.contains(*c)).count();
         if missing > 0 {
@@ -144,12 +144,12 @@ fn summary_problem(
     let all_provisioned = summary.features.iter().all(|f| f.is_provisioned());
     let required_present = required
         .iter()
-        .all(|id| summary.features.iter().any(|f| f.feature_id == *id));
+        .all(|id| summary.features.iter().any(|f| &*f.feature_id == *id));
     let fresh = expected.fresh_features.iter().all(|id| {
         summary
             .features
             .iter()
-            .find(|f| &f.feature_id == id)
+            .find(|f| *f.feature_id == *id)
             .and_then(|f| f.last_applied_time)
             .is_some_and(|t| t >= whole_second(expected.applied_at))
     });

@@ -25,7 +25,8 @@ pub struct ObservedProfile {
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
-    pub spec: Value,
+    /// Shared with the ClusterSummaries that carry the same spec (the controller interns both).
+    pub spec: Arc<Value>,
     /// `metadata.deletionTimestamp` is set: add-ons are being withdrawn.
     pub deleting: bool,
 }
@@ -55,39 +56,41 @@ impl ObservedProfile {
     }
 }
 
+/// One ClusterSummary. A fleet holds hundreds of thousands, so the strings repeated across
+/// summaries (namespace, profile, cluster, feature ids, statuses, hashes) are shared `Arc<str>`s
+/// (the controller interns them), and a clone, one per summary per step, allocates nothing.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ObservedSummary {
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
     /// Label `projectsveltos.io/cluster-profile-name`.
-    pub profile_name: String,
+    pub profile_name: Arc<str>,
     /// `spec.clusterName` (the cluster lives in `namespace`).
-    pub cluster_name: String,
-    /// `spec.clusterProfileSpec`. Shared: every summary of a profile carries the same spec, and
-    /// a fleet holds hundreds of thousands of summaries.
+    pub cluster_name: Arc<str>,
+    /// `spec.clusterProfileSpec`. Shared: every summary of a profile carries the same spec.
     pub spec: Arc<Value>,
     pub features: Vec<FeatureSummary>,
     /// `status.failureMessage`: errors that are not feature-specific.
-    pub failure_message: Option<String>,
+    pub failure_message: Option<Box<str>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FeatureSummary {
     /// `Helm`, `Resources` or `Kustomize`.
-    pub feature_id: String,
+    pub feature_id: Arc<str>,
     /// `Provisioning`, `Provisioned`, `Failed`, `FailedNonRetriable`, `Removing`, …
-    pub status: String,
+    pub status: Arc<str>,
     pub last_applied_time: Option<DateTime<Utc>>,
-    pub failure_message: Option<String>,
-    pub hash: Option<String>,
+    pub failure_message: Option<Box<str>>,
+    pub hash: Option<Arc<str>>,
 }
 
 impl FeatureSummary {
     pub fn is_provisioned(&self) -> bool {
-        self.status == PROVISIONED
+        &*self.status == PROVISIONED
     }
     pub fn is_failed(&self) -> bool {
-        self.status == "Failed" || self.status == "FailedNonRetriable"
+        &*self.status == "Failed" || &*self.status == "FailedNonRetriable"
     }
 }
 

@@ -112,14 +112,16 @@ impl World {
                     name: name.clone(),
                     labels: string_map(metadata.and_then(|m| m.get("labels"))),
                     annotations: string_map(metadata.and_then(|m| m.get("annotations"))),
-                    spec: object.get("spec").cloned().unwrap_or(Value::Null),
+                    spec: Arc::new(object.get("spec").cloned().unwrap_or(Value::Null)),
                     deleting: false,
                 };
                 self.observed.profiles.insert(name.clone(), profile);
             }
             Action::DeleteProfile { name } => {
                 self.observed.profiles.remove(name);
-                self.observed.summaries.retain(|s| &s.profile_name != name);
+                self.observed
+                    .summaries
+                    .retain(|s| *s.profile_name != **name);
             }
         }
     }
@@ -145,13 +147,13 @@ impl World {
                     .observed
                     .summaries
                     .iter()
-                    .find(|s| s.namespace == cluster.namespace && s.name == name);
+                    .find(|s| *s.namespace == *cluster.namespace && *s.name == *name);
                 let mut summary = previous.cloned().unwrap_or_else(|| ObservedSummary {
-                    namespace: cluster.namespace.clone(),
-                    name: name.clone(),
-                    profile_name: profile.name.clone(),
-                    cluster_name: cluster.name.clone(),
-                    spec: std::sync::Arc::new(Value::Null),
+                    namespace: cluster.namespace.as_str().into(),
+                    name: name.as_str().into(),
+                    profile_name: profile.name.as_str().into(),
+                    cluster_name: cluster.name.as_str().into(),
+                    spec: Arc::new(Value::Null),
                     features: Vec::new(),
                     failure_message: None,
                 });
@@ -160,42 +162,42 @@ impl World {
                 let required = required_features(&profile.spec);
                 summary
                     .features
-                    .retain(|f| required.contains(&f.feature_id.as_str()));
+                    .retain(|f| required.contains(&&*f.feature_id));
                 for feature in required {
-                    let exists = summary.features.iter().any(|f| f.feature_id == feature);
+                    let exists = summary.features.iter().any(|f| &*f.feature_id == feature);
                     if exists && !redeploy.iter().any(|r| r == feature) && !cluster.paused {
                         continue;
                     }
                     let failing = self.failing_clusters.contains(&cluster.name);
                     let state = if cluster.paused {
                         FeatureSummary {
-                            feature_id: feature.to_string(),
-                            status: "Provisioning".to_string(),
+                            feature_id: feature.into(),
+                            status: "Provisioning".into(),
                             last_applied_time: None,
                             failure_message: None,
                             hash: None,
                         }
                     } else if failing {
                         FeatureSummary {
-                            feature_id: feature.to_string(),
-                            status: "Failed".to_string(),
+                            feature_id: feature.into(),
+                            status: "Failed".into(),
                             last_applied_time: Some(now),
-                            failure_message: Some("deployment failed".to_string()),
+                            failure_message: Some("deployment failed".into()),
                             hash: None,
                         }
                     } else {
                         FeatureSummary {
-                            feature_id: feature.to_string(),
-                            status: "Provisioned".to_string(),
+                            feature_id: feature.into(),
+                            status: "Provisioned".into(),
                             last_applied_time: Some(now),
                             failure_message: None,
                             hash: None,
                         }
                     };
-                    summary.features.retain(|f| f.feature_id != feature);
+                    summary.features.retain(|f| &*f.feature_id != feature);
                     summary.features.push(state);
                 }
-                summary.spec = std::sync::Arc::new(profile.spec.clone());
+                summary.spec = profile.spec.clone();
                 wanted.push(summary);
             }
         }

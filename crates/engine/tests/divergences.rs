@@ -189,7 +189,7 @@ fn d3_manual_gate_waits_for_failing_health() {
     assert_eq!(h.status().current_stage_name.as_deref(), Some("s2"));
     // s2's clusters start failing (e.g. a pod crash-loops after the deploy).
     for summary in &mut h.world.observed.summaries {
-        if summary.profile_name == profile_name("s2") {
+        if *summary.profile_name == *profile_name("s2") {
             summary.features[0].status = "Failed".into();
             summary.features[0].failure_message = Some("health check failed".into());
         }
@@ -235,10 +235,9 @@ fn d4_stale_provisioned_status_and_old_spec_do_not_complete() {
     h.commit_content(promotion_with(profile_spec("3.7.0"), stages.clone()), 60);
     h.step();
     for summary in &mut h.world.observed.summaries {
-        if summary.profile_name == profile_name("s1") {
+        if *summary.profile_name == *profile_name("s1") {
             // Spec propagated, but the feature status is the old one.
-            summary.spec =
-                std::sync::Arc::new(h.world.observed.profiles[&profile_name("s1")].spec.clone());
+            summary.spec = h.world.observed.profiles[&profile_name("s1")].spec.clone();
         }
     }
     let out = h.step();

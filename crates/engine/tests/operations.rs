@@ -88,7 +88,7 @@ fn foreign(name: &str) -> ObservedProfile {
         name: name.to_string(),
         labels: [("team".to_string(), "payments".to_string())].into(),
         annotations: Default::default(),
-        spec: json!({"clusterSelector": {"matchLabels": {"env": "s2"}}}),
+        spec: json!({"clusterSelector": {"matchLabels": {"env": "s2"}}}).into(),
         deleting: false,
     }
 }

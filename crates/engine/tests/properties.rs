@@ -245,7 +245,7 @@ fn check_step(
         let summaries: Vec<_> = before_observed
             .summaries
             .iter()
-            .filter(|s| s.profile_name == profile)
+            .filter(|s| *s.profile_name == *profile)
             .collect();
         let matching = before_observed
             .clusters
@@ -264,7 +264,7 @@ fn check_step(
         }
         for s in summaries {
             prop_assert!(
-                s.features.iter().all(|f| f.status == "Provisioned"),
+                s.features.iter().all(|f| &*f.status == "Provisioned"),
                 "{} advanced with an unprovisioned summary {}",
                 st.name,
                 s.name

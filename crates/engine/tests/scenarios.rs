@@ -622,7 +622,7 @@ fn world_sanity_summaries_follow_profiles() {
     world.sveltos();
     assert_eq!(world.observed.summaries.len(), 1);
     assert_eq!(
-        world.observed.summaries[0].features[0].status,
+        &*world.observed.summaries[0].features[0].status,
         "Provisioned"
     );
     let profile = world.profile(&profile_name("s1")).unwrap();

@@ -1,0 +1,80 @@
+//! One shared copy of the strings that repeat across cached objects.
+//!
+//! A fleet's ClusterSummaries repeat a few hundred namespaces, cluster names, profile names,
+//! feature ids, statuses and hashes hundreds of thousands of times; sharing them is most of what
+//! a cached summary would otherwise weigh.
+
+use std::collections::HashSet;
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+
+/// The set is pruned of strings no cached object holds any more when it outgrows this.
+const MIN_PRUNE_AT: usize = 1024;
+
+pub struct Interner {
+    strings: HashSet<Arc<str>>,
+    prune_at: usize,
+}
+
+impl Interner {
+    fn new() -> Self {
+        Interner {
+            strings: HashSet::new(),
+            prune_at: MIN_PRUNE_AT,
+        }
+    }
+
+    /// The shared copy of `text`.
+    pub fn intern(&mut self, text: &str) -> Arc<str> {
+        if let Some(shared) = self.strings.get(text) {
+            return shared.clone();
+        }
+        let shared: Arc<str> = Arc::from(text);
+        self.strings.insert(shared.clone());
+        if self.strings.len() > self.prune_at {
+            // Held only by the set: nothing uses it any more.
+            self.strings.retain(|s| Arc::strong_count(s) > 1);
+            self.prune_at = (self.strings.len() * 2).max(MIN_PRUNE_AT);
+        }
+        shared
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.strings.len()
+    }
+}
+
+static STRINGS: LazyLock<Mutex<Interner>> = LazyLock::new(|| Mutex::new(Interner::new()));
+
+/// The process-wide interner, locked once per converted object rather than once per string.
+pub fn strings() -> MutexGuard<'static, Interner> {
+    // A panic while interning leaves a valid set behind: at worst one string is missing.
+    STRINGS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_strings_share_one_allocation() {
+        let mut interner = Interner::new();
+        let a = interner.intern("Provisioned");
+        let b = interner.intern("Provisioned");
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(&*a, "Provisioned");
+        assert!(!Arc::ptr_eq(&a, &interner.intern("Failed")));
+    }
+
+    #[test]
+    fn strings_nobody_holds_are_pruned() {
+        let mut interner = Interner::new();
+        let kept = interner.intern("kept");
+        for i in 0..MIN_PRUNE_AT {
+            interner.intern(&format!("dropped-{i}"));
+        }
+        // The insertion that crossed the threshold pruned every dropped string but the last.
+        assert_eq!(interner.len(), 2);
+        assert!(Arc::ptr_eq(&kept, &interner.intern("kept")));
+    }
+}
