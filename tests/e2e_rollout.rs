@@ -64,6 +64,30 @@ async fn auto_seed_rolls_out_through_every_stage_in_order() {
         first_apply("kyverno-rollout-auto-staging")
             < first_apply("kyverno-rollout-auto-production")
     );
+
+    // One Provisioning event per stage, each naming its stage: the same reason with another note
+    // is another event, not a repeat of the first (kube's Recorder folded them into one series).
+    let notes = world
+        .eventually("a Provisioning event per stage", || async {
+            let notes: Vec<String> = world
+                .emulator
+                .write_log()
+                .iter()
+                .filter(|w| w.resource == "events.events.k8s.io" && w.verb == "create")
+                .filter(|w| w.object["reason"] == "Provisioning")
+                .filter(|w| w.object["regarding"]["name"] == "kyverno-rollout-auto")
+                .filter_map(|w| w.object["note"].as_str().map(str::to_string))
+                .collect();
+            (notes.len() >= 3).then_some(notes)
+        })
+        .await;
+    for stage in ["dev", "staging", "production"] {
+        assert_eq!(
+            notes.iter().filter(|n| n.contains(stage)).count(),
+            1,
+            "one Provisioning event names {stage}: {notes:?}"
+        );
+    }
 }
 
 fn chart_version(profile: &kube::api::DynamicObject) -> Option<&str> {
