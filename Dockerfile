@@ -1,7 +1,7 @@
 # Multi-stage build: a full Rust toolchain to compile, a minimal Debian runtime to run.
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
-# git2's https transport links OpenSSL; Lua 5.1 (health-script checks) and libgit2 are built from C.
+# git2's https transport links OpenSSL; Lua 5.1 (health-script checks), libgit2 and mimalloc are built from C.
 RUN apt-get update && apt-get install -y --no-install-recommends pkg-config libssl-dev && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN cargo build --release --locked --bin tollgate

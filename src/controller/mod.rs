@@ -305,6 +305,7 @@ impl LoopState {
                 self.all_dirty = true;
             }
             self.was_leader = leader;
+            ctx.statuses.forget_caught_up();
             if ready && leader {
                 self.step_dirty(&ctx).await;
             }

@@ -60,27 +60,29 @@ fn is_server_field(path: &[String]) -> bool {
 
 /// Leaf paths of `value` inside `scope`.
 pub fn leaf_paths(value: &Value, scope: Scope) -> FieldSet {
-    fn walk(node: &Value, prefix: &mut FieldPath, out: &mut FieldSet) {
-        match node {
-            // An empty map owns nothing; claiming it would clash with every field inside it.
-            Value::Object(map) => {
-                for (key, child) in map {
-                    prefix.push(key.clone());
-                    walk(child, prefix, out);
-                    prefix.pop();
-                }
+    let mut out = FieldSet::new();
+    collect_leaves(value, &mut Vec::new(), &mut out);
+    out.retain(|p| scope.includes(p) && !is_server_field(p));
+    out
+}
+
+/// Adds every leaf path under `node` (at `prefix`) to `out`. An empty map owns nothing; claiming
+/// it would clash with every field inside it.
+fn collect_leaves(node: &Value, prefix: &mut FieldPath, out: &mut FieldSet) {
+    match node {
+        Value::Object(map) => {
+            for (key, child) in map {
+                prefix.push(key.clone());
+                collect_leaves(child, prefix, out);
+                prefix.pop();
             }
-            _ => {
-                if !prefix.is_empty() {
-                    out.insert(prefix.clone());
-                }
+        }
+        _ => {
+            if !prefix.is_empty() {
+                out.insert(prefix.clone());
             }
         }
     }
-    let mut out = FieldSet::new();
-    walk(value, &mut Vec::new(), &mut out);
-    out.retain(|p| scope.includes(p) && !is_server_field(p));
-    out
 }
 
 pub fn get_path<'a>(value: &'a Value, path: &[String]) -> Option<&'a Value> {
@@ -430,22 +432,6 @@ pub struct LeafChanges {
 }
 
 pub fn leaf_changes(old: &Value, new: &Value, scope: Scope) -> LeafChanges {
-    fn all_leaves(node: &Value, prefix: &mut FieldPath, out: &mut FieldSet) {
-        match node {
-            Value::Object(map) => {
-                for (key, child) in map {
-                    prefix.push(key.clone());
-                    all_leaves(child, prefix, out);
-                    prefix.pop();
-                }
-            }
-            _ => {
-                if !prefix.is_empty() {
-                    out.insert(prefix.clone());
-                }
-            }
-        }
-    }
     fn walk(old: Option<&Value>, new: &Value, prefix: &mut FieldPath, out: &mut LeafChanges) {
         if old == Some(new) {
             // Equal subtrees: no leaf changed and every old leaf still has a value.
@@ -462,7 +448,7 @@ pub fn leaf_changes(old: &Value, new: &Value, scope: Scope) -> LeafChanges {
                     for (key, child) in old_map {
                         if !map.contains_key(key) {
                             prefix.push(key.clone());
-                            all_leaves(child, prefix, &mut out.removed);
+                            collect_leaves(child, prefix, &mut out.removed);
                             prefix.pop();
                         }
                     }
@@ -474,7 +460,7 @@ pub fn leaf_changes(old: &Value, new: &Value, scope: Scope) -> LeafChanges {
                 }
                 // An old map here loses all its leaves: the new leaf has no fields below it.
                 if let Some(old @ Value::Object(_)) = old {
-                    all_leaves(old, prefix, &mut out.removed);
+                    collect_leaves(old, prefix, &mut out.removed);
                 }
             }
         }

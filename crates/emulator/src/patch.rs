@@ -12,22 +12,8 @@ pub enum PatchError {
 
 /// Applies a merge patch in place: objects merge recursively, `null` deletes, anything else replaces.
 pub fn merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Object(patch_map) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(serde_json::Map::new());
-    }
-    if let Value::Object(target_map) = target {
-        for (key, value) in patch_map {
-            if value.is_null() {
-                target_map.remove(key);
-            } else {
-                merge_patch(target_map.entry(key.clone()).or_insert(Value::Null), value);
-            }
-        }
-    }
+    // Every kept value of the patch is copied into the target either way.
+    merge_patch_owned(target, patch.clone());
 }
 
 /// [`merge_patch`] taking the patch by value: its values move into the target instead of being
