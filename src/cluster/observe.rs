@@ -8,9 +8,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex, RwLock, Weak};
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
 use kube::api::DynamicObject;
-use kube::{Resource, ResourceExt};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tollgate_engine::{
@@ -116,81 +115,25 @@ pub fn convert_profile(object: &DynamicObject) -> Option<(Option<String>, Observ
     Some((index, profile))
 }
 
-pub fn convert_summary(object: &DynamicObject) -> Option<(Option<String>, ObservedSummary)> {
-    let spec = object.data.get("spec");
-    let status = object.data.get("status");
-    let features = status
-        .and_then(|s| s.get("featureSummaries"))
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    summary(
-        object.meta(),
-        spec.and_then(|s| s.get("clusterName"))
-            .and_then(Value::as_str),
-        spec.and_then(|s| s.get("clusterProfileSpec")),
-        features.iter().map(|f| FeatureFields {
-            feature_id: f.get("featureID").and_then(Value::as_str),
-            status: f.get("status").and_then(Value::as_str),
-            last_applied_time: f.get("lastAppliedTime").and_then(Value::as_str),
-            failure_message: f.get("failureMessage").and_then(Value::as_str),
-            hash: f.get("hash").and_then(Value::as_str),
-        }),
-        status
-            .and_then(|s| s.get("failureMessage"))
-            .and_then(Value::as_str),
-    )
-}
-
-/// The same conversion from the lean [`SummaryObject`] the summary watch decodes.
+/// A ClusterSummary as the summary watch decodes it (lean: only the fields read here).
 pub fn convert_summary_object(object: &SummaryObject) -> Option<(Option<String>, ObservedSummary)> {
+    let metadata = &object.metadata;
     let spec = object.spec.as_ref();
     let status = object.status.as_ref();
-    summary(
-        &object.metadata,
-        spec.and_then(|s| s.cluster_name.as_deref()),
-        spec.and_then(|s| s.cluster_profile_spec.as_ref()),
-        status
-            .and_then(|s| s.feature_summaries.as_deref())
-            .unwrap_or_default()
-            .iter()
-            .map(|f| FeatureFields {
-                feature_id: f.feature_id.as_deref(),
-                status: f.status.as_deref(),
-                last_applied_time: f.last_applied_time.as_deref(),
-                failure_message: f.failure_message.as_deref(),
-                hash: f.hash.as_deref(),
-            }),
-        status.and_then(|s| s.failure_message.as_deref()),
-    )
-}
-
-/// One `status.featureSummaries` entry, borrowed from whichever decoded form.
-struct FeatureFields<'a> {
-    feature_id: Option<&'a str>,
-    status: Option<&'a str>,
-    last_applied_time: Option<&'a str>,
-    failure_message: Option<&'a str>,
-    hash: Option<&'a str>,
-}
-
-fn summary<'a>(
-    metadata: &ObjectMeta,
-    cluster_name: Option<&str>,
-    spec: Option<&Value>,
-    features: impl ExactSizeIterator<Item = FeatureFields<'a>>,
-    failure_message: Option<&str>,
-) -> Option<(Option<String>, ObservedSummary)> {
     let profile_name = metadata.labels.as_ref()?.get(SUMMARY_PROFILE_LABEL)?;
-    let spec = intern_spec(spec.unwrap_or(&Value::Null));
+    let cluster_spec = spec.and_then(|s| s.cluster_profile_spec.as_ref());
+    let spec_shared = intern_spec(cluster_spec.unwrap_or(&Value::Null));
     let mut strings = intern::strings();
-    let features = features
+    let features = status
+        .and_then(|s| s.feature_summaries.as_deref())
+        .unwrap_or_default()
+        .iter()
         .map(|f| FeatureSummary {
-            feature_id: strings.intern(f.feature_id.unwrap_or_default()),
-            status: strings.intern(f.status.unwrap_or_default()),
-            last_applied_time: f.last_applied_time.and_then(parse_time),
-            failure_message: f.failure_message.map(Box::from),
-            hash: f.hash.map(|h| strings.intern(h)),
+            feature_id: strings.intern(f.feature_id.as_deref().unwrap_or_default()),
+            status: strings.intern(f.status.as_deref().unwrap_or_default()),
+            last_applied_time: f.last_applied_time.as_deref().and_then(parse_time),
+            failure_message: f.failure_message.as_deref().map(Box::from),
+            hash: f.hash.as_deref().map(|h| strings.intern(h)),
         })
         .collect();
     let summary = ObservedSummary {
@@ -198,10 +141,15 @@ fn summary<'a>(
         // Unique per summary: nothing to share.
         name: Arc::from(metadata.name.as_deref().unwrap_or_default()),
         profile_name: strings.intern(profile_name),
-        cluster_name: strings.intern(cluster_name.unwrap_or_default()),
-        spec,
+        cluster_name: strings.intern(
+            spec.and_then(|s| s.cluster_name.as_deref())
+                .unwrap_or_default(),
+        ),
+        spec: spec_shared,
         features,
-        failure_message: failure_message.map(Box::from),
+        failure_message: status
+            .and_then(|s| s.failure_message.as_deref())
+            .map(Box::from),
     };
     Some((Some(profile_name.clone()), summary))
 }
@@ -311,9 +259,13 @@ mod tests {
         serde_json::from_value(value).expect("valid object")
     }
 
+    fn summary_object(value: Value) -> SummaryObject {
+        serde_json::from_value(value).expect("valid summary")
+    }
+
     #[test]
     fn summary_is_indexed_by_its_profile_and_carries_feature_times() {
-        let summary = object(json!({
+        let summary = summary_object(json!({
             "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
             "metadata": {"name": "p-dev-sveltos-c1", "namespace": "fleet",
                          "labels": {"projectsveltos.io/cluster-profile-name": "p-dev"}},
@@ -321,11 +273,11 @@ mod tests {
             "status": {"featureSummaries": [{"featureID": "Helm", "status": "Provisioned",
                         "lastAppliedTime": "2025-10-07T10:00:00Z", "hash": "abc="}]}
         }));
-        let (index, converted) = convert_summary(&summary).expect("converted");
+        let (index, converted) = convert_summary_object(&summary).expect("converted");
         assert_eq!(index.as_deref(), Some("p-dev"));
         assert_eq!(&*converted.cluster_name, "c1");
         assert_eq!(*converted.spec, json!({"tier": 100}));
-        let (_, again) = convert_summary(&summary).expect("converted");
+        let (_, again) = convert_summary_object(&summary).expect("converted");
         assert!(
             Arc::ptr_eq(&converted.spec, &again.spec),
             "equal specs are shared"
@@ -340,7 +292,7 @@ mod tests {
     }
 
     #[test]
-    fn lean_summary_decodes_to_the_same_observed_summary() {
+    fn lean_summary_reads_every_field_the_engine_uses() {
         let text = json!({
             "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
             "metadata": {"name": "p-dev-sveltos-c1", "namespace": "fleet", "resourceVersion": "42",
@@ -357,9 +309,22 @@ mod tests {
         .to_string();
         let lean: SummaryObject = serde_json::from_str(&text).expect("lean decode");
         assert_eq!(lean.metadata.resource_version.as_deref(), Some("42"));
-        let dynamic: DynamicObject = serde_json::from_str(&text).expect("dynamic decode");
+        assert!(lean.metadata.managed_fields.is_none());
         let from_lean = convert_summary_object(&lean).expect("converted");
-        assert_eq!(from_lean, convert_summary(&dynamic).expect("converted"));
+        assert_eq!(&*from_lean.1.namespace, "fleet");
+        assert_eq!(&*from_lean.1.name, "p-dev-sveltos-c1");
+        assert_eq!(&*from_lean.1.cluster_name, "c1");
+        assert_eq!(
+            *from_lean.1.spec,
+            json!({"helmCharts": [{"chartName": "a"}]})
+        );
+        assert_eq!(from_lean.1.features.len(), 1);
+        assert_eq!(&*from_lean.1.features[0].feature_id, "Helm");
+        assert_eq!(
+            from_lean.1.features[0].failure_message.as_deref(),
+            Some("chart")
+        );
+        assert!(from_lean.1.features[0].last_applied_time.is_some());
         assert_eq!(from_lean.0.as_deref(), Some("p-dev"));
         assert_eq!(from_lean.1.failure_message.as_deref(), Some("boom"));
         assert!(from_lean.1.features[0].is_failed());
@@ -386,7 +351,7 @@ mod tests {
     #[test]
     fn repeated_summary_strings_are_shared() {
         let summary = |name: &str| {
-            object(json!({
+            summary_object(json!({
                 "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
                 "metadata": {"name": name, "namespace": "fleet",
                              "labels": {"projectsveltos.io/cluster-profile-name": "p-shared"}},
@@ -394,8 +359,8 @@ mod tests {
                 "status": {"featureSummaries": [{"featureID": "Helm", "status": "Provisioned"}]}
             }))
         };
-        let (_, a) = convert_summary(&summary("a")).expect("converted");
-        let (_, b) = convert_summary(&summary("b")).expect("converted");
+        let (_, a) = convert_summary_object(&summary("a")).expect("converted");
+        let (_, b) = convert_summary_object(&summary("b")).expect("converted");
         assert!(Arc::ptr_eq(&a.profile_name, &b.profile_name));
         assert!(Arc::ptr_eq(&a.cluster_name, &b.cluster_name));
         assert!(Arc::ptr_eq(&a.features[0].status, &b.features[0].status));
@@ -410,7 +375,7 @@ mod tests {
             "metadata": {"name": "p-shared-spec", "labels": {"tollgate.dev/promotion": "p"}},
             "spec": spec
         }));
-        let summary = object(json!({
+        let summary = summary_object(json!({
             "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
             "metadata": {"name": "s", "namespace": "fleet",
                          "labels": {"projectsveltos.io/cluster-profile-name": "p-shared-spec"}},
@@ -418,18 +383,18 @@ mod tests {
         }));
         let (index, profile) = convert_profile(&profile).expect("converted");
         assert_eq!(index.as_deref(), Some("p"));
-        let (_, summary) = convert_summary(&summary).expect("converted");
+        let (_, summary) = convert_summary_object(&summary).expect("converted");
         assert!(Arc::ptr_eq(&profile.spec, &summary.spec));
         assert_eq!(*profile.spec, spec);
     }
 
     #[test]
     fn summary_without_profile_label_is_skipped() {
-        let summary = object(json!({
+        let summary = summary_object(json!({
             "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
             "metadata": {"name": "x", "namespace": "fleet"}
         }));
-        assert!(convert_summary(&summary).is_none());
+        assert!(convert_summary_object(&summary).is_none());
     }
 
     #[test]
