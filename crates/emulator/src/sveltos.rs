@@ -373,14 +373,18 @@ fn withdraw_unwanted(
         if !sveltos_type {
             continue;
         }
-        let target = Target {
-            resource: &types.summaries,
-            namespace: &key.0,
-            status: false,
-        };
-        write(state.delete(target, &key.1, FIELD_MANAGER), &key.1);
+        delete_summary(state, types, &key);
         timers.deploy.remove(&key);
     }
+}
+
+fn delete_summary(state: &mut ApiState, types: &Types, (namespace, name): &Key) {
+    let target = Target {
+        resource: &types.summaries,
+        namespace,
+        status: false,
+    };
+    write(state.delete(target, name, FIELD_MANAGER), name);
 }
 
 fn ensure_finalizer(state: &mut ApiState, types: &Types, profile: &Value) {
@@ -436,12 +440,7 @@ fn withdraw_deleted(
             .entry(key.clone())
             .or_insert_with(|| now + behaviour.latency(&key.0, cluster));
         if now >= due {
-            let target = Target {
-                resource: &types.summaries,
-                namespace: &key.0,
-                status: false,
-            };
-            write(state.delete(target, &key.1, FIELD_MANAGER), &key.1);
+            delete_summary(state, types, &key);
             timers.withdraw.remove(&key);
             timers.deploy.remove(&key);
         } else {

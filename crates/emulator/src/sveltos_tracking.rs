@@ -338,19 +338,21 @@ mod tests {
         ("fleet".into(), name.into())
     }
 
+    /// An inbox asking for everything to be looked at again.
+    fn full_pass() -> StandInInbox {
+        StandInInbox {
+            everything: true,
+            changes: Vec::new(),
+        }
+    }
+
     #[test]
     fn selection_is_cached_and_follows_cluster_changes() {
         let mut store = Store::new(100);
         put(&mut store, CLUSTERS, cluster("a", "dev", true));
         put(&mut store, CLUSTERS, cluster("b", "prod", true));
         let mut tracking = Tracking::default();
-        tracking.absorb(
-            StandInInbox {
-                everything: true,
-                changes: Vec::new(),
-            },
-            &store,
-        );
+        tracking.absorb(full_pass(), &store);
         let spec = json!({"clusterSelector": {"matchLabels": {"env": "dev"}},
                           "clusterRefs": [{"namespace": "fleet", "name": "b"}]});
         let matching = tracking.matching("p", &spec, &store);
@@ -385,13 +387,7 @@ mod tests {
         };
         put(&mut store, SUMMARIES, summary("p1"));
         let mut tracking = Tracking::default();
-        tracking.absorb(
-            StandInInbox {
-                everything: true,
-                changes: Vec::new(),
-            },
-            &store,
-        );
+        tracking.absorb(full_pass(), &store);
         assert_eq!(tracking.summaries_of("p1"), [key("s")]);
         put(&mut store, SUMMARIES, summary("p2"));
         tracking.absorb(
