@@ -10,9 +10,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::api::{DynamicObject, TypeMeta};
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct LeanObject {
@@ -30,27 +29,6 @@ pub struct LeanObject {
     pub spec: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Value>,
-}
-
-impl LeanObject {
-    /// The same object as a kube `DynamicObject` (what the converters read).
-    pub fn into_dynamic(self) -> DynamicObject {
-        let mut data = Map::new();
-        if let Some(spec) = self.spec {
-            data.insert("spec".into(), spec);
-        }
-        if let Some(status) = self.status {
-            data.insert("status".into(), status);
-        }
-        DynamicObject {
-            types: Some(TypeMeta {
-                api_version: self.api_version,
-                kind: self.kind,
-            }),
-            metadata: self.metadata,
-            data: Value::Object(data),
-        }
-    }
 }
 
 /// The metadata fields tollgate reads; everything else (managedFields, ownerReferences, …) is
@@ -172,13 +150,9 @@ mod tests {
         );
         assert!(lean.metadata.deletion_timestamp.is_some());
         assert!(lean.metadata.managed_fields.is_none());
-        let dynamic = lean.into_dynamic();
-        assert_eq!(dynamic.data["spec"], json!({"tier": 100}));
-        assert_eq!(dynamic.data["status"], json!({"matchingClusters": []}));
-        assert_eq!(
-            dynamic.types.map(|t| t.kind).as_deref(),
-            Some("ClusterProfile")
-        );
+        assert_eq!(lean.spec, Some(json!({"tier": 100})));
+        assert_eq!(lean.status, Some(json!({"matchingClusters": []})));
+        assert_eq!(lean.kind, "ClusterProfile");
     }
 
     #[test]

@@ -9,7 +9,6 @@ use std::sync::{Arc, LazyLock, Mutex, RwLock, Weak};
 
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
-use kube::api::DynamicObject;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tollgate_engine::{
@@ -18,6 +17,7 @@ use tollgate_engine::{
 use tollgate_render::PROMOTION_LABEL;
 
 use super::cache::IndexedCache;
+use super::lean::LeanObject;
 pub use summary_object::SummaryObject;
 
 mod intern;
@@ -102,14 +102,14 @@ impl ObservedCaches {
     }
 }
 
-pub fn convert_profile(object: &DynamicObject) -> Option<(Option<String>, ObservedProfile)> {
+pub fn convert_profile(object: &LeanObject) -> Option<(Option<String>, ObservedProfile)> {
     let labels: BTreeMap<String, String> = object.labels().clone().into_iter().collect();
     let index = labels.get(PROMOTION_LABEL).cloned();
     let profile = ObservedProfile {
         name: object.name_any(),
         annotations: object.annotations().clone().into_iter().collect(),
         labels,
-        spec: intern_spec(object.data.get("spec").unwrap_or(&Value::Null)),
+        spec: intern_spec(object.spec.as_ref().unwrap_or(&Value::Null)),
         deleting: object.metadata.deletion_timestamp.is_some(),
     };
     Some((index, profile))
@@ -186,28 +186,20 @@ fn intern_spec(spec: &Value) -> Arc<Value> {
     shared
 }
 
-pub fn convert_sveltos_cluster(
-    object: &DynamicObject,
-) -> Option<(Option<String>, ObservedCluster)> {
+pub fn convert_sveltos_cluster(object: &LeanObject) -> Option<(Option<String>, ObservedCluster)> {
     let ready = object.metadata.deletion_timestamp.is_none()
         && object
-            .data
-            .get("status")
+            .status
+            .as_ref()
             .and_then(|s| s.get("ready"))
             .and_then(Value::as_bool)
             .unwrap_or(false);
-    let paused = object
-        .data
-        .get("spec")
-        .and_then(|s| s.get("paused"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    Some((None, cluster(object, ready, paused)))
+    Some((None, cluster(object, ready)))
 }
 
 /// CAPI clusters are ready once their control plane is initialised (Sveltos's test, §5.4).
-pub fn convert_capi_cluster(object: &DynamicObject) -> Option<(Option<String>, ObservedCluster)> {
-    let status = object.data.get("status");
+pub fn convert_capi_cluster(object: &LeanObject) -> Option<(Option<String>, ObservedCluster)> {
+    let status = object.status.as_ref();
     let initialised_field = status
         .and_then(|s| s.get("initialization"))
         .and_then(|i| i.get("controlPlaneInitialized"))
@@ -222,18 +214,19 @@ pub fn convert_capi_cluster(object: &DynamicObject) -> Option<(Option<String>, O
                     && c.get("status").and_then(Value::as_str) == Some("True")
             })
         });
+    let ready = object.metadata.deletion_timestamp.is_none()
+        && (initialised_field || initialised_condition);
+    Some((None, cluster(object, ready)))
+}
+
+/// Both kinds pause with `spec.paused`.
+fn cluster(object: &LeanObject, ready: bool) -> ObservedCluster {
     let paused = object
-        .data
-        .get("spec")
+        .spec
+        .as_ref()
         .and_then(|s| s.get("paused"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let ready = object.metadata.deletion_timestamp.is_none()
-        && (initialised_field || initialised_condition);
-    Some((None, cluster(object, ready, paused)))
-}
-
-fn cluster(object: &DynamicObject, ready: bool, paused: bool) -> ObservedCluster {
     ObservedCluster {
         namespace: object.namespace().unwrap_or_default(),
         name: object.name_any(),
@@ -255,7 +248,7 @@ mod tests {
 
     use super::*;
 
-    fn object(value: Value) -> DynamicObject {
+    fn object(value: Value) -> LeanObject {
         serde_json::from_value(value).expect("valid object")
     }
 

@@ -9,7 +9,7 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
@@ -43,8 +43,8 @@ pub enum IndexedBy {
 
 /// Converts a watched object into the cached value and the promotion it belongs to (if any).
 /// `None` skips the object (not ours, or not decodable — logged by the converter). `K` is what the
-/// watch decodes: `DynamicObject`, or a leaner type with only the fields the converter reads.
-pub type Convert<T, K = DynamicObject> = fn(&K) -> Option<(Option<String>, T)>;
+/// watch decodes: a lean type with only the fields the converter reads (see `cluster::lean`).
+pub type Convert<T, K> = fn(&K) -> Option<(Option<String>, T)>;
 
 /// The last watch error per resource, for status and readiness.
 #[derive(Clone, Default)]
@@ -69,7 +69,7 @@ impl WatchHealth {
     }
 }
 
-pub struct WatchSpec<T, K = DynamicObject> {
+pub struct WatchSpec<T, K> {
     pub resource: &'static str,
     pub api: Api<K>,
     pub config: watcher::Config,

@@ -5,7 +5,7 @@
 //! manager `tollgate` and `force` (tollgate owns every field it sets on its own profiles; the engine
 //! refuses to touch a profile it does not own). Status is written with optimistic concurrency.
 
-use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tracing::{debug, info};
@@ -52,7 +52,7 @@ impl ClusterWriter {
         &self,
         name: &str,
         object: &Value,
-    ) -> Result<DynamicObject, ClusterError> {
+    ) -> Result<LeanObject, ClusterError> {
         self.gate()?;
         if self.dry_run {
             info!(
@@ -71,12 +71,12 @@ impl ClusterWriter {
             .await
             .map_err(|e| classify(e, "apply", "clusterprofiles", name))?;
         debug!(profile = name, "applied ClusterProfile");
-        Ok(applied.into_dynamic())
+        Ok(applied)
     }
 
     /// Deletes a profile; one that is already gone counts as deleted. Returns the object when it
     /// still exists (finalizers pending: Sveltos is withdrawing its add-ons).
-    pub async fn delete_profile(&self, name: &str) -> Result<Option<DynamicObject>, ClusterError> {
+    pub async fn delete_profile(&self, name: &str) -> Result<Option<LeanObject>, ClusterError> {
         self.gate()?;
         if self.dry_run {
             info!(profile = name, "dry-run: would delete ClusterProfile");
@@ -87,7 +87,7 @@ impl ClusterWriter {
             .delete(name, &DeleteParams::background())
             .await
         {
-            Ok(either) => Ok(either.left().map(LeanObject::into_dynamic)),
+            Ok(either) => Ok(either.left()),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
             Err(e) => Err(classify(e, "delete", "clusterprofiles", name)),
         }

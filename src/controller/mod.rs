@@ -30,6 +30,7 @@ use tracing::{debug, info, warn};
 use crate::cluster::errors::{ClusterError, classify};
 use crate::cluster::events::EventPublisher;
 use crate::cluster::leader::LeaderGate;
+use crate::cluster::lean::LeanObject;
 use crate::cluster::observe::{
     ObservedCaches, SummaryObject, convert_capi_cluster, convert_profile, convert_summary_object,
     convert_sveltos_cluster,
@@ -113,7 +114,8 @@ pub async fn start(
     let statuses = Arc::new(StatusCache::default());
     let health = WatchHealth::default();
     let (touch_tx, touch_rx) = mpsc::unbounded_channel();
-    let all = |ar| Api::<DynamicObject>::all_with(client.clone(), &ar);
+    // Decoded lean: nothing tollgate reads needs managed fields (see `cluster::lean`).
+    let all = |ar| Api::<LeanObject>::all_with(client.clone(), &ar);
     let mut watches = vec![
         spawn_watch(
             WatchSpec {

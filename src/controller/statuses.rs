@@ -9,11 +9,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use kube::ResourceExt;
-use kube::api::DynamicObject;
 use tollgate_engine::PromotionStatus;
 use tracing::warn;
 
 use crate::cluster::cache::IndexedCache;
+use crate::cluster::lean::LeanObject;
 
 /// The annotation that confirms a removal held by the blast-radius guard.
 pub const CONFIRM_PRUNE_ANNOTATION: &str = "tollgate.dev/confirm-prune";
@@ -35,9 +35,9 @@ impl PersistedState {
     }
 }
 
-pub fn convert_state(object: &DynamicObject) -> Option<(Option<String>, PersistedState)> {
+pub fn convert_state(object: &LeanObject) -> Option<(Option<String>, PersistedState)> {
     let name = object.name_any();
-    let status = match object.data.get("status") {
+    let status = match &object.status {
         None => None,
         Some(value) => match serde_json::from_value::<PromotionStatus>(value.clone()) {
             Ok(status) => Some(status),
