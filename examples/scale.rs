@@ -40,6 +40,7 @@ use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet, Request
 use tollgate_source::SourceConfig;
 
 // The allocator the tollgate binary ships with, so the controller measured here is the one deployed.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -8,6 +8,7 @@ use tollgate::cli;
 
 // mimalloc instead of glibc malloc: at 10,000 promotions glibc's malloc and free were about 40 % of
 // the controller's CPU, and its per-thread arenas fragment under watch-event churn.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
