@@ -128,7 +128,8 @@ fn check_valid_promotion(promotion: &tollgate_spec::ClusterPromotion, limits: &L
             committer_email: "fuzz@example.com".into(),
             time: DateTime::UNIX_EPOCH,
             subject: "fuzz".into(),
-        },
+        }
+        .into(),
         rollback_of: None,
         promotion: Arc::new(promotion.clone()),
         file: SPEC_FILE.into(),

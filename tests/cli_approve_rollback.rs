@@ -135,7 +135,7 @@ impl Fixture {
 
     fn current(&self, branch: &str, name: &str) -> Snapshot {
         match self.source(branch).promotion(name) {
-            Some(PromotionView::Valid { snapshot }) => snapshot.clone(),
+            Some(PromotionView::Valid { snapshot }) => Snapshot::clone(snapshot),
             other => panic!("{name} on {branch}: {other:?}"),
         }
     }

@@ -235,7 +235,7 @@ pub fn snapshot(promotion: ClusterPromotion, index: u64, commit: CommitInfo) -> 
     Snapshot {
         index,
         hashes: SpecHashes::of(&promotion),
-        commit,
+        commit: commit.into(),
         rollback_of: None,
         promotion: Arc::new(promotion),
         file: "promotions.yaml".to_string(),
@@ -252,6 +252,6 @@ pub fn approval(stage: &str, kind: ApprovalKind, commit: CommitInfo) -> Approval
     ApprovalEvent {
         stage: stage.to_string(),
         kind,
-        commit,
+        commit: commit.into(),
     }
 }

@@ -167,7 +167,8 @@ mod tests {
                 committer_email: String::new(),
                 time: chrono::DateTime::UNIX_EPOCH,
                 subject: String::new(),
-            },
+            }
+            .into(),
             rollback_of: None,
             promotion: Arc::new(promotion),
             file: String::new(),

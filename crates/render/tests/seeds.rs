@@ -70,7 +70,8 @@ fn snapshot_of(promotion: ClusterPromotion) -> Snapshot {
             committer_email: "ada@example.com".to_string(),
             time,
             subject: "roll out".to_string(),
-        },
+        }
+        .into(),
         rollback_of: None,
         promotion: Arc::new(promotion),
         file: "promotions.yaml".to_string(),

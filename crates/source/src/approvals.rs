@@ -1,6 +1,8 @@
 //! Approval provenance (DESIGN D2): which commit approved which stage, found by comparing a
 //! promotion's content before and after each commit that changed it.
 
+use std::sync::Arc;
+
 use tollgate_spec::model::{ManualTrigger, Trigger};
 use tollgate_spec::snapshot::APPROVE_ANNOTATION_PREFIX;
 use tollgate_spec::{ApprovalEvent, ApprovalKind, ClusterPromotion, CommitInfo};
@@ -18,7 +20,7 @@ fn manual<'a>(promotion: &'a ClusterPromotion, stage: &str) -> Option<&'a Manual
 pub(crate) fn approval_events(
     old: Option<&ClusterPromotion>,
     new: &ClusterPromotion,
-    commit: &CommitInfo,
+    commit: &Arc<CommitInfo>,
 ) -> Vec<ApprovalEvent> {
     let mut events = Vec::new();
     for stage in &new.spec.stages {
@@ -31,7 +33,7 @@ pub(crate) fn approval_events(
             events.push(ApprovalEvent {
                 stage: stage.name.clone(),
                 kind: ApprovalKind::Field,
-                commit: commit.clone(),
+                commit: Arc::clone(commit),
             });
         }
     }
@@ -49,7 +51,7 @@ pub(crate) fn approval_events(
                 kind: ApprovalKind::Annotation {
                     value: value.clone(),
                 },
-                commit: commit.clone(),
+                commit: Arc::clone(commit),
             });
         }
     }

@@ -15,7 +15,8 @@ use crate::report::{Change, PromotionView};
 /// The manifest files one first-parent commit changed under the tracked path.
 #[derive(Clone, Debug)]
 pub(crate) struct CommitDelta {
-    pub info: CommitInfo,
+    /// Shared by every snapshot and approval event this commit makes.
+    pub info: Arc<CommitInfo>,
     pub files: Vec<FileDelta>,
 }
 
@@ -75,9 +76,11 @@ enum Definition {
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct HistoryIndex {
-    files: HashMap<String, FileEntry>,
-    /// name → files that define it (more than one is an error for that name).
-    definers: HashMap<String, BTreeSet<String>>,
+    /// By path; the key is shared with `definers`.
+    files: HashMap<Arc<str>, FileEntry>,
+    /// name → files that define it, sorted (more than one is an error for that name). A sorted
+    /// vector sized for the usual one file: a set would cost a B-tree leaf per name.
+    definers: HashMap<String, Vec<Arc<str>>>,
     pub promotions: BTreeMap<String, PromotionHistory>,
 }
 
@@ -86,12 +89,14 @@ impl HistoryIndex {
     pub fn apply(&mut self, delta: &CommitDelta, touched: &mut BTreeSet<String>) {
         let mut names = BTreeSet::new();
         for file in &delta.files {
-            let previous = self.files.remove(&file.path);
-            let old_claims = previous.map(|entry| entry.claims).unwrap_or_default();
+            let (path, old_claims) = match self.files.remove_entry(file.path.as_str()) {
+                Some((path, entry)) => (path, entry.claims),
+                None => (Arc::from(file.path.as_str()), Vec::new()),
+            };
             for name in &old_claims {
-                if let Some(set) = self.definers.get_mut(name) {
-                    set.remove(&file.path);
-                    if set.is_empty() {
+                if let Some(files) = self.definers.get_mut(name) {
+                    files.retain(|defining| *defining != path);
+                    if files.is_empty() {
                         self.definers.remove(name);
                     }
                 }
@@ -107,14 +112,17 @@ impl HistoryIndex {
             claims.sort();
             claims.dedup();
             for name in &claims {
-                self.definers
+                let files = self
+                    .definers
                     .entry(name.clone())
-                    .or_default()
-                    .insert(file.path.clone());
+                    .or_insert_with(|| Vec::with_capacity(1));
+                if let Err(at) = files.binary_search(&path) {
+                    files.insert(at, Arc::clone(&path));
+                }
             }
             names.extend(claims.iter().cloned());
             self.files.insert(
-                file.path.clone(),
+                path,
                 FileEntry {
                     parsed: Arc::clone(parsed),
                     claims,
@@ -133,7 +141,7 @@ impl HistoryIndex {
     pub fn names_in(&self, delta: &CommitDelta) -> Vec<String> {
         let mut names = Vec::new();
         for file in &delta.files {
-            if let Some(entry) = self.files.get(&file.path) {
+            if let Some(entry) = self.files.get(file.path.as_str()) {
                 names.extend(entry.claims.iter().cloned());
             }
             if let Some((_, parsed)) = &file.new {
@@ -147,7 +155,7 @@ impl HistoryIndex {
         let Some(files) = self.definers.get(name) else {
             return Definition::Absent;
         };
-        let files: Vec<&str> = files.iter().map(String::as_str).collect();
+        let files: Vec<&str> = files.iter().map(|path| &**path).collect();
         let [file] = files.as_slice() else {
             return Definition::Invalid(vec![duplicate_name_diagnostic(name, &files)]);
         };
@@ -196,22 +204,24 @@ impl HistoryIndex {
         self.files
             .iter()
             .filter(|(_, entry)| !entry.parsed.file_errors.is_empty())
-            .map(|(path, entry)| (path.as_str(), entry.parsed.file_errors.as_slice()))
+            .map(|(path, entry)| (&**path, entry.parsed.file_errors.as_slice()))
             .collect()
     }
 }
 
 impl PromotionHistory {
-    fn record(&mut self, definition: Definition, commit: &CommitInfo) {
+    fn record(&mut self, definition: Definition, commit: &Arc<CommitInfo>) {
         match definition {
             Definition::Absent => self.state = State::Absent,
             Definition::Invalid(errors) => self.state = State::Invalid(errors),
             Definition::Valid { promotion, file } => {
-                self.approvals.extend(approval_events(
-                    self.last_valid.as_deref(),
-                    &promotion,
-                    commit,
-                ));
+                let events = approval_events(self.last_valid.as_deref(), &promotion, commit);
+                // As for snapshots below: most promotions see few approvals, so the first ones
+                // are stored without a vector's spare slots.
+                if self.approvals.capacity() == 0 {
+                    self.approvals.reserve_exact(events.len());
+                }
+                self.approvals.extend(events);
                 let hashes = SpecHashes::of(&promotion);
                 match self.snapshots.last_mut() {
                     Some(last) if last.hashes == hashes => {
@@ -226,10 +236,16 @@ impl PromotionHistory {
                             .find(|s| s.hashes == hashes)
                             .map(|s| s.index);
                         let index = self.snapshots.len() as u64 + 1;
+                        // Most promotions keep one snapshot for a long time, and a vector's
+                        // first growth reserves four (over 500 bytes here): start at one, then
+                        // grow as usual (amortized doubling) for promotions that change often.
+                        if self.snapshots.capacity() == 0 {
+                            self.snapshots.reserve_exact(1);
+                        }
                         self.snapshots.push(Snapshot {
                             index,
                             hashes,
-                            commit: commit.clone(),
+                            commit: Arc::clone(commit),
                             rollback_of,
                             promotion: Arc::clone(&promotion),
                             file,
@@ -246,11 +262,11 @@ impl PromotionHistory {
         match &self.state {
             State::Absent => None,
             State::Valid => self.snapshots.last().map(|snapshot| PromotionView::Valid {
-                snapshot: snapshot.clone(),
+                snapshot: Arc::new(snapshot.clone()),
             }),
             State::Invalid(errors) => Some(PromotionView::Invalid {
                 errors: errors.clone(),
-                last_good: self.snapshots.last().cloned(),
+                last_good: self.snapshots.last().cloned().map(Arc::new),
             }),
         }
     }
@@ -298,4 +314,131 @@ pub(crate) fn change_between(before: &Summary, after: &Summary) -> Option<Change
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::DateTime;
+
+    use super::*;
+    use crate::blob::{BlobContent, Limits, parse_blob};
+
+    fn commit(seq: u64) -> Arc<CommitInfo> {
+        Arc::new(CommitInfo {
+            sha: format!("{seq:040x}"),
+            seq,
+            author: "Ada".into(),
+            author_email: "ada@example.com".into(),
+            committer: "Ada".into(),
+            committer_email: "ada@example.com".into(),
+            time: DateTime::UNIX_EPOCH,
+            subject: format!("commit {seq}"),
+        })
+    }
+
+    fn manifest(name: &str, env: &str) -> Vec<u8> {
+        format!(
+            "apiVersion: config.projectsveltos.io/v1beta1\nkind: ClusterPromotion\nmetadata:\n  name: {name}\nspec:\n  stages:\n  - name: one\n    clusterSelector:\n      matchLabels:\n        env: {env}\n    trigger:\n      manual:\n        approved: true\n"
+        )
+        .into_bytes()
+    }
+
+    /// `(path, Some((promotion name, label)))` writes the file, `(path, None)` deletes it.
+    fn delta(seq: u64, files: &[(&str, Option<(&str, &str)>)]) -> CommitDelta {
+        CommitDelta {
+            info: commit(seq),
+            files: files
+                .iter()
+                .map(|(path, content)| FileDelta {
+                    path: path.to_string(),
+                    new: content.map(|(name, env)| {
+                        let bytes = manifest(name, env);
+                        let oid = Oid::hash_object(git2::ObjectType::Blob, &bytes).expect("oid");
+                        let parsed =
+                            parse_blob(path, &BlobContent::Loaded(bytes), &Limits::default());
+                        (oid, Arc::new(parsed))
+                    }),
+                })
+                .collect(),
+        }
+    }
+
+    fn apply(index: &mut HistoryIndex, delta: &CommitDelta) {
+        index.apply(delta, &mut BTreeSet::new());
+    }
+
+    fn is_valid(index: &HistoryIndex, name: &str) -> bool {
+        matches!(index.summary(name), Summary::Valid { .. })
+    }
+
+    #[test]
+    fn one_commit_info_is_shared_by_every_snapshot_and_approval_it_makes() {
+        let mut index = HistoryIndex::default();
+        let first = delta(
+            0,
+            &[
+                ("a.yaml", Some(("a", "dev"))),
+                ("b.yaml", Some(("b", "dev"))),
+            ],
+        );
+        apply(&mut index, &first);
+        for name in ["a", "b"] {
+            let history = &index.promotions[name];
+            assert_eq!(history.snapshots.len(), 1);
+            assert!(Arc::ptr_eq(&history.snapshots[0].commit, &first.info));
+            assert_eq!(history.approvals.len(), 1);
+            assert!(Arc::ptr_eq(&history.approvals[0].commit, &first.info));
+            // One snapshot is one slot, not the four of a vector's first growth.
+            assert_eq!(history.snapshots.capacity(), 1);
+            assert_eq!(history.approvals.capacity(), 1);
+        }
+        let second = delta(1, &[("a.yaml", Some(("a", "prod")))]);
+        apply(&mut index, &second);
+        let snapshots = &index.promotions["a"].snapshots;
+        assert_eq!(snapshots.len(), 2);
+        assert!(Arc::ptr_eq(&snapshots[0].commit, &first.info));
+        assert!(Arc::ptr_eq(&snapshots[1].commit, &second.info));
+    }
+
+    #[test]
+    fn definers_follow_files_and_share_their_paths() {
+        let mut index = HistoryIndex::default();
+        apply(&mut index, &delta(0, &[("b.yaml", Some(("p", "dev")))]));
+        assert!(is_valid(&index, "p"));
+        let (key, _) = index.files.get_key_value("b.yaml").expect("file");
+        assert!(Arc::ptr_eq(key, &index.definers["p"][0]));
+
+        apply(&mut index, &delta(1, &[("a.yaml", Some(("p", "dev")))]));
+        let paths: Vec<&str> = index.definers["p"].iter().map(|p| &**p).collect();
+        assert_eq!(paths, ["a.yaml", "b.yaml"], "sorted");
+        assert!(matches!(index.summary("p"), Summary::Invalid(_)));
+
+        // Rewriting a file keeps one entry for it.
+        apply(&mut index, &delta(2, &[("a.yaml", Some(("p", "prod")))]));
+        assert_eq!(index.definers["p"].len(), 2);
+
+        apply(&mut index, &delta(3, &[("b.yaml", None)]));
+        let paths: Vec<&str> = index.definers["p"].iter().map(|p| &**p).collect();
+        assert_eq!(paths, ["a.yaml"]);
+        assert!(is_valid(&index, "p"));
+
+        // Moving the name to another file and deleting the last one leave nothing behind.
+        apply(
+            &mut index,
+            &delta(
+                4,
+                &[
+                    ("a.yaml", Some(("q", "prod"))),
+                    ("c.yaml", Some(("p", "prod"))),
+                ],
+            ),
+        );
+        let paths: Vec<&str> = index.definers["p"].iter().map(|p| &**p).collect();
+        assert_eq!(paths, ["c.yaml"]);
+        assert!(is_valid(&index, "q"));
+        apply(&mut index, &delta(5, &[("a.yaml", None), ("c.yaml", None)]));
+        assert!(index.definers.is_empty());
+        assert!(index.files.is_empty());
+        assert_eq!(index.summary("p"), Summary::Absent);
+    }
 }

@@ -18,7 +18,7 @@ use crate::treediff::{FileChange, Root, diff_roots, resolve_root};
 pub(crate) struct IndexedHead {
     pub oid: Oid,
     pub root: Option<Root>,
-    pub info: CommitInfo,
+    pub info: Arc<CommitInfo>,
 }
 
 pub(crate) struct ReadResult {
@@ -40,6 +40,9 @@ enum Pending {
     Parsed(Oid, Arc<ParsedBlob>),
     Queued(Oid, usize),
 }
+
+/// A commit that changed files, with each changed path's new blob.
+type PendingCommit = (Arc<CommitInfo>, Vec<(String, Pending)>);
 
 impl DeltaReader<'_> {
     fn error(&self, commit: Oid, what: &str) -> impl FnOnce(git2::Error) -> SourceError {
@@ -63,7 +66,7 @@ impl DeltaReader<'_> {
         mut root: Option<Root>,
         first_seq: u64,
     ) -> Result<ReadResult, SourceError> {
-        let mut pending: Vec<(CommitInfo, Vec<(String, Pending)>)> = Vec::new();
+        let mut pending: Vec<PendingCommit> = Vec::new();
         // Blobs to parse: (blob, path it was first seen at, content), in first-seen order.
         let mut queue: Vec<(Oid, String, BlobContent)> = Vec::new();
         let mut queued: HashMap<Oid, usize> = HashMap::new();
@@ -85,7 +88,7 @@ impl DeltaReader<'_> {
             if changes.is_empty() && !is_head {
                 continue;
             }
-            let info = commit_info(&commit, seq);
+            let info = Arc::new(commit_info(&commit, seq));
             if !changes.is_empty() {
                 let mut files = Vec::with_capacity(changes.len());
                 for change in &changes {
@@ -107,7 +110,7 @@ impl DeltaReader<'_> {
                     };
                     files.push((change.path.clone(), state));
                 }
-                pending.push((info.clone(), files));
+                pending.push((Arc::clone(&info), files));
             }
             if is_head {
                 head = Some(IndexedHead {

@@ -1,6 +1,7 @@
 //! What a sync tells its caller: the current view of each promotion and what changed.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate_spec::{CommitInfo, Snapshot};
@@ -8,16 +9,19 @@ use tollgate_spec::{CommitInfo, Snapshot};
 use crate::blob::Diagnostic;
 
 /// A promotion as of the branch head.
+///
+/// The snapshot is shared: the controller keeps a clone of every view, and a copy of a snapshot
+/// (hashes, file, commit) per promotion is what that would cost otherwise.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PromotionView {
     Valid {
-        snapshot: Snapshot,
+        snapshot: Arc<Snapshot>,
     },
     /// The head content is invalid (or its name is defined twice); the last good snapshot keeps
     /// running.
     Invalid {
         errors: Vec<Diagnostic>,
-        last_good: Option<Snapshot>,
+        last_good: Option<Arc<Snapshot>>,
     },
 }
 
@@ -26,7 +30,7 @@ impl PromotionView {
     pub fn effective_snapshot(&self) -> Option<&Snapshot> {
         match self {
             PromotionView::Valid { snapshot } => Some(snapshot),
-            PromotionView::Invalid { last_good, .. } => last_good.as_ref(),
+            PromotionView::Invalid { last_good, .. } => last_good.as_deref(),
         }
     }
 }

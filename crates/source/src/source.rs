@@ -216,7 +216,7 @@ impl GitSource {
     }
 
     pub fn head(&self) -> Option<&CommitInfo> {
-        self.head.as_ref().map(|h| &h.info)
+        self.head.as_ref().map(|h| &*h.info)
     }
 
     /// Whether the tracked sub-path is missing at the indexed head.

@@ -83,7 +83,7 @@ fn write_canonical_stages(stages: &[Stage], out: &mut Vec<u8>) {
 }
 
 /// Keys in canonical (byte) order: `matchExpressions` < `matchLabels`; `key` < `operator` <
-/// `values`. `matchLabels` is a `BTreeMap`, already in byte order.
+/// `values`. `matchLabels` is a [`crate::label_map::LabelMap`], already in byte order.
 fn write_canonical_selector(selector: &LabelSelector, out: &mut Vec<u8>) {
     out.push(b'{');
     let mut first = true;
@@ -193,8 +193,6 @@ fn hex(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use serde_json::json;
 
     use super::*;
@@ -219,7 +217,7 @@ mod tests {
                 match_labels: labels
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect::<BTreeMap<_, _>>(),
+                    .collect(),
                 match_expressions: expressions
                     .iter()
                     .map(|(key, operator, values)| LabelSelectorRequirement {

@@ -11,6 +11,7 @@ pub mod fast_yaml;
 pub mod fast_yaml_check;
 pub mod field_path;
 pub mod hash;
+pub mod label_map;
 pub mod loc_tree;
 pub mod located;
 pub mod model;

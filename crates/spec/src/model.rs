@@ -11,6 +11,8 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use crate::label_map::LabelMap;
+
 pub const API_GROUP: &str = "config.projectsveltos.io";
 pub const API_VERSION: &str = "config.projectsveltos.io/v1beta1";
 pub const KIND: &str = "ClusterPromotion";
@@ -97,8 +99,10 @@ pub struct Stage {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LabelSelector {
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub match_labels: BTreeMap<String, String>,
+    /// A sorted slice rather than a `BTreeMap`: one label would otherwise cost a whole B-tree
+    /// leaf in every stage of every promotion.
+    #[serde(default, skip_serializing_if = "LabelMap::is_empty")]
+    pub match_labels: LabelMap,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub match_expressions: Vec<LabelSelectorRequirement>,
 }
@@ -115,7 +119,7 @@ impl LabelSelector {
         }
         self.match_labels
             .iter()
-            .all(|(k, v)| labels.get(k) == Some(v))
+            .all(|(k, v)| labels.get(k).map(String::as_str) == Some(v))
             && self.match_expressions.iter().all(|r| r.matches(labels))
     }
 }

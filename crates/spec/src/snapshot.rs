@@ -37,8 +37,9 @@ pub struct Snapshot {
     /// along first-parent history.
     pub index: u64,
     pub hashes: SpecHashes,
-    /// The first commit (in first-parent order) carrying this content.
-    pub commit: CommitInfo,
+    /// The first commit (in first-parent order) carrying this content. Shared: one commit's
+    /// info is built once and referenced by every snapshot and approval event it makes.
+    pub commit: Arc<CommitInfo>,
     /// Set when these hashes equal those of an earlier snapshot: a rollback (typically `git revert`).
     pub rollback_of: Option<u64>,
     /// The promotion as of the newest commit that carries this snapshot's content. Trigger edits
@@ -73,8 +74,9 @@ pub enum ApprovalKind {
 pub struct ApprovalEvent {
     pub stage: String,
     pub kind: ApprovalKind,
-    /// The approving commit: its author and committer are the approver of record.
-    pub commit: CommitInfo,
+    /// The approving commit: its author and committer are the approver of record. Shared as in
+    /// [`Snapshot::commit`]; serialized as the plain object.
+    pub commit: Arc<CommitInfo>,
 }
 
 /// The annotation prefix of snapshot-bound approvals: `approve.tollgate.dev/<stage>: <snapshot>`.
