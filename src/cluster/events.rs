@@ -23,6 +23,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
+use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tollgate_engine::{EngineEvent, EventType};
 use tracing::{info, warn};
@@ -99,7 +100,6 @@ impl EventPublisher {
 }
 
 /// What makes an event a repeat of an earlier one.
-#[derive(Clone, PartialEq, Eq, Hash)]
 struct SeriesKey {
     promotion: String,
     warning: bool,
@@ -107,20 +107,50 @@ struct SeriesKey {
     note: String,
 }
 
-/// A sent event that repeats may extend.
+impl SeriesKey {
+    /// The key as the cache holds it: a digest instead of the strings (at 10,000 promotions the
+    /// cached keys, held twice for expiry, weighed about 30 MB). 128 bits of SHA-256 make a
+    /// collision, which would merge two events into one series, practically impossible.
+    fn id(&self) -> SeriesId {
+        let mut hasher = Sha256::new();
+        for part in [
+            self.promotion.as_bytes(),
+            self.reason.as_bytes(),
+            self.note.as_bytes(),
+        ] {
+            hasher.update((part.len() as u64).to_le_bytes());
+            hasher.update(part);
+        }
+        hasher.update([u8::from(self.warning)]);
+        let digest = hasher.finalize();
+        let mut id = [0; 16];
+        id.copy_from_slice(&digest[..16]);
+        SeriesId(id)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct SeriesId([u8; 16]);
+
+/// A sent event that repeats may extend. Its name is derived (see [`event_name`]), not kept.
 struct Sent {
-    name: String,
+    created: Timestamp,
     count: i32,
     last_observed: Timestamp,
+}
+
+/// The name of the Event object a series of `promotion` started at `created` has.
+fn event_name(promotion: &str, created: Timestamp) -> String {
+    format!("{promotion}.{:x}", created.as_nanosecond())
 }
 
 /// Sent events that repeats may still extend, expiring in the order they were last seen.
 #[derive(Default)]
 struct SeriesCache {
-    series: HashMap<SeriesKey, Sent>,
-    /// Keys in the order their series were last extended or started (a key may appear more than
+    series: HashMap<SeriesId, Sent>,
+    /// Series in the order they were last extended or started (a series may appear more than
     /// once; only its newest entry expires it).
-    expiry: VecDeque<(Timestamp, SeriesKey)>,
+    expiry: VecDeque<(Timestamp, SeriesId)>,
 }
 
 impl SeriesCache {
@@ -138,16 +168,16 @@ impl SeriesCache {
         }
     }
 
-    fn get(&self, key: &SeriesKey) -> Option<&Sent> {
-        self.series.get(key)
+    fn get(&self, id: SeriesId) -> Option<&Sent> {
+        self.series.get(&id)
     }
 
-    fn remember(&mut self, key: SeriesKey, name: String, count: i32, now: Timestamp) {
-        self.expiry.push_back((now, key.clone()));
+    fn remember(&mut self, id: SeriesId, created: Timestamp, count: i32, now: Timestamp) {
+        self.expiry.push_back((now, id));
         self.series.insert(
-            key,
+            id,
             Sent {
-                name,
+                created,
                 count,
                 last_observed: now,
             },
@@ -181,8 +211,10 @@ impl SeriesSender {
             reason: queued.event.reason,
             note: queued.event.note,
         };
-        if let Some(sent) = self.cache.get(&key) {
+        let id = key.id();
+        if let Some(sent) = self.cache.get(id) {
             let count = sent.count + 1;
+            let (name, created) = (event_name(&key.promotion, sent.created), sent.created);
             let series = EventSeries {
                 count,
                 last_observed_time: MicroTime(now),
@@ -190,12 +222,11 @@ impl SeriesSender {
             let patch = json!({"series": series});
             match self
                 .events
-                .patch(&sent.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
             {
                 Ok(_) => {
-                    let name = sent.name.clone();
-                    self.cache.remember(key, name, count, now);
+                    self.cache.remember(id, created, count, now);
                     return Ok(());
                 }
                 // The API server expired it (events live an hour by default): start anew.
@@ -204,9 +235,8 @@ impl SeriesSender {
             }
         }
         let event = self.new_event(&key, queued.uid, now);
-        let name = event.metadata.name.clone().unwrap_or_default();
         self.events.create(&PostParams::default(), &event).await?;
-        self.cache.remember(key, name, 1, now);
+        self.cache.remember(id, now, 1, now);
         Ok(())
     }
 
@@ -214,7 +244,7 @@ impl SeriesSender {
         Event {
             metadata: ObjectMeta {
                 namespace: Some(EVENT_NAMESPACE.into()),
-                name: Some(format!("{}.{:x}", key.promotion, now.as_nanosecond())),
+                name: Some(event_name(&key.promotion, now)),
                 ..ObjectMeta::default()
             },
             event_time: Some(MicroTime(now)),
@@ -251,36 +281,70 @@ fn shard_of(promotion: &str, shards: usize) -> Option<usize> {
 mod tests {
     use super::*;
 
-    fn key(note: &str) -> SeriesKey {
+    fn key(note: &str) -> SeriesId {
         SeriesKey {
             promotion: "p".into(),
             warning: false,
             reason: "StageProvisioned",
             note: note.into(),
         }
+        .id()
     }
 
     #[test]
     fn a_repeat_is_recognised_by_its_note_until_the_window_passes() {
         let start = Timestamp::from_second(1_700_000_000).expect("valid time");
         let mut cache = SeriesCache::default();
-        cache.remember(key("stage dev provisioned"), "p.1".into(), 1, start);
-        assert!(cache.get(&key("stage dev provisioned")).is_some());
+        cache.remember(key("stage dev provisioned"), start, 1, start);
+        assert!(cache.get(key("stage dev provisioned")).is_some());
         assert!(
-            cache.get(&key("stage prod provisioned")).is_none(),
+            cache.get(key("stage prod provisioned")).is_none(),
             "another note is another event"
         );
         // Extended at +5 min: the series lives until +11 min.
         let extended = start + SignedDuration::from_mins(5);
-        cache.remember(key("stage dev provisioned"), "p.1".into(), 2, extended);
+        cache.remember(key("stage dev provisioned"), start, 2, extended);
         cache.expire(start + SignedDuration::from_mins(7));
         assert_eq!(
-            cache.get(&key("stage dev provisioned")).map(|s| s.count),
+            cache.get(key("stage dev provisioned")).map(|s| s.count),
             Some(2)
         );
         cache.expire(start + SignedDuration::from_mins(11));
-        assert!(cache.get(&key("stage dev provisioned")).is_none());
+        assert!(cache.get(key("stage dev provisioned")).is_none());
         assert!(cache.expiry.is_empty(), "nothing left to expire");
+    }
+
+    #[test]
+    fn every_part_of_the_key_tells_series_apart() {
+        let base = SeriesKey {
+            promotion: "ab".into(),
+            warning: false,
+            reason: "StageProvisioned",
+            note: "c".into(),
+        };
+        let id = base.id();
+        let shifted = SeriesKey {
+            promotion: "a".into(),
+            note: "bc".into(),
+            ..base
+        };
+        assert_ne!(shifted.id(), id, "field boundaries count");
+        let warning = SeriesKey {
+            promotion: "ab".into(),
+            warning: true,
+            reason: "StageProvisioned",
+            note: "c".into(),
+        };
+        assert_ne!(warning.id(), id);
+        let reason = SeriesKey {
+            promotion: "ab".into(),
+            warning: false,
+            reason: "StageSucceeded",
+            note: "c".into(),
+        };
+        assert_ne!(reason.id(), id);
+        let created = Timestamp::from_second(1_700_000_000).expect("valid time");
+        assert_eq!(event_name("ab", created), "ab.17979cfe362a0000");
     }
 
     #[test]
