@@ -2,8 +2,8 @@
 //! calls [`Metrics::encode`]. Per-promotion series are removed when a promotion is forgotten, so
 //! a deleted promotion does not linger on dashboards.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Mutex, MutexGuard};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -65,21 +65,24 @@ struct ResultLabels {
     result: String,
 }
 
+// A promotion has a dozen series; its name is shared by all of them (see `Metrics::promotions`)
+// rather than copied into each, which at 10,000 promotions was most of what metrics weighed.
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PromotionLabels {
-    promotion: String,
+    promotion: Arc<str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StageLabels {
-    promotion: String,
-    stage: String,
+    promotion: Arc<str>,
+    stage: Arc<str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PhaseLabels {
-    promotion: String,
-    phase: String,
+    promotion: Arc<str>,
+    phase: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -103,9 +106,10 @@ pub struct Metrics {
     approval_wait: Family<PromotionLabels, SecondsGauge>,
     webhook_requests: Family<WebhookLabels, Counter>,
     leader: Gauge,
-    /// Stages with a transition series per promotion: a `Family` cannot list its label sets, and
-    /// forgetting a promotion must remove all of them.
-    transitioned_stages: Mutex<HashMap<String, BTreeSet<String>>>,
+    /// Every promotion with series, by its name as the series share it, with the stages that have
+    /// a transition series: a `Family` cannot list its label sets, and forgetting a promotion
+    /// must remove all of them.
+    promotions: Mutex<HashMap<Arc<str>, Vec<Arc<str>>>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -206,7 +210,7 @@ impl Metrics {
             approval_wait,
             webhook_requests,
             leader,
-            transitioned_stages: Mutex::new(HashMap::new()),
+            promotions: Mutex::new(HashMap::new()),
         }
     }
 
@@ -239,27 +243,33 @@ impl Metrics {
     }
 
     pub fn stage_transition(&self, promotion: &str, stage: &str) {
-        self.transitioned()
-            .entry(promotion.to_string())
-            .or_default()
-            .insert(stage.to_string());
+        let (promotion, stage) = {
+            let mut promotions = self.promotions();
+            let promotion = shared_name(&mut promotions, promotion);
+            let stages = promotions.entry(promotion.clone()).or_default();
+            let stage = match stages.iter().find(|s| ***s == *stage) {
+                Some(known) => known.clone(),
+                None => {
+                    let stage: Arc<str> = Arc::from(stage);
+                    stages.push(stage.clone());
+                    stage
+                }
+            };
+            (promotion, stage)
+        };
         self.stage_transitions
-            .get_or_create(&StageLabels {
-                promotion: promotion.to_string(),
-                stage: stage.to_string(),
-            })
+            .get_or_create(&StageLabels { promotion, stage })
             .inc();
     }
 
     pub fn apply_error(&self, promotion: &str) {
-        self.apply_errors
-            .get_or_create(&promotion_labels(promotion))
-            .inc();
+        let labels = self.promotion_labels(promotion);
+        self.apply_errors.get_or_create(&labels).inc();
     }
 
     /// Sets the per-promotion gauges from a status, as of `now`.
     pub fn observe_promotion(&self, promotion: &str, status: &PromotionStatus, now: DateTime<Utc>) {
-        let labels = promotion_labels(promotion);
+        let labels = self.promotion_labels(promotion);
         let current = status
             .current_stage_name
             .as_deref()
@@ -276,8 +286,8 @@ impl Metrics {
             let value = i64::from(*phase == status.phase);
             self.phase
                 .get_or_create(&PhaseLabels {
-                    promotion: promotion.to_string(),
-                    phase: phase_name(phase).to_string(),
+                    promotion: labels.promotion.clone(),
+                    phase: phase_name(phase),
                 })
                 .set(value);
         }
@@ -305,21 +315,25 @@ impl Metrics {
 
     /// Removes every series of a promotion (it is gone from git and from the cluster).
     pub fn forget_promotion(&self, promotion: &str) {
-        let labels = promotion_labels(promotion);
+        let Some((promotion, stages)) = self.promotions().remove_entry(promotion) else {
+            return;
+        };
+        let labels = PromotionLabels {
+            promotion: promotion.clone(),
+        };
         self.apply_errors.remove(&labels);
         self.current_stage_index.remove(&labels);
         self.time_in_stage.remove(&labels);
         self.approval_wait.remove(&labels);
         for phase in &ALL_PHASES {
             self.phase.remove(&PhaseLabels {
-                promotion: promotion.to_string(),
-                phase: phase_name(phase).to_string(),
+                promotion: promotion.clone(),
+                phase: phase_name(phase),
             });
         }
-        let stages = self.transitioned().remove(promotion).unwrap_or_default();
         for stage in stages {
             self.stage_transitions.remove(&StageLabels {
-                promotion: promotion.to_string(),
+                promotion: promotion.clone(),
                 stage,
             });
         }
@@ -340,18 +354,28 @@ impl Metrics {
         self.leader.set(i64::from(leader));
     }
 
-    fn transitioned(&self) -> MutexGuard<'_, HashMap<String, BTreeSet<String>>> {
+    fn promotions(&self) -> MutexGuard<'_, HashMap<Arc<str>, Vec<Arc<str>>>> {
         // The map holds no invariant a panic could break halfway.
-        self.transitioned_stages
+        self.promotions
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+
+    fn promotion_labels(&self, promotion: &str) -> PromotionLabels {
+        PromotionLabels {
+            promotion: shared_name(&mut self.promotions(), promotion),
+        }
+    }
 }
 
-fn promotion_labels(promotion: &str) -> PromotionLabels {
-    PromotionLabels {
-        promotion: promotion.to_string(),
+/// The promotion's name as its series share it, registering the promotion if it has none yet.
+fn shared_name(promotions: &mut HashMap<Arc<str>, Vec<Arc<str>>>, promotion: &str) -> Arc<str> {
+    if let Some((shared, _)) = promotions.get_key_value(promotion) {
+        return shared.clone();
     }
+    let shared: Arc<str> = Arc::from(promotion);
+    promotions.insert(shared.clone(), Vec::new());
+    shared
 }
 
 fn seconds_since(start: DateTime<Utc>, now: DateTime<Utc>) -> f64 {
@@ -382,7 +406,40 @@ fn approval_wait_start(status: &PromotionStatus) -> Option<DateTime<Utc>> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
+
+    #[test]
+    fn forgetting_a_promotion_removes_every_series_it_has() {
+        let metrics = Metrics::new();
+        let now = Utc::now();
+        let mut status: PromotionStatus =
+            serde_json::from_value(serde_json::json!({"hashScheme": 1, "phase": "Progressing"}))
+                .expect("a status");
+        status.last_promotion_time = Some(now);
+        for promotion in ["gone", "kept"] {
+            metrics.stage_transition(promotion, "dev");
+            metrics.stage_transition(promotion, "prod");
+            metrics.stage_transition(promotion, "dev");
+            metrics.apply_error(promotion);
+            metrics.observe_promotion(promotion, &status, now);
+        }
+        let before = metrics.encode();
+        assert!(
+            before.contains(r#"tollgate_stage_transitions_total{promotion="gone",stage="dev"} 2"#)
+        );
+        assert!(
+            before.contains(r#"tollgate_promotion_phase{promotion="gone",phase="Progressing"} 1"#)
+        );
+        metrics.forget_promotion("gone");
+        let after = metrics.encode();
+        assert!(!after.contains(r#""gone""#), "{after}");
+        assert!(
+            after.contains(r#"tollgate_stage_transitions_total{promotion="kept",stage="prod"} 1"#)
+        );
+        assert!(after.contains(r#"tollgate_promotion_time_in_stage_seconds{promotion="kept"}"#));
+    }
 
     #[test]
     fn phase_names_match_the_status_spelling() {
