@@ -114,6 +114,7 @@ fn stage_transitions(log: &[WriteRecord]) -> Vec<(DateTime<Utc>, f64)> {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    tollgate::memory::disable_transparent_huge_pages();
     let pushes = arg("--pushes", 40);
     let promotions = arg("--promotions", 20);
     let quiet = Duration::from_secs(arg("--quiet-secs", 10));

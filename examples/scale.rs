@@ -469,6 +469,8 @@ fn main() {
 
     let build_started = Instant::now();
     let mut emulator = EmulatorProcess::start(&args);
+    // As the tollgate binary does; after the emulator child started, so it is left as it was.
+    tollgate::memory::disable_transparent_huge_pages();
     let repo = tempfile::tempdir().expect("repo dir");
     let cache = tempfile::tempdir().expect("cache dir");
     git(repo.path(), &["init", "-q", "-b", "main"]);

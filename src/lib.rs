@@ -8,4 +8,5 @@ pub mod cli;
 pub mod cluster;
 pub mod controller;
 pub mod fuzzing;
+pub mod memory;
 pub mod server;

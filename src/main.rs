@@ -13,6 +13,7 @@ use tollgate::cli;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    tollgate::memory::disable_transparent_huge_pages();
     let args = cli::Cli::parse();
     cli::init_logging(&args.global);
     match cli::dispatch(args.command) {
