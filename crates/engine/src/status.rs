@@ -162,8 +162,10 @@ pub struct StageStatus {
     pub succeeded_at: Option<DateTime<Utc>>,
     #[serde(default)]
     pub counts: StageCounts,
+    /// Boxed: set on approved stages only, and inline it would make every stage status 30 %
+    /// larger (10,000 promotions keep theirs in memory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approver: Option<Approver>,
+    pub approver: Option<Box<Approver>>,
     /// What the stage waits for, in plain words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_reason: Option<String>,

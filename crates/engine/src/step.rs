@@ -593,7 +593,7 @@ impl<'i, 'a> Run<'i, 'a> {
                     reasons::APPROVED,
                     approval_note(&stage.name, snapshot, &valid.approver),
                 ));
-                st.approver = Some(valid.approver);
+                st.approver = Some(Box::new(valid.approver));
                 if let Some(consumed) = valid.consumes {
                     status.record_consumed(consumed);
                 }
