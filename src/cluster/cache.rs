@@ -4,32 +4,35 @@
 //! promotion P" without scanning every ClusterProfile and ClusterSummary on each step (tens of
 //! thousands at fleet scale). Objects are converted once per watch event, not once per step.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
+
+use members::Members;
+
+mod members;
 
 /// The identity of a watched object: namespace ("" when cluster-scoped) and name.
 pub type ObjectKey = (String, String);
 
 /// A key as stored: the namespace is shared by every object in it, and the name by the two maps
 /// that hold the object (at fleet scale the keys weighed as much as the objects).
-type SharedKey = (Arc<str>, Arc<str>);
+pub type SharedKey = (Arc<str>, Arc<str>);
 
-struct Entry<T> {
-    index: Option<Arc<str>>,
-    value: Arc<T>,
-}
-
-/// The objects, by namespace then name, and by index key.
+/// The objects, by index key, and where each one is filed.
 struct Content<T> {
-    objects: HashMap<Arc<str>, HashMap<Arc<str>, Entry<T>>>,
-    by_index: HashMap<Arc<str>, BTreeMap<SharedKey, Arc<T>>>,
+    /// namespace → name → the index key the object is filed under (`None`: not indexed).
+    filed: HashMap<Arc<str>, HashMap<Arc<str>, Option<Arc<str>>>>,
+    /// index key → the objects filed under it, in key order.
+    by_index: HashMap<Arc<str>, Members<T>>,
+    unindexed: Members<T>,
 }
 
 impl<T> Default for Content<T> {
     fn default() -> Self {
         Content {
-            objects: HashMap::new(),
+            filed: HashMap::new(),
             by_index: HashMap::new(),
+            unindexed: Members::default(),
         }
     }
 }
@@ -38,67 +41,86 @@ impl<T> Content<T> {
     /// Inserts or replaces; returns the index the object was filed under before, if any.
     fn insert(&mut self, key: ObjectKey, index: Option<String>, value: T) -> Option<Arc<str>> {
         let (namespace, name) = key;
-        let namespace = match self.objects.get_key_value(namespace.as_str()) {
+        let namespace = match self.filed.get_key_value(namespace.as_str()) {
             Some((shared, _)) => shared.clone(),
             None => Arc::from(namespace),
         };
-        let names = self.objects.entry(namespace.clone()).or_default();
+        let names = self.filed.entry(namespace.clone()).or_default();
         let (name, old_index) = match names.remove_entry(name.as_str()) {
-            Some((shared, old)) => (shared, old.index),
+            Some((shared, old_index)) => (shared, Some(old_index)),
             None => (Arc::from(name), None),
         };
         let key = (namespace, name);
         if let Some(old_index) = &old_index {
-            remove_indexed(&mut self.by_index, old_index, &key);
+            self.remove_member(old_index.as_ref(), &key);
         }
-        let value = Arc::new(value);
-        let index = index.map(|index| {
-            let index = match self.by_index.get_key_value(index.as_str()) {
-                Some((shared, _)) => shared.clone(),
-                None => Arc::from(index),
-            };
-            self.by_index
-                .entry(index.clone())
-                .or_default()
-                .insert(key.clone(), value.clone());
-            index
-        });
+        let index = match index {
+            Some(index) => {
+                let index = match self.by_index.get_key_value(index.as_str()) {
+                    Some((shared, _)) => shared.clone(),
+                    None => Arc::from(index),
+                };
+                self.by_index
+                    .entry(index.clone())
+                    .or_default()
+                    .insert(key.clone(), value);
+                Some(index)
+            }
+            None => {
+                self.unindexed.insert(key.clone(), value);
+                None
+            }
+        };
         let (namespace, name) = key;
-        self.objects
-            .entry(namespace)
-            .or_default()
-            .insert(name, Entry { index, value });
-        old_index
+        self.filed.entry(namespace).or_default().insert(name, index);
+        old_index.flatten()
     }
 
     /// Removes; returns the index the object was filed under, if any.
     fn remove(&mut self, (namespace, name): &ObjectKey) -> Option<Arc<str>> {
-        let (shared_namespace, _) = self.objects.get_key_value(namespace.as_str())?;
+        let (shared_namespace, _) = self.filed.get_key_value(namespace.as_str())?;
         let shared_namespace = shared_namespace.clone();
-        let names = self.objects.get_mut(namespace.as_str())?;
-        let (shared_name, entry) = names.remove_entry(name.as_str())?;
+        let names = self.filed.get_mut(namespace.as_str())?;
+        let (shared_name, index) = names.remove_entry(name.as_str())?;
         if names.is_empty() {
-            self.objects.remove(namespace.as_str());
+            self.filed.remove(namespace.as_str());
         }
-        let index = entry.index?;
-        remove_indexed(&mut self.by_index, &index, &(shared_namespace, shared_name));
-        Some(index)
+        self.remove_member(index.as_ref(), &(shared_namespace, shared_name));
+        index
     }
 
-    fn get(&self, (namespace, name): &ObjectKey) -> Option<&Entry<T>> {
-        self.objects.get(namespace.as_str())?.get(name.as_str())
+    fn remove_member(&mut self, index: Option<&Arc<str>>, key: &SharedKey) {
+        let Some(index) = index else {
+            self.unindexed.remove(key);
+            return;
+        };
+        if let Some(members) = self.by_index.get_mut(index) {
+            members.remove(key);
+            if members.is_empty() {
+                self.by_index.remove(index);
+            }
+        }
     }
 
-    fn entries(&self) -> impl Iterator<Item = (&Arc<str>, &Arc<str>, &Entry<T>)> {
-        self.objects.iter().flat_map(|(namespace, names)| {
-            names
-                .iter()
-                .map(move |(name, entry)| (namespace, name, entry))
-        })
+    fn get(&self, (namespace, name): &ObjectKey) -> Option<&T> {
+        let (namespace, names) = self.filed.get_key_value(namespace.as_str())?;
+        let (name, index) = names.get_key_value(name.as_str())?;
+        let key = (namespace.clone(), name.clone());
+        match index {
+            Some(index) => self.by_index.get(index)?.get(&key),
+            None => self.unindexed.get(&key),
+        }
+    }
+
+    fn entries(&self) -> impl Iterator<Item = (&SharedKey, &T)> {
+        self.by_index
+            .values()
+            .flat_map(Members::iter)
+            .chain(self.unindexed.iter())
     }
 
     fn len(&self) -> usize {
-        self.objects.values().map(HashMap::len).sum()
+        self.by_index.values().map(Members::len).sum::<usize>() + self.unindexed.len()
     }
 }
 
@@ -200,36 +222,60 @@ impl<T> IndexedCache<T> {
         self.read().ready
     }
 
-    pub fn get(&self, key: &ObjectKey) -> Option<Arc<T>> {
-        self.read().content.get(key).map(|e| e.value.clone())
+    pub fn get(&self, key: &ObjectKey) -> Option<T>
+    where
+        T: Clone,
+    {
+        self.read().content.get(key).cloned()
     }
 
     /// Every object filed under `index`, in key order.
-    pub fn indexed(&self, index: &str) -> Vec<Arc<T>> {
+    pub fn indexed(&self, index: &str) -> Vec<T>
+    where
+        T: Clone,
+    {
         self.read()
             .content
             .by_index
             .get(index)
-            .map(|m| m.values().cloned().collect())
+            .map(|m| m.iter().map(|(_, value)| value.clone()).collect())
             .unwrap_or_default()
     }
 
-    pub fn all(&self) -> Vec<Arc<T>> {
+    /// Calls `visit` with the index key as stored, then with every object filed under it and its
+    /// key, in key order, under the read lock: for values that do not repeat their own key and
+    /// index, and are rebuilt from them.
+    pub fn visit_indexed(&self, index: &str, mut visit: impl FnMut(&Arc<str>, &SharedKey, &T)) {
+        let inner = self.read();
+        if let Some((index, members)) = inner.content.by_index.get_key_value(index) {
+            for (key, value) in members.iter() {
+                visit(index, key, value);
+            }
+        }
+    }
+
+    pub fn all(&self) -> Vec<T>
+    where
+        T: Clone,
+    {
         self.read()
             .content
             .entries()
-            .map(|(_, _, e)| e.value.clone())
+            .map(|(_, value)| value.clone())
             .collect()
     }
 
     /// Every object in key order, with the generation it was read at.
-    pub fn all_sorted(&self) -> (u64, Vec<Arc<T>>) {
+    pub fn all_sorted(&self) -> (u64, Vec<T>)
+    where
+        T: Clone,
+    {
         let inner = self.read();
-        let mut entries: Vec<(&Arc<str>, &Arc<str>, &Entry<T>)> = inner.content.entries().collect();
-        entries.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        let mut entries: Vec<(&SharedKey, &T)> = inner.content.entries().collect();
+        entries.sort_by(|a, b| a.0.cmp(b.0));
         let values = entries
             .into_iter()
-            .map(|(_, _, e)| e.value.clone())
+            .map(|(_, value)| value.clone())
             .collect();
         (inner.generation, values)
     }
@@ -253,20 +299,7 @@ impl<T> IndexedCache<T> {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.read().content.objects.is_empty()
-    }
-}
-
-fn remove_indexed<T>(
-    by_index: &mut HashMap<Arc<str>, BTreeMap<SharedKey, Arc<T>>>,
-    index: &str,
-    key: &SharedKey,
-) {
-    if let Some(members) = by_index.get_mut(index) {
-        members.remove(key);
-        if members.is_empty() {
-            by_index.remove(index);
-        }
+        self.read().content.filed.is_empty()
     }
 }
 
@@ -287,7 +320,7 @@ mod tests {
             vec!["p1", "p2"]
         );
         assert!(cache.indexed("p1").is_empty());
-        assert_eq!(*cache.indexed("p2")[0], 2);
+        assert_eq!(cache.indexed("p2")[0], 2);
         assert_eq!(cache.remove(&key("a")), vec!["p2"]);
         assert_eq!(cache.len(), 0);
     }
@@ -299,7 +332,7 @@ mod tests {
         cache.upsert(("a".into(), "y".into()), Some("p".into()), 2);
         cache.upsert(("a".into(), "x".into()), Some("p".into()), 1);
         cache.upsert(("a".into(), "z".into()), Some("q".into()), 4);
-        let members: Vec<i32> = cache.indexed("p").iter().map(|v| **v).collect();
+        let members: Vec<i32> = cache.indexed("p");
         assert_eq!(members, [1, 2, 3]);
         assert_eq!(cache.len(), 4);
         // Emptying a namespace and refilling it keeps lookups and the index consistent.
@@ -309,7 +342,7 @@ mod tests {
             cache.upsert(("b".into(), "x".into()), None, 5),
             Vec::<String>::new()
         );
-        assert_eq!(cache.get(&("b".into(), "x".into())).map(|v| *v), Some(5));
+        assert_eq!(cache.get(&("b".into(), "x".into())), Some(5));
         assert_eq!(cache.indexed("p").len(), 2);
         let mut keys = cache.index_keys();
         keys.sort();
@@ -340,7 +373,7 @@ mod tests {
         let (generation, values) = cache.all_sorted();
         assert_eq!(generation, cache.generation());
         assert!(generation > start);
-        assert_eq!(values.iter().map(|v| **v).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(values, [1, 2]);
         cache.remove(&key("a"));
         assert!(cache.generation() > generation);
     }

@@ -11,16 +11,16 @@ use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tollgate_engine::{
-    FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSummary,
-};
+use tollgate_engine::{FeatureSummary, Observed, ObservedCluster, ObservedProfile};
 use tollgate_render::PROMOTION_LABEL;
 
 use super::cache::IndexedCache;
 use super::lean::LeanObject;
+pub use stored_summary::{Features, StoredSummary};
 pub use summary_object::SummaryObject;
 
 mod intern;
+mod stored_summary;
 mod summary_object;
 
 pub const SUMMARY_PROFILE_LABEL: &str = "projectsveltos.io/cluster-profile-name";
@@ -29,7 +29,7 @@ pub const SUMMARY_PROFILE_LABEL: &str = "projectsveltos.io/cluster-profile-name"
 #[derive(Default)]
 pub struct ObservedCaches {
     pub profiles: Arc<IndexedCache<ObservedProfile>>,
-    pub summaries: Arc<IndexedCache<ObservedSummary>>,
+    pub summaries: Arc<IndexedCache<StoredSummary>>,
     pub clusters: Arc<IndexedCache<ObservedCluster>>,
     /// The fleet as every step sees it, rebuilt only when the cluster cache changed: a copy per
     /// step made cold start O(promotions × clusters).
@@ -45,7 +45,7 @@ impl ObservedCaches {
     pub fn promotion_of_profile(&self, profile: &str) -> Option<String> {
         self.profiles
             .get(&(String::new(), profile.to_string()))
-            .and_then(|p| p.labels.get(PROMOTION_LABEL).cloned())
+            .and_then(|p| p.promotion.as_deref().map(str::to_string))
     }
 
     /// The observed state of one promotion: its own profiles, any profile holding a name it would
@@ -56,20 +56,22 @@ impl ObservedCaches {
             .profiles
             .indexed(promotion)
             .into_iter()
-            .map(|p| (p.name.clone(), (*p).clone()))
+            .map(|p| (p.name.clone(), p))
             .collect();
         for name in generated_names {
             if !profiles.contains_key(name)
                 && let Some(p) = self.profiles.get(&(String::new(), name.clone()))
             {
-                profiles.insert(name.clone(), (*p).clone());
+                profiles.insert(name.clone(), p);
             }
         }
-        let summaries = profiles
-            .keys()
-            .flat_map(|name| self.summaries.indexed(name))
-            .map(|s| (*s).clone())
-            .collect();
+        let mut summaries = Vec::new();
+        for name in profiles.keys() {
+            self.summaries
+                .visit_indexed(name, |profile, (namespace, name), summary| {
+                    summaries.push(summary.observed(namespace, name, profile));
+                });
+        }
         let clusters = self.fleet();
         Observed {
             profiles,
@@ -91,32 +93,29 @@ impl ObservedCaches {
             return fleet.clone();
         }
         let (generation, clusters) = self.clusters.all_sorted();
-        let fleet = Arc::new(
-            clusters
-                .into_iter()
-                .map(|c| (*c).clone())
-                .collect::<Vec<_>>(),
-        );
+        let fleet = Arc::new(clusters);
         *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Some((generation, fleet.clone()));
         fleet
     }
 }
 
 pub fn convert_profile(object: &LeanObject) -> Option<(Option<String>, ObservedProfile)> {
-    let labels: BTreeMap<String, String> = object.labels().clone().into_iter().collect();
+    let labels = object.labels();
+    let annotations = object.annotations();
+    let profile = ObservedProfile::from_metadata(
+        object.name_any(),
+        |key| labels.get(key).map(String::as_str),
+        |key| annotations.get(key).map(String::as_str),
+        intern_spec(object.spec.as_ref().unwrap_or(&Value::Null)),
+        object.metadata.deletion_timestamp.is_some(),
+    );
     let index = labels.get(PROMOTION_LABEL).cloned();
-    let profile = ObservedProfile {
-        name: object.name_any(),
-        annotations: object.annotations().clone().into_iter().collect(),
-        labels,
-        spec: intern_spec(object.spec.as_ref().unwrap_or(&Value::Null)),
-        deleting: object.metadata.deletion_timestamp.is_some(),
-    };
     Some((index, profile))
 }
 
-/// A ClusterSummary as the summary watch decodes it (lean: only the fields read here).
-pub fn convert_summary_object(object: &SummaryObject) -> Option<(Option<String>, ObservedSummary)> {
+/// A ClusterSummary as the summary watch decodes it (lean: only the fields read here), filed
+/// under its profile.
+pub fn convert_summary_object(object: &SummaryObject) -> Option<(Option<String>, StoredSummary)> {
     let metadata = &object.metadata;
     let spec = object.spec.as_ref();
     let status = object.status.as_ref();
@@ -133,14 +132,9 @@ pub fn convert_summary_object(object: &SummaryObject) -> Option<(Option<String>,
             status: strings.intern(f.status.as_deref().unwrap_or_default()),
             last_applied_time: f.last_applied_time.as_deref().and_then(parse_time),
             failure_message: f.failure_message.as_deref().map(Box::from),
-            hash: f.hash.as_deref().map(|h| strings.intern(h)),
         })
         .collect();
-    let summary = ObservedSummary {
-        namespace: strings.intern(metadata.namespace.as_deref().unwrap_or_default()),
-        // Unique per summary: nothing to share.
-        name: Arc::from(metadata.name.as_deref().unwrap_or_default()),
-        profile_name: strings.intern(profile_name),
+    let summary = StoredSummary {
         cluster_name: strings.intern(
             spec.and_then(|s| s.cluster_name.as_deref())
                 .unwrap_or_default(),
@@ -304,8 +298,6 @@ mod tests {
         assert_eq!(lean.metadata.resource_version.as_deref(), Some("42"));
         assert!(lean.metadata.managed_fields.is_none());
         let from_lean = convert_summary_object(&lean).expect("converted");
-        assert_eq!(&*from_lean.1.namespace, "fleet");
-        assert_eq!(&*from_lean.1.name, "p-dev-sveltos-c1");
         assert_eq!(&*from_lean.1.cluster_name, "c1");
         assert_eq!(
             *from_lean.1.spec,
@@ -321,7 +313,6 @@ mod tests {
         assert_eq!(from_lean.0.as_deref(), Some("p-dev"));
         assert_eq!(from_lean.1.failure_message.as_deref(), Some("boom"));
         assert!(from_lean.1.features[0].is_failed());
-        assert_eq!(from_lean.1.features[0].hash.as_deref(), Some("h="));
     }
 
     #[test]
@@ -354,10 +345,61 @@ mod tests {
         };
         let (_, a) = convert_summary_object(&summary("a")).expect("converted");
         let (_, b) = convert_summary_object(&summary("b")).expect("converted");
-        assert!(Arc::ptr_eq(&a.profile_name, &b.profile_name));
         assert!(Arc::ptr_eq(&a.cluster_name, &b.cluster_name));
         assert!(Arc::ptr_eq(&a.features[0].status, &b.features[0].status));
-        assert_ne!(a.name, b.name);
+    }
+
+    #[test]
+    fn observe_rebuilds_summaries_from_their_key_and_profile() {
+        let caches = ObservedCaches::default();
+        let profile = object(json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
+            "metadata": {"name": "p-s1", "labels": {"tollgate.dev/promotion": "p",
+                                                    "app.kubernetes.io/managed-by": "tollgate"},
+                         "annotations": {"tollgate.dev/spec-hash": "h1", "other": "x"}},
+            "spec": {"tier": 100}
+        }));
+        let (index, profile) = convert_profile(&profile).expect("converted");
+        assert!(profile.is_owned_by("p"));
+        assert_eq!(profile.applied_spec_hash(), Some("h1"));
+        caches
+            .profiles
+            .upsert((String::new(), "p-s1".into()), index, profile);
+        for (namespace, cluster) in [("fleet-b", "c1"), ("fleet-a", "c2")] {
+            let summary = summary_object(json!({
+                "metadata": {"name": format!("p-s1-sveltos-{cluster}"), "namespace": namespace,
+                             "labels": {"projectsveltos.io/cluster-profile-name": "p-s1"}},
+                "spec": {"clusterName": cluster, "clusterProfileSpec": {"tier": 100}},
+                "status": {"failureMessage": "boom"}
+            }));
+            let (index, stored) = convert_summary_object(&summary).expect("converted");
+            caches.summaries.upsert(
+                (namespace.into(), format!("p-s1-sveltos-{cluster}")),
+                index,
+                stored,
+            );
+        }
+        let observed = caches.observe("p", &[]);
+        let seen: Vec<(&str, &str, &str, &str)> = observed
+            .summaries
+            .iter()
+            .map(|s| (&*s.namespace, &*s.name, &*s.profile_name, &*s.cluster_name))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("fleet-a", "p-s1-sveltos-c2", "p-s1", "c2"),
+                ("fleet-b", "p-s1-sveltos-c1", "p-s1", "c1")
+            ]
+        );
+        assert_eq!(
+            observed.summaries[0].failure_message.as_deref(),
+            Some("boom")
+        );
+        assert!(Arc::ptr_eq(
+            &observed.summaries[0].spec,
+            &observed.profiles["p-s1"].spec
+        ));
     }
 
     #[test]

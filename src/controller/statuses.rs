@@ -68,10 +68,7 @@ impl StatusCache {
     }
 
     pub fn get(&self, name: &str) -> Option<PersistedState> {
-        let watched = self
-            .watched
-            .get(&(String::new(), name.to_string()))
-            .map(|s| (*s).clone());
+        let watched = self.watched.get(&(String::new(), name.to_string()));
         let mut own = self.own();
         match (own.get(name), watched) {
             (Some(mine), Some(seen)) if mine.resource_version == seen.resource_version => {

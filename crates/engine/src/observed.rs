@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use tollgate_render::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, PROMOTION_LABEL, SPEC_HASH_ANNOTATION};
+use tollgate_render::{
+    MANAGED_BY_LABEL, MANAGED_BY_VALUE, PROMOTION_LABEL, SPEC_HASH_ANNOTATION, STAGE_LABEL,
+    VERIFICATION_LABEL,
+};
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Observed {
@@ -20,11 +23,22 @@ pub struct Observed {
     pub clusters: Arc<Vec<ObservedCluster>>,
 }
 
+/// A ClusterProfile as the engine reads it: its name, spec and the labels and annotations tollgate
+/// sets. Every other label and annotation is dropped on conversion: a profile's metadata maps
+/// weighed ten times its fields at fleet scale, and nothing reads them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ObservedProfile {
     pub name: String,
-    pub labels: BTreeMap<String, String>,
-    pub annotations: BTreeMap<String, String>,
+    /// Label `app.kubernetes.io/managed-by` is `tollgate`.
+    pub managed_by_tollgate: bool,
+    /// Label `tollgate.dev/promotion`.
+    pub promotion: Option<Box<str>>,
+    /// Label `tollgate.dev/stage`.
+    pub stage: Option<Box<str>>,
+    /// Label `tollgate.dev/verification` is `true`.
+    pub verification: bool,
+    /// Annotation `tollgate.dev/spec-hash`: the hash of the spec tollgate last applied.
+    pub spec_hash: Option<Box<str>>,
     /// Shared with the ClusterSummaries that carry the same spec (the controller interns both).
     pub spec: Arc<Value>,
     /// `metadata.deletionTimestamp` is set: add-ons are being withdrawn.
@@ -32,24 +46,41 @@ pub struct ObservedProfile {
 }
 
 impl ObservedProfile {
+    /// Reads what tollgate needs from a profile's labels and annotations (looked up by key).
+    pub fn from_metadata<'a>(
+        name: String,
+        label: impl Fn(&str) -> Option<&'a str>,
+        annotation: impl Fn(&str) -> Option<&'a str>,
+        spec: Arc<Value>,
+        deleting: bool,
+    ) -> Self {
+        ObservedProfile {
+            name,
+            managed_by_tollgate: label(MANAGED_BY_LABEL) == Some(MANAGED_BY_VALUE),
+            promotion: label(PROMOTION_LABEL).map(Box::from),
+            stage: label(STAGE_LABEL).map(Box::from),
+            verification: label(VERIFICATION_LABEL) == Some("true"),
+            spec_hash: annotation(SPEC_HASH_ANNOTATION).map(Box::from),
+            spec,
+            deleting,
+        }
+    }
+
     /// Carries tollgate's managed-by label (whatever promotion it belongs to).
     pub fn is_managed_by_tollgate(&self) -> bool {
-        self.labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE)
+        self.managed_by_tollgate
     }
 
     /// Managed by tollgate for this promotion.
     pub fn is_owned_by(&self, promotion: &str) -> bool {
-        self.is_managed_by_tollgate()
-            && self.labels.get(PROMOTION_LABEL).map(String::as_str) == Some(promotion)
+        self.managed_by_tollgate && self.promotion.as_deref() == Some(promotion)
     }
 
     /// The hash of the spec tollgate last applied to it, if tollgate applied it and it is not
     /// being deleted (a profile on its way out carries nothing).
     pub fn applied_spec_hash(&self) -> Option<&str> {
-        if self.is_managed_by_tollgate() && !self.deleting {
-            self.annotations
-                .get(SPEC_HASH_ANNOTATION)
-                .map(String::as_str)
+        if self.managed_by_tollgate && !self.deleting {
+            self.spec_hash.as_deref()
         } else {
             None
         }
@@ -57,7 +88,7 @@ impl ObservedProfile {
 }
 
 /// One ClusterSummary. A fleet holds hundreds of thousands, so the strings repeated across
-/// summaries (namespace, profile, cluster, feature ids, statuses, hashes) are shared `Arc<str>`s
+/// summaries (namespace, profile, cluster, feature ids, statuses) are shared `Arc<str>`s
 /// (the controller interns them), and a clone, one per summary per step, allocates nothing.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ObservedSummary {
@@ -82,7 +113,6 @@ pub struct FeatureSummary {
     pub status: Arc<str>,
     pub last_applied_time: Option<DateTime<Utc>>,
     pub failure_message: Option<Box<str>>,
-    pub hash: Option<Arc<str>>,
 }
 
 impl FeatureSummary {

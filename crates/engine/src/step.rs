@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tollgate_render::profile::preverification_spec;
 use tollgate_render::{
-    STAGE_LABEL, VERIFICATION_LABEL, preverification_profile_name, render_preverification_profile,
-    render_stage_profile, spec_hash, stage_profile_name, stage_profile_spec,
+    preverification_profile_name, render_preverification_profile, render_stage_profile, spec_hash,
+    stage_profile_name, stage_profile_spec,
 };
 use tollgate_spec::hash::HASH_SCHEME;
 use tollgate_spec::model::{ClusterPromotion, Stage, Trigger};
@@ -647,14 +647,10 @@ impl<'i, 'a> Run<'i, 'a> {
             .filter(|p| p.is_owned_by(name) && !p.deleting)
             .filter(|p| {
                 let in_spec = p
-                    .labels
-                    .get(STAGE_LABEL)
+                    .stage
+                    .as_deref()
                     .is_some_and(|s| self.promotion.stage(s).is_some());
-                let verification = p
-                    .labels
-                    .get(VERIFICATION_LABEL)
-                    .is_some_and(|v| v == "true");
-                !in_spec || (verification && wanted_preverification.as_deref() != Some(&p.name))
+                !in_spec || (p.verification && wanted_preverification.as_deref() != Some(&p.name))
             })
             .map(|p| p.name.clone())
             .collect()

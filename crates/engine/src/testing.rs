@@ -108,13 +108,15 @@ impl World {
         match action {
             Action::ApplyProfile { name, object } => {
                 let metadata = object.get("metadata");
-                let profile = ObservedProfile {
-                    name: name.clone(),
-                    labels: string_map(metadata.and_then(|m| m.get("labels"))),
-                    annotations: string_map(metadata.and_then(|m| m.get("annotations"))),
-                    spec: Arc::new(object.get("spec").cloned().unwrap_or(Value::Null)),
-                    deleting: false,
-                };
+                let labels = string_map(metadata.and_then(|m| m.get("labels")));
+                let annotations = string_map(metadata.and_then(|m| m.get("annotations")));
+                let profile = ObservedProfile::from_metadata(
+                    name.clone(),
+                    |key| labels.get(key).map(String::as_str),
+                    |key| annotations.get(key).map(String::as_str),
+                    Arc::new(object.get("spec").cloned().unwrap_or(Value::Null)),
+                    false,
+                );
                 self.observed.profiles.insert(name.clone(), profile);
             }
             Action::DeleteProfile { name } => {
@@ -175,7 +177,6 @@ impl World {
                             status: "Provisioning".into(),
                             last_applied_time: None,
                             failure_message: None,
-                            hash: None,
                         }
                     } else if failing {
                         FeatureSummary {
@@ -183,7 +184,6 @@ impl World {
                             status: "Failed".into(),
                             last_applied_time: Some(now),
                             failure_message: Some("deployment failed".into()),
-                            hash: None,
                         }
                     } else {
                         FeatureSummary {
@@ -191,7 +191,6 @@ impl World {
                             status: "Provisioned".into(),
                             last_applied_time: Some(now),
                             failure_message: None,
-                            hash: None,
                         }
                     };
                     summary.features.retain(|f| &*f.feature_id != feature);

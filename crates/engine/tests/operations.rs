@@ -84,13 +84,14 @@ fn invalid_head_keeps_running_the_last_good_snapshot() {
 }
 
 fn foreign(name: &str) -> ObservedProfile {
-    ObservedProfile {
-        name: name.to_string(),
-        labels: [("team".to_string(), "payments".to_string())].into(),
-        annotations: Default::default(),
-        spec: json!({"clusterSelector": {"matchLabels": {"env": "s2"}}}).into(),
-        deleting: false,
-    }
+    // Labelled by its team, not by tollgate.
+    ObservedProfile::from_metadata(
+        name.to_string(),
+        |key| (key == "team").then_some("payments"),
+        |_| None,
+        json!({"clusterSelector": {"matchLabels": {"env": "s2"}}}).into(),
+        false,
+    )
 }
 
 #[test]

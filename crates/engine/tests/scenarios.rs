@@ -10,7 +10,7 @@ use tollgate_engine::testing::{self, World};
 use tollgate_engine::{Action, Desired, Phase};
 use tollgate_render::{
     MANAGED_BY_LABEL, PROMOTION_LABEL, SNAPSHOT_COMMIT_ANNOTATION, SNAPSHOT_INDEX_ANNOTATION,
-    SPEC_HASH_ANNOTATION, STAGE_LABEL, VERIFICATION_LABEL,
+    STAGE_LABEL,
 };
 use tollgate_spec::model::Trigger;
 use tollgate_spec::parse::{Limits, parse_file};
@@ -466,7 +466,7 @@ fn s09_pre_verification_profile_lives_between_delay_end_and_advance() {
     assert!(!h.has_profile(&pre_name));
     h.later(Duration::minutes(2));
     let pre_profile = h.world.profile(&pre_name).unwrap();
-    assert_eq!(pre_profile.labels[VERIFICATION_LABEL], "true");
+    assert!(pre_profile.verification);
     assert_eq!(pre_profile.spec["policyRefs"][0]["name"], "validation-job");
     assert!(!h.has_profile(&profile_name("s2")));
 
@@ -626,5 +626,5 @@ fn world_sanity_summaries_follow_profiles() {
         "Provisioned"
     );
     let profile = world.profile(&profile_name("s1")).unwrap();
-    assert!(profile.annotations.contains_key(SPEC_HASH_ANNOTATION));
+    assert!(profile.spec_hash.is_some());
 }
