@@ -18,10 +18,13 @@ pub type ObjectKey = (String, String);
 /// that hold the object (at fleet scale the keys weighed as much as the objects).
 pub type SharedKey = (Arc<str>, Arc<str>);
 
+/// name → the index key the object is filed under (`None`: not indexed), for one namespace.
+type FiledNames = HashMap<Arc<str>, Option<Arc<str>>>;
+
 /// The objects, by index key, and where each one is filed.
 struct Content<T> {
-    /// namespace → name → the index key the object is filed under (`None`: not indexed).
-    filed: HashMap<Arc<str>, HashMap<Arc<str>, Option<Arc<str>>>>,
+    /// By namespace.
+    filed: HashMap<Arc<str>, FiledNames>,
     /// index key → the objects filed under it, in key order.
     by_index: HashMap<Arc<str>, Members<T>>,
     unindexed: Members<T>,
