@@ -5,8 +5,9 @@
 //! 460 bytes) for even one. Small groups are a sorted vector sized to fit instead; a group that
 //! grows past [`SMALL`] becomes a B-tree, where an insertion is not a shift of every later member.
 
-use super::SharedKey;
 use std::collections::BTreeMap;
+
+use super::SharedKey;
 
 /// Members beyond which a group is a B-tree.
 const SMALL: usize = 32;
