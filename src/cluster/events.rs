@@ -316,33 +316,24 @@ mod tests {
 
     #[test]
     fn every_part_of_the_key_tells_series_apart() {
-        let base = SeriesKey {
-            promotion: "ab".into(),
-            warning: false,
-            reason: "StageProvisioned",
-            note: "c".into(),
+        let id = |promotion: &str, warning, reason, note: &str| {
+            SeriesKey {
+                promotion: promotion.into(),
+                warning,
+                reason,
+                note: note.into(),
+            }
+            .id()
         };
-        let id = base.id();
-        let shifted = SeriesKey {
-            promotion: "a".into(),
-            note: "bc".into(),
-            ..base
-        };
-        assert_ne!(shifted.id(), id, "field boundaries count");
-        let warning = SeriesKey {
-            promotion: "ab".into(),
-            warning: true,
-            reason: "StageProvisioned",
-            note: "c".into(),
-        };
-        assert_ne!(warning.id(), id);
-        let reason = SeriesKey {
-            promotion: "ab".into(),
-            warning: false,
-            reason: "StageSucceeded",
-            note: "c".into(),
-        };
-        assert_ne!(reason.id(), id);
+        let base = id("ab", false, "StageProvisioned", "c");
+        assert_eq!(base, id("ab", false, "StageProvisioned", "c"));
+        assert_ne!(
+            id("a", false, "StageProvisioned", "bc"),
+            base,
+            "field boundaries count"
+        );
+        assert_ne!(id("ab", true, "StageProvisioned", "c"), base);
+        assert_ne!(id("ab", false, "StageSucceeded", "c"), base);
         let created = Timestamp::from_second(1_700_000_000).expect("valid time");
         assert_eq!(event_name("ab", created), "ab.17979cfe362a0000");
     }

@@ -35,7 +35,7 @@ impl StoredSummary {
             profile_name: profile.clone(),
             cluster_name: self.cluster_name.clone(),
             spec: self.spec.clone(),
-            features: self.features.as_slice().to_vec(),
+            features: self.features.to_vec(),
             failure_message: self.failure_message.clone(),
         }
     }
@@ -67,14 +67,12 @@ impl Features {
 impl FromIterator<FeatureSummary> for Features {
     fn from_iter<I: IntoIterator<Item = FeatureSummary>>(features: I) -> Self {
         let mut features: Vec<FeatureSummary> = features.into_iter().collect();
-        match (features.pop(), features.is_empty()) {
-            (Some(only), true) => Features::One(only),
-            (Some(last), false) => {
-                features.push(last);
-                Features::Other(features.into_boxed_slice())
-            }
-            (None, _) => Features::default(),
+        if features.len() == 1
+            && let Some(only) = features.pop()
+        {
+            return Features::One(only);
         }
+        Features::Other(features.into_boxed_slice())
     }
 }
 
