@@ -374,8 +374,7 @@ impl LoopState {
             let last = self
                 .git
                 .get(&name)
-                .and_then(|g| g.view.effective_snapshot().cloned())
-                .map(Arc::new);
+                .and_then(|g| g.view.effective_snapshot().cloned());
             self.dirty.insert(name.clone());
             match &hold {
                 Some(reason) if !confirmed(ctx, &name) => {
@@ -410,8 +409,7 @@ impl LoopState {
                         let last = self
                             .git
                             .remove(&name)
-                            .and_then(|g| g.view.effective_snapshot().cloned())
-                            .map(Arc::new);
+                            .and_then(|g| g.view.effective_snapshot().cloned());
                         self.removed.insert(name.clone(), last);
                     }
                     self.dirty.insert(name);

@@ -27,10 +27,10 @@ pub enum PromotionView {
 
 impl PromotionView {
     /// The snapshot the controller should run: the current one, or the last good one.
-    pub fn effective_snapshot(&self) -> Option<&Snapshot> {
+    pub fn effective_snapshot(&self) -> Option<&Arc<Snapshot>> {
         match self {
             PromotionView::Valid { snapshot } => Some(snapshot),
-            PromotionView::Invalid { last_good, .. } => last_good.as_deref(),
+            PromotionView::Invalid { last_good, .. } => last_good.as_ref(),
         }
     }
 }
