@@ -14,6 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch};
 use tollgate::cluster::leader::LeaderGate;
+use tollgate::server::metrics::ALL_PHASES;
 use tollgate::server::signature::hmac_sha256_hex;
 use tollgate::server::{
     Metrics, ReconcileResult, ServerConfig, ServerState, WebhookSecrets, bind, router,
@@ -537,7 +538,7 @@ async fn metrics_parse_as_openmetrics_with_every_family() {
             .into_iter()
             .filter(|s| s.labels.get("promotion").is_some_and(|p| p == promotion))
             .collect();
-        assert_eq!(series.len(), 8, "{promotion}");
+        assert_eq!(series.len(), ALL_PHASES.len(), "{promotion}");
         let on: Vec<&str> = series
             .iter()
             .filter(|s| s.value == 1.0)
@@ -548,7 +549,7 @@ async fn metrics_parse_as_openmetrics_with_every_family() {
             .iter()
             .filter_map(|s| s.labels.get("phase").map(String::as_str))
             .collect();
-        assert_eq!(phases.len(), 8);
+        assert_eq!(phases.len(), ALL_PHASES.len());
     }
 
     assert_eq!(

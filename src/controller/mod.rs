@@ -431,31 +431,34 @@ impl LoopState {
             return;
         }
         let now = Utc::now();
-        let jobs: Vec<(String, GitPresence, Option<String>)> = names
+        let jobs: Vec<(String, GitPresence)> = names
             .into_iter()
             .filter_map(|name| {
                 let presence = match (self.git.get(&name), self.removed.get(&name)) {
-                    (Some(git), _) => GitPresence::Present(git.clone()),
+                    (Some(git), _) => match self.held.get(&name) {
+                        Some(reason) => GitPresence::RemovalHeld {
+                            git: git.clone(),
+                            reason: format!(
+                                "{reason}; confirm with --confirm-prune or annotate the GitPromotion {}=true",
+                                statuses::CONFIRM_PRUNE_ANNOTATION
+                            ),
+                        },
+                        None => GitPresence::Present(git.clone()),
+                    },
                     (None, Some(last)) => GitPresence::Removed { last: last.clone() },
                     (None, None) => return None,
                 };
-                let hold = self.held.get(&name).map(|reason| {
-                    format!(
-                        "Removal held: {reason}. Confirm with --confirm-prune or annotate the GitPromotion {}=true.",
-                        statuses::CONFIRM_PRUNE_ANNOTATION
-                    )
-                });
-                Some((name, presence, hold))
+                Some((name, presence))
             })
             .collect();
         let batch_started = std::time::Instant::now();
         let results: Vec<(String, Result<Outcome, ReconcileError>)> = futures::stream::iter(jobs)
-            .map(|(name, presence, hold)| {
+            .map(|(name, presence)| {
                 let ctx = ctx.clone();
                 async move {
                     // One hung request must not stall every promotion behind this batch. Cancelling
                     // is safe: nothing is persisted unless the whole step completed.
-                    let step = reconcile::reconcile(&ctx, &name, &presence, hold.as_deref(), now);
+                    let step = reconcile::reconcile(&ctx, &name, &presence, now);
                     let result = tokio::time::timeout(STEP_TIMEOUT, step)
                         .await
                         .unwrap_or(Err(ReconcileError::TimedOut(STEP_TIMEOUT)));

@@ -27,6 +27,12 @@ use crate::server::metrics::Metrics;
 #[derive(Debug, Clone)]
 pub enum GitPresence {
     Present(Arc<PromotionGit>),
+    /// Removed from git, but the blast-radius guard holds the removal: `git` is the promotion as
+    /// it was, `reason` says why and how to confirm.
+    RemovalHeld {
+        git: Arc<PromotionGit>,
+        reason: String,
+    },
     /// Removed from git, past the blast-radius guard.
     Removed {
         last: Option<Arc<Snapshot>>,
@@ -66,13 +72,29 @@ pub async fn reconcile(
     ctx: &Context,
     name: &str,
     presence: &GitPresence,
-    hold_message: Option<&str>,
     now: DateTime<Utc>,
 ) -> Result<Outcome, ReconcileError> {
     // observe
     let persisted = ctx.statuses.get(name);
     let invalid_text;
     let (desired, file) = match presence {
+        GitPresence::RemovalHeld { git, reason } => match git.view.effective_snapshot() {
+            Some(snapshot) => (
+                Desired::RemovalHeld {
+                    current: snapshot,
+                    reason,
+                },
+                snapshot.file.clone(),
+            ),
+            // Never valid: nothing was applied, so there is nothing to hold.
+            None => (
+                Desired::Removed {
+                    promotion: name,
+                    last: None,
+                },
+                String::new(),
+            ),
+        },
         GitPresence::Present(git) => match &git.view {
             PromotionView::Valid { snapshot } => (
                 Desired::Snapshot {
@@ -118,13 +140,13 @@ pub async fn reconcile(
     let observed = ctx.caches.observe(name, &generated);
     let approvals: &[tollgate_spec::ApprovalEvent] = match presence {
         GitPresence::Present(git) => &git.approvals,
-        GitPresence::Removed { .. } => &[],
+        GitPresence::RemovalHeld { .. } | GitPresence::Removed { .. } => &[],
     };
 
     // plan
     let StepOutput {
         actions,
-        mut status,
+        status,
         events,
         wake_at,
     } = tollgate_engine::step(&StepInput {
@@ -134,9 +156,6 @@ pub async fn reconcile(
         status: persisted.as_ref().and_then(|p| p.status.as_ref()),
         now,
     });
-    if let Some(message) = hold_message {
-        status.message = Some(message.to_string());
-    }
 
     // apply
     for action in &actions {
@@ -144,7 +163,7 @@ pub async fn reconcile(
     }
 
     // update status
-    let removed_and_clean = matches!(presence, GitPresence::Removed { .. }) && actions.is_empty();
+    let removed_and_clean = matches!(desired, Desired::Removed { .. }) && actions.is_empty();
     if removed_and_clean {
         if persisted.is_some() {
             ctx.writer
@@ -299,7 +318,7 @@ async fn persist(
 /// Every profile name the promotion could own: so that a foreign profile holding one is seen.
 fn generated_names(promotion: &str, desired: &Desired<'_>) -> Vec<String> {
     let snapshot = match desired {
-        Desired::Snapshot { current, .. } => Some(*current),
+        Desired::Snapshot { current, .. } | Desired::RemovalHeld { current, .. } => Some(*current),
         Desired::Removed { last, .. } => *last,
         Desired::NeverValid { .. } => None,
     };

@@ -20,13 +20,14 @@ use tollgate_engine::{Phase, PromotionStatus};
 use tracing::error;
 
 /// Every phase, so the phase gauge always has one series per phase (1 for the current one).
-pub const ALL_PHASES: [Phase; 8] = [
+pub const ALL_PHASES: [Phase; 9] = [
     Phase::Progressing,
     Phase::Waiting,
     Phase::Paused,
     Phase::Completed,
     Phase::Failed,
     Phase::Invalid,
+    Phase::RemovalHeld,
     Phase::Removing,
     Phase::Removed,
 ];
@@ -40,6 +41,7 @@ pub fn phase_name(phase: &Phase) -> &'static str {
         Phase::Completed => "Completed",
         Phase::Failed => "Failed",
         Phase::Invalid => "Invalid",
+        Phase::RemovalHeld => "RemovalHeld",
         Phase::Removing => "Removing",
         Phase::Removed => "Removed",
     }

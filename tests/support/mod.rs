@@ -116,6 +116,8 @@ pub struct World {
     pub controller: Option<(ControllerHandle, tokio::task::JoinHandle<()>)>,
     pub cache: TempDir,
     pub guard: PruneGuard,
+    /// The tracked path inside the repository ("" = the whole tree).
+    pub source_path: String,
 }
 
 impl World {
@@ -144,6 +146,7 @@ impl World {
             controller: None,
             cache: tempfile::tempdir().expect("temp dir"),
             guard: PruneGuard::default(),
+            source_path: String::new(),
         }
     }
 
@@ -152,7 +155,7 @@ impl World {
             source: SourceConfig::new(
                 self.repo.path().to_string_lossy(),
                 "main",
-                "",
+                &self.source_path,
                 self.cache.path(),
             ),
             // Local repositories are watched; the poll is only a fallback.
@@ -249,6 +252,29 @@ impl World {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// (reason, note) of every Event regarding `promotion`.
+    pub async fn events_of(&self, promotion: &str) -> Vec<(String, String)> {
+        let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(self.client.clone());
+        events
+            .list(&ListParams::default())
+            .await
+            .expect("events list")
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(promotion))
+            .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+            .collect()
+    }
+
+    /// Writes a kubeconfig for the emulator into the world's temp dir, for CLI commands.
+    pub fn kubeconfig(&self) -> PathBuf {
+        let path = self.cache.path().join("emulator.kubeconfig");
+        self.emulator
+            .write_kubeconfig(&path)
+            .expect("kubeconfig written");
+        path
     }
 
     pub async fn wait_phase(&self, promotion: &str, phase: &str) -> Value {

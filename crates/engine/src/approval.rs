@@ -4,7 +4,10 @@
 //! approval event advances at most one stage of one run. With `automaticReset: true` the
 //! `approved: true` field counts only if the commit that set it is the run's start commit or later
 //! in first-parent history; with `false` it counts whenever present. An annotation
-//! `approve.tollgate.dev/<stage>: <snapshot>` approves exactly the snapshot it names.
+//! `approve.tollgate.dev/<stage>: <snapshot>` approves exactly the snapshot it names, and only if
+//! it was set at or after the run's start commit: a value set for an earlier run of the same
+//! content (a revert, a promotion removed and restored) never serves a later one, even when the
+//! status that recorded its consumption is gone.
 
 use tollgate_spec::model::ManualTrigger;
 use tollgate_spec::snapshot::{APPROVE_ANNOTATION_PREFIX, ApprovalEvent, ApprovalKind, Snapshot};
@@ -46,14 +49,10 @@ pub fn find(
         run,
     };
 
-    let annotation_key = format!("{APPROVE_ANNOTATION_PREFIX}{stage}");
-    if let Some(value) = snapshot.promotion.metadata.annotations.get(&annotation_key)
+    if let Some(value) = annotation(snapshot, stage)
         && names_snapshot(value, snapshot)
-        && let Some(event) = latest(
-            events,
-            stage,
-            |kind| matches!(kind, ApprovalKind::Annotation { value: v } if v == value),
-        )
+        && let Some(event) = annotation_event(events, stage, value)
+        && event.commit.seq >= snapshot.commit.seq
         && usable(event)
     {
         return Some(ValidApproval {
@@ -80,6 +79,97 @@ pub fn find(
         approver: approver_of("Field", Some(event)),
         consumes: Some(consumption(event)),
     })
+}
+
+/// Why no approval lets the run of `snapshot` pass `stage`, and what would: the hint status gives
+/// while the stage waits. Call only when [`find`] found none.
+pub fn wanted(
+    snapshot: &Snapshot,
+    stage: &str,
+    trigger: &ManualTrigger,
+    events: &[ApprovalEvent],
+    consumed: &[ConsumedApproval],
+) -> String {
+    let key = format!("{APPROVE_ANNOTATION_PREFIX}{stage}");
+    let run_start = short_sha(&snapshot.commit.sha);
+    let approve_command = format!(
+        "run `tollgate approve {} {stage}`",
+        snapshot.promotion.name()
+    );
+    let mut refusals = Vec::new();
+    if let Some(value) = annotation(snapshot, stage) {
+        refusals.push(if !names_snapshot(value, snapshot) {
+            format!(
+                "warning: {key}: {value:?} names no snapshot of this run (snapshot #{} is {}, commit {run_start})",
+                snapshot.index,
+                snapshot.hashes.short()
+            )
+        } else {
+            let event = annotation_event(events, stage, value);
+            let used_by = event.and_then(|e| {
+                consumed
+                    .iter()
+                    .find(|c| c.stage == stage && c.commit == e.commit.sha && c.run != snapshot.index)
+            });
+            match (event, used_by) {
+                (Some(e), Some(c)) => format!(
+                    "{key} names this snapshot but was set by commit {} and used by run #{}",
+                    short_sha(&e.commit.sha),
+                    c.run
+                ),
+                (Some(e), None) => format!(
+                    "{key} names this snapshot but was set by commit {}, before this run started at {run_start}",
+                    short_sha(&e.commit.sha)
+                ),
+                (None, _) => format!("{key} names this snapshot but no commit set it"),
+            }
+        });
+    }
+    if trigger.approved == Some(true) {
+        let set_by = latest(events, stage, |kind| matches!(kind, ApprovalKind::Field))
+            .map(|e| format!(" (set by commit {})", short_sha(&e.commit.sha)))
+            .unwrap_or_default();
+        refusals.push(format!(
+            "`approved: true`{set_by} is from before this run started at {run_start} or was used by an earlier run: commit `approved: false`, then `approved: true`, or {approve_command}"
+        ));
+        return format!("waiting for approval: {}", refusals.join("; "));
+    }
+    let annotate = match annotation(snapshot, stage) {
+        // The same value again would be no new approval: name the run's start commit instead.
+        Some(value) if names_snapshot(value, snapshot) => format!("{key}: {}", snapshot.commit.sha),
+        _ => format!("{key}: {}", snapshot.hashes.short()),
+    };
+    refusals.push(format!(
+        "{approve_command}, commit `approved: true` for stage {stage} (at or after {run_start}), or annotate {annotate}"
+    ));
+    format!("waiting for approval: {}", refusals.join("; "))
+}
+
+fn annotation<'s>(snapshot: &'s Snapshot, stage: &str) -> Option<&'s str> {
+    let key = format!("{APPROVE_ANNOTATION_PREFIX}{stage}");
+    snapshot
+        .promotion
+        .metadata
+        .annotations
+        .get(&key)
+        .map(String::as_str)
+}
+
+/// The newest commit that set the stage's annotation to `value`.
+fn annotation_event<'e>(
+    events: &'e [ApprovalEvent],
+    stage: &str,
+    value: &str,
+) -> Option<&'e ApprovalEvent> {
+    latest(
+        events,
+        stage,
+        |kind| matches!(kind, ApprovalKind::Annotation { value: v } if v == value),
+    )
+}
+
+fn short_sha(sha: &str) -> &str {
+    sha.get(..7).unwrap_or(sha)
 }
 
 /// The newest event for `stage` of the given kind.
@@ -165,6 +255,90 @@ mod tests {
             run: 3,
         }];
         assert_eq!(find(&s, "prod", manual(&s), &at_start, &consumed), None);
+    }
+
+    /// `manual_snapshot` with `approve.tollgate.dev/prod: value`.
+    fn annotated(value: &str, index: u64, seq: u64) -> Snapshot {
+        let p = promotion(json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+            "metadata": {"name": "p", "annotations": {"approve.tollgate.dev/prod": value}},
+            "spec": {"stages": [{"name": "prod", "clusterSelector": {"matchLabels": {"env": "prod"}},
+                "trigger": {"manual": {"approved": false}}}]}
+        }));
+        snapshot(p, index, commit(seq))
+    }
+
+    fn annotation_set(value: &str, seq: u64) -> ApprovalEvent {
+        approval(
+            "prod",
+            ApprovalKind::Annotation {
+                value: value.to_string(),
+            },
+            commit(seq),
+        )
+    }
+
+    #[test]
+    fn annotation_set_before_the_run_started_is_not_reused() {
+        // Run 1 started at commit 20 and was approved by the annotation at commit 21. The promotion
+        // was then removed and restored: run 2 (same content, so the same snapshot id) started at
+        // commit 30, and the status that recorded the consumption is gone with the removal.
+        let first = annotated("", 1, 20);
+        let id = first.hashes.snapshot_id[..12].to_string();
+        let run_1 = annotated(&id, 1, 20);
+        let events = [annotation_set(&id, 21)];
+        assert!(find(&run_1, "prod", manual(&run_1), &events, &[]).is_some());
+        let restored = annotated(&id, 2, 30);
+        assert_eq!(
+            find(&restored, "prod", manual(&restored), &events, &[]),
+            None
+        );
+        let hint = wanted(&restored, "prod", manual(&restored), &events, &[]);
+        assert!(
+            hint.contains("names this snapshot but was set by commit")
+                && hint.contains("before this run"),
+            "{hint}"
+        );
+        // The fresh approval the hint offers (the run's start commit) is accepted.
+        assert!(hint.contains(&restored.commit.sha), "{hint}");
+        let fresh = annotated(&restored.commit.sha, 2, 30);
+        let events = [
+            annotation_set(&id, 21),
+            annotation_set(&restored.commit.sha, 31),
+        ];
+        assert!(find(&fresh, "prod", manual(&fresh), &events, &[]).is_some());
+    }
+
+    #[test]
+    fn hints_say_why_an_approval_in_the_file_does_not_count() {
+        // Consumed by another run.
+        let first = annotated("", 3, 20);
+        let id = first.hashes.snapshot_id[..12].to_string();
+        let s = annotated(&id, 3, 20);
+        let events = [annotation_set(&id, 21)];
+        let consumed = [ConsumedApproval {
+            stage: "prod".into(),
+            commit: commit(21).sha,
+            run: 2,
+        }];
+        let hint = wanted(&s, "prod", manual(&s), &events, &consumed);
+        assert!(hint.contains("used by run #2"), "{hint}");
+        // A value that names no snapshot is a warning, never silence.
+        let s = annotated("deadbeefdeadbeef", 3, 20);
+        let hint = wanted(&s, "prod", manual(&s), &[], &[]);
+        assert!(
+            hint.contains("warning:") && hint.contains("names no snapshot"),
+            "{hint}"
+        );
+        // `approved: true` from before the run: say how to approve again.
+        let s = manual_snapshot(true, true);
+        let before = [approval("prod", ApprovalKind::Field, commit(19))];
+        let hint = wanted(&s, "prod", manual(&s), &before, &[]);
+        assert!(
+            hint.contains("`approved: false`, then `approved: true`"),
+            "{hint}"
+        );
+        assert!(hint.contains("tollgate approve p prod"), "{hint}");
     }
 
     #[test]

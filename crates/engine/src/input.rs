@@ -25,6 +25,13 @@ pub enum Desired<'a> {
         current: &'a Snapshot,
         invalid: Option<&'a str>,
     },
+    /// The promotion is gone from git but the blast-radius guard holds its removal until a person
+    /// confirms it: `current` (the last snapshot) stays frozen where it is, nothing is applied or
+    /// deleted, and the status says why (`reason`, with how to confirm).
+    RemovalHeld {
+        current: &'a Snapshot,
+        reason: &'a str,
+    },
     /// The promotion's file has never been valid: nothing runs; the status reports `error`.
     NeverValid {
         /// `metadata.name` of the promotion.

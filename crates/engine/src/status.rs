@@ -25,6 +25,8 @@ pub enum Phase {
     Failed,
     /// HEAD's file is invalid; the last good snapshot keeps running.
     Invalid,
+    /// Gone from git, but the blast-radius guard holds the removal: frozen until confirmed.
+    RemovalHeld,
     /// Gone from git; generated profiles are being deleted.
     Removing,
     /// Gone from git; nothing left to do.

@@ -38,6 +38,7 @@ pub mod reasons {
     pub const RESUMED: &str = "Resumed";
     pub const BLOCKED: &str = "Blocked";
     pub const REMOVING: &str = "Removing";
+    pub const REMOVAL_HELD: &str = "RemovalHeld";
 }
 
 /// Evaluate the promotion once. See the module documentation for the contract.
@@ -46,6 +47,9 @@ pub fn step(input: &StepInput<'_>) -> StepOutput {
         Desired::Removed { promotion, last } => removal::step_removed(input, promotion, last),
         Desired::NeverValid { error, .. } => never_valid::step_never_valid(input, error),
         Desired::Snapshot { current, invalid } => Run::new(input, current, invalid).run(),
+        Desired::RemovalHeld { current, reason } => {
+            Run::new(input, current, None).hold_removal(reason)
+        }
     }
 }
 
@@ -182,15 +186,34 @@ impl<'i, 'a> Run<'i, 'a> {
                 "Pipeline paused by tollgate.dev/paused".to_string(),
             ));
         }
-        self.status.phase = Phase::Paused;
-        self.status.message = Some(if self.same_run() {
+        let message = if self.same_run() {
             "paused by tollgate.dev/paused".to_string()
         } else {
             format!(
                 "paused by tollgate.dev/paused; restart pending for snapshot #{}",
                 self.snapshot.index
             )
-        });
+        };
+        self.frozen(Phase::Paused, message)
+    }
+
+    /// Gone from git, removal held by the guard: frozen like a pause, so the removed promotion
+    /// never advances to another stage while a person decides; a Warning says so once.
+    fn hold_removal(mut self, reason: &str) -> StepOutput {
+        let message = format!("Removal held: {reason}");
+        if self.status.phase != Phase::RemovalHeld || self.status.message.as_ref() != Some(&message)
+        {
+            self.effects.events.push(EngineEvent::warning(
+                reasons::REMOVAL_HELD,
+                format!("Removed from git, removal held: {reason}"),
+            ));
+        }
+        self.frozen(Phase::RemovalHeld, message)
+    }
+
+    fn frozen(mut self, phase: Phase, message: String) -> StepOutput {
+        self.status.phase = phase;
+        self.status.message = Some(message);
         self.status.next_wake_up = None;
         StepOutput {
             actions: Vec::new(),
@@ -586,7 +609,13 @@ impl<'i, 'a> Run<'i, 'a> {
                 );
                 let Some(valid) = found else {
                     st.describe(messages::AWAITING_APPROVAL, now);
-                    let reason = approval_wanted(snapshot, &stage.name);
+                    let reason = approval::wanted(
+                        snapshot,
+                        &stage.name,
+                        manual,
+                        approvals,
+                        &status.consumed_approvals,
+                    );
                     return hold(status, &current, Phase::Waiting, reason);
                 };
                 effects.events.push(EngineEvent::normal(
@@ -721,15 +750,6 @@ fn completed_message(snapshot: &Snapshot, stages: usize) -> String {
         "all {stages} stages provisioned with snapshot #{} ({})",
         snapshot.index,
         short_sha(&snapshot.commit.sha)
-    )
-}
-
-fn approval_wanted(snapshot: &Snapshot, stage: &str) -> String {
-    format!(
-        "waiting for approval: commit `approved: true` for stage {stage} (at or after {}), or annotate {}{stage}: {}",
-        short_sha(&snapshot.commit.sha),
-        tollgate_spec::snapshot::APPROVE_ANNOTATION_PREFIX,
-        snapshot.hashes.short()
     )
 }
 

@@ -223,8 +223,12 @@ impl PromotionHistory {
                 }
                 self.approvals.extend(events);
                 let hashes = SpecHashes::of(&promotion);
+                // A promotion restored after it was gone from git starts a new run (a new
+                // snapshot, even with the same content): the removal ended the earlier run, and
+                // its approvals, consumed or not, must not carry over (DESIGN D2).
+                let restored = self.state == State::Absent;
                 match self.snapshots.last_mut() {
-                    Some(last) if last.hashes == hashes => {
+                    Some(last) if last.hashes == hashes && !restored => {
                         // Trigger/annotation edit: same snapshot, newest content.
                         last.promotion = Arc::clone(&promotion);
                         last.file = file;

@@ -1,0 +1,218 @@
+//! End to end: the safety rules that must hold when a promotion leaves git and comes back, or
+//! its removal is held. Each test is named after the rule it protects.
+//!
+//! - A consumed approval is never reused: not after the promotion is removed and restored by
+//!   `git revert`, not after its tracked path vanishes and comes back, not across a controller
+//!   restart in between (DESIGN D2).
+//! - A held removal freezes the promotion: while the blast-radius guard holds it, it advances no
+//!   stage, and status, an event and `tollgate status` say so.
+
+mod support;
+
+use assert_cmd::Command;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+use support::{TestRepo, World, fleet_yaml, seed};
+use tollgate::cluster::resources;
+
+const MANUAL: &str = "kyverno-prog-rollout-man";
+const AUTO: &str = "kyverno-rollout-auto";
+
+fn waits_at_staging_gate(status: &Value, snapshot: u64) -> bool {
+    status["snapshotIndex"] == snapshot
+        && status["currentStageName"] == "staging"
+        && status["phase"] == "Waiting"
+        && status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("waiting for approval"))
+}
+
+/// A manual promotion (in `dir`) approved and completed, beside an auto one that keeps the
+/// removal of the manual one under the blast-radius guard's share.
+async fn approved_and_completed(dir: &str) -> World {
+    let repo = TestRepo::new();
+    let manual = seed("08-kyverno-rollout-manual.yaml", "1s");
+    repo.write(&format!("{dir}manual.yaml"), &manual);
+    repo.write(
+        &format!("{dir}auto.yaml"),
+        &seed("05-kyverno-rollout-auto-v1.yaml", "1s"),
+    );
+    repo.commit("Two promotions");
+    let mut world = World::without_controller(repo, &fleet_yaml(1, "50ms")).await;
+    world.source_path = dir.trim_end_matches('/').to_string();
+    world.start_controller().await;
+    world
+        .eventually("the manual gate of run 1", || async {
+            world
+                .status(MANUAL)
+                .await
+                .filter(|s| waits_at_staging_gate(s, 1))
+        })
+        .await;
+    let approved = manual.replacen("approved: false", "approved: true", 1);
+    world.repo.write(&format!("{dir}manual.yaml"), &approved);
+    world.repo.commit("Approve staging");
+    world.poke();
+    world.wait_phase(MANUAL, "Completed").await;
+    world
+}
+
+/// The restored promotion runs again and stops at the gate: the `approved: true` it carries was
+/// consumed by the run before the removal.
+async fn restored_run_waits_at_the_gate(world: &World) {
+    let status = world
+        .eventually("the restored run waits at the staging gate", || async {
+            world.status(MANUAL).await.filter(|s| {
+                s["snapshotIndex"].as_u64().is_some_and(|i| i > 1)
+                    && s["currentStageName"] == "staging"
+                    && s["phase"] == "Waiting"
+            })
+        })
+        .await;
+    assert!(
+        world
+            .profile(&format!("{MANUAL}-production"))
+            .await
+            .is_none(),
+        "production was pruned with the removal and must not come back without a new approval"
+    );
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("`approved: true`") && message.contains("tollgate approve"),
+        "the hint says how to approve again: {message}"
+    );
+}
+
+async fn wait_forgotten(world: &World, name: &str) {
+    world
+        .eventually("the removed promotion is pruned and forgotten", || async {
+            (world.git_promotion(name).await.is_none() && world.profiles_of(name).await.is_empty())
+                .then_some(())
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumed_approval_is_never_reused_after_removal_and_revert() {
+    let world = approved_and_completed("").await;
+    world.repo.remove("manual.yaml");
+    world.repo.commit("Remove the manual promotion");
+    world.poke();
+    wait_forgotten(&world, MANUAL).await;
+
+    world.repo.revert_head();
+    world.poke();
+    restored_run_waits_at_the_gate(&world).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumed_approval_is_never_reused_across_a_restart_between_removal_and_revert() {
+    let mut world = approved_and_completed("").await;
+    world.repo.remove("manual.yaml");
+    world.repo.commit("Remove the manual promotion");
+    world.poke();
+    wait_forgotten(&world, MANUAL).await;
+    world.stop_controller().await;
+
+    world.repo.revert_head();
+    world.start_controller().await;
+    restored_run_waits_at_the_gate(&world).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumed_approval_is_never_reused_after_the_path_vanishes_and_returns() {
+    let world = approved_and_completed("promotions/").await;
+    world.repo.git(&["rm", "-q", "-r", "promotions"]);
+    world.repo.commit("Move the promotions away");
+    world.poke();
+    world.wait_phase(MANUAL, "RemovalHeld").await;
+    let api: Api<DynamicObject> = Api::all_with(world.client.clone(), &resources::git_promotion());
+    for name in [MANUAL, AUTO] {
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"tollgate.dev/confirm-prune": "true"}}}),
+            ),
+        )
+        .await
+        .expect("confirm the prune");
+    }
+    wait_forgotten(&world, MANUAL).await;
+
+    world.repo.revert_head();
+    world.poke();
+    restored_run_waits_at_the_gate(&world).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_removal_freezes_the_promotion() {
+    let repo = TestRepo::new();
+    // dev → staging (delay 1s) → production (delay 1s): a removal held at dev must stay at dev.
+    repo.write("auto.yaml", &seed("05-kyverno-rollout-auto-v1.yaml", "1s"));
+    repo.commit("One promotion");
+    // Clusters slow to provision: the removal lands while dev is still rolling out.
+    let world = World::start(repo, &fleet_yaml(1, "1500ms")).await;
+    world
+        .eventually("dev is being provisioned", || async {
+            world
+                .status(AUTO)
+                .await
+                .filter(|s| s["currentStageName"] == "dev" && s["phase"] == "Progressing")
+        })
+        .await;
+
+    world.repo.remove("auto.yaml");
+    world.repo.commit("Remove everything");
+    world.poke();
+    let status = world.wait_phase(AUTO, "RemovalHeld").await;
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("Removal held") && message.contains("removes all 1 promotions"),
+        "status says it is held and why: {message}"
+    );
+    assert!(
+        message.contains("tollgate.dev/confirm-prune"),
+        "and how to confirm: {message}"
+    );
+    let events = world
+        .eventually("a RemovalHeld warning", || async {
+            let events = world.events_of(AUTO).await;
+            events
+                .iter()
+                .any(|(reason, _)| reason == "RemovalHeld")
+                .then_some(events)
+        })
+        .await;
+    assert!(
+        events
+            .iter()
+            .any(|(reason, note)| reason == "RemovalHeld" && note.contains("removes all")),
+        "{events:?}"
+    );
+
+    // Long past dev's provisioning and delay: a promotion that was not frozen would be at
+    // production by now.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    let status = world.status(AUTO).await.expect("status");
+    assert_eq!(status["phase"], "RemovalHeld");
+    assert_eq!(status["currentStageName"], "dev", "no stage advanced");
+    assert!(
+        world.profile(&format!("{AUTO}-staging")).await.is_none(),
+        "nothing applied past dev while held"
+    );
+
+    // The hold is visible in `tollgate status`, not only in the log.
+    let output = Command::cargo_bin("tollgate")
+        .expect("binary")
+        .args(["status", AUTO, "--kubeconfig"])
+        .arg(world.kubeconfig())
+        .output()
+        .expect("tollgate status runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text}");
+    assert!(
+        text.contains("RemovalHeld") && text.contains("Removal held"),
+        "tollgate status shows the hold: {text}"
+    );
+}
