@@ -102,6 +102,7 @@ pub struct Metrics {
     git_sync_duration: Histogram,
     stage_transitions: Family<StageLabels, Counter>,
     apply_errors: Family<PromotionLabels, Counter>,
+    drift_corrections: Family<PromotionLabels, Counter>,
     current_stage_index: Family<PromotionLabels, Gauge>,
     phase: Family<PhaseLabels, Gauge>,
     time_in_stage: Family<PromotionLabels, SecondsGauge>,
@@ -161,6 +162,12 @@ impl Metrics {
             "Failed writes of generated objects to the cluster, by promotion",
             apply_errors.clone(),
         );
+        let drift_corrections = Family::<PromotionLabels, Counter>::default();
+        registry.register(
+            "drift_corrections",
+            "Generated ClusterProfiles re-applied after a hand edit or delete, by promotion",
+            drift_corrections.clone(),
+        );
         let current_stage_index = Family::<PromotionLabels, Gauge>::default();
         registry.register(
             "promotion_current_stage_index",
@@ -206,6 +213,7 @@ impl Metrics {
             git_sync_duration,
             stage_transitions,
             apply_errors,
+            drift_corrections,
             current_stage_index,
             phase,
             time_in_stage,
@@ -269,6 +277,11 @@ impl Metrics {
         self.apply_errors.get_or_create(&labels).inc();
     }
 
+    pub fn drift_corrected(&self, promotion: &str) {
+        let labels = self.promotion_labels(promotion);
+        self.drift_corrections.get_or_create(&labels).inc();
+    }
+
     /// Sets the per-promotion gauges from a status, as of `now`.
     pub fn observe_promotion(&self, promotion: &str, status: &PromotionStatus, now: DateTime<Utc>) {
         let labels = self.promotion_labels(promotion);
@@ -324,6 +337,7 @@ impl Metrics {
             promotion: promotion.clone(),
         };
         self.apply_errors.remove(&labels);
+        self.drift_corrections.remove(&labels);
         self.current_stage_index.remove(&labels);
         self.time_in_stage.remove(&labels);
         self.approval_wait.remove(&labels);

@@ -118,6 +118,8 @@ pub struct World {
     pub guard: PruneGuard,
     /// The tracked path inside the repository ("" = the whole tree).
     pub source_path: String,
+    /// Shared by every controller the world starts.
+    pub metrics: std::sync::Arc<tollgate::server::metrics::Metrics>,
 }
 
 impl World {
@@ -147,6 +149,7 @@ impl World {
             cache: tempfile::tempdir().expect("temp dir"),
             guard: PruneGuard::default(),
             source_path: String::new(),
+            metrics: std::sync::Arc::new(tollgate::server::metrics::Metrics::new()),
         }
     }
 
@@ -164,7 +167,7 @@ impl World {
             guard: self.guard,
             concurrency: 8,
             instance: None,
-            metrics: std::sync::Arc::new(tollgate::server::metrics::Metrics::new()),
+            metrics: self.metrics.clone(),
         }
     }
 

@@ -15,6 +15,7 @@
 
 pub mod approval;
 pub mod completion;
+pub mod drift;
 pub mod features;
 pub mod input;
 pub mod messages;

@@ -39,6 +39,9 @@ pub struct ObservedProfile {
     pub verification: bool,
     /// Annotation `tollgate.dev/spec-hash`: the hash of the spec tollgate last applied.
     pub spec_hash: Option<Box<str>>,
+    /// [`tollgate_render::snapshot_annotations_digest`] of its annotations: drift there is seen
+    /// without keeping the strings.
+    pub snapshot_annotations: u64,
     /// Shared with the ClusterSummaries that carry the same spec (the controller interns both).
     pub spec: Arc<Value>,
     /// `metadata.deletionTimestamp` is set: add-ons are being withdrawn.
@@ -61,6 +64,7 @@ impl ObservedProfile {
             stage: label(STAGE_LABEL).map(Box::from),
             verification: label(VERIFICATION_LABEL) == Some("true"),
             spec_hash: annotation(SPEC_HASH_ANNOTATION).map(Box::from),
+            snapshot_annotations: tollgate_render::snapshot_annotations_digest(&annotation),
             spec,
             deleting,
         }

@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tollgate_render::profile::preverification_spec;
 use tollgate_render::{
-    preverification_profile_name, render_preverification_profile, render_stage_profile, spec_hash,
-    stage_profile_name, stage_profile_spec,
+    SPEC_HASH_ANNOTATION, preverification_profile_name, render_preverification_profile,
+    render_stage_profile, snapshot_digest, spec_hash, stage_profile_name, stage_profile_spec,
 };
 use tollgate_spec::hash::HASH_SCHEME;
 use tollgate_spec::model::{ClusterPromotion, Stage, Trigger};
@@ -19,6 +19,7 @@ use tollgate_spec::window::{Window, WindowState};
 
 use crate::approval;
 use crate::completion::{self, AppliedExpectation};
+use crate::drift;
 use crate::features::changed_features;
 use crate::input::{Desired, StepInput};
 use crate::messages;
@@ -39,6 +40,7 @@ pub mod reasons {
     pub const BLOCKED: &str = "Blocked";
     pub const REMOVING: &str = "Removing";
     pub const REMOVAL_HELD: &str = "RemovalHeld";
+    pub const DRIFT_CORRECTED: &str = "DriftCorrected";
 }
 
 /// Evaluate the promotion once. See the module documentation for the contract.
@@ -173,7 +175,62 @@ impl<'i, 'a> Run<'i, 'a> {
                 }
             }
         }
+        self.correct_drift();
         self.finish()
+    }
+
+    /// Re-apply the main profile of every stage this run applied in an earlier step (its apply is
+    /// in the persisted status) whose profile no longer carries what tollgate set: a hand edit or
+    /// delete. A promotion is not Completed while one of its profiles is being corrected.
+    fn correct_drift(&mut self) {
+        let Some(persisted) = self.input.status else {
+            return;
+        };
+        let mut drifted = Vec::new();
+        for st in &self.status.stages {
+            let applied_before = persisted.stage(&st.name).is_some_and(|p| {
+                p.snapshot_index == st.snapshot_index
+                    && p.applied_spec_hash == st.applied_spec_hash
+                    && p.applied_at == st.applied_at
+            });
+            let Some(stage) = self.promotion.stage(&st.name) else {
+                continue;
+            };
+            let profile = stage_profile_name(self.name(), &st.name);
+            if !applied_before || st.snapshot_index != self.snapshot.index || self.foreign(&profile)
+            {
+                continue;
+            }
+            let checks = match (&stage.trigger, st.post_delay_checks_applied) {
+                (Some(trigger), true) => trigger.post_delay_health_checks(),
+                _ => &[],
+            };
+            let object = render_stage_profile(self.snapshot, stage, checks);
+            // A trigger edit within the run changed the checks: what was applied is not known.
+            if object["metadata"]["annotations"][SPEC_HASH_ANNOTATION].as_str()
+                != Some(st.applied_spec_hash.as_str())
+            {
+                continue;
+            }
+            let fields = drift::drifted_fields(&object, self.observed().profiles.get(&profile));
+            if !fields.is_empty() {
+                drifted.push((profile, object, fields));
+            }
+        }
+        for (profile, object, fields) in drifted {
+            let fields = fields.join(", ");
+            self.effects.events.push(EngineEvent::warning(
+                reasons::DRIFT_CORRECTED,
+                format!("ClusterProfile {profile} drifted from what tollgate applied ({fields}): re-applied"),
+            ));
+            if self.status.phase == Phase::Completed {
+                self.status.phase = Phase::Progressing;
+                self.status.message = Some(format!(
+                    "correcting drift on ClusterProfile {profile} ({fields})"
+                ));
+            }
+            self.effects.apply(profile, object);
+        }
     }
 
     /// Hold everything where it is: no apply, no delete, not even a restart's stage-1 apply.
@@ -422,11 +479,12 @@ impl<'i, 'a> Run<'i, 'a> {
         }
         // Rendered at most once per step, and only when a check below needs it.
         let render_spec = || stage_profile_spec(snapshot, stage, checks);
-        let main_applied_now = observed
-            .profiles
-            .get(&profile)
-            .and_then(|p| p.applied_spec_hash())
-            != Some(hash.as_str());
+        // Applied when the profile lacks this spec or names another snapshot (a restart whose
+        // stage spec did not change still moves the profile to the run's snapshot).
+        let main_applied_now = observed.profiles.get(&profile).is_none_or(|p| {
+            p.applied_spec_hash() != Some(hash.as_str())
+                || p.snapshot_annotations != snapshot_digest(snapshot)
+        });
         if main_applied_now {
             effects.apply(
                 profile.clone(),

@@ -1,0 +1,149 @@
+//! Drift on generated ClusterProfiles: a hand edit (`kubectl edit`/`replace`) of what tollgate set
+//! on a profile — spec fields, its labels, its annotations — or a hand delete. The engine
+//! re-applies the rendered object and says which fields drifted (DESIGN §8: generated objects are
+//! owned).
+//!
+//! Only what tollgate set is compared: fields others add (server defaults, another manager's
+//! labels) are not drift, since an apply would not remove them and the correction would never end.
+
+use serde_json::Value;
+use tollgate_render::{
+    MANAGED_BY_LABEL, PROMOTION_LABEL, SPEC_HASH_ANNOTATION, STAGE_LABEL, VERIFICATION_LABEL,
+    snapshot_annotations_digest,
+};
+
+use crate::observed::ObservedProfile;
+use crate::subset::carries;
+
+/// The fields of a generated profile that differ from the rendered `expected` object, by path
+/// (`spec.helmCharts`, `metadata.labels[tollgate.dev/stage]`, …); `["deleted"]` when it is gone.
+/// Empty when the profile carries everything tollgate set.
+pub fn drifted_fields(expected: &Value, observed: Option<&ObservedProfile>) -> Vec<String> {
+    let Some(observed) = observed.filter(|p| !p.deleting) else {
+        return vec!["deleted".to_string()];
+    };
+    let mut fields = Vec::new();
+    if let Some(spec) = expected["spec"].as_object() {
+        for (key, value) in spec {
+            if !carries(value, observed.spec.get(key)) {
+                fields.push(format!("spec.{key}"));
+            }
+        }
+    }
+    let metadata = &expected["metadata"];
+    let label = |key: &str| metadata["labels"][key].as_str();
+    let labels_observed = [
+        (
+            MANAGED_BY_LABEL,
+            observed
+                .managed_by_tollgate
+                .then_some(label(MANAGED_BY_LABEL))
+                .flatten(),
+        ),
+        (PROMOTION_LABEL, observed.promotion.as_deref()),
+        (STAGE_LABEL, observed.stage.as_deref()),
+    ];
+    for (key, value) in labels_observed {
+        if label(key).is_some() && label(key) != value {
+            fields.push(format!("metadata.labels[{key}]"));
+        }
+    }
+    if label(VERIFICATION_LABEL).is_some() != observed.verification {
+        fields.push(format!("metadata.labels[{VERIFICATION_LABEL}]"));
+    }
+    let annotation = |key: &str| metadata["annotations"][key].as_str();
+    if annotation(SPEC_HASH_ANNOTATION) != observed.spec_hash.as_deref() {
+        fields.push(format!("metadata.annotations[{SPEC_HASH_ANNOTATION}]"));
+    }
+    if snapshot_annotations_digest(annotation) != observed.snapshot_annotations {
+        fields.push("metadata.annotations[tollgate.dev/snapshot-*]".to_string());
+    }
+    fields
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn expected() -> Value {
+        json!({
+            "metadata": {
+                "name": "p-dev",
+                "labels": {
+                    MANAGED_BY_LABEL: "tollgate",
+                    PROMOTION_LABEL: "p",
+                    STAGE_LABEL: "dev",
+                },
+                "annotations": {
+                    "tollgate.dev/snapshot-index": "1",
+                    "tollgate.dev/snapshot-commit": "abc",
+                    "tollgate.dev/snapshot-id": "id",
+                    "tollgate.dev/profile-spec-hash": "h",
+                    SPEC_HASH_ANNOTATION: "s",
+                },
+            },
+            "spec": {"syncMode": "Continuous", "helmCharts": [{"chartVersion": "1.0.0"}]},
+        })
+    }
+
+    /// The profile as the watch would decode `object`.
+    fn observed(object: &Value) -> ObservedProfile {
+        let metadata = &object["metadata"];
+        ObservedProfile::from_metadata(
+            "p-dev".to_string(),
+            |key| metadata["labels"][key].as_str(),
+            |key| metadata["annotations"][key].as_str(),
+            Arc::new(object["spec"].clone()),
+            false,
+        )
+    }
+
+    #[test]
+    fn an_untouched_profile_with_server_defaults_has_not_drifted() {
+        let mut object = expected();
+        object["spec"]["stopMatchingBehavior"] = json!("WithdrawPolicies");
+        object["metadata"]["labels"]["team"] = json!("payments");
+        assert!(drifted_fields(&expected(), Some(&observed(&object))).is_empty());
+    }
+
+    #[test]
+    fn hand_edits_name_the_fields_they_changed() {
+        let mut object = expected();
+        object["spec"]["helmCharts"][0]["chartVersion"] = json!("9.9.9");
+        object["metadata"]["labels"][STAGE_LABEL] = json!("prod");
+        object["metadata"]["annotations"]["tollgate.dev/snapshot-index"] = json!("7");
+        assert_eq!(
+            drifted_fields(&expected(), Some(&observed(&object))),
+            [
+                "spec.helmCharts",
+                "metadata.labels[tollgate.dev/stage]",
+                "metadata.annotations[tollgate.dev/snapshot-*]"
+            ]
+        );
+        let mut object = expected();
+        object["spec"]
+            .as_object_mut()
+            .expect("spec")
+            .remove("syncMode");
+        object["metadata"]["annotations"][SPEC_HASH_ANNOTATION] = json!("other");
+        assert_eq!(
+            drifted_fields(&expected(), Some(&observed(&object))),
+            [
+                "spec.syncMode",
+                "metadata.annotations[tollgate.dev/spec-hash]"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_deleted_profile_has_drifted() {
+        assert_eq!(drifted_fields(&expected(), None), ["deleted"]);
+        let mut deleting = observed(&expected());
+        deleting.deleting = true;
+        assert_eq!(drifted_fields(&expected(), Some(&deleting)), ["deleted"]);
+    }
+}
