@@ -146,6 +146,63 @@ async fn consumed_approval_is_never_reused_after_the_path_vanishes_and_returns()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumed_annotation_approval_is_never_reused_after_removal_and_revert() {
+    let repo = TestRepo::new();
+    let manual = seed("08-kyverno-rollout-manual.yaml", "1s");
+    repo.write("manual.yaml", &manual);
+    repo.write("auto.yaml", &seed("05-kyverno-rollout-auto-v1.yaml", "1s"));
+    repo.commit("Two promotions");
+    let world = World::start(repo, &fleet_yaml(1, "50ms")).await;
+    let status = world
+        .eventually("the manual gate of run 1", || async {
+            world
+                .status(MANUAL)
+                .await
+                .filter(|s| waits_at_staging_gate(s, 1))
+        })
+        .await;
+    // Approve snapshot #1 by its id, as `tollgate approve` does.
+    let id = status["snapshotId"].as_str().expect("snapshot id")[..12].to_string();
+    let annotated = manual.replacen(
+        &format!("name: {MANUAL}\n"),
+        &format!("name: {MANUAL}\n  annotations:\n    approve.tollgate.dev/staging: \"{id}\"\n"),
+        1,
+    );
+    assert_ne!(annotated, manual);
+    world.repo.write("manual.yaml", &annotated);
+    world.repo.commit("Approve snapshot 1");
+    world.poke();
+    world.wait_phase(MANUAL, "Completed").await;
+
+    world.repo.remove("manual.yaml");
+    world.repo.commit("Remove the manual promotion");
+    world.poke();
+    wait_forgotten(&world, MANUAL).await;
+    world.repo.revert_head();
+    world.poke();
+    let status = world
+        .eventually("the restored run waits at the staging gate", || async {
+            world.status(MANUAL).await.filter(|s| {
+                s["snapshotIndex"].as_u64().is_some_and(|i| i > 1)
+                    && s["currentStageName"] == "staging"
+                    && s["phase"] == "Waiting"
+            })
+        })
+        .await;
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("names this snapshot but was set by commit"),
+        "status says the annotation in the file no longer counts: {message}"
+    );
+    assert!(
+        world
+            .profile(&format!("{MANUAL}-production"))
+            .await
+            .is_none()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_removal_freezes_the_promotion() {
     let repo = TestRepo::new();
     // dev → staging (delay 1s) → production (delay 1s): a removal held at dev must stay at dev.
