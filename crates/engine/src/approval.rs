@@ -145,6 +145,16 @@ pub fn wanted(
     format!("waiting for approval: {}", refusals.join("; "))
 }
 
+/// The note of the event that says an approval was used.
+pub fn used_note(stage: &str, snapshot: &Snapshot, approver: &Approver) -> String {
+    let who = approver.author.as_deref().unwrap_or("an unknown author");
+    let sha = approver.sha.as_deref().map(short_sha).unwrap_or("-");
+    format!(
+        "Stage {stage} approved for snapshot #{} by {who} (commit {sha}, {})",
+        snapshot.index, approver.kind
+    )
+}
+
 fn annotation<'s>(snapshot: &'s Snapshot, stage: &str) -> Option<&'s str> {
     let key = format!("{APPROVE_ANNOTATION_PREFIX}{stage}");
     snapshot

@@ -16,13 +16,16 @@
 pub mod approval;
 pub mod completion;
 pub mod drift;
+mod effects;
 pub mod features;
+mod gate;
 pub mod input;
 pub mod messages;
 mod never_valid;
 pub mod observed;
 pub mod output;
 mod removal;
+mod stage;
 mod stage_status;
 pub mod status;
 pub mod step;

@@ -7,19 +7,16 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use tollgate_render::profile::preverification_spec;
 use tollgate_render::{
-    SPEC_HASH_ANNOTATION, preverification_profile_name, render_preverification_profile,
-    render_stage_profile, snapshot_digest, spec_hash, stage_profile_name, stage_profile_spec,
+    SPEC_HASH_ANNOTATION, preverification_profile_name, render_stage_profile, spec_hash,
+    stage_profile_name, stage_profile_spec,
 };
 use tollgate_spec::hash::HASH_SCHEME;
-use tollgate_spec::model::{ClusterPromotion, Stage, Trigger};
+use tollgate_spec::model::{ClusterPromotion, Stage};
 use tollgate_spec::snapshot::{PAUSED_ANNOTATION, Snapshot};
-use tollgate_spec::window::{Window, WindowState};
 
-use crate::approval;
-use crate::completion::{self, AppliedExpectation};
 use crate::drift;
+use crate::effects::Effects;
 use crate::features::changed_features;
 use crate::input::{Desired, StepInput};
 use crate::messages;
@@ -27,7 +24,8 @@ use crate::never_valid;
 use crate::observed::Observed;
 use crate::output::{Action, EngineEvent, StepOutput};
 use crate::removal;
-use crate::status::{AppliedProfile, Phase, PromotionStatus, StageStatus};
+use crate::stage::{Hold, StageProfiles, StageRun};
+use crate::status::{Phase, PromotionStatus, StageStatus};
 
 /// Event reasons (the note carries upstream's text where there is one).
 pub mod reasons {
@@ -61,30 +59,6 @@ enum Flow {
     Advanced,
     /// Waiting for something (Sveltos, time, a person) or finished.
     Hold,
-}
-
-/// Everything a step produces besides the status.
-#[derive(Default)]
-struct Effects {
-    applies: Vec<Action>,
-    events: Vec<EngineEvent>,
-    wake_at: Option<DateTime<Utc>>,
-}
-
-impl Effects {
-    /// Queue an apply, replacing an earlier one of the same object in this step.
-    fn apply(&mut self, name: String, object: Value) {
-        self.applies.retain(|a| a.profile_name() != name);
-        self.applies.push(Action::ApplyProfile { name, object });
-    }
-
-    fn wake(&mut self, at: DateTime<Utc>) {
-        // An instant that never comes (a window that never opens) is no wake-up.
-        if at == DateTime::<Utc>::MAX_UTC {
-            return;
-        }
-        self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
-    }
 }
 
 struct Run<'i, 'a> {
@@ -394,14 +368,10 @@ impl<'i, 'a> Run<'i, 'a> {
         }
     }
 
-    /// Look at the current stage: keep its profile applied, record completion, evaluate its
-    /// trigger, and mark it succeeded when everything holds (semantics §4.2 steps 9–10, §4.7).
+    /// Look at the current stage and run its steps ([`crate::stage`]); the outcome becomes the
+    /// promotion's phase and message.
     fn progress_current_stage(&mut self) -> Flow {
         let now = self.now();
-        let name = self.name();
-        let snapshot = self.snapshot;
-        let observed = self.observed();
-        let approvals = self.input.approvals;
         let Some(current) = self.status.current_stage_name.clone() else {
             return Flow::Hold;
         };
@@ -416,277 +386,103 @@ impl<'i, 'a> Run<'i, 'a> {
         if self.status.stage(&current).is_none() {
             self.enter_stage(stage, false);
         }
-        let trigger = stage.trigger.as_ref();
-        let post_checks = trigger
-            .map(Trigger::post_delay_health_checks)
-            .unwrap_or(&[]);
-        let pre_refs = trigger
-            .map(Trigger::pre_health_check_deployment)
-            .unwrap_or(&[]);
-        let profile = stage_profile_name(name, &stage.name);
-        let pre_profile = preverification_profile_name(name, &stage.name);
-        let foreign_main = self.foreign(&profile);
-        let foreign_pre = !pre_refs.is_empty() && self.foreign(&pre_profile);
-        let foreign_next = stages
-            .get(index + 1)
-            .map(|n| stage_profile_name(name, &n.name))
-            .filter(|n| self.foreign(n));
-
-        // The spec this run wants on the stage's profile now. Without appended checks it is
-        // profileSpec + selector, pinned by the run's hashes, so the recorded hash is current and
-        // nothing needs rendering at steady state; appended checks come from the trigger, which
-        // can be edited within a run.
-        let (checks_applied, recorded_hash) = self
+        if self
             .status
             .stage(&current)
+            .is_some_and(|s| s.succeeded_at.is_some())
+        {
+            // Only the last stage stays current after succeeding: the pipeline is complete.
+            self.status.phase = Phase::Completed;
+            self.status.message = Some(completed_message(self.snapshot, stages.len()));
+            return Flow::Hold;
+        }
+        let (profiles, checks) = self.stage_profiles(stage, stages.get(index + 1));
+        let (snapshot, observed, approvals) =
+            (self.snapshot, self.observed(), self.input.approvals);
+        let PromotionStatus {
+            stages: statuses,
+            consumed_approvals,
+            ..
+        } = &mut self.status;
+        let Some(st) = statuses.iter_mut().find(|s| s.name == current) else {
+            return Flow::Hold;
+        };
+        let outcome = StageRun {
+            snapshot,
+            stage,
+            observed,
+            approvals,
+            consumed: consumed_approvals,
+            now,
+            st,
+            effects: &mut self.effects,
+            checks,
+            profiles,
+            spec: None,
+            main_applied_now: false,
+            preverification: None,
+        }
+        .progress();
+        match outcome {
+            Ok(consumed) => {
+                if let Some(consumed) = consumed {
+                    self.status.record_consumed(consumed);
+                }
+                advance(&mut self.status, &current, now)
+            }
+            Err(Hold::Wait(phase, reason)) => hold(&mut self.status, &current, phase, reason),
+            Err(Hold::Failed(reason)) => hold_failed(&mut self.status, &current, reason, now),
+        }
+    }
+
+    /// The current stage's profiles and who holds them, the checks already appended to its main
+    /// profile, and the spec hash the run wants there now. Without appended checks that is
+    /// profileSpec + selector, pinned by the run's hashes, so the recorded hash is current and
+    /// nothing needs rendering at steady state; appended checks come from the trigger, which can
+    /// be edited within a run.
+    fn stage_profiles(
+        &self,
+        stage: &'a Stage,
+        next: Option<&Stage>,
+    ) -> (StageProfiles, &'a [Value]) {
+        let name = self.name();
+        let main = stage_profile_name(name, &stage.name);
+        let preverification = preverification_profile_name(name, &stage.name);
+        let (checks_applied, recorded_hash) = self
+            .status
+            .stage(&stage.name)
             .map(|s| (s.post_delay_checks_applied, s.applied_spec_hash.clone()))
             .unwrap_or_default();
-        let checks: &[Value] = if checks_applied { post_checks } else { &[] };
-        let mut rendered_spec = None;
-        let mut hash = recorded_hash;
+        let checks: &'a [Value] = match &stage.trigger {
+            Some(trigger) if checks_applied => trigger.post_delay_health_checks(),
+            _ => &[],
+        };
+        let mut wanted_hash = recorded_hash;
         let mut re_recorded_fresh = None;
         if checks_applied {
-            let spec = stage_profile_spec(snapshot, stage, checks);
+            let spec = stage_profile_spec(self.snapshot, stage, checks);
             let current_hash = spec_hash(&spec);
-            if current_hash != hash {
-                re_recorded_fresh = Some(self.fresh_features(&profile, &spec, &current_hash));
-                hash = current_hash;
+            if current_hash != wanted_hash {
+                re_recorded_fresh = Some(self.fresh_features(&main, &spec, &current_hash));
+                wanted_hash = current_hash;
             }
-            rendered_spec = Some(spec);
         }
-
-        let Run {
-            status, effects, ..
-        } = self;
-        let Some(st) = status.stages.iter_mut().find(|s| s.name == current) else {
-            return Flow::Hold;
+        let has_preverification = stage
+            .trigger
+            .as_ref()
+            .is_some_and(|t| !t.pre_health_check_deployment().is_empty());
+        let profiles = StageProfiles {
+            foreign_main: self.foreign(&main),
+            foreign_preverification: has_preverification && self.foreign(&preverification),
+            foreign_next: next
+                .map(|n| stage_profile_name(name, &n.name))
+                .filter(|n| self.foreign(n)),
+            main,
+            preverification,
+            wanted_hash,
+            re_recorded_fresh,
         };
-        if st.succeeded_at.is_some() {
-            // Only the last stage stays current after succeeding: the pipeline is complete.
-            status.phase = Phase::Completed;
-            status.message = Some(completed_message(snapshot, stages.len()));
-            return Flow::Hold;
-        }
-        if foreign_main {
-            return hold_failed(status, &current, messages::foreign_profile(&profile), now);
-        }
-
-        // 1. Keep the stage's main profile applied with that spec.
-        if let Some(fresh) = re_recorded_fresh {
-            st.applied_at = now;
-            st.applied_spec_hash = hash.clone();
-            st.fresh_features = fresh;
-        }
-        // Rendered at most once per step, and only when a check below needs it.
-        let render_spec = || stage_profile_spec(snapshot, stage, checks);
-        // Applied when the profile lacks this spec or names another snapshot (a restart whose
-        // stage spec did not change still moves the profile to the run's snapshot).
-        let main_applied_now = observed.profiles.get(&profile).is_none_or(|p| {
-            p.applied_spec_hash() != Some(hash.as_str())
-                || p.snapshot_annotations != snapshot_digest(snapshot)
-        });
-        if main_applied_now {
-            effects.apply(
-                profile.clone(),
-                render_stage_profile(snapshot, stage, checks),
-            );
-        }
-
-        // 2. Completion, once per run (§4.6 made strict, D4).
-        if st.provisioned_at.is_none() {
-            let spec = rendered_spec.get_or_insert_with(render_spec);
-            let completion = check_stage(&profile, stage, spec, st, main_applied_now, observed);
-            st.counts = completion.counts;
-            if !completion.complete {
-                st.set_failure(Some(completion.message.clone()), now);
-                let reason = completion.message;
-                return hold(status, &current, Phase::Progressing, reason);
-            }
-            st.provisioned_at = Some(now);
-            st.last_successful_applied_time = Some(now);
-            st.last_status_check_time = Some(now);
-            st.failure_message = None;
-            st.describe(&completion.message, now);
-            st.provisioned_message = Some(completion.message);
-            effects.events.push(EngineEvent::normal(
-                reasons::PROVISIONED,
-                messages::stage_provisioned(&stage.name),
-            ));
-        }
-        let Some(trigger) = trigger else {
-            if let Some(next_profile) = foreign_next {
-                let reason = messages::foreign_profile(&next_profile);
-                return hold_failed(status, &current, reason, now);
-            }
-            return advance(status, &current, now);
-        };
-
-        // 3. Delay, measured from the completion time (D6: wake exactly at its end).
-        let provisioned_at = st.provisioned_at.unwrap_or(now);
-        if let Some(delay) = trigger.delay() {
-            let ends_at = chrono::Duration::from_std(delay.value)
-                .ok()
-                .and_then(|d| provisioned_at.checked_add_signed(d))
-                .unwrap_or(DateTime::<Utc>::MAX_UTC);
-            if now < ends_at {
-                let text = messages::delayed(delay.value, ends_at);
-                st.describe(&text, now);
-                effects.wake(ends_at);
-                return hold(status, &current, Phase::Waiting, lowercase_first(&text));
-            }
-        }
-
-        // 4. Pre-verification profile, from the end of the delay until the stage is left.
-        let mut pre_spec = None;
-        if !pre_refs.is_empty() {
-            if foreign_pre {
-                let reason = messages::foreign_profile(&pre_profile);
-                return hold_failed(status, &current, reason, now);
-            }
-            let spec = preverification_spec(snapshot, stage);
-            let hash = spec_hash(&spec);
-            if st
-                .preverification
-                .as_ref()
-                .is_none_or(|p| p.spec_hash != hash)
-            {
-                st.preverification = Some(AppliedProfile {
-                    applied_at: now,
-                    spec_hash: hash.clone(),
-                });
-            }
-            let applied_now = observed
-                .profiles
-                .get(&pre_profile)
-                .and_then(|p| p.applied_spec_hash())
-                != Some(hash.as_str());
-            if applied_now {
-                effects.apply(
-                    pre_profile.clone(),
-                    render_preverification_profile(snapshot, stage),
-                );
-            }
-            pre_spec = Some((spec, applied_now));
-        }
-
-        // 5. Post-delay health checks: re-apply the profile with them appended, then require
-        //    completion again, with statuses written after that apply.
-        let mut spec = rendered_spec.unwrap_or_else(render_spec);
-        let mut main_applied_now = main_applied_now;
-        if !post_checks.is_empty() && !st.post_delay_checks_applied {
-            st.post_delay_checks_applied = true;
-            let with_checks = stage_profile_spec(snapshot, stage, post_checks);
-            let with_checks_hash = spec_hash(&with_checks);
-            if with_checks_hash != st.applied_spec_hash {
-                st.fresh_features = changed_features(Some(&spec), &with_checks);
-                st.applied_at = now;
-                st.applied_spec_hash = with_checks_hash;
-                effects.apply(
-                    profile.clone(),
-                    render_stage_profile(snapshot, stage, post_checks),
-                );
-                main_applied_now = true;
-            }
-            spec = with_checks;
-        }
-
-        // 6. Health re-check, for manual gates too (D3), and the pre-verification deployment.
-        let recheck = check_stage(&profile, stage, &spec, st, main_applied_now, observed);
-        st.counts = recheck.counts;
-        // Upstream's two texts: checks still running (nothing failed yet) or checks failing.
-        let waiting_text = if st.post_delay_checks_applied && st.counts.failed == 0 {
-            messages::RUNNING_POST_PROMOTION_CHECKS
-        } else {
-            messages::AWAITING_HEALTH_CHECKS
-        };
-        let problem = if !recheck.complete {
-            Some(recheck.message)
-        } else {
-            pre_spec.as_ref().zip(st.preverification.as_ref()).and_then(
-                |((spec, applied_now), applied)| {
-                    let pre = completion::check(
-                        &AppliedExpectation {
-                            profile: &pre_profile,
-                            selector: &stage.cluster_selector,
-                            spec,
-                            spec_hash: &applied.spec_hash,
-                            applied_at: applied.applied_at,
-                            fresh_features: &changed_features(None, spec),
-                            being_applied: *applied_now,
-                        },
-                        observed,
-                    );
-                    (!pre.complete).then(|| format!("pre-verification: {}", pre.message))
-                },
-            )
-        };
-        if let Some(problem) = problem {
-            st.set_failure(Some(problem.clone()), now);
-            st.describe(waiting_text, now);
-            let reason = format!("waiting for health checks to pass: {problem}");
-            return hold(status, &current, Phase::Progressing, reason);
-        }
-        st.set_failure(None, now);
-
-        // Never consume an approval for an advance whose apply is refused.
-        if let Some(next_profile) = foreign_next {
-            let reason = messages::foreign_profile(&next_profile);
-            return hold_failed(status, &current, reason, now);
-        }
-
-        // 7. The gate: promotion window (auto) or approval (manual).
-        match trigger {
-            Trigger::Auto(auto) => {
-                if let Some(window) = &auto.promotion_window {
-                    match Window::parse(window) {
-                        Err(error) => {
-                            let reason = format!("promotionWindow: {error}");
-                            return hold_failed(status, &current, reason, now);
-                        }
-                        Ok(window) => {
-                            if let WindowState::Closed { opens_at } = window.state_at(now) {
-                                st.describe(&messages::window_closed(opens_at), now);
-                                effects.wake(opens_at);
-                                let reason = format!(
-                                    "waiting for the promotion window to open at {}",
-                                    messages::timestamp(opens_at)
-                                );
-                                return hold(status, &current, Phase::Waiting, reason);
-                            }
-                        }
-                    }
-                }
-            }
-            Trigger::Manual(manual) => {
-                let found = approval::find(
-                    snapshot,
-                    &stage.name,
-                    manual,
-                    approvals,
-                    &status.consumed_approvals,
-                );
-                let Some(valid) = found else {
-                    st.describe(messages::AWAITING_APPROVAL, now);
-                    let reason = approval::wanted(
-                        snapshot,
-                        &stage.name,
-                        manual,
-                        approvals,
-                        &status.consumed_approvals,
-                    );
-                    return hold(status, &current, Phase::Waiting, reason);
-                };
-                effects.events.push(EngineEvent::normal(
-                    reasons::APPROVED,
-                    approval_note(&stage.name, snapshot, &valid.approver),
-                ));
-                st.approver = Some(Box::new(valid.approver));
-                if let Some(consumed) = valid.consumes {
-                    status.record_consumed(consumed);
-                }
-            }
-        }
-        advance(status, &current, now)
+        (profiles, checks)
     }
 
     /// Deletions the current state calls for, then the status summary.
@@ -744,29 +540,6 @@ impl<'i, 'a> Run<'i, 'a> {
     }
 }
 
-/// The completion check of a stage's main profile against its latest recorded apply.
-fn check_stage(
-    profile: &str,
-    stage: &Stage,
-    spec: &Value,
-    st: &StageStatus,
-    being_applied: bool,
-    observed: &Observed,
-) -> completion::Completion {
-    completion::check(
-        &AppliedExpectation {
-            profile,
-            selector: &stage.cluster_selector,
-            spec,
-            spec_hash: &st.applied_spec_hash,
-            applied_at: st.applied_at,
-            fresh_features: &st.fresh_features,
-            being_applied,
-        },
-        observed,
-    )
-}
-
 /// Wait: record why, for the stage and the promotion.
 fn hold(status: &mut PromotionStatus, stage: &str, phase: Phase, reason: String) -> Flow {
     status.phase = phase;
@@ -811,23 +584,6 @@ fn completed_message(snapshot: &Snapshot, stages: usize) -> String {
     )
 }
 
-fn approval_note(stage: &str, snapshot: &Snapshot, approver: &crate::status::Approver) -> String {
-    let who = approver.author.as_deref().unwrap_or("an unknown author");
-    let sha = approver.sha.as_deref().map(short_sha).unwrap_or("-");
-    format!(
-        "Stage {stage} approved for snapshot #{} by {who} (commit {sha}, {})",
-        snapshot.index, approver.kind
-    )
-}
-
 pub(crate) fn short_sha(sha: &str) -> &str {
     sha.get(..7).unwrap_or(sha)
-}
-
-fn lowercase_first(text: &str) -> String {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => String::new(),
-    }
 }

@@ -1,0 +1,29 @@
+//! What a step produces besides the status: applies, events, and the next wake-up.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::output::{Action, EngineEvent};
+
+#[derive(Default)]
+pub(crate) struct Effects {
+    pub applies: Vec<Action>,
+    pub events: Vec<EngineEvent>,
+    pub wake_at: Option<DateTime<Utc>>,
+}
+
+impl Effects {
+    /// Queue an apply, replacing an earlier one of the same object in this step.
+    pub fn apply(&mut self, name: String, object: Value) {
+        self.applies.retain(|a| a.profile_name() != name);
+        self.applies.push(Action::ApplyProfile { name, object });
+    }
+
+    pub fn wake(&mut self, at: DateTime<Utc>) {
+        // An instant that never comes (a window that never opens) is no wake-up.
+        if at == DateTime::<Utc>::MAX_UTC {
+            return;
+        }
+        self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
+    }
+}

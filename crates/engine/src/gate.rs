@@ -1,0 +1,61 @@
+//! The gate at the end of a provisioned, healthy stage: the only place a trigger kind is matched.
+//! `auto` passes inside its promotion window; `manual` passes on an approval valid for this run
+//! (DESIGN D2).
+
+use tollgate_spec::model::Trigger;
+use tollgate_spec::window::{Window, WindowState};
+
+use crate::approval;
+use crate::messages;
+use crate::output::EngineEvent;
+use crate::stage::{Hold, StageRun};
+use crate::status::ConsumedApproval;
+use crate::status::Phase;
+use crate::step::reasons;
+
+/// The gate let the stage pass; an approval it used must be recorded as consumed.
+pub(crate) struct Passed {
+    pub consumes: Option<ConsumedApproval>,
+}
+
+pub(crate) fn pass(run: &mut StageRun<'_, '_>, trigger: &Trigger) -> Result<Passed, Hold> {
+    match trigger {
+        Trigger::Auto(auto) => {
+            if let Some(window) = &auto.promotion_window {
+                let window = Window::parse(window)
+                    .map_err(|error| Hold::Failed(format!("promotionWindow: {error}")))?;
+                if let WindowState::Closed { opens_at } = window.state_at(run.now) {
+                    run.st.describe(&messages::window_closed(opens_at), run.now);
+                    run.effects.wake(opens_at);
+                    return Err(Hold::Wait(
+                        Phase::Waiting,
+                        format!(
+                            "waiting for the promotion window to open at {}",
+                            messages::timestamp(opens_at)
+                        ),
+                    ));
+                }
+            }
+            Ok(Passed { consumes: None })
+        }
+        Trigger::Manual(manual) => {
+            let stage = &run.stage.name;
+            let Some(valid) =
+                approval::find(run.snapshot, stage, manual, run.approvals, run.consumed)
+            else {
+                run.st.describe(messages::AWAITING_APPROVAL, run.now);
+                let reason =
+                    approval::wanted(run.snapshot, stage, manual, run.approvals, run.consumed);
+                return Err(Hold::Wait(Phase::Waiting, reason));
+            };
+            run.effects.events.push(EngineEvent::normal(
+                reasons::APPROVED,
+                approval::used_note(stage, run.snapshot, &valid.approver),
+            ));
+            run.st.approver = Some(Box::new(valid.approver));
+            Ok(Passed {
+                consumes: valid.consumes,
+            })
+        }
+    }
+}

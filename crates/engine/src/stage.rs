@@ -1,0 +1,312 @@
+//! One look at the current stage, as a named pipeline of steps (semantics §4.2 steps 9–10, §4.7):
+//!
+//! `keep_applied → provisioned → delay → preverification → post_delay_checks → healthy →
+//! next_stage_free → gate`
+//!
+//! Each step either lets the stage go on or returns the [`Hold`] that stops it for this step. The
+//! steps only touch the stage's own status and the step's effects; the caller turns the outcome
+//! into the promotion's phase and message.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tollgate_render::profile::preverification_spec;
+use tollgate_render::{
+    render_preverification_profile, render_stage_profile, snapshot_digest, spec_hash,
+    stage_profile_spec,
+};
+use tollgate_spec::model::{Stage, Trigger};
+use tollgate_spec::snapshot::{ApprovalEvent, Snapshot};
+
+use crate::completion::{self, AppliedExpectation, Completion};
+use crate::effects::Effects;
+use crate::features::changed_features;
+use crate::gate;
+use crate::messages;
+use crate::observed::Observed;
+use crate::output::EngineEvent;
+use crate::status::{AppliedProfile, ConsumedApproval, Phase, StageStatus};
+use crate::step::reasons;
+
+/// Why the stage does not move on in this step.
+#[derive(Debug)]
+pub(crate) enum Hold {
+    /// Waiting for something (Sveltos, time, a person): the phase and the reason.
+    Wait(Phase, String),
+    /// The stage cannot go on without a fix by the user; recorded as its failure.
+    Failed(String),
+}
+
+/// Everything the steps read, and the two things they write: the stage's status and the effects.
+pub(crate) struct StageRun<'a, 's> {
+    pub snapshot: &'a Snapshot,
+    pub stage: &'a Stage,
+    pub observed: &'a Observed,
+    pub approvals: &'a [ApprovalEvent],
+    pub consumed: &'s [ConsumedApproval],
+    pub now: DateTime<Utc>,
+    pub st: &'s mut StageStatus,
+    pub effects: &'s mut Effects,
+    /// Post-delay checks already appended to the main profile's spec.
+    pub checks: &'a [Value],
+    /// The stage's profiles, and which of them (or the next stage's) are held by someone else.
+    pub profiles: StageProfiles,
+    /// The run's spec for the main profile, once rendered (at most once per step).
+    pub spec: Option<Value>,
+    /// The main profile is (re)applied in this step: statuses cannot be fresh yet.
+    pub main_applied_now: bool,
+    /// The pre-verification spec and whether it is applied in this step.
+    pub preverification: Option<(Value, bool)>,
+}
+
+/// Names of the profiles a stage step looks at, with what is known of their owners.
+pub(crate) struct StageProfiles {
+    pub main: String,
+    pub preverification: String,
+    pub foreign_main: bool,
+    pub foreign_preverification: bool,
+    /// The next stage's main profile, when someone else holds it.
+    pub foreign_next: Option<String>,
+    /// The spec hash the run wants on the main profile, and the features that apply must
+    /// refresh when it differs from the recorded one (appended checks edited within the run).
+    pub wanted_hash: String,
+    pub re_recorded_fresh: Option<Vec<String>>,
+}
+
+impl StageRun<'_, '_> {
+    /// Runs the steps in order; `Ok` when the stage's trigger held and the pipeline moves on.
+    pub fn progress(&mut self) -> Result<Option<ConsumedApproval>, Hold> {
+        if self.profiles.foreign_main {
+            return Err(Hold::Failed(messages::foreign_profile(&self.profiles.main)));
+        }
+        self.keep_applied();
+        self.provisioned()?;
+        let Some(trigger) = self.stage.trigger.as_ref() else {
+            self.next_stage_free()?;
+            return Ok(None);
+        };
+        self.delay(trigger)?;
+        self.preverification(trigger)?;
+        self.post_delay_checks(trigger);
+        self.healthy()?;
+        // Never consume an approval for an advance whose apply is refused.
+        self.next_stage_free()?;
+        Ok(gate::pass(self, trigger)?.consumes)
+    }
+
+    fn render_spec(&self) -> Value {
+        stage_profile_spec(self.snapshot, self.stage, self.checks)
+    }
+
+    /// 1. Keep the stage's main profile applied with the run's spec and snapshot.
+    fn keep_applied(&mut self) {
+        if let Some(fresh) = self.profiles.re_recorded_fresh.take() {
+            self.st.applied_at = self.now;
+            self.st.applied_spec_hash = self.profiles.wanted_hash.clone();
+            self.st.fresh_features = fresh;
+        }
+        let hash = self.profiles.wanted_hash.as_str();
+        // Applied when the profile lacks this spec or names another snapshot (a restart whose
+        // stage spec did not change still moves the profile to the run's snapshot).
+        self.main_applied_now = self
+            .observed
+            .profiles
+            .get(&self.profiles.main)
+            .is_none_or(|p| {
+                p.applied_spec_hash() != Some(hash)
+                    || p.snapshot_annotations != snapshot_digest(self.snapshot)
+            });
+        if self.main_applied_now {
+            let object = render_stage_profile(self.snapshot, self.stage, self.checks);
+            self.effects.apply(self.profiles.main.clone(), object);
+        }
+    }
+
+    /// 2. Completion, once per run (§4.6 made strict, D4).
+    fn provisioned(&mut self) -> Result<(), Hold> {
+        if self.st.provisioned_at.is_some() {
+            return Ok(());
+        }
+        let spec = match self.spec.take() {
+            Some(spec) => spec,
+            None => self.render_spec(),
+        };
+        let completion = self.check_main(&spec);
+        self.spec = Some(spec);
+        let now = self.now;
+        self.st.counts = completion.counts;
+        if !completion.complete {
+            self.st.set_failure(Some(completion.message.clone()), now);
+            return Err(Hold::Wait(Phase::Progressing, completion.message));
+        }
+        self.st.provisioned_at = Some(now);
+        self.st.last_successful_applied_time = Some(now);
+        self.st.last_status_check_time = Some(now);
+        self.st.failure_message = None;
+        self.st.describe(&completion.message, now);
+        self.st.provisioned_message = Some(completion.message);
+        self.effects.events.push(EngineEvent::normal(
+            reasons::PROVISIONED,
+            messages::stage_provisioned(&self.stage.name),
+        ));
+        Ok(())
+    }
+
+    /// 3. The delay, measured from the completion time (D6: wake exactly at its end).
+    fn delay(&mut self, trigger: &Trigger) -> Result<(), Hold> {
+        let Some(delay) = trigger.delay() else {
+            return Ok(());
+        };
+        let provisioned_at = self.st.provisioned_at.unwrap_or(self.now);
+        let ends_at = chrono::Duration::from_std(delay.value)
+            .ok()
+            .and_then(|d| provisioned_at.checked_add_signed(d))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        if self.now >= ends_at {
+            return Ok(());
+        }
+        let text = messages::delayed(delay.value, ends_at);
+        self.st.describe(&text, self.now);
+        self.effects.wake(ends_at);
+        Err(Hold::Wait(Phase::Waiting, lowercase_first(&text)))
+    }
+
+    /// 4. The pre-verification profile, from the end of the delay until the stage is left.
+    fn preverification(&mut self, trigger: &Trigger) -> Result<(), Hold> {
+        if trigger.pre_health_check_deployment().is_empty() {
+            return Ok(());
+        }
+        let profile = &self.profiles.preverification;
+        if self.profiles.foreign_preverification {
+            return Err(Hold::Failed(messages::foreign_profile(profile)));
+        }
+        let spec = preverification_spec(self.snapshot, self.stage);
+        let hash = spec_hash(&spec);
+        if self
+            .st
+            .preverification
+            .as_ref()
+            .is_none_or(|p| p.spec_hash != hash)
+        {
+            self.st.preverification = Some(AppliedProfile {
+                applied_at: self.now,
+                spec_hash: hash.clone(),
+            });
+        }
+        let applied_now = self
+            .observed
+            .profiles
+            .get(profile)
+            .and_then(|p| p.applied_spec_hash())
+            != Some(hash.as_str());
+        if applied_now {
+            let object = render_preverification_profile(self.snapshot, self.stage);
+            self.effects.apply(profile.clone(), object);
+        }
+        self.preverification = Some((spec, applied_now));
+        Ok(())
+    }
+
+    /// 5. Post-delay health checks: re-apply the profile with them appended, then require
+    ///    completion again, with statuses written after that apply.
+    fn post_delay_checks(&mut self, trigger: &Trigger) {
+        let post_checks = trigger.post_delay_health_checks();
+        if self.spec.is_none() {
+            self.spec = Some(self.render_spec());
+        }
+        if post_checks.is_empty() || self.st.post_delay_checks_applied {
+            return;
+        }
+        self.st.post_delay_checks_applied = true;
+        let with_checks = stage_profile_spec(self.snapshot, self.stage, post_checks);
+        let with_checks_hash = spec_hash(&with_checks);
+        if with_checks_hash != self.st.applied_spec_hash {
+            self.st.fresh_features = changed_features(self.spec.as_ref(), &with_checks);
+            self.st.applied_at = self.now;
+            self.st.applied_spec_hash = with_checks_hash;
+            let object = render_stage_profile(self.snapshot, self.stage, post_checks);
+            self.effects.apply(self.profiles.main.clone(), object);
+            self.main_applied_now = true;
+        }
+        self.spec = Some(with_checks);
+    }
+
+    /// 6. Health re-check, for manual gates too (D3), and the pre-verification deployment.
+    fn healthy(&mut self) -> Result<(), Hold> {
+        let spec = self.spec.take().unwrap_or_else(|| self.render_spec());
+        let recheck = self.check_main(&spec);
+        self.spec = Some(spec);
+        self.st.counts = recheck.counts;
+        let problem = if !recheck.complete {
+            Some(recheck.message)
+        } else {
+            self.preverification_problem()
+        };
+        let now = self.now;
+        let Some(problem) = problem else {
+            self.st.set_failure(None, now);
+            return Ok(());
+        };
+        // Upstream's two texts: checks still running (nothing failed yet) or checks failing.
+        let waiting_text = if self.st.post_delay_checks_applied && self.st.counts.failed == 0 {
+            messages::RUNNING_POST_PROMOTION_CHECKS
+        } else {
+            messages::AWAITING_HEALTH_CHECKS
+        };
+        self.st.set_failure(Some(problem.clone()), now);
+        self.st.describe(waiting_text, now);
+        Err(Hold::Wait(
+            Phase::Progressing,
+            format!("waiting for health checks to pass: {problem}"),
+        ))
+    }
+
+    fn preverification_problem(&self) -> Option<String> {
+        let (spec, applied_now) = self.preverification.as_ref()?;
+        let applied = self.st.preverification.as_ref()?;
+        let pre = completion::check(
+            &AppliedExpectation {
+                profile: &self.profiles.preverification,
+                selector: &self.stage.cluster_selector,
+                spec,
+                spec_hash: &applied.spec_hash,
+                applied_at: applied.applied_at,
+                fresh_features: &changed_features(None, spec),
+                being_applied: *applied_now,
+            },
+            self.observed,
+        );
+        (!pre.complete).then(|| format!("pre-verification: {}", pre.message))
+    }
+
+    /// 7. The next stage's profile must be free to take before this stage is passed.
+    fn next_stage_free(&self) -> Result<(), Hold> {
+        match &self.profiles.foreign_next {
+            Some(next) => Err(Hold::Failed(messages::foreign_profile(next))),
+            None => Ok(()),
+        }
+    }
+
+    /// The completion check of the main profile against its latest recorded apply.
+    fn check_main(&self, spec: &Value) -> Completion {
+        completion::check(
+            &AppliedExpectation {
+                profile: &self.profiles.main,
+                selector: &self.stage.cluster_selector,
+                spec,
+                spec_hash: &self.st.applied_spec_hash,
+                applied_at: self.st.applied_at,
+                fresh_features: &self.st.fresh_features,
+                being_applied: self.main_applied_now,
+            },
+            self.observed,
+        )
+    }
+}
+
+fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
