@@ -712,4 +712,45 @@ mod tests {
         assert_eq!(codes, ["duplicate-promotion-name", "yaml-syntax"]);
         assert_eq!(errors[1].file, "b.yaml");
     }
+
+    #[test]
+    fn files_over_a_parse_limit_are_claimed_too() {
+        let limits = Limits {
+            max_file_bytes: 400,
+            max_depth: 8,
+            ..Limits::default()
+        };
+        let deep = format!(
+            "kind: ClusterPromotion\nmetadata:\n  name: deep\nspec: {}{}\n",
+            "[".repeat(10),
+            "]".repeat(10)
+        );
+        let files = [
+            ("big.yaml", BlobContent::TooLarge(4096)),
+            ("deep.yaml", BlobContent::Loaded(deep.into_bytes())),
+        ];
+        let delta = CommitDelta {
+            info: commit(0),
+            files: files
+                .into_iter()
+                .map(|(path, content)| FileDelta {
+                    path: path.to_string(),
+                    new: Some((Oid::zero(), Arc::new(parse_blob(path, &content, &limits)))),
+                })
+                .collect(),
+        };
+        let mut index = HistoryIndex::default();
+        apply(&mut index, &delta);
+        let big = never_valid_errors(&mut index, "invalid-file-big-yaml");
+        assert_eq!(
+            (big[0].code, big[0].file.as_str()),
+            ("file-too-large", "big.yaml")
+        );
+        let deep = never_valid_errors(&mut index, "deep");
+        assert_eq!(
+            (deep[0].code, deep[0].file.as_str()),
+            ("yaml-too-deep", "deep.yaml")
+        );
+        assert!(deep[0].line == 4 && deep[0].column > 1, "{}", deep[0]);
+    }
 }
