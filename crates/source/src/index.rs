@@ -735,7 +735,10 @@ mod tests {
                 .into_iter()
                 .map(|(path, content)| FileDelta {
                     path: path.to_string(),
-                    new: Some((Oid::zero(), Arc::new(parse_blob(path, &content, &limits)))),
+                    new: Some((
+                        Oid::ZERO_SHA1,
+                        Arc::new(parse_blob(path, &content, &limits)),
+                    )),
                 })
                 .collect(),
         };
