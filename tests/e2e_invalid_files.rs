@@ -171,3 +171,35 @@ async fn a_new_file_that_does_not_parse_is_invalid_under_its_readable_name_until
     let status: Value = world.status(GOOD).await.expect("good");
     assert_eq!(status["phase"], "Completed");
 }
+
+/// After a restart the controller knows the file-named promotion only from its GitPromotion: it
+/// records no run and owns no profiles, so removing it is not held either, although it is every
+/// promotion the controller knew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_never_valid_promotion_fixed_while_the_controller_is_down_is_removed_at_start() {
+    let repo = TestRepo::new();
+    let fixed = seed("02-test-kyverno-rollout-auto.yaml", "1s");
+    repo.write(
+        "only.yaml",
+        &fixed.replacen(
+            "name: test-kyverno-rollout",
+            "name: [test-kyverno-rollout",
+            1,
+        ),
+    );
+    repo.commit("The only promotion does not parse");
+    let mut world = World::start(repo, &fleet_yaml(1, "100ms")).await;
+    let synthetic = "invalid-file-only-yaml";
+    wait_invalid_at(&world, synthetic, "only.yaml").await;
+
+    world.stop_controller().await;
+    world.repo.write("only.yaml", &fixed);
+    world.repo.commit("Fix it");
+    world.start_controller().await;
+    world
+        .eventually(&format!("{synthetic} is removed"), || async {
+            world.git_promotion(synthetic).await.is_none().then_some(())
+        })
+        .await;
+    world.wait_phase("test-kyverno-rollout", "Completed").await;
+}
