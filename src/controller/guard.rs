@@ -2,6 +2,12 @@
 //! share of the promotions — or all of them, or whose tracked path vanished — is not pruned until
 //! confirmed, by `--confirm-prune` for the whole process or by annotating the held GitPromotion
 //! `tollgate.dev/confirm-prune: "true"`.
+//!
+//! Only promotions that may have applied something count: one that never had a valid snapshot
+//! (a file that never parsed, say) has no blast radius, so its removal is neither held nor counted.
+
+use super::git_task::PromotionGit;
+use super::reconcile::Context;
 
 #[derive(Debug, Clone, Copy)]
 pub struct PruneGuard {
@@ -42,6 +48,25 @@ impl PruneGuard {
             )
         })
     }
+}
+
+/// Whether removing `name` could withdraw anything from the fleet: git has a valid snapshot of it
+/// (current or last good), its persisted status records a run (or cannot be read), or profiles
+/// generated for it exist.
+pub fn has_blast_radius(name: &str, git: Option<&PromotionGit>, ctx: &Context) -> bool {
+    if git.is_some_and(|git| git.view.effective_snapshot().is_some()) {
+        return true;
+    }
+    let ran = ctx.statuses.get(name).is_some_and(|persisted| {
+        persisted
+            .status
+            .is_none_or(|status| status.snapshot_index.is_some())
+    });
+    let mut owns_profiles = false;
+    ctx.caches
+        .profiles
+        .visit_indexed(name, |_, _, _| owns_profiles = true);
+    ran || owns_profiles
 }
 
 #[cfg(test)]

@@ -366,18 +366,29 @@ impl LoopState {
         if gone.is_empty() {
             return;
         }
-        let hold =
-            self.config
-                .guard
-                .hold_reason(gone.len(), known_before.len(), update.path_missing);
-        for name in gone {
+        // Only removals that could withdraw something are counted and held (see `guard`).
+        let exposed =
+            |name: &String| guard::has_blast_radius(name, self.git.get(name).map(|g| &**g), ctx);
+        let gone: Vec<(String, bool)> = gone
+            .into_iter()
+            .map(|name| {
+                let exposed = exposed(&name);
+                (name, exposed)
+            })
+            .collect();
+        let hold = self.config.guard.hold_reason(
+            gone.iter().filter(|(_, exposed)| *exposed).count(),
+            known_before.iter().filter(|name| exposed(name)).count(),
+            update.path_missing,
+        );
+        for (name, exposed) in gone {
             let last = self
                 .git
                 .get(&name)
                 .and_then(|g| g.view.effective_snapshot().cloned());
             self.dirty.insert(name.clone());
             match &hold {
-                Some(reason) if !confirmed(ctx, &name) => {
+                Some(reason) if exposed && !confirmed(ctx, &name) => {
                     warn!(promotion = %name, reason, "removal held by the blast-radius guard");
                     self.held.insert(name, reason.clone());
                 }

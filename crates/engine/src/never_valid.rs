@@ -4,11 +4,20 @@
 use tollgate_spec::hash::HASH_SCHEME;
 
 use crate::input::StepInput;
-use crate::output::StepOutput;
+use crate::output::{EngineEvent, StepOutput};
 use crate::status::{Phase, PromotionStatus};
+
+/// Event reason for a promotion whose file in git is invalid.
+pub(crate) const INVALID_SPEC: &str = "InvalidSpec";
 
 pub(crate) fn step_never_valid(input: &StepInput<'_>, error: &str) -> StepOutput {
     let mut status = input.status.cloned().unwrap_or_else(PromotionStatus::empty);
+    // Once per distinct error: the persisted status already carries one that was told.
+    let events = if status.invalid_spec.as_deref() == Some(error) {
+        Vec::new()
+    } else {
+        vec![EngineEvent::warning(INVALID_SPEC, error.to_string())]
+    };
     status.hash_scheme = HASH_SCHEME;
     status.phase = Phase::Invalid;
     status.invalid_spec = Some(error.to_string());
@@ -17,7 +26,7 @@ pub(crate) fn step_never_valid(input: &StepInput<'_>, error: &str) -> StepOutput
     StepOutput {
         actions: Vec::new(),
         status,
-        events: Vec::new(),
+        events,
         wake_at: None,
     }
 }
@@ -26,8 +35,10 @@ pub(crate) fn step_never_valid(input: &StepInput<'_>, error: &str) -> StepOutput
 mod tests {
     use chrono::{TimeZone, Utc};
 
+    use super::INVALID_SPEC;
     use crate::input::{Desired, StepInput};
     use crate::observed::Observed;
+    use crate::output::{EngineEvent, EventType};
     use crate::status::Phase;
     use crate::step;
 
@@ -58,5 +69,35 @@ mod tests {
         });
         assert_eq!(again.status, out.status);
         assert!(again.actions.is_empty());
+    }
+
+    #[test]
+    fn an_invalid_spec_is_a_warning_event_once_per_distinct_error() {
+        let observed = Observed::default();
+        let input = |error, status| StepInput {
+            desired: Desired::NeverValid {
+                promotion: "p",
+                error,
+            },
+            approvals: &[],
+            observed: &observed,
+            status,
+            now: Utc.timestamp_opt(1_700_000_000, 0).single().expect("time"),
+        };
+        let first_error = "p.yaml:8:21: mapping values are not allowed in this context";
+        let first = step(&input(first_error, None));
+        assert_eq!(
+            first.events,
+            [EngineEvent::warning(INVALID_SPEC, first_error.to_string())]
+        );
+        assert_eq!(first.events[0].event_type, EventType::Warning);
+        let repeated = step(&input(first_error, Some(&first.status)));
+        assert!(repeated.events.is_empty(), "{:?}", repeated.events);
+        let second_error = "p.yaml:4:3: alias expansion limit exceeded (YAML bomb?)";
+        let changed = step(&input(second_error, Some(&repeated.status)));
+        assert_eq!(
+            changed.events,
+            [EngineEvent::warning(INVALID_SPEC, second_error.to_string())]
+        );
     }
 }

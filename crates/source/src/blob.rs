@@ -5,6 +5,9 @@ use std::sync::Arc;
 
 use tollgate_spec::ClusterPromotion;
 use tollgate_spec::parse::{oversized_file, parse_file};
+use tollgate_spec::rules::k8s_names::dns1123_subdomain_problem;
+
+use crate::claim_name::readable_name;
 
 pub use tollgate_spec::diagnostic::{Diagnostic, Severity};
 pub use tollgate_spec::parse::Limits;
@@ -21,6 +24,9 @@ pub(crate) struct ParsedBlob {
     pub docs: Vec<ParsedDoc>,
     /// Errors that belong to no named promotion (YAML syntax, a promotion without a name…).
     pub file_errors: Vec<Diagnostic>,
+    /// When `file_errors` has errors: the promotion name still readable from the raw text, which
+    /// those errors are shown under (see [`crate::claim_name`]).
+    pub readable_name: Option<Box<str>>,
 }
 
 impl ParsedBlob {
@@ -62,7 +68,8 @@ impl BlobContent {
 }
 
 /// Parses one blob with the spec crate's parser. Documents of other kinds are skipped there;
-/// a promotion document without a name cannot be attributed, so its diagnostics become file-level.
+/// a promotion document without a usable name cannot be attributed (nor get a GitPromotion under
+/// that name), so its diagnostics become file-level.
 pub(crate) fn parse_blob(file: &str, content: &BlobContent, limits: &Limits) -> ParsedBlob {
     let parsed = match content {
         BlobContent::Loaded(bytes) => parse_file(file, bytes, limits),
@@ -71,9 +78,13 @@ pub(crate) fn parse_blob(file: &str, content: &BlobContent, limits: &Limits) -> 
     let mut blob = ParsedBlob {
         docs: Vec::with_capacity(parsed.promotions.len()),
         file_errors: parsed.diagnostics,
+        readable_name: None,
     };
     for document in parsed.promotions {
-        match (document.name, document.promotion) {
+        let name = document
+            .name
+            .filter(|name| dns1123_subdomain_problem(name).is_none());
+        match (name, document.promotion) {
             (Some(name), Some(promotion)) => blob.docs.push(ParsedDoc {
                 name,
                 outcome: Ok(Arc::new(promotion)),
@@ -84,6 +95,11 @@ pub(crate) fn parse_blob(file: &str, content: &BlobContent, limits: &Limits) -> 
             }),
             (None, _) => blob.file_errors.extend(document.diagnostics),
         }
+    }
+    if let BlobContent::Loaded(bytes) = content
+        && blob.file_errors.iter().any(Diagnostic::is_error)
+    {
+        blob.readable_name = readable_name(bytes).map(String::into_boxed_str);
     }
     blob
 }

@@ -10,6 +10,7 @@ use tollgate_spec::{ApprovalEvent, ClusterPromotion, CommitInfo, Snapshot, SpecH
 
 use crate::approvals::approval_events;
 use crate::blob::{Diagnostic, ParsedBlob, duplicate_name_diagnostic};
+use crate::claim_name::path_name;
 use crate::report::{Change, PromotionView};
 
 /// The manifest files one first-parent commit changed under the tracked path.
@@ -33,6 +34,15 @@ struct FileEntry {
     /// Names this file defines. A file that no longer parses at all keeps the names it had, so
     /// those promotions turn invalid (last good snapshot kept) rather than vanish.
     claims: Vec<String>,
+    /// The one extra name the file's unattributed errors are shown under (see
+    /// [`crate::claim_name`]), when it has such errors.
+    fallback: Option<String>,
+}
+
+impl FileEntry {
+    fn names(&self) -> impl Iterator<Item = &String> {
+        self.claims.iter().chain(&self.fallback)
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -85,70 +95,98 @@ pub(crate) struct HistoryIndex {
 }
 
 impl HistoryIndex {
-    /// Applies one commit; adds the names it touched to `touched`.
-    pub fn apply(&mut self, delta: &CommitDelta, touched: &mut BTreeSet<String>) {
+    /// Applies one commit. Every name it touches gets an entry in `before`: its summary before
+    /// the first commit (of those applied with the same map) that touched it.
+    pub fn apply(&mut self, delta: &CommitDelta, before: &mut BTreeMap<String, Summary>) {
         let mut names = BTreeSet::new();
+        // Every changed file lets go of its names first, so that a name moving between files in
+        // one commit is free whatever order the files come in.
+        let mut released = Vec::with_capacity(delta.files.len());
         for file in &delta.files {
-            let (path, old_claims) = match self.files.remove_entry(file.path.as_str()) {
-                Some((path, entry)) => (path, entry.claims),
-                None => (Arc::from(file.path.as_str()), Vec::new()),
+            let (path, old) = match self.files.remove_entry(file.path.as_str()) {
+                Some((path, entry)) => (path, Some(entry)),
+                None => (Arc::from(file.path.as_str()), None),
             };
-            for name in &old_claims {
-                if let Some(files) = self.definers.get_mut(name) {
-                    files.retain(|defining| *defining != path);
-                    if files.is_empty() {
-                        self.definers.remove(name);
-                    }
+            if let Some(entry) = &old {
+                for name in entry.names() {
+                    self.undefine(name, &path);
+                    names.insert(name.clone());
                 }
             }
-            names.extend(old_claims.iter().cloned());
+            released.push((path, old));
+        }
+        for (file, (path, old)) in delta.files.iter().zip(released) {
             let Some((_, parsed)) = &file.new else {
                 continue;
             };
-            let mut claims: Vec<String> = parsed.docs.iter().map(|d| d.name.clone()).collect();
-            if claims.is_empty() && parsed.file_errors.iter().any(Diagnostic::is_error) {
-                claims = old_claims;
+            let (claims, fallback) = self.claims_of(&path, parsed, old);
+            let entry = FileEntry {
+                parsed: Arc::clone(parsed),
+                claims,
+                fallback,
+            };
+            for name in entry.names() {
+                self.define(name, &path);
+                names.insert(name.clone());
             }
-            claims.sort();
-            claims.dedup();
-            for name in &claims {
-                let files = self
-                    .definers
-                    .entry(name.clone())
-                    .or_insert_with(|| Vec::with_capacity(1));
-                if let Err(at) = files.binary_search(&path) {
-                    files.insert(at, Arc::clone(&path));
-                }
-            }
-            names.extend(claims.iter().cloned());
-            self.files.insert(
-                path,
-                FileEntry {
-                    parsed: Arc::clone(parsed),
-                    claims,
-                },
-            );
+            self.files.insert(path, entry);
         }
         for name in names {
             let definition = self.resolve(&name);
             let history = self.promotions.entry(name.clone()).or_default();
+            before.entry(name).or_insert_with(|| history.summary());
             history.record(definition, &delta.info);
-            touched.insert(name);
         }
     }
 
-    /// Names a commit may touch: those its changed files defined before and define after.
-    pub fn names_in(&self, delta: &CommitDelta) -> Vec<String> {
-        let mut names = Vec::new();
-        for file in &delta.files {
-            if let Some(entry) = self.files.get(file.path.as_str()) {
-                names.extend(entry.claims.iter().cloned());
+    /// The names a file defines, and the extra name its unattributed errors go under.
+    fn claims_of(
+        &self,
+        path: &str,
+        parsed: &ParsedBlob,
+        old: Option<FileEntry>,
+    ) -> (Vec<String>, Option<String>) {
+        let mut claims: Vec<String> = parsed.docs.iter().map(|d| d.name.clone()).collect();
+        claims.sort();
+        claims.dedup();
+        if !parsed.file_errors.iter().any(Diagnostic::is_error) {
+            return (claims, None);
+        }
+        if claims.is_empty()
+            && let Some(old) = old
+            && !old.claims.is_empty()
+        {
+            // An existing promotion's file stopped parsing: its promotions turn invalid.
+            return (old.claims, None);
+        }
+        let fallback = match parsed.readable_name.as_deref() {
+            Some(name) if !claims.iter().any(|claim| claim == name) => name.to_string(),
+            _ => {
+                let plain = path_name(path, false);
+                let taken = self.definers.contains_key(&plain) || claims.contains(&plain);
+                if taken { path_name(path, true) } else { plain }
             }
-            if let Some((_, parsed)) = &file.new {
-                names.extend(parsed.docs.iter().map(|d| d.name.clone()));
+        };
+        (claims, Some(fallback))
+    }
+
+    fn define(&mut self, name: &str, path: &Arc<str>) {
+        let files = self
+            .definers
+            .entry(name.to_string())
+            .or_insert_with(|| Vec::with_capacity(1));
+        if let Err(at) = files.binary_search(path) {
+            files.insert(at, Arc::clone(path));
+        }
+    }
+
+    fn undefine(&mut self, name: &str, path: &Arc<str>) {
+        if let Some(files) = self.definers.get_mut(name) {
+            files.retain(|defining| defining != path);
+            if files.is_empty() {
+                self.definers.remove(name);
             }
         }
-        names
     }
 
     fn resolve(&self, name: &str) -> Definition {
@@ -157,7 +195,16 @@ impl HistoryIndex {
         };
         let files: Vec<&str> = files.iter().map(|path| &**path).collect();
         let [file] = files.as_slice() else {
-            return Definition::Invalid(vec![duplicate_name_diagnostic(name, &files)]);
+            let mut errors = vec![duplicate_name_diagnostic(name, &files)];
+            // A definer that does not parse says why too: its errors are seen nowhere else.
+            for file in &files {
+                if let Some(entry) = self.files.get(*file)
+                    && !entry.parsed.docs.iter().any(|d| d.name == name)
+                {
+                    errors.extend(ParsedBlob::relocate(&entry.parsed.file_errors, file));
+                }
+            }
+            return Definition::Invalid(errors);
         };
         let Some(entry) = self.files.get(*file) else {
             return Definition::Absent;
@@ -174,7 +221,8 @@ impl HistoryIndex {
                 },
                 Err(errors) => Definition::Invalid(ParsedBlob::relocate(errors, file)),
             },
-            // The file stopped parsing altogether: its file-level errors are this name's errors.
+            // The file stopped parsing altogether, or this is the name its unattributed errors go
+            // under: its file-level errors are this name's errors.
             (None, _) => Definition::Invalid(ParsedBlob::relocate(&entry.parsed.file_errors, file)),
         }
     }
@@ -198,8 +246,8 @@ impl HistoryIndex {
         self.promotions.keys()
     }
 
-    /// Files with errors that belong to no promotion (e.g. a document without a name, or a file
-    /// that never parsed).
+    /// Files with file-level errors (a document without a name, a file that does not parse), by
+    /// path. Each is also shown as the promotion it claims (see `claims_of`).
     pub fn file_errors(&self) -> BTreeMap<&str, &[Diagnostic]> {
         self.files
             .iter()
@@ -368,7 +416,27 @@ mod tests {
     }
 
     fn apply(index: &mut HistoryIndex, delta: &CommitDelta) {
-        index.apply(delta, &mut BTreeSet::new());
+        index.apply(delta, &mut BTreeMap::new());
+    }
+
+    /// `(path, Some(text))` writes the file, `(path, None)` deletes it.
+    fn raw_delta(seq: u64, files: &[(&str, Option<&str>)]) -> CommitDelta {
+        CommitDelta {
+            info: commit(seq),
+            files: files
+                .iter()
+                .map(|(path, content)| FileDelta {
+                    path: path.to_string(),
+                    new: content.map(|text| {
+                        let bytes = text.as_bytes().to_vec();
+                        let oid = Oid::hash_object(git2::ObjectType::Blob, &bytes).expect("oid");
+                        let parsed =
+                            parse_blob(path, &BlobContent::Loaded(bytes), &Limits::default());
+                        (oid, Arc::new(parsed))
+                    }),
+                })
+                .collect(),
+        }
     }
 
     fn is_valid(index: &HistoryIndex, name: &str) -> bool {
@@ -444,5 +512,252 @@ mod tests {
         assert!(index.definers.is_empty());
         assert!(index.files.is_empty());
         assert_eq!(index.summary("p"), Summary::Absent);
+    }
+
+    /// A syntax error where the name is still readable (`metadata.name` on line 4).
+    const SYNTAX_ERROR: &str = "apiVersion: config.projectsveltos.io/v1beta1\nkind: ClusterPromotion\nmetadata:\n  name: web\nspec:\n  stages:\n  - name: a\n     clusterSelector: x: y\n";
+    /// A billion-laughs document whose name cannot be read.
+    const ALIAS_BOMB: &str = "kind: ClusterPromotion\nmetadata: {name: bomb}\nspec:\n  a0: &a0 [x, x, x, x, x, x, x, x, x]\n  a1: &a1 [*a0, *a0, *a0, *a0, *a0, *a0, *a0, *a0, *a0]\n  a2: &a2 [*a1, *a1, *a1, *a1, *a1, *a1, *a1, *a1, *a1]\n  a3: &a3 [*a2, *a2, *a2, *a2, *a2, *a2, *a2, *a2, *a2]\n  a4: &a4 [*a3, *a3, *a3, *a3, *a3, *a3, *a3, *a3, *a3]\n  a5: &a5 [*a4, *a4, *a4, *a4, *a4, *a4, *a4, *a4, *a4]\n  a6: &a6 [*a5, *a5, *a5, *a5, *a5, *a5, *a5, *a5, *a5]\n  a7: &a7 [*a6, *a6, *a6, *a6, *a6, *a6, *a6, *a6, *a6]\n  a8: &a8 [*a7, *a7, *a7, *a7, *a7, *a7, *a7, *a7, *a7]\n";
+
+    fn view(index: &mut HistoryIndex, name: &str) -> Option<PromotionView> {
+        index.refresh_views([&name.to_string()]);
+        index.promotions.get(name)?.view.clone()
+    }
+
+    /// The errors of a promotion that never was valid.
+    fn never_valid_errors(index: &mut HistoryIndex, name: &str) -> Vec<Diagnostic> {
+        match view(index, name) {
+            Some(PromotionView::Invalid {
+                errors,
+                last_good: None,
+            }) => errors,
+            other => panic!("{name}: expected invalid and never valid, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_new_file_with_a_syntax_error_claims_its_readable_name() {
+        let mut index = HistoryIndex::default();
+        let mut before = BTreeMap::new();
+        index.apply(
+            &raw_delta(0, &[("web.yaml", Some(SYNTAX_ERROR))]),
+            &mut before,
+        );
+        assert_eq!(
+            before.get("web"),
+            Some(&Summary::Absent),
+            "reported as a change"
+        );
+        let errors = never_valid_errors(&mut index, "web");
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].code, "yaml-syntax");
+        assert_eq!(
+            (errors[0].file.as_str(), errors[0].line),
+            ("web.yaml", 8),
+            "{errors:?}"
+        );
+        assert!(
+            errors[0].to_string().starts_with("web.yaml:8:"),
+            "{}",
+            errors[0]
+        );
+
+        // Fixed: the same name turns valid, and nothing else is left behind.
+        apply(&mut index, &delta(1, &[("web.yaml", Some(("web", "dev")))]));
+        assert!(is_valid(&index, "web"));
+        assert_eq!(index.definers.len(), 1);
+    }
+
+    #[test]
+    fn a_new_alias_bomb_without_a_readable_name_claims_a_name_from_its_path() {
+        let mut index = HistoryIndex::default();
+        apply(
+            &mut index,
+            &raw_delta(
+                0,
+                &[
+                    ("apps/Bomb.yaml", Some(ALIAS_BOMB)),
+                    (
+                        "good.yaml",
+                        Some(std::str::from_utf8(&manifest("good", "dev")).expect("utf8")),
+                    ),
+                ],
+            ),
+        );
+        let name = "invalid-file-apps-bomb-yaml";
+        let errors = never_valid_errors(&mut index, name);
+        assert_eq!(errors[0].code, "yaml-alias-bomb", "{errors:?}");
+        assert_eq!(errors[0].file, "apps/Bomb.yaml");
+        assert!(is_valid(&index, "good"), "the good promotion is unaffected");
+
+        // Fixed: the path-derived name goes away, the real one appears.
+        apply(
+            &mut index,
+            &delta(1, &[("apps/Bomb.yaml", Some(("bomb", "dev")))]),
+        );
+        assert_eq!(index.summary(name), Summary::Absent);
+        assert!(view(&mut index, name).is_none());
+        assert!(is_valid(&index, "bomb"));
+    }
+
+    #[test]
+    fn deleting_a_bad_file_removes_its_claim() {
+        let mut index = HistoryIndex::default();
+        apply(&mut index, &raw_delta(0, &[("x.yaml", Some("kind: [\n"))]));
+        assert!(matches!(
+            index.summary("invalid-file-x-yaml"),
+            Summary::Invalid(_)
+        ));
+        let mut before = BTreeMap::new();
+        index.apply(&raw_delta(1, &[("x.yaml", None)]), &mut before);
+        assert!(matches!(
+            before.get("invalid-file-x-yaml"),
+            Some(Summary::Invalid(_))
+        ));
+        assert_eq!(index.summary("invalid-file-x-yaml"), Summary::Absent);
+        assert!(index.definers.is_empty() && index.files.is_empty());
+    }
+
+    #[test]
+    fn two_bad_files_never_share_a_name() {
+        let mut index = HistoryIndex::default();
+        apply(
+            &mut index,
+            &raw_delta(
+                0,
+                &[
+                    ("a-b.yaml", Some("kind: [\n")),
+                    ("a_b.yaml", Some("kind: {\n")),
+                ],
+            ),
+        );
+        let names: Vec<&String> = index.definers.keys().collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        for (name, files) in &index.definers {
+            assert_eq!(files.len(), 1, "{name} has one file");
+            assert!(name.starts_with("invalid-file-a-b-yaml"), "{name}");
+            assert!(matches!(index.summary(name), Summary::Invalid(errors) if errors.len() == 1));
+        }
+        // A still-broken edit keeps the file on a name of its own.
+        apply(
+            &mut index,
+            &raw_delta(1, &[("a_b.yaml", Some("kind: [[\n"))]),
+        );
+        assert_eq!(index.definers.len(), 2);
+        assert!(index.definers.values().all(|files| files.len() == 1));
+    }
+
+    #[test]
+    fn a_nameless_promotion_beside_a_good_one_is_shown_under_the_file_name() {
+        let mut index = HistoryIndex::default();
+        let text = format!(
+            "{}---\nkind: ClusterPromotion\napiVersion: config.projectsveltos.io/v1beta1\nmetadata:\n  labels: {{a: b}}\nspec: {{}}\n",
+            String::from_utf8(manifest("good", "dev")).expect("utf8")
+        );
+        apply(&mut index, &raw_delta(0, &[("two.yaml", Some(&text))]));
+        assert!(is_valid(&index, "good"));
+        let errors = never_valid_errors(&mut index, "invalid-file-two-yaml");
+        assert!(
+            errors.iter().any(|e| e.path == "metadata.name"),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn an_existing_promotion_whose_file_stops_parsing_keeps_its_name_and_last_good_snapshot() {
+        let mut index = HistoryIndex::default();
+        apply(&mut index, &delta(0, &[("app.yaml", Some(("app", "dev")))]));
+        // Broken, and its readable name is another one now: still `app`, invalid, last good kept.
+        apply(
+            &mut index,
+            &raw_delta(1, &[("app.yaml", Some(SYNTAX_ERROR))]),
+        );
+        match view(&mut index, "app") {
+            Some(PromotionView::Invalid {
+                errors,
+                last_good: Some(last),
+            }) => {
+                assert_eq!(last.index, 1);
+                assert_eq!(errors[0].code, "yaml-syntax");
+            }
+            other => panic!("expected invalid with last good, got {other:?}"),
+        }
+        assert_eq!(index.summary("web"), Summary::Absent);
+        assert_eq!(index.definers.len(), 1);
+    }
+
+    #[test]
+    fn a_promotion_moved_into_a_broken_file_stays_invalid_whatever_the_file_order() {
+        for (from, to) in [("a.yaml", "z.yaml"), ("z.yaml", "a.yaml")] {
+            let mut index = HistoryIndex::default();
+            apply(&mut index, &delta(0, &[(from, Some(("web", "dev")))]));
+            apply(
+                &mut index,
+                &raw_delta(1, &[(to, Some(SYNTAX_ERROR)), (from, None)]),
+            );
+            match view(&mut index, "web") {
+                Some(PromotionView::Invalid {
+                    last_good: Some(_), ..
+                }) => {}
+                other => panic!("{from} → {to}: expected invalid with last good, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_broken_second_definition_of_a_name_says_why_it_is_broken() {
+        let mut index = HistoryIndex::default();
+        apply(&mut index, &delta(0, &[("a.yaml", Some(("web", "dev")))]));
+        apply(&mut index, &raw_delta(1, &[("b.yaml", Some(SYNTAX_ERROR))]));
+        let Summary::Invalid(errors) = index.summary("web") else {
+            panic!("web is defined twice");
+        };
+        let codes: Vec<&str> = errors.iter().map(|e| e.code).collect();
+        assert_eq!(codes, ["duplicate-promotion-name", "yaml-syntax"]);
+        assert_eq!(errors[1].file, "b.yaml");
+    }
+
+    #[test]
+    fn files_over_a_parse_limit_are_claimed_too() {
+        let limits = Limits {
+            max_file_bytes: 400,
+            max_depth: 8,
+            ..Limits::default()
+        };
+        let deep = format!(
+            "kind: ClusterPromotion\nmetadata:\n  name: deep\nspec: {}{}\n",
+            "[".repeat(10),
+            "]".repeat(10)
+        );
+        let files = [
+            ("big.yaml", BlobContent::TooLarge(4096)),
+            ("deep.yaml", BlobContent::Loaded(deep.into_bytes())),
+        ];
+        let delta = CommitDelta {
+            info: commit(0),
+            files: files
+                .into_iter()
+                .map(|(path, content)| FileDelta {
+                    path: path.to_string(),
+                    new: Some((
+                        Oid::ZERO_SHA1,
+                        Arc::new(parse_blob(path, &content, &limits)),
+                    )),
+                })
+                .collect(),
+        };
+        let mut index = HistoryIndex::default();
+        apply(&mut index, &delta);
+        let big = never_valid_errors(&mut index, "invalid-file-big-yaml");
+        assert_eq!(
+            (big[0].code, big[0].file.as_str()),
+            ("file-too-large", "big.yaml")
+        );
+        let deep = never_valid_errors(&mut index, "deep");
+        assert_eq!(
+            (deep[0].code, deep[0].file.as_str()),
+            ("yaml-too-deep", "deep.yaml")
+        );
+        assert!(deep[0].line == 4 && deep[0].column > 1, "{}", deep[0]);
     }
 }

@@ -7,6 +7,7 @@
 mod approvals;
 pub mod backoff;
 mod blob;
+mod claim_name;
 pub mod config;
 pub mod edit;
 pub mod error;

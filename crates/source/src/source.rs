@@ -1,6 +1,6 @@
 //! [`GitSource`]: the promotion index of one tracked branch, kept up to date by `sync`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -120,8 +120,8 @@ impl GitSource {
         };
 
         // Everything fallible is done: apply.
+        // Each touched name's summary before this sync; on a rebuild, the old index's.
         let mut prior: BTreeMap<String, Summary> = BTreeMap::new();
-        let mut touched = BTreeSet::new();
         let mut index = if rebuilt {
             for name in self.index.names() {
                 prior.insert(name.clone(), self.index.summary(name));
@@ -131,12 +131,7 @@ impl GitSource {
             std::mem::take(&mut self.index)
         };
         for delta in &read.deltas {
-            for name in index.names_in(delta) {
-                if !prior.contains_key(&name) {
-                    prior.insert(name.clone(), index.summary(&name));
-                }
-            }
-            index.apply(delta, &mut touched);
+            index.apply(delta, &mut prior);
         }
         if rebuilt {
             let all: Vec<String> = index.names().cloned().collect();
@@ -145,7 +140,7 @@ impl GitSource {
             }
             index.refresh_views(&all);
         } else {
-            index.refresh_views(&touched);
+            index.refresh_views(prior.keys());
         }
         let mut changes = BTreeMap::new();
         for name in index.names() {

@@ -499,3 +499,57 @@ fn project_fixtures_index_as_expected() {
         "{nameless:?}"
     );
 }
+
+/// A new file that does not parse is reported under a name of its own (its readable
+/// `metadata.name`, else one derived from its path), never silently dropped; fixing or deleting
+/// it reports that name removed.
+#[test]
+fn a_new_file_that_does_not_parse_is_reported_under_a_name() {
+    let repo = TestRepo::new();
+    repo.write("app.yaml", &Manifest::new("app", "1.0.0").yaml());
+    repo.commit("valid");
+    let mut source = repo.source();
+    source.sync().expect("sync");
+
+    let broken_web = Manifest::new("web", "1.0.0")
+        .yaml()
+        .replacen("spec:", "spec: [", 1);
+    repo.write("web.yaml", &broken_web);
+    repo.write("junk.yaml", "metadata: {name: [\n");
+    repo.commit("two broken files");
+    let report = source.sync().expect("sync broken");
+    assert_eq!(report.changes.get("web"), Some(&Change::Invalid));
+    assert_eq!(
+        report.changes.get("invalid-file-junk-yaml"),
+        Some(&Change::Invalid)
+    );
+    assert_eq!(report.changes.get("app"), Some(&Change::Unchanged));
+    for name in ["web", "invalid-file-junk-yaml"] {
+        match source.promotion(name) {
+            Some(PromotionView::Invalid {
+                errors,
+                last_good: None,
+            }) => assert!(
+                errors[0].to_string().contains(".yaml:") && errors[0].line > 0,
+                "{errors:?}"
+            ),
+            other => panic!("{name}: expected invalid, got {other:?}"),
+        }
+    }
+    // Building from scratch gives the same names.
+    let mut fresh = repo.source();
+    fresh.sync().expect("fresh");
+    let names: Vec<&str> = fresh.promotions().map(|(name, _)| name).collect();
+    assert_eq!(names, ["app", "invalid-file-junk-yaml", "web"]);
+
+    repo.write("web.yaml", &Manifest::new("web", "1.0.0").yaml());
+    repo.remove("junk.yaml");
+    repo.commit("fix web, drop junk");
+    let report = source.sync().expect("sync fixed");
+    assert_eq!(report.changes.get("web"), Some(&Change::Recovered));
+    assert_eq!(
+        report.changes.get("invalid-file-junk-yaml"),
+        Some(&Change::Removed)
+    );
+    assert!(source.promotion("invalid-file-junk-yaml").is_none());
+}
