@@ -217,6 +217,23 @@ async fn invalid_commit_keeps_last_good_snapshot_and_spares_other_promotions() {
         status["snapshotIndex"], 1,
         "the last good snapshot keeps running"
     );
+    world
+        .eventually("an InvalidSpec Warning event", || async {
+            world
+                .emulator
+                .write_log()
+                .iter()
+                .any(|w| {
+                    w.resource == "events.events.k8s.io"
+                        && w.verb == "create"
+                        && w.object["reason"] == "InvalidSpec"
+                        && w.object["type"] == "Warning"
+                        && w.object["regarding"]["name"] == "kyverno-rollout-auto"
+                        && w.object["note"].as_str() == Some(error)
+                })
+                .then_some(())
+        })
+        .await;
     let dev = world
         .profile("kyverno-rollout-auto-dev")
         .await

@@ -73,13 +73,23 @@ impl<'i, 'a> Run<'i, 'a> {
     fn new(input: &'i StepInput<'a>, snapshot: &'a Snapshot, invalid: Option<&str>) -> Self {
         let mut status = input.status.cloned().unwrap_or_else(PromotionStatus::empty);
         status.hash_scheme = HASH_SCHEME;
+        let mut effects = Effects::default();
+        // Once per distinct error, as for a never-valid promotion.
+        if let Some(error) = invalid
+            && status.invalid_spec.as_deref() != Some(error)
+        {
+            effects.events.push(EngineEvent::warning(
+                never_valid::INVALID_SPEC,
+                error.to_string(),
+            ));
+        }
         status.invalid_spec = invalid.map(str::to_string);
         Run {
             input,
             snapshot,
             promotion: &snapshot.promotion,
             status,
-            effects: Effects::default(),
+            effects,
         }
     }
 

@@ -60,6 +60,10 @@ pub(crate) struct PromotionHistory {
     /// The newest valid content, the baseline for approval events.
     last_valid: Option<Arc<ClusterPromotion>>,
     state: State,
+    /// Gone from git at some commit since the newest snapshot: that run ended with the removal,
+    /// so the promotion coming back broken has no last good snapshot, and coming back valid
+    /// starts a new one.
+    removed_since_snapshot: bool,
     pub view: Option<PromotionView>,
 }
 
@@ -260,7 +264,10 @@ impl HistoryIndex {
 impl PromotionHistory {
     fn record(&mut self, definition: Definition, commit: &Arc<CommitInfo>) {
         match definition {
-            Definition::Absent => self.state = State::Absent,
+            Definition::Absent => {
+                self.state = State::Absent;
+                self.removed_since_snapshot = !self.snapshots.is_empty();
+            }
             Definition::Invalid(errors) => self.state = State::Invalid(errors),
             Definition::Valid { promotion, file } => {
                 let events = approval_events(self.last_valid.as_deref(), &promotion, commit);
@@ -274,7 +281,7 @@ impl PromotionHistory {
                 // A promotion restored after it was gone from git starts a new run (a new
                 // snapshot, even with the same content): the removal ended the earlier run, and
                 // its approvals, consumed or not, must not carry over (DESIGN D2).
-                let restored = self.state == State::Absent;
+                let restored = std::mem::take(&mut self.removed_since_snapshot);
                 match self.snapshots.last_mut() {
                     Some(last) if last.hashes == hashes && !restored => {
                         // Trigger/annotation edit: same snapshot, newest content.
@@ -318,7 +325,12 @@ impl PromotionHistory {
             }),
             State::Invalid(errors) => Some(PromotionView::Invalid {
                 errors: errors.clone(),
-                last_good: self.snapshots.last().cloned().map(Arc::new),
+                last_good: self
+                    .snapshots
+                    .last()
+                    .filter(|_| !self.removed_since_snapshot)
+                    .cloned()
+                    .map(Arc::new),
             }),
         }
     }
@@ -759,5 +771,93 @@ mod tests {
             ("yaml-too-deep", "deep.yaml")
         );
         assert!(deep[0].line == 4 && deep[0].column > 1, "{}", deep[0]);
+    }
+
+    // A removal ends the run: what comes back under the same name starts over.
+
+    const BROKEN_WEB: &str = "apiVersion: config.projectsveltos.io/v1beta1\nkind: ClusterPromotion\nmetadata:\n  name: web\nspec:\n  stages:\n  - name: a\n     clusterSelector: x: y\n";
+
+    fn snapshot_of(index: &HistoryIndex, name: &str) -> (u64, Option<u64>) {
+        let last = index.promotions[name].snapshots.last().expect("snapshot");
+        (last.index, last.rollback_of)
+    }
+
+    #[test]
+    fn a_restored_promotion_starts_a_new_snapshot_of_the_same_content() {
+        let mut index = HistoryIndex::default();
+        index.apply(
+            &delta(0, &[("web.yaml", Some(("web", "dev")))]),
+            &mut BTreeMap::new(),
+        );
+        index.apply(&delta(1, &[("web.yaml", None)]), &mut BTreeMap::new());
+        index.apply(
+            &delta(2, &[("web.yaml", Some(("web", "dev")))]),
+            &mut BTreeMap::new(),
+        );
+        assert_eq!(snapshot_of(&index, "web"), (2, Some(1)));
+        // Approval content restored is no new approval event: the field was true before.
+        assert_eq!(index.promotions["web"].approvals.len(), 1);
+        // A trigger-only edit afterwards stays in the restored snapshot.
+        index.apply(
+            &delta(3, &[("web.yaml", Some(("web", "dev")))]),
+            &mut BTreeMap::new(),
+        );
+        assert_eq!(snapshot_of(&index, "web"), (2, Some(1)));
+    }
+
+    #[test]
+    fn a_promotion_restored_broken_has_no_last_good_snapshot() {
+        let mut index = HistoryIndex::default();
+        let mut touched = BTreeMap::new();
+        index.apply(
+            &delta(0, &[("web.yaml", Some(("web", "dev")))]),
+            &mut touched,
+        );
+        index.apply(&delta(1, &[("web.yaml", None)]), &mut touched);
+        index.apply(
+            &raw_delta(2, &[("web.yaml", Some(BROKEN_WEB))]),
+            &mut touched,
+        );
+        index.refresh_views(["web".to_string()].iter());
+        match index.promotions["web"].view.as_ref() {
+            Some(PromotionView::Invalid { last_good, .. }) => assert!(last_good.is_none()),
+            other => panic!("invalid view expected, got {other:?}"),
+        }
+        // Fixed later: a new run, even with the content of the removed one.
+        index.apply(
+            &delta(3, &[("web.yaml", Some(("web", "dev")))]),
+            &mut touched,
+        );
+        assert_eq!(snapshot_of(&index, "web"), (2, Some(1)));
+    }
+
+    #[test]
+    fn a_broken_commit_without_removal_keeps_the_last_good_snapshot() {
+        let mut index = HistoryIndex::default();
+        let mut touched = BTreeMap::new();
+        index.apply(
+            &delta(0, &[("web.yaml", Some(("web", "dev")))]),
+            &mut touched,
+        );
+        index.apply(
+            &raw_delta(1, &[("web.yaml", Some(BROKEN_WEB))]),
+            &mut touched,
+        );
+        index.refresh_views(["web".to_string()].iter());
+        match index.promotions["web"].view.as_ref() {
+            Some(PromotionView::Invalid { last_good, .. }) => {
+                assert_eq!(last_good.as_ref().map(|s| s.index), Some(1));
+            }
+            other => panic!("invalid view expected, got {other:?}"),
+        }
+        index.apply(
+            &delta(2, &[("web.yaml", Some(("web", "dev")))]),
+            &mut touched,
+        );
+        assert_eq!(
+            snapshot_of(&index, "web"),
+            (1, None),
+            "the same run goes on"
+        );
     }
 }
