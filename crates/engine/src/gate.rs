@@ -2,7 +2,7 @@
 //! `auto` passes inside its promotion window; `manual` passes on an approval valid for this run
 //! (DESIGN D2).
 
-use tollgate_spec::model::Trigger;
+use tollgate_spec::model::{ManualTrigger, Stage, Trigger};
 use tollgate_spec::window::{Window, WindowState};
 
 use crate::approval;
@@ -57,5 +57,13 @@ pub(crate) fn pass(run: &mut StageRun<'_, '_>, trigger: &Trigger) -> Result<Pass
                 consumes: valid.consumes,
             })
         }
+    }
+}
+
+/// The stage's manual trigger, when a person opens its gate.
+pub(crate) fn manual(stage: &Stage) -> Option<&ManualTrigger> {
+    match stage.trigger.as_ref()? {
+        Trigger::Manual(manual) => Some(manual),
+        Trigger::Auto(_) => None,
     }
 }

@@ -118,6 +118,17 @@ impl PromotionStatus {
     }
 }
 
+/// The restart rule (semantics §4.4, D5): a run goes on while the snapshot's content hashes are
+/// the ones it runs; any other content starts a new run at stage 1.
+pub fn runs_content_of(
+    profile_spec_hash: Option<&str>,
+    stages_hash: Option<&str>,
+    snapshot: &tollgate_spec::Snapshot,
+) -> bool {
+    profile_spec_hash == Some(snapshot.hashes.profile_spec.as_str())
+        && stages_hash == Some(snapshot.hashes.stages.as_str())
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StageStatus {

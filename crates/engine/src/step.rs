@@ -25,7 +25,7 @@ use crate::observed::Observed;
 use crate::output::{Action, EngineEvent, StepOutput};
 use crate::removal;
 use crate::stage::{Hold, StageProfiles, StageRun};
-use crate::status::{Phase, PromotionStatus, StageStatus};
+use crate::status::{Phase, PromotionStatus, StageStatus, runs_content_of};
 
 /// Event reasons (the note carries upstream's text where there is one).
 pub mod reasons {
@@ -107,8 +107,11 @@ impl<'i, 'a> Run<'i, 'a> {
 
     /// The status describes a run of the current snapshot.
     fn same_run(&self) -> bool {
-        self.status.profile_spec_hash.as_deref() == Some(&self.snapshot.hashes.profile_spec)
-            && self.status.stages_hash.as_deref() == Some(&self.snapshot.hashes.stages)
+        runs_content_of(
+            self.status.profile_spec_hash.as_deref(),
+            self.status.stages_hash.as_deref(),
+            self.snapshot,
+        )
     }
 
     /// A profile of this name exists and is not tollgate's: never apply over it (upstream Q12).
