@@ -180,7 +180,7 @@ fn chart_bump_restarts_every_stage_and_lists_approvals() {
         serde_json::json!(["staging", "production"])
     );
     assert_eq!(app["approvals"][0]["stage"], "production");
-    assert_eq!(app["approvals"][0]["need"], "fresh");
+    assert_eq!(app["approvals"][0]["need"], "needed");
     assert_eq!(app["chartChanges"][0]["new"]["chartVersion"], "1.1.0");
     assert_eq!(document["promotions"][1]["status"], "unchanged");
 }

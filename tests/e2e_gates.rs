@@ -288,3 +288,43 @@ async fn never_valid_promotion_reports_its_error_in_status() {
     );
     assert!(world.profiles_of("kyverno-rollout-auto").await.is_empty());
 }
+
+/// `tollgate plan` and the controller read one approval rule: a range that bumps the chart and
+/// then approves the gate is planned as passing it, and the controller passes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_and_controller_agree_on_an_approval_inside_the_range() {
+    let repo = TestRepo::new();
+    let manifest = seed("08-kyverno-rollout-manual.yaml", "1s");
+    repo.write("manual.yaml", &manifest);
+    let base = repo.commit("Kyverno with a manual gate");
+    let bumped = manifest.replace("chartVersion:     3.6.2", "chartVersion:     3.7.0");
+    assert_ne!(bumped, manifest);
+    repo.write("manual.yaml", &bumped);
+    repo.commit("Kyverno 3.7.0");
+    repo.write(
+        "manual.yaml",
+        &bumped.replacen("approved: false", "approved: true", 1),
+    );
+    let approval_sha = repo.commit("Approve staging → production");
+
+    let output = assert_cmd::Command::cargo_bin("tollgate")
+        .expect("binary")
+        .args([
+            "plan", "--from", &base, "--to", "HEAD", "-o", "json", "--repo",
+        ])
+        .arg(repo.path())
+        .output()
+        .expect("plan runs");
+    let plan: Value = serde_json::from_slice(&output.stdout).expect("plan json");
+    let gate = &plan["promotions"][0]["approvals"][0];
+    assert_eq!(gate["stage"], "staging", "{plan:#}");
+    assert_eq!(gate["need"], "approved", "{plan:#}");
+    assert_eq!(gate["approvedBy"], approval_sha.as_str());
+
+    let world = World::start(repo, &fleet_yaml(1, "50ms")).await;
+    let status = world.wait_phase(MANUAL, "Completed").await;
+    assert_eq!(
+        stage(&status, "staging").expect("staging")["approver"]["sha"],
+        approval_sha.as_str()
+    );
+}

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
+use tollgate_engine::{Desired, GateVerdict, Preview, PreviewInput, RunChange, preview};
 use tollgate_source::plan::{
     ChartChange, ChartRef, PlanStatus, PromotionPlan, RangePlan, Revision, plan_range,
 };
@@ -101,90 +102,200 @@ fn chart_change_text(change: &ChartChange) -> String {
     }
 }
 
-/// One headline per promotion status.
-fn headline(plan: &PromotionPlan) -> String {
-    let mut line = match plan.status {
-        PlanStatus::Added => "added: the pipeline starts at stage 1".to_string(),
-        PlanStatus::Removed => "removed".to_string(),
-        PlanStatus::Restart => {
+/// The engine's preview of one promotion's change: what it does to the rollout.
+fn preview_of(plan: &PromotionPlan) -> Preview {
+    const INVALID: &str = "invalid at `to`";
+    let after = match (plan.status, plan.after.as_deref()) {
+        (PlanStatus::Removed, _) => Desired::Removed {
+            promotion: &plan.name,
+            last: plan.before.as_deref(),
+        },
+        (PlanStatus::Invalid, Some(last_good)) => Desired::Snapshot {
+            current: last_good,
+            invalid: Some(INVALID),
+        },
+        (_, Some(snapshot)) => Desired::Snapshot {
+            current: snapshot,
+            invalid: None,
+        },
+        (_, None) => Desired::NeverValid {
+            promotion: &plan.name,
+            error: INVALID,
+        },
+    };
+    preview(&PreviewInput {
+        before: plan.before.as_deref(),
+        after,
+        approvals: &plan.approvals,
+        status: None,
+    })
+}
+
+/// A promotion's plan beside the engine's preview of it.
+struct Planned<'p> {
+    plan: &'p PromotionPlan,
+    preview: Preview,
+}
+
+fn planned(plan: &RangePlan) -> Vec<Planned<'_>> {
+    plan.promotions
+        .iter()
+        .map(|p| Planned {
+            plan: p,
+            preview: preview_of(p),
+        })
+        .collect()
+}
+
+/// The one-word outcome, as the JSON `status` and the summary counts name it.
+fn outcome(planned: &Planned<'_>) -> &'static str {
+    match (&planned.preview.run, planned.plan.status) {
+        (_, PlanStatus::Recovered) => "recovered",
+        (RunChange::Starts, _) => "added",
+        (RunChange::Restarts { .. }, _) => "restart",
+        (RunChange::Continues, PlanStatus::Unchanged) => "unchanged",
+        (RunChange::Continues, _) => "trigger-only",
+        (RunChange::Invalid { .. }, _) => "invalid",
+        (RunChange::Removed, _) => "removed",
+    }
+}
+
+/// Whether the change touches the run at all (an unchanged promotion lists no gates).
+fn touched(planned: &Planned<'_>) -> bool {
+    planned.plan.status != PlanStatus::Unchanged
+}
+
+fn headline(planned: &Planned<'_>) -> String {
+    let recovered = planned.plan.status == PlanStatus::Recovered;
+    let mut line = match &planned.preview.run {
+        RunChange::Starts if recovered => "valid again: the pipeline starts at stage 1".to_string(),
+        RunChange::Starts => "added: the pipeline starts at stage 1".to_string(),
+        RunChange::Restarts { .. } if recovered => {
+            "valid again: the pipeline restarts from stage 1".to_string()
+        }
+        RunChange::Restarts {
+            profile_spec_changed,
+            stages_changed,
+            ..
+        } => {
             let mut changed = Vec::new();
-            if plan.profile_spec_changed {
+            if *profile_spec_changed {
                 changed.push("profileSpec");
             }
-            if plan.stages_changed {
+            if *stages_changed {
                 changed.push("stages");
             }
             format!("RESTART from stage 1 ({} changed)", changed.join(" and "))
         }
-        PlanStatus::TriggerOnly => {
-            "changed, no restart (trigger or metadata edit only)".to_string()
-        }
-        PlanStatus::Unchanged => "unchanged".to_string(),
-        PlanStatus::Invalid => "INVALID at `to`: the last good snapshot keeps running".to_string(),
-        PlanStatus::Recovered if plan.stages_rerun.is_empty() => {
+        RunChange::Continues if recovered => {
             "valid again, no restart (same content as its last good snapshot)".to_string()
         }
-        PlanStatus::Recovered => "valid again: the pipeline restarts from stage 1".to_string(),
+        RunChange::Continues if planned.plan.status == PlanStatus::Unchanged => {
+            "unchanged".to_string()
+        }
+        RunChange::Continues => "changed, no restart (trigger or metadata edit only)".to_string(),
+        RunChange::Invalid { keeps: Some(_) } => {
+            "INVALID at `to`: the last good snapshot keeps running".to_string()
+        }
+        RunChange::Invalid { keeps: None } => "INVALID at `to`: nothing runs".to_string(),
+        RunChange::Removed => "removed".to_string(),
     };
-    if let Some(index) = plan.rollback_to {
+    if let Some(index) = rollback_of(&planned.preview) {
         let _ = write!(line, "; rollback to #{index}");
     }
     line
 }
 
+fn rollback_of(preview: &Preview) -> Option<u64> {
+    match preview.run {
+        RunChange::Restarts { rollback_of, .. } => rollback_of,
+        _ => None,
+    }
+}
+
+fn gate_text(stage: &str, verdict: &GateVerdict) -> String {
+    match verdict {
+        GateVerdict::Approved(approver) => format!(
+            "{stage}: passes: approved by {} (commit {}, {})",
+            approver.author.as_deref().unwrap_or("an unknown author"),
+            approver.sha.as_deref().map(short).unwrap_or("-"),
+            approver.kind
+        ),
+        GateVerdict::Standing => {
+            format!("{stage}: passes: standing approval (automaticReset: false, approved: true)")
+        }
+        GateVerdict::Waits(hint) => {
+            let how = hint.strip_prefix("waiting for approval: ").unwrap_or(hint);
+            format!("{stage}: approval needed once the run reaches it: {how}")
+        }
+    }
+}
+
+/// The warnings the preview calls for: what a removal does to the profiles, prunes, empty stages.
+fn warnings(planned: &Planned<'_>) -> Vec<String> {
+    let preview = &planned.preview;
+    let mut warnings = Vec::new();
+    if preview.run == RunChange::Removed {
+        if !preview.pruned.is_empty() {
+            warnings.push(format!(
+                "removal deletes the {} generated ClusterProfile(s): add-ons are withdrawn from every matching cluster (set preserveClusterProfilesOnDelete: true first to keep them)",
+                preview.pruned.len()
+            ));
+        }
+        if !preview.kept.is_empty() {
+            warnings.push(format!(
+                "removal keeps the {} generated ClusterProfile(s) (preserveClusterProfilesOnDelete: true): add-ons stay deployed, unmanaged",
+                preview.kept.len()
+            ));
+        }
+        return warnings;
+    }
+    for profile in &preview.pruned {
+        warnings.push(format!(
+            "generated ClusterProfile {profile} is pruned: its stage is removed"
+        ));
+    }
+    if touched(planned) {
+        for stage in &preview.empty_stages {
+            warnings.push(format!(
+                "stage {stage:?} has an empty clusterSelector: it matches no cluster and completes at once"
+            ));
+        }
+    }
+    warnings
+}
+
 /// The detail lines of one promotion, as (label, text) pairs shared by text and Markdown.
-fn details(plan: &PromotionPlan) -> Vec<(&'static str, String)> {
+fn details(planned: &Planned<'_>) -> Vec<(&'static str, String)> {
+    let (plan, preview) = (planned.plan, &planned.preview);
     let mut rows = Vec::new();
     if let Some(file) = &plan.file {
         rows.push(("file", file.clone()));
     }
-    match (&plan.snapshot_from, &plan.snapshot_to) {
+    let id = |id: &str| id[..12.min(id.len())].to_string();
+    match (plan.snapshot_from(), plan.snapshot_to()) {
         (Some(old), Some(new)) if old != new => {
-            rows.push((
-                "snapshot",
-                format!(
-                    "{} → {}",
-                    &old[..12.min(old.len())],
-                    &new[..12.min(new.len())]
-                ),
-            ));
+            rows.push(("snapshot", format!("{} → {}", id(old), id(new))));
         }
-        (_, Some(new)) => rows.push(("snapshot", new[..12.min(new.len())].to_string())),
-        (Some(old), None) => rows.push((
-            "snapshot",
-            format!("{} (at from)", &old[..12.min(old.len())]),
-        )),
+        (_, Some(new)) => rows.push(("snapshot", id(new))),
+        (Some(old), None) => rows.push(("snapshot", format!("{} (at from)", id(old)))),
         (None, None) => {}
     }
-    if let Some(index) = plan.rollback_to {
+    if let Some(index) = rollback_of(preview) {
         rows.push((
             "rollback",
             format!("rollback to #{index}: same content as snapshot #{index}"),
         ));
     }
-    if !plan.stages_rerun.is_empty() {
-        rows.push(("stages that run", plan.stages_rerun.join(" → ")));
-    } else if matches!(
-        plan.status,
-        PlanStatus::TriggerOnly | PlanStatus::Unchanged | PlanStatus::Recovered
-    ) {
+    if !preview.stages_run.is_empty() {
+        rows.push(("stages that run", preview.stages_run.join(" → ")));
+    } else if preview.run == RunChange::Continues {
         rows.push(("stages that run", "none re-run".to_string()));
     }
-    for approval in &plan.approvals {
-        let how = match approval.need {
-            tollgate_source::plan::Need::Fresh => format!(
-                "fresh approval needed: `tollgate approve {} {}` after the run reaches it (automaticReset: true)",
-                plan.name, approval.stage
-            ),
-            tollgate_source::plan::Need::Standing => {
-                "passes: standing approval (automaticReset: false, approved: true)".to_string()
-            }
-            tollgate_source::plan::Need::Pending => format!(
-                "approval needed: `tollgate approve {} {}` or approved: true (automaticReset: false)",
-                plan.name, approval.stage
-            ),
-        };
-        rows.push(("approval", format!("{}: {how}", approval.stage)));
+    if touched(planned) {
+        for gate in &preview.gates {
+            rows.push(("approval", gate_text(&gate.stage, &gate.verdict)));
+        }
     }
     for change in &plan.selector_changes {
         rows.push((
@@ -219,8 +330,8 @@ fn details(plan: &PromotionPlan) -> Vec<(&'static str, String)> {
             format!("{}: {} → {}", change.stage, change.old, change.new),
         ));
     }
-    for warning in &plan.warnings {
-        rows.push(("warning", warning.clone()));
+    for warning in warnings(planned) {
+        rows.push(("warning", warning));
     }
     for diagnostic in &plan.diagnostics {
         rows.push(("error", diagnostic.to_string()));
@@ -228,26 +339,20 @@ fn details(plan: &PromotionPlan) -> Vec<(&'static str, String)> {
     rows
 }
 
-fn summary_counts(plan: &RangePlan) -> String {
-    let count = |status: PlanStatus| {
-        plan.promotions
-            .iter()
-            .filter(|p| p.status == status)
-            .count()
-    };
+fn summary_counts(planned: &[Planned<'_>]) -> String {
     let mut parts = Vec::new();
-    for status in [
-        PlanStatus::Restart,
-        PlanStatus::Added,
-        PlanStatus::Removed,
-        PlanStatus::TriggerOnly,
-        PlanStatus::Recovered,
-        PlanStatus::Invalid,
-        PlanStatus::Unchanged,
+    for label in [
+        "restart",
+        "added",
+        "removed",
+        "trigger-only",
+        "recovered",
+        "invalid",
+        "unchanged",
     ] {
-        let n = count(status);
+        let n = planned.iter().filter(|p| outcome(p) == label).count();
         if n > 0 {
-            parts.push(format!("{n} {}", status.as_str()));
+            parts.push(format!("{n} {label}"));
         }
     }
     if parts.is_empty() {
@@ -258,16 +363,17 @@ fn summary_counts(plan: &RangePlan) -> String {
 }
 
 pub fn render_text(plan: &RangePlan) -> String {
+    let planned = planned(plan);
     let mut out = String::new();
     let _ = writeln!(
         out,
         "Plan {} → {}: {}",
         revision_label(&plan.from),
         revision_label(&plan.to),
-        summary_counts(plan)
+        summary_counts(&planned)
     );
-    for promotion in &plan.promotions {
-        let _ = writeln!(out, "\n{}: {}", promotion.name, headline(promotion));
+    for promotion in &planned {
+        let _ = writeln!(out, "\n{}: {}", promotion.plan.name, headline(promotion));
         for (label, text) in details(promotion) {
             let _ = writeln!(out, "  {label:<17}{text}");
         }
@@ -287,19 +393,20 @@ fn cell(text: &str) -> String {
 }
 
 pub fn render_markdown(plan: &RangePlan) -> String {
+    let planned = planned(plan);
     let mut out = String::new();
     let _ = writeln!(
         out,
         "## tollgate plan: `{}` → `{}`\n\n{}",
         revision_label(&plan.from),
         revision_label(&plan.to),
-        summary_counts(plan)
+        summary_counts(&planned)
     );
-    for promotion in &plan.promotions {
+    for promotion in &planned {
         let _ = writeln!(
             out,
             "\n### `{}`: {}\n\n| | |\n|---|---|",
-            promotion.name,
+            promotion.plan.name,
             cell(&headline(promotion))
         );
         for (label, text) in details(promotion) {
@@ -325,26 +432,45 @@ fn chart_json(chart: Option<&ChartRef>) -> Value {
     })
 }
 
-fn promotion_json(plan: &PromotionPlan) -> Value {
+fn gate_json(gate: &tollgate_engine::preview::GatePreview) -> Value {
+    match &gate.verdict {
+        GateVerdict::Approved(approver) => json!({
+            "stage": gate.stage, "need": "approved", "approvedBy": approver.sha,
+        }),
+        GateVerdict::Standing => json!({"stage": gate.stage, "need": "standing"}),
+        GateVerdict::Waits(hint) => json!({"stage": gate.stage, "need": "needed", "hint": hint}),
+    }
+}
+
+fn promotion_json(planned: &Planned<'_>) -> Value {
+    let (plan, preview) = (planned.plan, &planned.preview);
+    let (profile_spec_changed, stages_changed) = match &preview.run {
+        RunChange::Restarts {
+            profile_spec_changed,
+            stages_changed,
+            ..
+        } => (*profile_spec_changed, *stages_changed),
+        _ => (false, false),
+    };
+    let gates: Vec<Value> = if touched(planned) {
+        preview.gates.iter().map(gate_json).collect()
+    } else {
+        Vec::new()
+    };
     json!({
         "name": plan.name,
         "file": plan.file,
-        "status": plan.status.as_str(),
-        "restart": plan.status == PlanStatus::Restart,
-        "profileSpecChanged": plan.profile_spec_changed,
-        "stagesChanged": plan.stages_changed,
-        "snapshotFrom": plan.snapshot_from,
-        "snapshotTo": plan.snapshot_to,
-        "rollbackTo": plan.rollback_to,
-        "stagesRerun": plan.stages_rerun,
-        "approvals": plan.approvals.iter().map(|a| json!({
-            "stage": a.stage,
-            "need": match a.need {
-                tollgate_source::plan::Need::Fresh => "fresh",
-                tollgate_source::plan::Need::Standing => "standing",
-                tollgate_source::plan::Need::Pending => "pending",
-            },
-        })).collect::<Vec<_>>(),
+        "status": outcome(planned),
+        "restart": matches!(preview.run, RunChange::Restarts { .. }),
+        "profileSpecChanged": profile_spec_changed,
+        "stagesChanged": stages_changed,
+        "snapshotFrom": plan.snapshot_from(),
+        "snapshotTo": plan.snapshot_to(),
+        "rollbackTo": rollback_of(preview),
+        "stagesRerun": preview.stages_run,
+        "approvals": gates,
+        "prunes": preview.pruned,
+        "kept": preview.kept,
         "selectorChanges": plan.selector_changes.iter().map(|c| json!({
             "stage": c.stage, "old": c.old, "new": c.new,
         })).collect::<Vec<_>>(),
@@ -360,7 +486,7 @@ fn promotion_json(plan: &PromotionPlan) -> Value {
         "triggerChanges": plan.trigger_changes.iter().map(|c| json!({
             "stage": c.stage, "old": c.old, "new": c.new,
         })).collect::<Vec<_>>(),
-        "warnings": plan.warnings,
+        "warnings": warnings(planned),
         "diagnostics": plan.diagnostics.iter().map(diagnostic_json).collect::<Vec<_>>(),
     })
 }
@@ -382,7 +508,7 @@ pub fn to_json(plan: &RangePlan) -> Value {
         "from": revision(&plan.from),
         "to": revision(&plan.to),
         "invalid": plan.has_invalid(),
-        "promotions": plan.promotions.iter().map(promotion_json).collect::<Vec<_>>(),
+        "promotions": planned(plan).iter().map(promotion_json).collect::<Vec<_>>(),
         "fileErrors": plan.file_errors.iter().map(diagnostic_json).collect::<Vec<_>>(),
     })
 }

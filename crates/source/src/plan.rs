@@ -1,20 +1,22 @@
-//! `plan`: what a commit range would do to each promotion, computed offline from git. Reads every
-//! manifest at both ends of the range, compares each promotion's two versions under the restart
-//! rules (DESIGN §4: any content-hash change restarts from stage 1, trigger edits do not), and
-//! walks first-parent history of the range's end to recognise rollbacks (DESIGN §5).
+//! `plan`: the git side of "what would a commit range do". It reads first-parent history up to
+//! each end of the range into the same snapshot index the controller builds, and reports per
+//! promotion the snapshot running at the start, the one at the end, the approval events, and a
+//! description of what changed. What that means for the rollout (restart, gates, prunes) is the
+//! engine's to say (`tollgate_engine::preview`): no rollout rule lives here.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use git2::{Commit, ObjectType, Oid, Repository, TreeWalkMode, TreeWalkResult};
+use git2::{Commit, Oid, Repository};
 use serde_json::Value;
 use tollgate_spec::model::{LabelSelector, Trigger};
-use tollgate_spec::{ClusterPromotion, SpecHashes};
+use tollgate_spec::{ApprovalEvent, ClusterPromotion, Snapshot};
 
-use crate::blob::{
-    BlobContent, Diagnostic, Limits, ParsedBlob, duplicate_name_diagnostic, parse_blob,
-};
-use crate::treediff::{Root, is_manifest, resolve_root};
+use crate::blob::{Diagnostic, Limits, ParsedBlob};
+use crate::error::SourceError;
+use crate::index::HistoryIndex;
+use crate::read::DeltaReader;
+use crate::report::PromotionView;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -30,19 +32,14 @@ pub enum PlanError {
         #[source]
         source: git2::Error,
     },
-    #[error("cannot read {what} at commit {commit}: {source}")]
-    Read {
-        commit: String,
-        what: String,
-        #[source]
-        source: git2::Error,
-    },
     #[error("cannot walk first-parent history from {commit}: {source}")]
     Walk {
         commit: String,
         #[source]
         source: git2::Error,
     },
+    #[error(transparent)]
+    Read(#[from] SourceError),
 }
 
 /// One end of the range.
@@ -54,14 +51,14 @@ pub struct Revision {
     pub subject: String,
 }
 
-/// What the range does to every promotion defined at either end.
+/// What the range changes in every promotion defined at either end.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RangePlan {
     pub from: Revision,
     pub to: Revision,
     /// By name.
     pub promotions: Vec<PromotionPlan>,
-    /// Errors at `to` in files that define no (nameable) promotion.
+    /// Errors at `to` in files that define no promotion.
     pub file_errors: Vec<Diagnostic>,
 }
 
@@ -76,35 +73,20 @@ impl RangePlan {
     }
 }
 
+/// What git shows of a promotion between the two ends (facts, not rollout meaning).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PlanStatus {
-    /// New at `to`: the pipeline starts at stage 1.
+    /// New at `to`.
     Added,
     /// Gone at `to`.
     Removed,
-    /// Content hashes changed: the pipeline restarts from stage 1.
-    Restart,
-    /// Only triggers, annotations or other non-hashed fields changed: no restart.
-    TriggerOnly,
+    /// Valid at both ends with different content (spec, triggers or metadata).
+    Changed,
     Unchanged,
     /// Invalid at `to`: the last good snapshot keeps running.
     Invalid,
     /// Invalid at `from`, valid at `to`.
     Recovered,
-}
-
-impl PlanStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PlanStatus::Added => "added",
-            PlanStatus::Removed => "removed",
-            PlanStatus::Restart => "restart",
-            PlanStatus::TriggerOnly => "trigger-only",
-            PlanStatus::Unchanged => "unchanged",
-            PlanStatus::Invalid => "invalid",
-            PlanStatus::Recovered => "recovered",
-        }
-    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -113,15 +95,12 @@ pub struct PromotionPlan {
     /// The file defining it at `to` (at `from` when removed).
     pub file: Option<String>,
     pub status: PlanStatus,
-    /// Snapshot id (hex) at `from` and at `to`, when valid there.
-    pub snapshot_from: Option<String>,
-    pub snapshot_to: Option<String>,
-    /// Which content hash changed (for [`PlanStatus::Restart`]).
-    pub profile_spec_changed: bool,
-    pub stages_changed: bool,
-    /// The stages that will run (again), in order: all of them when the pipeline (re)starts.
-    pub stages_rerun: Vec<String>,
-    pub approvals: Vec<ApprovalNeed>,
+    /// The snapshot running at `from`: its last good snapshot there.
+    pub before: Option<Arc<Snapshot>>,
+    /// At `to`: the valid snapshot, or the last good one when invalid there.
+    pub after: Option<Arc<Snapshot>>,
+    /// Every approval event of the promotion up to `to`, in first-parent order.
+    pub approvals: Vec<ApprovalEvent>,
     pub selector_changes: Vec<SelectorChange>,
     pub stages_added: Vec<String>,
     pub stages_removed: Vec<String>,
@@ -131,9 +110,6 @@ pub struct PromotionPlan {
     /// Top-level profileSpec fields other than `helmCharts` whose value changed.
     pub profile_fields_changed: Vec<String>,
     pub trigger_changes: Vec<TriggerChange>,
-    /// Set when `to`'s content equals an earlier snapshot's along first-parent history.
-    pub rollback_to: Option<u64>,
-    pub warnings: Vec<String>,
     /// Why it is invalid at `to`.
     pub diagnostics: Vec<Diagnostic>,
 }
@@ -144,11 +120,8 @@ impl PromotionPlan {
             name: name.to_string(),
             file: None,
             status,
-            snapshot_from: None,
-            snapshot_to: None,
-            profile_spec_changed: false,
-            stages_changed: false,
-            stages_rerun: Vec::new(),
+            before: None,
+            after: None,
             approvals: Vec::new(),
             selector_changes: Vec::new(),
             stages_added: Vec::new(),
@@ -157,37 +130,22 @@ impl PromotionPlan {
             chart_changes: Vec::new(),
             profile_fields_changed: Vec::new(),
             trigger_changes: Vec::new(),
-            rollback_to: None,
-            warnings: Vec::new(),
             diagnostics: Vec::new(),
         }
     }
-}
 
-/// An approval the new run of a manual stage will need.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ApprovalNeed {
-    pub stage: String,
-    pub need: Need,
-}
+    /// Snapshot id (hex) at `from`, when something ran there.
+    pub fn snapshot_from(&self) -> Option<&str> {
+        self.before
+            .as_deref()
+            .map(|s| s.hashes.snapshot_id.as_str())
+    }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Need {
-    /// `automaticReset: true` (default): approvals are consumed by one run, so the new run needs
-    /// a fresh one (`tollgate approve <name> <stage>` once the run reaches the stage).
-    Fresh,
-    /// `automaticReset: false` and `approved: true`: the standing approval lets it pass.
-    Standing,
-    /// `automaticReset: false`, not approved: needs `approved: true` or an approval annotation.
-    Pending,
-}
-
-impl Need {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Need::Fresh => "fresh approval needed",
-            Need::Standing => "passes (standing approval)",
-            Need::Pending => "approval needed",
+    /// Snapshot id (hex) at `to`, when valid there.
+    pub fn snapshot_to(&self) -> Option<&str> {
+        match self.status {
+            PlanStatus::Invalid | PlanStatus::Removed => None,
+            _ => self.after.as_deref().map(|s| s.hashes.snapshot_id.as_str()),
         }
     }
 }
@@ -221,153 +179,18 @@ pub struct TriggerChange {
     pub new: String,
 }
 
-/// A promotion's definition at one commit.
-#[derive(Clone, Debug)]
-enum Definition {
-    Valid {
-        promotion: Arc<ClusterPromotion>,
-        file: String,
-    },
-    Invalid {
-        diagnostics: Vec<Diagnostic>,
-        file: String,
-    },
-}
-
-/// Every promotion defined at one commit, plus errors of files that name none.
-#[derive(Default)]
-struct Definitions {
-    by_name: BTreeMap<String, Definition>,
-    /// Names each file defines.
-    claims: BTreeMap<String, Vec<String>>,
-    /// Files with errors that belong to no name.
-    file_errors: BTreeMap<String, Vec<Diagnostic>>,
-}
-
-/// Reads and parses manifests; a blob is parsed once.
+/// Reads first-parent history into snapshot indexes; a blob is parsed once for both ends.
 struct Reader<'r> {
     repo: &'r Repository,
+    display: String,
     path: String,
     limits: Limits,
     parsed: HashMap<Oid, Arc<ParsedBlob>>,
 }
 
-impl<'r> Reader<'r> {
-    fn read_error(commit: Oid, what: &str) -> impl FnOnce(git2::Error) -> PlanError {
-        let what = what.to_string();
-        move |source| PlanError::Read {
-            commit: commit.to_string(),
-            what,
-            source,
-        }
-    }
-
-    fn root(&self, commit: &Commit<'_>) -> Result<Option<Root>, PlanError> {
-        resolve_root(self.repo, commit.tree_id(), &self.path)
-            .map_err(Self::read_error(commit.id(), "the tracked path"))
-    }
-
-    /// Manifest files (path from the repository root, blob) under the tracked path.
-    fn manifests(&self, commit: Oid, root: Option<Root>) -> Result<Vec<(String, Oid)>, PlanError> {
-        let mut files = Vec::new();
-        match root {
-            None => {}
-            Some(Root::File(blob)) => files.push((self.path.clone(), blob)),
-            Some(Root::Tree(tree)) => {
-                let tree = self
-                    .repo
-                    .find_tree(tree)
-                    .map_err(Self::read_error(commit, "the tracked tree"))?;
-                let prefix = if self.path.is_empty() {
-                    String::new()
-                } else {
-                    format!("{}/", self.path)
-                };
-                tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
-                    let name = entry.name().unwrap_or_default();
-                    let regular = entry.filemode() == 0o100644 || entry.filemode() == 0o100755;
-                    if entry.kind() == Some(ObjectType::Blob) && regular && is_manifest(name) {
-                        files.push((format!("{prefix}{dir}{name}"), entry.id()));
-                    }
-                    TreeWalkResult::Ok
-                })
-                .map_err(Self::read_error(commit, "the tracked tree"))?;
-            }
-        }
-        files.sort();
-        Ok(files)
-    }
-
-    fn parse(&mut self, commit: Oid, file: &str, blob: Oid) -> Result<Arc<ParsedBlob>, PlanError> {
-        if let Some(parsed) = self.parsed.get(&blob) {
-            return Ok(Arc::clone(parsed));
-        }
-        let content = BlobContent::read(self.repo, blob, &self.limits)
-            .map_err(Self::read_error(commit, file))?;
-        let parsed = Arc::new(parse_blob(file, &content, &self.limits));
-        self.parsed.insert(blob, Arc::clone(&parsed));
-        Ok(parsed)
-    }
-
-    fn definitions(&mut self, commit: &Commit<'_>) -> Result<Definitions, PlanError> {
-        let root = self.root(commit)?;
-        self.definitions_at(commit.id(), root)
-    }
-
-    fn definitions_at(
-        &mut self,
-        commit: Oid,
-        root: Option<Root>,
-    ) -> Result<Definitions, PlanError> {
-        let mut found: BTreeMap<String, Vec<Definition>> = BTreeMap::new();
-        let mut definitions = Definitions::default();
-        for (file, blob) in self.manifests(commit, root)? {
-            let parsed = self.parse(commit, &file, blob)?;
-            let mut names = Vec::new();
-            for doc in &parsed.docs {
-                names.push(doc.name.clone());
-                let definition = match &doc.outcome {
-                    Ok(promotion) => Definition::Valid {
-                        promotion: Arc::clone(promotion),
-                        file: file.clone(),
-                    },
-                    Err(errors) => Definition::Invalid {
-                        diagnostics: ParsedBlob::relocate(errors, &file),
-                        file: file.clone(),
-                    },
-                };
-                found.entry(doc.name.clone()).or_default().push(definition);
-            }
-            if !parsed.file_errors.is_empty() {
-                definitions.file_errors.insert(
-                    file.clone(),
-                    ParsedBlob::relocate(&parsed.file_errors, &file),
-                );
-            }
-            definitions.claims.insert(file, names);
-        }
-        for (name, mut list) in found {
-            let definition = if list.len() == 1 {
-                list.remove(0)
-            } else {
-                let files: Vec<String> = list.iter().map(|d| file_of(d).to_string()).collect();
-                let files: Vec<&str> = files.iter().map(String::as_str).collect();
-                Definition::Invalid {
-                    diagnostics: vec![duplicate_name_diagnostic(&name, &files)],
-                    file: files.first().copied().unwrap_or_default().to_string(),
-                }
-            };
-            definitions.by_name.insert(name, definition);
-        }
-        Ok(definitions)
-    }
-
-    /// Snapshot hashes per promotion along first-parent history up to `tip`, in index order
-    /// (index = position + 1), numbered as the source's history numbers them.
-    fn snapshot_history(
-        &mut self,
-        tip: &Commit<'_>,
-    ) -> Result<BTreeMap<String, Vec<SpecHashes>>, PlanError> {
+impl Reader<'_> {
+    /// The snapshot index of first-parent history up to `tip`, as the controller builds it.
+    fn index_at(&mut self, tip: &Commit<'_>) -> Result<HistoryIndex, PlanError> {
         let walk_error = |source| PlanError::Walk {
             commit: tip.id().to_string(),
             source,
@@ -377,35 +200,21 @@ impl<'r> Reader<'r> {
         walk.push(tip.id()).map_err(walk_error)?;
         let mut commits = walk.collect::<Result<Vec<Oid>, _>>().map_err(walk_error)?;
         commits.reverse();
-        let mut history: BTreeMap<String, Vec<SpecHashes>> = BTreeMap::new();
-        let mut previous_root = None;
-        for oid in commits {
-            let commit = self
-                .repo
-                .find_commit(oid)
-                .map_err(Self::read_error(oid, "the commit"))?;
-            let root = self.root(&commit)?;
-            if previous_root == Some(root) {
-                continue;
-            }
-            previous_root = Some(root);
-            for (name, definition) in self.definitions_at(oid, root)?.by_name {
-                if let Definition::Valid { promotion, .. } = definition {
-                    let hashes = SpecHashes::of(&promotion);
-                    let snapshots = history.entry(name).or_default();
-                    if snapshots.last() != Some(&hashes) {
-                        snapshots.push(hashes);
-                    }
-                }
-            }
+        let reader = DeltaReader {
+            repo: self.repo,
+            display: &self.display,
+            path: &self.path,
+            limits: &self.limits,
+        };
+        let read = reader.read(&mut self.parsed, &commits, None, 0)?;
+        let mut index = HistoryIndex::default();
+        let mut prior = BTreeMap::new();
+        for delta in &read.deltas {
+            index.apply(delta, &mut prior);
         }
-        Ok(history)
-    }
-}
-
-fn file_of(definition: &Definition) -> &str {
-    match definition {
-        Definition::Valid { file, .. } | Definition::Invalid { file, .. } => file,
+        let names: Vec<String> = index.names().cloned().collect();
+        index.refresh_views(&names);
+        Ok(index)
     }
 }
 
@@ -454,6 +263,7 @@ pub fn plan_range_in(
     let to_commit = resolve(repo, to)?;
     let mut reader = Reader {
         repo,
+        display: repo.path().display().to_string(),
         path: path
             .split('/')
             .filter(|part| !part.is_empty() && *part != ".")
@@ -462,103 +272,31 @@ pub fn plan_range_in(
         limits: Limits::default(),
         parsed: HashMap::new(),
     };
-    let before = reader.definitions(&from_commit)?;
-    let after = reader.definitions(&to_commit)?;
-    let history = reader.snapshot_history(&to_commit)?;
-    // A promotion invalid at `from` still runs its last good snapshot: that is what `to`
-    // compares against. Only walked when some promotion recovers.
-    let recovers = before.by_name.iter().any(|(name, definition)| {
-        matches!(definition, Definition::Invalid { .. })
-            && matches!(after.by_name.get(name), Some(Definition::Valid { .. }))
-    });
-    let from_history = if recovers {
-        reader.snapshot_history(&from_commit)?
-    } else {
-        BTreeMap::new()
-    };
-
-    let names: BTreeSet<&String> = before.by_name.keys().chain(after.by_name.keys()).collect();
-    let mut promotions = Vec::new();
-    let mut claimed_file_errors = BTreeSet::new();
-    for name in names {
-        let old = before.by_name.get(name.as_str());
-        let new = after.by_name.get(name.as_str());
-        let mut plan = match (old, new) {
-            (_, Some(Definition::Invalid { diagnostics, file })) => {
-                let mut plan = PromotionPlan::new(name, PlanStatus::Invalid);
-                plan.file = Some(file.clone());
-                plan.diagnostics = diagnostics.clone();
-                plan
+    let before = reader.index_at(&from_commit)?;
+    let after = reader.index_at(&to_commit)?;
+    let view =
+        |index: &HistoryIndex, name: &str| index.promotions.get(name).and_then(|h| h.view.clone());
+    let names: BTreeSet<&String> = before.names().chain(after.names()).collect();
+    let promotions: Vec<PromotionPlan> = names
+        .into_iter()
+        .filter_map(|name| {
+            let mut plan = promotion_plan(name, view(&before, name), view(&after, name))?;
+            if let Some(history) = after.promotions.get(name.as_str()) {
+                plan.approvals = history.approvals.clone();
             }
-            (
-                None | Some(Definition::Invalid { .. }),
-                Some(Definition::Valid { promotion, file }),
-            ) => {
-                let status = if old.is_some() {
-                    PlanStatus::Recovered
-                } else {
-                    PlanStatus::Added
-                };
-                let mut plan = PromotionPlan::new(name, status);
-                plan.file = Some(file.clone());
-                let hashes = SpecHashes::of(promotion);
-                let last_good = from_history.get(name.as_str()).and_then(|s| s.last());
-                if let Some(last_good) = last_good {
-                    plan.snapshot_from = Some(last_good.snapshot_id.clone());
-                    plan.profile_spec_changed = last_good.profile_spec != hashes.profile_spec;
-                    plan.stages_changed = last_good.stages != hashes.stages;
-                }
-                if last_good != Some(&hashes) {
-                    starts_run(&mut plan, promotion);
-                }
-                plan.snapshot_to = Some(hashes.snapshot_id);
-                plan
-            }
-            (
-                Some(Definition::Valid { promotion: old, .. }),
-                Some(Definition::Valid {
-                    promotion: new,
-                    file,
-                }),
-            ) => {
-                let mut plan = compare(name, old, new);
-                plan.file = Some(file.clone());
-                plan
-            }
-            (Some(old), None) => {
-                // A file that no longer parses at all keeps the names it defined: they are
-                // invalid, not removed (as the controller sees it).
-                let file = file_of(old);
-                match after.file_errors.get(file) {
-                    Some(errors) if after.claims.get(file).is_some_and(Vec::is_empty) => {
-                        claimed_file_errors.insert(file.to_string());
-                        let mut plan = PromotionPlan::new(name, PlanStatus::Invalid);
-                        plan.file = Some(file.to_string());
-                        plan.diagnostics = errors.clone();
-                        plan
-                    }
-                    _ => removed(name, old),
-                }
-            }
-            (None, None) => continue,
-        };
-        if let Some(snapshots) = history.get(name.as_str())
-            && let Some(Definition::Valid { promotion, .. }) = new
-            && plan.status != PlanStatus::Unchanged
-        {
-            let hashes = SpecHashes::of(promotion);
-            if let Some(position) = snapshots.iter().position(|h| *h == hashes)
-                && position + 1 < snapshots.len()
-            {
-                plan.rollback_to = Some(position as u64 + 1);
-            }
-        }
-        promotions.push(plan);
-    }
-    let file_errors = after
-        .file_errors
+            Some(plan)
+        })
+        .collect();
+    // Errors of files shown as no promotion's (each is normally claimed by an invalid one).
+    let shown: BTreeSet<&str> = promotions
         .iter()
-        .filter(|(file, _)| !claimed_file_errors.contains(*file))
+        .filter(|p| p.status == PlanStatus::Invalid)
+        .filter_map(|p| p.file.as_deref())
+        .collect();
+    let file_errors = after
+        .file_errors()
+        .into_iter()
+        .filter(|(file, _)| !shown.contains(file))
         .flat_map(|(_, errors)| errors.iter().cloned())
         .collect();
     Ok(RangePlan {
@@ -569,81 +307,54 @@ pub fn plan_range_in(
     })
 }
 
-fn removed(name: &str, old: &Definition) -> PromotionPlan {
-    let mut plan = PromotionPlan::new(name, PlanStatus::Removed);
-    plan.file = Some(file_of(old).to_string());
-    if let Definition::Valid { promotion, .. } = old {
-        plan.snapshot_from = Some(SpecHashes::of(promotion).snapshot_id);
-        let stages = promotion.spec.stages.len();
-        plan.warnings.push(if promotion.spec.preserve_cluster_profiles_on_delete {
-            format!(
-                "removal keeps the {stages} generated ClusterProfile(s) (preserveClusterProfilesOnDelete: true): add-ons stay deployed, unmanaged"
-            )
-        } else {
-            format!(
-                "removal deletes the {stages} generated ClusterProfile(s): add-ons are withdrawn from every matching cluster (set preserveClusterProfilesOnDelete: true first to keep them)"
-            )
-        });
-    }
-    plan
-}
-
-/// A (re)started pipeline: every stage runs, in order; every manual stage needs its approval.
-fn starts_run(plan: &mut PromotionPlan, promotion: &ClusterPromotion) {
-    plan.stages_rerun = promotion
-        .spec
-        .stages
-        .iter()
-        .map(|s| s.name.clone())
-        .collect();
-    plan.approvals = promotion
-        .spec
-        .stages
-        .iter()
-        .filter_map(|stage| match &stage.trigger {
-            Some(Trigger::Manual(manual)) => Some(ApprovalNeed {
-                stage: stage.name.clone(),
-                need: if manual.automatic_reset {
-                    Need::Fresh
-                } else if manual.approved == Some(true) {
-                    Need::Standing
-                } else {
-                    Need::Pending
-                },
-            }),
-            _ => None,
-        })
-        .collect();
-    for stage in &promotion.spec.stages {
-        if stage.cluster_selector.is_empty() {
-            plan.warnings.push(format!(
-                "stage {:?} has an empty clusterSelector: it matches no cluster and completes at once",
-                stage.name
-            ));
+/// A promotion's two ends; `None` when it exists at neither.
+fn promotion_plan(
+    name: &str,
+    old: Option<PromotionView>,
+    new: Option<PromotionView>,
+) -> Option<PromotionPlan> {
+    let running = old.as_ref().and_then(|v| v.effective_snapshot().cloned());
+    let mut plan = match (&old, new) {
+        (None, None) => return None,
+        (_, Some(PromotionView::Invalid { errors, last_good })) => {
+            let mut plan = PromotionPlan::new(name, PlanStatus::Invalid);
+            plan.file = errors.first().map(|d| d.file.clone());
+            plan.diagnostics = errors;
+            plan.after = last_good;
+            plan
         }
-    }
+        (_, Some(PromotionView::Valid { snapshot })) => {
+            let status = match (&old, &running) {
+                (None, _) => PlanStatus::Added,
+                (Some(PromotionView::Invalid { .. }), _) => PlanStatus::Recovered,
+                (_, Some(running))
+                    if running.hashes == snapshot.hashes
+                        && running.promotion == snapshot.promotion =>
+                {
+                    PlanStatus::Unchanged
+                }
+                _ => PlanStatus::Changed,
+            };
+            let mut plan = PromotionPlan::new(name, status);
+            plan.file = Some(snapshot.file.clone());
+            if let Some(running) = &running {
+                describe_changes(&mut plan, &running.promotion, &snapshot.promotion);
+            }
+            plan.after = Some(snapshot);
+            plan
+        }
+        (Some(_), None) => {
+            let mut plan = PromotionPlan::new(name, PlanStatus::Removed);
+            plan.file = running.as_ref().map(|s| s.file.clone());
+            plan
+        }
+    };
+    plan.before = running;
+    Some(plan)
 }
 
-fn compare(name: &str, old: &ClusterPromotion, new: &ClusterPromotion) -> PromotionPlan {
-    let old_hashes = SpecHashes::of(old);
-    let new_hashes = SpecHashes::of(new);
-    let restart = old_hashes != new_hashes;
-    let status = if restart {
-        PlanStatus::Restart
-    } else if old == new {
-        PlanStatus::Unchanged
-    } else {
-        PlanStatus::TriggerOnly
-    };
-    let mut plan = PromotionPlan::new(name, status);
-    plan.snapshot_from = Some(old_hashes.snapshot_id.clone());
-    plan.snapshot_to = Some(new_hashes.snapshot_id.clone());
-    plan.profile_spec_changed = old_hashes.profile_spec != new_hashes.profile_spec;
-    plan.stages_changed = old_hashes.stages != new_hashes.stages;
-    if restart {
-        starts_run(&mut plan, new);
-    }
-
+/// What differs between two versions of a promotion, for a reader (not what it causes).
+fn describe_changes(plan: &mut PromotionPlan, old: &ClusterPromotion, new: &ClusterPromotion) {
     let old_stages: Vec<&str> = old.spec.stages.iter().map(|s| s.name.as_str()).collect();
     let new_stages: Vec<&str> = new.spec.stages.iter().map(|s| s.name.as_str()).collect();
     plan.stages_added = new_stages
@@ -656,11 +367,6 @@ fn compare(name: &str, old: &ClusterPromotion, new: &ClusterPromotion) -> Promot
         .filter(|s| !new_stages.contains(s))
         .map(|s| s.to_string())
         .collect();
-    for stage in &plan.stages_removed {
-        plan.warnings.push(format!(
-            "stage {stage:?} is removed: its generated ClusterProfile is pruned"
-        ));
-    }
     let common_old: Vec<String> = old_stages
         .iter()
         .filter(|s| new_stages.contains(s))
@@ -713,19 +419,6 @@ fn compare(name: &str, old: &ClusterPromotion, new: &ClusterPromotion) -> Promot
             new.spec.preserve_cluster_profiles_on_delete
         ));
     }
-    // A restart's warnings come from `starts_run`; an edit without restart still deserves the
-    // empty-selector warning.
-    if status == PlanStatus::TriggerOnly {
-        for stage in &new.spec.stages {
-            if stage.cluster_selector.is_empty() {
-                plan.warnings.push(format!(
-                    "stage {:?} has an empty clusterSelector: it matches no cluster and completes at once",
-                    stage.name
-                ));
-            }
-        }
-    }
-    plan
 }
 
 fn text_field(chart: &Value, field: &str) -> String {
@@ -878,22 +571,17 @@ spec:
             .unwrap_or_else(|| panic!("invalid fixture: {:?}", parsed.all_diagnostics()))
     }
 
+    fn described(old: &ClusterPromotion, new: &ClusterPromotion) -> PromotionPlan {
+        let mut plan = PromotionPlan::new("app", PlanStatus::Changed);
+        describe_changes(&mut plan, old, new);
+        plan
+    }
+
     #[test]
-    fn chart_bump_restarts_every_stage_and_needs_fresh_approval() {
-        let plan = compare(
-            "app",
+    fn a_chart_bump_is_described_by_release() {
+        let plan = described(
             &promotion("1.0.0", "staging", false),
             &promotion("1.1.0", "staging", false),
-        );
-        assert_eq!(plan.status, PlanStatus::Restart);
-        assert!(plan.profile_spec_changed && !plan.stages_changed);
-        assert_eq!(plan.stages_rerun, ["staging", "production"]);
-        assert_eq!(
-            plan.approvals,
-            [ApprovalNeed {
-                stage: "production".into(),
-                need: Need::Fresh
-            }]
         );
         assert_eq!(plan.chart_changes.len(), 1);
         assert_eq!(plan.chart_changes[0].release, "apps/app");
@@ -904,17 +592,15 @@ spec:
                 .map(|c| c.chart_version.as_str()),
             Some("1.1.0")
         );
+        assert!(plan.trigger_changes.is_empty() && plan.selector_changes.is_empty());
     }
 
     #[test]
-    fn trigger_edit_does_not_restart() {
-        let plan = compare(
-            "app",
+    fn a_trigger_edit_is_described() {
+        let plan = described(
             &promotion("1.0.0", "staging", false),
             &promotion("1.0.0", "staging", true),
         );
-        assert_eq!(plan.status, PlanStatus::TriggerOnly);
-        assert!(plan.stages_rerun.is_empty() && plan.approvals.is_empty());
         assert_eq!(plan.trigger_changes.len(), 1);
         assert_eq!(
             plan.trigger_changes[0].new,
@@ -924,13 +610,10 @@ spec:
 
     #[test]
     fn selector_change_is_reported_old_to_new() {
-        let plan = compare(
-            "app",
+        let plan = described(
             &promotion("1.0.0", "staging", false),
             &promotion("1.0.0", "qa", false),
         );
-        assert_eq!(plan.status, PlanStatus::Restart);
-        assert!(plan.stages_changed && !plan.profile_spec_changed);
         assert_eq!(
             plan.selector_changes,
             [SelectorChange {
@@ -959,26 +642,5 @@ spec:
             describe_selector(&LabelSelector::default()),
             "(empty: matches no cluster)"
         );
-    }
-
-    #[test]
-    fn empty_selector_warns_and_removal_names_what_happens_to_profiles() {
-        let old = promotion("1.0.0", "staging", false);
-        let mut new = promotion("1.1.0", "staging", false);
-        new.spec.stages[0].cluster_selector = LabelSelector::default();
-        let plan = compare("app", &old, &new);
-        assert_eq!(plan.warnings.len(), 1, "{:?}", plan.warnings);
-        assert!(plan.warnings[0].contains("\"staging\" has an empty clusterSelector"));
-
-        let definition = |preserve| {
-            let mut promotion = promotion("1.0.0", "staging", false);
-            promotion.spec.preserve_cluster_profiles_on_delete = preserve;
-            Definition::Valid {
-                promotion: Arc::new(promotion),
-                file: "app.yaml".into(),
-            }
-        };
-        assert!(removed("app", &definition(true)).warnings[0].contains("keeps the 2 generated"));
-        assert!(removed("app", &definition(false)).warnings[0].contains("deletes the 2 generated"));
     }
 }
