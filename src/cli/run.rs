@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cluster::fetch_request::{FetchRelay, start_relay, watch_fetch_requests};
 use crate::cluster::leader::{ElectionConfig, LeaderGate, run_election};
 use crate::controller::{self, ControllerConfig, PruneGuard};
 use crate::server::metrics::Metrics;
@@ -117,7 +118,8 @@ pub struct ElectionArgs {
     /// Lease validity after its last renewal.
     #[arg(long, env = "TOLLGATE_LEASE_DURATION", default_value = "15s", value_parser = parse_interval)]
     pub lease_duration: Duration,
-    /// Renew this long before expiry (also the clock skew tolerated between replicas).
+    /// The leader stops writing this long before its lease could expire for the other replicas
+    /// (a safety margin for request latency and clock drift); renewals come well before that.
     #[arg(long, env = "TOLLGATE_LEASE_GRACE", default_value = "5s", value_parser = parse_interval)]
     pub lease_grace: Duration,
     /// This replica's identity in the Lease (default: $POD_NAME, else host name and process id).
@@ -241,31 +243,32 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         instance: std::env::var("POD_NAME").ok(),
         metrics: metrics.clone(),
     };
-    let (gate, election) = if args.election.leader_elect {
-        let gate = LeaderGate::follower();
-        let election = ElectionConfig {
-            lease_name: args.election.lease_name.clone(),
-            lease_namespace: args.election.lease_namespace.clone(),
-            identity: args.election.identity(),
-            duration: args.election.lease_duration,
-            grace: args.election.lease_grace,
-        };
-        // A lease request that hangs must not keep this replica writing after its lease has
-        // expired: each one is bounded by the grace period, and a failing election exits.
-        let mut election_config = kube_config.clone();
-        election_config.connect_timeout = Some(args.election.lease_grace);
-        election_config.read_timeout = Some(args.election.lease_grace);
-        election_config.write_timeout = Some(args.election.lease_grace);
-        let election_client =
-            Client::try_from(election_config).context("building the leader-election client")?;
-        let task = tokio::spawn(run_election(election_client, election, gate.clone()));
-        (gate, Some(task))
-    } else {
-        (LeaderGate::always(), None)
+    let election = match args.election.leader_elect {
+        true => Some(election_config(&args.election)?),
+        false => None,
     };
-    let (handle, task) = controller::start(client, config, gate.clone())
+    let gate = match election {
+        Some(_) => LeaderGate::follower(),
+        None => LeaderGate::always(),
+    };
+    let (handle, task) = controller::start(client.clone(), config, gate.clone())
         .await
         .context("starting the controller")?;
+    let (election_stop, election_stopped) = tokio::sync::oneshot::channel::<()>();
+    let (fetch_relay, election_task) = match &election {
+        Some(election) => {
+            let lease = start_lease_tasks(
+                &client,
+                &kube_config,
+                election,
+                &gate,
+                handle.poker.clone(),
+                election_stopped,
+            )?;
+            (Some(lease.0), Some(lease.1))
+        }
+        None => (None, None),
+    };
     let (server_stop, server_stopped) = tokio::sync::oneshot::channel::<()>();
     let server_task = match args.server.listen {
         Some(listen) => {
@@ -277,6 +280,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
                 poker: handle.poker.clone(),
                 statuses: server::status_api::status_source(handle.statuses.clone()),
                 leader: gate.clone(),
+                fetch_relay,
                 branch: args.branch.clone(),
             };
             let bound = server::bind(&server_config, state)
@@ -290,30 +294,76 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
     info!(repo = %tollgate_source::redact_url(&args.repo), branch = %args.branch, "controller running");
-    let election_died = async {
-        match election {
-            Some(task) => match task.await {
-                Ok(error) => error.to_string(),
-                Err(join) => join.to_string(),
-            },
-            None => std::future::pending().await,
-        }
-    };
-    let code = tokio::select! {
-        _ = shutdown_signal() => ExitCode::SUCCESS,
-        reason = election_died => {
-            tracing::error!(%reason, "leader election failed; exiting so the pod restarts");
-            ExitCode::from(1)
-        }
-    };
+    shutdown_signal().await;
     info!("shutting down");
+    // Writes stop first, then the controller ends, and only then is the lease released: no
+    // write of this replica can land after a successor took over.
+    gate.step_down();
     handle.shutdown();
     let _ = server_stop.send(());
     task.await.context("controller task")?;
+    if let Some(election_task) = election_task {
+        let _ = election_stop.send(());
+        election_task.await.context("leader-election task")?;
+    }
     if let Some(server_task) = server_task {
         server_task.await.context("server task")??;
     }
-    Ok(code)
+    Ok(ExitCode::SUCCESS)
+}
+
+fn election_config(args: &ElectionArgs) -> anyhow::Result<ElectionConfig> {
+    if args.lease_grace >= args.lease_duration {
+        anyhow::bail!(
+            "--lease-grace ({:?}) must be shorter than --lease-duration ({:?}): the leader stops writing a grace period before its lease expires",
+            args.lease_grace,
+            args.lease_duration
+        );
+    }
+    Ok(ElectionConfig {
+        lease_name: args.lease_name.clone(),
+        lease_namespace: args.lease_namespace.clone(),
+        identity: args.identity(),
+        duration: args.lease_duration,
+        grace: args.lease_grace,
+    })
+}
+
+/// Starts the lease loop (stopped, and the lease released, when `stop` fires), the watch that
+/// pokes git when a standby relays a webhook, and the relay itself (returned for the server).
+fn start_lease_tasks(
+    client: &Client,
+    kube_config: &kube::Config,
+    election: &ElectionConfig,
+    gate: &LeaderGate,
+    poker: tollgate_source::Poker,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) -> anyhow::Result<(FetchRelay, tokio::task::JoinHandle<()>)> {
+    // A lease request that hangs must not outlive the validity window: each is bounded.
+    let mut lease_config = kube_config.clone();
+    let bound = election.retry_period();
+    lease_config.connect_timeout = Some(bound);
+    lease_config.read_timeout = Some(bound);
+    lease_config.write_timeout = Some(bound);
+    let lease_client =
+        Client::try_from(lease_config).context("building the leader-election client")?;
+    let task = tokio::spawn(run_election(
+        lease_client,
+        election.clone(),
+        gate.clone(),
+        async move {
+            let _ = stop.await;
+        },
+    ));
+    let namespace = &election.lease_namespace;
+    tokio::spawn(watch_fetch_requests(
+        client.clone(),
+        namespace.clone(),
+        election.lease_name.clone(),
+        poker,
+    ));
+    let (relay, _relay_task) = start_relay(client.clone(), namespace, &election.lease_name);
+    Ok((relay, task))
 }
 
 async fn start_embedded(

@@ -38,6 +38,8 @@ impl ClusterWriter {
         self.dry_run
     }
 
+    /// Called as the last thing before each request, not once per step: the lease's local
+    /// deadline (see [`LeaderGate::is_leader`]) may pass between two writes of one step.
     fn gate(&self) -> Result<(), ClusterError> {
         if self.leader.is_leader() {
             Ok(())

@@ -19,6 +19,7 @@ use tokio::sync::watch;
 use tollgate_source::{Poker, Secret};
 use tracing::{info, warn};
 
+use crate::cluster::fetch_request::FetchRelay;
 use crate::cluster::leader::LeaderGate;
 pub use error::ServerError;
 pub use metrics::{Metrics, ReconcileResult};
@@ -87,6 +88,8 @@ pub struct ServerState {
     pub poker: Poker,
     pub statuses: StatusSource,
     pub leader: LeaderGate,
+    /// With leader election: how a verified webhook on a standby reaches the leader.
+    pub fetch_relay: Option<FetchRelay>,
     /// The tracked branch: pushes to other refs are ignored.
     pub branch: String,
 }
