@@ -16,7 +16,7 @@ use anyhow::Context as _;
 use kube::Client;
 use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet};
 use tollgate_source::{Auth, Secret, SourceConfig};
-use tracing::info;
+use tracing::{info, warn};
 
 use super::connect::{self, ClusterArgs};
 
@@ -90,19 +90,61 @@ pub struct ServerArgs {
 
 impl ServerArgs {
     fn secrets(&self) -> anyhow::Result<WebhookSecrets> {
-        let read = |path: &Option<PathBuf>| -> anyhow::Result<Option<Secret>> {
-            Ok(match path {
-                Some(path) => Some(Secret::from_file(path)?),
-                None => None,
-            })
-        };
         Ok(WebhookSecrets {
-            github: read(&self.webhook_github_secret_file)?,
-            gitlab: read(&self.webhook_gitlab_token_file)?,
-            gitea: read(&self.webhook_gitea_secret_file)?,
-            generic: read(&self.webhook_generic_secret_file)?,
+            github: optional_secret(
+                "--webhook-github-secret-file",
+                &self.webhook_github_secret_file,
+                "the GitHub webhook",
+            )?,
+            gitlab: optional_secret(
+                "--webhook-gitlab-token-file",
+                &self.webhook_gitlab_token_file,
+                "the GitLab webhook",
+            )?,
+            gitea: optional_secret(
+                "--webhook-gitea-secret-file",
+                &self.webhook_gitea_secret_file,
+                "the Gitea webhook",
+            )?,
+            generic: optional_secret(
+                "--webhook-generic-secret-file",
+                &self.webhook_generic_secret_file,
+                "the generic webhook",
+            )?,
         })
     }
+}
+
+/// Reads the secret file given by `flag`. A file that does not exist turns `feature` off with a
+/// warning: the shipped Deployment mounts its Secrets as optional, and a missing Secret must
+/// not crash-loop the pod. A file that exists but cannot be read, or is empty, is an error:
+/// someone meant to configure the feature and got it wrong, and starting without it would hide
+/// that (an empty webhook secret would also make signatures forgeable).
+fn optional_secret(
+    flag: &str,
+    path: &Option<PathBuf>,
+    feature: &str,
+) -> anyhow::Result<Option<Secret>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    if matches!(path.try_exists(), Ok(false)) {
+        warn!(
+            flag,
+            path = %path.display(),
+            "{flag} {}: the file does not exist; starting without {feature}",
+            path.display()
+        );
+        return Ok(None);
+    }
+    let secret = Secret::from_file(path)?;
+    if secret.expose().trim().is_empty() {
+        anyhow::bail!(
+            "{flag} {}: the file is empty; fill it, or remove the flag to run without {feature}",
+            path.display()
+        );
+    }
+    Ok(Some(secret))
 }
 
 #[derive(clap::Args, Debug)]
@@ -166,8 +208,13 @@ pub struct GitAuthArgs {
 
 impl GitAuthArgs {
     pub fn to_auth(&self) -> anyhow::Result<Auth> {
-        let token = match (&self.git_token_file, &self.git_token_env) {
-            (Some(file), _) => Some(Secret::from_file(file)?),
+        let token_file = optional_secret(
+            "--git-token-file",
+            &self.git_token_file,
+            "a git token (fetching anonymously)",
+        )?;
+        let token = match (token_file, &self.git_token_env) {
+            (Some(token), _) => Some(token),
             (None, Some(var)) => Some(Secret::from_env(var)?),
             (None, None) => None,
         };
