@@ -1,5 +1,7 @@
 //! tollgate's HTTP server: `/healthz`, `/readyz`, `/metrics`, webhook receivers that ask for a git
-//! sync, and a read-only JSON status API. Nothing served here writes to the cluster or to git.
+//! sync, and a read-only JSON status API. Nothing served here writes to git; the one cluster
+//! write is a verified webhook on a standby stamping the leader Lease (see
+//! [`crate::cluster::fetch_request`]), which carries no content, only "fetch now".
 
 pub mod error;
 pub mod metrics;
