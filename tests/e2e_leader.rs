@@ -472,3 +472,54 @@ async fn a_webhook_on_the_standby_makes_the_leader_fetch() {
         replica.elected.shut_down().await;
     }
 }
+
+/// kube's client retries a 503 on its own. A write whose gate check passed must not be retried
+/// past the lease's local deadline: here the API answers 503 for ClusterProfiles until after
+/// the deadline, then accepts them; the pending apply must have been dropped by then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_write_without_a_valid_lease_even_on_a_retried_request() {
+    const PROFILES: &str = "clusterprofiles.config.projectsveltos.io";
+    let world = World::without_controller(TestRepo::new(), &fleet_yaml(1, "100ms")).await;
+    world.emulator.set_resource_failure(PROFILES, Some(503));
+    let gate = LeaderGate::follower();
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    gate.renewed(deadline);
+    let writer = tollgate::cluster::writer::ClusterWriter::new(world.client.clone(), gate, false);
+    let profile = serde_json::json!({
+        "apiVersion": "config.projectsveltos.io/v1beta1",
+        "kind": "ClusterProfile",
+        "metadata": {"name": "retried"},
+        "spec": {"clusterSelector": {"matchLabels": {"env": "dev"}}},
+    });
+    let apply = tokio::spawn(async move { writer.apply_profile("retried", &profile).await });
+    world
+        .eventually("the apply was refused at least once", || async {
+            (world.emulator.request_counts().get("patch", PROFILES) > 0).then_some(())
+        })
+        .await;
+    world
+        .eventually("the local deadline passes", || async {
+            (std::time::Instant::now() > deadline).then_some(())
+        })
+        .await;
+    world.emulator.set_resource_failure(PROFILES, None);
+    let result = apply.await.expect("apply task");
+    assert!(
+        matches!(
+            result,
+            Err(tollgate::cluster::errors::ClusterError::NotLeader)
+        ),
+        "the apply outlived the lease: {:?}",
+        result.map(|_| "applied")
+    );
+    let landed = world
+        .emulator
+        .write_log()
+        .into_iter()
+        .filter(|w| w.resource == PROFILES)
+        .count();
+    assert_eq!(
+        landed, 0,
+        "a retried apply reached the server after the deadline"
+    );
+}

@@ -77,6 +77,20 @@ impl LeaderGate {
         false
     }
 
+    /// How long writes stay allowed from now: `None` without election (unbounded), zero once
+    /// the lease is not valid.
+    pub fn remaining(&self) -> Option<Duration> {
+        if !self.0.elected {
+            return None;
+        }
+        match self.is_leader() {
+            true => Some(self.valid_until().map_or(Duration::ZERO, |until| {
+                until.saturating_duration_since(Instant::now())
+            })),
+            false => Some(Duration::ZERO),
+        }
+    }
+
     /// The local deadline of the current term, if any.
     pub fn valid_until(&self) -> Option<Instant> {
         match self.0.valid_until_nanos.load(Ordering::SeqCst) {
