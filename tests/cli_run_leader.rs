@@ -198,3 +198,23 @@ fn a_webhook_on_the_standby_reaches_the_leader_and_sigterm_hands_the_lease_over(
         (lease_holder(&emulator)? == standby_identity).then_some(())
     });
 }
+
+/// A grace period as long as the lease would leave the leader no time to write: refused at start,
+/// before anything connects.
+#[test]
+fn a_lease_grace_not_shorter_than_the_lease_is_refused() {
+    let repo = TestRepo::new();
+    let output = tollgate()
+        .args(["run", "--repo"])
+        .arg(repo.path())
+        .args(["--kubeconfig", "/nonexistent/kubeconfig", "--leader-elect"])
+        .args(["--lease-duration", "5s", "--lease-grace", "5s"])
+        .output()
+        .expect("tollgate run");
+    assert_eq!(output.status.code(), Some(2), "a configuration error");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--lease-grace (5s) must be shorter than --lease-duration (5s)"),
+        "{stderr}"
+    );
+}

@@ -259,6 +259,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let metrics = Arc::new(Metrics::new());
+    // Configuration errors first, before anything starts.
+    let election = match args.election.leader_elect {
+        true => Some(election_config(&args.election)?),
+        false => None,
+    };
     let webhook_secrets = args.server.secrets()?;
     let cache_dir = args.cache_dir.clone().unwrap_or_else(default_cache_dir);
     let mut source = SourceConfig::new(&args.repo, &args.branch, &args.path, &cache_dir);
@@ -290,10 +295,6 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         instance: std::env::var("POD_NAME").ok(),
         metrics: metrics.clone(),
     };
-    let election = match args.election.leader_elect {
-        true => Some(election_config(&args.election)?),
-        false => None,
-    };
     let gate = match election {
         Some(_) => LeaderGate::follower(),
         None => LeaderGate::always(),
@@ -304,7 +305,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let (election_stop, election_stopped) = tokio::sync::oneshot::channel::<()>();
     let (fetch_relay, election_task) = match &election {
         Some(election) => {
-            let lease = start_lease_tasks(
+            let (relay, task) = start_lease_tasks(
                 &client,
                 &kube_config,
                 election,
@@ -312,15 +313,12 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
                 handle.poker.clone(),
                 election_stopped,
             )?;
-            (Some(lease.0), Some(lease.1))
+            (Some(relay), Some(task))
         }
         None => (None, None),
     };
-    let (server_stop, server_stopped) = tokio::sync::oneshot::channel::<()>();
-    let server_task = match args.server.listen {
+    let server = match args.server.listen {
         Some(listen) => {
-            let mut server_config = ServerConfig::new(listen);
-            server_config.webhooks = webhook_secrets;
             let state = ServerState {
                 metrics: metrics.clone(),
                 ready: handle.ready.clone(),
@@ -330,13 +328,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
                 fetch_relay,
                 branch: args.branch.clone(),
             };
-            let bound = server::bind(&server_config, state)
-                .await
-                .context("starting the HTTP server")?;
-            info!(addr = %bound.local_addr(), "serving /healthz, /readyz, /metrics, webhooks and the status API");
-            Some(tokio::spawn(bound.run(async move {
-                let _ = server_stopped.await;
-            })))
+            Some(start_server(listen, webhook_secrets, state).await?)
         }
         None => None,
     };
@@ -347,16 +339,37 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     // write of this replica can land after a successor took over.
     gate.step_down();
     handle.shutdown();
-    let _ = server_stop.send(());
     task.await.context("controller task")?;
     if let Some(election_task) = election_task {
         let _ = election_stop.send(());
         election_task.await.context("leader-election task")?;
     }
-    if let Some(server_task) = server_task {
+    if let Some((server_stop, server_task)) = server {
+        let _ = server_stop.send(());
         server_task.await.context("server task")??;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+type ServerTask = tokio::task::JoinHandle<Result<(), server::ServerError>>;
+
+/// Binds and serves the HTTP server until the returned sender fires (or is dropped).
+async fn start_server(
+    listen: SocketAddr,
+    webhooks: WebhookSecrets,
+    state: ServerState,
+) -> anyhow::Result<(tokio::sync::oneshot::Sender<()>, ServerTask)> {
+    let mut server_config = ServerConfig::new(listen);
+    server_config.webhooks = webhooks;
+    let bound = server::bind(&server_config, state)
+        .await
+        .context("starting the HTTP server")?;
+    info!(addr = %bound.local_addr(), "serving /healthz, /readyz, /metrics, webhooks and the status API");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(bound.run(async move {
+        let _ = stopped.await;
+    }));
+    Ok((stop, task))
 }
 
 fn election_config(args: &ElectionArgs) -> anyhow::Result<ElectionConfig> {
