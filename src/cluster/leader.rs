@@ -240,7 +240,10 @@ impl Elector {
                 }
             }
             Ok(Ok(Attempt::Contended)) => {
-                debug!(identity = %self.config.identity, "lease changed under us; retrying")
+                // Often a fetch-request stamp landing between our read and write: retry soon,
+                // not a period later, so a holder's renewal is not delayed by it.
+                debug!(identity = %self.config.identity, "lease changed under us; retrying");
+                return period / 10;
             }
             Ok(Err(error)) => self.report_failure(&error.to_string()),
             Err(_elapsed) => self.report_failure("the request timed out"),
