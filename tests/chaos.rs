@@ -3,6 +3,9 @@
 //! Once the faults stop, every rollout must complete, and the emulator's write log must show that
 //! no stage order, delay, manual gate or approval was ever violated on the way.
 //!
+//! The controller runs under leader election (one replica, its Lease subject to the same faults),
+//! and no controller write may reach the API server without a valid lease.
+//!
 //! Seeded: the seed is printed; `CHAOS_SEED=<n>` replays a schedule.
 
 mod chaos_support;
@@ -14,6 +17,7 @@ use chaos_support::invariants::{self, Violation};
 use chaos_support::{PromotionPlan, SeededRng, fleet_yaml};
 use chrono::Utc;
 use support::{PATIENCE, TestRepo, World};
+use tollgate::cluster::leader::{ElectionConfig, LeaderGate, run_election};
 use tollgate_emulator::server::FLEET_MANAGER;
 use tollgate_emulator::sveltos::FIELD_MANAGER as SVELTOS_MANAGER;
 
@@ -42,6 +46,23 @@ struct Injected {
     outages: u32,
     bumps: u32,
     approvals: u32,
+}
+
+/// The outage (3 s) outlasts the lease's validity window (4 s - 2 s): the replica stops writing
+/// by its own clock during it and renews after it.
+fn election() -> ElectionConfig {
+    ElectionConfig {
+        lease_name: "tollgate-leader".into(),
+        lease_namespace: "default".into(),
+        identity: "chaos-replica".into(),
+        duration: Duration::from_secs(4),
+        grace: Duration::from_secs(2),
+    }
+}
+
+/// (Re)starts the controller behind the elected gate.
+async fn start_leased(world: &mut World, gate: &LeaderGate) {
+    world.controller = Some(world.spawn_replica(gate.clone()).await);
 }
 
 /// Promotions not yet Completed on their final snapshot, with their current status.
@@ -123,7 +144,14 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
     repo.commit("fifty promotions");
     let mut world = World::without_controller(repo, &fleet_yaml("150ms")).await;
     world.emulator.set_seed(seed);
-    world.start_controller().await;
+    let gate = LeaderGate::follower();
+    let elector = tokio::spawn(run_election(
+        world.client.clone(),
+        election(),
+        gate.clone(),
+        std::future::pending(),
+    ));
+    start_leased(&mut world, &gate).await;
 
     world.emulator.set_error_rate("patch", WRITE_ERROR_RATE);
     world.emulator.set_error_rate("update", WRITE_ERROR_RATE);
@@ -189,7 +217,7 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
         if rng.between(0, 4) < 3 {
             world.stop_controller().await;
             tokio::time::sleep(rng.millis(0, 800)).await;
-            world.start_controller().await;
+            start_leased(&mut world, &gate).await;
             injected.restarts += 1;
         } else {
             world.emulator.drop_watches();
@@ -223,7 +251,7 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
             .unwrap_or_default();
         dump_log(&world.emulator.write_log(), seed);
         world.stop_controller().await;
-        world.start_controller().await;
+        start_leased(&mut world, &gate).await;
         let after_restart = wait_completed(&world, &plans, PATIENCE).await;
         panic!(
             "seed {seed}: {} rollouts did not complete after the faults stopped (watch errors: \
@@ -244,7 +272,11 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
         "the write log reached its capacity ({}): the oldest writes are missing",
         log.len()
     );
-    let violations: Vec<Violation> = invariants::check(&log, &plans);
+    elector.abort();
+    let violations: Vec<Violation> = invariants::check(&log, &plans)
+        .into_iter()
+        .chain(invariants::check_leased(&log))
+        .collect();
     if !violations.is_empty() {
         dump_log(&log, seed);
     }

@@ -242,3 +242,66 @@ fn signed_webhook_triggers_the_fetch_and_metrics_are_served() {
         "the secret leaks into /metrics"
     );
 }
+
+/// The shipped Deployment mounts the git token and webhook Secrets as optional: when one is
+/// missing, `run` starts without that feature and says so, naming the flag and the path. A file
+/// that exists but is empty is a misconfiguration and stops `run` with an error naming it.
+#[test]
+fn run_starts_without_a_missing_optional_secret_and_says_so() {
+    let repo = TestRepo::new();
+    repo.write(
+        "kyverno.yaml",
+        &seed("05-kyverno-rollout-auto-v1.yaml", "1s"),
+    );
+    repo.commit("Kyverno");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing_webhook = dir.path().join("webhook/github");
+    let missing_token = dir.path().join("git/token");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let webhook_flag = format!("--webhook-github-secret-file={}", missing_webhook.display());
+    let token_flag = format!("--git-token-file={}", missing_token.display());
+    let (mut controller, _) = start_embedded(
+        &repo,
+        dir.path(),
+        &["--listen", &addr, &webhook_flag, &token_flag],
+    );
+    eventually("ready without the secrets", || {
+        http(&addr, "GET", "/readyz", &[], b"").filter(|(code, _)| *code == 200)
+    });
+    let (code, _) = http(&addr, "POST", "/webhooks/github", &[], b"{}").expect("answers");
+    assert_eq!(code, 404, "the webhook without a secret is disabled");
+    let _ = controller.0.kill();
+    let log = controller.0.wait_with_output_stderr();
+    for expected in [
+        format!(
+            "--webhook-github-secret-file {}: the file does not exist; starting without the GitHub webhook",
+            missing_webhook.display()
+        ),
+        format!(
+            "--git-token-file {}: the file does not exist; starting without a git token",
+            missing_token.display()
+        ),
+    ] {
+        assert!(log.contains(&expected), "{expected:?} missing in\n{log}");
+    }
+
+    let empty = dir.path().join("empty-secret");
+    std::fs::write(&empty, "\n").expect("empty secret file");
+    let output = tollgate()
+        .args(["run", "--repo"])
+        .arg(repo.path())
+        .arg("--webhook-github-secret-file")
+        .arg(&empty)
+        .args(["--kubeconfig", "/nonexistent/kubeconfig"])
+        .output()
+        .expect("tollgate run");
+    assert_eq!(output.status.code(), Some(2), "a configuration error");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "--webhook-github-secret-file {}: the file is empty",
+            empty.display()
+        )),
+        "{stderr}"
+    );
+}

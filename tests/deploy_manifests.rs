@@ -111,3 +111,51 @@ fn crd_manifest_matches_tollgate_crd() {
         "regenerate with: cargo run -q -- crd > deploy/crd.yaml"
     );
 }
+
+/// A missing git-token or webhook Secret must not keep the pod from starting (`tollgate run`
+/// then runs without that feature): every Secret volume is optional, and every secret file the
+/// container is pointed at lives in one of them.
+#[test]
+fn secret_volumes_are_optional() {
+    let deployment: Deployment = typed("deployment.yaml");
+    let pod = deployment
+        .spec
+        .expect("spec")
+        .template
+        .spec
+        .expect("pod spec");
+    let volumes = pod.volumes.unwrap_or_default();
+    let secret_volumes: Vec<_> = volumes.iter().filter(|v| v.secret.is_some()).collect();
+    assert!(
+        !secret_volumes.is_empty(),
+        "the Deployment mounts its Secrets"
+    );
+    for volume in &secret_volumes {
+        let optional = volume.secret.as_ref().and_then(|s| s.optional);
+        assert_eq!(
+            optional,
+            Some(true),
+            "volume {} is not optional",
+            volume.name
+        );
+    }
+    let container = &pod.containers[0];
+    let mounts = container.volume_mounts.clone().unwrap_or_default();
+    let secret_dirs: Vec<&str> = mounts
+        .iter()
+        .filter(|m| secret_volumes.iter().any(|v| v.name == m.name))
+        .map(|m| m.mount_path.as_str())
+        .collect();
+    for env in container.env.clone().unwrap_or_default() {
+        if env.name.ends_with("_FILE") {
+            let path = env.value.unwrap_or_default();
+            assert!(
+                secret_dirs
+                    .iter()
+                    .any(|dir| path.starts_with(&format!("{dir}/"))),
+                "{} = {path} is not in an optional Secret volume",
+                env.name
+            );
+        }
+    }
+}

@@ -306,6 +306,7 @@ fn state_with(
         poker: Poker::new(),
         statuses: Arc::new(move || statuses.clone()),
         leader: leader.clone(),
+        fetch_relay: None,
         branch: "main".to_string(),
     };
     (state, ready_tx, metrics, leader)

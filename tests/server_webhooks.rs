@@ -37,6 +37,7 @@ fn harness(secrets: WebhookSecrets, max_body_bytes: usize) -> Harness {
         poker: poker.clone(),
         statuses: Arc::new(Vec::new),
         leader: LeaderGate::always(),
+        fetch_relay: None,
         branch: "main".to_string(),
     };
     let mut config = ServerConfig::new(([127, 0, 0, 1], 0).into());

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::cluster::fetch_request::{FetchRelay, start_relay, watch_fetch_requests};
 use crate::cluster::leader::{ElectionConfig, LeaderGate, run_election};
 use crate::controller::{self, ControllerConfig, PruneGuard};
 use crate::server::metrics::Metrics;
@@ -15,7 +16,7 @@ use anyhow::Context as _;
 use kube::Client;
 use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet};
 use tollgate_source::{Auth, Secret, SourceConfig};
-use tracing::info;
+use tracing::{info, warn};
 
 use super::connect::{self, ClusterArgs};
 
@@ -89,19 +90,61 @@ pub struct ServerArgs {
 
 impl ServerArgs {
     fn secrets(&self) -> anyhow::Result<WebhookSecrets> {
-        let read = |path: &Option<PathBuf>| -> anyhow::Result<Option<Secret>> {
-            Ok(match path {
-                Some(path) => Some(Secret::from_file(path)?),
-                None => None,
-            })
-        };
         Ok(WebhookSecrets {
-            github: read(&self.webhook_github_secret_file)?,
-            gitlab: read(&self.webhook_gitlab_token_file)?,
-            gitea: read(&self.webhook_gitea_secret_file)?,
-            generic: read(&self.webhook_generic_secret_file)?,
+            github: optional_secret(
+                "--webhook-github-secret-file",
+                &self.webhook_github_secret_file,
+                "the GitHub webhook",
+            )?,
+            gitlab: optional_secret(
+                "--webhook-gitlab-token-file",
+                &self.webhook_gitlab_token_file,
+                "the GitLab webhook",
+            )?,
+            gitea: optional_secret(
+                "--webhook-gitea-secret-file",
+                &self.webhook_gitea_secret_file,
+                "the Gitea webhook",
+            )?,
+            generic: optional_secret(
+                "--webhook-generic-secret-file",
+                &self.webhook_generic_secret_file,
+                "the generic webhook",
+            )?,
         })
     }
+}
+
+/// Reads the secret file given by `flag`. A file that does not exist turns `feature` off with a
+/// warning: the shipped Deployment mounts its Secrets as optional, and a missing Secret must
+/// not crash-loop the pod. A file that exists but cannot be read, or is empty, is an error:
+/// someone meant to configure the feature and got it wrong, and starting without it would hide
+/// that (an empty webhook secret would also make signatures forgeable).
+fn optional_secret(
+    flag: &str,
+    path: &Option<PathBuf>,
+    feature: &str,
+) -> anyhow::Result<Option<Secret>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    if matches!(path.try_exists(), Ok(false)) {
+        warn!(
+            flag,
+            path = %path.display(),
+            "{flag} {}: the file does not exist; starting without {feature}",
+            path.display()
+        );
+        return Ok(None);
+    }
+    let secret = Secret::from_file(path)?;
+    if secret.expose().trim().is_empty() {
+        anyhow::bail!(
+            "{flag} {}: the file is empty; fill it, or remove the flag to run without {feature}",
+            path.display()
+        );
+    }
+    Ok(Some(secret))
 }
 
 #[derive(clap::Args, Debug)]
@@ -117,7 +160,8 @@ pub struct ElectionArgs {
     /// Lease validity after its last renewal.
     #[arg(long, env = "TOLLGATE_LEASE_DURATION", default_value = "15s", value_parser = parse_interval)]
     pub lease_duration: Duration,
-    /// Renew this long before expiry (also the clock skew tolerated between replicas).
+    /// The leader stops writing this long before its lease could expire for the other replicas
+    /// (a safety margin for request latency and clock drift); renewals come well before that.
     #[arg(long, env = "TOLLGATE_LEASE_GRACE", default_value = "5s", value_parser = parse_interval)]
     pub lease_grace: Duration,
     /// This replica's identity in the Lease (default: $POD_NAME, else host name and process id).
@@ -164,8 +208,13 @@ pub struct GitAuthArgs {
 
 impl GitAuthArgs {
     pub fn to_auth(&self) -> anyhow::Result<Auth> {
-        let token = match (&self.git_token_file, &self.git_token_env) {
-            (Some(file), _) => Some(Secret::from_file(file)?),
+        let token_file = optional_secret(
+            "--git-token-file",
+            &self.git_token_file,
+            "a git token (fetching anonymously)",
+        )?;
+        let token = match (token_file, &self.git_token_env) {
+            (Some(token), _) => Some(token),
             (None, Some(var)) => Some(Secret::from_env(var)?),
             (None, None) => None,
         };
@@ -210,6 +259,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let metrics = Arc::new(Metrics::new());
+    // Configuration errors first, before anything starts.
+    let election = match args.election.leader_elect {
+        true => Some(election_config(&args.election)?),
+        false => None,
+    };
     let webhook_secrets = args.server.secrets()?;
     let cache_dir = args.cache_dir.clone().unwrap_or_else(default_cache_dir);
     let mut source = SourceConfig::new(&args.repo, &args.branch, &args.path, &cache_dir);
@@ -241,79 +295,135 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         instance: std::env::var("POD_NAME").ok(),
         metrics: metrics.clone(),
     };
-    let (gate, election) = if args.election.leader_elect {
-        let gate = LeaderGate::follower();
-        let election = ElectionConfig {
-            lease_name: args.election.lease_name.clone(),
-            lease_namespace: args.election.lease_namespace.clone(),
-            identity: args.election.identity(),
-            duration: args.election.lease_duration,
-            grace: args.election.lease_grace,
-        };
-        // A lease request that hangs must not keep this replica writing after its lease has
-        // expired: each one is bounded by the grace period, and a failing election exits.
-        let mut election_config = kube_config.clone();
-        election_config.connect_timeout = Some(args.election.lease_grace);
-        election_config.read_timeout = Some(args.election.lease_grace);
-        election_config.write_timeout = Some(args.election.lease_grace);
-        let election_client =
-            Client::try_from(election_config).context("building the leader-election client")?;
-        let task = tokio::spawn(run_election(election_client, election, gate.clone()));
-        (gate, Some(task))
-    } else {
-        (LeaderGate::always(), None)
+    let gate = match election {
+        Some(_) => LeaderGate::follower(),
+        None => LeaderGate::always(),
     };
-    let (handle, task) = controller::start(client, config, gate.clone())
+    let (handle, task) = controller::start(client.clone(), config, gate.clone())
         .await
         .context("starting the controller")?;
-    let (server_stop, server_stopped) = tokio::sync::oneshot::channel::<()>();
-    let server_task = match args.server.listen {
+    let (election_stop, election_stopped) = tokio::sync::oneshot::channel::<()>();
+    let (fetch_relay, election_task) = match &election {
+        Some(election) => {
+            let (relay, task) = start_lease_tasks(
+                &client,
+                &kube_config,
+                election,
+                &gate,
+                handle.poker.clone(),
+                election_stopped,
+            )?;
+            (Some(relay), Some(task))
+        }
+        None => (None, None),
+    };
+    let server = match args.server.listen {
         Some(listen) => {
-            let mut server_config = ServerConfig::new(listen);
-            server_config.webhooks = webhook_secrets;
             let state = ServerState {
                 metrics: metrics.clone(),
                 ready: handle.ready.clone(),
                 poker: handle.poker.clone(),
                 statuses: server::status_api::status_source(handle.statuses.clone()),
                 leader: gate.clone(),
+                fetch_relay,
                 branch: args.branch.clone(),
             };
-            let bound = server::bind(&server_config, state)
-                .await
-                .context("starting the HTTP server")?;
-            info!(addr = %bound.local_addr(), "serving /healthz, /readyz, /metrics, webhooks and the status API");
-            Some(tokio::spawn(bound.run(async move {
-                let _ = server_stopped.await;
-            })))
+            Some(start_server(listen, webhook_secrets, state).await?)
         }
         None => None,
     };
     info!(repo = %tollgate_source::redact_url(&args.repo), branch = %args.branch, "controller running");
-    let election_died = async {
-        match election {
-            Some(task) => match task.await {
-                Ok(error) => error.to_string(),
-                Err(join) => join.to_string(),
-            },
-            None => std::future::pending().await,
-        }
-    };
-    let code = tokio::select! {
-        _ = shutdown_signal() => ExitCode::SUCCESS,
-        reason = election_died => {
-            tracing::error!(%reason, "leader election failed; exiting so the pod restarts");
-            ExitCode::from(1)
-        }
-    };
+    shutdown_signal().await;
     info!("shutting down");
+    // Writes stop first, then the controller ends, and only then is the lease released: no
+    // write of this replica can land after a successor took over.
+    gate.step_down();
     handle.shutdown();
-    let _ = server_stop.send(());
     task.await.context("controller task")?;
-    if let Some(server_task) = server_task {
+    if let Some(election_task) = election_task {
+        let _ = election_stop.send(());
+        election_task.await.context("leader-election task")?;
+    }
+    if let Some((server_stop, server_task)) = server {
+        let _ = server_stop.send(());
         server_task.await.context("server task")??;
     }
-    Ok(code)
+    Ok(ExitCode::SUCCESS)
+}
+
+type ServerTask = tokio::task::JoinHandle<Result<(), server::ServerError>>;
+
+/// Binds and serves the HTTP server until the returned sender fires (or is dropped).
+async fn start_server(
+    listen: SocketAddr,
+    webhooks: WebhookSecrets,
+    state: ServerState,
+) -> anyhow::Result<(tokio::sync::oneshot::Sender<()>, ServerTask)> {
+    let mut server_config = ServerConfig::new(listen);
+    server_config.webhooks = webhooks;
+    let bound = server::bind(&server_config, state)
+        .await
+        .context("starting the HTTP server")?;
+    info!(addr = %bound.local_addr(), "serving /healthz, /readyz, /metrics, webhooks and the status API");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(bound.run(async move {
+        let _ = stopped.await;
+    }));
+    Ok((stop, task))
+}
+
+fn election_config(args: &ElectionArgs) -> anyhow::Result<ElectionConfig> {
+    if args.lease_grace >= args.lease_duration {
+        anyhow::bail!(
+            "--lease-grace ({:?}) must be shorter than --lease-duration ({:?}): the leader stops writing a grace period before its lease expires",
+            args.lease_grace,
+            args.lease_duration
+        );
+    }
+    Ok(ElectionConfig {
+        lease_name: args.lease_name.clone(),
+        lease_namespace: args.lease_namespace.clone(),
+        identity: args.identity(),
+        duration: args.lease_duration,
+        grace: args.lease_grace,
+    })
+}
+
+/// Starts the lease loop (stopped, and the lease released, when `stop` fires), the watch that
+/// pokes git when a standby relays a webhook, and the relay itself (returned for the server).
+fn start_lease_tasks(
+    client: &Client,
+    kube_config: &kube::Config,
+    election: &ElectionConfig,
+    gate: &LeaderGate,
+    poker: tollgate_source::Poker,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) -> anyhow::Result<(FetchRelay, tokio::task::JoinHandle<()>)> {
+    // A lease request that hangs must not outlive the validity window: each is bounded.
+    let mut lease_config = kube_config.clone();
+    let bound = election.retry_period();
+    lease_config.connect_timeout = Some(bound);
+    lease_config.read_timeout = Some(bound);
+    lease_config.write_timeout = Some(bound);
+    let lease_client =
+        Client::try_from(lease_config).context("building the leader-election client")?;
+    let task = tokio::spawn(run_election(
+        lease_client,
+        election.clone(),
+        gate.clone(),
+        async move {
+            let _ = stop.await;
+        },
+    ));
+    let namespace = &election.lease_namespace;
+    tokio::spawn(watch_fetch_requests(
+        client.clone(),
+        namespace.clone(),
+        election.lease_name.clone(),
+        poker,
+    ));
+    let (relay, _relay_task) = start_relay(client.clone(), namespace, &election.lease_name);
+    Ok((relay, task))
 }
 
 async fn start_embedded(

@@ -5,6 +5,7 @@ pub mod cache;
 pub mod crd;
 pub mod errors;
 pub mod events;
+pub mod fetch_request;
 pub mod leader;
 pub mod lean;
 pub mod observe;

@@ -5,10 +5,12 @@
 //! manager `tollgate` and `force` (tollgate owns every field it sets on its own profiles; the engine
 //! refuses to touch a profile it does not own). Status is written with optimistic concurrency.
 
+use std::future::Future;
+
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::errors::{ClusterError, classify};
 use super::leader::LeaderGate;
@@ -38,11 +40,33 @@ impl ClusterWriter {
         self.dry_run
     }
 
+    /// Called as the last thing before each request, not once per step: the lease's local
+    /// deadline (see [`LeaderGate::is_leader`]) may pass between two writes of one step.
     fn gate(&self) -> Result<(), ClusterError> {
         if self.leader.is_leader() {
             Ok(())
         } else {
             Err(ClusterError::NotLeader)
+        }
+    }
+
+    /// Sends `request` only within the lease: kube's client retries 429/503/504 on its own, and
+    /// such a retry must not leave after the deadline the gate was checked against, so the
+    /// request (and any retry still pending) is dropped when the lease expires locally.
+    async fn leased<T>(
+        &self,
+        request: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<Result<T, kube::Error>, ClusterError> {
+        self.gate()?;
+        let Some(remaining) = self.leader.remaining() else {
+            return Ok(request.await);
+        };
+        match tokio::time::timeout(remaining, request).await {
+            Ok(result) => Ok(result),
+            Err(_) => {
+                warn!("the lease expired while a write was pending or being retried: dropped it");
+                Err(ClusterError::NotLeader)
+            }
         }
     }
 
@@ -66,9 +90,8 @@ impl ClusterWriter {
         }
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let applied = self
-            .profiles
-            .patch(name, &params, &Patch::Apply(object))
-            .await
+            .leased(self.profiles.patch(name, &params, &Patch::Apply(object)))
+            .await?
             .map_err(|e| classify(e, "apply", "clusterprofiles", name))?;
         debug!(profile = name, "applied ClusterProfile");
         Ok(applied)
@@ -83,9 +106,8 @@ impl ClusterWriter {
             return Ok(None);
         }
         match self
-            .profiles
-            .delete(name, &DeleteParams::background())
-            .await
+            .leased(self.profiles.delete(name, &DeleteParams::background()))
+            .await?
         {
             Ok(either) => Ok(either.left()),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
@@ -114,9 +136,8 @@ impl ClusterWriter {
             });
         }
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        self.state
-            .patch(name, &params, &Patch::Apply(&object))
-            .await
+        self.leased(self.state.patch(name, &params, &Patch::Apply(&object)))
+            .await?
             .map_err(|e| classify(e, "apply", "gitpromotions", name))
     }
 
@@ -150,9 +171,11 @@ impl ClusterWriter {
             status: Some(status),
         };
         let written = self
-            .state
-            .replace_status(name, &PostParams::default(), &data)
-            .await
+            .leased(
+                self.state
+                    .replace_status(name, &PostParams::default(), &data),
+            )
+            .await?
             .map_err(|e| classify(e, "update status of", "gitpromotions", name))?;
         Ok(written.resource_version())
     }
@@ -163,7 +186,10 @@ impl ClusterWriter {
             info!(promotion = name, "dry-run: would delete GitPromotion");
             return Ok(());
         }
-        match self.state.delete(name, &DeleteParams::background()).await {
+        match self
+            .leased(self.state.delete(name, &DeleteParams::background()))
+            .await?
+        {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
             Err(e) => Err(classify(e, "delete", "gitpromotions", name)),

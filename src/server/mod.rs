@@ -1,5 +1,7 @@
 //! tollgate's HTTP server: `/healthz`, `/readyz`, `/metrics`, webhook receivers that ask for a git
-//! sync, and a read-only JSON status API. Nothing served here writes to the cluster or to git.
+//! sync, and a read-only JSON status API. Nothing served here writes to git; the one cluster
+//! write is a verified webhook on a standby stamping the leader Lease (see
+//! [`crate::cluster::fetch_request`]), which carries no content, only "fetch now".
 
 pub mod error;
 pub mod metrics;
@@ -19,6 +21,7 @@ use tokio::sync::watch;
 use tollgate_source::{Poker, Secret};
 use tracing::{info, warn};
 
+use crate::cluster::fetch_request::FetchRelay;
 use crate::cluster::leader::LeaderGate;
 pub use error::ServerError;
 pub use metrics::{Metrics, ReconcileResult};
@@ -87,6 +90,8 @@ pub struct ServerState {
     pub poker: Poker,
     pub statuses: StatusSource,
     pub leader: LeaderGate,
+    /// With leader election: how a verified webhook on a standby reaches the leader.
+    pub fetch_relay: Option<FetchRelay>,
     /// The tracked branch: pushes to other refs are ignored.
     pub branch: String,
 }

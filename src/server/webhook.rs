@@ -1,5 +1,5 @@
-//! Webhook receivers. A request may only ever ask for a git sync (a poke): it never carries
-//! content tollgate acts on, so the worst a forged call could do is trigger a fetch, and
+//! Webhook receivers. A request may only ever ask for a git sync (a poke, relayed to the leader
+//! when this replica is a standby): it never carries content tollgate acts on, so the worst a forged call could do is trigger a fetch, and
 //! authentication makes even that impossible. Checks run cheapest and safest first: provider
 //! configured, size, signature, then event and branch.
 
@@ -186,6 +186,12 @@ async fn receive(app: &AppState, provider: Provider, headers: &HeaderMap, body: 
     let outcome = decide(app, provider, headers, body).await;
     if outcome == Outcome::Accepted {
         app.state.poker.poke();
+        // A standby cannot write: the leader must fetch, and only a verified request may ask it.
+        if let Some(relay) = &app.state.fetch_relay
+            && !app.state.leader.is_leader()
+        {
+            relay.request();
+        }
     }
     app.state.metrics.webhook(provider.name(), outcome.label());
     match outcome {

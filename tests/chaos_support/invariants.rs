@@ -8,7 +8,9 @@
 //!   Provisioned (per the log) and from the `provisionedAt` the controller persisted;
 //! - nor past a manual gate before the approval commit;
 //! - no approving commit is listed in `consumedApprovals` for two runs;
-//! - every promotion ends Completed on its final snapshot, every stage profile carrying it.
+//! - every promotion ends Completed on its final snapshot, every stage profile carrying it;
+//! - with leader election ([`check_leased`]): no controller write without a valid lease, as the
+//!   API server saw it (within a lease duration of the last renewal naming a holder).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
@@ -87,6 +89,16 @@ pub enum Violation {
         expected: u64,
         detail: String,
     },
+    #[error(
+        "{resource} {name} written by the controller at {at} without a valid lease (last renewal {renewed:?}, valid until {valid_until:?})"
+    )]
+    UnleasedWrite {
+        resource: String,
+        name: String,
+        at: DateTime<Utc>,
+        renewed: Option<DateTime<Utc>>,
+        valid_until: Option<DateTime<Utc>>,
+    },
     #[error("{promotion} ({resource} write at {at}) carries an unreadable {what}")]
     Unreadable {
         promotion: String,
@@ -159,6 +171,52 @@ pub fn check(log: &[WriteRecord], plans: &[PromotionPlan]) -> Vec<Violation> {
         replay.check_completed(plan);
     }
     replay.violations
+}
+
+/// The Lease resource as the write log names it.
+pub const LEASE_RESOURCE: &str = "leases.coordination.k8s.io";
+
+/// Every controller write (profiles, promotion state) the API server received while no lease
+/// was valid in its own view: a write must land before the last renewal naming a holder plus
+/// that renewal's `leaseDurationSeconds`. Renewals are Lease writes that change `renewTime`
+/// (other Lease writes, such as fetch-request stamps, renew nothing); one clearing the holder
+/// ends validity at once. Meant for runs with a single elected replica.
+pub fn check_leased(log: &[WriteRecord]) -> Vec<Violation> {
+    let mut renew_time: Option<Value> = None;
+    let mut valid: Option<(DateTime<Utc>, DateTime<Utc>)> = None;
+    let mut violations = Vec::new();
+    for record in log {
+        if record.resource == LEASE_RESOURCE {
+            let spec = &record.object["spec"];
+            let held = spec["holderIdentity"]
+                .as_str()
+                .is_some_and(|h| !h.is_empty());
+            if !held || record.verb == "delete" {
+                valid = None;
+            } else if renew_time.as_ref() != Some(&spec["renewTime"]) {
+                let seconds = spec["leaseDurationSeconds"].as_u64().unwrap_or(0);
+                valid = Some((
+                    record.time,
+                    after(record.time, Duration::from_secs(seconds)),
+                ));
+            }
+            renew_time = Some(spec["renewTime"].clone());
+            continue;
+        }
+        let by_controller = record.resource.starts_with("gitpromotions.")
+            || (record.resource.starts_with("clusterprofiles.")
+                && record.field_manager == CONTROLLER_MANAGER);
+        if by_controller && valid.is_none_or(|(_, until)| record.time >= until) {
+            violations.push(Violation::UnleasedWrite {
+                resource: record.resource.clone(),
+                name: record.name.clone(),
+                at: record.time,
+                renewed: valid.map(|(renewed, _)| renewed),
+                valid_until: valid.map(|(_, until)| until),
+            });
+        }
+    }
+    violations
 }
 
 fn label<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
@@ -524,6 +582,43 @@ mod tests {
         json!({"name": name, "namespace": namespace,
             "labels": {PROMOTION_LABEL: "p", STAGE_LABEL: format!("s{stage}")},
             "annotations": {SNAPSHOT_INDEX_ANNOTATION: snapshot.to_string()}})
+    }
+
+    fn lease(at: i64, holder: Option<&str>, renewed: i64) -> WriteRecord {
+        let object = json!({"metadata": {"name": "tollgate-leader", "namespace": "default"},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 5,
+                "renewTime": t(renewed).to_rfc3339()}});
+        record(t(at), LEASE_RESOURCE, "tollgate-leader", false, object)
+    }
+
+    #[test]
+    fn no_controller_write_without_a_valid_lease() {
+        let leased = [
+            lease(0, Some("a"), 0),
+            apply(1, 0, 1),
+            // A stamp on the Lease renews nothing.
+            lease(3, Some("a"), 0),
+            apply(4, 0, 1),
+        ];
+        assert_eq!(check_leased(&leased), vec![]);
+        let expired = [
+            lease(0, Some("a"), 0),
+            lease(3, Some("a"), 0),
+            apply(6, 0, 1),
+        ];
+        assert!(matches!(
+            check_leased(&expired)[..],
+            [Violation::UnleasedWrite { .. }]
+        ));
+        let released = [lease(0, Some("a"), 0), lease(1, None, 0), apply(2, 0, 1)];
+        assert_eq!(check_leased(&released).len(), 1);
+        assert_eq!(check_leased(&[apply(0, 0, 1)]).len(), 1, "never leased");
+        let renewed = [
+            lease(0, Some("a"), 0),
+            lease(4, Some("a"), 4),
+            apply(8, 0, 1),
+        ];
+        assert_eq!(check_leased(&renewed), vec![]);
     }
 
     fn apply(at: i64, stage: usize, snapshot: u64) -> WriteRecord {

@@ -13,6 +13,9 @@ pub struct Faults {
     pub error_code: u16,
     pub request_latency: Duration,
     pub outage: bool,
+    /// `plural.group` (`plural` for the core group) → HTTP code every request on it gets: a
+    /// partition that cuts one kind of request off while the rest still flows.
+    pub failing_resources: BTreeMap<String, u16>,
     rng: fastrand::Rng,
 }
 
@@ -31,6 +34,7 @@ impl Faults {
             error_code: 500,
             request_latency: Duration::ZERO,
             outage: false,
+            failing_resources: BTreeMap::new(),
             rng: fastrand::Rng::with_seed(seed),
         }
     }
@@ -39,9 +43,12 @@ impl Faults {
         self.rng = fastrand::Rng::with_seed(seed);
     }
 
-    pub fn decide(&mut self, verb: &str) -> FaultDecision {
+    pub fn decide(&mut self, verb: &str, resource: &str) -> FaultDecision {
         if self.outage {
             return FaultDecision::Fail(503);
+        }
+        if let Some(code) = self.failing_resources.get(resource) {
+            return FaultDecision::Fail(*code);
         }
         match self.error_rates.get(verb) {
             Some(rate) if *rate > 0.0 && self.rng.f64() < *rate => {
@@ -62,7 +69,7 @@ mod tests {
             let mut faults = Faults::new(seed);
             faults.error_rates.insert("patch".into(), 0.3);
             (0..1000)
-                .map(|_| faults.decide("patch"))
+                .map(|_| faults.decide("patch", "things"))
                 .filter(|d| *d != FaultDecision::Proceed)
                 .count()
         };
@@ -70,8 +77,16 @@ mod tests {
         let failures = run(7);
         assert!((200..400).contains(&failures), "{failures}");
         let mut faults = Faults::new(1);
-        assert_eq!(faults.decide("get"), FaultDecision::Proceed);
+        assert_eq!(faults.decide("get", "things"), FaultDecision::Proceed);
+        faults
+            .failing_resources
+            .insert("leases.coordination.k8s.io".into(), 500);
+        assert_eq!(
+            faults.decide("get", "leases.coordination.k8s.io"),
+            FaultDecision::Fail(500)
+        );
+        assert_eq!(faults.decide("get", "things"), FaultDecision::Proceed);
         faults.outage = true;
-        assert_eq!(faults.decide("get"), FaultDecision::Fail(503));
+        assert_eq!(faults.decide("get", "things"), FaultDecision::Fail(503));
     }
 }

@@ -493,6 +493,20 @@ impl EmulatorHandle {
         lock(&self.shared.state).faults.reseed(seed);
     }
 
+    /// Every request on `resource` (`plural.group`, e.g. `leases.coordination.k8s.io`) fails
+    /// with `code` while the rest of the API answers; `None` ends it. Open watches on it are
+    /// left alone (a watch opened before a partition may outlive it, as on a real network).
+    pub fn set_resource_failure(&self, resource: &str, code: Option<u16>) {
+        let mut state = lock(&self.shared.state);
+        match code {
+            Some(code) => state
+                .faults
+                .failing_resources
+                .insert(resource.to_string(), code),
+            None => state.faults.failing_resources.remove(resource),
+        };
+    }
+
     /// Every request gets 503 and open watches are closed until [`Self::outage_end`].
     pub fn outage_start(&self) {
         let mut state = lock(&self.shared.state);

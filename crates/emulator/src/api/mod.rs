@@ -81,7 +81,10 @@ async fn handle(
     let (latency, decision) = {
         let mut state = lock(&shared.state);
         state.count_request(verb, &counted_resource);
-        (state.faults.request_latency, state.faults.decide(verb))
+        (
+            state.faults.request_latency,
+            state.faults.decide(verb, &counted_resource),
+        )
     };
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
