@@ -1,8 +1,9 @@
 //! `tollgate approve NAME STAGE`: writes the snapshot-bound approval annotation
-//! (`approve.tollgate.dev/<stage>: <snapshot id prefix>`) into the promotion's manifest as of the
+//! (`approve.tollgate.dev/<stage>: <snapshot id prefix>`, or the SHA of the commit that introduced
+//! the snapshot when the annotation already holds its id) into the promotion's manifest as of the
 //! branch tip and commits it on a new branch, ready to push as a PR. Never pushes unless
-//! `--push REMOTE`. Exit 0 committed, 1 unknown name/stage/snapshot or invalid manifest, 2 other
-//! errors.
+//! `--push REMOTE`. Exit 0 committed, 1 unknown name/stage/snapshot, a stage without a manual
+//! trigger or an invalid manifest, 2 other errors.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -47,6 +48,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 outcome.snapshot_index,
                 &outcome.snapshot_id[..12.min(outcome.snapshot_id.len())]
             );
+            for note in &outcome.notes {
+                println!("  {note}");
+            }
             finish(&args.repo, &outcome, args.push.as_deref())
         }
         Err(error) => report_error(&error),

@@ -47,6 +47,15 @@ pub enum EditError {
         selector: String,
         count: usize,
     },
+    #[error(
+        "stage {stage:?} of ClusterPromotion {name:?} has {trigger}, not a manual one: there is no gate to approve"
+    )]
+    NotManualStage {
+        name: String,
+        stage: String,
+        /// `an auto trigger` or `no trigger`.
+        trigger: &'static str,
+    },
     #[error("snapshot id prefix {selector:?} of ClusterPromotion {name:?} is ambiguous")]
     AmbiguousSnapshot { name: String, selector: String },
     #[error("ClusterPromotion {name:?} is invalid at the tip of {branch:?}: {errors}")]
@@ -62,15 +71,6 @@ pub enum EditError {
         name: String,
         branch: String,
         index: u64,
-    },
-    #[error(
-        "ClusterPromotion {name:?} already carries {annotation}: {value} at the tip of {branch:?}; nothing to commit"
-    )]
-    AlreadyApproved {
-        name: String,
-        branch: String,
-        annotation: String,
-        value: String,
     },
     #[error("{file}: no ClusterPromotion document named {name:?}")]
     DocumentNotFound { file: String, name: String },
@@ -126,11 +126,11 @@ impl EditError {
             self,
             EditError::UnknownPromotion { .. }
                 | EditError::UnknownStage { .. }
+                | EditError::NotManualStage { .. }
                 | EditError::UnknownSnapshot { .. }
                 | EditError::AmbiguousSnapshot { .. }
                 | EditError::InvalidAtTip { .. }
                 | EditError::AlreadyAtSnapshot { .. }
-                | EditError::AlreadyApproved { .. }
         )
     }
 }
@@ -469,6 +469,8 @@ pub struct EditOutcome {
     pub message: String,
     pub snapshot_index: u64,
     pub snapshot_id: String,
+    /// What was written and why, for the user (e.g. which form of approval value).
+    pub notes: Vec<String>,
     pub warnings: Vec<String>,
 }
 
@@ -556,9 +558,86 @@ fn decode(bytes: Vec<u8>, file: &str, name: &str) -> Result<String, EditError> {
     })
 }
 
-/// Writes `approve.tollgate.dev/<stage>: <id12>` into promotion `name` as of the branch tip and
-/// commits it on `tollgate/approve-<name>-<stage>-<id12>`. `snapshot` (`#N` or an id prefix)
-/// defaults to the current snapshot.
+/// The manual stage `stage` of `promotion`; any other stage is a request error.
+fn require_manual_stage(
+    promotion: &ClusterPromotion,
+    name: &str,
+    stage: &str,
+) -> Result<(), EditError> {
+    match promotion.stage(stage).map(|s| &s.trigger) {
+        None => {
+            let stages: Vec<&str> = promotion
+                .spec
+                .stages
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect();
+            Err(EditError::UnknownStage {
+                name: name.to_string(),
+                stage: stage.to_string(),
+                stages: stages.join(", "),
+            })
+        }
+        Some(Some(Trigger::Manual(_))) => Ok(()),
+        Some(other) => Err(EditError::NotManualStage {
+            name: name.to_string(),
+            stage: stage.to_string(),
+            trigger: if other.is_some() {
+                "an auto trigger"
+            } else {
+                "no trigger"
+            },
+        }),
+    }
+}
+
+/// The annotation value that approves `chosen`, and a note saying which form it is and why.
+///
+/// The controller counts an approval event only once (DESIGN D2): after a revert brings back a
+/// snapshot whose id the annotation already holds, that value was consumed by the earlier run and
+/// writing it again changes nothing. The SHA of the commit that introduced the snapshot names the
+/// same snapshot with a different value, hence a new approval event.
+fn approval_value(existing: Option<&String>, chosen: &Snapshot, key: &str) -> (String, String) {
+    let id12 = chosen.hashes.short().to_string();
+    if existing == Some(&id12) {
+        let sha = chosen.commit.sha.clone();
+        let note = format!(
+            "{key} already holds snapshot id {id12}, which a run may already have consumed (e.g. before a revert brought this content back); wrote the SHA of commit {} that introduced snapshot #{} instead, so the change is a new approval",
+            &sha[..12.min(sha.len())],
+            chosen.index
+        );
+        (sha, note)
+    } else {
+        let note = format!("wrote {key}: {id12} (the id of snapshot #{})", chosen.index);
+        (id12, note)
+    }
+}
+
+/// The current snapshot of promotion `name` at the tip; an invalid or unknown promotion is a
+/// request error.
+fn current_snapshot<'s>(
+    source: &'s GitSource,
+    name: &str,
+    branch: &str,
+) -> Result<&'s Snapshot, EditError> {
+    match source.promotion(name) {
+        None => Err(unknown_promotion(source, name, branch)),
+        Some(PromotionView::Invalid { errors, .. }) => {
+            let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            Err(EditError::InvalidAtTip {
+                name: name.to_string(),
+                branch: branch.to_string(),
+                errors: errors.join("; "),
+            })
+        }
+        Some(PromotionView::Valid { snapshot }) => Ok(snapshot),
+    }
+}
+
+/// Writes `approve.tollgate.dev/<stage>: <value>` into promotion `name` as of the branch tip and
+/// commits it on `tollgate/approve-<name>-<stage>-<value12>`. `snapshot` (`#N` or an id prefix)
+/// defaults to the current snapshot; the value is its id prefix, or the SHA of the commit that
+/// introduced it when the annotation already holds that id (see [`approval_value`]).
 pub fn approve(
     target: &Target<'_>,
     name: &str,
@@ -566,34 +645,10 @@ pub fn approve(
     snapshot: Option<&str>,
 ) -> Result<EditOutcome, EditError> {
     let Loaded { repo, source } = load(target)?;
-    let current = match source.promotion(name) {
-        None => return Err(unknown_promotion(&source, name, target.branch)),
-        Some(PromotionView::Invalid { errors, .. }) => {
-            let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
-            return Err(EditError::InvalidAtTip {
-                name: name.to_string(),
-                branch: target.branch.to_string(),
-                errors: errors.join("; "),
-            });
-        }
-        Some(PromotionView::Valid { snapshot }) => snapshot,
-    };
+    let current = current_snapshot(&source, name, target.branch)?;
     let promotion = &current.promotion;
+    require_manual_stage(promotion, name, stage)?;
     let mut warnings = Vec::new();
-    match promotion.stage(stage).map(|s| &s.trigger) {
-        None => {
-            let stages: Vec<&str> = promotion.spec.stages.iter().map(|s| s.name.as_str()).collect();
-            return Err(EditError::UnknownStage {
-                name: name.to_string(),
-                stage: stage.to_string(),
-                stages: stages.join(", "),
-            });
-        }
-        Some(Some(Trigger::Manual(_))) => {}
-        Some(_) => warnings.push(format!(
-            "stage {stage:?} is not a manual stage: its trigger is automatic, so the approval annotation has no effect"
-        )),
-    }
     let chosen = match snapshot {
         None => current,
         Some(selector) => select_snapshot(source.history(name), name, selector)?,
@@ -604,7 +659,8 @@ pub fn approve(
             chosen.index, current.index, chosen.index
         ));
     }
-    let id12 = chosen.hashes.short().to_string();
+    let key = format!("{APPROVE_ANNOTATION_PREFIX}{stage}");
+    let (value, note) = approval_value(promotion.metadata.annotations.get(&key), chosen, &key);
     let tip = tip(&repo, target.branch)?;
     let file = current.file.clone();
     let text = read_file_at(&repo, &tip, &file)?.ok_or_else(|| EditError::DocumentNotFound {
@@ -613,16 +669,7 @@ pub fn approve(
     })?;
     let text = decode(text, &file, name)?;
     let document = find_promotion_document(&text, &file, name)?;
-    let key = format!("{APPROVE_ANNOTATION_PREFIX}{stage}");
-    if promotion.metadata.annotations.get(&key) == Some(&id12) {
-        return Err(EditError::AlreadyApproved {
-            name: name.to_string(),
-            branch: target.branch.to_string(),
-            annotation: key,
-            value: id12,
-        });
-    }
-    let body = set_annotation(&text[document.body.clone()], &file, name, &key, &id12)?;
+    let body = set_annotation(&text[document.body.clone()], &file, name, &key, &value)?;
     let edited = format!(
         "{}{body}{}",
         &text[..document.body.start],
@@ -637,12 +684,13 @@ pub fn approve(
     if SpecHashes::of(&result) != current.hashes {
         return Err(verification("has different content hashes".to_string()));
     }
-    if result.metadata.annotations.get(&key) != Some(&id12) {
-        return Err(verification(format!("does not carry {key}: {id12}")));
+    if result.metadata.annotations.get(&key) != Some(&value) {
+        return Err(verification(format!("does not carry {key}: {value}")));
     }
-    let branch = format!("tollgate/approve-{name}-{stage}-{id12}");
+    let value12 = &value[..12.min(value.len())];
+    let branch = format!("tollgate/approve-{name}-{stage}-{value12}");
     let message = format!(
-        "Approve {name} stage {stage} for snapshot #{} ({id12})",
+        "Approve {name} stage {stage} for snapshot #{} ({value12})",
         chosen.index
     );
     let commit = commit_on_new_branch(
@@ -663,6 +711,7 @@ pub fn approve(
         message,
         snapshot_index: chosen.index,
         snapshot_id: chosen.id().to_string(),
+        notes: vec![note],
         warnings,
     })
 }
@@ -773,6 +822,7 @@ pub fn rollback(target: &Target<'_>, name: &str, index: u64) -> Result<EditOutco
         message,
         snapshot_index: index,
         snapshot_id: snapshot.id().to_string(),
+        notes: Vec::new(),
         warnings: Vec::new(),
     })
 }
