@@ -676,3 +676,57 @@ fn approve_works_through_the_annotation_when_the_field_is_already_true() {
         "the field is left as it is"
     );
 }
+
+#[test]
+fn rollback_restores_content_and_keeps_the_tips_metadata() {
+    let fixture = clean_fixture(&manifests("1.0.0", "production"));
+    let root = fixture.root();
+    commit(root, &manifests("2.0.0", "production"), "app v2");
+    // At the tip: paused, labelled, approved, another annotation (none of it content).
+    let metadata_at_tip = manifests("2.0.0", "production").replacen(
+        "    owner: platform-team   # who to ask\n",
+        "    owner: platform-team   # who to ask\n    tollgate.dev/paused: \"true\"\n    approve.tollgate.dev/production: \"0123456789abcdef\"\n  labels:\n    team: payments\n",
+        1,
+    );
+    commit(root, &metadata_at_tip, "pause app");
+    let tip = fixture.current("main", "app");
+    let first = fixture.source("main").history("app")[0].clone();
+
+    let output = fixture
+        .tollgate()
+        .args(["rollback", "app", "--to", "1", "--repo"])
+        .arg(root)
+        .output()
+        .expect("run");
+    let stdout = text(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        text(&output.stderr)
+    );
+    let branch = "tollgate/rollback-app-to-1";
+    let restored = fixture.current(branch, "app");
+    assert_eq!(restored.hashes, first.hashes, "snapshot #1's spec");
+    assert_eq!(restored.rollback_of, Some(1));
+    assert_eq!(
+        restored.promotion.metadata, tip.promotion.metadata,
+        "the tip's metadata: still paused, labels and annotations kept"
+    );
+    assert_eq!(
+        restored
+            .promotion
+            .metadata
+            .annotations
+            .get("tollgate.dev/paused")
+            .map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(restored.promotion.spec, first.promotion.spec);
+    let file = git(root, &["show", &format!("{branch}:{FILE}")]);
+    assert!(file.contains("# who to ask"), "comments kept: {file}");
+    assert!(file.contains("chartVersion: 1.0.0"), "{file}");
+    assert!(
+        stdout.contains("tollgate.dev/paused"),
+        "says it stays paused: {stdout}"
+    );
+}

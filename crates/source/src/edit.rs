@@ -12,7 +12,7 @@ use serde_json::Value;
 use serde_saphyr::Spanned;
 use tollgate_spec::located::{self, Locations, Node, child_path};
 use tollgate_spec::parse::{Limits, parse_file};
-use tollgate_spec::snapshot::APPROVE_ANNOTATION_PREFIX;
+use tollgate_spec::snapshot::{APPROVE_ANNOTATION_PREFIX, PAUSED_ANNOTATION};
 use tollgate_spec::{ClusterPromotion, Snapshot, SpecHashes, Trigger};
 
 use crate::config::SourceConfig;
@@ -338,6 +338,62 @@ fn ending_like(replacement: &str, original: &str) -> String {
     let content = replacement.trim_end_matches(['\r', '\n']);
     let ending = &original[original.trim_end_matches(['\r', '\n']).len()..];
     format!("{content}{ending}")
+}
+
+/// The lines of a document's top-level `key` block: from its key's line up to the next top-level
+/// key, less the blank and column-1 comment lines just before that key (they introduce it).
+fn top_level_block(body: &str, key: &str) -> Option<Range<usize>> {
+    let document = locate_document(body).ok()?;
+    let start_line = document.locations.get(key)?.key?.line;
+    let next_line = document
+        .json
+        .as_object()?
+        .keys()
+        .filter_map(|k| document.locations.get(&child_path("", k))?.key)
+        .map(|loc| loc.line)
+        .filter(|&line| line > start_line)
+        .min();
+    let mut offsets = Vec::new();
+    let mut offset = 0;
+    for line in body.split_inclusive('\n') {
+        offsets.push((offset, line));
+        offset += line.len();
+    }
+    let line_start = |line: u32| {
+        offsets
+            .get(line.saturating_sub(1) as usize)
+            .map(|(o, _)| *o)
+    };
+    let start = line_start(start_line)?;
+    let mut end = next_line.and_then(line_start).unwrap_or(body.len());
+    // Give the trailing blank and column-1 comment lines back to what follows.
+    for (line_offset, line) in offsets.iter().rev() {
+        if *line_offset >= end {
+            continue;
+        }
+        if *line_offset <= start || !(line.trim().is_empty() || line.starts_with('#')) {
+            break;
+        }
+        end = *line_offset;
+    }
+    Some(start..end)
+}
+
+/// `head` (a document's text) with its top-level `spec` block replaced by `old`'s: the content of
+/// an earlier snapshot under the current metadata (paused flag, approvals, labels, annotations).
+/// `None` when either document has no block-style top-level `spec` to splice.
+pub fn splice_spec(head: &str, old: &str) -> Option<String> {
+    let head_spec = top_level_block(head, "spec")?;
+    let old_spec = top_level_block(old, "spec")?;
+    let mut spec = old[old_spec].to_string();
+    if head_spec.end < head.len() && !spec.ends_with('\n') {
+        spec.push('\n');
+    }
+    Some(format!(
+        "{}{spec}{}",
+        &head[..head_spec.start],
+        &head[head_spec.end..]
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -716,8 +772,55 @@ pub fn approve(
     })
 }
 
-/// Restores snapshot `index` of promotion `name`: its document as of the snapshot's commit
-/// replaces the current one (in the file it lives in now), committed on
+/// The file at the tip (`at_tip`, `None` when it is gone) with promotion `name` restored to
+/// `old_body` (its document at the snapshot): only the `spec` block is replaced when the tip still
+/// defines the promotion, so the tip's metadata stays; otherwise the whole old document is used.
+fn restored_text(
+    at_tip: Option<&str>,
+    file: &str,
+    name: &str,
+    old_body: &str,
+    warnings: &mut Vec<String>,
+) -> Result<String, EditError> {
+    let Some(text) = at_tip else {
+        return Ok(old_body.to_string());
+    };
+    match find_promotion_document(text, file, name) {
+        Ok(document) => {
+            let head_body = &text[document.body.clone()];
+            let mut body = match splice_spec(head_body, old_body) {
+                Some(body) => body,
+                None => {
+                    warnings.push(format!(
+                        "{file}: the spec of {name:?} is not a block-style top-level `spec:` at the tip or in the snapshot; restored the snapshot's whole document, metadata included"
+                    ));
+                    old_body.to_string()
+                }
+            };
+            if document.body.end < text.len() && !body.ends_with('\n') {
+                body.push('\n');
+            }
+            Ok(format!(
+                "{}{body}{}",
+                &text[..document.body.start],
+                &text[document.body.end..]
+            ))
+        }
+        // Removed from a file that still exists: add it back as one more document.
+        Err(EditError::DocumentNotFound { .. }) => {
+            let separator = if text.is_empty() || text.ends_with('\n') {
+                ""
+            } else {
+                "\n"
+            };
+            Ok(format!("{text}{separator}---\n{old_body}"))
+        }
+        Err(other) => Err(other),
+    }
+}
+
+/// Restores snapshot `index` of promotion `name`: its `spec` as of the snapshot's commit replaces
+/// the current one (in the file it lives in now, metadata kept), committed on
 /// `tollgate/rollback-<name>-to-<index>`.
 pub fn rollback(target: &Target<'_>, name: &str, index: u64) -> Result<EditOutcome, EditError> {
     let Loaded { repo, source } = load(target)?;
@@ -764,42 +867,52 @@ pub fn rollback(target: &Target<'_>, name: &str, index: u64) -> Result<EditOutco
     let old_body = &old_text[old_document.body.clone()];
 
     let tip = tip(&repo, target.branch)?;
-    let edited = match read_file_at(&repo, &tip, &current_file)? {
-        Some(bytes) => {
-            let text = decode(bytes, &current_file, name)?;
-            match find_promotion_document(&text, &current_file, name) {
-                Ok(document) => {
-                    let mut body = old_body.to_string();
-                    if document.body.end < text.len() && !body.ends_with('\n') {
-                        body.push('\n');
-                    }
-                    format!(
-                        "{}{body}{}",
-                        &text[..document.body.start],
-                        &text[document.body.end..]
-                    )
-                }
-                // Removed from a file that still exists: add it back as one more document.
-                Err(EditError::DocumentNotFound { .. }) => {
-                    let separator = if text.is_empty() || text.ends_with('\n') {
-                        ""
-                    } else {
-                        "\n"
-                    };
-                    format!("{text}{separator}---\n{old_body}")
-                }
-                Err(other) => return Err(other),
-            }
-        }
-        None => old_body.to_string(),
+    let mut notes = Vec::new();
+    let mut warnings = Vec::new();
+    let at_tip = match read_file_at(&repo, &tip, &current_file)? {
+        Some(bytes) => Some(decode(bytes, &current_file, name)?),
+        None => None,
     };
+    let edited = restored_text(
+        at_tip.as_deref(),
+        &current_file,
+        name,
+        old_body,
+        &mut warnings,
+    )?;
     let result = reparse(&edited, &current_file, name)?;
+    let verification = |problem: String| EditError::Verification {
+        file: current_file.clone(),
+        name: name.to_string(),
+        problem,
+    };
     if SpecHashes::of(&result) != snapshot.hashes {
-        return Err(EditError::Verification {
-            file: current_file,
-            name: name.to_string(),
-            problem: format!("does not have the content hashes of snapshot #{index}"),
-        });
+        return Err(verification(format!(
+            "does not have the content hashes of snapshot #{index}"
+        )));
+    }
+    if let Some(PromotionView::Valid { snapshot: current }) = view {
+        if result.metadata != current.promotion.metadata {
+            return Err(verification(
+                "does not keep the metadata of the branch tip".to_string(),
+            ));
+        }
+        notes.push(format!(
+            "spec (profileSpec and stages, with their triggers) is snapshot #{index}'s; metadata (labels, annotations, approvals, pause) is kept from the tip of {}",
+            target.branch
+        ));
+        if current
+            .promotion
+            .metadata
+            .annotations
+            .get(PAUSED_ANNOTATION)
+            .map(String::as_str)
+            == Some("true")
+        {
+            notes.push(format!(
+                "{PAUSED_ANNOTATION}: \"true\" is kept: the rollback waits until the promotion is unpaused"
+            ));
+        }
     }
     let short_commit = &snapshot.commit.sha[..snapshot.commit.sha.len().min(7)];
     let branch = format!("tollgate/rollback-{name}-to-{index}");
@@ -822,8 +935,8 @@ pub fn rollback(target: &Target<'_>, name: &str, index: u64) -> Result<EditOutco
         message,
         snapshot_index: index,
         snapshot_id: snapshot.id().to_string(),
-        notes: Vec::new(),
-        warnings: Vec::new(),
+        notes,
+        warnings,
     })
 }
 
@@ -944,5 +1057,25 @@ spec:
             find_promotion_document(&twice, "f.yaml", "app"),
             Err(EditError::DuplicateDocument { .. })
         ));
+    }
+
+    #[test]
+    fn splices_the_spec_block_and_keeps_everything_else() {
+        let head = DOC.replace(
+            "  labels:\n",
+            "  annotations:\n    tollgate.dev/paused: \"true\"\n  labels:\n",
+        ) + "# trailing comment\nstatus: {}\n";
+        let old = DOC.replace("env: prod", "env: production") + "# old trailer\n";
+        let spliced = splice_spec(&head, &old).expect("splice");
+        let expected = head.replace("env: prod\n", "env: production\n");
+        assert_eq!(spliced, expected);
+        let flow =
+            "apiVersion: v1\nkind: ClusterPromotion\nmetadata:\n  name: app\nspec: {stages: []}\n";
+        assert_eq!(
+            splice_spec(flow, &old).as_deref(),
+            Some(
+                "apiVersion: v1\nkind: ClusterPromotion\nmetadata:\n  name: app\nspec:\n  stages:\n  - name: prod\n    clusterSelector:\n      matchLabels:\n        env: production\n    trigger:\n      manual: {}\n"
+            )
+        );
     }
 }
