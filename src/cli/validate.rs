@@ -2,7 +2,6 @@
 //! Exit 0 valid (warnings allowed unless `--strict`), 1 invalid, 2 usage or I/O error.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -127,7 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         OutputFormat::Github => render_github(&diagnostics),
     };
-    std::io::stdout().write_all(output.as_bytes())?;
+    super::write_stdout(&output)?;
     Ok(if valid {
         ExitCode::SUCCESS
     } else {
