@@ -244,16 +244,16 @@ fn the_same_promotion_name_twice_is_an_error_at_each_definition() {
     assert_eq!(
         places(&diagnostics),
         [
-            (code.clone(), "a.yaml".to_string(), 1),
-            (code.clone(), "a.yaml".to_string(), 11),
-            (code, "b.yaml".to_string(), 1),
+            (code.clone(), "a.yaml".to_string(), 4),
+            (code.clone(), "a.yaml".to_string(), 14),
+            (code, "b.yaml".to_string(), 4),
         ]
     );
     assert_eq!(diagnostics[0]["severity"], "error");
     let message = diagnostics[2]["message"].as_str().expect("message");
     assert!(message.contains("\"good\" is also defined at"), "{message}");
     assert!(
-        message.contains("a.yaml:1") && message.contains("a.yaml:11"),
+        message.contains("a.yaml:4, ") && message.contains("a.yaml:14"),
         "{message}"
     );
 }

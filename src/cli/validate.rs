@@ -93,7 +93,9 @@ fn diagnostics_of(
         file_diagnostics.sort_by_key(|d| (d.line, d.column));
         diagnostics.extend(file_diagnostics);
     }
-    diagnostics.extend(duplicate_names(parsed_files));
+    diagnostics.extend(duplicate_names(parsed_files, |file| {
+        sources.get(file).map(String::as_str)
+    }));
     diagnostics
 }
 

@@ -9,34 +9,50 @@ use crate::diagnostic::{Diagnostic, Severity};
 use crate::model::{API_GROUP, API_VERSION, KIND};
 use crate::parse::{IgnoredDocument, ParsedFile};
 
-/// An error at every definition of a promotion name defined more than once across `files`.
-pub fn duplicate_names(files: &[ParsedFile]) -> Vec<Diagnostic> {
-    let mut definitions: BTreeMap<&str, Vec<(&str, u32)>> = BTreeMap::new();
+/// Where a promotion name is defined.
+struct Definition<'a> {
+    file: &'a str,
+    line: u32,
+    column: u32,
+}
+
+/// An error at every definition of a promotion name defined more than once across `files`, at
+/// its `metadata.name` line when `source` (a file's text by name) can show it.
+pub fn duplicate_names<'t>(
+    files: &[ParsedFile],
+    source: impl Fn(&str) -> Option<&'t str>,
+) -> Vec<Diagnostic> {
+    let mut definitions: BTreeMap<&str, Vec<Definition<'_>>> = BTreeMap::new();
     for file in files {
+        let text = source(&file.file);
         for promotion in &file.promotions {
             if let Some(name) = &promotion.name {
-                definitions
-                    .entry(name)
-                    .or_default()
-                    .push((&file.file, promotion.line));
+                let (line, column) = text
+                    .and_then(|text| name_position(text, promotion.line))
+                    .unwrap_or((promotion.line, 1));
+                definitions.entry(name).or_default().push(Definition {
+                    file: &file.file,
+                    line,
+                    column,
+                });
             }
         }
     }
     let mut diagnostics = Vec::new();
     for (name, places) in definitions.iter().filter(|(_, places)| places.len() > 1) {
-        for (index, (file, line)) in places.iter().enumerate() {
+        for (index, definition) in places.iter().enumerate() {
             let others: Vec<String> = places
                 .iter()
                 .enumerate()
                 .filter(|(other, _)| *other != index)
-                .map(|(_, (file, line))| format!("{file}:{line}"))
+                .map(|(_, other)| format!("{}:{}", other.file, other.line))
                 .collect();
             diagnostics.push(Diagnostic {
                 severity: Severity::Error,
                 code: "duplicate-promotion-name",
-                file: file.to_string(),
-                line: *line,
-                column: 1,
+                file: definition.file.to_string(),
+                line: definition.line,
+                column: definition.column,
                 path: "metadata.name".to_string(),
                 message: format!(
                     "ClusterPromotion {name:?} is also defined at {}; the controller rejects every definition of a name defined more than once",
@@ -46,6 +62,30 @@ pub fn duplicate_names(files: &[ParsedFile]) -> Vec<Diagnostic> {
         }
     }
     diagnostics
+}
+
+/// The lines of the document starting at `first_line` (1-based), numbered, up to its end.
+fn document_lines(text: &str, first_line: u32) -> impl Iterator<Item = (u32, &str)> {
+    let skip = first_line.saturating_sub(1) as usize;
+    text.lines()
+        .enumerate()
+        .skip(skip)
+        .take_while(move |(index, line)| *index == skip || !line.starts_with("---"))
+        .filter_map(|(index, line)| Some((u32::try_from(index + 1).ok()?, line)))
+}
+
+/// Line and column of the `name:` key of a block-style top-level `metadata:` mapping.
+fn name_position(text: &str, first_line: u32) -> Option<(u32, u32)> {
+    let mut in_metadata = false;
+    for (number, line) in document_lines(text, first_line) {
+        let indent = line.len() - line.trim_start().len();
+        if indent == 0 && !line.trim().is_empty() && !line.starts_with('#') {
+            in_metadata = line.trim_end() == "metadata:";
+        } else if in_metadata && line.trim_start().starts_with("name:") {
+            return Some((number, u32::try_from(indent + 1).ok()?));
+        }
+    }
+    None
 }
 
 /// Levenshtein distance, for short identifiers.
@@ -88,16 +128,12 @@ fn near_miss(document: &IgnoredDocument) -> Option<(&'static str, String)> {
 
 /// The 1-based line of the top-level `key:` of the document starting at `first_line`.
 fn key_line(text: &str, first_line: u32, key: &str) -> Option<u32> {
-    let skip = first_line.saturating_sub(1) as usize;
-    text.lines()
-        .enumerate()
-        .skip(skip)
-        .take_while(|(index, line)| *index == skip || !line.starts_with("---"))
+    document_lines(text, first_line)
         .find(|(_, line)| {
             line.strip_prefix(key)
                 .is_some_and(|rest| rest.trim_start().starts_with(':'))
         })
-        .and_then(|(index, _)| u32::try_from(index + 1).ok())
+        .map(|(number, _)| number)
 }
 
 /// A warning for every ignored document of `parsed` (whose text is `text`) that looks like a
@@ -186,18 +222,30 @@ mod tests {
             parse_file("one.yaml", one.as_bytes(), &Limits::default()),
             parse_file("other.yaml", other.as_bytes(), &Limits::default()),
         ];
-        let found = duplicate_names(&files);
-        let places: Vec<(&str, u32)> = found.iter().map(|d| (d.file.as_str(), d.line)).collect();
+        let texts = [("one.yaml", one.as_str()), ("other.yaml", other.as_str())];
+        let source = |file: &str| texts.iter().find(|(f, _)| *f == file).map(|(_, t)| *t);
+        let found = duplicate_names(&files, source);
+        let places: Vec<(&str, u32, u32)> = found
+            .iter()
+            .map(|d| (d.file.as_str(), d.line, d.column))
+            .collect();
         assert_eq!(
             places,
-            [("one.yaml", 1), ("one.yaml", 7), ("other.yaml", 1)]
+            [
+                ("one.yaml", 4, 3),
+                ("one.yaml", 10, 3),
+                ("other.yaml", 4, 3)
+            ]
         );
         assert!(found.iter().all(Diagnostic::is_error));
         assert!(
-            found[0].message.contains("one.yaml:7, other.yaml:1"),
+            found[0].message.contains("one.yaml:10, other.yaml:4"),
             "{}",
             found[0].message
         );
+        // Without the text: the document's first line.
+        let found = duplicate_names(&files, |_| None);
+        assert_eq!((found[1].line, found[1].column), (7, 1));
     }
 
     #[test]
