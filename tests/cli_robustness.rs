@@ -94,6 +94,10 @@ async fn output_to_a_closed_pipe_ends_quietly() {
         .arg(repo.path());
     assert_quiet_broken_pipe("plan", &run_into_closed_pipe(plan));
 
+    let mut crd = tollgate();
+    crd.arg("crd");
+    assert_quiet_broken_pipe("crd", &run_into_closed_pipe(crd));
+
     let cluster = emulator(&[]).await;
     let dir = tempfile::tempdir().expect("temp dir");
     let kubeconfig = dir.path().join("kubeconfig");
@@ -104,6 +108,27 @@ async fn output_to_a_closed_pipe_ends_quietly() {
         .await
         .expect("join");
     assert_quiet_broken_pipe("status", &output);
+}
+
+#[test]
+fn approve_into_a_closed_pipe_still_commits() {
+    let repo = TestRepo::new();
+    repo.write("manual.yaml", &seed("08-kyverno-rollout-manual.yaml", "1s"));
+    repo.commit("Kyverno with a manual gate");
+    let mut approve = tollgate();
+    approve
+        .args(["approve", "kyverno-prog-rollout-man", "staging", "--repo"])
+        .arg(repo.path());
+    let output = run_into_closed_pipe(approve);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        !repo
+            .git(&["branch", "--list", "tollgate/approve-*"])
+            .is_empty(),
+        "the approval was committed although nobody read the report"
+    );
 }
 
 struct Controller(Child);

@@ -124,6 +124,21 @@ pub fn write_stdout(text: &str) -> std::io::Result<()> {
     out.flush()
 }
 
+/// Writes one line to stdout, like `println!` but returning a closed pipe as an error.
+pub fn say(line: &str) -> std::io::Result<()> {
+    write_stdout(&format!("{line}\n"))
+}
+
+/// Writes one line of a report whose command goes on regardless (`approve`, `rollback`: a reader
+/// that stopped reading must not stop the commit or the push half-way, nor panic as `println!`).
+pub fn report_line(line: &str) {
+    if let Err(error) = say(line)
+        && error.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("warning: cannot write to stdout: {error}");
+    }
+}
+
 /// Whether `error` comes from writing to a closed pipe: the reader stopped reading, which is the
 /// reader's choice, not a failure worth a message.
 pub fn is_broken_pipe(error: &anyhow::Error) -> bool {

@@ -40,12 +40,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     match rollback(&target, &args.name, args.to) {
         Ok(outcome) => {
-            println!(
+            super::report_line(&format!(
                 "Restored {} to the content of snapshot #{} in {}.",
                 args.name, outcome.snapshot_index, outcome.file
-            );
+            ));
             for note in &outcome.notes {
-                println!("  {note}");
+                super::report_line(&format!("  {note}"));
             }
             finish(&args.repo, &outcome, args.push.as_deref())
         }
