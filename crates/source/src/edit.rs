@@ -830,44 +830,23 @@ pub fn rollback(target: &Target<'_>, name: &str, index: u64) -> Result<EditOutco
     }
     let snapshot = select_snapshot(history, name, &format!("#{index}"))?;
     let view = source.promotion(name);
-    if let Some(PromotionView::Valid { snapshot: current }) = view
-        && current.hashes == snapshot.hashes
-    {
+    let current = match view {
+        Some(PromotionView::Valid { snapshot: current }) => Some(current),
+        _ => None,
+    };
+    if current.is_some_and(|current| current.hashes == snapshot.hashes) {
         return Err(EditError::AlreadyAtSnapshot {
             name: name.to_string(),
             branch: target.branch.to_string(),
             index,
         });
     }
-    // The file the promotion lives in now; where it was when it is gone from the branch.
-    let current_file = match view {
-        Some(PromotionView::Valid { snapshot: current }) => current.file.clone(),
-        Some(PromotionView::Invalid { errors, last_good }) => errors
-            .first()
-            .map(|d| d.file.clone())
-            .or_else(|| last_good.as_ref().map(|s| s.file.clone()))
-            .unwrap_or_else(|| snapshot.file.clone()),
-        None => snapshot.file.clone(),
-    };
-
-    let old_commit = repo
-        .find_commit(
-            Oid::from_str(&snapshot.commit.sha)
-                .map_err(git_error(format!("parse commit {}", snapshot.commit.sha)))?,
-        )
-        .map_err(git_error(format!("read commit {}", snapshot.commit.sha)))?;
-    let old_text = read_file_at(&repo, &old_commit, &snapshot.file)?.ok_or_else(|| {
-        EditError::DocumentNotFound {
-            file: snapshot.file.clone(),
-            name: name.to_string(),
-        }
-    })?;
-    let old_text = decode(old_text, &snapshot.file, name)?;
+    let current_file = file_at_tip(view, snapshot);
+    let old_text = snapshot_text(&repo, snapshot, name)?;
     let old_document = find_promotion_document(&old_text, &snapshot.file, name)?;
     let old_body = &old_text[old_document.body.clone()];
 
     let tip = tip(&repo, target.branch)?;
-    let mut notes = Vec::new();
     let mut warnings = Vec::new();
     let at_tip = match read_file_at(&repo, &tip, &current_file)? {
         Some(bytes) => Some(decode(bytes, &current_file, name)?),
@@ -881,39 +860,7 @@ pub fn rollback(target: &Target<'_>, name: &str, index: u64) -> Result<EditOutco
         &mut warnings,
     )?;
     let result = reparse(&edited, &current_file, name)?;
-    let verification = |problem: String| EditError::Verification {
-        file: current_file.clone(),
-        name: name.to_string(),
-        problem,
-    };
-    if SpecHashes::of(&result) != snapshot.hashes {
-        return Err(verification(format!(
-            "does not have the content hashes of snapshot #{index}"
-        )));
-    }
-    if let Some(PromotionView::Valid { snapshot: current }) = view {
-        if result.metadata != current.promotion.metadata {
-            return Err(verification(
-                "does not keep the metadata of the branch tip".to_string(),
-            ));
-        }
-        notes.push(format!(
-            "spec (profileSpec and stages, with their triggers) is snapshot #{index}'s; metadata (labels, annotations, approvals, pause) is kept from the tip of {}",
-            target.branch
-        ));
-        if current
-            .promotion
-            .metadata
-            .annotations
-            .get(PAUSED_ANNOTATION)
-            .map(String::as_str)
-            == Some("true")
-        {
-            notes.push(format!(
-                "{PAUSED_ANNOTATION}: \"true\" is kept: the rollback waits until the promotion is unpaused"
-            ));
-        }
-    }
+    let notes = verify_rollback(&result, snapshot, current, &current_file, target.branch)?;
     let short_commit = &snapshot.commit.sha[..snapshot.commit.sha.len().min(7)];
     let branch = format!("tollgate/rollback-{name}-to-{index}");
     let message = format!("Roll back {name} to snapshot #{index} ({short_commit})");
@@ -938,6 +885,80 @@ pub fn rollback(target: &Target<'_>, name: &str, index: u64) -> Result<EditOutco
         notes,
         warnings,
     })
+}
+
+/// The file the promotion lives in at the tip; where it was when it is gone from the branch.
+fn file_at_tip(view: Option<&PromotionView>, snapshot: &Snapshot) -> String {
+    match view {
+        Some(PromotionView::Valid { snapshot: current }) => current.file.clone(),
+        Some(PromotionView::Invalid { errors, last_good }) => errors
+            .first()
+            .map(|d| d.file.clone())
+            .or_else(|| last_good.as_ref().map(|s| s.file.clone()))
+            .unwrap_or_else(|| snapshot.file.clone()),
+        None => snapshot.file.clone(),
+    }
+}
+
+/// The text of the file `snapshot` was read from, as of the commit that introduced it.
+fn snapshot_text(repo: &Repository, snapshot: &Snapshot, name: &str) -> Result<String, EditError> {
+    let sha = &snapshot.commit.sha;
+    let oid = Oid::from_str(sha).map_err(git_error(format!("parse commit {sha}")))?;
+    let commit = repo
+        .find_commit(oid)
+        .map_err(git_error(format!("read commit {sha}")))?;
+    let bytes = read_file_at(repo, &commit, &snapshot.file)?.ok_or_else(|| {
+        EditError::DocumentNotFound {
+            file: snapshot.file.clone(),
+            name: name.to_string(),
+        }
+    })?;
+    decode(bytes, &snapshot.file, name)
+}
+
+/// Checks that the rolled-back promotion has `snapshot`'s content and, when the tip has a valid
+/// `current` one, its metadata; returns what to tell the user about it.
+fn verify_rollback(
+    result: &ClusterPromotion,
+    snapshot: &Snapshot,
+    current: Option<&std::sync::Arc<Snapshot>>,
+    file: &str,
+    branch: &str,
+) -> Result<Vec<String>, EditError> {
+    let index = snapshot.index;
+    let verification = |problem: String| EditError::Verification {
+        file: file.to_string(),
+        name: result.metadata.name.clone(),
+        problem,
+    };
+    if SpecHashes::of(result) != snapshot.hashes {
+        return Err(verification(format!(
+            "does not have the content hashes of snapshot #{index}"
+        )));
+    }
+    let Some(current) = current else {
+        return Ok(Vec::new());
+    };
+    let metadata = &current.promotion.metadata;
+    if result.metadata != *metadata {
+        return Err(verification(
+            "does not keep the metadata of the branch tip".to_string(),
+        ));
+    }
+    let mut notes = vec![format!(
+        "spec (profileSpec and stages, with their triggers) is snapshot #{index}'s; metadata (labels, annotations, approvals, pause) is kept from the tip of {branch}"
+    )];
+    if metadata
+        .annotations
+        .get(PAUSED_ANNOTATION)
+        .map(String::as_str)
+        == Some("true")
+    {
+        notes.push(format!(
+            "{PAUSED_ANNOTATION}: \"true\" is kept: the rollback waits until the promotion is unpaused"
+        ));
+    }
+    Ok(notes)
 }
 
 #[cfg(test)]
