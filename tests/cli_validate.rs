@@ -406,6 +406,9 @@ fn approval_annotations_that_name_no_snapshot_are_warnings() {
         "this snapshot and a first-parent commit are fine"
     );
     assert!(diagnostics.iter().all(|d| d["severity"] == "warning"));
+    let message = diagnostics[4]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("it approves nothing"), "{message}");
+    assert!(message.contains("nor is it a commit"), "{message}");
 
     // Outside the repository nothing can say the SHA is a commit: it names no snapshot here.
     let elsewhere = tempfile::tempdir().expect("tempdir");

@@ -87,6 +87,15 @@ fn diagnostics_of(
         file_diagnostics.retain(|d| {
             d.code != APPROVE_NAMES_NO_SNAPSHOT || !known.contains(&(d.line, d.column))
         });
+        if !commits.of(path).is_empty() {
+            for diagnostic in &mut file_diagnostics {
+                if diagnostic.code == APPROVE_NAMES_NO_SNAPSHOT {
+                    diagnostic
+                        .message
+                        .push_str(" (nor is it a commit on HEAD's first-parent history)");
+                }
+            }
+        }
         if let Some(text) = sources.get(&parsed.file) {
             file_diagnostics.extend(near_miss_kinds(parsed, text));
         }
