@@ -344,7 +344,13 @@ fn ending_like(replacement: &str, original: &str) -> String {
 /// key, less the blank and column-1 comment lines just before that key (they introduce it).
 fn top_level_block(body: &str, key: &str) -> Option<Range<usize>> {
     let document = locate_document(body).ok()?;
-    let start_line = document.locations.get(key)?.key?.line;
+    let key_loc = document.locations.get(key)?.key?;
+    // A block-style top-level key starts its line; anything else (a flow-style document) cannot
+    // be cut into lines.
+    if key_loc.column != 1 {
+        return None;
+    }
+    let start_line = key_loc.line;
     let next_line = document
         .json
         .as_object()?
@@ -1090,6 +1096,10 @@ spec:
         let spliced = splice_spec(&head, &old).expect("splice");
         let expected = head.replace("env: prod\n", "env: production\n");
         assert_eq!(spliced, expected);
+        let whole_flow =
+            "{apiVersion: v1, kind: ClusterPromotion, metadata: {name: app}, spec: {}}\n";
+        assert_eq!(splice_spec(whole_flow, &old), None);
+        assert_eq!(splice_spec(&head, whole_flow), None);
         let flow =
             "apiVersion: v1\nkind: ClusterPromotion\nmetadata:\n  name: app\nspec: {stages: []}\n";
         assert_eq!(
