@@ -15,4 +15,5 @@ fi
 echo "promotions repository: $repo"
 cd "$root"
 cargo build --release --locked --quiet
-exec target/release/tollgate run --repo "$repo" --branch main --embedded examples/fleet.yaml --log info "$@"
+# The embedded mode writes and uses its own kubeconfig; a KUBECONFIG in the shell is not read.
+exec "${CARGO_TARGET_DIR:-target}"/release/tollgate run --repo "$repo" --branch main --embedded examples/fleet.yaml --log info "$@"

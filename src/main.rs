@@ -18,6 +18,9 @@ fn main() -> ExitCode {
     cli::init_logging(&args.global);
     match cli::dispatch(args.command) {
         Ok(code) => code,
+        // The reader of our stdout went away (`… | head -1`): end as a process killed by SIGPIPE
+        // would (128 + 13), without a message.
+        Err(error) if cli::is_broken_pipe(&error) => ExitCode::from(141),
         Err(error) => {
             eprintln!("error: {}", cli::error_chain(&error));
             ExitCode::from(2)

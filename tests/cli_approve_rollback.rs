@@ -242,7 +242,8 @@ fn approve_commits_only_the_annotation_line_on_a_new_branch() {
         "annotations are not content"
     );
 
-    // Once merged, approving the same snapshot again has nothing to commit.
+    // Once merged, approving the same snapshot again writes a different value naming the same
+    // snapshot (the SHA of the commit that introduced it), never "nothing to commit".
     git(fixture.root(), &["update-ref", "refs/heads/main", &branch]);
     let again = fixture
         .tollgate()
@@ -250,11 +251,17 @@ fn approve_commits_only_the_annotation_line_on_a_new_branch() {
         .arg(fixture.root())
         .output()
         .expect("run");
-    assert_eq!(again.status.code(), Some(1));
-    assert!(
-        text(&again.stderr).contains("already carries"),
-        "{}",
-        text(&again.stderr)
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    let sha_branch = format!("tollgate/approve-app-production-{}", &fixture.tip[..12]);
+    assert_eq!(
+        fixture
+            .source(&sha_branch)
+            .approvals("app")
+            .last()
+            .map(|e| e.kind.clone()),
+        Some(ApprovalKind::Annotation {
+            value: fixture.tip.clone()
+        })
     );
 }
 
@@ -281,8 +288,9 @@ fn approve_can_name_an_older_snapshot() {
 }
 
 #[test]
-fn approve_on_an_auto_stage_warns() {
+fn approve_refuses_a_stage_without_a_manual_trigger() {
     let fixture = fixture();
+    let before = git(fixture.root(), &["branch", "--list"]);
     let output = fixture
         .tollgate()
         .args(["approve", "app", "staging", "--repo"])
@@ -290,9 +298,17 @@ fn approve_on_an_auto_stage_warns() {
         .output()
         .expect("run");
     let stderr = text(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
-    assert!(stderr.contains("warning:"), "{stderr}");
-    assert!(stderr.contains("no effect"), "{stderr}");
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("stage \"staging\""), "{stderr}");
+    assert!(
+        stderr.contains("an auto trigger, not a manual one"),
+        "{stderr}"
+    );
+    assert_eq!(
+        git(fixture.root(), &["branch", "--list"]),
+        before,
+        "nothing committed"
+    );
 }
 
 #[test]
@@ -518,4 +534,199 @@ fn approve_refuses_an_invalid_manifest() {
     let stderr = text(&output.stderr);
     assert!(stderr.contains("is invalid at the tip"), "{stderr}");
     assert!(stderr.contains(&format!("{FILE}:")), "{stderr}");
+}
+
+/// A clean repository (no uncommitted work) whose first commit holds `content`.
+fn clean_fixture(content: &str) -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = tempfile::tempdir().expect("home");
+    let root = dir.path();
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["config", "user.name", "Rita Reviewer"]);
+    git(root, &["config", "user.email", "rita@example.com"]);
+    let v1 = commit(root, content, "app v1");
+    Fixture {
+        dir,
+        home,
+        v1: v1.clone(),
+        tip: v1,
+    }
+}
+
+/// A clean repository whose `app` went #1 (approved for production by annotation, merged) → #2
+/// (chart bump) → `git revert` → #3 with #1's content, the annotation still naming #1's id.
+fn reverted_after_approval() -> (Fixture, String) {
+    let fixture = clean_fixture(&manifests("1.0.0", "production"));
+    let root = fixture.root();
+    let approve = fixture
+        .tollgate()
+        .args(["approve", "app", "production", "--repo"])
+        .arg(fixture.root())
+        .output()
+        .expect("run");
+    assert!(approve.status.success(), "{}", text(&approve.stderr));
+    let id1 = fixture.current("main", "app").id()[..12].to_string();
+    git(
+        root,
+        &[
+            "merge",
+            "-q",
+            "--ff-only",
+            &format!("tollgate/approve-app-production-{id1}"),
+        ],
+    );
+    let approved = std::fs::read_to_string(root.join(FILE)).expect("read");
+    commit(
+        root,
+        &approved.replace("chartVersion: 1.0.0", "chartVersion: 2.0.0"),
+        "app v2",
+    );
+    git(root, &["revert", "--no-edit", "HEAD"]);
+    let revert = git(root, &["rev-parse", "HEAD"]);
+    (fixture, revert)
+}
+
+#[test]
+fn approval_after_a_revert_is_a_fresh_value_naming_the_restored_snapshot() {
+    let (fixture, revert) = reverted_after_approval();
+    let current = fixture.current("main", "app");
+    assert_eq!((current.index, current.rollback_of), (3, Some(1)));
+    assert_eq!(
+        current.commit.sha, revert,
+        "the revert introduced snapshot #3"
+    );
+    let key = "approve.tollgate.dev/production";
+    assert_eq!(
+        current.promotion.metadata.annotations.get(key),
+        Some(&current.id()[..12].to_string()),
+        "the consumed annotation still names the restored content"
+    );
+
+    let output = fixture
+        .tollgate()
+        .args(["approve", "app", "production", "--repo"])
+        .arg(fixture.root())
+        .output()
+        .expect("run");
+    let stdout = text(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        text(&output.stderr)
+    );
+    assert!(stdout.contains("already holds snapshot id"), "{stdout}");
+    assert!(stdout.contains("SHA of commit"), "{stdout}");
+
+    let branch = format!("tollgate/approve-app-production-{}", &revert[..12]);
+    let approved = fixture.current(&branch, "app");
+    assert_eq!(
+        approved.promotion.metadata.annotations.get(key),
+        Some(&revert)
+    );
+    assert_eq!(
+        approved.hashes, current.hashes,
+        "annotations are not content"
+    );
+    let event = fixture
+        .source(&branch)
+        .approvals("app")
+        .last()
+        .cloned()
+        .expect("event");
+    assert_eq!(
+        event.kind,
+        ApprovalKind::Annotation {
+            value: revert.clone()
+        }
+    );
+    assert_eq!(
+        event.commit.sha,
+        git(fixture.root(), &["rev-parse", &branch]),
+        "a new approval event, after the snapshot's commit"
+    );
+}
+
+#[test]
+fn approve_works_through_the_annotation_when_the_field_is_already_true() {
+    let content =
+        manifests("1.0.0", "production").replace("manual: {}", "manual:\n        approved: true");
+    let fixture = clean_fixture(&content);
+    let root = fixture.root();
+    let current = fixture.current("main", "app");
+    let output = fixture
+        .tollgate()
+        .args(["approve", "app", "production", "--repo"])
+        .arg(fixture.root())
+        .output()
+        .expect("run");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let id12 = current.id()[..12].to_string();
+    let branch = format!("tollgate/approve-app-production-{id12}");
+    let approved = fixture.current(&branch, "app");
+    assert_eq!(
+        approved
+            .promotion
+            .metadata
+            .annotations
+            .get("approve.tollgate.dev/production"),
+        Some(&id12)
+    );
+    assert!(
+        git(root, &["show", &format!("{branch}:{FILE}")]).contains("approved: true"),
+        "the field is left as it is"
+    );
+}
+
+#[test]
+fn rollback_restores_content_and_keeps_the_tips_metadata() {
+    let fixture = clean_fixture(&manifests("1.0.0", "production"));
+    let root = fixture.root();
+    commit(root, &manifests("2.0.0", "production"), "app v2");
+    // At the tip: paused, labelled, approved, another annotation (none of it content).
+    let metadata_at_tip = manifests("2.0.0", "production").replacen(
+        "    owner: platform-team   # who to ask\n",
+        "    owner: platform-team   # who to ask\n    tollgate.dev/paused: \"true\"\n    approve.tollgate.dev/production: \"0123456789abcdef\"\n  labels:\n    team: payments\n",
+        1,
+    );
+    commit(root, &metadata_at_tip, "pause app");
+    let tip = fixture.current("main", "app");
+    let first = fixture.source("main").history("app")[0].clone();
+
+    let output = fixture
+        .tollgate()
+        .args(["rollback", "app", "--to", "1", "--repo"])
+        .arg(root)
+        .output()
+        .expect("run");
+    let stdout = text(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        text(&output.stderr)
+    );
+    let branch = "tollgate/rollback-app-to-1";
+    let restored = fixture.current(branch, "app");
+    assert_eq!(restored.hashes, first.hashes, "snapshot #1's spec");
+    assert_eq!(restored.rollback_of, Some(1));
+    assert_eq!(
+        restored.promotion.metadata, tip.promotion.metadata,
+        "the tip's metadata: still paused, labels and annotations kept"
+    );
+    assert_eq!(
+        restored
+            .promotion
+            .metadata
+            .annotations
+            .get("tollgate.dev/paused")
+            .map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(restored.promotion.spec, first.promotion.spec);
+    let file = git(root, &["show", &format!("{branch}:{FILE}")]);
+    assert!(file.contains("# who to ask"), "comments kept: {file}");
+    assert!(file.contains("chartVersion: 1.0.0"), "{file}");
+    assert!(
+        stdout.contains("tollgate.dev/paused"),
+        "says it stays paused: {stdout}"
+    );
 }

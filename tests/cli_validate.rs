@@ -45,9 +45,27 @@ fn strict_makes_warnings_fail() {
 }
 
 #[test]
-fn the_whole_seed_directory_validates() {
-    let assert = tollgate().arg("validate").arg(seeds()).assert().code(0);
-    assert!(stdout_of(&assert).contains("0 error(s)"));
+fn every_seed_validates() {
+    // One by one: the seeds hold several versions of the same promotions, which together in one
+    // directory define those names more than once.
+    let mut count = 0;
+    for entry in std::fs::read_dir(seeds()).expect("seeds") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "yaml")
+            && !path.ends_with("fleet-kubefleet-demo.yaml")
+        {
+            let assert = tollgate().arg("validate").arg(&path).assert().code(0);
+            assert!(
+                stdout_of(&assert).contains("0 error(s)"),
+                "{}",
+                path.display()
+            );
+            count += 1;
+        }
+    }
+    assert!(count >= 8, "{count} seeds");
+    let together = tollgate().arg("validate").arg(seeds()).assert().code(1);
+    assert!(stdout_of(&together).contains("error[duplicate-promotion-name]"));
 }
 
 #[test]
@@ -182,4 +200,230 @@ fn io_and_usage_errors_exit_two() {
         .args(["validate", "--output", "xml"])
         .assert()
         .code(2);
+}
+
+fn json_diagnostics(assert: &assert_cmd::assert::Assert) -> Vec<serde_json::Value> {
+    let report: serde_json::Value = serde_json::from_str(&stdout_of(assert)).expect("JSON report");
+    report["diagnostics"]
+        .as_array()
+        .expect("diagnostics")
+        .clone()
+}
+
+/// (code, file name, line) of each diagnostic, for compact assertions.
+fn places(diagnostics: &[serde_json::Value]) -> Vec<(String, String, u64)> {
+    diagnostics
+        .iter()
+        .map(|d| {
+            let file = d["file"].as_str().unwrap_or_default();
+            let name = Path::new(file)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned());
+            (
+                d["code"].as_str().unwrap_or_default().to_string(),
+                name.unwrap_or_default(),
+                d["line"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_same_promotion_name_twice_is_an_error_at_each_definition() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), "a.yaml", &format!("{GOOD}---\n{GOOD}"));
+    write(dir.path(), "b.yaml", GOOD);
+    write(dir.path(), "c.yaml", &GOOD.replace("good", "unique"));
+    let assert = tollgate()
+        .args(["validate", "-o", "json"])
+        .arg(dir.path())
+        .assert()
+        .code(1);
+    let diagnostics = json_diagnostics(&assert);
+    let code = "duplicate-promotion-name".to_string();
+    assert_eq!(
+        places(&diagnostics),
+        [
+            (code.clone(), "a.yaml".to_string(), 4),
+            (code.clone(), "a.yaml".to_string(), 14),
+            (code, "b.yaml".to_string(), 4),
+        ]
+    );
+    assert_eq!(diagnostics[0]["severity"], "error");
+    let message = diagnostics[2]["message"].as_str().expect("message");
+    assert!(message.contains("\"good\" is also defined at"), "{message}");
+    assert!(
+        message.contains("a.yaml:4, ") && message.contains("a.yaml:14"),
+        "{message}"
+    );
+}
+
+#[test]
+fn near_misses_of_cluster_promotion_are_warnings_at_their_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let documents = [
+        GOOD.replace("kind: ClusterPromotion", "kind: ClusterPromtion"),
+        GOOD.replace("kind: ClusterPromotion", "kind: clusterpromotion"),
+        GOOD.replace("config.projectsveltos.io", "config.projectsveltos.com"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n".to_string(),
+        GOOD.replace("kind: ClusterPromotion", "kind: ClusterProfile"),
+    ];
+    write(dir.path(), "kinds.yaml", &documents.join("---\n"));
+    let assert = tollgate()
+        .args(["validate", "-o", "json"])
+        .arg(dir.path())
+        .assert()
+        .code(0);
+    let diagnostics = json_diagnostics(&assert);
+    let code = "near-miss-cluster-promotion".to_string();
+    let file = "kinds.yaml".to_string();
+    assert_eq!(
+        places(&diagnostics),
+        [
+            (code.clone(), file.clone(), 2),
+            (code.clone(), file.clone(), 12),
+            (code, file, 21)
+        ],
+        "ConfigMap and ClusterProfile stay silent"
+    );
+    assert!(diagnostics.iter().all(|d| d["severity"] == "warning"));
+    assert_eq!(diagnostics[2]["path"], "apiVersion");
+    // The right group with another version is a ClusterPromotion of an unsupported version: an error.
+    write(
+        dir.path(),
+        "kinds.yaml",
+        &GOOD.replace("v1beta1", "v1beta2"),
+    );
+    tollgate().arg("validate").arg(dir.path()).assert().code(1);
+}
+
+/// `name` with a manual `prod` stage and an auto `staging` stage, approved by `annotation`.
+fn approved(name: &str, annotation: (&str, &str)) -> String {
+    format!(
+        "apiVersion: config.projectsveltos.io/v1beta1
+kind: ClusterPromotion
+metadata:
+  name: {name}
+  annotations:
+    approve.tollgate.dev/{}: \"{}\"
+spec:
+  stages:
+  - name: staging
+    clusterSelector:
+      matchLabels: {{env: staging}}
+    trigger:
+      auto: {{delay: 5m}}
+  - name: prod
+    clusterSelector:
+      matchLabels: {{env: prod}}
+    trigger:
+      manual: {{}}
+",
+        annotation.0, annotation.1
+    )
+}
+
+fn snapshot_id(text: &str) -> String {
+    let parsed = tollgate_spec::parse_file("f.yaml", text.as_bytes(), &Default::default());
+    let promotion = parsed.promotions[0].promotion.as_ref().expect("valid");
+    tollgate_spec::SpecHashes::of(promotion).snapshot_id
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "A")
+        .env("GIT_AUTHOR_EMAIL", "a@example.com")
+        .env("GIT_COMMITTER_NAME", "C")
+        .env("GIT_COMMITTER_EMAIL", "c@example.com")
+        .output()
+        .expect("git");
+    assert!(output.status.success(), "git {args:?}");
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+#[test]
+fn approval_annotations_that_name_no_snapshot_are_warnings() {
+    let repo = tempfile::tempdir().expect("tempdir");
+    let root = repo.path();
+    git(root, &["init", "-q", "-b", "main"]);
+    write(root, "first.yaml", &approved("first", ("prod", "0000000")));
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "first"]);
+    let commit = git(root, &["rev-parse", "HEAD"]);
+
+    let current = snapshot_id(&approved("x", ("prod", "0")));
+    let files = [
+        ("a-not-hex.yaml", approved("a", ("prod", "yes please"))),
+        ("b-too-short.yaml", approved("b", ("prod", "abc12"))),
+        (
+            "c-no-such-stage.yaml",
+            approved("c", ("canary", &current[..12])),
+        ),
+        (
+            "d-auto-stage.yaml",
+            approved("d", ("staging", &current[..12])),
+        ),
+        (
+            "e-other-snapshot.yaml",
+            approved("e", ("prod", "0123456789abcdef")),
+        ),
+        (
+            "f-this-snapshot.yaml",
+            approved("f", ("prod", &current[..12])),
+        ),
+        ("g-a-commit.yaml", approved("g", ("prod", &commit))),
+    ];
+    for (file, text) in &files {
+        write(root, file, text);
+    }
+    let assert = tollgate()
+        .args(["validate", "-o", "json"])
+        .arg(root)
+        .assert()
+        .code(0);
+    let diagnostics = json_diagnostics(&assert);
+    let found: Vec<(String, String)> = places(&diagnostics)
+        .into_iter()
+        .map(|(code, file, line)| {
+            assert_eq!(line, 6, "{code} {file}: at the annotation");
+            (code, file)
+        })
+        .collect();
+    let expected = [
+        ("invalid-approve-annotation", "a-not-hex.yaml"),
+        ("invalid-approve-annotation", "b-too-short.yaml"),
+        ("approve-unknown-stage", "c-no-such-stage.yaml"),
+        ("approve-not-manual-stage", "d-auto-stage.yaml"),
+        ("approve-names-no-snapshot", "e-other-snapshot.yaml"),
+    ]
+    .map(|(code, file)| (code.to_string(), file.to_string()));
+    assert_eq!(
+        found, expected,
+        "this snapshot and a first-parent commit are fine"
+    );
+    assert!(diagnostics.iter().all(|d| d["severity"] == "warning"));
+    let message = diagnostics[4]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("it approves nothing"), "{message}");
+    assert!(message.contains("nor is it a commit"), "{message}");
+
+    // Outside the repository nothing can say the SHA is a commit: it names no snapshot here.
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    write(elsewhere.path(), "g-a-commit.yaml", &files[6].1);
+    let assert = tollgate()
+        .args(["validate", "-o", "json"])
+        .arg(elsewhere.path())
+        .assert()
+        .code(0);
+    assert_eq!(
+        places(&json_diagnostics(&assert)),
+        [(
+            "approve-names-no-snapshot".to_string(),
+            "g-a-commit.yaml".to_string(),
+            6
+        )]
+    );
 }

@@ -1,8 +1,9 @@
 //! `tollgate approve NAME STAGE`: writes the snapshot-bound approval annotation
-//! (`approve.tollgate.dev/<stage>: <snapshot id prefix>`) into the promotion's manifest as of the
+//! (`approve.tollgate.dev/<stage>: <snapshot id prefix>`, or the SHA of the commit that introduced
+//! the snapshot when the annotation already holds its id) into the promotion's manifest as of the
 //! branch tip and commits it on a new branch, ready to push as a PR. Never pushes unless
-//! `--push REMOTE`. Exit 0 committed, 1 unknown name/stage/snapshot or invalid manifest, 2 other
-//! errors.
+//! `--push REMOTE`. Exit 0 committed, 1 unknown name/stage/snapshot, a stage without a manual
+//! trigger or an invalid manifest, 2 other errors.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -40,13 +41,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     match approve(&target, &args.name, &args.stage, args.snapshot.as_deref()) {
         Ok(outcome) => {
-            println!(
+            super::report_line(&format!(
                 "Approved {} stage {} for snapshot #{} ({}).",
                 args.name,
                 args.stage,
                 outcome.snapshot_index,
                 &outcome.snapshot_id[..12.min(outcome.snapshot_id.len())]
-            );
+            ));
+            for note in &outcome.notes {
+                super::report_line(&format!("  {note}"));
+            }
             finish(&args.repo, &outcome, args.push.as_deref())
         }
         Err(error) => report_error(&error),
@@ -64,22 +68,22 @@ pub(crate) fn finish(
     for warning in &outcome.warnings {
         eprintln!("warning: {warning}");
     }
-    println!(
+    super::report_line(&format!(
         "Committed {} on new branch {} (from {}; {} changed).",
         &outcome.commit[..12.min(outcome.commit.len())],
         outcome.branch,
         &outcome.base[..12.min(outcome.base.len())],
         outcome.file
-    );
-    println!("  {}", outcome.message);
+    ));
+    super::report_line(&format!("  {}", outcome.message));
     match push {
         None => {
-            println!("Nothing was pushed. To propose it:");
-            println!("  git push origin {}", outcome.branch);
-            println!(
+            super::report_line("Nothing was pushed. To propose it:");
+            super::report_line(&format!("  git push origin {}", outcome.branch));
+            super::report_line(&format!(
                 "then open a pull request from {} into the tracked branch.",
                 outcome.branch
-            );
+            ));
             Ok(ExitCode::SUCCESS)
         }
         Some(remote) => {
@@ -91,10 +95,10 @@ pub(crate) fn finish(
             if !status.success() {
                 anyhow::bail!("git push {remote} {} failed ({status})", outcome.branch);
             }
-            println!(
+            super::report_line(&format!(
                 "Pushed {} to {remote}; open a pull request from it into the tracked branch.",
                 outcome.branch
-            );
+            ));
             Ok(ExitCode::SUCCESS)
         }
     }

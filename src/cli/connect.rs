@@ -7,10 +7,15 @@ use anyhow::Context as _;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+use super::client_certificate;
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct ClusterArgs {
-    /// Kubeconfig file; default: $KUBECONFIG, ~/.kube/config, then in-cluster config.
-    #[arg(long, env = "KUBECONFIG", global = true)]
+    /// Kubeconfig file; default: $KUBECONFIG (a `:`-separated list; empty means unset, as for
+    /// kubectl), ~/.kube/config, then in-cluster config.
+    // Not `env = "KUBECONFIG"`: clap would take a path list as one path, an empty value as a path,
+    // and a shell's KUBECONFIG as a conflict with `run --embedded`. kube reads it as kubectl does.
+    #[arg(long, global = true)]
     pub kubeconfig: Option<PathBuf>,
     /// Kubeconfig context to use.
     #[arg(long, global = true)]
@@ -21,6 +26,13 @@ pub async fn client(args: &ClusterArgs) -> anyhow::Result<Client> {
     Client::try_from(config(args).await?).context("building the Kubernetes client")
 }
 
+/// `$KUBECONFIG` when it names at least one file; empty or unset is "not set", as for kubectl.
+fn kubeconfig_env() -> Option<String> {
+    std::env::var("KUBECONFIG")
+        .ok()
+        .filter(|value| std::env::split_paths(value).any(|p| !p.as_os_str().is_empty()))
+}
+
 /// The client configuration `args` select. kube bounds every request (30 s to connect, 295 s to
 /// read, long enough for a watch); callers that need tighter bounds shorten them.
 pub async fn config(args: &ClusterArgs) -> anyhow::Result<Config> {
@@ -28,21 +40,25 @@ pub async fn config(args: &ClusterArgs) -> anyhow::Result<Config> {
         context: args.context.clone(),
         ..KubeConfigOptions::default()
     };
-    let config = match &args.kubeconfig {
-        Some(path) => {
+    let config = match (&args.kubeconfig, kubeconfig_env()) {
+        (Some(path), _) => {
             let kubeconfig = Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
             Config::from_custom_kubeconfig(kubeconfig, &options)
                 .await
                 .with_context(|| format!("loading kubeconfig {}", path.display()))?
         }
-        None if args.context.is_some() => Config::from_kubeconfig(&options)
+        (None, Some(paths)) => Config::from_kubeconfig(&options)
+            .await
+            .with_context(|| format!("loading the kubeconfig KUBECONFIG={paths}"))?,
+        (None, None) if args.context.is_some() => Config::from_kubeconfig(&options)
             .await
             .context("loading the default kubeconfig")?,
-        None => Config::infer()
+        (None, None) => Config::infer()
             .await
             .context("no kubeconfig found and not running in a cluster")?,
     };
+    client_certificate::check(&config.auth_info)?;
     Ok(config)
 }
 

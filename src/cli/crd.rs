@@ -7,6 +7,6 @@ pub struct Args {}
 
 pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
     let crd = crate::cluster::crd::git_promotion_crd();
-    print!("{}", serde_saphyr::to_string(&crd)?);
+    super::write_stdout(&serde_saphyr::to_string(&crd)?)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -87,7 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         OutputFormat::Table => render_table(view, snapshots, approvals),
     };
-    print!("{output}");
+    super::write_stdout(&output)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,11 +1,13 @@
 //! Subcommands. Each lives in its own file with an `Args` struct and a `run` function; this file
 //! only lists them. Business rules live in the library crates, never here.
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub mod approve;
+pub mod client_certificate;
 pub mod connect;
 pub mod crd;
 pub mod emulator;
@@ -111,6 +113,40 @@ pub fn init_logging(global: &GlobalArgs) {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+}
+
+/// Writes `text` to stdout and flushes it. When the reader has gone away (`tollgate status |
+/// head -1`) this returns the `BrokenPipe` error instead of panicking as `print!` does; `main`
+/// then exits quietly (see [`is_broken_pipe`]).
+pub fn write_stdout(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// Writes one line to stdout, like `println!` but returning a closed pipe as an error.
+pub fn say(line: &str) -> std::io::Result<()> {
+    write_stdout(&format!("{line}\n"))
+}
+
+/// Writes one line of a report whose command goes on regardless (`approve`, `rollback`: a reader
+/// that stopped reading must not stop the commit or the push half-way, nor panic as `println!`).
+pub fn report_line(line: &str) {
+    if let Err(error) = say(line)
+        && error.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("warning: cannot write to stdout: {error}");
+    }
+}
+
+/// Whether `error` comes from writing to a closed pipe: the reader stopped reading, which is the
+/// reader's choice, not a failure worth a message.
+pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// An error and its causes, `: `-separated, leaving out a cause its parent already quotes (our

@@ -48,7 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         OutputFormat::Markdown => render_markdown(&plan),
         OutputFormat::Json => format!("{}\n", serde_json::to_string_pretty(&to_json(&plan))?),
     };
-    print!("{output}");
+    super::write_stdout(&output)?;
     Ok(if plan.has_invalid() {
         ExitCode::from(EXIT_INVALID)
     } else {

@@ -1,4 +1,5 @@
-//! `tollgate rollback NAME --to N`: restores snapshot N's manifest content and commits it on a new
+//! `tollgate rollback NAME --to N`: restores snapshot N's content (`spec`: profileSpec and stages)
+//! under the branch tip's metadata (pause flag, approvals, labels) and commits it on a new
 //! branch (`tollgate/rollback-<name>-to-<N>`), ready to push as a PR; the controller then marks
 //! the new snapshot "rollback to #N". Never pushes unless `--push REMOTE`. Exit 0 committed, 1
 //! unknown name/snapshot or nothing to roll back, 2 other errors.
@@ -39,10 +40,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     match rollback(&target, &args.name, args.to) {
         Ok(outcome) => {
-            println!(
+            super::report_line(&format!(
                 "Restored {} to the content of snapshot #{} in {}.",
                 args.name, outcome.snapshot_index, outcome.file
-            );
+            ));
+            for note in &outcome.notes {
+                super::report_line(&format!("  {note}"));
+            }
             finish(&args.repo, &outcome, args.push.as_deref())
         }
         Err(error) => report_error(&error),

@@ -14,6 +14,7 @@ use kube::runtime::watcher;
 use serde_json::Value;
 
 use super::connect::{self, ClusterArgs};
+use crate::cluster::errors::{ClusterError, classify};
 use crate::cluster::resources;
 
 #[derive(clap::Args, Debug)]
@@ -57,7 +58,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             );
             return Ok(ExitCode::from(1));
         }
-        print!("{}", render(&objects, args.name.is_some(), args.output)?);
+        super::write_stdout(&render(&objects, args.name.is_some(), args.output)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut config = watcher::Config::default();
@@ -93,19 +94,29 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn fetch(api: &Api<DynamicObject>, name: Option<&str>) -> anyhow::Result<Vec<DynamicObject>> {
+/// The GitPromotions to show. Errors are classified as `run`'s preflight does, so a missing CRD
+/// or a forbidden verb reads as a plain hint, not as a raw API error.
+async fn fetch(
+    api: &Api<DynamicObject>,
+    name: Option<&str>,
+) -> Result<Vec<DynamicObject>, ClusterError> {
     match name {
-        Some(name) => Ok(api
-            .get_opt(name)
-            .await
-            .context("reading the GitPromotion")?
-            .into_iter()
-            .collect()),
+        Some(name) => match api.get(name).await {
+            Ok(object) => Ok(vec![object]),
+            // A 404 naming the object: the type is served, this promotion is not there.
+            Err(kube::Error::Api(status))
+                if status.code == 404
+                    && status.details.as_ref().is_some_and(|d| !d.name.is_empty()) =>
+            {
+                Ok(Vec::new())
+            }
+            Err(error) => Err(classify(error, "get", "gitpromotions", name)),
+        },
         None => {
             let mut items = api
                 .list(&ListParams::default())
                 .await
-                .context("listing GitPromotions")?
+                .map_err(|error| classify(error, "list", "gitpromotions", ""))?
                 .items;
             items.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
             Ok(items)

@@ -12,7 +12,7 @@ use serde_json::Value;
 use serde_saphyr::Spanned;
 use tollgate_spec::located::{self, Locations, Node, child_path};
 use tollgate_spec::parse::{Limits, parse_file};
-use tollgate_spec::snapshot::APPROVE_ANNOTATION_PREFIX;
+use tollgate_spec::snapshot::{APPROVE_ANNOTATION_PREFIX, PAUSED_ANNOTATION};
 use tollgate_spec::{ClusterPromotion, Snapshot, SpecHashes, Trigger};
 
 use crate::config::SourceConfig;
@@ -47,6 +47,15 @@ pub enum EditError {
         selector: String,
         count: usize,
     },
+    #[error(
+        "stage {stage:?} of ClusterPromotion {name:?} has {trigger}, not a manual one: there is no gate to approve"
+    )]
+    NotManualStage {
+        name: String,
+        stage: String,
+        /// `an auto trigger` or `no trigger`.
+        trigger: &'static str,
+    },
     #[error("snapshot id prefix {selector:?} of ClusterPromotion {name:?} is ambiguous")]
     AmbiguousSnapshot { name: String, selector: String },
     #[error("ClusterPromotion {name:?} is invalid at the tip of {branch:?}: {errors}")]
@@ -62,15 +71,6 @@ pub enum EditError {
         name: String,
         branch: String,
         index: u64,
-    },
-    #[error(
-        "ClusterPromotion {name:?} already carries {annotation}: {value} at the tip of {branch:?}; nothing to commit"
-    )]
-    AlreadyApproved {
-        name: String,
-        branch: String,
-        annotation: String,
-        value: String,
     },
     #[error("{file}: no ClusterPromotion document named {name:?}")]
     DocumentNotFound { file: String, name: String },
@@ -126,11 +126,11 @@ impl EditError {
             self,
             EditError::UnknownPromotion { .. }
                 | EditError::UnknownStage { .. }
+                | EditError::NotManualStage { .. }
                 | EditError::UnknownSnapshot { .. }
                 | EditError::AmbiguousSnapshot { .. }
                 | EditError::InvalidAtTip { .. }
                 | EditError::AlreadyAtSnapshot { .. }
-                | EditError::AlreadyApproved { .. }
         )
     }
 }
@@ -340,6 +340,68 @@ fn ending_like(replacement: &str, original: &str) -> String {
     format!("{content}{ending}")
 }
 
+/// The lines of a document's top-level `key` block: from its key's line up to the next top-level
+/// key, less the blank and column-1 comment lines just before that key (they introduce it).
+fn top_level_block(body: &str, key: &str) -> Option<Range<usize>> {
+    let document = locate_document(body).ok()?;
+    let key_loc = document.locations.get(key)?.key?;
+    // A block-style top-level key starts its line; anything else (a flow-style document) cannot
+    // be cut into lines.
+    if key_loc.column != 1 {
+        return None;
+    }
+    let start_line = key_loc.line;
+    let next_line = document
+        .json
+        .as_object()?
+        .keys()
+        .filter_map(|k| document.locations.get(&child_path("", k))?.key)
+        .map(|loc| loc.line)
+        .filter(|&line| line > start_line)
+        .min();
+    let mut offsets = Vec::new();
+    let mut offset = 0;
+    for line in body.split_inclusive('\n') {
+        offsets.push((offset, line));
+        offset += line.len();
+    }
+    let line_start = |line: u32| {
+        offsets
+            .get(line.saturating_sub(1) as usize)
+            .map(|(o, _)| *o)
+    };
+    let start = line_start(start_line)?;
+    let mut end = next_line.and_then(line_start).unwrap_or(body.len());
+    // Give the trailing blank and column-1 comment lines back to what follows.
+    for (line_offset, line) in offsets.iter().rev() {
+        if *line_offset >= end {
+            continue;
+        }
+        if *line_offset <= start || !(line.trim().is_empty() || line.starts_with('#')) {
+            break;
+        }
+        end = *line_offset;
+    }
+    Some(start..end)
+}
+
+/// `head` (a document's text) with its top-level `spec` block replaced by `old`'s: the content of
+/// an earlier snapshot under the current metadata (paused flag, approvals, labels, annotations).
+/// `None` when either document has no block-style top-level `spec` to splice.
+pub fn splice_spec(head: &str, old: &str) -> Option<String> {
+    let head_spec = top_level_block(head, "spec")?;
+    let old_spec = top_level_block(old, "spec")?;
+    let mut spec = old[old_spec].to_string();
+    if head_spec.end < head.len() && !spec.ends_with('\n') {
+        spec.push('\n');
+    }
+    Some(format!(
+        "{}{spec}{}",
+        &head[..head_spec.start],
+        &head[head_spec.end..]
+    ))
+}
+
 // ---------------------------------------------------------------------------------------------
 // Verification
 
@@ -469,6 +531,8 @@ pub struct EditOutcome {
     pub message: String,
     pub snapshot_index: u64,
     pub snapshot_id: String,
+    /// What was written and why, for the user (e.g. which form of approval value).
+    pub notes: Vec<String>,
     pub warnings: Vec<String>,
 }
 
@@ -556,9 +620,86 @@ fn decode(bytes: Vec<u8>, file: &str, name: &str) -> Result<String, EditError> {
     })
 }
 
-/// Writes `approve.tollgate.dev/<stage>: <id12>` into promotion `name` as of the branch tip and
-/// commits it on `tollgate/approve-<name>-<stage>-<id12>`. `snapshot` (`#N` or an id prefix)
-/// defaults to the current snapshot.
+/// The manual stage `stage` of `promotion`; any other stage is a request error.
+fn require_manual_stage(
+    promotion: &ClusterPromotion,
+    name: &str,
+    stage: &str,
+) -> Result<(), EditError> {
+    match promotion.stage(stage).map(|s| &s.trigger) {
+        None => {
+            let stages: Vec<&str> = promotion
+                .spec
+                .stages
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect();
+            Err(EditError::UnknownStage {
+                name: name.to_string(),
+                stage: stage.to_string(),
+                stages: stages.join(", "),
+            })
+        }
+        Some(Some(Trigger::Manual(_))) => Ok(()),
+        Some(other) => Err(EditError::NotManualStage {
+            name: name.to_string(),
+            stage: stage.to_string(),
+            trigger: if other.is_some() {
+                "an auto trigger"
+            } else {
+                "no trigger"
+            },
+        }),
+    }
+}
+
+/// The annotation value that approves `chosen`, and a note saying which form it is and why.
+///
+/// The controller counts an approval event only once (DESIGN D2): after a revert brings back a
+/// snapshot whose id the annotation already holds, that value was consumed by the earlier run and
+/// writing it again changes nothing. The SHA of the commit that introduced the snapshot names the
+/// same snapshot with a different value, hence a new approval event.
+fn approval_value(existing: Option<&String>, chosen: &Snapshot, key: &str) -> (String, String) {
+    let id12 = chosen.hashes.short().to_string();
+    if existing == Some(&id12) {
+        let sha = chosen.commit.sha.clone();
+        let note = format!(
+            "{key} already holds snapshot id {id12}, which a run may already have consumed (e.g. before a revert brought this content back); wrote the SHA of commit {} that introduced snapshot #{} instead, so the change is a new approval",
+            &sha[..12.min(sha.len())],
+            chosen.index
+        );
+        (sha, note)
+    } else {
+        let note = format!("wrote {key}: {id12} (the id of snapshot #{})", chosen.index);
+        (id12, note)
+    }
+}
+
+/// The current snapshot of promotion `name` at the tip; an invalid or unknown promotion is a
+/// request error.
+fn current_snapshot<'s>(
+    source: &'s GitSource,
+    name: &str,
+    branch: &str,
+) -> Result<&'s Snapshot, EditError> {
+    match source.promotion(name) {
+        None => Err(unknown_promotion(source, name, branch)),
+        Some(PromotionView::Invalid { errors, .. }) => {
+            let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            Err(EditError::InvalidAtTip {
+                name: name.to_string(),
+                branch: branch.to_string(),
+                errors: errors.join("; "),
+            })
+        }
+        Some(PromotionView::Valid { snapshot }) => Ok(snapshot),
+    }
+}
+
+/// Writes `approve.tollgate.dev/<stage>: <value>` into promotion `name` as of the branch tip and
+/// commits it on `tollgate/approve-<name>-<stage>-<value12>`. `snapshot` (`#N` or an id prefix)
+/// defaults to the current snapshot; the value is its id prefix, or the SHA of the commit that
+/// introduced it when the annotation already holds that id (see [`approval_value`]).
 pub fn approve(
     target: &Target<'_>,
     name: &str,
@@ -566,34 +707,10 @@ pub fn approve(
     snapshot: Option<&str>,
 ) -> Result<EditOutcome, EditError> {
     let Loaded { repo, source } = load(target)?;
-    let current = match source.promotion(name) {
-        None => return Err(unknown_promotion(&source, name, target.branch)),
-        Some(PromotionView::Invalid { errors, .. }) => {
-            let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
-            return Err(EditError::InvalidAtTip {
-                name: name.to_string(),
-                branch: target.branch.to_string(),
-                errors: errors.join("; "),
-            });
-        }
-        Some(PromotionView::Valid { snapshot }) => snapshot,
-    };
+    let current = current_snapshot(&source, name, target.branch)?;
     let promotion = &current.promotion;
+    require_manual_stage(promotion, name, stage)?;
     let mut warnings = Vec::new();
-    match promotion.stage(stage).map(|s| &s.trigger) {
-        None => {
-            let stages: Vec<&str> = promotion.spec.stages.iter().map(|s| s.name.as_str()).collect();
-            return Err(EditError::UnknownStage {
-                name: name.to_string(),
-                stage: stage.to_string(),
-                stages: stages.join(", "),
-            });
-        }
-        Some(Some(Trigger::Manual(_))) => {}
-        Some(_) => warnings.push(format!(
-            "stage {stage:?} is not a manual stage: its trigger is automatic, so the approval annotation has no effect"
-        )),
-    }
     let chosen = match snapshot {
         None => current,
         Some(selector) => select_snapshot(source.history(name), name, selector)?,
@@ -604,7 +721,8 @@ pub fn approve(
             chosen.index, current.index, chosen.index
         ));
     }
-    let id12 = chosen.hashes.short().to_string();
+    let key = format!("{APPROVE_ANNOTATION_PREFIX}{stage}");
+    let (value, note) = approval_value(promotion.metadata.annotations.get(&key), chosen, &key);
     let tip = tip(&repo, target.branch)?;
     let file = current.file.clone();
     let text = read_file_at(&repo, &tip, &file)?.ok_or_else(|| EditError::DocumentNotFound {
@@ -613,16 +731,7 @@ pub fn approve(
     })?;
     let text = decode(text, &file, name)?;
     let document = find_promotion_document(&text, &file, name)?;
-    let key = format!("{APPROVE_ANNOTATION_PREFIX}{stage}");
-    if promotion.metadata.annotations.get(&key) == Some(&id12) {
-        return Err(EditError::AlreadyApproved {
-            name: name.to_string(),
-            branch: target.branch.to_string(),
-            annotation: key,
-            value: id12,
-        });
-    }
-    let body = set_annotation(&text[document.body.clone()], &file, name, &key, &id12)?;
+    let body = set_annotation(&text[document.body.clone()], &file, name, &key, &value)?;
     let edited = format!(
         "{}{body}{}",
         &text[..document.body.start],
@@ -637,12 +746,13 @@ pub fn approve(
     if SpecHashes::of(&result) != current.hashes {
         return Err(verification("has different content hashes".to_string()));
     }
-    if result.metadata.annotations.get(&key) != Some(&id12) {
-        return Err(verification(format!("does not carry {key}: {id12}")));
+    if result.metadata.annotations.get(&key) != Some(&value) {
+        return Err(verification(format!("does not carry {key}: {value}")));
     }
-    let branch = format!("tollgate/approve-{name}-{stage}-{id12}");
+    let value12 = &value[..12.min(value.len())];
+    let branch = format!("tollgate/approve-{name}-{stage}-{value12}");
     let message = format!(
-        "Approve {name} stage {stage} for snapshot #{} ({id12})",
+        "Approve {name} stage {stage} for snapshot #{} ({value12})",
         chosen.index
     );
     let commit = commit_on_new_branch(
@@ -663,12 +773,60 @@ pub fn approve(
         message,
         snapshot_index: chosen.index,
         snapshot_id: chosen.id().to_string(),
+        notes: vec![note],
         warnings,
     })
 }
 
-/// Restores snapshot `index` of promotion `name`: its document as of the snapshot's commit
-/// replaces the current one (in the file it lives in now), committed on
+/// The file at the tip (`at_tip`, `None` when it is gone) with promotion `name` restored to
+/// `old_body` (its document at the snapshot): only the `spec` block is replaced when the tip still
+/// defines the promotion, so the tip's metadata stays; otherwise the whole old document is used.
+fn restored_text(
+    at_tip: Option<&str>,
+    file: &str,
+    name: &str,
+    old_body: &str,
+    warnings: &mut Vec<String>,
+) -> Result<String, EditError> {
+    let Some(text) = at_tip else {
+        return Ok(old_body.to_string());
+    };
+    match find_promotion_document(text, file, name) {
+        Ok(document) => {
+            let head_body = &text[document.body.clone()];
+            let mut body = match splice_spec(head_body, old_body) {
+                Some(body) => body,
+                None => {
+                    warnings.push(format!(
+                        "{file}: the spec of {name:?} is not a block-style top-level `spec:` at the tip or in the snapshot; restored the snapshot's whole document, metadata included"
+                    ));
+                    old_body.to_string()
+                }
+            };
+            if document.body.end < text.len() && !body.ends_with('\n') {
+                body.push('\n');
+            }
+            Ok(format!(
+                "{}{body}{}",
+                &text[..document.body.start],
+                &text[document.body.end..]
+            ))
+        }
+        // Removed from a file that still exists: add it back as one more document.
+        Err(EditError::DocumentNotFound { .. }) => {
+            let separator = if text.is_empty() || text.ends_with('\n') {
+                ""
+            } else {
+                "\n"
+            };
+            Ok(format!("{text}{separator}---\n{old_body}"))
+        }
+        Err(other) => Err(other),
+    }
+}
+
+/// Restores snapshot `index` of promotion `name`: its `spec` as of the snapshot's commit replaces
+/// the current one (in the file it lives in now, metadata kept), committed on
 /// `tollgate/rollback-<name>-to-<index>`.
 pub fn rollback(target: &Target<'_>, name: &str, index: u64) -> Result<EditOutcome, EditError> {
     let Loaded { repo, source } = load(target)?;
@@ -678,80 +836,37 @@ pub fn rollback(target: &Target<'_>, name: &str, index: u64) -> Result<EditOutco
     }
     let snapshot = select_snapshot(history, name, &format!("#{index}"))?;
     let view = source.promotion(name);
-    if let Some(PromotionView::Valid { snapshot: current }) = view
-        && current.hashes == snapshot.hashes
-    {
+    let current = match view {
+        Some(PromotionView::Valid { snapshot: current }) => Some(current),
+        _ => None,
+    };
+    if current.is_some_and(|current| current.hashes == snapshot.hashes) {
         return Err(EditError::AlreadyAtSnapshot {
             name: name.to_string(),
             branch: target.branch.to_string(),
             index,
         });
     }
-    // The file the promotion lives in now; where it was when it is gone from the branch.
-    let current_file = match view {
-        Some(PromotionView::Valid { snapshot: current }) => current.file.clone(),
-        Some(PromotionView::Invalid { errors, last_good }) => errors
-            .first()
-            .map(|d| d.file.clone())
-            .or_else(|| last_good.as_ref().map(|s| s.file.clone()))
-            .unwrap_or_else(|| snapshot.file.clone()),
-        None => snapshot.file.clone(),
-    };
-
-    let old_commit = repo
-        .find_commit(
-            Oid::from_str(&snapshot.commit.sha)
-                .map_err(git_error(format!("parse commit {}", snapshot.commit.sha)))?,
-        )
-        .map_err(git_error(format!("read commit {}", snapshot.commit.sha)))?;
-    let old_text = read_file_at(&repo, &old_commit, &snapshot.file)?.ok_or_else(|| {
-        EditError::DocumentNotFound {
-            file: snapshot.file.clone(),
-            name: name.to_string(),
-        }
-    })?;
-    let old_text = decode(old_text, &snapshot.file, name)?;
+    let current_file = file_at_tip(view, snapshot);
+    let old_text = snapshot_text(&repo, snapshot, name)?;
     let old_document = find_promotion_document(&old_text, &snapshot.file, name)?;
     let old_body = &old_text[old_document.body.clone()];
 
     let tip = tip(&repo, target.branch)?;
-    let edited = match read_file_at(&repo, &tip, &current_file)? {
-        Some(bytes) => {
-            let text = decode(bytes, &current_file, name)?;
-            match find_promotion_document(&text, &current_file, name) {
-                Ok(document) => {
-                    let mut body = old_body.to_string();
-                    if document.body.end < text.len() && !body.ends_with('\n') {
-                        body.push('\n');
-                    }
-                    format!(
-                        "{}{body}{}",
-                        &text[..document.body.start],
-                        &text[document.body.end..]
-                    )
-                }
-                // Removed from a file that still exists: add it back as one more document.
-                Err(EditError::DocumentNotFound { .. }) => {
-                    let separator = if text.is_empty() || text.ends_with('\n') {
-                        ""
-                    } else {
-                        "\n"
-                    };
-                    format!("{text}{separator}---\n{old_body}")
-                }
-                Err(other) => return Err(other),
-            }
-        }
-        None => old_body.to_string(),
+    let mut warnings = Vec::new();
+    let at_tip = match read_file_at(&repo, &tip, &current_file)? {
+        Some(bytes) => Some(decode(bytes, &current_file, name)?),
+        None => None,
     };
+    let edited = restored_text(
+        at_tip.as_deref(),
+        &current_file,
+        name,
+        old_body,
+        &mut warnings,
+    )?;
     let result = reparse(&edited, &current_file, name)?;
-    if SpecHashes::of(&result) != snapshot.hashes {
-        return Err(EditError::Verification {
-            file: current_file,
-            name: name.to_string(),
-            problem: format!("does not have the content hashes of snapshot #{index}"),
-        });
-    }
+    let notes = verify_rollback(&result, snapshot, current, &current_file, target.branch)?;
     let short_commit = &snapshot.commit.sha[..snapshot.commit.sha.len().min(7)];
     let branch = format!("tollgate/rollback-{name}-to-{index}");
     let message = format!("Roll back {name} to snapshot #{index} ({short_commit})");
@@ -773,8 +888,83 @@ pub fn rollback(target: &Target<'_>, name: &str, index: u64) -> Result<EditOutco
         message,
         snapshot_index: index,
         snapshot_id: snapshot.id().to_string(),
-        warnings: Vec::new(),
+        notes,
+        warnings,
     })
+}
+
+/// The file the promotion lives in at the tip; where it was when it is gone from the branch.
+fn file_at_tip(view: Option<&PromotionView>, snapshot: &Snapshot) -> String {
+    match view {
+        Some(PromotionView::Valid { snapshot: current }) => current.file.clone(),
+        Some(PromotionView::Invalid { errors, last_good }) => errors
+            .first()
+            .map(|d| d.file.clone())
+            .or_else(|| last_good.as_ref().map(|s| s.file.clone()))
+            .unwrap_or_else(|| snapshot.file.clone()),
+        None => snapshot.file.clone(),
+    }
+}
+
+/// The text of the file `snapshot` was read from, as of the commit that introduced it.
+fn snapshot_text(repo: &Repository, snapshot: &Snapshot, name: &str) -> Result<String, EditError> {
+    let sha = &snapshot.commit.sha;
+    let oid = Oid::from_str(sha).map_err(git_error(format!("parse commit {sha}")))?;
+    let commit = repo
+        .find_commit(oid)
+        .map_err(git_error(format!("read commit {sha}")))?;
+    let bytes = read_file_at(repo, &commit, &snapshot.file)?.ok_or_else(|| {
+        EditError::DocumentNotFound {
+            file: snapshot.file.clone(),
+            name: name.to_string(),
+        }
+    })?;
+    decode(bytes, &snapshot.file, name)
+}
+
+/// Checks that the rolled-back promotion has `snapshot`'s content and, when the tip has a valid
+/// `current` one, its metadata; returns what to tell the user about it.
+fn verify_rollback(
+    result: &ClusterPromotion,
+    snapshot: &Snapshot,
+    current: Option<&std::sync::Arc<Snapshot>>,
+    file: &str,
+    branch: &str,
+) -> Result<Vec<String>, EditError> {
+    let index = snapshot.index;
+    let verification = |problem: String| EditError::Verification {
+        file: file.to_string(),
+        name: result.metadata.name.clone(),
+        problem,
+    };
+    if SpecHashes::of(result) != snapshot.hashes {
+        return Err(verification(format!(
+            "does not have the content hashes of snapshot #{index}"
+        )));
+    }
+    let Some(current) = current else {
+        return Ok(Vec::new());
+    };
+    let metadata = &current.promotion.metadata;
+    if result.metadata != *metadata {
+        return Err(verification(
+            "does not keep the metadata of the branch tip".to_string(),
+        ));
+    }
+    let mut notes = vec![format!(
+        "spec (profileSpec and stages, with their triggers) is snapshot #{index}'s; metadata (labels, annotations, approvals, pause) is kept from the tip of {branch}"
+    )];
+    if metadata
+        .annotations
+        .get(PAUSED_ANNOTATION)
+        .map(String::as_str)
+        == Some("true")
+    {
+        notes.push(format!(
+            "{PAUSED_ANNOTATION}: \"true\" is kept: the rollback waits until the promotion is unpaused"
+        ));
+    }
+    Ok(notes)
 }
 
 #[cfg(test)]
@@ -894,5 +1084,29 @@ spec:
             find_promotion_document(&twice, "f.yaml", "app"),
             Err(EditError::DuplicateDocument { .. })
         ));
+    }
+
+    #[test]
+    fn splices_the_spec_block_and_keeps_everything_else() {
+        let head = DOC.replace(
+            "  labels:\n",
+            "  annotations:\n    tollgate.dev/paused: \"true\"\n  labels:\n",
+        ) + "# trailing comment\nstatus: {}\n";
+        let old = DOC.replace("env: prod", "env: production") + "# old trailer\n";
+        let spliced = splice_spec(&head, &old).expect("splice");
+        let expected = head.replace("env: prod\n", "env: production\n");
+        assert_eq!(spliced, expected);
+        let whole_flow =
+            "{apiVersion: v1, kind: ClusterPromotion, metadata: {name: app}, spec: {}}\n";
+        assert_eq!(splice_spec(whole_flow, &old), None);
+        assert_eq!(splice_spec(&head, whole_flow), None);
+        let flow =
+            "apiVersion: v1\nkind: ClusterPromotion\nmetadata:\n  name: app\nspec: {stages: []}\n";
+        assert_eq!(
+            splice_spec(flow, &old).as_deref(),
+            Some(
+                "apiVersion: v1\nkind: ClusterPromotion\nmetadata:\n  name: app\nspec:\n  stages:\n  - name: prod\n    clusterSelector:\n      matchLabels:\n        env: production\n    trigger:\n      manual: {}\n"
+            )
+        );
     }
 }

@@ -72,7 +72,17 @@ pub fn validate_document(
             Ok(promotion)
         });
     match promotion {
-        Ok(promotion) => (Some(promotion), findings),
+        Ok(promotion) => {
+            if has_approval_annotation(&promotion) {
+                let hashes = crate::hash::SpecHashes::of(&promotion);
+                rules::annotations::check_snapshot_names(
+                    &promotion,
+                    &hashes.snapshot_id,
+                    &mut findings,
+                );
+            }
+            (Some(promotion), findings)
+        }
         Err(e) => {
             // Schema and rules accept only documents the model can hold; reaching this is a bug,
             // reported rather than hidden.
@@ -84,6 +94,15 @@ pub fn validate_document(
             (None, findings)
         }
     }
+}
+
+/// Whether any annotation is an approval (hashing the promotion to check them is not free).
+fn has_approval_annotation(promotion: &ClusterPromotion) -> bool {
+    promotion
+        .metadata
+        .annotations
+        .keys()
+        .any(|key| key.starts_with(rules::annotations::APPROVE_PREFIX))
 }
 
 /// A trigger's `preHealthCheckDeployment` and `postDelayHealthChecks`, taken out of the JSON.

@@ -72,7 +72,6 @@ const DELIBERATE_DIFFERENCES: &[(&str, &[Difference])] = {
         ),
         ("41-remote-url-and-kind.yaml", &[CelRule]),
         ("42-bad-paused-annotation.yaml", &[TollgateRule]),
-        ("43-bad-approve-annotation.yaml", &[TollgateRule]),
         ("45-unsupported-api-version.yaml", &[TollgateRule]),
         ("46-label-value-not-string.yaml", &[TollgateRule]),
         ("51-second-promotion-bad.yaml", &[TollgateRule]),

@@ -95,7 +95,11 @@ async fn handle(
         } else {
             ApiError::Internal(format!("injected fault for {verb} {counted_resource}"))
         };
-        return json_response(code, &error.status_body());
+        // Clients act on the Status body's code, not the HTTP status line: both carry the
+        // injected code (a 403 must read as Forbidden, not as a 500).
+        let mut body = error.status_body();
+        body["code"] = Value::from(code);
+        return json_response(code, &body);
     }
     match route {
         Route::Version => json_response(200, &discovery::version()),

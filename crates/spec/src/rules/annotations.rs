@@ -1,6 +1,7 @@
 //! tollgate's annotations: `tollgate.dev/paused` is `"true"` or `"false"`;
 //! `approve.tollgate.dev/<stage>` names a manual stage and holds a snapshot id prefix (12+ hex
-//! characters) or a commit SHA prefix (7+ hex characters), DESIGN D2.
+//! characters) or a commit SHA prefix (7+ hex characters), DESIGN D2. An approval that cannot
+//! name anything is a warning: it approves nothing, which the user must hear about.
 
 use serde_json::Value;
 
@@ -65,13 +66,52 @@ fn check_approval(
         Some(_) => {}
     }
     let hex = !value.is_empty() && value.bytes().all(|b| b.is_ascii_hexdigit());
+    // A warning, not an error: an approval that names nothing approves nothing, and must not
+    // make the whole promotion invalid (its rollout goes on; only this gate stays closed).
     if !hex || value.len() < 7 || value.len() > 64 {
-        findings.push(Finding::error(
+        findings.push(Finding::warning(
             "invalid-approve-annotation",
             path,
             format!(
-                "Invalid value: {value:?}: must be a snapshot id prefix (at least 12 hex characters, see `tollgate status`) or a commit SHA prefix (at least 7 hex characters)"
+                "Invalid value: {value:?}: must be a snapshot id prefix (at least 12 hex characters, see `tollgate status`) or a commit SHA prefix (at least 7 hex characters); it approves nothing"
             ),
         ));
     }
 }
+
+/// Approvals of manual stages whose value is long enough to be a snapshot id prefix (12+ hex)
+/// but is not a prefix of `snapshot_id`, the id of the document's own content: unless the value
+/// is (a prefix of) the SHA of the commit that introduced this content, it approves nothing.
+/// Only a caller with the git history can tell; `tollgate validate` drops these warnings for
+/// values that are commits on HEAD's first-parent history.
+pub fn check_snapshot_names(
+    promotion: &crate::model::ClusterPromotion,
+    snapshot_id: &str,
+    findings: &mut Vec<Finding>,
+) {
+    for (key, value) in &promotion.metadata.annotations {
+        let Some(stage) = key.strip_prefix(APPROVE_PREFIX) else {
+            continue;
+        };
+        let manual = promotion
+            .stage(stage)
+            .is_some_and(|s| matches!(s.trigger, Some(crate::model::Trigger::Manual(_))));
+        let hex = value.bytes().all(|b| b.is_ascii_hexdigit());
+        if !manual || !hex || value.len() < 12 || value.len() > 64 {
+            continue;
+        }
+        if !snapshot_id.starts_with(&value.to_ascii_lowercase()) {
+            findings.push(Finding::warning(
+                APPROVE_NAMES_NO_SNAPSHOT,
+                child_path("metadata.annotations", key),
+                format!(
+                    "{value:?} is not a prefix of this content's snapshot id ({}…): unless it is the SHA of the commit that introduced this content, it approves nothing",
+                    &snapshot_id[..12.min(snapshot_id.len())]
+                ),
+            ));
+        }
+    }
+}
+
+/// The code of [`check_snapshot_names`]' warning.
+pub const APPROVE_NAMES_NO_SNAPSHOT: &str = "approve-names-no-snapshot";

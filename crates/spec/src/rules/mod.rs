@@ -9,6 +9,7 @@ use crate::validate::ValidationContext;
 pub mod advisories;
 pub mod annotations;
 pub mod cel;
+pub mod documents;
 pub mod durations;
 pub mod health_scripts;
 pub mod k8s_names;
