@@ -197,6 +197,12 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
         if !outage_done && elapsed >= outage_at {
             world.emulator.outage_start();
             tokio::time::sleep(OUTAGE).await;
+            // The lease invariant below is only exercised if the lease really lapsed: the
+            // outage outlasts its validity, so the replica's own clock must have stopped it.
+            assert!(
+                !gate.is_leader(),
+                "seed {seed}: still leading after an outage longer than the lease's validity"
+            );
             world.emulator.outage_end();
             injected.outages += 1;
             outage_done = true;

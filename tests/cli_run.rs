@@ -4,24 +4,14 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{TestRepo, eventually, fleet_yaml, http, seed};
-
-struct Controller(Child);
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn tollgate() -> Command {
-    Command::new(assert_cmd::cargo::cargo_bin("tollgate"))
-}
+use support::{
+    KillOnDrop as Controller, TestRepo, eventually, fleet_yaml, http, seed,
+    tollgate_binary as tollgate,
+};
 
 fn start_embedded(repo: &TestRepo, dir: &Path, extra: &[&str]) -> (Controller, std::path::PathBuf) {
     let fleet = dir.join("fleet.yaml");

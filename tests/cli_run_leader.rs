@@ -6,27 +6,16 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
-use support::{TestRepo, eventually, fleet_yaml, http, seed};
+use support::{
+    KillOnDrop as Process, TestRepo, eventually, fleet_yaml, http, seed,
+    tollgate_binary as tollgate,
+};
 
 const LEASE_PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases/tollgate-leader";
 const SECRET: &str = "relay-webhook-secret";
-
-/// A child process killed when the test ends, whatever happened.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn tollgate() -> Command {
-    Command::new(assert_cmd::cargo::cargo_bin("tollgate"))
-}
 
 fn free_addr() -> String {
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -387,3 +387,18 @@ pub fn http(
         .unwrap_or_default();
     Some((code, body))
 }
+
+/// A child process (a `tollgate` binary under test) killed when the test ends, whatever happened.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The `tollgate` binary this test run built.
+pub fn tollgate_binary() -> Command {
+    Command::new(assert_cmd::cargo::cargo_bin("tollgate"))
+}
