@@ -163,7 +163,7 @@ async fn main() {
         guard: PruneGuard::default(),
         concurrency: 16,
         instance: None,
-        metrics: std::sync::Arc::new(tollgate::server::metrics::Metrics::new()),
+        metrics: std::sync::Arc::new(tollgate::metrics::Metrics::new()),
     };
     let started = Instant::now();
     let (handle, _task) = controller::start(client, config, LeaderGate::always())

@@ -510,7 +510,7 @@ fn main() {
         guard: PruneGuard::default(),
         concurrency: 16,
         instance: None,
-        metrics: Arc::new(tollgate::server::metrics::Metrics::new()),
+        metrics: Arc::new(tollgate::metrics::Metrics::new()),
     };
     let started = Instant::now();
     let started_at: DateTime<Utc> = Utc::now();

@@ -9,4 +9,5 @@ pub mod cluster;
 pub mod controller;
 pub mod fuzzing;
 pub mod memory;
+pub mod metrics;
 pub mod server;

@@ -151,7 +151,7 @@ async fn only_the_leader_writes_and_a_successor_finishes_the_rollout() {
 const LEASE_RESOURCE: &str = "leases.coordination.k8s.io";
 
 /// The `ok` count of `tollgate_git_syncs_total` in an OpenMetrics scrape.
-fn git_syncs_ok(metrics: &tollgate::server::metrics::Metrics) -> u64 {
+fn git_syncs_ok(metrics: &tollgate::metrics::Metrics) -> u64 {
     metrics
         .encode()
         .lines()
@@ -372,7 +372,7 @@ impl Replica {
         };
         let handle = &self.controller.0;
         let state = ServerState {
-            metrics: std::sync::Arc::new(tollgate::server::metrics::Metrics::new()),
+            metrics: std::sync::Arc::new(tollgate::metrics::Metrics::new()),
             ready: handle.ready.clone(),
             poker: handle.poker.clone(),
             statuses: server::status_api::status_source(handle.statuses.clone()),

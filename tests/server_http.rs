@@ -14,11 +14,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch};
 use tollgate::cluster::leader::LeaderGate;
-use tollgate::server::metrics::ALL_PHASES;
+use tollgate::metrics::{ALL_PHASES, Metrics, ReconcileResult};
 use tollgate::server::signature::hmac_sha256_hex;
-use tollgate::server::{
-    Metrics, ReconcileResult, ServerConfig, ServerState, WebhookSecrets, bind, router,
-};
+use tollgate::server::{ServerConfig, ServerState, WebhookSecrets, bind, router};
 use tollgate_engine::PromotionStatus;
 use tollgate_source::{Poker, Secret};
 use tower::ServiceExt;

@@ -11,8 +11,9 @@ use futures::StreamExt;
 use http_body_util::BodyExt;
 use tokio::sync::watch;
 use tollgate::cluster::leader::LeaderGate;
+use tollgate::metrics::Metrics;
 use tollgate::server::signature::hmac_sha256_hex;
-use tollgate::server::{Metrics, ServerConfig, ServerState, WebhookSecrets, router};
+use tollgate::server::{ServerConfig, ServerState, WebhookSecrets, router};
 use tollgate_source::{Poker, Secret};
 use tower::ServiceExt;
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::cluster::fetch_request::{FetchRelay, start_relay, watch_fetch_requests};
 use crate::cluster::leader::{ElectionConfig, LeaderGate, run_election};
 use crate::controller::{self, ControllerConfig, PruneGuard};
-use crate::server::metrics::Metrics;
+use crate::metrics::Metrics;
 use crate::server::{self, ServerConfig, ServerState, WebhookSecrets};
 use anyhow::Context as _;
 use kube::Client;

@@ -10,5 +10,6 @@ pub mod leader;
 pub mod lean;
 pub mod observe;
 pub mod resources;
+pub mod statuses;
 pub mod watch;
 pub mod writer;

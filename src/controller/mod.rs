@@ -10,7 +10,6 @@ pub mod error;
 pub mod git_task;
 pub mod guard;
 pub mod reconcile;
-pub mod statuses;
 pub mod timers;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -36,14 +35,14 @@ use crate::cluster::observe::{
     convert_sveltos_cluster,
 };
 use crate::cluster::resources;
+use crate::cluster::statuses::{self, StatusCache, convert_state};
 use crate::cluster::watch::{IndexedBy, Touch, WatchHealth, WatchSpec, spawn_watch};
 use crate::cluster::writer::ClusterWriter;
-use crate::server::metrics::{Metrics, ReconcileResult};
+use crate::metrics::{Metrics, ReconcileResult};
 pub use error::{ControllerError, ReconcileError};
 use git_task::{GitThread, GitUpdate, PromotionGit};
 pub use guard::PruneGuard;
 use reconcile::{Context, GitPresence, Origin, Outcome};
-use statuses::{StatusCache, convert_state};
 use timers::Timers;
 
 #[derive(Debug, Clone)]

@@ -17,11 +17,11 @@ use tracing::{debug, info};
 
 use super::error::ReconcileError;
 use super::git_task::PromotionGit;
-use super::statuses::{PersistedState, StatusCache};
 use crate::cluster::events::EventPublisher;
 use crate::cluster::observe::{ObservedCaches, convert_profile};
+use crate::cluster::statuses::{PersistedState, StatusCache};
 use crate::cluster::writer::ClusterWriter;
-use crate::server::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// What the controller knows about a promotion's presence in git.
 #[derive(Debug, Clone)]

@@ -4,7 +4,6 @@
 //! [`crate::cluster::fetch_request`]), which carries no content, only "fetch now".
 
 pub mod error;
-pub mod metrics;
 pub mod probes;
 pub mod signature;
 pub mod status_api;
@@ -23,8 +22,8 @@ use tracing::{info, warn};
 
 use crate::cluster::fetch_request::FetchRelay;
 use crate::cluster::leader::LeaderGate;
+use crate::metrics::Metrics;
 pub use error::ServerError;
-pub use metrics::{Metrics, ReconcileResult};
 pub use webhook::Provider;
 
 /// The default webhook body limit: push payloads of huge commits stay well below it.

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tracing::warn;
 
 use super::{AppState, StatusSource};
-use crate::controller::statuses::StatusCache;
+use crate::cluster::statuses::StatusCache;
 
 /// The server's view of the controller's [`StatusCache`]: every promotion with a status, as the
 /// JSON users read in the GitPromotion object.
@@ -72,7 +72,7 @@ fn summary(name: &str, status: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::statuses::PersistedState;
+    use crate::cluster::statuses::PersistedState;
     use std::collections::BTreeMap;
     use tollgate_engine::PromotionStatus;
 

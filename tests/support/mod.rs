@@ -119,7 +119,7 @@ pub struct World {
     /// The tracked path inside the repository ("" = the whole tree).
     pub source_path: String,
     /// Shared by every controller the world starts.
-    pub metrics: std::sync::Arc<tollgate::server::metrics::Metrics>,
+    pub metrics: std::sync::Arc<tollgate::metrics::Metrics>,
 }
 
 impl World {
@@ -149,7 +149,7 @@ impl World {
             cache: tempfile::tempdir().expect("temp dir"),
             guard: PruneGuard::default(),
             source_path: String::new(),
-            metrics: std::sync::Arc::new(tollgate::server::metrics::Metrics::new()),
+            metrics: std::sync::Arc::new(tollgate::metrics::Metrics::new()),
         }
     }
 
