@@ -15,7 +15,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 use std::sync::atomic::AtomicU64;
-use tollgate_engine::messages::{AWAITING_APPROVAL, without_time};
 use tollgate_engine::{Phase, PromotionStatus};
 use tracing::error;
 
@@ -399,25 +398,12 @@ fn seconds_since(start: DateTime<Utc>, now: DateTime<Utc>) -> f64 {
     millis as f64 / 1000.0
 }
 
-/// When the current stage started waiting for approval, if it is waiting for one. The engine
-/// stamps the description with the time it was first written; the stage's provisioning time
-/// and then the stage start time are fallbacks for descriptions without a readable stamp.
+/// When the current stage started waiting for approval, if it is waiting for one (the engine's
+/// typed field: no status text is parsed here).
 fn approval_wait_start(status: &PromotionStatus) -> Option<DateTime<Utc>> {
-    let stage = status.stage(status.current_stage_name.as_deref()?)?;
-    let description = stage.current_status_description.as_deref()?;
-    let text = without_time(description);
-    if text != AWAITING_APPROVAL {
-        return None;
-    }
-    let stamp = description
-        .get(text.len()..)
-        .and_then(|rest| rest.strip_prefix(" ("))
-        .and_then(|rest| rest.strip_suffix(')'))
-        .and_then(|stamp| DateTime::parse_from_rfc3339(stamp).ok())
-        .map(|t| t.with_timezone(&Utc));
-    stamp
-        .or(stage.provisioned_at)
-        .or(status.last_promotion_time)
+    status
+        .stage(status.current_stage_name.as_deref()?)?
+        .awaiting_approval_since
 }
 
 #[cfg(test)]

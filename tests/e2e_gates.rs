@@ -44,7 +44,11 @@ async fn manual_gate_waits_passes_on_approval_commit_and_is_not_reused() {
     repo.commit("Kyverno with a manual gate");
     let world = World::start(repo, &fleet_yaml(1, "100ms")).await;
 
-    wait_for_gate(&world, 1).await;
+    let status = wait_for_gate(&world, 1).await;
+    assert!(
+        stage(&status, "staging").expect("staging")["awaitingApprovalSince"].is_string(),
+        "a typed waiting-since, for metrics and the CLI: {status:#}"
+    );
     assert!(
         world
             .profile(&format!("{MANUAL}-production"))
@@ -59,6 +63,7 @@ async fn manual_gate_waits_passes_on_approval_commit_and_is_not_reused() {
     let approval_sha = world.repo.commit("Approve staging → production");
     world.poke();
     let status = world.wait_phase(MANUAL, "Completed").await;
+    assert!(stage(&status, "staging").expect("staging")["awaitingApprovalSince"].is_null());
     let approver = &stage(&status, "staging").expect("staging status")["approver"];
     assert_eq!(approver["sha"], approval_sha.as_str());
     assert_eq!(

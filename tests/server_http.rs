@@ -382,6 +382,7 @@ fn awaiting_approval_status() -> Value {
                 "appliedSpecHash": "bbbb",
                 "provisionedAt": "2026-11-20T10:00:30Z",
                 "currentStatusDescription": "Paused: Awaiting Manual Approval (2026-11-20T10:01:00Z)",
+                "awaitingApprovalSince": "2026-11-20T10:01:00Z",
             }
         ]
     })
@@ -633,6 +634,10 @@ async fn approval_wait_series_goes_away_once_approved() {
     approved["phase"] = json!("Completed");
     approved["stages"][1]["currentStatusDescription"] =
         json!("Successfully provisioned (2026-11-20T10:05:00Z)");
+    approved["stages"][1]
+        .as_object_mut()
+        .expect("stage")
+        .remove("awaitingApprovalSince");
     h.metrics.observe_promotion("web", &typed(&approved), now);
     let (_, _, text) = get(&h.router, "/metrics").await;
     let m = parse_exposition(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));

@@ -44,6 +44,7 @@ pub(crate) fn pass(run: &mut StageRun<'_, '_>, trigger: &Trigger) -> Result<Pass
                 approval::find(run.snapshot, stage, manual, run.approvals, run.consumed)
             else {
                 run.st.describe(messages::AWAITING_APPROVAL, run.now);
+                run.st.awaiting_approval_since.get_or_insert(run.now);
                 let reason =
                     approval::wanted(run.snapshot, stage, manual, run.approvals, run.consumed);
                 return Err(Hold::Wait(Phase::Waiting, reason));

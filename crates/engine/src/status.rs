@@ -182,6 +182,9 @@ pub struct StageStatus {
     /// What the stage waits for, in plain words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_reason: Option<String>,
+    /// Since when its manual gate has waited for an approval (cleared once it passes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting_approval_since: Option<DateTime<Utc>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -352,6 +352,7 @@ impl<'i, 'a> Run<'i, 'a> {
             counts: Default::default(),
             approver: None,
             waiting_reason: None,
+            awaiting_approval_since: None,
         });
         self.status.current_stage_name = Some(stage.name.clone());
         self.status.last_promotion_time = Some(now);
@@ -584,6 +585,7 @@ fn advance(status: &mut PromotionStatus, stage: &str, now: DateTime<Utc>) -> Flo
         st.last_status_check_time = Some(now);
         st.failure_message = None;
         st.waiting_reason = None;
+        st.awaiting_approval_since = None;
         st.describe(messages::SUCCESSFULLY_PROVISIONED, now);
     }
     Flow::Advanced
