@@ -1,11 +1,13 @@
 //! The `GitPromotion` CustomResourceDefinition: tollgate's durable per-promotion state.
 //!
 //! The spec only records where the promotion comes from (git is the source of truth for the
-//! promotion itself); the status holds the engine's run state and the user-facing status. Its schema
-//! keeps the status open (`x-kubernetes-preserve-unknown-fields`) because the engine owns its shape
-//! and versions it (`hashScheme`), while the printer columns give `kubectl get gp` a useful view.
+//! promotion itself); the status holds the engine's run state and the user-facing status. The
+//! status schema is derived from the engine's own type ([`PromotionStatus`]), so the API server
+//! validates what the engine writes and the typed status is the one contract between the engine,
+//! the CLI, the status API and metrics; the printer columns give `kubectl get gp` a useful view.
 
 use serde_json::{Value, json};
+use tollgate_engine::PromotionStatus;
 
 use super::resources::{
     GITPROMOTION_GROUP, GITPROMOTION_KIND, GITPROMOTION_PLURAL, GITPROMOTION_VERSION,
@@ -60,16 +62,36 @@ pub fn git_promotion_crd() -> Value {
                                 "file": {"type": "string", "description": "File the promotion was last read from."}
                             }
                         },
-                        "status": {
-                            "type": "object",
-                            "description": "Run state and status, owned by the tollgate engine.",
-                            "x-kubernetes-preserve-unknown-fields": true
-                        }
+                        "status": status_schema()
                     }
                 }}
             }]
         }
     })
+}
+
+/// The structural OpenAPI v3 schema of [`PromotionStatus`], made the way kube's `CustomResource`
+/// derive makes one: subschemas inlined, no `$schema`, nullable options, structural rewrites.
+fn status_schema() -> Value {
+    let generator = schemars::generate::SchemaSettings::openapi3()
+        .with(|settings| {
+            settings.inline_subschemas = true;
+            settings.meta_schema = None;
+        })
+        .with_transform(schemars::transform::AddNullable::default())
+        .with_transform(kube::core::schema::StructuralSchemaRewriter)
+        .with_transform(kube::core::schema::OptionalEnum)
+        .into_generator();
+    let mut schema = serde_json::to_value(generator.into_root_schema_for::<PromotionStatus>())
+        .unwrap_or_else(|_| json!({"type": "object"}));
+    if let Some(object) = schema.as_object_mut() {
+        object.remove("title");
+        object.insert(
+            "description".to_string(),
+            json!("Run state and status, owned by the tollgate engine."),
+        );
+    }
+    schema
 }
 
 #[cfg(test)]
@@ -95,5 +117,41 @@ mod tests {
                 .is_some_and(|s| s.status.is_some())
         );
         assert!(version.schema.is_some());
+    }
+
+    #[test]
+    fn the_status_schema_is_structural_and_derived_from_the_engine_type() {
+        let crd = git_promotion_crd();
+        let status =
+            &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"];
+        let text = status.to_string();
+        assert!(!text.contains("$ref") && !text.contains("x-kubernetes-preserve-unknown-fields"));
+        assert_eq!(status["type"], "object");
+        for field in [
+            "phase",
+            "currentStageName",
+            "stages",
+            "consumedApprovals",
+            "snapshotIndex",
+        ] {
+            assert!(
+                status["properties"][field].is_object(),
+                "{field}: {status:#}"
+            );
+        }
+        let stage = &status["properties"]["stages"]["items"];
+        for field in [
+            "awaitingApprovalSince",
+            "approver",
+            "counts",
+            "appliedSpecHash",
+        ] {
+            assert!(stage["properties"][field].is_object(), "{field}: {stage:#}");
+        }
+        assert!(
+            status["properties"]["phase"]["enum"]
+                .as_array()
+                .is_some_and(|phases| phases.contains(&json!("RemovalHeld")))
+        );
     }
 }

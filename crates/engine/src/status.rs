@@ -5,13 +5,14 @@
 //! transitions, never because time passed, so a step at steady state writes nothing.
 
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tollgate_spec::hash::HASH_SCHEME;
 
 /// Newest consumed approvals kept in status; older ones belong to runs long gone.
 pub const CONSUMED_APPROVALS_KEPT: usize = 32;
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum Phase {
     /// A stage is being provisioned.
     Progressing,
@@ -33,7 +34,7 @@ pub enum Phase {
     Removed,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PromotionStatus {
     /// Version of the hash scheme the hashes below were computed with.
@@ -129,7 +130,7 @@ pub fn runs_content_of(
         && stages_hash == Some(snapshot.hashes.stages.as_str())
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StageStatus {
     pub name: String,
@@ -187,14 +188,14 @@ pub struct StageStatus {
     pub awaiting_approval_since: Option<DateTime<Utc>>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppliedProfile {
     pub applied_at: DateTime<Utc>,
     pub spec_hash: String,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StageCounts {
     /// Ready, unpaused clusters matching the stage selector.
@@ -207,7 +208,7 @@ pub struct StageCounts {
 }
 
 /// Who approved a manual stage: the author and committer of the approving commit.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Approver {
     /// `Field` (`approved: true`) or `Annotation` (`approve.tollgate.dev/<stage>`).
@@ -223,7 +224,7 @@ pub struct Approver {
 }
 
 /// One approval event used by one run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConsumedApproval {
     pub stage: String,
