@@ -33,17 +33,7 @@ pub const ALL_PHASES: [Phase; 9] = [
 
 /// The label value of a phase (the same spelling as in the status).
 pub fn phase_name(phase: &Phase) -> &'static str {
-    match phase {
-        Phase::Progressing => "Progressing",
-        Phase::Waiting => "Waiting",
-        Phase::Paused => "Paused",
-        Phase::Completed => "Completed",
-        Phase::Failed => "Failed",
-        Phase::Invalid => "Invalid",
-        Phase::RemovalHeld => "RemovalHeld",
-        Phase::Removing => "Removing",
-        Phase::Removed => "Removed",
-    }
+    phase.as_str()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -411,6 +401,16 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
+
+    #[test]
+    fn phase_labels_are_spelled_as_the_status_spells_them() {
+        for phase in &ALL_PHASES {
+            assert_eq!(
+                serde_json::to_value(phase).expect("phase"),
+                serde_json::json!(phase_name(phase))
+            );
+        }
+    }
 
     #[test]
     fn forgetting_a_promotion_removes_every_series_it_has() {

@@ -6,12 +6,15 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use chrono::{DateTime, SecondsFormat, Utc};
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{ContentArrangement, Table};
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::watcher;
+use serde::Deserialize;
 use serde_json::Value;
+use tollgate_engine::PromotionStatus;
 
 use super::connect::{self, ClusterArgs};
 use crate::cluster::errors::{ClusterError, classify};
@@ -135,19 +138,38 @@ pub fn render(objects: &[DynamicObject], detail: bool, output: Output) -> anyhow
         })
         .collect();
     match output {
+        // The whole status as stored, whatever version of tollgate wrote it.
         Output::Json => Ok(serde_json::to_string_pretty(&documents)? + "\n"),
         Output::Yaml => Ok(serde_saphyr::to_string(&documents)?),
-        Output::Table if detail => Ok(documents.iter().map(render_detail).collect()),
-        Output::Table => Ok(render_overview(&documents)),
+        Output::Table => {
+            let shown: Vec<Shown> = objects.iter().map(Shown::of).collect();
+            Ok(if detail {
+                shown.iter().map(render_detail).collect()
+            } else {
+                render_overview(&shown)
+            })
+        }
     }
 }
 
-fn text(value: &Value, pointer: &str) -> String {
-    match value.pointer(pointer) {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(n)) => n.to_string(),
-        Some(Value::Bool(b)) => b.to_string(),
-        _ => String::new(),
+/// A GitPromotion as the table shows it: its name and the engine's typed status.
+struct Shown {
+    name: String,
+    status: Result<Option<PromotionStatus>, String>,
+}
+
+impl Shown {
+    fn of(object: &DynamicObject) -> Self {
+        let status = match object.data.get("status") {
+            None | Some(Value::Null) => Ok(None),
+            Some(value) => PromotionStatus::deserialize(value)
+                .map(Some)
+                .map_err(|error| format!("unreadable status: {error}")),
+        };
+        Shown {
+            name: object.metadata.name.clone().unwrap_or_default(),
+            status,
+        }
     }
 }
 
@@ -155,14 +177,18 @@ fn short(sha: &str) -> &str {
     &sha[..sha.len().min(8)]
 }
 
-fn snapshot_label(status: &Value) -> String {
-    let index = text(status, "/snapshotIndex");
-    if index.is_empty() {
+fn time(at: Option<DateTime<Utc>>) -> String {
+    at.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
+        .unwrap_or_default()
+}
+
+fn snapshot_label(status: &PromotionStatus) -> String {
+    let Some(index) = status.snapshot_index else {
         return String::new();
-    }
-    let mut label = format!("#{index} {}", short(&text(status, "/snapshotCommit")));
-    let rollback = text(status, "/rollbackOf");
-    if !rollback.is_empty() {
+    };
+    let commit = status.snapshot_commit.as_deref().unwrap_or_default();
+    let mut label = format!("#{index} {}", short(commit));
+    if let Some(rollback) = status.rollback_of {
         label.push_str(&format!(" (rollback to #{rollback})"));
     }
     label
@@ -176,8 +202,8 @@ fn table() -> Table {
     table
 }
 
-fn render_overview(documents: &[Value]) -> String {
-    if documents.is_empty() {
+fn render_overview(shown: &[Shown]) -> String {
+    if shown.is_empty() {
         return "no promotions\n".into();
     }
     let mut table = table();
@@ -189,37 +215,58 @@ fn render_overview(documents: &[Value]) -> String {
         "MESSAGE",
         "NEXT WAKE-UP",
     ]);
-    for doc in documents {
-        let status = &doc["status"];
-        table.add_row([
-            text(doc, "/name"),
-            text(status, "/phase"),
-            text(status, "/currentStageName"),
-            snapshot_label(status),
-            text(status, "/message"),
-            text(status, "/nextWakeUp"),
-        ]);
+    for promotion in shown {
+        let row = match &promotion.status {
+            Ok(Some(status)) => [
+                promotion.name.clone(),
+                status.phase.as_str().to_string(),
+                status.current_stage_name.clone().unwrap_or_default(),
+                snapshot_label(status),
+                status.message.clone().unwrap_or_default(),
+                time(status.next_wake_up),
+            ],
+            Ok(None) => [
+                promotion.name.clone(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ],
+            Err(error) => [
+                promotion.name.clone(),
+                String::new(),
+                String::new(),
+                String::new(),
+                error.clone(),
+                String::new(),
+            ],
+        };
+        table.add_row(row);
     }
     format!("{table}\n")
 }
 
-fn render_detail(doc: &Value) -> String {
-    let status = &doc["status"];
+fn render_detail(promotion: &Shown) -> String {
+    let status = match &promotion.status {
+        Ok(Some(status)) => status,
+        Ok(None) => return format!("Promotion:    {}\n(no status yet)\n\n", promotion.name),
+        Err(error) => return format!("Promotion:    {}\n{error}\n\n", promotion.name),
+    };
     let mut out = format!(
         "Promotion:    {}\nPhase:        {}\nStage:        {}\nSnapshot:     {}\n",
-        text(doc, "/name"),
-        text(status, "/phase"),
-        text(status, "/currentStageName"),
+        promotion.name,
+        status.phase.as_str(),
+        status.current_stage_name.as_deref().unwrap_or_default(),
         snapshot_label(status),
     );
-    for (label, pointer) in [
-        ("Message", "/message"),
-        ("Next wake-up", "/nextWakeUp"),
-        ("Paused since", "/pausedSince"),
-        ("Invalid spec", "/invalidSpec"),
+    for (label, value) in [
+        ("Message", status.message.clone()),
+        ("Next wake-up", status.next_wake_up.map(|t| time(Some(t)))),
+        ("Paused since", status.paused_since.map(|t| time(Some(t)))),
+        ("Invalid spec", status.invalid_spec.clone()),
     ] {
-        let value = text(status, pointer);
-        if !value.is_empty() {
+        if let Some(value) = value.filter(|v| !v.is_empty()) {
             out.push_str(&format!("{:<14}{value}\n", format!("{label}:")));
         }
     }
@@ -233,27 +280,26 @@ fn render_detail(doc: &Value) -> String {
         "WAITING FOR",
         "APPROVER",
     ]);
-    for stage in status["stages"].as_array().into_iter().flatten() {
-        let approver = match text(stage, "/approver/sha") {
-            sha if sha.is_empty() => String::new(),
-            sha => format!(
+    for stage in &status.stages {
+        let approver = match stage.approver.as_deref() {
+            Some(approver) if approver.sha.is_some() => format!(
                 "{} ({}, {})",
-                text(stage, "/approver/author"),
-                text(stage, "/approver/kind"),
-                short(&sha)
+                approver.author.as_deref().unwrap_or_default(),
+                approver.kind,
+                short(approver.sha.as_deref().unwrap_or_default())
             ),
+            _ => String::new(),
         };
         table.add_row([
-            text(stage, "/name"),
-            format!("#{}", text(stage, "/snapshotIndex")),
+            stage.name.clone(),
+            format!("#{}", stage.snapshot_index),
             format!(
                 "{}/{} provisioned",
-                text(stage, "/counts/provisioned"),
-                text(stage, "/counts/matchingClusters")
+                stage.counts.provisioned, stage.counts.matching_clusters
             ),
-            text(stage, "/counts/failed"),
-            text(stage, "/currentStatusDescription"),
-            text(stage, "/waitingReason"),
+            stage.counts.failed.to_string(),
+            stage.current_status_description.clone().unwrap_or_default(),
+            stage.waiting_reason.clone().unwrap_or_default(),
             approver,
         ]);
     }
@@ -278,13 +324,13 @@ mod tests {
         object(
             "kyverno",
             json!({
-                "phase": "Waiting", "currentStageName": "staging", "snapshotIndex": 3,
+                "hashScheme": 1, "phase": "Waiting", "currentStageName": "staging", "snapshotIndex": 3,
                 "snapshotCommit": "0123456789abcdef", "rollbackOf": 1,
                 "message": "stage staging: Paused: Awaiting Manual Approval",
                 "stages": [
-                    {"name": "dev", "snapshotIndex": 3, "counts": {"matchingClusters": 2, "provisioned": 2, "failed": 0},
+                    {"name": "dev", "snapshotIndex": 3, "appliedAt": "2026-11-20T10:00:00Z", "appliedSpecHash": "a", "counts": {"matchingClusters": 2, "summaries": 2, "provisioned": 2, "failed": 0},
                      "currentStatusDescription": "Successfully provisioned"},
-                    {"name": "staging", "snapshotIndex": 3, "counts": {"matchingClusters": 1, "provisioned": 1, "failed": 0},
+                    {"name": "staging", "snapshotIndex": 3, "appliedAt": "2026-11-20T10:00:00Z", "appliedSpecHash": "b", "counts": {"matchingClusters": 1, "summaries": 1, "provisioned": 1, "failed": 0},
                      "currentStatusDescription": "Paused: Awaiting Manual Approval", "waitingReason": "an approval",
                      "approver": {"kind": "Field", "sha": "fedcba9876543210", "author": "Ada"}}
                 ]
@@ -316,6 +362,16 @@ mod tests {
         ] {
             assert!(text.contains(expected), "{expected:?} missing in\n{text}");
         }
+    }
+
+    #[test]
+    fn a_status_this_version_cannot_read_is_said_not_hidden() {
+        let text =
+            render(&[object("odd", json!({"phase": 7}))], false, Output::Table).expect("render");
+        assert!(text.contains("unreadable status"), "{text}");
+        let text =
+            render(&[object("odd", json!({"phase": 7}))], true, Output::Table).expect("render");
+        assert!(text.contains("unreadable status"), "{text}");
     }
 
     #[test]

@@ -34,6 +34,23 @@ pub enum Phase {
     Removed,
 }
 
+impl Phase {
+    /// The phase as the status spells it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Phase::Progressing => "Progressing",
+            Phase::Waiting => "Waiting",
+            Phase::Paused => "Paused",
+            Phase::Completed => "Completed",
+            Phase::Failed => "Failed",
+            Phase::Invalid => "Invalid",
+            Phase::RemovalHeld => "RemovalHeld",
+            Phase::Removing => "Removing",
+            Phase::Removed => "Removed",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PromotionStatus {
