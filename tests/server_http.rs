@@ -302,7 +302,12 @@ fn state_with(
         metrics: metrics.clone(),
         ready,
         poker: Poker::new(),
-        statuses: Arc::new(move || statuses.clone()),
+        statuses: Arc::new(move || {
+            statuses
+                .iter()
+                .map(|(name, status)| (name.clone(), typed(status)))
+                .collect()
+        }),
         leader: leader.clone(),
         fetch_relay: None,
         branch: "main".to_string(),
@@ -739,7 +744,9 @@ async fn promotion_detail_is_the_full_status_and_unknown_is_404() {
     let (status, _, text) = get(&h.router, "/api/v1/promotions/web").await;
     assert_eq!(status, StatusCode::OK);
     let detail: Value = serde_json::from_str(&text).expect("JSON");
-    assert_eq!(detail, awaiting_approval_status());
+    // The engine's typed status, serialized: what the GitPromotion holds.
+    let expected = serde_json::to_value(typed(&awaiting_approval_status())).expect("status");
+    assert_eq!(detail, expected);
 
     let (status, _, text) = get(&h.router, "/api/v1/promotions/nope").await;
     assert_eq!(status, StatusCode::NOT_FOUND);

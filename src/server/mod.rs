@@ -77,7 +77,8 @@ impl WebhookSecrets {
 }
 
 /// Every full status, keyed by promotion name (the JSON of `PromotionStatus`).
-pub type StatusSource = Arc<dyn Fn() -> Vec<(String, serde_json::Value)> + Send + Sync>;
+pub type StatusSource =
+    Arc<dyn Fn() -> Vec<(String, tollgate_engine::PromotionStatus)> + Send + Sync>;
 
 /// What the server reads from, and pokes, in the running controller.
 #[derive(Clone)]

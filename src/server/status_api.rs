@@ -7,13 +7,12 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use tracing::warn;
+use tollgate_engine::PromotionStatus;
 
 use super::{AppState, StatusSource};
 use crate::cluster::statuses::StatusCache;
 
-/// The server's view of the controller's [`StatusCache`]: every promotion with a status, as the
-/// JSON users read in the GitPromotion object.
+/// The server's view of the controller's [`StatusCache`]: every promotion with a status.
 pub fn status_source(cache: Arc<StatusCache>) -> StatusSource {
     Arc::new(move || {
         cache
@@ -21,13 +20,7 @@ pub fn status_source(cache: Arc<StatusCache>) -> StatusSource {
             .into_iter()
             .filter_map(|name| {
                 let status = cache.get(&name)?.status?;
-                match serde_json::to_value(&status) {
-                    Ok(value) => Some((name, value)),
-                    Err(error) => {
-                        warn!(promotion = %name, %error, "cannot serialize a status");
-                        None
-                    }
-                }
+                Some((name, status))
             })
             .collect()
     })
@@ -58,14 +51,13 @@ pub(super) async fn get(State(app): State<AppState>, Path(name): Path<String>) -
     }
 }
 
-fn summary(name: &str, status: &Value) -> Value {
-    let field = |key: &str| status.get(key).cloned().unwrap_or(Value::Null);
+fn summary(name: &str, status: &PromotionStatus) -> Value {
     json!({
         "name": name,
-        "phase": field("phase"),
-        "currentStage": field("currentStageName"),
-        "snapshotIndex": field("snapshotIndex"),
-        "message": field("message"),
+        "phase": status.phase.as_str(),
+        "currentStage": status.current_stage_name,
+        "snapshotIndex": status.snapshot_index,
+        "message": status.message,
     })
 }
 
@@ -74,7 +66,6 @@ mod tests {
     use super::*;
     use crate::cluster::statuses::PersistedState;
     use std::collections::BTreeMap;
-    use tollgate_engine::PromotionStatus;
 
     fn persisted(status: Option<PromotionStatus>) -> PersistedState {
         PersistedState {
@@ -101,10 +92,7 @@ mod tests {
         let listed = source();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].0, "web");
-        assert_eq!(
-            serde_json::from_value::<PromotionStatus>(listed[0].1.clone()).expect("round trip"),
-            status
-        );
+        assert_eq!(listed[0].1, status);
         // The source reads the cache live, not a copy taken when it was built.
         cache.forget_own("web");
         assert!(source().is_empty());
@@ -112,12 +100,14 @@ mod tests {
 
     #[test]
     fn summary_picks_the_status_fields_and_nulls_missing_ones() {
-        let status = json!({
+        let status: PromotionStatus = serde_json::from_value(json!({
+            "hashScheme": 1,
             "phase": "Waiting",
             "currentStageName": "prod",
             "snapshotIndex": 3,
             "stages": [],
-        });
+        }))
+        .expect("status");
         assert_eq!(
             summary("web", &status),
             json!({
