@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use chrono::DateTime;
+use tollgate_manifest::report::{self, Summary};
+use tollgate_manifest::{CommitInfo, Limits, Snapshot, SpecHashes, parse_file};
 use tollgate_source::Secret;
-use tollgate_spec::report::{self, Summary};
-use tollgate_spec::{CommitInfo, Limits, Snapshot, SpecHashes, parse_file};
 
 use crate::server::signature::hmac_sha256_hex;
 use crate::server::webhook::{self, Outcome, Provider};
@@ -32,7 +32,7 @@ pub fn spec_file(data: &[u8]) {
 
     // The fast YAML reader must read whatever it accepts exactly as serde-saphyr does.
     if let Some(text) = text
-        && let Err(difference) = tollgate_spec::fast_yaml_check::agrees_with_reference(text)
+        && let Err(difference) = tollgate_manifest::fast_yaml_check::agrees_with_reference(text)
     {
         panic!("fast reader disagrees with serde-saphyr: {difference}");
     }
@@ -94,7 +94,7 @@ fn yaml_line_count(data: &[u8]) -> usize {
 
 /// A valid promotion hashes deterministically, survives a JSON round trip with the same hashes
 /// (the normalised form is itself valid), and renders a profile per stage.
-fn check_valid_promotion(promotion: &tollgate_spec::ClusterPromotion, limits: &Limits) {
+fn check_valid_promotion(promotion: &tollgate_manifest::ClusterPromotion, limits: &Limits) {
     let hashes = SpecHashes::of(promotion);
     assert_eq!(
         hashes,

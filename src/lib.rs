@@ -1,7 +1,7 @@
 //! tollgate: a git-driven controller for progressive, staged Sveltos rollouts.
 //!
 //! The library holds the I/O edges and their wiring; the rules live in the workspace crates
-//! (`tollgate-spec`, `tollgate-engine`, `tollgate-render`, `tollgate-source`).
+//! (`tollgate-model`, `tollgate-manifest`, `tollgate-engine`, `tollgate-render`, `tollgate-source`).
 #![forbid(unsafe_code)]
 
 pub mod cli;

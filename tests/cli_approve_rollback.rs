@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use assert_cmd::Command;
+use tollgate_manifest::{ApprovalKind, Snapshot};
 use tollgate_source::{GitSource, PromotionView, SourceConfig};
-use tollgate_spec::{ApprovalKind, Snapshot};
 
 mod git_support;
 

@@ -324,9 +324,9 @@ spec:
 }
 
 fn snapshot_id(text: &str) -> String {
-    let parsed = tollgate_spec::parse_file("f.yaml", text.as_bytes(), &Default::default());
+    let parsed = tollgate_manifest::parse_file("f.yaml", text.as_bytes(), &Default::default());
     let promotion = parsed.promotions[0].promotion.as_ref().expect("valid");
-    tollgate_spec::SpecHashes::of(promotion).snapshot_id
+    tollgate_manifest::SpecHashes::of(promotion).snapshot_id
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {

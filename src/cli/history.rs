@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::{Value, json};
+use tollgate_manifest::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot};
 use tollgate_source::{GitSource, PromotionView, SourceConfig, current_branch};
-use tollgate_spec::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputFormat {

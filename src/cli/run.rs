@@ -246,7 +246,7 @@ impl GitAuthArgs {
 }
 
 fn parse_interval(text: &str) -> Result<Duration, String> {
-    tollgate_spec::duration::parse_go_duration(text).map_err(|e| e.to_string())
+    tollgate_manifest::duration::parse_go_duration(text).map_err(|e| e.to_string())
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {

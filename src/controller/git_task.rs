@@ -10,8 +10,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tollgate_manifest::{ApprovalEvent, CommitInfo};
 use tollgate_source::{Change, GitSource, Poker, PromotionView, SourceConfig};
-use tollgate_spec::{ApprovalEvent, CommitInfo};
 use tracing::{debug, info, warn};
 
 use super::error::ControllerError;

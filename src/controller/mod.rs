@@ -229,7 +229,7 @@ struct LoopState {
     /// Removals waiting for confirmation: name → why.
     held: BTreeMap<String, String>,
     /// Removals past the guard, with the last good snapshot.
-    removed: HashMap<String, Option<Arc<tollgate_spec::Snapshot>>>,
+    removed: HashMap<String, Option<Arc<tollgate_manifest::Snapshot>>>,
     dirty: BTreeSet<String>,
     all_dirty: bool,
     timers: Timers,

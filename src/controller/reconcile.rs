@@ -10,9 +10,9 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use tollgate_engine::{Action, Desired, StepInput, StepOutput};
+use tollgate_manifest::Snapshot;
 use tollgate_render::{preverification_profile_name, stage_profile_name};
 use tollgate_source::PromotionView;
-use tollgate_spec::Snapshot;
 use tracing::{debug, info};
 
 use super::error::ReconcileError;
@@ -138,7 +138,7 @@ pub async fn reconcile(
     };
     let generated = generated_names(name, &desired);
     let observed = ctx.caches.observe(name, &generated);
-    let approvals: &[tollgate_spec::ApprovalEvent] = match presence {
+    let approvals: &[tollgate_manifest::ApprovalEvent] = match presence {
         GitPresence::Present(git) => &git.approvals,
         GitPresence::RemovalHeld { .. } | GitPresence::Removed { .. } => &[],
     };

@@ -33,7 +33,7 @@ impl Feature {
 
 fn go_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(deserializer)?;
-    tollgate_spec::duration::parse_go_duration(&text)
+    tollgate_model::duration::parse_go_duration(&text)
         .map_err(|e| serde::de::Error::custom(format!("invalid Go duration {text:?}: {e}")))
 }
 

@@ -9,8 +9,8 @@
 //! content (a revert, a promotion removed and restored) never serves a later one, even when the
 //! status that recorded its consumption is gone.
 
-use tollgate_spec::model::ManualTrigger;
-use tollgate_spec::snapshot::{APPROVE_ANNOTATION_PREFIX, ApprovalEvent, ApprovalKind, Snapshot};
+use tollgate_model::model::ManualTrigger;
+use tollgate_model::snapshot::{APPROVE_ANNOTATION_PREFIX, ApprovalEvent, ApprovalKind, Snapshot};
 
 use crate::status::{Approver, ConsumedApproval};
 
@@ -235,7 +235,7 @@ mod tests {
 
     fn manual(s: &Snapshot) -> &ManualTrigger {
         match s.promotion.spec.stages[0].trigger.as_ref() {
-            Some(tollgate_spec::model::Trigger::Manual(m)) => m,
+            Some(tollgate_model::model::Trigger::Manual(m)) => m,
             _ => panic!("manual trigger expected"),
         }
     }

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use tollgate_spec::model::LabelSelector;
+use tollgate_model::model::LabelSelector;
 
 use crate::features::required_features;
 use crate::messages;

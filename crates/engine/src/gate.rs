@@ -2,8 +2,8 @@
 //! `auto` passes inside its promotion window; `manual` passes on an approval valid for this run
 //! (DESIGN D2).
 
-use tollgate_spec::model::{ManualTrigger, Stage, Trigger};
-use tollgate_spec::window::{Window, WindowState};
+use tollgate_model::model::{ManualTrigger, Stage, Trigger};
+use tollgate_model::window::{Window, WindowState};
 
 use crate::approval;
 use crate::messages;

@@ -1,7 +1,7 @@
 //! The engine's input: everything it decides from.
 
 use chrono::{DateTime, Utc};
-use tollgate_spec::snapshot::{ApprovalEvent, Snapshot};
+use tollgate_model::snapshot::{ApprovalEvent, Snapshot};
 
 use crate::observed::Observed;
 use crate::status::PromotionStatus;

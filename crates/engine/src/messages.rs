@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use tollgate_spec::duration::format_go_duration;
+use tollgate_model::duration::format_go_duration;
 
 pub fn timestamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)

@@ -1,7 +1,7 @@
 //! A promotion whose file has never been valid: nothing can run, but the status says why, so that
 //! `tollgate status` and `kubectl get gitpromotions` show the error instead of nothing at all.
 
-use tollgate_spec::hash::HASH_SCHEME;
+use tollgate_model::hash::HASH_SCHEME;
 
 use crate::input::StepInput;
 use crate::output::{EngineEvent, StepOutput};

@@ -3,8 +3,8 @@
 //! controller cannot disagree. Pure, like `step`: the caller reads git (and, if it can, the live
 //! status) and renders the result.
 
+use tollgate_model::snapshot::{ApprovalEvent, Snapshot};
 use tollgate_render::{preverification_profile_name, stage_profile_name};
-use tollgate_spec::snapshot::{ApprovalEvent, Snapshot};
 
 use crate::approval;
 use crate::gate;
@@ -238,13 +238,13 @@ fn generated_profiles(snapshot: &Snapshot, wanted: impl Fn(&str) -> bool) -> Vec
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
-    use tollgate_spec::snapshot::ApprovalKind;
+    use tollgate_model::snapshot::ApprovalKind;
 
     use super::*;
     use crate::testing::{approval, commit, promotion, snapshot};
 
     /// `p` with stages dev (auto) → prod (manual), `chart` as its only chart.
-    fn manifest(chart: &str, prod: Value, preserve: bool) -> tollgate_spec::ClusterPromotion {
+    fn manifest(chart: &str, prod: Value, preserve: bool) -> tollgate_model::ClusterPromotion {
         promotion(json!({
             "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
             "metadata": {"name": "p"},

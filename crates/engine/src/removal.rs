@@ -1,8 +1,8 @@
 //! A promotion gone from git: delete every profile tollgate generated for it, unless its last
 //! snapshot asked to keep them (`preserveClusterProfilesOnDelete`, which works here: D9).
 
-use tollgate_spec::hash::HASH_SCHEME;
-use tollgate_spec::snapshot::Snapshot;
+use tollgate_model::hash::HASH_SCHEME;
+use tollgate_model::snapshot::Snapshot;
 
 use crate::input::StepInput;
 use crate::output::{Action, EngineEvent, StepOutput};

@@ -9,13 +9,13 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use tollgate_model::model::{Stage, Trigger};
+use tollgate_model::snapshot::{ApprovalEvent, Snapshot};
 use tollgate_render::profile::preverification_spec;
 use tollgate_render::{
     render_preverification_profile, render_stage_profile, snapshot_digest, spec_hash,
     stage_profile_spec,
 };
-use tollgate_spec::model::{Stage, Trigger};
-use tollgate_spec::snapshot::{ApprovalEvent, Snapshot};
 
 use crate::completion::{self, AppliedExpectation, Completion};
 use crate::effects::Effects;

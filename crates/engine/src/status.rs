@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tollgate_spec::hash::HASH_SCHEME;
+use tollgate_model::hash::HASH_SCHEME;
 
 /// Newest consumed approvals kept in status; older ones belong to runs long gone.
 pub const CONSUMED_APPROVALS_KEPT: usize = 32;
@@ -141,7 +141,7 @@ impl PromotionStatus {
 pub fn runs_content_of(
     profile_spec_hash: Option<&str>,
     stages_hash: Option<&str>,
-    snapshot: &tollgate_spec::Snapshot,
+    snapshot: &tollgate_model::Snapshot,
 ) -> bool {
     profile_spec_hash == Some(snapshot.hashes.profile_spec.as_str())
         && stages_hash == Some(snapshot.hashes.stages.as_str())

@@ -7,13 +7,13 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use tollgate_model::hash::HASH_SCHEME;
+use tollgate_model::model::{ClusterPromotion, Stage};
+use tollgate_model::snapshot::{PAUSED_ANNOTATION, Snapshot};
 use tollgate_render::{
     SPEC_HASH_ANNOTATION, preverification_profile_name, render_stage_profile, spec_hash,
     stage_profile_name, stage_profile_spec,
 };
-use tollgate_spec::hash::HASH_SCHEME;
-use tollgate_spec::model::{ClusterPromotion, Stage};
-use tollgate_spec::snapshot::{PAUSED_ANNOTATION, Snapshot};
 
 use crate::drift;
 use crate::effects::Effects;

@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
-use tollgate_spec::hash::SpecHashes;
-use tollgate_spec::model::{ClusterPromotion, LabelSelector};
-use tollgate_spec::snapshot::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot};
+use tollgate_model::hash::SpecHashes;
+use tollgate_model::model::{ClusterPromotion, LabelSelector};
+use tollgate_model::snapshot::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot};
 
 use crate::features::{changed_features, required_features};
 use crate::input::{Desired, StepInput};

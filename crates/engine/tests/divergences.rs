@@ -9,8 +9,8 @@ use serde_json::json;
 use tollgate_engine::observed::FeatureSummary;
 use tollgate_engine::testing;
 use tollgate_engine::{Action, Desired, Phase};
-use tollgate_spec::model::Trigger;
-use tollgate_spec::snapshot::ApprovalKind;
+use tollgate_manifest::model::Trigger;
+use tollgate_manifest::snapshot::ApprovalKind;
 
 fn set_approved(h: &mut Harness, stage: &str) {
     h.edit_triggers(|p| {

@@ -7,7 +7,7 @@ use common::*;
 use serde_json::json;
 use tollgate_engine::observed::ObservedProfile;
 use tollgate_engine::{Action, Phase, PromotionStatus};
-use tollgate_spec::snapshot::PAUSED_ANNOTATION;
+use tollgate_manifest::snapshot::PAUSED_ANNOTATION;
 
 fn pause(h: &mut Harness, paused: bool) {
     h.edit_triggers(|p| {

@@ -12,8 +12,8 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use tollgate_engine::testing;
 use tollgate_engine::{Action, PromotionStatus};
-use tollgate_spec::model::Trigger;
-use tollgate_spec::snapshot::{ApprovalKind, PAUSED_ANNOTATION};
+use tollgate_manifest::model::Trigger;
+use tollgate_manifest::snapshot::{ApprovalKind, PAUSED_ANNOTATION};
 
 #[derive(Clone, Debug)]
 enum Trig {
@@ -114,7 +114,7 @@ fn trigger_value(t: &Trig) -> Option<Value> {
     }
 }
 
-fn build(triggers: &[Trig], version: u32) -> tollgate_spec::model::ClusterPromotion {
+fn build(triggers: &[Trig], version: u32) -> tollgate_manifest::model::ClusterPromotion {
     let stages = triggers
         .iter()
         .enumerate()
@@ -124,9 +124,9 @@ fn build(triggers: &[Trig], version: u32) -> tollgate_spec::model::ClusterPromot
 }
 
 fn manual_of(
-    p: &mut tollgate_spec::model::ClusterPromotion,
+    p: &mut tollgate_manifest::model::ClusterPromotion,
     stage: usize,
-) -> Option<&mut tollgate_spec::model::ManualTrigger> {
+) -> Option<&mut tollgate_manifest::model::ManualTrigger> {
     match p.spec.stages.get_mut(stage)?.trigger.as_mut()? {
         Trigger::Manual(m) => Some(m),
         Trigger::Auto(_) => None,

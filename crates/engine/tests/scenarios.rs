@@ -8,13 +8,13 @@ use common::*;
 use serde_json::json;
 use tollgate_engine::testing::{self, World};
 use tollgate_engine::{Action, Desired, Phase};
+use tollgate_manifest::model::Trigger;
+use tollgate_manifest::parse::{Limits, parse_file};
+use tollgate_manifest::snapshot::ApprovalKind;
 use tollgate_render::{
     MANAGED_BY_LABEL, PROMOTION_LABEL, SNAPSHOT_COMMIT_ANNOTATION, SNAPSHOT_INDEX_ANNOTATION,
     STAGE_LABEL,
 };
-use tollgate_spec::model::Trigger;
-use tollgate_spec::parse::{Limits, parse_file};
-use tollgate_spec::snapshot::ApprovalKind;
 
 fn applied_names(actions: &[Action]) -> Vec<&str> {
     actions
@@ -242,7 +242,7 @@ fn s04b_manual_gate_without_automatic_reset_keeps_approving() {
     assert_eq!(out.status.phase, Phase::Completed);
 }
 
-fn set_approved(p: &mut tollgate_spec::model::ClusterPromotion, stage: &str, approved: bool) {
+fn set_approved(p: &mut tollgate_manifest::model::ClusterPromotion, stage: &str, approved: bool) {
     for s in &mut p.spec.stages {
         if s.name == stage
             && let Some(Trigger::Manual(m)) = &mut s.trigger
@@ -327,8 +327,8 @@ fn s06_trigger_only_edit_does_not_restart() {
     h.settle();
     let before = h.status().clone();
     h.edit_triggers(|p| {
-        p.spec.stages[0].trigger = Some(Trigger::Auto(tollgate_spec::model::AutoTrigger {
-            delay: Some(tollgate_spec::model::GoDuration::parse("2h").unwrap()),
+        p.spec.stages[0].trigger = Some(Trigger::Auto(tollgate_manifest::model::AutoTrigger {
+            delay: Some(tollgate_manifest::model::GoDuration::parse("2h").unwrap()),
             ..Default::default()
         }));
     });

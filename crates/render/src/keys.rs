@@ -43,7 +43,7 @@ pub fn snapshot_annotations_digest<'a>(annotation: impl Fn(&str) -> Option<&'a s
 }
 
 /// [`snapshot_annotations_digest`] of the annotations a profile rendered from `snapshot` carries.
-pub fn snapshot_digest(snapshot: &tollgate_spec::Snapshot) -> u64 {
+pub fn snapshot_digest(snapshot: &tollgate_model::Snapshot) -> u64 {
     let index = snapshot.index.to_string();
     snapshot_annotations_digest(|key| match key {
         SNAPSHOT_INDEX_ANNOTATION => Some(index.as_str()),

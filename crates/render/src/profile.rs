@@ -1,9 +1,9 @@
 //! Rendering of the two kinds of generated ClusterProfile.
 
 use serde_json::{Map, Value, json};
-use tollgate_spec::hash::hash_value;
-use tollgate_spec::model::{LabelSelector, Stage};
-use tollgate_spec::snapshot::Snapshot;
+use tollgate_model::hash::hash_value;
+use tollgate_model::model::{LabelSelector, Stage};
+use tollgate_model::snapshot::Snapshot;
 
 use crate::keys::*;
 use crate::names::{preverification_profile_name, stage_profile_name};
@@ -138,9 +138,9 @@ mod tests {
     use std::sync::Arc;
 
     use serde_json::json;
-    use tollgate_spec::hash::SpecHashes;
-    use tollgate_spec::model::ClusterPromotion;
-    use tollgate_spec::snapshot::CommitInfo;
+    use tollgate_model::hash::SpecHashes;
+    use tollgate_model::model::ClusterPromotion;
+    use tollgate_model::snapshot::CommitInfo;
 
     use super::*;
 

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
+use tollgate_manifest::hash::SpecHashes;
+use tollgate_manifest::model::ClusterPromotion;
+use tollgate_manifest::parse::{Limits, parse_file};
+use tollgate_manifest::snapshot::{CommitInfo, Snapshot};
 use tollgate_render::{render_preverification_profile, render_stage_profile};
-use tollgate_spec::hash::SpecHashes;
-use tollgate_spec::model::ClusterPromotion;
-use tollgate_spec::parse::{Limits, parse_file};
-use tollgate_spec::snapshot::{CommitInfo, Snapshot};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
@@ -133,7 +133,9 @@ fn every_rendered_profile_validates_against_the_cluster_profile_crd() {
     // Also a pre-verification profile, which no seed configures.
     let (_, _, promotion) = seeds().remove(1);
     let mut promotion = promotion;
-    if let Some(tollgate_spec::model::Trigger::Auto(auto)) = &mut promotion.spec.stages[0].trigger {
+    if let Some(tollgate_manifest::model::Trigger::Auto(auto)) =
+        &mut promotion.spec.stages[0].trigger
+    {
         auto.pre_health_check_deployment =
             vec![json!({"kind": "ConfigMap", "namespace": "default", "name": "validation-job"})];
     }

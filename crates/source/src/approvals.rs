@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use tollgate_spec::model::{ManualTrigger, Trigger};
-use tollgate_spec::snapshot::APPROVE_ANNOTATION_PREFIX;
-use tollgate_spec::{ApprovalEvent, ApprovalKind, ClusterPromotion, CommitInfo};
+use tollgate_manifest::model::{ManualTrigger, Trigger};
+use tollgate_manifest::snapshot::APPROVE_ANNOTATION_PREFIX;
+use tollgate_manifest::{ApprovalEvent, ApprovalKind, ClusterPromotion, CommitInfo};
 
 fn manual<'a>(promotion: &'a ClusterPromotion, stage: &str) -> Option<&'a ManualTrigger> {
     match promotion.stage(stage)?.trigger.as_ref()? {

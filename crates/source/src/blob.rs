@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
-use tollgate_spec::ClusterPromotion;
-use tollgate_spec::parse::{oversized_file, parse_file};
-use tollgate_spec::rules::k8s_names::dns1123_subdomain_problem;
+use tollgate_manifest::ClusterPromotion;
+use tollgate_manifest::parse::{oversized_file, parse_file};
+use tollgate_manifest::rules::k8s_names::dns1123_subdomain_problem;
 
 use crate::claim_name::readable_name;
 
-pub use tollgate_spec::diagnostic::{Diagnostic, Severity};
-pub use tollgate_spec::parse::Limits;
+pub use tollgate_manifest::diagnostic::{Diagnostic, Severity};
+pub use tollgate_manifest::parse::Limits;
 
 /// One `ClusterPromotion` document of a file.
 #[derive(Clone, Debug)]

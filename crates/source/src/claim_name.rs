@@ -4,7 +4,7 @@
 //! Either way the error gets a GitPromotion of its own instead of going unseen.
 
 use sha2::{Digest, Sha256};
-use tollgate_spec::rules::k8s_names::dns1123_subdomain_problem;
+use tollgate_manifest::rules::k8s_names::dns1123_subdomain_problem;
 
 /// Only the head of a file is searched: a name is near the top, and hostile input must not cost
 /// more than this.

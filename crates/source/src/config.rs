@@ -17,7 +17,7 @@ pub struct SourceConfig {
     /// Where remote repositories are cloned; one directory per repository URL.
     pub cache_dir: PathBuf,
     pub auth: Auth,
-    pub limits: tollgate_spec::parse::Limits,
+    pub limits: tollgate_manifest::parse::Limits,
     /// Connect and read/write timeouts of fetches (process-wide: the first fetch's apply).
     pub timeouts: crate::timeouts::NetworkTimeouts,
 }
@@ -36,7 +36,7 @@ impl SourceConfig {
             path: path.into(),
             cache_dir: cache_dir.into(),
             auth: Auth::None,
-            limits: tollgate_spec::parse::Limits::default(),
+            limits: tollgate_manifest::parse::Limits::default(),
             timeouts: crate::timeouts::NetworkTimeouts::default(),
         }
     }

@@ -10,10 +10,10 @@ use git2::build::TreeUpdateBuilder;
 use git2::{Commit, FileMode, ObjectType, Oid, Repository};
 use serde_json::Value;
 use serde_saphyr::Spanned;
-use tollgate_spec::located::{self, Locations, Node, child_path};
-use tollgate_spec::parse::{Limits, parse_file};
-use tollgate_spec::snapshot::{APPROVE_ANNOTATION_PREFIX, PAUSED_ANNOTATION};
-use tollgate_spec::{ClusterPromotion, Snapshot, SpecHashes, Trigger};
+use tollgate_manifest::located::{self, Locations, Node, child_path};
+use tollgate_manifest::parse::{Limits, parse_file};
+use tollgate_manifest::snapshot::{APPROVE_ANNOTATION_PREFIX, PAUSED_ANNOTATION};
+use tollgate_manifest::{ClusterPromotion, Snapshot, SpecHashes, Trigger};
 
 use crate::config::SourceConfig;
 use crate::error::SourceError;

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use git2::Oid;
-use tollgate_spec::{ApprovalEvent, ClusterPromotion, CommitInfo, Snapshot, SpecHashes};
+use tollgate_manifest::{ApprovalEvent, ClusterPromotion, CommitInfo, Snapshot, SpecHashes};
 
 use crate::approvals::approval_events;
 use crate::blob::{Diagnostic, ParsedBlob, duplicate_name_diagnostic};

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use git2::{Commit, Oid, Repository};
 use serde_json::Value;
-use tollgate_spec::model::{LabelSelector, Trigger};
-use tollgate_spec::{ApprovalEvent, ClusterPromotion, Snapshot};
+use tollgate_manifest::model::{LabelSelector, Trigger};
+use tollgate_manifest::{ApprovalEvent, ClusterPromotion, Snapshot};
 
 use crate::blob::{Diagnostic, Limits, ParsedBlob};
 use crate::error::SourceError;
@@ -532,7 +532,7 @@ pub fn describe_trigger(trigger: Option<&Trigger>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tollgate_spec::parse::parse_file;
+    use tollgate_manifest::parse::parse_file;
 
     fn promotion(version: &str, selector: &str, approved: bool) -> ClusterPromotion {
         let text = format!(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use git2::{Commit, Oid, Repository};
-use tollgate_spec::CommitInfo;
+use tollgate_manifest::CommitInfo;
 
 use crate::blob::{BlobContent, Limits, ParsedBlob, parse_blobs};
 use crate::error::SourceError;

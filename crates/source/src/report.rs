@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate_spec::{CommitInfo, Snapshot};
+use tollgate_manifest::{CommitInfo, Snapshot};
 
 use crate::blob::Diagnostic;
 

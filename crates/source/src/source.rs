@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use git2::Oid;
-use tollgate_spec::{ApprovalEvent, CommitInfo, Snapshot};
+use tollgate_manifest::{ApprovalEvent, CommitInfo, Snapshot};
 use tracing::{info, warn};
 
 use crate::backoff::Backoff;

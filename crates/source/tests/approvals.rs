@@ -3,8 +3,8 @@
 mod common;
 
 use common::{Manifest, TestRepo};
+use tollgate_manifest::{ApprovalEvent, ApprovalKind};
 use tollgate_source::Change;
-use tollgate_spec::{ApprovalEvent, ApprovalKind};
 
 fn events(source: &tollgate_source::GitSource, name: &str) -> Vec<(String, ApprovalKind, String)> {
     source

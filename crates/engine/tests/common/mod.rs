@@ -5,8 +5,8 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 use tollgate_engine::testing::{self, World};
 use tollgate_engine::{Desired, StepOutput};
-use tollgate_spec::model::ClusterPromotion;
-use tollgate_spec::snapshot::{ApprovalEvent, Snapshot};
+use tollgate_manifest::model::ClusterPromotion;
+use tollgate_manifest::snapshot::{ApprovalEvent, Snapshot};
 
 pub const P: &str = "demo";
 

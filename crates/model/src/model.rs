@@ -1,7 +1,7 @@
 //! The typed `ClusterPromotion` model (Sveltos `config.projectsveltos.io/v1beta1`).
 //!
 //! Only what tollgate interprets is typed. The `profileSpec` is kept as the JSON object it was
-//! written as (with CRD defaults applied by [`crate::parse`]), so that nothing tollgate does not
+//! written as (with CRD defaults applied by the manifest reader, `tollgate_manifest::parse`), so that nothing tollgate does not
 //! interpret is lost between parse and render. Typed values are built from documents that already
 //! passed schema validation, so their own deserialization never sees a wrong type.
 

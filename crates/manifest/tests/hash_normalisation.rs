@@ -1,6 +1,6 @@
 //! Forms that deploy the same content hash the same (DESIGN D5).
 
-use tollgate_spec::{Limits, SpecHashes, parse_file};
+use tollgate_manifest::{Limits, SpecHashes, parse_file};
 
 fn hashes(profile_spec: &str) -> SpecHashes {
     let yaml = format!(

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
-use tollgate_spec::{Limits, SpecHashes, parse_file};
+use tollgate_manifest::{Limits, SpecHashes, parse_file};
 
 fn label_value() -> impl Strategy<Value = String> {
     "[a-z][a-z0-9]{0,6}"

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use tollgate_spec::{Diagnostic, Limits, Severity, parse_file};
+use tollgate_manifest::{Diagnostic, Limits, Severity, parse_file};
 
 #[derive(Debug)]
 struct Expectation {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use tollgate_spec::{Limits, parse_file};
+use tollgate_manifest::{Limits, parse_file};
 
 fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -185,7 +185,7 @@ fn vendored_crds_equal_the_shared_copies() {
         let vendored = std::fs::read(manifest_dir().join("crds").join(name)).expect("vendored CRD");
         assert!(
             shared == vendored,
-            "crates/spec/crds/{name} differs from the shared copy"
+            "crates/manifest/crds/{name} differs from the shared copy"
         );
     }
 }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use tollgate_spec::{ClusterPromotion, Limits, SpecHashes, parse_file};
+use tollgate_manifest::{ClusterPromotion, Limits, SpecHashes, parse_file};
 
 fn seed(name: &str) -> Vec<u8> {
     std::fs::read(

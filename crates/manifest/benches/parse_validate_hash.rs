@@ -6,9 +6,9 @@ use std::hint::black_box;
 
 use chrono::{DateTime, Utc};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use tollgate_spec::model::TimeWindow;
-use tollgate_spec::window::Window;
-use tollgate_spec::{Limits, SpecHashes, parse_file};
+use tollgate_manifest::model::TimeWindow;
+use tollgate_manifest::window::Window;
+use tollgate_manifest::{Limits, SpecHashes, parse_file};
 
 const SEED_04: &[u8] =
     include_bytes!("../../../../shared/fixtures/seeds/04-cert-manager-rollout-auto.yaml");
@@ -56,8 +56,8 @@ fn window_state_at(c: &mut Criterion) {
 /// `validate_document` stages include a `json_clone` (the real pipeline moves the document).
 fn stages(c: &mut Criterion) {
     use serde_saphyr::Spanned;
-    use tollgate_spec::located::{self, Locations, Node};
-    use tollgate_spec::validate::{self, ValidationContext};
+    use tollgate_manifest::located::{self, Locations, Node};
+    use tollgate_manifest::validate::{self, ValidationContext};
     let limits = Limits {
         compile_lua: false,
         ..Limits::default()
@@ -83,7 +83,7 @@ fn stages(c: &mut Criterion) {
         })
     });
     group.bench_function("fast_yaml_read", |b| {
-        b.iter(|| black_box(tollgate_spec::fast_yaml::read(black_box(text), &limits)))
+        b.iter(|| black_box(tollgate_manifest::fast_yaml::read(black_box(text), &limits)))
     });
     group.bench_function("yaml_spanned_tree", |b| {
         b.iter(|| {
@@ -106,15 +106,15 @@ fn stages(c: &mut Criterion) {
     group.bench_function("schema_validate_and_default", |b| {
         b.iter(|| {
             let mut doc = json.clone();
-            let errors =
-                tollgate_spec::schema::cluster_promotion_schema().validate_and_default(&mut doc);
+            let errors = tollgate_manifest::schema::cluster_promotion_schema()
+                .validate_and_default(&mut doc);
             black_box((doc, errors))
         })
     });
     group.bench_function("json_clone", |b| b.iter(|| black_box(json.clone())));
     let mut defaulted = json.clone();
-    tollgate_spec::schema::cluster_promotion_schema().validate_and_default(&mut defaulted);
-    let document_locations = tollgate_spec::loc_tree::DocumentLocations::Map(locations.clone());
+    tollgate_manifest::schema::cluster_promotion_schema().validate_and_default(&mut defaulted);
+    let document_locations = tollgate_manifest::loc_tree::DocumentLocations::Map(locations.clone());
     let context = ValidationContext {
         source: text,
         locations: &document_locations,
@@ -123,7 +123,7 @@ fn stages(c: &mut Criterion) {
     group.bench_function("rules_check_all", |b| {
         b.iter(|| {
             let mut findings = Vec::new();
-            tollgate_spec::rules::check_all(black_box(&defaulted), &context, &mut findings);
+            tollgate_manifest::rules::check_all(black_box(&defaulted), &context, &mut findings);
             black_box(findings)
         })
     });

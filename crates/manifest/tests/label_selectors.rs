@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use tollgate_spec::model::LabelSelector;
-use tollgate_spec::{ClusterPromotion, Limits, SpecHashes, parse_file};
+use tollgate_manifest::model::LabelSelector;
+use tollgate_manifest::{ClusterPromotion, Limits, SpecHashes, parse_file};
 
 fn document(match_labels: &str) -> String {
     format!(

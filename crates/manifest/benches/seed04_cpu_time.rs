@@ -6,7 +6,7 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use tollgate_spec::{Limits, SpecHashes, parse_file};
+use tollgate_manifest::{Limits, SpecHashes, parse_file};
 
 const SEED_04: &[u8] =
     include_bytes!("../../../../shared/fixtures/seeds/04-cert-manager-rollout-auto.yaml");

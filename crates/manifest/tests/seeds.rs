@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use tollgate_spec::{Limits, Severity, parse_file};
+use tollgate_manifest::{Limits, Severity, parse_file};
 
 fn seeds_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/seeds")

@@ -1,0 +1,18 @@
+//! The ClusterPromotion model: its types with CRD defaults, canonical hashes, Go durations, cron
+//! promotion windows, and the snapshots and approval events the engine decides from.
+//!
+//! Pure and small on purpose: the engine depends on this crate alone, so reading manifests (YAML
+//! with locations, validation, Lua and CEL checks: `tollgate-manifest`) never links into it.
+#![forbid(unsafe_code)]
+
+pub mod cron;
+pub mod duration;
+pub mod hash;
+pub mod label_map;
+pub mod model;
+pub mod snapshot;
+pub mod window;
+
+pub use hash::SpecHashes;
+pub use model::{ClusterPromotion, Stage, Trigger};
+pub use snapshot::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot};
