@@ -122,14 +122,14 @@ fn table_lists_snapshots_rollbacks_and_approvals() {
         "#1",
         "#2",
         "#3",
-        &fixture.v1[..8],
+        &fixture.v1[..7],
         "Alice Author",
         "app v2",
         "rollback to #1",
         "current",
         "Approvals:",
         "approved: true",
-        &fixture.approval[..8],
+        &fixture.approval[..7],
     ] {
         assert!(
             stdout.contains(expected),

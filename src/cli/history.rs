@@ -100,7 +100,7 @@ fn status(view: Option<&PromotionView>) -> &'static str {
 }
 
 fn short_sha(commit: &CommitInfo) -> &str {
-    &commit.sha[..commit.sha.len().min(8)]
+    tollgate_manifest::snapshot::short_sha(&commit.sha)
 }
 
 fn short_hash(hash: &str) -> &str {

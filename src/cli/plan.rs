@@ -56,9 +56,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn short(sha: &str) -> &str {
-    &sha[..sha.len().min(8)]
-}
+use tollgate_manifest::snapshot::short_sha as short;
 
 fn revision_label(revision: &Revision) -> String {
     if revision.rev == revision.sha {

@@ -173,9 +173,7 @@ impl Shown {
     }
 }
 
-fn short(sha: &str) -> &str {
-    &sha[..sha.len().min(8)]
-}
+use tollgate_manifest::snapshot::short_sha as short;
 
 fn time(at: Option<DateTime<Utc>>) -> String {
     at.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true))

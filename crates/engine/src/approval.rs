@@ -10,7 +10,9 @@
 //! status that recorded its consumption is gone.
 
 use tollgate_model::model::ManualTrigger;
-use tollgate_model::snapshot::{APPROVE_ANNOTATION_PREFIX, ApprovalEvent, ApprovalKind, Snapshot};
+use tollgate_model::snapshot::{
+    APPROVE_ANNOTATION_PREFIX, ApprovalEvent, ApprovalKind, Snapshot, short_sha,
+};
 
 use crate::status::{Approver, ConsumedApproval};
 
@@ -176,10 +178,6 @@ fn annotation_event<'e>(
         stage,
         |kind| matches!(kind, ApprovalKind::Annotation { value: v } if v == value),
     )
-}
-
-fn short_sha(sha: &str) -> &str {
-    sha.get(..7).unwrap_or(sha)
 }
 
 /// The newest event for `stage` of the given kind.

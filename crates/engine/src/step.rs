@@ -599,6 +599,4 @@ fn completed_message(snapshot: &Snapshot, stages: usize) -> String {
     )
 }
 
-pub(crate) fn short_sha(sha: &str) -> &str {
-    sha.get(..7).unwrap_or(sha)
-}
+pub(crate) use tollgate_model::snapshot::short_sha;

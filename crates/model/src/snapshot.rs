@@ -83,3 +83,11 @@ pub struct ApprovalEvent {
 pub const APPROVE_ANNOTATION_PREFIX: &str = "approve.tollgate.dev/";
 /// `tollgate.dev/paused: "true"` on a ClusterPromotion holds its pipeline where it is.
 pub const PAUSED_ANNOTATION: &str = "tollgate.dev/paused";
+
+/// Characters of an abbreviated commit SHA wherever tollgate shows one (git's default).
+pub const SHORT_SHA_LEN: usize = 7;
+
+/// A commit SHA abbreviated to [`SHORT_SHA_LEN`] characters (the whole text if shorter).
+pub fn short_sha(sha: &str) -> &str {
+    sha.get(..SHORT_SHA_LEN).unwrap_or(sha)
+}

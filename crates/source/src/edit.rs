@@ -867,7 +867,7 @@ pub fn rollback(target: &Target<'_>, name: &str, index: u64) -> Result<EditOutco
     )?;
     let result = reparse(&edited, &current_file, name)?;
     let notes = verify_rollback(&result, snapshot, current, &current_file, target.branch)?;
-    let short_commit = &snapshot.commit.sha[..snapshot.commit.sha.len().min(7)];
+    let short_commit = tollgate_manifest::snapshot::short_sha(&snapshot.commit.sha);
     let branch = format!("tollgate/rollback-{name}-to-{index}");
     let message = format!("Roll back {name} to snapshot #{index} ({short_commit})");
     let commit = commit_on_new_branch(
