@@ -343,7 +343,7 @@ mod tests {
             "kyverno",
             "Waiting",
             "staging",
-            "#3 01234567 (rollback to #1)",
+            "#3 0123456 (rollback to #1)",
         ] {
             assert!(text.contains(expected), "{expected:?} missing in\n{text}");
         }
@@ -355,7 +355,7 @@ mod tests {
         for expected in [
             "2/2 provisioned",
             "1/1 provisioned",
-            "Ada (Field, fedcba98)",
+            "Ada (Field, fedcba9)",
             "an approval",
         ] {
             assert!(text.contains(expected), "{expected:?} missing in\n{text}");
