@@ -99,13 +99,18 @@ async fn wait_forgotten(world: &World, name: &str) {
         .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn consumed_approval_is_never_reused_after_removal_and_revert() {
-    let world = approved_and_completed("").await;
+/// Removes the manual promotion from git and waits until its profiles and GitPromotion are gone.
+async fn remove_manual_and_wait_forgotten(world: &World) {
     world.repo.remove("manual.yaml");
     world.repo.commit("Remove the manual promotion");
     world.poke();
-    wait_forgotten(&world, MANUAL).await;
+    wait_forgotten(world, MANUAL).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumed_approval_is_never_reused_after_removal_and_revert() {
+    let world = approved_and_completed("").await;
+    remove_manual_and_wait_forgotten(&world).await;
 
     world.repo.revert_head();
     world.poke();
@@ -115,10 +120,7 @@ async fn consumed_approval_is_never_reused_after_removal_and_revert() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumed_approval_is_never_reused_across_a_restart_between_removal_and_revert() {
     let mut world = approved_and_completed("").await;
-    world.repo.remove("manual.yaml");
-    world.repo.commit("Remove the manual promotion");
-    world.poke();
-    wait_forgotten(&world, MANUAL).await;
+    remove_manual_and_wait_forgotten(&world).await;
     world.stop_controller().await;
 
     world.repo.revert_head();
@@ -181,10 +183,7 @@ async fn consumed_annotation_approval_is_never_reused_after_removal_and_revert()
     world.poke();
     world.wait_phase(MANUAL, "Completed").await;
 
-    world.repo.remove("manual.yaml");
-    world.repo.commit("Remove the manual promotion");
-    world.poke();
-    wait_forgotten(&world, MANUAL).await;
+    remove_manual_and_wait_forgotten(&world).await;
     world.repo.revert_head();
     world.poke();
     let status = restored_run_at_the_gate(&world).await;
