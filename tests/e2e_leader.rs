@@ -366,10 +366,10 @@ impl Replica {
     async fn serve_webhooks(&self, secret: &str) -> String {
         use tollgate::server::{self, ServerConfig, ServerState, WebhookSecrets};
         let mut config = ServerConfig::new(([127, 0, 0, 1], 0).into());
-        config.webhooks = WebhookSecrets {
-            generic: Some(tollgate_source::Secret::new(secret)),
-            ..WebhookSecrets::default()
-        };
+        config.webhooks = WebhookSecrets::default().with(
+            tollgate::server::Provider::Generic,
+            tollgate_source::Secret::new(secret),
+        );
         let handle = &self.controller.0;
         let state = ServerState {
             metrics: std::sync::Arc::new(tollgate::metrics::Metrics::new()),

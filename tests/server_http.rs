@@ -793,12 +793,12 @@ const SECRETS: [&str; 4] = [
 ];
 
 fn secrets() -> WebhookSecrets {
-    WebhookSecrets {
-        github: Some(Secret::new(SECRETS[0])),
-        gitlab: Some(Secret::new(SECRETS[1])),
-        gitea: Some(Secret::new(SECRETS[2])),
-        generic: Some(Secret::new(SECRETS[3])),
-    }
+    tollgate::server::Provider::ALL
+        .into_iter()
+        .zip(SECRETS)
+        .fold(WebhookSecrets::default(), |secrets, (provider, secret)| {
+            secrets.with(provider, Secret::new(secret))
+        })
 }
 
 #[test]

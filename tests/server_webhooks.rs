@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tollgate::cluster::leader::LeaderGate;
 use tollgate::metrics::Metrics;
 use tollgate::server::signature::hmac_sha256_hex;
-use tollgate::server::{ServerConfig, ServerState, WebhookSecrets, router};
+use tollgate::server::{Provider, ServerConfig, ServerState, WebhookSecrets, router};
 use tollgate_source::{Poker, Secret};
 use tower::ServiceExt;
 
@@ -52,12 +52,11 @@ fn harness(secrets: WebhookSecrets, max_body_bytes: usize) -> Harness {
 }
 
 fn all_secrets() -> WebhookSecrets {
-    WebhookSecrets {
-        github: Some(Secret::new(GITHUB_SECRET)),
-        gitlab: Some(Secret::new(GITLAB_SECRET)),
-        gitea: Some(Secret::new(GITEA_SECRET)),
-        generic: Some(Secret::new(GENERIC_SECRET)),
-    }
+    WebhookSecrets::default()
+        .with(Provider::GitHub, Secret::new(GITHUB_SECRET))
+        .with(Provider::GitLab, Secret::new(GITLAB_SECRET))
+        .with(Provider::Gitea, Secret::new(GITEA_SECRET))
+        .with(Provider::Generic, Secret::new(GENERIC_SECRET))
 }
 
 fn configured() -> Harness {
@@ -535,10 +534,7 @@ async fn unconfigured_providers_answer_404_even_with_valid_looking_requests() {
 
 #[tokio::test]
 async fn an_empty_secret_counts_as_not_configured() {
-    let secrets = WebhookSecrets {
-        github: Some(Secret::new("")),
-        ..WebhookSecrets::default()
-    };
+    let secrets = WebhookSecrets::default().with(Provider::GitHub, Secret::new(""));
     let h = harness(secrets, 1024 * 1024);
     let body = fixture("github_push.json");
     let signature = github_signature("", &body);
@@ -549,10 +545,7 @@ async fn an_empty_secret_counts_as_not_configured() {
 
 #[tokio::test]
 async fn only_the_configured_provider_is_open() {
-    let secrets = WebhookSecrets {
-        gitlab: Some(Secret::new(GITLAB_SECRET)),
-        ..WebhookSecrets::default()
-    };
+    let secrets = WebhookSecrets::default().with(Provider::GitLab, Secret::new(GITLAB_SECRET));
     let h = harness(secrets, 1024 * 1024);
     let body = fixture("github_push.json");
     let signature = github_signature(GITLAB_SECRET, &body);
@@ -579,5 +572,16 @@ async fn webhooks_only_accept_post() {
         .expect("request");
     let (status, _) = send(&h.router, request).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(!h.poker.take());
+}
+
+#[tokio::test]
+async fn an_unknown_provider_is_not_found_and_pokes_nothing() {
+    let h = configured();
+    let request = Request::post("/webhooks/bitbucket")
+        .body(Body::from("{}"))
+        .expect("request");
+    let (status, _) = send(&h.router, request).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(!h.poker.take());
 }

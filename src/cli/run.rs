@@ -11,7 +11,7 @@ use crate::cluster::fetch_request::{FetchRelay, start_relay, watch_fetch_request
 use crate::cluster::leader::{ElectionConfig, LeaderGate, run_election};
 use crate::controller::{self, ControllerConfig, PruneGuard};
 use crate::metrics::Metrics;
-use crate::server::{self, ServerConfig, ServerState, WebhookSecrets};
+use crate::server::{self, Provider, ServerConfig, ServerState, WebhookSecrets};
 use anyhow::Context as _;
 use kube::Client;
 use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet};
@@ -90,28 +90,34 @@ pub struct ServerArgs {
 
 impl ServerArgs {
     fn secrets(&self) -> anyhow::Result<WebhookSecrets> {
-        Ok(WebhookSecrets {
-            github: optional_secret(
-                "--webhook-github-secret-file",
-                &self.webhook_github_secret_file,
-                "the GitHub webhook",
-            )?,
-            gitlab: optional_secret(
-                "--webhook-gitlab-token-file",
-                &self.webhook_gitlab_token_file,
-                "the GitLab webhook",
-            )?,
-            gitea: optional_secret(
-                "--webhook-gitea-secret-file",
-                &self.webhook_gitea_secret_file,
-                "the Gitea webhook",
-            )?,
-            generic: optional_secret(
-                "--webhook-generic-secret-file",
-                &self.webhook_generic_secret_file,
-                "the generic webhook",
-            )?,
-        })
+        let mut secrets = WebhookSecrets::default();
+        for provider in Provider::ALL {
+            // A match, so that a new provider cannot compile without its flag.
+            let (flag, path, feature) = match provider {
+                Provider::GitHub => (
+                    "--webhook-github-secret-file",
+                    &self.webhook_github_secret_file,
+                    "the GitHub webhook",
+                ),
+                Provider::GitLab => (
+                    "--webhook-gitlab-token-file",
+                    &self.webhook_gitlab_token_file,
+                    "the GitLab webhook",
+                ),
+                Provider::Gitea => (
+                    "--webhook-gitea-secret-file",
+                    &self.webhook_gitea_secret_file,
+                    "the Gitea webhook",
+                ),
+                Provider::Generic => (
+                    "--webhook-generic-secret-file",
+                    &self.webhook_generic_secret_file,
+                    "the generic webhook",
+                ),
+            };
+            secrets.set(provider, optional_secret(flag, path, feature)?);
+        }
+        Ok(secrets)
     }
 }
 

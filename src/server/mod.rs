@@ -9,6 +9,7 @@ pub mod signature;
 pub mod status_api;
 pub mod webhook;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -48,17 +49,26 @@ impl ServerConfig {
     }
 }
 
-/// One secret per provider; a provider without one has no webhook (its route answers 404).
+/// One secret per provider; a provider without one has no webhook (it answers 404).
 /// `Secret` prints as `<redacted>`, so this is safe to log.
 #[derive(Clone, Debug, Default)]
-pub struct WebhookSecrets {
-    pub github: Option<Secret>,
-    pub gitlab: Option<Secret>,
-    pub gitea: Option<Secret>,
-    pub generic: Option<Secret>,
-}
+pub struct WebhookSecrets(BTreeMap<Provider, Secret>);
 
 impl WebhookSecrets {
+    /// These secrets and `secret` for `provider`.
+    pub fn with(mut self, provider: Provider, secret: Secret) -> Self {
+        self.0.insert(provider, secret);
+        self
+    }
+
+    /// Sets (or with `None`, removes) the secret of `provider`.
+    pub fn set(&mut self, provider: Provider, secret: Option<Secret>) {
+        match secret {
+            Some(secret) => self.0.insert(provider, secret),
+            None => self.0.remove(&provider),
+        };
+    }
+
     /// The usable secret of `provider`: an empty one would make signatures forgeable, so it
     /// counts as none.
     pub fn get(&self, provider: Provider) -> Option<&Secret> {
@@ -67,12 +77,7 @@ impl WebhookSecrets {
     }
 
     fn configured(&self, provider: Provider) -> Option<&Secret> {
-        match provider {
-            Provider::GitHub => self.github.as_ref(),
-            Provider::GitLab => self.gitlab.as_ref(),
-            Provider::Gitea => self.gitea.as_ref(),
-            Provider::Generic => self.generic.as_ref(),
-        }
+        self.0.get(&provider)
     }
 }
 
@@ -130,10 +135,7 @@ pub fn router(state: ServerState, config: &ServerConfig) -> Router {
         .route("/healthz", get(probes::healthz))
         .route("/readyz", get(probes::readyz))
         .route("/metrics", get(probes::metrics))
-        .route("/webhooks/github", post(webhook::github))
-        .route("/webhooks/gitlab", post(webhook::gitlab))
-        .route("/webhooks/gitea", post(webhook::gitea))
-        .route("/webhooks/generic", post(webhook::generic))
+        .route("/webhooks/{provider}", post(webhook::receive_named))
         .route("/api/v1/promotions", get(status_api::list))
         .route("/api/v1/promotions/{name}", get(status_api::get))
         .with_state(shared)

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -17,7 +17,7 @@ use tracing::{debug, info, warn};
 use super::AppState;
 use super::signature::{hmac_sha256_matches, token_matches};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Provider {
     GitHub,
     GitLab,
@@ -32,6 +32,11 @@ impl Provider {
         Provider::Gitea,
         Provider::Generic,
     ];
+
+    /// The provider named `name` in a route (`/webhooks/{name}`).
+    pub fn from_name(name: &str) -> Option<Provider> {
+        Provider::ALL.into_iter().find(|p| p.name() == name)
+    }
 
     /// The provider's name in routes and metric labels.
     pub fn name(self) -> &'static str {
@@ -154,32 +159,18 @@ struct PushPayload {
     git_ref: Option<String>,
 }
 
-pub(super) async fn github(
+/// `POST /webhooks/{provider}`: one route for every provider in [`Provider::ALL`]; any other
+/// name is not found.
+pub(super) async fn receive_named(
     State(app): State<AppState>,
+    Path(name): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    receive(&app, Provider::GitHub, &headers, body).await
-}
-
-pub(super) async fn gitlab(
-    State(app): State<AppState>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    receive(&app, Provider::GitLab, &headers, body).await
-}
-
-pub(super) async fn gitea(State(app): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    receive(&app, Provider::Gitea, &headers, body).await
-}
-
-pub(super) async fn generic(
-    State(app): State<AppState>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    receive(&app, Provider::Generic, &headers, body).await
+    match Provider::from_name(&name) {
+        Some(provider) => receive(&app, provider, &headers, body).await,
+        None => (StatusCode::NOT_FOUND, "no such webhook provider\n").into_response(),
+    }
 }
 
 async fn receive(app: &AppState, provider: Provider, headers: &HeaderMap, body: Body) -> Response {
@@ -296,6 +287,18 @@ async fn read_limited(body: Body, headers: &HeaderMap, limit: usize) -> Result<B
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_provider_is_found_by_its_route_name() {
+        for provider in Provider::ALL {
+            assert_eq!(Provider::from_name(provider.name()), Some(provider));
+        }
+        assert_eq!(
+            Provider::from_name("GitHub"),
+            None,
+            "route names are lower case"
+        );
+    }
 
     #[test]
     fn only_the_exact_branch_ref_matches() {
