@@ -78,23 +78,16 @@ pub async fn reconcile(
     let persisted = ctx.statuses.get(name);
     let invalid_text;
     let (desired, file) = match presence {
-        GitPresence::RemovalHeld { git, reason } => match git.view.effective_snapshot() {
-            Some(snapshot) => (
+        GitPresence::RemovalHeld { git, reason } => {
+            let last = git.view.effective_snapshot();
+            (
                 Desired::RemovalHeld {
-                    current: snapshot,
+                    last: last.map(|s| &**s),
                     reason,
                 },
-                snapshot.file.clone(),
-            ),
-            // Never valid: nothing was applied, so there is nothing to hold.
-            None => (
-                Desired::Removed {
-                    promotion: name,
-                    last: None,
-                },
-                String::new(),
-            ),
-        },
+                last.map(|s| s.file.clone()).unwrap_or_default(),
+            )
+        }
         GitPresence::Present(git) => match &git.view {
             PromotionView::Valid { snapshot } => (
                 Desired::Snapshot {
@@ -321,8 +314,8 @@ async fn persist(
 /// Every profile name the promotion could own: so that a foreign profile holding one is seen.
 fn generated_names(promotion: &str, desired: &Desired<'_>) -> Vec<String> {
     let snapshot = match desired {
-        Desired::Snapshot { current, .. } | Desired::RemovalHeld { current, .. } => Some(*current),
-        Desired::Removed { last, .. } => *last,
+        Desired::Snapshot { current, .. } => Some(*current),
+        Desired::Removed { last, .. } | Desired::RemovalHeld { last, .. } => *last,
         Desired::NeverValid { .. } => None,
     };
     snapshot

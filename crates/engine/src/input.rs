@@ -26,10 +26,10 @@ pub enum Desired<'a> {
         invalid: Option<&'a str>,
     },
     /// The promotion is gone from git but the blast-radius guard holds its removal until a person
-    /// confirms it: `current` (the last snapshot) stays frozen where it is, nothing is applied or
-    /// deleted, and the status says why (`reason`, with how to confirm).
+    /// confirms it: everything stays frozen where it is, nothing is applied or deleted, and the
+    /// status says why (`reason`, with how to confirm). `last` is its last good snapshot, if any.
     RemovalHeld {
-        current: &'a Snapshot,
+        last: Option<&'a Snapshot>,
         reason: &'a str,
     },
     /// The promotion's file has never been valid: nothing runs; the status reports `error`.

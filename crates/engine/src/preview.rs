@@ -99,8 +99,8 @@ pub fn preview(input: &PreviewInput<'_>) -> Preview {
             return preview;
         }
         // A held removal runs nothing new: its preview is that of the removal.
-        Desired::RemovalHeld { current, .. } => {
-            return preview_removal(preview, input.before.or(Some(current)));
+        Desired::RemovalHeld { last, .. } => {
+            return preview_removal(preview, input.before.or(last));
         }
         Desired::NeverValid { .. } => {
             preview.run = RunChange::Invalid {

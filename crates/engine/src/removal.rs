@@ -9,6 +9,30 @@ use crate::output::{Action, EngineEvent, StepOutput};
 use crate::status::{Phase, PromotionStatus};
 use crate::step::reasons;
 
+/// Gone from git, removal held by the guard: frozen like a pause (nothing applied, nothing
+/// deleted), so the removed promotion neither advances to another stage nor loses its profiles
+/// while a person decides; a Warning says so once.
+pub(crate) fn step_held(input: &StepInput<'_>, reason: &str) -> StepOutput {
+    let mut status = input.status.cloned().unwrap_or_else(PromotionStatus::empty);
+    let message = format!("Removal held: {reason}");
+    let mut events = Vec::new();
+    if status.phase != Phase::RemovalHeld || status.message.as_ref() != Some(&message) {
+        events.push(EngineEvent::warning(
+            reasons::REMOVAL_HELD,
+            format!("Removed from git, removal held: {reason}"),
+        ));
+    }
+    status.phase = Phase::RemovalHeld;
+    status.message = Some(message);
+    status.next_wake_up = None;
+    StepOutput {
+        actions: Vec::new(),
+        status,
+        events,
+        wake_at: None,
+    }
+}
+
 pub(crate) fn step_removed(
     input: &StepInput<'_>,
     promotion: &str,

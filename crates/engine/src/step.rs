@@ -47,9 +47,7 @@ pub fn step(input: &StepInput<'_>) -> StepOutput {
         Desired::Removed { promotion, last } => removal::step_removed(input, promotion, last),
         Desired::NeverValid { error, .. } => never_valid::step_never_valid(input, error),
         Desired::Snapshot { current, invalid } => Run::new(input, current, invalid).run(),
-        Desired::RemovalHeld { current, reason } => {
-            Run::new(input, current, None).hold_removal(reason)
-        }
+        Desired::RemovalHeld { reason, .. } => removal::step_held(input, reason),
     }
 }
 
@@ -238,25 +236,7 @@ impl<'i, 'a> Run<'i, 'a> {
                 self.snapshot.index
             )
         };
-        self.frozen(Phase::Paused, message)
-    }
-
-    /// Gone from git, removal held by the guard: frozen like a pause, so the removed promotion
-    /// never advances to another stage while a person decides; a Warning says so once.
-    fn hold_removal(mut self, reason: &str) -> StepOutput {
-        let message = format!("Removal held: {reason}");
-        if self.status.phase != Phase::RemovalHeld || self.status.message.as_ref() != Some(&message)
-        {
-            self.effects.events.push(EngineEvent::warning(
-                reasons::REMOVAL_HELD,
-                format!("Removed from git, removal held: {reason}"),
-            ));
-        }
-        self.frozen(Phase::RemovalHeld, message)
-    }
-
-    fn frozen(mut self, phase: Phase, message: String) -> StepOutput {
-        self.status.phase = phase;
+        self.status.phase = Phase::Paused;
         self.status.message = Some(message);
         self.status.next_wake_up = None;
         StepOutput {

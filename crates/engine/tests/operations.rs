@@ -235,3 +235,37 @@ fn every_step_of_a_rollout_is_idempotent_once_applied() {
     }
     assert_eq!(h.status().phase, Phase::Completed);
 }
+
+#[test]
+fn a_held_removal_deletes_nothing_even_without_a_snapshot() {
+    let mut h = Harness::new(promotion_with(
+        profile_spec("3.6.2"),
+        vec![stage("s1", None), stage("s2", None)],
+    ));
+    h.settle();
+    let owned = h.world.observed.profiles.len();
+    assert!(owned > 0);
+    // Held with and without the last snapshot (a promotion restored broken has none): frozen.
+    let last = h.snapshot.clone();
+    for last in [Some(&last), None] {
+        let out = h.world.step(
+            tollgate_engine::Desired::RemovalHeld {
+                last,
+                reason: "the commit removes all 1 promotions",
+            },
+            &[],
+        );
+        assert!(out.actions.is_empty(), "{:?}", out.actions);
+        assert_eq!(out.status.phase, Phase::RemovalHeld);
+        assert_eq!(h.world.observed.profiles.len(), owned);
+    }
+    // The Warning is said once, not on every step.
+    let again = h.world.step(
+        tollgate_engine::Desired::RemovalHeld {
+            last: None,
+            reason: "the commit removes all 1 promotions",
+        },
+        &[],
+    );
+    assert!(again.events.is_empty(), "{:?}", again.events);
+}
