@@ -9,53 +9,59 @@
 use serde_json::Value;
 use tollgate_render::{
     MANAGED_BY_LABEL, PROMOTION_LABEL, SPEC_HASH_ANNOTATION, STAGE_LABEL, VERIFICATION_LABEL,
-    snapshot_annotations_digest,
 };
 
 use crate::observed::ObservedProfile;
 use crate::subset::carries;
 
-/// The fields of a generated profile that differ from the rendered `expected` object, by path
+/// What tollgate set on a stage's main profile, as the watch cache can compare it.
+pub struct Expected<'a> {
+    pub promotion: &'a str,
+    pub stage: &'a str,
+    pub spec: &'a Value,
+    /// `tollgate.dev/spec-hash` of that apply.
+    pub spec_hash: &'a str,
+    /// [`tollgate_render::snapshot_digest`] of the run's snapshot.
+    pub snapshot_annotations: u64,
+}
+
+/// The fields of a generated profile that differ from what tollgate set, by path
 /// (`spec.helmCharts`, `metadata.labels[tollgate.dev/stage]`, …); `["deleted"]` when it is gone.
 /// Empty when the profile carries everything tollgate set.
-pub fn drifted_fields(expected: &Value, observed: Option<&ObservedProfile>) -> Vec<String> {
+pub fn drifted_fields(expected: &Expected<'_>, observed: Option<&ObservedProfile>) -> Vec<String> {
     let Some(observed) = observed.filter(|p| !p.deleting) else {
         return vec!["deleted".to_string()];
     };
     let mut fields = Vec::new();
-    if let Some(spec) = expected["spec"].as_object() {
+    if let Some(spec) = expected.spec.as_object() {
         for (key, value) in spec {
             if !carries(value, observed.spec.get(key)) {
                 fields.push(format!("spec.{key}"));
             }
         }
     }
-    let metadata = &expected["metadata"];
-    let label = |key: &str| metadata["labels"][key].as_str();
-    let labels_observed = [
+    let labels = [
+        (MANAGED_BY_LABEL, observed.managed_by_tollgate),
         (
-            MANAGED_BY_LABEL,
-            observed
-                .managed_by_tollgate
-                .then_some(label(MANAGED_BY_LABEL))
-                .flatten(),
+            PROMOTION_LABEL,
+            observed.promotion.as_deref() == Some(expected.promotion),
         ),
-        (PROMOTION_LABEL, observed.promotion.as_deref()),
-        (STAGE_LABEL, observed.stage.as_deref()),
+        (
+            STAGE_LABEL,
+            observed.stage.as_deref() == Some(expected.stage),
+        ),
+        // Set on pre-verification profiles only.
+        (VERIFICATION_LABEL, !observed.verification),
     ];
-    for (key, value) in labels_observed {
-        if label(key).is_some() && label(key) != value {
+    for (key, as_set) in labels {
+        if !as_set {
             fields.push(format!("metadata.labels[{key}]"));
         }
     }
-    if label(VERIFICATION_LABEL).is_some() != observed.verification {
-        fields.push(format!("metadata.labels[{VERIFICATION_LABEL}]"));
-    }
-    let annotation = |key: &str| metadata["annotations"][key].as_str();
-    if annotation(SPEC_HASH_ANNOTATION) != observed.spec_hash.as_deref() {
+    if observed.spec_hash.as_deref() != Some(expected.spec_hash) {
         fields.push(format!("metadata.annotations[{SPEC_HASH_ANNOTATION}]"));
     }
-    if snapshot_annotations_digest(annotation) != observed.snapshot_annotations {
+    if observed.snapshot_annotations != expected.snapshot_annotations {
         fields.push("metadata.annotations[tollgate.dev/snapshot-*]".to_string());
     }
     fields
@@ -102,12 +108,28 @@ mod tests {
         )
     }
 
+    /// The fields of `observed_object` that drifted from [`expected`].
+    fn drifted(observed_object: Option<&ObservedProfile>) -> Vec<String> {
+        let object = expected();
+        let as_applied = observed(&object);
+        drifted_fields(
+            &Expected {
+                promotion: "p",
+                stage: "dev",
+                spec: &object["spec"],
+                spec_hash: "s",
+                snapshot_annotations: as_applied.snapshot_annotations,
+            },
+            observed_object,
+        )
+    }
+
     #[test]
     fn an_untouched_profile_with_server_defaults_has_not_drifted() {
         let mut object = expected();
         object["spec"]["stopMatchingBehavior"] = json!("WithdrawPolicies");
         object["metadata"]["labels"]["team"] = json!("payments");
-        assert!(drifted_fields(&expected(), Some(&observed(&object))).is_empty());
+        assert!(drifted(Some(&observed(&object))).is_empty());
     }
 
     #[test]
@@ -117,7 +139,7 @@ mod tests {
         object["metadata"]["labels"][STAGE_LABEL] = json!("prod");
         object["metadata"]["annotations"]["tollgate.dev/snapshot-index"] = json!("7");
         assert_eq!(
-            drifted_fields(&expected(), Some(&observed(&object))),
+            drifted(Some(&observed(&object))),
             [
                 "spec.helmCharts",
                 "metadata.labels[tollgate.dev/stage]",
@@ -131,7 +153,7 @@ mod tests {
             .remove("syncMode");
         object["metadata"]["annotations"][SPEC_HASH_ANNOTATION] = json!("other");
         assert_eq!(
-            drifted_fields(&expected(), Some(&observed(&object))),
+            drifted(Some(&observed(&object))),
             [
                 "spec.syncMode",
                 "metadata.annotations[tollgate.dev/spec-hash]"
@@ -141,9 +163,9 @@ mod tests {
 
     #[test]
     fn a_deleted_profile_has_drifted() {
-        assert_eq!(drifted_fields(&expected(), None), ["deleted"]);
+        assert_eq!(drifted(None), ["deleted"]);
         let mut deleting = observed(&expected());
         deleting.deleting = true;
-        assert_eq!(drifted_fields(&expected(), Some(&deleting)), ["deleted"]);
+        assert_eq!(drifted(Some(&deleting)), ["deleted"]);
     }
 }

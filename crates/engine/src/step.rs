@@ -11,7 +11,7 @@ use tollgate_model::hash::HASH_SCHEME;
 use tollgate_model::model::{ClusterPromotion, Stage};
 use tollgate_model::snapshot::{PAUSED_ANNOTATION, Snapshot};
 use tollgate_render::{
-    SPEC_HASH_ANNOTATION, preverification_profile_name, render_stage_profile, spec_hash,
+    preverification_profile_name, render_stage_profile, snapshot_digest, spec_hash,
     stage_profile_name, stage_profile_spec,
 };
 
@@ -171,6 +171,7 @@ impl<'i, 'a> Run<'i, 'a> {
         let Some(persisted) = self.input.status else {
             return;
         };
+        let snapshot_annotations = snapshot_digest(self.snapshot);
         let mut drifted = Vec::new();
         for st in &self.status.stages {
             let applied_before = persisted.stage(&st.name).is_some_and(|p| {
@@ -190,19 +191,26 @@ impl<'i, 'a> Run<'i, 'a> {
                 (Some(trigger), true) => trigger.post_delay_health_checks(),
                 _ => &[],
             };
-            let object = render_stage_profile(self.snapshot, stage, checks);
-            // A trigger edit within the run changed the checks: what was applied is not known.
-            if object["metadata"]["annotations"][SPEC_HASH_ANNOTATION].as_str()
-                != Some(st.applied_spec_hash.as_str())
-            {
+            let spec = stage_profile_spec(self.snapshot, stage, checks);
+            // Without appended checks the spec is pinned by the run's hashes, so the recorded
+            // hash is its hash (no need to compute it); with them, a trigger edit within the run
+            // may have changed the checks, and then what was applied is not known.
+            if st.post_delay_checks_applied && spec_hash(&spec) != st.applied_spec_hash {
                 continue;
             }
-            let fields = drift::drifted_fields(&object, self.observed().profiles.get(&profile));
+            let expected = drift::Expected {
+                promotion: self.name(),
+                stage: &st.name,
+                spec: &spec,
+                spec_hash: &st.applied_spec_hash,
+                snapshot_annotations,
+            };
+            let fields = drift::drifted_fields(&expected, self.observed().profiles.get(&profile));
             if !fields.is_empty() {
-                drifted.push((profile, object, fields));
+                drifted.push((profile, stage, checks, fields));
             }
         }
-        for (profile, object, fields) in drifted {
+        for (profile, stage, checks, fields) in drifted {
             let fields = fields.join(", ");
             self.effects.events.push(EngineEvent::warning(
                 reasons::DRIFT_CORRECTED,
@@ -214,6 +222,7 @@ impl<'i, 'a> Run<'i, 'a> {
                     "correcting drift on ClusterProfile {profile} ({fields})"
                 ));
             }
+            let object = render_stage_profile(self.snapshot, stage, checks);
             self.effects.apply(profile, object);
         }
     }
