@@ -40,11 +40,8 @@ pub fn find(
     consumed: &[ConsumedApproval],
 ) -> Option<ValidApproval> {
     let run = snapshot.index;
-    let usable = |event: &ApprovalEvent| {
-        !consumed
-            .iter()
-            .any(|c| c.stage == stage && c.commit == event.commit.sha && c.run != run)
-    };
+    let usable =
+        |event: &ApprovalEvent| consumed_by_another_run(consumed, stage, event, run).is_none();
     let consumption = |event: &ApprovalEvent| ConsumedApproval {
         stage: stage.to_string(),
         commit: event.commit.sha.clone(),
@@ -99,7 +96,8 @@ pub fn wanted(
         snapshot.promotion.name()
     );
     let mut refusals = Vec::new();
-    if let Some(value) = annotation(snapshot, stage) {
+    let value = annotation(snapshot, stage);
+    if let Some(value) = value {
         refusals.push(if !names_snapshot(value, snapshot) {
             format!(
                 "warning: {key}: {value:?} names no snapshot of this run (snapshot #{} is {}, commit {run_start})",
@@ -108,11 +106,8 @@ pub fn wanted(
             )
         } else {
             let event = annotation_event(events, stage, value);
-            let used_by = event.and_then(|e| {
-                consumed
-                    .iter()
-                    .find(|c| c.stage == stage && c.commit == e.commit.sha && c.run != snapshot.index)
-            });
+            let used_by =
+                event.and_then(|e| consumed_by_another_run(consumed, stage, e, snapshot.index));
             match (event, used_by) {
                 (Some(e), Some(c)) => format!(
                     "{key} names this snapshot but was set by commit {} and used by run #{}",
@@ -136,7 +131,7 @@ pub fn wanted(
         ));
         return format!("waiting for approval: {}", refusals.join("; "));
     }
-    let annotate = match annotation(snapshot, stage) {
+    let annotate = match value {
         // The same value again would be no new approval: name the run's start commit instead.
         Some(value) if names_snapshot(value, snapshot) => format!("{key}: {}", snapshot.commit.sha),
         _ => format!("{key}: {}", snapshot.hashes.short()),
@@ -155,6 +150,18 @@ pub fn used_note(stage: &str, snapshot: &Snapshot, approver: &Approver) -> Strin
         "Stage {stage} approved for snapshot #{} by {who} (commit {sha}, {})",
         snapshot.index, approver.kind
     )
+}
+
+/// The run other than `run` that used `event` to pass `stage`, if one did.
+fn consumed_by_another_run<'c>(
+    consumed: &'c [ConsumedApproval],
+    stage: &str,
+    event: &ApprovalEvent,
+    run: u64,
+) -> Option<&'c ConsumedApproval> {
+    consumed
+        .iter()
+        .find(|c| c.stage == stage && c.commit == event.commit.sha && c.run != run)
 }
 
 fn annotation<'s>(snapshot: &'s Snapshot, stage: &str) -> Option<&'s str> {
