@@ -10,9 +10,11 @@ pub mod duration;
 pub mod hash;
 pub mod label_map;
 pub mod model;
+pub mod policy;
 pub mod snapshot;
 pub mod window;
 
 pub use hash::SpecHashes;
 pub use model::{ClusterPromotion, Stage, Trigger};
+pub use policy::{RolloutPolicy, StagePolicy};
 pub use snapshot::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot};

@@ -1,0 +1,312 @@
+//! `RolloutPolicy` (`tollgate.dev/v1alpha1`): what a rollout does when clusters fail or stall.
+//!
+//! Policies live in git beside the promotions, as their own kind, so ClusterPromotion manifests
+//! stay exactly upstream's format. A promotion is governed by the policy its annotation
+//! `tollgate.dev/policy` names, else by the one policy whose selector matches its labels; none =
+//! wait forever (upstream's behaviour). The reader (`tollgate-manifest`) validates a document
+//! before it is deserialized into these types.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::hash::hash_value;
+use crate::model::{GoDuration, LabelSelector, Metadata};
+
+pub const POLICY_API_VERSION: &str = "tollgate.dev/v1alpha1";
+pub const POLICY_KIND: &str = "RolloutPolicy";
+/// Annotation on a ClusterPromotion naming its policy; wins over selectors.
+pub const POLICY_ANNOTATION: &str = "tollgate.dev/policy";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutPolicy {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: Metadata,
+    #[serde(default)]
+    pub spec: RolloutPolicySpec,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutPolicySpec {
+    /// On ClusterPromotion `metadata.labels`; `{}` (or absent) selects every promotion.
+    #[serde(default)]
+    pub selector: LabelSelector,
+    /// A cluster of a stage not Provisioned this long after the stage's apply is TimedOut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_deadline: Option<GoDuration>,
+    /// Failed + timed-out clusters tolerated before the stage fails; default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_failures: Option<FailureBudget>,
+    #[serde(default)]
+    pub on_failure: OnFailure,
+    /// Per-stage overrides, by stage name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stages: BTreeMap<String, StageOverride>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageOverride {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_deadline: Option<GoDuration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_failures: Option<FailureBudget>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<OnFailure>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OnFailure {
+    /// The run stops at the failed stage; nothing further is applied.
+    #[default]
+    Halt,
+    /// The stages that got the failed snapshot are restored to what each ran before, backwards.
+    Rollback,
+}
+
+impl OnFailure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnFailure::Halt => "Halt",
+            OnFailure::Rollback => "Rollback",
+        }
+    }
+}
+
+/// `maxFailures`: a count, or a percentage (`"10%"`) of the stage's clusters at stage start,
+/// rounded down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureBudget {
+    Count(u32),
+    Percent(u32),
+}
+
+impl FailureBudget {
+    /// Failures tolerated in a stage of `members` clusters.
+    pub fn allowed(self, members: u32) -> u32 {
+        match self {
+            FailureBudget::Count(n) => n,
+            FailureBudget::Percent(p) => {
+                u32::try_from(u64::from(members) * u64::from(p.min(100)) / 100).unwrap_or(u32::MAX)
+            }
+        }
+    }
+
+    /// Parses `3` or `"3"` or `"10%"`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let bad = || {
+            format!(
+                "invalid maxFailures {text:?}: expected a count such as 2 or a percentage such as \"10%\""
+            )
+        };
+        match text.strip_suffix('%') {
+            Some(percent) => {
+                let p: u32 = percent.trim().parse().map_err(|_| bad())?;
+                if p > 100 {
+                    return Err(format!("maxFailures {text:?} is over 100%"));
+                }
+                Ok(FailureBudget::Percent(p))
+            }
+            None => text.parse().map(FailureBudget::Count).map_err(|_| bad()),
+        }
+    }
+}
+
+impl std::fmt::Display for FailureBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FailureBudget::Count(n) => write!(f, "{n}"),
+            FailureBudget::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+impl Serialize for FailureBudget {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            FailureBudget::Count(n) => s.serialize_u32(*n),
+            FailureBudget::Percent(_) => s.serialize_str(&self.to_string()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for FailureBudget {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Number(n) => n
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .map(FailureBudget::Count)
+                .ok_or_else(|| serde::de::Error::custom(format!("invalid maxFailures {n}"))),
+            Value::String(s) => FailureBudget::parse(&s).map_err(serde::de::Error::custom),
+            other => Err(serde::de::Error::custom(format!(
+                "invalid maxFailures {other}: expected a count or a percentage"
+            ))),
+        }
+    }
+}
+
+/// What governs one stage, with the overrides applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StagePolicy {
+    pub progress_deadline: Option<std::time::Duration>,
+    pub max_failures: FailureBudget,
+    pub on_failure: OnFailure,
+}
+
+impl RolloutPolicy {
+    pub fn name(&self) -> &str {
+        &self.metadata.name
+    }
+
+    /// Whether the policy's selector picks a promotion with these labels (`{}` picks every one).
+    pub fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
+        let selector = &self.spec.selector;
+        selector.is_empty() || selector.matches(labels)
+    }
+
+    /// The policy for `stage`, its override (if any) over the policy-wide values.
+    pub fn for_stage(&self, stage: &str) -> StagePolicy {
+        let spec = &self.spec;
+        let over = spec.stages.get(stage);
+        let deadline = over
+            .and_then(|o| o.progress_deadline.as_ref())
+            .or(spec.progress_deadline.as_ref());
+        StagePolicy {
+            progress_deadline: deadline.map(|d| d.value),
+            max_failures: over
+                .and_then(|o| o.max_failures)
+                .or(spec.max_failures)
+                .unwrap_or(FailureBudget::Count(0)),
+            on_failure: over.and_then(|o| o.on_failure).unwrap_or(spec.on_failure),
+        }
+    }
+
+    /// The policy's version: a short hash of its spec, recorded in the status of the runs it
+    /// governs.
+    pub fn version(&self) -> String {
+        let spec = serde_json::to_value(&self.spec).unwrap_or(Value::Null);
+        hash_value(&spec).chars().take(12).collect()
+    }
+}
+
+/// Why no policy could be chosen for a promotion.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyChoiceError {
+    #[error("annotation {POLICY_ANNOTATION} names RolloutPolicy {0:?}, which does not exist")]
+    Missing(String),
+    #[error(
+        "RolloutPolicies {first:?} and {second:?} both select this promotion: name one with the annotation {POLICY_ANNOTATION}, or narrow a selector"
+    )]
+    Conflict { first: String, second: String },
+}
+
+/// The one rule choosing a promotion's policy: its annotation, else the only selecting policy.
+pub fn choose_policy<'p>(
+    promotion: &Metadata,
+    policies: impl IntoIterator<Item = &'p RolloutPolicy>,
+) -> Result<Option<&'p RolloutPolicy>, PolicyChoiceError> {
+    let mut policies = policies.into_iter();
+    if let Some(wanted) = promotion.annotations.get(POLICY_ANNOTATION) {
+        return policies
+            .find(|p| p.name() == wanted)
+            .map(Some)
+            .ok_or_else(|| PolicyChoiceError::Missing(wanted.clone()));
+    }
+    let mut selecting = policies.filter(|p| p.selects(&promotion.labels));
+    let first = selecting.next();
+    match (first, selecting.next()) {
+        (Some(first), Some(second)) => Err(PolicyChoiceError::Conflict {
+            first: first.name().to_string(),
+            second: second.name().to_string(),
+        }),
+        (first, None) => Ok(first),
+        (None, Some(_)) => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(spec: Value) -> RolloutPolicy {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": POLICY_API_VERSION, "kind": POLICY_KIND,
+            "metadata": {"name": "p"}, "spec": spec,
+        }))
+        .expect("valid policy")
+    }
+
+    #[test]
+    fn a_percentage_budget_rounds_down_on_the_stage_size() {
+        assert_eq!(FailureBudget::parse("10%").map(|b| b.allowed(25)), Ok(2));
+        assert_eq!(FailureBudget::parse("3").map(|b| b.allowed(1)), Ok(3));
+        assert!(FailureBudget::parse("101%").is_err());
+        assert!(FailureBudget::parse("-1").is_err());
+        assert!(FailureBudget::parse("ten").is_err());
+    }
+
+    #[test]
+    fn a_stage_override_wins_over_the_policy_wide_values() {
+        let p = policy(serde_json::json!({
+            "progressDeadline": "10m", "maxFailures": "10%", "onFailure": "Rollback",
+            "stages": {"production": {"maxFailures": 0, "progressDeadline": "30m"}},
+        }));
+        let prod = p.for_stage("production");
+        assert_eq!(prod.max_failures, FailureBudget::Count(0));
+        assert_eq!(
+            prod.progress_deadline,
+            Some(std::time::Duration::from_secs(1800))
+        );
+        assert_eq!(prod.on_failure, OnFailure::Rollback);
+        let staging = p.for_stage("staging");
+        assert_eq!(staging.max_failures, FailureBudget::Percent(10));
+        assert_eq!(
+            staging.progress_deadline,
+            Some(std::time::Duration::from_secs(600))
+        );
+    }
+
+    #[test]
+    fn an_empty_selector_selects_every_promotion() {
+        let p = policy(serde_json::json!({}));
+        assert!(p.selects(&BTreeMap::new()));
+        assert_eq!(p.for_stage("x").on_failure, OnFailure::Halt);
+        let q = policy(serde_json::json!({"selector": {"matchLabels": {"tier": "critical"}}}));
+        assert!(!q.selects(&BTreeMap::new()));
+        assert_ne!(p.version(), q.version());
+    }
+
+    #[test]
+    fn the_annotation_wins_and_two_selecting_policies_conflict() {
+        let mut all = policy(serde_json::json!({}));
+        all.metadata.name = "all".into();
+        let mut critical =
+            policy(serde_json::json!({"selector": {"matchLabels": {"tier": "critical"}}}));
+        critical.metadata.name = "critical".into();
+        let mut promotion = Metadata::default();
+        let policies = [all.clone(), critical.clone()];
+        assert_eq!(choose_policy(&promotion, &policies), Ok(Some(&policies[0])));
+        promotion.labels.insert("tier".into(), "critical".into());
+        assert!(matches!(
+            choose_policy(&promotion, &policies),
+            Err(PolicyChoiceError::Conflict { .. })
+        ));
+        promotion
+            .annotations
+            .insert(POLICY_ANNOTATION.into(), "critical".into());
+        assert_eq!(choose_policy(&promotion, &policies), Ok(Some(&policies[1])));
+        promotion
+            .annotations
+            .insert(POLICY_ANNOTATION.into(), "nope".into());
+        assert_eq!(
+            choose_policy(&promotion, &policies),
+            Err(PolicyChoiceError::Missing("nope".into()))
+        );
+    }
+}
