@@ -148,6 +148,8 @@ pub async fn reconcile(
         observed: &observed,
         status: persisted.as_ref().and_then(|p| p.status.as_ref()),
         now,
+        policy: None,
+        history: &[],
     });
 
     // apply
