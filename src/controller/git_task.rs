@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use tollgate_manifest::{ApprovalEvent, CommitInfo};
+use tollgate_manifest::{ApprovalEvent, CommitInfo, Snapshot};
 use tollgate_source::{Change, GitSource, Poker, PromotionView, SourceConfig};
 use tracing::{debug, info, warn};
 
@@ -21,6 +21,8 @@ use super::error::ControllerError;
 pub struct PromotionGit {
     pub view: PromotionView,
     pub approvals: Vec<ApprovalEvent>,
+    /// Every snapshot of the promotion, oldest first: a rollback restores earlier ones.
+    pub history: Vec<Snapshot>,
 }
 
 /// The outcome of one sync, as far as the controller cares.
@@ -185,5 +187,6 @@ fn snapshot_of(source: &GitSource, name: &str, view: &PromotionView) -> Arc<Prom
     Arc::new(PromotionGit {
         view: view.clone(),
         approvals: source.approvals(name).to_vec(),
+        history: source.history(name).to_vec(),
     })
 }

@@ -135,6 +135,10 @@ pub async fn reconcile(
         GitPresence::Present(git) => &git.approvals,
         GitPresence::RemovalHeld { .. } | GitPresence::Removed { .. } => &[],
     };
+    let history: &[tollgate_manifest::Snapshot] = match presence {
+        GitPresence::Present(git) => &git.history,
+        GitPresence::RemovalHeld { .. } | GitPresence::Removed { .. } => &[],
+    };
 
     // plan
     let StepOutput {
@@ -149,7 +153,7 @@ pub async fn reconcile(
         status: persisted.as_ref().and_then(|p| p.status.as_ref()),
         now,
         policy: None,
-        history: &[],
+        history,
     });
 
     // apply
@@ -174,6 +178,10 @@ pub async fn reconcile(
         return Ok(Outcome::Forgotten);
     }
     let status_written = persist(ctx, name, &file, persisted.as_ref(), &status).await?;
+    if status_written {
+        let before = persisted.as_ref().and_then(|p| p.status.as_ref());
+        ctx.metrics.observe_step(name, before, &status);
+    }
     // A stage transition: another current stage, or the same one started by a new run.
     let previous = persisted.as_ref().and_then(|p| p.status.as_ref());
     let started = previous.is_none_or(|p| {
