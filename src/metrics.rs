@@ -599,9 +599,18 @@ mod tests {
         metrics.observe_step("web", Some(&before), &after);
         metrics.observe_step("web", Some(&after), &after);
         let text = metrics.encode();
-        assert!(text.contains(r#"tollgate_stage_failures_total{promotion="web"} 1"#), "{text}");
-        assert!(text.contains(r#"tollgate_rollbacks_total{promotion="web"} 1"#), "{text}");
-        assert!(text.contains(r#"tollgate_cluster_timeouts_total{promotion="web"} 1"#), "{text}");
+        assert!(
+            text.contains(r#"tollgate_stage_failures_total{promotion="web"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"tollgate_rollbacks_total{promotion="web"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"tollgate_cluster_timeouts_total{promotion="web"} 1"#),
+            "{text}"
+        );
     }
 
     #[test]

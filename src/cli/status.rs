@@ -345,11 +345,15 @@ fn render_failure(status: &PromotionStatus, failure: &RunFailure) -> String {
         } else {
             "to restore"
         };
-        out.push_str(&format!("  rollback: stage {} → {to}: {state}\n", restored.name));
+        out.push_str(&format!(
+            "  rollback: stage {} → {to}: {state}\n",
+            restored.name
+        ));
     }
     let next = match status.phase {
         Phase::RollingBack => {
-            "wait for the rollback to finish; then commit a fix, or revert to acknowledge".to_string()
+            "wait for the rollback to finish; then commit a fix, or revert to acknowledge"
+                .to_string()
         }
         Phase::RolledBack => format!(
             "commit a fix (a new snapshot starts a new run), or `git revert {commit}` to acknowledge the rollback"

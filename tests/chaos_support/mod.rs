@@ -2,6 +2,7 @@
 //! select one group each, and the plan the invariant checker compares the write log against.
 #![allow(dead_code)] // the unit tests of `invariants` use a subset
 
+pub mod failure_invariants;
 pub mod invariants;
 
 use std::time::Duration;

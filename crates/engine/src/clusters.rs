@@ -50,7 +50,10 @@ impl ClusterReport {
             .filter(|c| matches!(c.state, ClusterState::Failed | ClusterState::TimedOut))
     }
 
+    /// The per-cluster counts; `failed` becomes the number of failed clusters judged (a Failed
+    /// left over from earlier content is not counted).
     pub fn write_counts(&self, counts: &mut StageCounts) {
+        counts.failed = self.failed;
         counts.pending = self.pending;
         counts.provisioning = self.provisioning;
         counts.timed_out = self.timed_out;

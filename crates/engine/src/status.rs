@@ -361,7 +361,7 @@ pub struct StageCounts {
     pub summaries: u32,
     /// ClusterSummaries carrying the applied spec with every feature freshly Provisioned.
     pub provisioned: u32,
-    /// ClusterSummaries with a failed feature or a failure message.
+    /// Clusters with a failed feature or a failure message for the applied content.
     pub failed: u32,
     /// Per-cluster states (see [`ClusterState`]); members only while a policy governs.
     #[serde(default, skip_serializing_if = "is_zero")]
