@@ -160,8 +160,9 @@ impl Restore<'_> {
         })
     }
 
-    /// Deletes the stage's profile (unless the promotion preserves profiles on delete); `None`
-    /// once it is gone.
+    /// Deletes the stage's profile (unless the promotion preserves profiles on delete). Done once
+    /// the delete is issued: a profile being deleted is on its way out (Sveltos withdraws the
+    /// add-ons behind its finalizer), and the status describes the world after the step's actions.
     fn withdraw(&self, entry: &RestoredStage, effects: &mut Effects) -> Option<String> {
         if self
             .rejected
@@ -172,17 +173,10 @@ impl Restore<'_> {
             return None;
         }
         let main = stage_profile_name(self.promotion, &entry.name);
-        let profile = self.observed.profiles.get(&main)?;
-        if !profile.is_owned_by(self.promotion) {
-            return None;
+        if self.owned_live(&main) {
+            effects.delete(main);
         }
-        if !profile.deleting {
-            effects.delete(main.clone());
-        }
-        Some(format!(
-            "withdrawing stage {}: deleting ClusterProfile {main} (it had no profile before this run)",
-            entry.name
-        ))
+        None
     }
 }
 
