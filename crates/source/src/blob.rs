@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use tollgate_manifest::ClusterPromotion;
 use tollgate_manifest::parse::{oversized_file, parse_file};
 use tollgate_manifest::rules::k8s_names::dns1123_subdomain_problem;
+use tollgate_manifest::{ClusterPromotion, RolloutPolicy};
 
 use crate::claim_name::readable_name;
 
@@ -19,9 +19,20 @@ pub(crate) struct ParsedDoc {
     pub outcome: Result<Arc<ClusterPromotion>, Vec<Diagnostic>>,
 }
 
+/// One `RolloutPolicy` document of a file. Without a usable name its errors still count: they
+/// are reported with the policies' errors (a policy file never claims a promotion name).
+#[derive(Clone, Debug)]
+pub(crate) struct PolicyDoc {
+    pub name: Option<String>,
+    /// Line of the document's first node.
+    pub line: u32,
+    pub outcome: Result<Arc<RolloutPolicy>, Vec<Diagnostic>>,
+}
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ParsedBlob {
     pub docs: Vec<ParsedDoc>,
+    pub policies: Vec<PolicyDoc>,
     /// Errors that belong to no named promotion (YAML syntax, a promotion without a name…).
     pub file_errors: Vec<Diagnostic>,
     /// When `file_errors` has errors: the promotion name still readable from the raw text, which
@@ -77,6 +88,7 @@ pub(crate) fn parse_blob(file: &str, content: &BlobContent, limits: &Limits) -> 
     };
     let mut blob = ParsedBlob {
         docs: Vec::with_capacity(parsed.promotions.len()),
+        policies: parsed.policies.into_iter().map(policy_doc).collect(),
         file_errors: parsed.diagnostics,
         readable_name: None,
     };
@@ -102,6 +114,20 @@ pub(crate) fn parse_blob(file: &str, content: &BlobContent, limits: &Limits) -> 
         blob.readable_name = readable_name(bytes).map(String::into_boxed_str);
     }
     blob
+}
+
+fn policy_doc(document: tollgate_manifest::ParsedPolicy) -> PolicyDoc {
+    let name = document
+        .name
+        .filter(|name| dns1123_subdomain_problem(name).is_none());
+    PolicyDoc {
+        name,
+        line: document.line,
+        outcome: match document.policy {
+            Some(policy) => Ok(Arc::new(policy)),
+            None => Err(document.diagnostics),
+        },
+    }
 }
 
 /// Parses many blobs, one result per input in input order, spread over the available cores

@@ -37,6 +37,9 @@ struct FileEntry {
     /// The one extra name the file's unattributed errors are shown under (see
     /// [`crate::claim_name`]), when it has such errors.
     fallback: Option<String>,
+    /// The file defines RolloutPolicies (or did, and no longer parses): its file-level errors
+    /// are the policies' errors (see [`crate::policies`]), not a promotion of their own.
+    holds_policies: bool,
 }
 
 impl FileEntry {
@@ -123,11 +126,18 @@ impl HistoryIndex {
             let Some((_, parsed)) = &file.new else {
                 continue;
             };
-            let (claims, fallback) = self.claims_of(&path, parsed, old);
+            let was_policy_file = old.as_ref().is_some_and(|old| old.holds_policies);
+            let (claims, mut fallback) = self.claims_of(&path, parsed, old);
+            let holds_policies = !parsed.policies.is_empty()
+                || (was_policy_file && claims.is_empty() && parsed.docs.is_empty());
+            if holds_policies && parsed.policies.is_empty() {
+                fallback = None;
+            }
             let entry = FileEntry {
                 parsed: Arc::clone(parsed),
                 claims,
                 fallback,
+                holds_policies,
             };
             for name in entry.names() {
                 self.define(name, &path);
