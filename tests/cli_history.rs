@@ -5,6 +5,7 @@ use std::path::Path;
 use assert_cmd::Command;
 use serde_json::Value;
 use tollgate_fixtures::{promotion, stage};
+use tollgate_manifest::snapshot::short_sha;
 
 #[path = "../crates/source/tests/support/git_http_server.rs"]
 mod git_http_server;
@@ -104,14 +105,14 @@ fn table_lists_snapshots_rollbacks_and_approvals() {
         "#1",
         "#2",
         "#3",
-        &fixture.v1[..7],
+        short_sha(&fixture.v1),
         "Alice Author",
         "app v2",
         "rollback to #1",
         "current",
         "Approvals:",
         "approved: true",
-        &fixture.approval[..7],
+        short_sha(&fixture.approval),
     ] {
         assert!(
             stdout.contains(expected),

@@ -10,6 +10,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tollgate_manifest::snapshot::short_sha;
 use tollgate_manifest::{ApprovalEvent, CommitInfo};
 use tollgate_source::{Change, GitSource, Poker, PromotionView, SourceConfig};
 use tracing::{debug, info, warn};
@@ -135,7 +136,7 @@ fn sync_loop(
                 }
                 if report.head_moved || complete {
                     info!(
-                        head = report.head.as_ref().map(|c| &c.sha[..12.min(c.sha.len())]),
+                        head = report.head.as_ref().map(|c| short_sha(&c.sha)),
                         changed = promotions.len(),
                         took_ms = report.duration.as_millis() as u64,
                         "git synced"
