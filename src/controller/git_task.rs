@@ -10,9 +10,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tollgate_manifest::snapshot::short_sha;
 use tollgate_manifest::{ApprovalEvent, CommitInfo, Snapshot};
 use tollgate_model::RolloutPolicy;
-use tollgate_source::{Change, GitSource, Poker, PolicySet, PromotionView, SourceConfig};
+use tollgate_source::{Change, GitSource, PolicySet, Poker, PromotionView, SourceConfig};
 use tracing::{debug, info, warn};
 
 use super::error::ControllerError;
@@ -147,7 +148,7 @@ fn sync_loop(
                 }
                 if report.head_moved || complete {
                     info!(
-                        head = report.head.as_ref().map(|c| &c.sha[..12.min(c.sha.len())]),
+                        head = report.head.as_ref().map(|c| short_sha(&c.sha)),
                         changed = promotions.len(),
                         took_ms = report.duration.as_millis() as u64,
                         "git synced"
