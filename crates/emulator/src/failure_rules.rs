@@ -113,7 +113,7 @@ pub struct FailureRule {
     /// Labels the cluster must carry (all of them); empty: every cluster.
     #[serde(default)]
     pub selector: BTreeMap<String, String>,
-    /// The feature that fails.
+    /// The feature that fails (only if the spec deploys it: its list is not empty).
     #[serde(default = "helm")]
     pub feature: Feature,
     /// The feature's `failureMessage`.

@@ -612,11 +612,16 @@ fn sync_summaries(
             continue;
         };
         let cluster_behaviour = behaviour.cluster(namespace, cluster);
+        // Labels matter only to failure rules; without any, the per-summary lookup is skipped.
         static NO_LABELS: Value = Value::Null;
-        let labels = state
-            .store
-            .get(&store_key(CLUSTERS, cluster_key))
-            .map_or(&NO_LABELS, |c| &c["metadata"]["labels"]);
+        let labels = if behaviour.failure_rules.is_empty() {
+            &NO_LABELS
+        } else {
+            state
+                .store
+                .get(&store_key(CLUSTERS, cluster_key))
+                .map_or(&NO_LABELS, |c| &c["metadata"]["labels"])
+        };
         let injection = Injection {
             cluster: &cluster_behaviour,
             rules: &behaviour.failure_rules,

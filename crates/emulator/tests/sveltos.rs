@@ -508,6 +508,18 @@ async fn failure_rules_follow_the_applied_chart_version() {
     );
     assert_eq!(failed["consecutiveFailures"], 1);
     assert!(failed["lastAppliedTime"].is_string(), "{failed}");
+    let failed = failed.clone();
+
+    // The selector reads the cluster's labels as they are now.
+    let staging_labels = [("env", "staging"), ("ring", "a")]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into();
+    handle.set_cluster_labels("q-1", &staging_labels).unwrap();
+    eventually("q-1 relabelled to staging fails", || async {
+        let items = summaries_of(&client, "ring").await;
+        (helm_status(&items, "q-1") == Some("Failed")).then_some(())
+    })
+    .await;
 
     // The fix: another chart version redeploys and provisions.
     apply_profile(&client, body("1.2.4")).await;
