@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use tollgate_manifest::snapshot::short_sha;
 use tollgate_manifest::{ApprovalEvent, CommitInfo, Snapshot};
 use tollgate_model::RolloutPolicy;
-use tollgate_source::{Change, GitSource, PolicySet, Poker, PromotionView, SourceConfig};
+use tollgate_source::{Change, GitSource, Poker, PolicySet, PromotionView, SourceConfig};
 use tracing::{debug, info, warn};
 
 use super::error::ControllerError;
