@@ -68,7 +68,30 @@ pub struct PromotionPlan {
     /// When the approval commit was made (manual gates only): nothing past the gate may be
     /// applied before it.
     pub approved_at: Option<DateTime<Utc>>,
+    /// Label `tier` (`rollback` or `halt`): the RolloutPolicy governing it, see [`POLICIES`].
+    pub tier: Option<&'static str>,
 }
+
+/// Chart versions the fleet fails on the clusters labelled `fails: "yes"` (odd groups).
+pub const FAILING_CHART: &str = "9.9.0";
+
+/// Two RolloutPolicies, chosen by the promotions' `tier` label.
+pub const POLICIES: &str = "apiVersion: tollgate.dev/v1alpha1
+kind: RolloutPolicy
+metadata: {name: rollback}
+spec:
+  selector: {matchLabels: {tier: rollback}}
+  maxFailures: 0
+  onFailure: Rollback
+---
+apiVersion: tollgate.dev/v1alpha1
+kind: RolloutPolicy
+metadata: {name: halt}
+spec:
+  selector: {matchLabels: {tier: halt}}
+  maxFailures: 0
+  onFailure: Halt
+";
 
 impl PromotionPlan {
     /// Generated promotion `index`: 2–4 stages, each selecting one group; some stages wait 1–2 s;
@@ -104,6 +127,11 @@ impl PromotionPlan {
             stages,
             final_snapshot: 1,
             approved_at: None,
+            tier: match index % 10 {
+                2 => Some("rollback"),
+                7 => Some("halt"),
+                _ => None,
+            },
         }
     }
 
@@ -114,6 +142,9 @@ impl PromotionPlan {
     /// The manifest at `chart_version`, with the manual gate `approved` or not.
     pub fn manifest(&self, chart_version: &str, approved: bool) -> String {
         let mut manifest = promotion(&self.name).chart("app", chart_version);
+        if let Some(tier) = self.tier {
+            manifest = manifest.label("tier", tier);
+        }
         for planned in &self.stages {
             let mut built = stage(&planned.name).selector("group", &format!("g{}", planned.group));
             if planned.manual {
@@ -127,15 +158,24 @@ impl PromotionPlan {
     }
 }
 
-/// The fleet: `GROUPS × CLUSTERS_PER_GROUP` ready clusters labelled `group=g<k>`.
+/// The fleet: `GROUPS × CLUSTERS_PER_GROUP` ready clusters labelled `group=g<k>`; those of odd
+/// groups, labelled `fails: "yes"`, fail any chart at [`FAILING_CHART`].
 pub fn fleet_yaml(latency: &str) -> String {
-    let mut fleet = fleet().default_latency(latency);
+    let mut fleet = fleet().default_latency(latency).failure(
+        FAILING_CHART,
+        &[("fails", "yes")],
+        "Helm",
+        "chaos: the chart's values are broken",
+    );
     for group in 0..GROUPS {
         for c in 0..CLUSTERS_PER_GROUP {
             let name = format!("g{group}-c{c}");
-            let built = cluster(&name)
+            let mut built = cluster(&name)
                 .ns(FLEET_NAMESPACE)
                 .label("group", &format!("g{group}"));
+            if group % 2 == 1 {
+                built = built.label("fails", "yes");
+            }
             fleet = fleet.cluster(built);
         }
     }
