@@ -18,8 +18,8 @@ use crate::index::CommitDelta;
 #[derive(Clone, Debug)]
 struct PolicyFile {
     docs: Vec<PolicyDoc>,
-    /// The file stopped parsing (no document is readable): the names its last readable version
-    /// defined, which these errors now belong to.
+    /// The file does not parse (no document is readable): the names its last readable version
+    /// defined (none for a new file), which these errors now belong to.
     broken: Option<(Vec<String>, Vec<Diagnostic>)>,
 }
 
@@ -201,7 +201,7 @@ fn policy_file(path: &str, parsed: &ParsedBlob, old: Option<PolicyFile>) -> Opti
         .as_ref()
         .map(|old| old.names().into_iter().map(str::to_string).collect())
         .unwrap_or_default();
-    if unreadable && !old_names.is_empty() {
+    if unreadable && (!old_names.is_empty() || parsed.broken_policy_file) {
         return Some(PolicyFile {
             docs: Vec::new(),
             broken: Some((old_names, ParsedBlob::relocate(&parsed.file_errors, path))),
