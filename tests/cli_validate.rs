@@ -589,6 +589,25 @@ fn an_annotation_naming_a_missing_policy_is_an_error_at_the_annotation() {
 }
 
 #[test]
+fn an_annotation_naming_an_invalid_policy_points_at_its_file() {
+    let (code, diagnostics) = validate_json(&[
+        ("fleet.yaml", &policy("fleet", "  onFailure: Retry\n")),
+        (
+            "app.yaml",
+            &promotion("app", "{}", "{tollgate.dev/policy: fleet}"),
+        ),
+    ]);
+    assert_eq!(code, 1);
+    let codes: Vec<String> = places(&diagnostics).into_iter().map(|p| p.0).collect();
+    assert_eq!(codes, ["unsupported-value", "policy-not-found"]);
+    let text = message(&diagnostics[1]);
+    assert!(
+        text.contains("fleet.yaml defines but which has no valid version"),
+        "{text}"
+    );
+}
+
+#[test]
 fn the_annotation_resolves_a_conflict() {
     let (code, diagnostics) = validate_json(&[
         ("all.yaml", &policy("all", "  selector: {}\n")),

@@ -289,7 +289,12 @@ mod policies {
         }
         // A name defined twice governs nothing here: the error above says why.
         valid.retain(|(policy, _)| places.get(policy.name()).is_some_and(|at| at.len() == 1));
-        let set = PolicySet::new(valid, Vec::new());
+        let usable: Vec<String> = valid.iter().map(|(p, _)| p.name().to_string()).collect();
+        let unusable = places
+            .iter()
+            .filter(|(name, _)| !usable.iter().any(|u| u == *name))
+            .filter_map(|(name, at)| Some((name.to_string(), at.first()?.file.to_string())));
+        let set = PolicySet::new(valid, Vec::new()).with_unusable(unusable);
         let mut governed: BTreeMap<String, Vec<&ClusterPromotion>> = BTreeMap::new();
         for file in files {
             for document in &file.promotions {
