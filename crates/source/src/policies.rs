@@ -102,8 +102,8 @@ impl PolicyIndex {
     pub fn set(&self) -> PolicySet {
         let policies = self
             .last_valid
-            .iter()
-            .map(|(_, (policy, file))| (Arc::clone(policy), file.clone()))
+            .values()
+            .map(|(policy, file)| (Arc::clone(policy), file.clone()))
             .collect();
         let mut errors = Vec::new();
         let mut duplicates: BTreeSet<&str> = BTreeSet::new();
@@ -126,17 +126,22 @@ impl PolicyIndex {
             errors.extend(self.duplicate_errors(name));
         }
         errors.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
-        let mut invalid = BTreeMap::new();
+        PolicySet::new(policies, errors).with_unusable(self.unusable())
+    }
+
+    /// Names defined at head without a valid version, each with the first file defining it.
+    fn unusable(&self) -> BTreeMap<String, String> {
+        let mut unusable = BTreeMap::new();
         for (path, file) in &self.files {
             for name in file.names() {
                 if !self.last_valid.contains_key(name) {
-                    invalid
+                    unusable
                         .entry(name.to_string())
                         .or_insert_with(|| path.clone());
                 }
             }
         }
-        PolicySet::new(policies, errors).with_unusable(invalid)
+        unusable
     }
 
     fn is_defined_twice(&self, name: &str) -> bool {

@@ -226,3 +226,30 @@ fn a_new_policy_file_that_does_not_parse_reports_with_the_policies() {
         "no invalid-file promotion for a policy file"
     );
 }
+
+#[test]
+fn a_policy_change_beside_a_promotion_is_no_new_snapshot() {
+    let repo = TestRepo::new();
+    let app = Manifest::new("app", "1.0.0").yaml();
+    repo.write(
+        "app.yaml",
+        &format!("{app}---\n{}", policy("app", "{}", "10m")),
+    );
+    repo.commit("promotion and its policy in one file");
+    let mut source = repo.source();
+    source.sync().expect("sync");
+
+    repo.write(
+        "app.yaml",
+        &format!("{app}---\n{}", policy("app", "{}", "20m")),
+    );
+    repo.commit("longer deadline");
+    let report = source.sync().expect("sync");
+    assert!(report.policies_changed);
+    assert_eq!(
+        report.changes.get("app"),
+        Some(&tollgate_source::Change::Unchanged)
+    );
+    assert_eq!(source.history("app").len(), 1, "not a restart");
+    assert_eq!(in_force(&source.policies())[0].2, 1200);
+}
