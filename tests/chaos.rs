@@ -13,6 +13,7 @@ mod support;
 
 use std::time::Duration;
 
+use chaos_support::failure_invariants::check_failures;
 use chaos_support::invariants::{self, Violation};
 use chaos_support::{PromotionPlan, SeededRng, fleet_yaml};
 use chrono::Utc;
@@ -279,9 +280,11 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
         log.len()
     );
     elector.abort();
-    let violations: Vec<Violation> = invariants::check(&log, &plans)
+    let violations: Vec<String> = invariants::check(&log, &plans)
         .into_iter()
         .chain(invariants::check_leased(&log))
+        .map(|v: Violation| v.to_string())
+        .chain(check_failures(&log).into_iter().map(|v| v.to_string()))
         .collect();
     if !violations.is_empty() {
         dump_log(&log, seed);

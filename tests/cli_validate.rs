@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
+use tollgate_fixtures::{promotion, stage};
 
 fn tollgate() -> Command {
     assert_cmd::cargo::cargo_bin_cmd!("tollgate")
@@ -299,28 +300,14 @@ fn near_misses_of_cluster_promotion_are_warnings_at_their_line() {
 
 /// `name` with a manual `prod` stage and an auto `staging` stage, approved by `annotation`.
 fn approved(name: &str, annotation: (&str, &str)) -> String {
-    format!(
-        "apiVersion: config.projectsveltos.io/v1beta1
-kind: ClusterPromotion
-metadata:
-  name: {name}
-  annotations:
-    approve.tollgate.dev/{}: \"{}\"
-spec:
-  stages:
-  - name: staging
-    clusterSelector:
-      matchLabels: {{env: staging}}
-    trigger:
-      auto: {{delay: 5m}}
-  - name: prod
-    clusterSelector:
-      matchLabels: {{env: prod}}
-    trigger:
-      manual: {{}}
-",
-        annotation.0, annotation.1
-    )
+    promotion(name)
+        .annotation(
+            &format!("approve.tollgate.dev/{}", annotation.0),
+            annotation.1,
+        )
+        .stage(stage("staging").selector("env", "staging").delay("5m"))
+        .stage(stage("prod").selector("env", "prod").manual())
+        .to_yaml()
 }
 
 fn snapshot_id(text: &str) -> String {

@@ -2,11 +2,13 @@
 //! select one group each, and the plan the invariant checker compares the write log against.
 #![allow(dead_code)] // the unit tests of `invariants` use a subset
 
+pub mod failure_invariants;
 pub mod invariants;
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use tollgate_fixtures::{cluster, fleet, promotion, stage};
 
 /// Number of `group=g<k>` label values in the fleet.
 pub const GROUPS: usize = 8;
@@ -111,39 +113,31 @@ impl PromotionPlan {
 
     /// The manifest at `chart_version`, with the manual gate `approved` or not.
     pub fn manifest(&self, chart_version: &str, approved: bool) -> String {
-        let mut yaml = format!(
-            "apiVersion: config.projectsveltos.io/v1beta1\nkind: ClusterPromotion\nmetadata:\n  name: {}\nspec:\n  profileSpec:\n    helmCharts:\n    - repositoryURL: https://charts.example.com\n      repositoryName: example\n      chartName: example/app\n      chartVersion: {chart_version}\n      releaseName: app\n      releaseNamespace: app\n  stages:\n",
-            self.name
-        );
-        for stage in &self.stages {
-            yaml.push_str(&format!(
-                "  - name: {}\n    clusterSelector:\n      matchLabels:\n        group: g{}\n",
-                stage.name, stage.group
-            ));
-            if stage.manual {
-                yaml.push_str(&format!(
-                    "    trigger:\n      manual:\n        approved: {approved}\n"
-                ));
-            } else if !stage.delay.is_zero() {
-                yaml.push_str(&format!(
-                    "    trigger:\n      auto:\n        delay: {}s\n",
-                    stage.delay.as_secs()
-                ));
+        let mut manifest = promotion(&self.name).chart("app", chart_version);
+        for planned in &self.stages {
+            let mut built = stage(&planned.name).selector("group", &format!("g{}", planned.group));
+            if planned.manual {
+                built = built.approved(approved);
+            } else if !planned.delay.is_zero() {
+                built = built.delay(&format!("{}s", planned.delay.as_secs()));
             }
+            manifest = manifest.stage(built);
         }
-        yaml
+        manifest.to_yaml()
     }
 }
 
 /// The fleet: `GROUPS × CLUSTERS_PER_GROUP` ready clusters labelled `group=g<k>`.
 pub fn fleet_yaml(latency: &str) -> String {
-    let mut yaml = format!("defaults: {{latency: {latency}}}\nclusters:\n");
+    let mut fleet = fleet().default_latency(latency);
     for group in 0..GROUPS {
         for c in 0..CLUSTERS_PER_GROUP {
-            yaml.push_str(&format!(
-                "- {{name: g{group}-c{c}, namespace: {FLEET_NAMESPACE}, labels: {{group: g{group}}}}}\n"
-            ));
+            let name = format!("g{group}-c{c}");
+            let built = cluster(&name)
+                .ns(FLEET_NAMESPACE)
+                .label("group", &format!("g{group}"));
+            fleet = fleet.cluster(built);
         }
     }
-    yaml
+    fleet.to_yaml()
 }

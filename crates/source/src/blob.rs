@@ -196,10 +196,10 @@ mod tests {
     use super::*;
 
     fn manifest(name: &str) -> Vec<u8> {
-        format!(
-            "apiVersion: config.projectsveltos.io/v1beta1\nkind: ClusterPromotion\nmetadata:\n  name: {name}\nspec:\n  stages:\n  - name: one\n    clusterSelector:\n      matchLabels:\n        env: one\n"
-        )
-        .into_bytes()
+        tollgate_fixtures::promotion(name)
+            .stage(tollgate_fixtures::stage("one").selector("env", "one"))
+            .to_yaml()
+            .into_bytes()
     }
 
     #[test]

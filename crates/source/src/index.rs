@@ -412,10 +412,14 @@ mod tests {
     }
 
     fn manifest(name: &str, env: &str) -> Vec<u8> {
-        format!(
-            "apiVersion: config.projectsveltos.io/v1beta1\nkind: ClusterPromotion\nmetadata:\n  name: {name}\nspec:\n  stages:\n  - name: one\n    clusterSelector:\n      matchLabels:\n        env: {env}\n    trigger:\n      manual:\n        approved: true\n"
-        )
-        .into_bytes()
+        tollgate_fixtures::promotion(name)
+            .stage(
+                tollgate_fixtures::stage("one")
+                    .selector("env", env)
+                    .approved(true),
+            )
+            .to_yaml()
+            .into_bytes()
     }
 
     /// `(path, Some((promotion name, label)))` writes the file, `(path, None)` deletes it.
