@@ -417,14 +417,14 @@ fn approval_annotations_that_name_no_snapshot_are_warnings() {
 
 // RolloutPolicies: their own errors, and which policy governs each promotion.
 
-fn policy(name: &str, spec: &str) -> String {
+fn policy_yaml(name: &str, spec: &str) -> String {
     format!(
         "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: {name}\nspec:\n{spec}"
     )
 }
 
 /// `GOOD` (one stage `a`) with labels and annotations.
-fn promotion(name: &str, labels: &str, annotations: &str) -> String {
+fn promotion_yaml(name: &str, labels: &str, annotations: &str) -> String {
     GOOD.replace(
         "  name: good\n",
         &format!("  name: {name}\n  labels: {labels}\n  annotations: {annotations}\n"),
@@ -455,7 +455,11 @@ fn message(diagnostic: &serde_json::Value) -> &str {
 fn a_valid_policy_and_the_promotion_it_governs_validate() {
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = "  selector: {}\n  progressDeadline: 10m\n  maxFailures: \"10%\"\n  onFailure: Rollback\n  stages:\n    a: {maxFailures: 0, progressDeadline: 30m}\n";
-    write(dir.path(), "policies/fleet.yaml", &policy("fleet", spec));
+    write(
+        dir.path(),
+        "policies/fleet.yaml",
+        &policy_yaml("fleet", spec),
+    );
     write(dir.path(), "app.yaml", GOOD);
     let assert = tollgate().arg("validate").arg(dir.path()).assert().code(0);
     let out = stdout_of(&assert);
@@ -471,7 +475,7 @@ fn a_bad_policy_duration_is_an_error_with_file_line_and_column() {
     write(
         dir.path(),
         "fleet.yaml",
-        &policy("fleet", "  progressDeadline: 10 minutes\n"),
+        &policy_yaml("fleet", "  progressDeadline: 10 minutes\n"),
     );
     let assert = tollgate().arg("validate").arg(dir.path()).assert().code(1);
     let out = stdout_of(&assert);
@@ -487,7 +491,7 @@ fn a_bad_policy_duration_is_an_error_with_file_line_and_column() {
 fn a_bad_max_failures_is_an_error_at_its_value() {
     let (code, diagnostics) = validate_json(&[(
         "fleet.yaml",
-        &policy("fleet", "  stages:\n    a:\n      maxFailures: \"150%\"\n"),
+        &policy_yaml("fleet", "  stages:\n    a:\n      maxFailures: \"150%\"\n"),
     )]);
     assert_eq!(code, 1);
     assert_eq!(
@@ -509,7 +513,7 @@ fn a_bad_max_failures_is_an_error_at_its_value() {
 #[test]
 fn an_unknown_policy_field_is_an_error_at_its_key() {
     let (code, diagnostics) =
-        validate_json(&[("fleet.yaml", &policy("fleet", "  maxFailure: 1\n"))]);
+        validate_json(&[("fleet.yaml", &policy_yaml("fleet", "  maxFailure: 1\n"))]);
     assert_eq!(code, 1);
     assert_eq!(
         places(&diagnostics),
@@ -525,16 +529,16 @@ fn an_unknown_policy_field_is_an_error_at_its_key() {
 #[test]
 fn two_policies_selecting_one_promotion_is_an_error_naming_both_files() {
     let (code, diagnostics) = validate_json(&[
-        ("policies/all.yaml", &policy("all", "  selector: {}\n")),
+        ("policies/all.yaml", &policy_yaml("all", "  selector: {}\n")),
         (
             "policies/critical.yaml",
-            &policy(
+            &policy_yaml(
                 "critical",
                 "  selector:\n    matchLabels: {tier: critical}\n",
             ),
         ),
-        ("app.yaml", &promotion("app", "{tier: critical}", "{}")),
-        ("other.yaml", &promotion("other", "{tier: low}", "{}")),
+        ("app.yaml", &promotion_yaml("app", "{tier: critical}", "{}")),
+        ("other.yaml", &promotion_yaml("other", "{tier: low}", "{}")),
     ]);
     assert_eq!(code, 1);
     assert_eq!(
@@ -557,10 +561,10 @@ fn two_policies_selecting_one_promotion_is_an_error_naming_both_files() {
 #[test]
 fn an_annotation_naming_a_missing_policy_is_an_error_at_the_annotation() {
     let (code, diagnostics) = validate_json(&[
-        ("fleet.yaml", &policy("fleet", "  selector: {}\n")),
+        ("fleet.yaml", &policy_yaml("fleet", "  selector: {}\n")),
         (
             "app.yaml",
-            &promotion("app", "{}", "\n    tollgate.dev/policy: fleet-typo"),
+            &promotion_yaml("app", "{}", "\n    tollgate.dev/policy: fleet-typo"),
         ),
     ]);
     assert_eq!(code, 1);
@@ -578,10 +582,10 @@ fn an_annotation_naming_a_missing_policy_is_an_error_at_the_annotation() {
 #[test]
 fn an_annotation_naming_an_invalid_policy_points_at_its_file() {
     let (code, diagnostics) = validate_json(&[
-        ("fleet.yaml", &policy("fleet", "  onFailure: Retry\n")),
+        ("fleet.yaml", &policy_yaml("fleet", "  onFailure: Retry\n")),
         (
             "app.yaml",
-            &promotion("app", "{}", "{tollgate.dev/policy: fleet}"),
+            &promotion_yaml("app", "{}", "{tollgate.dev/policy: fleet}"),
         ),
     ]);
     assert_eq!(code, 1);
@@ -597,11 +601,11 @@ fn an_annotation_naming_an_invalid_policy_points_at_its_file() {
 #[test]
 fn the_annotation_resolves_a_conflict() {
     let (code, diagnostics) = validate_json(&[
-        ("all.yaml", &policy("all", "  selector: {}\n")),
-        ("also.yaml", &policy("also", "  selector: {}\n")),
+        ("all.yaml", &policy_yaml("all", "  selector: {}\n")),
+        ("also.yaml", &policy_yaml("also", "  selector: {}\n")),
         (
             "app.yaml",
-            &promotion("app", "{}", "{tollgate.dev/policy: also}"),
+            &promotion_yaml("app", "{}", "{tollgate.dev/policy: also}"),
         ),
     ]);
     assert_eq!((code, diagnostics), (0, Vec::new()));
@@ -612,7 +616,7 @@ fn a_stage_override_no_governed_promotion_has_is_a_warning() {
     let (code, diagnostics) = validate_json(&[
         (
             "fleet.yaml",
-            &policy(
+            &policy_yaml(
                 "fleet",
                 "  stages:\n    a: {maxFailures: 1}\n    prod: {maxFailures: 0}\n",
             ),
@@ -638,8 +642,8 @@ fn a_stage_override_no_governed_promotion_has_is_a_warning() {
 #[test]
 fn one_policy_name_in_two_files_is_an_error_at_each() {
     let (code, diagnostics) = validate_json(&[
-        ("a.yaml", &policy("fleet", "  selector: {}\n")),
-        ("b.yaml", &policy("fleet", "  selector: {}\n")),
+        ("a.yaml", &policy_yaml("fleet", "  selector: {}\n")),
+        ("b.yaml", &policy_yaml("fleet", "  selector: {}\n")),
         ("app.yaml", GOOD),
     ]);
     assert_eq!(code, 1);
