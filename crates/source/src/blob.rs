@@ -7,7 +7,7 @@ use tollgate_manifest::parse::{oversized_file, parse_file};
 use tollgate_manifest::rules::k8s_names::dns1123_subdomain_problem;
 use tollgate_manifest::{ClusterPromotion, RolloutPolicy};
 
-use crate::claim_name::readable_name;
+use crate::claim_name::{declares_policy, readable_name};
 
 pub use tollgate_manifest::diagnostic::{Diagnostic, Severity};
 pub use tollgate_manifest::parse::Limits;
@@ -38,6 +38,9 @@ pub(crate) struct ParsedBlob {
     /// When `file_errors` has errors: the promotion name still readable from the raw text, which
     /// those errors are shown under (see [`crate::claim_name`]).
     pub readable_name: Option<Box<str>>,
+    /// When `file_errors` has errors and no promotion name is readable: the raw text declares
+    /// `kind: RolloutPolicy`, so the errors are reported with the policies.
+    pub broken_policy_file: bool,
 }
 
 impl ParsedBlob {
@@ -91,6 +94,7 @@ pub(crate) fn parse_blob(file: &str, content: &BlobContent, limits: &Limits) -> 
         policies: parsed.policies.into_iter().map(policy_doc).collect(),
         file_errors: parsed.diagnostics,
         readable_name: None,
+        broken_policy_file: false,
     };
     for document in parsed.promotions {
         let name = document
@@ -112,6 +116,7 @@ pub(crate) fn parse_blob(file: &str, content: &BlobContent, limits: &Limits) -> 
         && blob.file_errors.iter().any(Diagnostic::is_error)
     {
         blob.readable_name = readable_name(bytes).map(String::into_boxed_str);
+        blob.broken_policy_file = blob.readable_name.is_none() && declares_policy(bytes);
     }
     blob
 }

@@ -129,6 +129,7 @@ impl HistoryIndex {
             let was_policy_file = old.as_ref().is_some_and(|old| old.holds_policies);
             let (claims, mut fallback) = self.claims_of(&path, parsed, old);
             let holds_policies = !parsed.policies.is_empty()
+                || parsed.broken_policy_file
                 || (was_policy_file && claims.is_empty() && parsed.docs.is_empty());
             if holds_policies && parsed.policies.is_empty() {
                 fallback = None;

@@ -18,8 +18,8 @@ use crate::index::CommitDelta;
 #[derive(Clone, Debug)]
 struct PolicyFile {
     docs: Vec<PolicyDoc>,
-    /// The file stopped parsing (no document is readable): the names its last readable version
-    /// defined, which these errors now belong to.
+    /// The file does not parse (no document is readable): the names its last readable version
+    /// defined (none for a new file), which these errors now belong to.
     broken: Option<(Vec<String>, Vec<Diagnostic>)>,
 }
 
@@ -102,8 +102,8 @@ impl PolicyIndex {
     pub fn set(&self) -> PolicySet {
         let policies = self
             .last_valid
-            .iter()
-            .map(|(_, (policy, file))| (Arc::clone(policy), file.clone()))
+            .values()
+            .map(|(policy, file)| (Arc::clone(policy), file.clone()))
             .collect();
         let mut errors = Vec::new();
         let mut duplicates: BTreeSet<&str> = BTreeSet::new();
@@ -126,21 +126,22 @@ impl PolicyIndex {
             errors.extend(self.duplicate_errors(name));
         }
         errors.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
-        let mut invalid = BTreeMap::new();
+        PolicySet::new(policies, errors).with_unusable(self.unusable())
+    }
+
+    /// Names defined at head without a valid version, each with the first file defining it.
+    fn unusable(&self) -> BTreeMap<String, String> {
+        let mut unusable = BTreeMap::new();
         for (path, file) in &self.files {
             for name in file.names() {
                 if !self.last_valid.contains_key(name) {
-                    invalid
+                    unusable
                         .entry(name.to_string())
                         .or_insert_with(|| path.clone());
                 }
             }
         }
-        let mut set = PolicySet::new(policies, errors);
-        if let Some(inner) = Arc::get_mut(&mut set.inner) {
-            inner.invalid = invalid;
-        }
-        set
+        unusable
     }
 
     fn is_defined_twice(&self, name: &str) -> bool {
@@ -201,7 +202,7 @@ fn policy_file(path: &str, parsed: &ParsedBlob, old: Option<PolicyFile>) -> Opti
         .as_ref()
         .map(|old| old.names().into_iter().map(str::to_string).collect())
         .unwrap_or_default();
-    if unreadable && !old_names.is_empty() {
+    if unreadable && (!old_names.is_empty() || parsed.broken_policy_file) {
         return Some(PolicyFile {
             docs: Vec::new(),
             broken: Some((old_names, ParsedBlob::relocate(&parsed.file_errors, path))),
@@ -210,13 +211,13 @@ fn policy_file(path: &str, parsed: &ParsedBlob, old: Option<PolicyFile>) -> Opti
     None
 }
 
-#[derive(Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 struct PolicySetInner {
     /// By name; each with the file it was read from.
     policies: Vec<(Arc<RolloutPolicy>, String)>,
     errors: Vec<Diagnostic>,
-    /// Names defined at head that were never valid, each with a file defining it.
-    invalid: BTreeMap<String, String>,
+    /// Names defined at head without a valid version, each with a file defining it.
+    unusable: BTreeMap<String, String>,
 }
 
 /// The policies at the branch head. Cheap to clone.
@@ -233,9 +234,16 @@ impl PolicySet {
             inner: Arc::new(PolicySetInner {
                 policies,
                 errors,
-                invalid: BTreeMap::new(),
+                unusable: BTreeMap::new(),
             }),
         }
+    }
+
+    /// Records names that are defined (by name, a file defining each) but have no valid
+    /// version, so that an annotation naming one says where to look instead of "does not exist".
+    pub fn with_unusable(mut self, names: impl IntoIterator<Item = (String, String)>) -> Self {
+        Arc::make_mut(&mut self.inner).unusable.extend(names);
+        self
     }
 
     /// Valid policies at head (for a policy whose file became invalid: its last valid version,
@@ -288,9 +296,9 @@ impl PolicySet {
                 file(first),
                 file(second)
             ),
-            PolicyChoiceError::Missing(name) => match self.inner.invalid.get(name) {
+            PolicyChoiceError::Missing(name) => match self.inner.unusable.get(name) {
                 Some(file) => format!(
-                    "annotation {POLICY_ANNOTATION} names RolloutPolicy {name:?}, which {file} defines but which has never been valid: fix the errors in {file}"
+                    "annotation {POLICY_ANNOTATION} names RolloutPolicy {name:?}, which {file} defines but which has no valid version: fix the errors reported for it"
                 ),
                 None => error.to_string(),
             },
@@ -360,6 +368,23 @@ mod tests {
         apply(&mut index, &[("p.yaml", Some(&policy("a", "2m")))]);
         assert_eq!(deadline(&index.set(), "a"), Some(120));
         assert!(index.set().errors().is_empty());
+    }
+
+    #[test]
+    fn an_annotation_naming_a_policy_without_a_valid_version_says_where_it_is() {
+        let mut index = PolicyIndex::default();
+        apply(&mut index, &[("p.yaml", Some(&policy("a", "forever")))]);
+        let promotion: ClusterPromotion = serde_json::from_value(serde_json::json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+            "metadata": {"name": "app", "annotations": {POLICY_ANNOTATION: "a"}},
+            "spec": {"stages": []},
+        }))
+        .expect("promotion");
+        let error = index.set().choose(&promotion).expect_err("unusable");
+        assert!(
+            error.contains("\"a\", which p.yaml defines but which has no valid version"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -200,3 +200,56 @@ fn two_selecting_policies_conflict_by_file_and_the_annotation_resolves_it() {
     let error = set.choose(&app_promotion(&source)).expect_err("missing");
     assert!(error.contains("\"c\", which does not exist"), "{error}");
 }
+
+#[test]
+fn a_new_policy_file_that_does_not_parse_reports_with_the_policies() {
+    let repo = TestRepo::new();
+    repo.write("app.yaml", &Manifest::new("app", "1.0.0").yaml());
+    repo.write(
+        "policies/new.yaml",
+        "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: new\nspec: [\n",
+    );
+    repo.commit("a broken policy");
+    let mut source = repo.source();
+    let (changed, set) = sync_policies(&mut source);
+    assert!(changed, "an error is a change");
+    assert_eq!(set.policies().count(), 0);
+    let error = set.errors().first().expect("an error");
+    assert_eq!(
+        (error.code, error.file.as_str()),
+        ("yaml-syntax", "policies/new.yaml")
+    );
+    let names: Vec<&str> = source.promotions().map(|(name, _)| name).collect();
+    assert_eq!(
+        names,
+        ["app"],
+        "no invalid-file promotion for a policy file"
+    );
+}
+
+#[test]
+fn a_policy_change_beside_a_promotion_is_no_new_snapshot() {
+    let repo = TestRepo::new();
+    let app = Manifest::new("app", "1.0.0").yaml();
+    repo.write(
+        "app.yaml",
+        &format!("{app}---\n{}", policy("app", "{}", "10m")),
+    );
+    repo.commit("promotion and its policy in one file");
+    let mut source = repo.source();
+    source.sync().expect("sync");
+
+    repo.write(
+        "app.yaml",
+        &format!("{app}---\n{}", policy("app", "{}", "20m")),
+    );
+    repo.commit("longer deadline");
+    let report = source.sync().expect("sync");
+    assert!(report.policies_changed);
+    assert_eq!(
+        report.changes.get("app"),
+        Some(&tollgate_source::Change::Unchanged)
+    );
+    assert_eq!(source.history("app").len(), 1, "not a restart");
+    assert_eq!(in_force(&source.policies())[0].2, 1200);
+}
