@@ -131,9 +131,10 @@ async fn wait_completed(
 fn fix_governed(world: &mut World, plans: &mut [PromotionPlan], governed: &[usize]) {
     for i in governed {
         let plan = &mut plans[*i];
-        world
-            .repo
-            .write(&format!("{}.yaml", plan.name), &plan.manifest("1.2.0", false));
+        world.repo.write(
+            &format!("{}.yaml", plan.name),
+            &plan.manifest("1.2.0", false),
+        );
         plan.final_snapshot = 3;
     }
     world.repo.commit("fix the chart");
@@ -187,7 +188,9 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
     approvals.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
     // Promotions under a RolloutPolicy get a chart the odd groups fail (halted or rolled back
     // under faults), then a fix.
-    let governed: Vec<usize> = (0..PROMOTIONS).filter(|i| plans[*i].tier.is_some()).collect();
+    let governed: Vec<usize> = (0..PROMOTIONS)
+        .filter(|i| plans[*i].tier.is_some())
+        .collect();
     let outage_at = rng.millis(8_000, 15_000);
     let bump_at = rng.millis(2_000, 6_000);
     let broken_at = rng.millis(4_000, 10_000);
@@ -341,6 +344,20 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
             .join("\n")
     );
 
+    // The failure model was exercised: runs failed under both policies.
+    let failed_runs = |on_failure: &str| {
+        log.iter()
+            .filter(|w| w.resource.starts_with("gitpromotions."))
+            .filter_map(|w| w.object["status"].get("failure"))
+            .filter(|f| f["onFailure"] == on_failure)
+            .filter_map(|f| f["snapshotIndex"].as_u64())
+            .count()
+    };
+    let (rolled_back, halted) = (failed_runs("Rollback"), failed_runs("Halt"));
+    assert!(
+        rolled_back > 0 && halted > 0,
+        "seed {seed}: no run failed under a policy (rollback {rolled_back}, halt {halted})"
+    );
     let counts = world.emulator.request_counts();
     // Writes that went through HTTP and succeeded; the rest of the write requests were refused
     // (injected 500s, 503s of the outage, conflicts).
@@ -349,7 +366,8 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
         .filter(|w| w.field_manager != SVELTOS_MANAGER && w.field_manager != FLEET_MANAGER)
         .count() as u64;
     println!(
-        "chaos seed {seed}: {} promotions ({} stages, {} bumped, {} approved) completed; {} writes logged \
+        "chaos seed {seed}: {} promotions ({} stages, {} bumped, {} approved) completed; failure \
+         statuses written: {rolled_back} rolled back, {halted} halted; {} writes logged \
          ({http_writes} by clients); {} controller restarts, {} watch drops, {} outage(s) of {OUTAGE:?}; \
          {} write requests refused of {}",
         plans.len(),

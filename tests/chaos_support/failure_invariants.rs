@@ -3,7 +3,8 @@
 //! - a halted run applies nothing further: no profile of the promotion carrying the halted
 //!   snapshot or an older one (a new commit's snapshot is newer);
 //! - no stage fails with fewer failures than its budget allows, nor on timed-out clusters before
-//!   its deadline.
+//!   its deadline;
+//! - a stage the status calls restored carries, as last applied, the snapshot it was restored to.
 
 use std::collections::HashMap;
 
@@ -27,6 +28,16 @@ pub enum FailureViolation {
         failed: u64,
         on_failure: String,
         failed_at: DateTime<Utc>,
+    },
+    #[error(
+        "{promotion}: stage {stage} reported restored to snapshot {to} at {at}, but its profile last got {last:?}"
+    )]
+    RestoredWrongly {
+        promotion: String,
+        stage: String,
+        at: DateTime<Utc>,
+        to: u64,
+        last: Option<u64>,
     },
     #[error(
         "{promotion}: stage {stage} failed at {at} with {failures} failed/timed-out clusters, within its budget of {allowed}"
@@ -60,6 +71,8 @@ struct Failed {
 pub fn check_failures(log: &[WriteRecord]) -> Vec<FailureViolation> {
     // promotion → every failure persisted so far.
     let mut failed: HashMap<String, Vec<Failed>> = HashMap::new();
+    // profile name → the snapshot its last apply carried.
+    let mut last_applied: HashMap<String, u64> = HashMap::new();
     let mut violations = Vec::new();
     for record in log {
         if record.resource.starts_with("gitpromotions.") {
@@ -69,6 +82,12 @@ pub fn check_failures(log: &[WriteRecord]) -> Vec<FailureViolation> {
             else {
                 continue;
             };
+            violations.extend(check_restored(
+                &record.name,
+                record.time,
+                failure,
+                &last_applied,
+            ));
             let Some(snapshot) = failure["snapshotIndex"].as_u64() else {
                 continue;
             };
@@ -105,6 +124,7 @@ pub fn check_failures(log: &[WriteRecord]) -> Vec<FailureViolation> {
             ) else {
                 continue;
             };
+            last_applied.insert(record.name.clone(), snapshot);
             for f in failed.get(promotion).into_iter().flatten() {
                 let broken = snapshot == f.snapshot || (f.halted && snapshot < f.snapshot);
                 if broken {
@@ -122,6 +142,30 @@ pub fn check_failures(log: &[WriteRecord]) -> Vec<FailureViolation> {
         }
     }
     violations
+}
+
+/// Every stage the rollback calls restored last got the snapshot it was restored to.
+fn check_restored(
+    promotion: &str,
+    at: DateTime<Utc>,
+    failure: &Value,
+    last_applied: &HashMap<String, u64>,
+) -> Vec<FailureViolation> {
+    let restored = failure["rollback"].as_array().into_iter().flatten();
+    restored
+        .filter(|r| r.get("restoredAt").is_some_and(|t| !t.is_null()))
+        .filter_map(|r| Some((r["name"].as_str()?, r["toSnapshot"].as_u64()?)))
+        .filter_map(|(stage, to)| {
+            let last = last_applied.get(&format!("{promotion}-{stage}")).copied();
+            (last != Some(to)).then(|| FailureViolation::RestoredWrongly {
+                promotion: promotion.to_string(),
+                stage: stage.to_string(),
+                at,
+                to,
+                last,
+            })
+        })
+        .collect()
 }
 
 /// The failing stage spent its budget, and did not time clusters out early.
@@ -250,6 +294,27 @@ mod tests {
             &violations[0],
             FailureViolation::AppliedAfterFailure { snapshot: 2, .. }
         ));
+    }
+
+    #[test]
+    fn a_stage_restored_with_the_wrong_snapshot_is_caught() {
+        let restored = |at| {
+            record(
+                at,
+                "gitpromotions.tollgate.dev",
+                "p",
+                json!({"status": {"snapshotIndex": 2, "stages": [],
+                    "failure": {"stage": "s0", "snapshotIndex": 2, "onFailure": "Rollback",
+                        "rollback": [{"name": "s0", "toSnapshot": 1, "restoredAt": t(at).to_rfc3339()}]}}}),
+            )
+        };
+        let wrong = [apply(0, 2), restored(1)];
+        assert!(matches!(
+            check_failures(&wrong)[..],
+            [FailureViolation::RestoredWrongly { last: Some(2), .. }]
+        ));
+        let right = [apply(0, 2), apply(1, 1), restored(2)];
+        assert_eq!(check_failures(&right), vec![]);
     }
 
     #[test]
