@@ -19,12 +19,14 @@ use tollgate_engine::{Phase, PromotionStatus};
 use tracing::error;
 
 /// Every phase, so the phase gauge always has one series per phase (1 for the current one).
-pub const ALL_PHASES: [Phase; 9] = [
+pub const ALL_PHASES: [Phase; 11] = [
     Phase::Progressing,
     Phase::Waiting,
     Phase::Paused,
     Phase::Completed,
     Phase::Failed,
+    Phase::RollingBack,
+    Phase::RolledBack,
     Phase::Invalid,
     Phase::RemovalHeld,
     Phase::Removing,
@@ -98,6 +100,13 @@ pub struct Metrics {
     approval_wait: Family<PromotionLabels, SecondsGauge>,
     webhook_requests: Family<WebhookLabels, Counter>,
     leader: Gauge,
+    stage_failures: Family<PromotionLabels, Counter>,
+    cluster_timeouts: Family<PromotionLabels, Counter>,
+    rollbacks: Family<PromotionLabels, Counter>,
+    /// Per promotion: since when its current stage runs and since when it waits for an
+    /// approval. The two duration gauges are computed from these at scrape time, so they grow
+    /// between steps instead of freezing at the last one.
+    live_since: Mutex<HashMap<Arc<str>, LiveSince>>,
     /// Every promotion with series, by its name as the series share it, with the stages that have
     /// a transition series: a `Family` cannot list its label sets, and forgetting a promotion
     /// must remove all of them.
@@ -195,6 +204,24 @@ impl Metrics {
             "1 while this replica holds the leader lease (writes), 0 otherwise",
             leader.clone(),
         );
+        let stage_failures = Family::<PromotionLabels, Counter>::default();
+        registry.register(
+            "stage_failures",
+            "Stages failed under their RolloutPolicy (failure budget spent), by promotion",
+            stage_failures.clone(),
+        );
+        let cluster_timeouts = Family::<PromotionLabels, Counter>::default();
+        registry.register(
+            "cluster_timeouts",
+            "Clusters not Provisioned by their stage's progressDeadline, by promotion",
+            cluster_timeouts.clone(),
+        );
+        let rollbacks = Family::<PromotionLabels, Counter>::default();
+        registry.register(
+            "rollbacks",
+            "Runs rolled back after a stage failed (onFailure: Rollback), by promotion",
+            rollbacks.clone(),
+        );
         Metrics {
             registry,
             reconciles,
@@ -209,12 +236,22 @@ impl Metrics {
             approval_wait,
             webhook_requests,
             leader,
+            stage_failures,
+            cluster_timeouts,
+            rollbacks,
+            live_since: Mutex::new(HashMap::new()),
             promotions: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The OpenMetrics text exposition of every metric.
+    /// The OpenMetrics text exposition of every metric, durations as of now.
     pub fn encode(&self) -> String {
+        self.encode_at(Utc::now())
+    }
+
+    /// The exposition with the duration gauges computed as of `now`.
+    pub fn encode_at(&self, now: DateTime<Utc>) -> String {
+        self.refresh_durations(now);
         let mut text = String::new();
         // Writing into a String cannot fail; log rather than panic should that ever change.
         if let Err(error) = encode(&mut text, &self.registry) {
@@ -295,26 +332,87 @@ impl Metrics {
                 })
                 .set(value);
         }
-        match status.last_promotion_time {
+        let live = LiveSince {
+            stage_started: status.last_promotion_time,
+            approval_since: approval_wait_start(status),
+        };
+        self.set_durations(&labels, &live, now);
+        self.live_since().insert(labels.promotion.clone(), live);
+    }
+
+    /// Counts what a persisted step changed: a stage failing under its policy, clusters newly
+    /// timed out, a rollback started. Typed status fields only; no event text is read.
+    pub fn observe_step(
+        &self,
+        promotion: &str,
+        before: Option<&PromotionStatus>,
+        after: &PromotionStatus,
+    ) {
+        let labels = self.promotion_labels(promotion);
+        let same_run = before.is_some_and(|b| b.snapshot_index == after.snapshot_index);
+        let failed_before = before.is_some_and(|b| same_run && b.failure.is_some());
+        if let Some(failure) = &after.failure
+            && !failed_before
+        {
+            self.stage_failures.get_or_create(&labels).inc();
+            if !failure.rollback.is_empty() {
+                self.rollbacks.get_or_create(&labels).inc();
+            }
+        }
+        let timed_out_before = |stage: &str| {
+            before
+                .filter(|_| same_run)
+                .and_then(|b| b.stage(stage))
+                .map_or(0, |s| s.counts.timed_out)
+        };
+        let newly: u64 = after
+            .stages
+            .iter()
+            .map(|s| u64::from(s.counts.timed_out.saturating_sub(timed_out_before(&s.name))))
+            .sum();
+        if newly > 0 {
+            self.cluster_timeouts.get_or_create(&labels).inc_by(newly);
+        }
+    }
+
+    fn set_durations(&self, labels: &PromotionLabels, live: &LiveSince, now: DateTime<Utc>) {
+        match live.stage_started {
             Some(started) => {
                 self.time_in_stage
-                    .get_or_create(&labels)
+                    .get_or_create(labels)
                     .set(seconds_since(started, now));
             }
             None => {
-                self.time_in_stage.remove(&labels);
+                self.time_in_stage.remove(labels);
             }
         }
-        match approval_wait_start(status) {
+        match live.approval_since {
             Some(since) => {
                 self.approval_wait
-                    .get_or_create(&labels)
+                    .get_or_create(labels)
                     .set(seconds_since(since, now));
             }
             None => {
-                self.approval_wait.remove(&labels);
+                self.approval_wait.remove(labels);
             }
         }
+    }
+
+    fn refresh_durations(&self, now: DateTime<Utc>) {
+        let live = self.live_since().clone();
+        for (promotion, since) in &live {
+            let labels = PromotionLabels {
+                promotion: promotion.clone(),
+            };
+            self.set_durations(&labels, since, now);
+        }
+    }
+
+    fn live_since(&self) -> MutexGuard<'_, HashMap<Arc<str>, LiveSince>> {
+        // Plain values: a panic cannot leave the map half-updated in a way that matters.
+        self.live_since
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Removes every series of a promotion (it is gone from git and from the cluster).
@@ -325,8 +423,12 @@ impl Metrics {
         let labels = PromotionLabels {
             promotion: promotion.clone(),
         };
+        self.live_since().remove(&promotion);
         self.apply_errors.remove(&labels);
         self.drift_corrections.remove(&labels);
+        self.stage_failures.remove(&labels);
+        self.cluster_timeouts.remove(&labels);
+        self.rollbacks.remove(&labels);
         self.current_stage_index.remove(&labels);
         self.time_in_stage.remove(&labels);
         self.approval_wait.remove(&labels);
@@ -381,6 +483,13 @@ fn shared_name(promotions: &mut HashMap<Arc<str>, Vec<Arc<str>>>, promotion: &st
     let shared: Arc<str> = Arc::from(promotion);
     promotions.insert(shared.clone(), Vec::new());
     shared
+}
+
+/// The instants the duration gauges count from.
+#[derive(Clone, Copy, Debug, Default)]
+struct LiveSince {
+    stage_started: Option<DateTime<Utc>>,
+    approval_since: Option<DateTime<Utc>>,
 }
 
 fn seconds_since(start: DateTime<Utc>, now: DateTime<Utc>) -> f64 {
@@ -451,6 +560,57 @@ mod tests {
         }
         let distinct: BTreeSet<&str> = ALL_PHASES.iter().map(phase_name).collect();
         assert_eq!(distinct.len(), ALL_PHASES.len());
+    }
+
+    #[test]
+    fn durations_are_live_at_scrape_time_not_frozen_at_the_last_step() {
+        let metrics = Metrics::new();
+        let stepped = Utc::now();
+        let mut status: PromotionStatus =
+            serde_json::from_value(serde_json::json!({"hashScheme": 1, "phase": "Progressing"}))
+                .expect("a status");
+        status.last_promotion_time = Some(stepped - chrono::Duration::seconds(10));
+        metrics.observe_promotion("web", &status, stepped);
+        let later = metrics.encode_at(stepped + chrono::Duration::seconds(50));
+        assert!(
+            later.contains(r#"tollgate_promotion_time_in_stage_seconds{promotion="web"} 60.0"#),
+            "{later}"
+        );
+    }
+
+    #[test]
+    fn a_failed_stage_and_timed_out_clusters_are_counted_once() {
+        let metrics = Metrics::new();
+        let status = |value: serde_json::Value| -> PromotionStatus {
+            serde_json::from_value(value).expect("a status")
+        };
+        let stage = |timed_out: u32| {
+            serde_json::json!({"name": "prod", "snapshotIndex": 2, "appliedAt": "2026-01-01T00:00:00Z",
+                "appliedSpecHash": "h", "counts": {"matchingClusters": 3, "summaries": 3,
+                "provisioned": 1, "failed": 0, "timedOut": timed_out}})
+        };
+        let before = status(serde_json::json!({"hashScheme": 1, "phase": "Progressing",
+            "snapshotIndex": 2, "stages": [stage(1)]}));
+        let after = status(serde_json::json!({"hashScheme": 1, "phase": "RollingBack",
+            "snapshotIndex": 2, "stages": [stage(2)],
+            "failure": {"stage": "prod", "snapshotIndex": 2, "reason": "r",
+                "at": "2026-01-01T00:10:00Z", "onFailure": "Rollback",
+                "rollback": [{"name": "prod"}]}}));
+        metrics.observe_step("web", Some(&before), &after);
+        metrics.observe_step("web", Some(&after), &after);
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"tollgate_stage_failures_total{promotion="web"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"tollgate_rollbacks_total{promotion="web"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"tollgate_cluster_timeouts_total{promotion="web"} 1"#),
+            "{text}"
+        );
     }
 
     #[test]

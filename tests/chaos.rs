@@ -13,6 +13,7 @@ mod support;
 
 use std::time::Duration;
 
+use chaos_support::failure_invariants::check_failures;
 use chaos_support::invariants::{self, Violation};
 use chaos_support::{PromotionPlan, SeededRng, fleet_yaml};
 use chrono::Utc;
@@ -126,6 +127,19 @@ async fn wait_completed(
     }
 }
 
+/// The fix for the governed promotions: a chart every cluster deploys, a new snapshot.
+fn fix_governed(world: &mut World, plans: &mut [PromotionPlan], governed: &[usize]) {
+    for i in governed {
+        let plan = &mut plans[*i];
+        world
+            .repo
+            .write(&format!("{}.yaml", plan.name), &plan.manifest("1.2.0", false));
+        plan.final_snapshot = 3;
+    }
+    world.repo.commit("fix the chart");
+    world.poke();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
     let seed = seed();
@@ -141,7 +155,8 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
             &plan.manifest("1.0.0", false),
         );
     }
-    repo.commit("fifty promotions");
+    repo.write("policies.yaml", chaos_support::POLICIES);
+    repo.commit("fifty promotions and their policies");
     let mut world = World::without_controller(repo, &fleet_yaml("150ms")).await;
     world.emulator.set_seed(seed);
     let gate = LeaderGate::follower();
@@ -170,8 +185,15 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
         .map(|i| (rng.millis(3_000, 25_000), i))
         .collect();
     approvals.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+    // Promotions under a RolloutPolicy get a chart the odd groups fail (halted or rolled back
+    // under faults), then a fix.
+    let governed: Vec<usize> = (0..PROMOTIONS).filter(|i| plans[*i].tier.is_some()).collect();
     let outage_at = rng.millis(8_000, 15_000);
     let bump_at = rng.millis(2_000, 6_000);
+    let broken_at = rng.millis(4_000, 10_000);
+    let fixed_at = broken_at + rng.millis(6_000, 12_000);
+    let mut broken_done = false;
+    let mut fixed_done = false;
     let mut injected = Injected::default();
     let started = tokio::time::Instant::now();
     let mut outage_done = false;
@@ -192,6 +214,22 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
             world.poke();
             injected.bumps = bumped.len() as u32;
             bump_done = true;
+            continue;
+        }
+        if !broken_done && elapsed >= broken_at {
+            for i in &governed {
+                let plan = &plans[*i];
+                let manifest = plan.manifest(chaos_support::FAILING_CHART, false);
+                world.repo.write(&format!("{}.yaml", plan.name), &manifest);
+            }
+            world.repo.commit("a chart the odd groups fail");
+            world.poke();
+            broken_done = true;
+            continue;
+        }
+        if broken_done && !fixed_done && elapsed >= fixed_at {
+            fix_governed(&mut world, &mut plans, &governed);
+            fixed_done = true;
             continue;
         }
         if !outage_done && elapsed >= outage_at {
@@ -231,6 +269,9 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
         }
     }
     // Whatever the schedule did not reach yet happens now, with faults still on.
+    if !fixed_done {
+        fix_governed(&mut world, &mut plans, &governed);
+    }
     for (_, i) in approvals.drain(..) {
         let plan = &mut plans[i];
         plan.approved_at = Some(Utc::now());
@@ -279,9 +320,11 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
         log.len()
     );
     elector.abort();
-    let violations: Vec<Violation> = invariants::check(&log, &plans)
+    let violations: Vec<String> = invariants::check(&log, &plans)
         .into_iter()
         .chain(invariants::check_leased(&log))
+        .map(|v: Violation| v.to_string())
+        .chain(check_failures(&log).into_iter().map(|v| v.to_string()))
         .collect();
     if !violations.is_empty() {
         dump_log(&log, seed);

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use assert_cmd::Command;
+use tollgate_manifest::snapshot::short_sha;
 use tollgate_manifest::{ApprovalKind, Snapshot};
 use tollgate_source::{GitSource, PromotionView, SourceConfig};
 
@@ -394,7 +395,7 @@ fn rollback_restores_snapshot_content_on_a_new_branch() {
     );
     assert_eq!(
         git(fixture.root(), &["log", "-1", "--format=%s", branch]),
-        format!("Roll back app to snapshot #1 ({})", &fixture.v1[..7])
+        format!("Roll back app to snapshot #1 ({})", short_sha(&fixture.v1))
     );
     assert_eq!(
         fixture.status(),
@@ -644,6 +645,38 @@ fn approval_after_a_revert_is_a_fresh_value_naming_the_restored_snapshot() {
         git(fixture.root(), &["rev-parse", &branch]),
         "a new approval event, after the snapshot's commit"
     );
+}
+
+/// Every commit SHA the CLI prints is abbreviated the one way, `short_sha` (issue #14 item 7):
+/// the new commit, its base, and the commit a note names.
+#[test]
+fn commit_shas_in_approve_output_use_the_one_short_form() {
+    let (fixture, revert) = reverted_after_approval();
+    let output = fixture
+        .tollgate()
+        .args(["approve", "app", "production", "--repo"])
+        .arg(fixture.root())
+        .output()
+        .expect("run");
+    let stdout = text(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        text(&output.stderr)
+    );
+    let branch = format!("tollgate/approve-app-production-{}", &revert[..12]);
+    let commit = git(fixture.root(), &["rev-parse", &branch]);
+    let committed = format!(
+        "Committed {} on new branch {branch} (from {};",
+        short_sha(&commit),
+        short_sha(&revert)
+    );
+    assert!(stdout.contains(&committed), "{committed:?} in:\n{stdout}");
+    let note = format!(
+        "wrote the SHA of commit {} that introduced",
+        short_sha(&revert)
+    );
+    assert!(stdout.contains(&note), "{note:?} in:\n{stdout}");
 }
 
 #[test]

@@ -4,6 +4,8 @@ use std::path::Path;
 
 use assert_cmd::Command;
 use serde_json::Value;
+use tollgate_fixtures::{promotion, stage};
+use tollgate_manifest::snapshot::short_sha;
 
 #[path = "../crates/source/tests/support/git_http_server.rs"]
 mod git_http_server;
@@ -12,38 +14,19 @@ mod git_support;
 use git_support::git;
 
 fn manifest(name: &str, version: &str, annotation: Option<&str>, approved: bool) -> String {
-    let annotations = annotation.map_or(String::new(), |value| {
-        format!("  annotations:\n    approve.tollgate.dev/production: \"{value}\"\n")
-    });
-    format!(
-        "apiVersion: config.projectsveltos.io/v1beta1
-kind: ClusterPromotion
-metadata:
-  name: {name}
-{annotations}spec:
-  profileSpec:
-    helmCharts:
-    - repositoryURL: https://charts.example.com
-      repositoryName: example
-      chartName: example/app
-      chartVersion: {version}
-      releaseName: app
-      releaseNamespace: app
-      helmChartAction: Install
-  stages:
-  - name: staging
-    clusterSelector:
-      matchLabels:
-        env: staging
-  - name: production
-    clusterSelector:
-      matchLabels:
-        env: production
-    trigger:
-      manual:
-        approved: {approved}
-"
-    )
+    let mut manifest = promotion(name);
+    if let Some(value) = annotation {
+        manifest = manifest.annotation("approve.tollgate.dev/production", value);
+    }
+    manifest
+        .chart("app", version)
+        .stage(stage("staging").selector("env", "staging"))
+        .stage(
+            stage("production")
+                .selector("env", "production")
+                .approved(approved),
+        )
+        .to_yaml()
 }
 
 fn commit(dir: &Path, file: &str, content: &str, message: &str) -> String {
@@ -122,14 +105,14 @@ fn table_lists_snapshots_rollbacks_and_approvals() {
         "#1",
         "#2",
         "#3",
-        &fixture.v1[..7],
+        short_sha(&fixture.v1),
         "Alice Author",
         "app v2",
         "rollback to #1",
         "current",
         "Approvals:",
         "approved: true",
-        &fixture.approval[..7],
+        short_sha(&fixture.approval),
     ] {
         assert!(
             stdout.contains(expected),

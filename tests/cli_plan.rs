@@ -5,6 +5,7 @@ use std::path::Path;
 
 use assert_cmd::Command;
 use serde_json::Value;
+use tollgate_fixtures::{promotion, stage};
 
 mod git_support;
 
@@ -32,70 +33,26 @@ const APP: App = App {
 };
 
 fn app(app: &App) -> String {
-    let canary = if app.canary {
-        "  - name: canary
-    clusterSelector:
-      matchLabels:
-        env: canary
-"
-    } else {
-        ""
-    };
-    format!(
-        "apiVersion: config.projectsveltos.io/v1beta1
-kind: ClusterPromotion
-metadata:
-  name: app
-spec:
-  profileSpec:
-    helmCharts:
-    - repositoryURL: https://charts.example.com
-      repositoryName: example
-      chartName: example/app
-      chartVersion: {version}
-      releaseName: app
-      releaseNamespace: app
-      helmChartAction: Install
-  stages:
-{canary}  - name: staging
-    clusterSelector:
-      matchLabels:
-        env: {staging}
-    trigger:
-      auto:
-        delay: {delay}
-  - name: production
-    clusterSelector:
-      matchLabels:
-        env: production
-    trigger:
-      manual:
-        approved: {approved}
-",
-        version = app.version,
-        staging = app.staging_env,
-        delay = app.delay,
-        approved = app.approved,
-    )
+    let staging = stage("staging")
+        .selector("env", app.staging_env)
+        .delay(app.delay);
+    let production = stage("production")
+        .selector("env", "production")
+        .approved(app.approved);
+    let mut promotion = promotion("app").chart("app", app.version);
+    if app.canary {
+        promotion = promotion.stage(stage("canary").selector("env", "canary"));
+    }
+    promotion.stage(staging).stage(production).to_yaml()
 }
 
-const DB: &str = "apiVersion: config.projectsveltos.io/v1beta1
-kind: ClusterPromotion
-metadata:
-  name: db
-spec:
-  preserveClusterProfilesOnDelete: true
-  profileSpec:
-    policyRefs:
-    - kind: ConfigMap
-      name: db-config
-      namespace: default
-  stages:
-  - name: all
-    clusterSelector:
-      matchLabels:
-        tier: db
-";
+fn db() -> String {
+    promotion("db")
+        .preserve_on_delete(true)
+        .policy_ref("ConfigMap", "db-config", "default")
+        .stage(stage("all").selector("tier", "db"))
+        .to_yaml()
+}
 
 /// A repository whose `HEAD~1` has `app` (and `db`) as given, and whose `HEAD` has `to`.
 fn repository(from: &[(&str, &str)], to: &[(&str, Option<&str>)]) -> tempfile::TempDir {
@@ -149,7 +106,7 @@ fn snapshot(name: &str, dir: &Path, exit: i32) {
 }
 
 fn base() -> Vec<(&'static str, String)> {
-    vec![("app.yaml", app(&APP)), ("db.yaml", DB.to_string())]
+    vec![("app.yaml", app(&APP)), ("db.yaml", db())]
 }
 
 fn repo_from(to: &[(&str, Option<String>)]) -> tempfile::TempDir {
@@ -233,7 +190,7 @@ fn invalid_file_at_to_exits_1_with_locations() {
     let broken = app(&APP).replace("delay: 5m", "delay: five minutes");
     let dir = repo_from(&[
         ("app.yaml", Some(broken)),
-        ("db.yaml", Some(format!("{DB}  oops: [\n"))),
+        ("db.yaml", Some(format!("{}  oops: [\n", db()))),
     ]);
     snapshot("invalid_at_to", dir.path(), 1);
 }

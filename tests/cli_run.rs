@@ -12,6 +12,7 @@ use support::{
     KillOnDrop as Controller, TestRepo, eventually, fleet_yaml, http, seed,
     tollgate_binary as tollgate,
 };
+use tollgate_manifest::snapshot::short_sha;
 
 fn start_embedded(repo: &TestRepo, dir: &Path, extra: &[&str]) -> (Controller, std::path::PathBuf) {
     let fleet = dir.join("fleet.yaml");
@@ -87,6 +88,33 @@ fn run_embedded_rolls_out_and_status_reports_it() {
         .output()
         .expect("status runs");
     assert_eq!(missing.status.code(), Some(1));
+}
+
+/// The controller's log names commits the one way, `short_sha` (issue #14 item 7).
+#[test]
+fn the_git_synced_log_names_head_by_the_one_short_sha() {
+    let repo = TestRepo::new();
+    repo.write(
+        "kyverno.yaml",
+        &seed("05-kyverno-rollout-auto-v1.yaml", "1s"),
+    );
+    let head = repo.commit("Kyverno");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut controller, kubeconfig) = start_embedded(&repo, dir.path(), &[]);
+    eventually("the commit is synced and rolled out", || {
+        status_json(&kubeconfig).filter(|s| s[0]["status"]["phase"] == "Completed")
+    });
+    let _ = controller.0.kill();
+    let log = controller.0.wait_with_output_stderr();
+    let synced = log
+        .lines()
+        .find(|line| line.contains("git synced"))
+        .unwrap_or_else(|| panic!("no git synced line in\n{log}"));
+    let longer = &head[..=short_sha(&head).len()];
+    assert!(
+        synced.contains(short_sha(&head)) && !synced.contains(longer),
+        "{synced}"
+    );
 }
 
 #[test]

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
+use tollgate_fixtures::{promotion, stage};
 
 fn tollgate() -> Command {
     assert_cmd::cargo::cargo_bin_cmd!("tollgate")
@@ -299,28 +300,14 @@ fn near_misses_of_cluster_promotion_are_warnings_at_their_line() {
 
 /// `name` with a manual `prod` stage and an auto `staging` stage, approved by `annotation`.
 fn approved(name: &str, annotation: (&str, &str)) -> String {
-    format!(
-        "apiVersion: config.projectsveltos.io/v1beta1
-kind: ClusterPromotion
-metadata:
-  name: {name}
-  annotations:
-    approve.tollgate.dev/{}: \"{}\"
-spec:
-  stages:
-  - name: staging
-    clusterSelector:
-      matchLabels: {{env: staging}}
-    trigger:
-      auto: {{delay: 5m}}
-  - name: prod
-    clusterSelector:
-      matchLabels: {{env: prod}}
-    trigger:
-      manual: {{}}
-",
-        annotation.0, annotation.1
-    )
+    promotion(name)
+        .annotation(
+            &format!("approve.tollgate.dev/{}", annotation.0),
+            annotation.1,
+        )
+        .stage(stage("staging").selector("env", "staging").delay("5m"))
+        .stage(stage("prod").selector("env", "prod").manual())
+        .to_yaml()
 }
 
 fn snapshot_id(text: &str) -> String {
@@ -425,5 +412,247 @@ fn approval_annotations_that_name_no_snapshot_are_warnings() {
             "g-a-commit.yaml".to_string(),
             6
         )]
+    );
+}
+
+// RolloutPolicies: their own errors, and which policy governs each promotion.
+
+fn policy_yaml(name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: {name}\nspec:\n{spec}"
+    )
+}
+
+/// `GOOD` (one stage `a`) with labels and annotations.
+fn promotion_yaml(name: &str, labels: &str, annotations: &str) -> String {
+    GOOD.replace(
+        "  name: good\n",
+        &format!("  name: {name}\n  labels: {labels}\n  annotations: {annotations}\n"),
+    )
+}
+
+/// Validates `files` (written to a temp dir) with JSON output; the exit code and diagnostics.
+fn validate_json(files: &[(&str, &str)]) -> (i32, Vec<serde_json::Value>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (path, text) in files {
+        write(dir.path(), path, text);
+    }
+    let output = tollgate()
+        .args(["validate", "-o", "json"])
+        .arg(dir.path())
+        .output()
+        .expect("run");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON report");
+    let diagnostics = report["diagnostics"].as_array().expect("list").clone();
+    (output.status.code().unwrap_or(-1), diagnostics)
+}
+
+fn message(diagnostic: &serde_json::Value) -> &str {
+    diagnostic["message"].as_str().unwrap_or_default()
+}
+
+#[test]
+fn a_valid_policy_and_the_promotion_it_governs_validate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = "  selector: {}\n  progressDeadline: 10m\n  maxFailures: \"10%\"\n  onFailure: Rollback\n  stages:\n    a: {maxFailures: 0, progressDeadline: 30m}\n";
+    write(
+        dir.path(),
+        "policies/fleet.yaml",
+        &policy_yaml("fleet", spec),
+    );
+    write(dir.path(), "app.yaml", GOOD);
+    let assert = tollgate().arg("validate").arg(dir.path()).assert().code(0);
+    let out = stdout_of(&assert);
+    assert!(
+        out.contains("2 file(s), 1 promotion(s), 1 policy: 0 error(s), 0 warning(s)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_bad_policy_duration_is_an_error_with_file_line_and_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        "fleet.yaml",
+        &policy_yaml("fleet", "  progressDeadline: 10 minutes\n"),
+    );
+    let assert = tollgate().arg("validate").arg(dir.path()).assert().code(1);
+    let out = stdout_of(&assert);
+    assert!(
+        out.starts_with("error[invalid-duration]: Invalid value: \"10 minutes\""),
+        "{out}"
+    );
+    assert!(out.contains("fleet.yaml:6:21\n"), "{out}");
+    assert!(out.contains("= field: spec.progressDeadline\n"), "{out}");
+}
+
+#[test]
+fn a_bad_max_failures_is_an_error_at_its_value() {
+    let (code, diagnostics) = validate_json(&[(
+        "fleet.yaml",
+        &policy_yaml("fleet", "  stages:\n    a:\n      maxFailures: \"150%\"\n"),
+    )]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        places(&diagnostics),
+        [(
+            "invalid-max-failures".to_string(),
+            "fleet.yaml".to_string(),
+            8
+        )]
+    );
+    assert_eq!(diagnostics[0]["column"], 20);
+    assert_eq!(diagnostics[0]["path"], "spec.stages.a.maxFailures");
+    assert!(
+        message(&diagnostics[0]).contains("over 100%"),
+        "{diagnostics:?}"
+    );
+}
+
+#[test]
+fn an_unknown_policy_field_is_an_error_at_its_key() {
+    let (code, diagnostics) =
+        validate_json(&[("fleet.yaml", &policy_yaml("fleet", "  maxFailure: 1\n"))]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        places(&diagnostics),
+        [("unknown-field".to_string(), "fleet.yaml".to_string(), 6)]
+    );
+    assert_eq!(diagnostics[0]["column"], 3);
+    assert!(
+        message(&diagnostics[0]).contains("\"maxFailure\""),
+        "{diagnostics:?}"
+    );
+}
+
+#[test]
+fn two_policies_selecting_one_promotion_is_an_error_naming_both_files() {
+    let (code, diagnostics) = validate_json(&[
+        ("policies/all.yaml", &policy_yaml("all", "  selector: {}\n")),
+        (
+            "policies/critical.yaml",
+            &policy_yaml(
+                "critical",
+                "  selector:\n    matchLabels: {tier: critical}\n",
+            ),
+        ),
+        ("app.yaml", &promotion_yaml("app", "{tier: critical}", "{}")),
+        ("other.yaml", &promotion_yaml("other", "{tier: low}", "{}")),
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        places(&diagnostics),
+        [("policy-conflict".to_string(), "app.yaml".to_string(), 4)]
+    );
+    let text = message(&diagnostics[0]);
+    for part in [
+        "ClusterPromotion \"app\"",
+        "\"all\" (",
+        "policies/all.yaml)",
+        "\"critical\" (",
+        "policies/critical.yaml)",
+        "tollgate.dev/policy",
+    ] {
+        assert!(text.contains(part), "{part}: {text}");
+    }
+}
+
+#[test]
+fn an_annotation_naming_a_missing_policy_is_an_error_at_the_annotation() {
+    let (code, diagnostics) = validate_json(&[
+        ("fleet.yaml", &policy_yaml("fleet", "  selector: {}\n")),
+        (
+            "app.yaml",
+            &promotion_yaml("app", "{}", "\n    tollgate.dev/policy: fleet-typo"),
+        ),
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        places(&diagnostics),
+        [("policy-not-found".to_string(), "app.yaml".to_string(), 7)]
+    );
+    assert_eq!(
+        diagnostics[0]["path"],
+        "metadata.annotations[tollgate.dev/policy]"
+    );
+    assert!(message(&diagnostics[0]).contains("\"fleet-typo\", which does not exist"));
+}
+
+#[test]
+fn an_annotation_naming_an_invalid_policy_points_at_its_file() {
+    let (code, diagnostics) = validate_json(&[
+        ("fleet.yaml", &policy_yaml("fleet", "  onFailure: Retry\n")),
+        (
+            "app.yaml",
+            &promotion_yaml("app", "{}", "{tollgate.dev/policy: fleet}"),
+        ),
+    ]);
+    assert_eq!(code, 1);
+    let codes: Vec<String> = places(&diagnostics).into_iter().map(|p| p.0).collect();
+    assert_eq!(codes, ["unsupported-value", "policy-not-found"]);
+    let text = message(&diagnostics[1]);
+    assert!(
+        text.contains("fleet.yaml defines but which has no valid version"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_annotation_resolves_a_conflict() {
+    let (code, diagnostics) = validate_json(&[
+        ("all.yaml", &policy_yaml("all", "  selector: {}\n")),
+        ("also.yaml", &policy_yaml("also", "  selector: {}\n")),
+        (
+            "app.yaml",
+            &promotion_yaml("app", "{}", "{tollgate.dev/policy: also}"),
+        ),
+    ]);
+    assert_eq!((code, diagnostics), (0, Vec::new()));
+}
+
+#[test]
+fn a_stage_override_no_governed_promotion_has_is_a_warning() {
+    let (code, diagnostics) = validate_json(&[
+        (
+            "fleet.yaml",
+            &policy_yaml(
+                "fleet",
+                "  stages:\n    a: {maxFailures: 1}\n    prod: {maxFailures: 0}\n",
+            ),
+        ),
+        ("app.yaml", GOOD),
+    ]);
+    assert_eq!(code, 0, "a warning only");
+    assert_eq!(
+        places(&diagnostics),
+        [(
+            "policy-stage-unknown".to_string(),
+            "fleet.yaml".to_string(),
+            8
+        )]
+    );
+    assert_eq!(diagnostics[0]["severity"], "warning");
+    assert!(
+        message(&diagnostics[0]).contains("\"prod\""),
+        "{diagnostics:?}"
+    );
+}
+
+#[test]
+fn one_policy_name_in_two_files_is_an_error_at_each() {
+    let (code, diagnostics) = validate_json(&[
+        ("a.yaml", &policy_yaml("fleet", "  selector: {}\n")),
+        ("b.yaml", &policy_yaml("fleet", "  selector: {}\n")),
+        ("app.yaml", GOOD),
+    ]);
+    assert_eq!(code, 1);
+    let code_name = "duplicate-policy-name".to_string();
+    assert_eq!(
+        places(&diagnostics),
+        [
+            (code_name.clone(), "a.yaml".to_string(), 4),
+            (code_name, "b.yaml".to_string(), 4)
+        ]
     );
 }

@@ -17,35 +17,18 @@ use git_support::git;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
-
-const PROMOTION: &str = "apiVersion: config.projectsveltos.io/v1beta1
-kind: ClusterPromotion
-metadata:
-  name: app
-spec:
-  profileSpec:
-    helmCharts:
-    - repositoryURL: https://charts.example.com
-      repositoryName: example
-      chartName: example/app
-      chartVersion: 1.0.0
-      releaseName: app
-      releaseNamespace: app
-      helmChartAction: Install
-  stages:
-  - name: staging
-    clusterSelector:
-      matchLabels: {env: staging}
-    trigger:
-      manual: {}
-";
+use tollgate_fixtures::{promotion, stage};
 
 /// A bare repository holding one promotion, under `root/promos.git`; returns the commit SHA.
 fn bare_repository(root: &Path) -> String {
     let work = root.join("work");
     std::fs::create_dir_all(&work).expect("work dir");
     git(&work, &["init", "-q", "-b", "main"]);
-    std::fs::write(work.join("app.yaml"), PROMOTION).expect("manifest");
+    let manifest = promotion("app")
+        .chart("app", "1.0.0")
+        .stage(stage("staging").selector("env", "staging").manual())
+        .to_yaml();
+    std::fs::write(work.join("app.yaml"), manifest).expect("manifest");
     git(&work, &["add", "-A"]);
     git(&work, &["commit", "-q", "-m", "app"]);
     let sha = git(&work, &["rev-parse", "HEAD"]);

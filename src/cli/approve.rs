@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use tollgate_manifest::snapshot::short_sha;
 use tollgate_source::edit::{EditError, EditOutcome, Target, approve};
 
 #[derive(clap::Args, Debug)]
@@ -70,9 +71,9 @@ pub(crate) fn finish(
     }
     super::report_line(&format!(
         "Committed {} on new branch {} (from {}; {} changed).",
-        &outcome.commit[..12.min(outcome.commit.len())],
+        short_sha(&outcome.commit),
         outcome.branch,
-        &outcome.base[..12.min(outcome.base.len())],
+        short_sha(&outcome.base),
         outcome.file
     ));
     super::report_line(&format!("  {}", outcome.message));

@@ -256,7 +256,7 @@ fn warnings(planned: &Planned<'_>) -> Vec<String> {
     if touched(planned) {
         for stage in &preview.empty_stages {
             warnings.push(format!(
-                "stage {stage:?} has an empty clusterSelector: it matches no cluster and completes at once"
+                "stage {stage:?} has an empty clusterSelector: it matches no cluster and completes at once (Skipped: no matching clusters)"
             ));
         }
     }

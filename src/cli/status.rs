@@ -14,7 +14,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::watcher;
 use serde::Deserialize;
 use serde_json::Value;
-use tollgate_engine::PromotionStatus;
+use tollgate_engine::{Phase, PromotionStatus, RunFailure, StageStatus};
 
 use super::connect::{self, ClusterArgs};
 use crate::cluster::errors::{ClusterError, classify};
@@ -263,6 +263,13 @@ fn render_detail(promotion: &Shown) -> String {
         ("Next wake-up", status.next_wake_up.map(|t| time(Some(t)))),
         ("Paused since", status.paused_since.map(|t| time(Some(t)))),
         ("Invalid spec", status.invalid_spec.clone()),
+        (
+            "Policy",
+            status
+                .policy
+                .as_ref()
+                .map(|p| format!("{} (version {})", p.name, p.version)),
+        ),
     ] {
         if let Some(value) = value.filter(|v| !v.is_empty()) {
             out.push_str(&format!("{:<14}{value}\n", format!("{label}:")));
@@ -301,7 +308,108 @@ fn render_detail(promotion: &Shown) -> String {
             approver,
         ]);
     }
-    format!("{out}{table}\n\n")
+    out.push_str(&format!("{table}\n"));
+    if let Some(failure) = &status.failure {
+        out.push_str(&render_failure(status, failure));
+    }
+    for stage in &status.stages {
+        out.push_str(&render_clusters(stage));
+    }
+    out.push('\n');
+    out
+}
+
+/// The failed stage, why, what the rollback did, and what the user does next.
+fn render_failure(status: &PromotionStatus, failure: &RunFailure) -> String {
+    let commit = status
+        .snapshot_commit
+        .as_deref()
+        .map(short)
+        .unwrap_or_default();
+    let mut out = format!(
+        "\nFAILED: stage {} with snapshot #{} at {} (onFailure: {})\n  {}\n",
+        failure.stage,
+        failure.snapshot_index,
+        time(Some(failure.at)),
+        failure.on_failure,
+        failure.reason
+    );
+    for restored in &failure.rollback {
+        let to = restored
+            .to_snapshot
+            .map_or("withdrawn".to_string(), |i| format!("snapshot #{i}"));
+        let state = if restored.restored_at.is_some() {
+            "restored"
+        } else if restored.applied_at.is_some() {
+            "restoring"
+        } else {
+            "to restore"
+        };
+        out.push_str(&format!(
+            "  rollback: stage {} → {to}: {state}\n",
+            restored.name
+        ));
+    }
+    let next = match status.phase {
+        Phase::RollingBack => {
+            "wait for the rollback to finish; then commit a fix, or revert to acknowledge"
+                .to_string()
+        }
+        Phase::RolledBack => format!(
+            "commit a fix (a new snapshot starts a new run), or `git revert {commit}` to acknowledge the rollback"
+        ),
+        _ => format!(
+            "fix the cause and commit (a new snapshot starts a new run), or `git revert {commit}`"
+        ),
+    };
+    out.push_str(&format!("  next: {next}\n"));
+    out
+}
+
+/// A stage's clusters that are not Provisioned, with why and since when.
+fn render_clusters(stage: &StageStatus) -> String {
+    if stage.not_provisioned.is_empty() && !stage.skipped {
+        return String::new();
+    }
+    let mut out = format!("\nStage {}:", stage.name);
+    if stage.skipped {
+        out.push_str(" Skipped: no matching clusters");
+    }
+    let counts = &stage.counts;
+    if !stage.not_provisioned.is_empty() {
+        out.push_str(&format!(
+            " {} pending, {} provisioning, {} failed, {} timed out",
+            counts.pending, counts.provisioning, counts.failed, counts.timed_out
+        ));
+    }
+    if let Some(allowed) = stage.allowed_failures {
+        out.push_str(&format!(" (tolerated: {allowed})"));
+    }
+    if let Some(deadline) = stage.deadline {
+        out.push_str(&format!("; deadline {}", time(Some(deadline))));
+    }
+    out.push('\n');
+    if stage.not_provisioned.is_empty() {
+        return out;
+    }
+    let mut table = table();
+    table.set_header(["CLUSTER", "STATE", "SINCE", "MESSAGE"]);
+    for cluster in &stage.not_provisioned {
+        table.add_row([
+            cluster.cluster.clone(),
+            cluster.state.as_str().to_string(),
+            time(Some(cluster.since)),
+            cluster.message.clone().unwrap_or_default(),
+        ]);
+    }
+    out.push_str(&format!("{table}\n"));
+    if stage.not_provisioned_unlisted > 0 {
+        out.push_str(&format!(
+            "… and {} more not Provisioned\n",
+            stage.not_provisioned_unlisted
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -359,6 +467,39 @@ mod tests {
             "an approval",
         ] {
             assert!(text.contains(expected), "{expected:?} missing in\n{text}");
+        }
+    }
+
+    #[test]
+    fn detail_shows_the_failure_the_failing_clusters_and_the_next_step() {
+        let object = object(
+            "web",
+            json!({
+                "hashScheme": 1, "phase": "RolledBack", "snapshotIndex": 4,
+                "snapshotCommit": "0123456789abcdef0123456789abcdef01234567",
+                "currentStageName": "prod",
+                "policy": {"name": "fleet-defaults", "version": "abc"},
+                "stages": [{"name": "prod", "snapshotIndex": 4, "appliedAt": "2026-11-20T10:00:00Z",
+                    "appliedSpecHash": "a", "allowedFailures": 0,
+                    "counts": {"matchingClusters": 2, "summaries": 2, "provisioned": 1, "failed": 1},
+                    "notProvisioned": [{"cluster": "fleet/prod-1", "state": "Failed",
+                        "message": "values: replicas must be an integer", "since": "2026-11-20T10:01:00Z"}]}],
+                "failure": {"stage": "prod", "snapshotIndex": 4, "reason": "1 of 2 clusters failed",
+                    "at": "2026-11-20T10:01:00Z", "onFailure": "Rollback",
+                    "rollback": [{"name": "prod", "toSnapshot": 3, "restoredAt": "2026-11-20T10:02:00Z"}]}
+            }),
+        );
+        let text = render(&[object], true, Output::Table).expect("renders");
+        for expected in [
+            "FAILED: stage prod with snapshot #4",
+            "1 of 2 clusters failed",
+            "rollback: stage prod → snapshot #3: restored",
+            "git revert 0123456",
+            "fleet/prod-1",
+            "values: replicas must be an integer",
+            "fleet-defaults",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in\n{text}");
         }
     }
 

@@ -1,4 +1,5 @@
-//! `tollgate validate [PATH…]`: parse and validate ClusterPromotion files without a cluster.
+//! `tollgate validate [PATH…]`: parse and validate ClusterPromotion and RolloutPolicy files
+//! without a cluster, and which policy governs each promotion.
 //! Exit 0 valid (warnings allowed unless `--strict`), 1 invalid, 2 usage or I/O error.
 
 use std::collections::BTreeMap;
@@ -105,6 +106,9 @@ fn diagnostics_of(
     diagnostics.extend(duplicate_names(parsed_files, |file| {
         sources.get(file).map(String::as_str)
     }));
+    diagnostics.extend(policies::diagnostics(parsed_files, |file| {
+        sources.get(file).map(String::as_str)
+    }));
     diagnostics
 }
 
@@ -199,6 +203,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|p| p.promotions.len())
         .sum::<usize>();
+    let policy_count = parsed_files.iter().map(|p| p.policies.len()).sum::<usize>();
+    let policies_text = match policy_count {
+        0 => String::new(),
+        1 => ", 1 policy".to_string(),
+        n => format!(", {n} policies"),
+    };
     let diagnostics = diagnostics_of(&files, &parsed_files, &sources);
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
     let warnings = diagnostics.len() - errors;
@@ -207,7 +217,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         OutputFormat::Human => {
             let mut text = render_human(&diagnostics, |f| sources.get(f).map(String::as_str));
             text.push_str(&format!(
-                "{} file(s), {promotions} promotion(s): {errors} error(s), {warnings} warning(s){}\n",
+                "{} file(s), {promotions} promotion(s){policies_text}: {errors} error(s), {warnings} warning(s){}\n",
                 files.len(),
                 if valid { "" } else { " — invalid" }
             ));
@@ -233,4 +243,267 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(EXIT_INVALID)
     })
+}
+
+/// What only policies and promotions together show: a policy name defined twice, a promotion
+/// that two policies select or whose annotation names no policy, a stage override no governed
+/// promotion can use. The controller reads the same rule ([`PolicySet::choose`]).
+mod policies {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use tollgate_manifest::model::ClusterPromotion;
+    use tollgate_manifest::parse::{ParsedFile, ParsedPromotion};
+    use tollgate_manifest::{Diagnostic, RolloutPolicy, Severity};
+    use tollgate_model::policy::POLICY_ANNOTATION;
+    use tollgate_source::PolicySet;
+
+    /// Where a policy document starts.
+    struct PolicyAt<'a> {
+        file: &'a str,
+        line: u32,
+    }
+
+    pub fn diagnostics<'t>(
+        files: &[ParsedFile],
+        text_of: impl Fn(&str) -> Option<&'t str>,
+    ) -> Vec<Diagnostic> {
+        let mut diagnostics = Vec::new();
+        let mut places: BTreeMap<&str, Vec<PolicyAt<'_>>> = BTreeMap::new();
+        let mut valid: Vec<(Arc<RolloutPolicy>, String)> = Vec::new();
+        for file in files {
+            for document in &file.policies {
+                if let Some(name) = &document.name {
+                    places.entry(name).or_default().push(PolicyAt {
+                        file: &file.file,
+                        line: document.line,
+                    });
+                }
+                if let Some(policy) = &document.policy {
+                    valid.push((Arc::new(policy.clone()), file.file.clone()));
+                }
+            }
+        }
+        for (name, at) in places.iter().filter(|(_, at)| at.len() > 1) {
+            diagnostics.extend(duplicate_policy(name, at, &text_of));
+        }
+        // A name defined twice governs nothing here: the error above says why.
+        valid.retain(|(policy, _)| places.get(policy.name()).is_some_and(|at| at.len() == 1));
+        let usable: Vec<String> = valid.iter().map(|(p, _)| p.name().to_string()).collect();
+        let unusable = places
+            .iter()
+            .filter(|(name, _)| !usable.iter().any(|u| u == *name))
+            .filter_map(|(name, at)| Some((name.to_string(), at.first()?.file.to_string())));
+        let set = PolicySet::new(valid, Vec::new()).with_unusable(unusable);
+        let mut governed: BTreeMap<String, Vec<&ClusterPromotion>> = BTreeMap::new();
+        for file in files {
+            for document in &file.promotions {
+                let Some(promotion) = &document.promotion else {
+                    continue;
+                };
+                match set.choose(promotion) {
+                    Ok(Some(policy)) => governed
+                        .entry(policy.name().to_string())
+                        .or_default()
+                        .push(promotion),
+                    Ok(None) => {}
+                    Err(message) => diagnostics.push(choice_error(
+                        &file.file,
+                        document,
+                        promotion,
+                        message,
+                        text_of(&file.file),
+                    )),
+                }
+            }
+        }
+        for (policy, file) in set.policies() {
+            let Some(promotions) = governed.get(policy.name()) else {
+                continue;
+            };
+            let line = places
+                .get(policy.name())
+                .and_then(|at| at.first())
+                .map_or(1, |at| at.line);
+            diagnostics.extend(unused_overrides(policy, file, line, promotions, &text_of));
+        }
+        diagnostics
+    }
+
+    fn duplicate_policy<'t>(
+        name: &str,
+        at: &[PolicyAt<'_>],
+        text_of: &impl Fn(&str) -> Option<&'t str>,
+    ) -> Vec<Diagnostic> {
+        let all: Vec<String> = at
+            .iter()
+            .map(|p| format!("{}:{}", p.file, p.line))
+            .collect();
+        at.iter()
+            .map(|place| {
+                let (line, column) = text_of(place.file)
+                    .and_then(|text| key_position(text, place.line, &["metadata", "name"]))
+                    .unwrap_or((place.line, 1));
+                Diagnostic {
+                    severity: Severity::Error,
+                    code: "duplicate-policy-name",
+                    file: place.file.to_string(),
+                    line,
+                    column,
+                    path: "metadata.name".to_string(),
+                    message: format!(
+                        "RolloutPolicy {name:?} is defined more than once ({}); the controller keeps its last valid version until one definition is removed",
+                        all.join(", ")
+                    ),
+                }
+            })
+            .collect()
+    }
+
+    /// A promotion whose policy cannot be chosen: at its annotation when it names a policy, else
+    /// at its name.
+    fn choice_error(
+        file: &str,
+        document: &ParsedPromotion,
+        promotion: &ClusterPromotion,
+        message: String,
+        text: Option<&str>,
+    ) -> Diagnostic {
+        let named = promotion
+            .metadata
+            .annotations
+            .contains_key(POLICY_ANNOTATION);
+        let (code, keys, path) = if named {
+            (
+                "policy-not-found",
+                ["metadata", "annotations", POLICY_ANNOTATION].as_slice(),
+                format!("metadata.annotations[{POLICY_ANNOTATION}]"),
+            )
+        } else {
+            (
+                "policy-conflict",
+                ["metadata", "name"].as_slice(),
+                "metadata.name".to_string(),
+            )
+        };
+        let (line, column) = text
+            .and_then(|text| key_position(text, document.line, keys))
+            .unwrap_or((document.line, 1));
+        Diagnostic {
+            severity: Severity::Error,
+            code,
+            file: file.to_string(),
+            line,
+            column,
+            path,
+            message: format!("ClusterPromotion {:?}: {message}", promotion.name()),
+        }
+    }
+
+    /// A warning for each stage override of `policy` that no promotion it governs has a stage for.
+    fn unused_overrides<'t>(
+        policy: &RolloutPolicy,
+        file: &str,
+        line: u32,
+        promotions: &[&ClusterPromotion],
+        text_of: &impl Fn(&str) -> Option<&'t str>,
+    ) -> Vec<Diagnostic> {
+        let names: Vec<&str> = promotions.iter().map(|p| p.name()).collect();
+        policy
+            .spec
+            .stages
+            .keys()
+            .filter(|stage| promotions.iter().all(|p| p.stage(stage).is_none()))
+            .map(|stage| {
+                let (line, column) = text_of(file)
+                    .and_then(|text| key_position(text, line, &["spec", "stages", stage]))
+                    .unwrap_or((line, 1));
+                Diagnostic {
+                    severity: Severity::Warning,
+                    code: "policy-stage-unknown",
+                    file: file.to_string(),
+                    line,
+                    column,
+                    path: tollgate_manifest::located::child_path("spec.stages", stage),
+                    message: format!(
+                        "stage override {stage:?} of RolloutPolicy {:?} applies to no stage: no promotion it governs ({}) has a stage of that name",
+                        policy.name(),
+                        names.join(", ")
+                    ),
+                }
+            })
+            .collect()
+    }
+
+    /// Line and column of the block-style key path `keys` (each key nested in the one before) in
+    /// the document starting at `first_line` (1-based); `None` when it is not written that way.
+    pub(super) fn key_position(text: &str, first_line: u32, keys: &[&str]) -> Option<(u32, u32)> {
+        let skip = first_line.saturating_sub(1) as usize;
+        let mut lines = text
+            .lines()
+            .enumerate()
+            .skip(skip)
+            .take_while(|(index, line)| *index == skip || !line.starts_with("---"));
+        let mut found = None;
+        let mut parent_indent: Option<usize> = None;
+        for key in keys {
+            // Only the direct children of the previous key (or top-level keys, for the first).
+            let mut child_indent = None;
+            let (index, indent) = loop {
+                let (index, line) = lines.next()?;
+                let content = line.trim_start();
+                if content.is_empty() || content.starts_with('#') {
+                    continue;
+                }
+                let indent = line.len() - content.len();
+                if parent_indent.is_some_and(|parent| indent <= parent) {
+                    return None;
+                }
+                let children =
+                    *child_indent.get_or_insert(if parent_indent.is_some() { indent } else { 0 });
+                if indent == children && is_key_line(content, key) {
+                    break (index, indent);
+                }
+            };
+            parent_indent = Some(indent);
+            found = Some((
+                u32::try_from(index + 1).ok()?,
+                u32::try_from(indent + 1).ok()?,
+            ));
+        }
+        found
+    }
+
+    /// Whether `line` (without indentation) starts with `key:`, the key plain or quoted.
+    fn is_key_line(line: &str, key: &str) -> bool {
+        let unquoted = line.strip_prefix(['"', '\'']).unwrap_or(line);
+        unquoted
+            .strip_prefix(key)
+            .map(|rest| rest.strip_prefix(['"', '\'']).unwrap_or(rest))
+            .is_some_and(|rest| rest.starts_with(':'))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::key_position;
+
+        #[test]
+        fn key_paths_are_found_in_block_style() {
+            let text = "a: 1\n---\nmetadata:\n  name: x\n  annotations:\n    \"tollgate.dev/policy\": p\nspec:\n  stages:\n    prod: {}\n";
+            assert_eq!(key_position(text, 3, &["metadata", "name"]), Some((4, 3)));
+            let annotation = ["metadata", "annotations", "tollgate.dev/policy"];
+            assert_eq!(key_position(text, 3, &annotation), Some((6, 5)));
+            assert_eq!(
+                key_position(text, 3, &["spec", "stages", "prod"]),
+                Some((9, 5))
+            );
+            assert_eq!(key_position(text, 3, &["spec", "name"]), None);
+            assert_eq!(key_position(text, 1, &["metadata"]), None, "other document");
+            let labelled = "metadata:\n  labels:\n    name: label\n  name: x\n";
+            assert_eq!(
+                key_position(labelled, 1, &["metadata", "name"]),
+                Some((4, 3))
+            );
+        }
+    }
 }

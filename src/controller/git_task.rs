@@ -10,8 +10,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use tollgate_manifest::{ApprovalEvent, CommitInfo};
-use tollgate_source::{Change, GitSource, Poker, PromotionView, SourceConfig};
+use tollgate_manifest::snapshot::short_sha;
+use tollgate_manifest::{ApprovalEvent, CommitInfo, Snapshot};
+use tollgate_model::RolloutPolicy;
+use tollgate_source::{Change, GitSource, Poker, PolicySet, PromotionView, SourceConfig};
 use tracing::{debug, info, warn};
 
 use super::error::ControllerError;
@@ -21,6 +23,11 @@ use super::error::ControllerError;
 pub struct PromotionGit {
     pub view: PromotionView,
     pub approvals: Vec<ApprovalEvent>,
+    /// Every snapshot of the promotion, oldest first: a rollback restores earlier ones.
+    pub history: Vec<Snapshot>,
+    /// The RolloutPolicy governing it (`policies.choose` on its effective snapshot), or why
+    /// none could be chosen (two policies select it, its annotation names none).
+    pub policy: Result<Option<Arc<RolloutPolicy>>, String>,
 }
 
 /// The outcome of one sync, as far as the controller cares.
@@ -113,10 +120,16 @@ fn sync_loop(
         let wait = match source.sync() {
             Ok(report) => {
                 let complete = complete_next || report.rebuilt;
+                let policies = source.policies();
+                if report.policies_changed {
+                    report_policy_errors(&policies);
+                }
                 let mut promotions = BTreeMap::new();
-                if complete {
+                // A policy change re-chooses every promotion's policy.
+                if complete || report.policies_changed {
                     for (name, view) in source.promotions() {
-                        promotions.insert(name.to_string(), Some(snapshot_of(&source, name, view)));
+                        let git = snapshot_of(&source, &policies, name, view);
+                        promotions.insert(name.to_string(), Some(git));
                     }
                 }
                 for (name, change) in &report.changes {
@@ -127,15 +140,15 @@ fn sync_loop(
                         }
                         _ => {
                             if let Some(view) = source.promotion(name) {
-                                promotions
-                                    .insert(name.clone(), Some(snapshot_of(&source, name, view)));
+                                let git = snapshot_of(&source, &policies, name, view);
+                                promotions.insert(name.clone(), Some(git));
                             }
                         }
                     }
                 }
                 if report.head_moved || complete {
                     info!(
-                        head = report.head.as_ref().map(|c| &c.sha[..12.min(c.sha.len())]),
+                        head = report.head.as_ref().map(|c| short_sha(&c.sha)),
                         changed = promotions.len(),
                         took_ms = report.duration.as_millis() as u64,
                         "git synced"
@@ -181,9 +194,28 @@ fn sync_loop(
     }
 }
 
-fn snapshot_of(source: &GitSource, name: &str, view: &PromotionView) -> Arc<PromotionGit> {
+fn snapshot_of(
+    source: &GitSource,
+    policies: &PolicySet,
+    name: &str,
+    view: &PromotionView,
+) -> Arc<PromotionGit> {
+    let policy = match view.effective_snapshot() {
+        Some(snapshot) => policies.choose(&snapshot.promotion),
+        None => Ok(None),
+    };
     Arc::new(PromotionGit {
         view: view.clone(),
         approvals: source.approvals(name).to_vec(),
+        history: source.history(name).to_vec(),
+        policy,
     })
+}
+
+/// Errors in policy files, once per change: a broken policy keeps its last valid version, so
+/// nothing stops, but the file needs fixing (`tollgate validate` shows the same).
+fn report_policy_errors(policies: &PolicySet) {
+    for error in policies.errors() {
+        warn!(%error, "RolloutPolicy file error; the policy's last valid version stays in force");
+    }
 }

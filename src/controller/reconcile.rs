@@ -77,6 +77,7 @@ pub async fn reconcile(
     // observe
     let persisted = ctx.statuses.get(name);
     let invalid_text;
+    let policy_error;
     let (desired, file) = match presence {
         GitPresence::RemovalHeld { git, reason } => {
             let last = git.view.effective_snapshot();
@@ -89,17 +90,26 @@ pub async fn reconcile(
             )
         }
         GitPresence::Present(git) => match &git.view {
-            PromotionView::Valid { snapshot } => (
-                Desired::Snapshot {
-                    current: snapshot,
-                    invalid: None,
-                },
-                snapshot.file.clone(),
-            ),
+            PromotionView::Valid { snapshot } => {
+                // No policy can be chosen: shown like an invalid file; the run goes on without.
+                policy_error = git
+                    .policy
+                    .as_ref()
+                    .err()
+                    .map(|e| format!("{}: {e}", snapshot.file));
+                (
+                    Desired::Snapshot {
+                        current: snapshot,
+                        invalid: policy_error.as_deref(),
+                    },
+                    snapshot.file.clone(),
+                )
+            }
             PromotionView::Invalid { errors, last_good } => {
                 invalid_text = errors
                     .iter()
                     .map(ToString::to_string)
+                    .chain(git.policy.as_ref().err().cloned())
                     .collect::<Vec<_>>()
                     .join("; ");
                 match last_good {
@@ -135,6 +145,10 @@ pub async fn reconcile(
         GitPresence::Present(git) => &git.approvals,
         GitPresence::RemovalHeld { .. } | GitPresence::Removed { .. } => &[],
     };
+    let (history, policy): (&[tollgate_manifest::Snapshot], _) = match presence {
+        GitPresence::Present(git) => (&git.history, git.policy.as_ref().ok().cloned().flatten()),
+        GitPresence::RemovalHeld { .. } | GitPresence::Removed { .. } => (&[], None),
+    };
 
     // plan
     let StepOutput {
@@ -148,6 +162,8 @@ pub async fn reconcile(
         observed: &observed,
         status: persisted.as_ref().and_then(|p| p.status.as_ref()),
         now,
+        policy: policy.as_deref(),
+        history,
     });
 
     // apply
@@ -172,6 +188,10 @@ pub async fn reconcile(
         return Ok(Outcome::Forgotten);
     }
     let status_written = persist(ctx, name, &file, persisted.as_ref(), &status).await?;
+    if status_written {
+        let before = persisted.as_ref().and_then(|p| p.status.as_ref());
+        ctx.metrics.observe_step(name, before, &status);
+    }
     // A stage transition: another current stage, or the same one started by a new run.
     let previous = persisted.as_ref().and_then(|p| p.status.as_ref());
     let started = previous.is_none_or(|p| {

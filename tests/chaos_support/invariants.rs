@@ -548,6 +548,7 @@ mod tests {
                 .collect(),
             final_snapshot: 1,
             approved_at: None,
+            tier: None,
         }
     }
 

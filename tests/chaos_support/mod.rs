@@ -2,11 +2,13 @@
 //! select one group each, and the plan the invariant checker compares the write log against.
 #![allow(dead_code)] // the unit tests of `invariants` use a subset
 
+pub mod failure_invariants;
 pub mod invariants;
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use tollgate_fixtures::{cluster, fleet, promotion, stage};
 
 /// Number of `group=g<k>` label values in the fleet.
 pub const GROUPS: usize = 8;
@@ -66,7 +68,30 @@ pub struct PromotionPlan {
     /// When the approval commit was made (manual gates only): nothing past the gate may be
     /// applied before it.
     pub approved_at: Option<DateTime<Utc>>,
+    /// Label `tier` (`rollback` or `halt`): the RolloutPolicy governing it, see [`POLICIES`].
+    pub tier: Option<&'static str>,
 }
+
+/// Chart versions the fleet fails on the clusters labelled `fails: "yes"` (odd groups).
+pub const FAILING_CHART: &str = "9.9.0";
+
+/// Two RolloutPolicies, chosen by the promotions' `tier` label.
+pub const POLICIES: &str = "apiVersion: tollgate.dev/v1alpha1
+kind: RolloutPolicy
+metadata: {name: rollback}
+spec:
+  selector: {matchLabels: {tier: rollback}}
+  maxFailures: 0
+  onFailure: Rollback
+---
+apiVersion: tollgate.dev/v1alpha1
+kind: RolloutPolicy
+metadata: {name: halt}
+spec:
+  selector: {matchLabels: {tier: halt}}
+  maxFailures: 0
+  onFailure: Halt
+";
 
 impl PromotionPlan {
     /// Generated promotion `index`: 2–4 stages, each selecting one group; some stages wait 1–2 s;
@@ -102,6 +127,11 @@ impl PromotionPlan {
             stages,
             final_snapshot: 1,
             approved_at: None,
+            tier: match index % 10 {
+                2 => Some("rollback"),
+                7 => Some("halt"),
+                _ => None,
+            },
         }
     }
 
@@ -111,39 +141,43 @@ impl PromotionPlan {
 
     /// The manifest at `chart_version`, with the manual gate `approved` or not.
     pub fn manifest(&self, chart_version: &str, approved: bool) -> String {
-        let mut yaml = format!(
-            "apiVersion: config.projectsveltos.io/v1beta1\nkind: ClusterPromotion\nmetadata:\n  name: {}\nspec:\n  profileSpec:\n    helmCharts:\n    - repositoryURL: https://charts.example.com\n      repositoryName: example\n      chartName: example/app\n      chartVersion: {chart_version}\n      releaseName: app\n      releaseNamespace: app\n  stages:\n",
-            self.name
-        );
-        for stage in &self.stages {
-            yaml.push_str(&format!(
-                "  - name: {}\n    clusterSelector:\n      matchLabels:\n        group: g{}\n",
-                stage.name, stage.group
-            ));
-            if stage.manual {
-                yaml.push_str(&format!(
-                    "    trigger:\n      manual:\n        approved: {approved}\n"
-                ));
-            } else if !stage.delay.is_zero() {
-                yaml.push_str(&format!(
-                    "    trigger:\n      auto:\n        delay: {}s\n",
-                    stage.delay.as_secs()
-                ));
-            }
+        let mut manifest = promotion(&self.name).chart("app", chart_version);
+        if let Some(tier) = self.tier {
+            manifest = manifest.label("tier", tier);
         }
-        yaml
+        for planned in &self.stages {
+            let mut built = stage(&planned.name).selector("group", &format!("g{}", planned.group));
+            if planned.manual {
+                built = built.approved(approved);
+            } else if !planned.delay.is_zero() {
+                built = built.delay(&format!("{}s", planned.delay.as_secs()));
+            }
+            manifest = manifest.stage(built);
+        }
+        manifest.to_yaml()
     }
 }
 
-/// The fleet: `GROUPS × CLUSTERS_PER_GROUP` ready clusters labelled `group=g<k>`.
+/// The fleet: `GROUPS × CLUSTERS_PER_GROUP` ready clusters labelled `group=g<k>`; those of odd
+/// groups, labelled `fails: "yes"`, fail any chart at [`FAILING_CHART`].
 pub fn fleet_yaml(latency: &str) -> String {
-    let mut yaml = format!("defaults: {{latency: {latency}}}\nclusters:\n");
+    let mut fleet = fleet().default_latency(latency).failure(
+        FAILING_CHART,
+        &[("fails", "yes")],
+        "Helm",
+        "chaos: the chart's values are broken",
+    );
     for group in 0..GROUPS {
         for c in 0..CLUSTERS_PER_GROUP {
-            yaml.push_str(&format!(
-                "- {{name: g{group}-c{c}, namespace: {FLEET_NAMESPACE}, labels: {{group: g{group}}}}}\n"
-            ));
+            let name = format!("g{group}-c{c}");
+            let mut built = cluster(&name)
+                .ns(FLEET_NAMESPACE)
+                .label("group", &format!("g{group}"));
+            if group % 2 == 1 {
+                built = built.label("fails", "yes");
+            }
+            fleet = fleet.cluster(built);
         }
     }
-    yaml
+    fleet.to_yaml()
 }

@@ -22,63 +22,7 @@ use tollgate_source::SourceConfig;
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
 /// A git repository in a temp dir, driven with the `git` CLI like a user would.
-pub struct TestRepo {
-    dir: TempDir,
-}
-
-impl TestRepo {
-    pub fn new() -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let repo = TestRepo { dir };
-        repo.git(&["init", "-q", "-b", "main"]);
-        repo.git(&["config", "user.name", "Test Author"]);
-        repo.git(&["config", "user.email", "author@example.com"]);
-        repo.git(&["config", "commit.gpgsign", "false"]);
-        repo
-    }
-
-    pub fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    pub fn git(&self, args: &[&str]) -> String {
-        let output = Command::new("git")
-            .args(args)
-            .current_dir(self.dir.path())
-            .output()
-            .expect("git runs");
-        assert!(
-            output.status.success(),
-            "git {args:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).trim().to_string()
-    }
-
-    pub fn write(&self, file: &str, content: &str) {
-        let path = self.dir.path().join(file);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).expect("mkdir");
-        }
-        std::fs::write(path, content).expect("write file");
-    }
-
-    pub fn remove(&self, file: &str) {
-        self.git(&["rm", "-q", file]);
-    }
-
-    /// Commits everything and returns the new HEAD SHA.
-    pub fn commit(&self, message: &str) -> String {
-        self.git(&["add", "-A"]);
-        self.git(&["commit", "-q", "-m", message]);
-        self.git(&["rev-parse", "HEAD"])
-    }
-
-    pub fn revert_head(&self) -> String {
-        self.git(&["revert", "--no-edit", "HEAD"]);
-        self.git(&["rev-parse", "HEAD"])
-    }
-}
+pub use tollgate_fixtures::TestRepo;
 
 /// A seed manifest from the shared fixtures, with every delay shortened to `delay` for tests.
 pub fn seed(file: &str, delay: &str) -> String {
@@ -98,15 +42,7 @@ pub fn seed(file: &str, delay: &str) -> String {
 
 /// A fleet with `per_env` ready clusters for each of the environments the seeds select.
 pub fn fleet_yaml(per_env: usize, latency: &str) -> String {
-    let mut yaml = format!("defaults: {{latency: {latency}}}\nclusters:\n");
-    for env in ["dev", "development", "uat", "staging", "prod", "production"] {
-        for i in 1..=per_env {
-            yaml.push_str(&format!(
-                "- {{name: {env}-{i}, namespace: fleet, labels: {{env: {env}}}}}\n"
-            ));
-        }
-    }
-    yaml
+    tollgate_fixtures::fleet_per_env(per_env, latency).to_yaml()
 }
 
 pub struct World {

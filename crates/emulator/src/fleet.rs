@@ -1,11 +1,13 @@
 //! The fleet file: which managed clusters exist, their labels and readiness, and how the Sveltos
-//! stand-in behaves for each (latency, injected failures).
+//! stand-in behaves for each (latency, injected failures, failures that depend on what was applied).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
+
+use crate::failure_rules::FailureRule;
 
 /// A Sveltos feature.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
@@ -121,6 +123,9 @@ pub struct Fleet {
     pub defaults: FleetDefaults,
     #[serde(default)]
     pub clusters: Vec<FleetCluster>,
+    /// Failures that depend on the applied profile spec (see `failure_rules`).
+    #[serde(default)]
+    pub failures: Vec<FailureRule>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -183,6 +188,8 @@ pub struct FleetBehaviour {
     pub default_latency: Duration,
     /// (namespace, name) → behaviour. Clusters not listed behave by default.
     pub clusters: BTreeMap<(String, String), ClusterBehaviour>,
+    /// The fleet file's `failures:`, checked after each cluster's own `fail_features`.
+    pub failure_rules: Vec<FailureRule>,
 }
 
 impl FleetBehaviour {
@@ -202,6 +209,7 @@ impl FleetBehaviour {
         Self {
             default_latency: fleet.defaults.latency,
             clusters,
+            failure_rules: fleet.failures.clone(),
         }
     }
 
@@ -284,5 +292,75 @@ mod tests {
                 .to_string()
                 .contains("duplicate cluster default/a")
         );
+    }
+
+    const DOCUMENTED_FAILURES: &str = "clusters:\n- name: prod-1\n  labels: {env: production}\nfailures:\n- chartVersion: \"9.9.*\"\n  selector: {env: production}\n  feature: Helm\n  message: \"values: replicas must be an integer\"\n- chartVersion: \"1.?.0\"\n  message: every cluster\n";
+
+    #[test]
+    fn parses_the_documented_failures_with_defaults() {
+        let fleet = Fleet::parse(DOCUMENTED_FAILURES, Path::new("fleet.yaml")).unwrap();
+        let [production, everywhere] = fleet.failures.as_slice() else {
+            panic!("two rules: {:?}", fleet.failures);
+        };
+        assert_eq!(production.chart_version.as_str(), "9.9.*");
+        assert_eq!(
+            production.selector,
+            BTreeMap::from([("env".to_string(), "production".to_string())])
+        );
+        assert_eq!(production.feature, Feature::Helm);
+        assert_eq!(production.message, "values: replicas must be an integer");
+        assert!(everywhere.selector.is_empty(), "default: every cluster");
+        assert_eq!(everywhere.feature, Feature::Helm, "default feature");
+        assert_eq!(
+            FleetBehaviour::from_fleet(&fleet).failure_rules,
+            fleet.failures,
+            "the rules are runtime behaviour"
+        );
+        assert!(
+            Fleet::parse("clusters: []\n", Path::new("f.yaml"))
+                .unwrap()
+                .failures
+                .is_empty()
+        );
+    }
+
+    fn parse_error(text: &str) -> String {
+        Fleet::parse(text, Path::new("f.yaml"))
+            .expect_err(text)
+            .to_string()
+    }
+
+    #[test]
+    fn failure_rule_errors_name_file_line_and_field() {
+        let unknown = parse_error(
+            "failures:\n- chartVersion: \"9.9.*\"\n  message: m\n  selectr: {env: x}\n",
+        );
+        assert!(unknown.starts_with("f.yaml: "), "{unknown}");
+        assert!(unknown.contains("selectr"), "{unknown}");
+        assert!(unknown.contains("line 4"), "line missing: {unknown}");
+
+        let empty = parse_error("failures:\n- message: m\n  chartVersion: \"\"\n");
+        assert!(empty.contains("must not be empty"), "{empty}");
+        assert!(empty.contains("line 3"), "line missing: {empty}");
+
+        let class = parse_error("failures:\n- chartVersion: \"9.[89].*\"\n  message: m\n");
+        assert!(class.contains("'[' is not supported"), "{class}");
+        assert!(class.contains("line 2"), "line missing: {class}");
+
+        let missing_version = parse_error("failures:\n- message: m\n");
+        assert!(
+            missing_version.contains("chartVersion"),
+            "{missing_version}"
+        );
+        let missing_message = parse_error("failures:\n- chartVersion: \"9.*\"\n");
+        assert!(missing_message.contains("message"), "{missing_message}");
+        let blank_message = parse_error("failures:\n- chartVersion: \"9.*\"\n  message: \" \"\n");
+        assert!(
+            blank_message.contains("message must not be empty"),
+            "{blank_message}"
+        );
+        let bad_feature =
+            parse_error("failures:\n- chartVersion: \"9.*\"\n  message: m\n  feature: Chart\n");
+        assert!(bad_feature.contains("Chart"), "{bad_feature}");
     }
 }

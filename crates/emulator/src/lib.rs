@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod api_error;
+pub mod failure_rules;
 pub mod faults;
 pub mod fleet;
 pub mod kubeconfig;
@@ -23,6 +24,7 @@ mod sveltos_tracking;
 pub mod write_log;
 
 pub use api_error::ApiError;
+pub use failure_rules::{FailureRule, VersionGlob};
 pub use fleet::{Feature, Fleet, FleetCluster, FleetError};
 pub use server::{Emulator, EmulatorConfig, EmulatorError, EmulatorHandle, RequestCounts};
 pub use standalone::{run_standalone, run_standalone_until};

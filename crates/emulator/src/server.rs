@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::api_error::ApiError;
+use crate::failure_rules::FailureRule;
 use crate::fleet::{Feature, Fleet, FleetBehaviour, FleetCluster};
 use crate::registry::{CRD_QUALIFIED_PLURAL, Registry};
 use crate::shared::{Shared, lock};
@@ -456,6 +457,13 @@ impl EmulatorHandle {
     /// Provisioning → Provisioned delay of one cluster.
     pub fn set_latency(&self, cluster: &str, latency: Duration) -> Result<(), EmulatorError> {
         self.edit_behaviour(cluster, |b| b.latency = Some(latency))
+    }
+
+    /// Replaces the fleet file's `failures:` rules; every summary is looked at again, so a
+    /// feature failed by a removed rule redeploys and one a new rule matches fails.
+    pub fn set_failure_rules(&self, rules: Vec<FailureRule>) {
+        lock(&self.shared.fleet).failure_rules = rules;
+        self.behaviour_changed();
     }
 
     pub fn set_default_latency(&self, latency: Duration) {

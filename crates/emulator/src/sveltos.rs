@@ -16,7 +16,8 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use crate::fleet::{Feature, FleetBehaviour};
+use crate::failure_rules::{FailureRule, rule_failure};
+use crate::fleet::{ClusterBehaviour, Feature, FleetBehaviour};
 use crate::registry::ResourceType;
 use crate::shared::{Shared, lock};
 use crate::state::{ApiState, PatchKind, Target, now_rfc3339};
@@ -41,6 +42,18 @@ struct Timers {
     deploy: HashMap<Key, BTreeMap<Feature, Instant>>,
     /// (namespace, summary) → when the summary of a deleted profile is removed.
     withdraw: HashMap<Key, Instant>,
+}
+
+impl Timers {
+    /// Forgets the deploy timer of one feature of a summary (its deploy ended).
+    fn disarm(&mut self, summary: &Key, feature: Feature) {
+        if let Some(features) = self.deploy.get_mut(summary) {
+            features.remove(&feature);
+            if features.is_empty() {
+                self.deploy.remove(summary);
+            }
+        }
+    }
 }
 
 /// Runs until `shutdown` turns true.
@@ -136,15 +149,25 @@ fn feature_hash(spec: &Value, field: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(digest)
 }
 
-/// The failure the fleet injects for a feature on a cluster, worded like Sveltos.
-fn injected_failure(
-    spec: &Value,
-    feature: Feature,
-    behaviour: &crate::fleet::ClusterBehaviour,
-) -> Option<String> {
-    if let Some(message) = behaviour.fail_features.get(&feature) {
+/// What the fleet injects into one cluster's deploys: its own behaviour, the fleet's failure
+/// rules, and the cluster's labels (which those rules select on).
+struct Injection<'a> {
+    cluster: &'a ClusterBehaviour,
+    rules: &'a [FailureRule],
+    labels: &'a Value,
+}
+
+/// The failure the fleet injects for a feature on a cluster, worded like Sveltos: the cluster's
+/// own `failFeatures` first, then the first `failures:` rule matching the applied `spec` (a deploy
+/// error), then failing health checks (which run only after a successful deploy).
+fn injected_failure(spec: &Value, feature: Feature, injection: &Injection<'_>) -> Option<String> {
+    if let Some(message) = injection.cluster.fail_features.get(&feature) {
         return Some(message.clone());
     }
+    if let Some(message) = rule_failure(injection.rules, spec, feature, injection.labels) {
+        return Some(message.to_string());
+    }
+    let behaviour = injection.cluster;
     spec["validateHealths"]
         .as_array()
         .into_iter()
@@ -589,17 +612,25 @@ fn sync_summaries(
             continue;
         };
         let cluster_behaviour = behaviour.cluster(namespace, cluster);
+        // Labels matter only to failure rules; without any, the per-summary lookup is skipped.
+        static NO_LABELS: Value = Value::Null;
+        let labels = if behaviour.failure_rules.is_empty() {
+            &NO_LABELS
+        } else {
+            state
+                .store
+                .get(&store_key(CLUSTERS, cluster_key))
+                .map_or(&NO_LABELS, |c| &c["metadata"]["labels"])
+        };
+        let injection = Injection {
+            cluster: &cluster_behaviour,
+            rules: &behaviour.failure_rules,
+            labels,
+        };
         let latency = behaviour.latency(namespace, cluster);
         let mut wake = |at: Instant| tracking.wake(at, view.name);
-        let (status, armed) = next_status(
-            current,
-            view,
-            &cluster_behaviour,
-            latency,
-            timers,
-            now,
-            &mut wake,
-        );
+        let (status, armed) =
+            next_status(current, view, &injection, latency, timers, now, &mut wake);
         if let Some(status) = status {
             let status_target = Target {
                 resource: &types.summaries,
@@ -672,13 +703,50 @@ fn summary_spec(namespace: &str, cluster: &str, profile_spec: Value) -> Value {
     json!({"clusterNamespace": namespace, "clusterName": cluster, "clusterType": "Sveltos", "clusterProfileSpec": profile_spec})
 }
 
+/// A feature entry that (re)starts deploying `hash`. Like Sveltos's `updateFeatureStatus` for
+/// Provisioning, only status and hash change: the last failure's message and count and the last
+/// `lastAppliedTime` stay until the deploy ends.
+fn redeploying(previous: Option<&Value>, feature: Feature, hash: &str) -> Value {
+    let mut entry = previous
+        .cloned()
+        .unwrap_or_else(|| json!({"featureID": feature.as_str()}));
+    entry["hash"] = json!(hash);
+    entry["status"] = json!("Provisioning");
+    entry
+}
+
+/// A Provisioning entry whose deploy ended, with `failure` or without. Like Sveltos, both stamp
+/// `lastAppliedTime` (so a failure is recognisably about this deploy); a failure sets the message
+/// and counts one more consecutive failure, a success clears both.
+fn deployed(entry: &Value, failure: Option<&str>) -> Value {
+    let mut done = entry.clone();
+    let Some(map) = done.as_object_mut() else {
+        return done;
+    };
+    map.insert("lastAppliedTime".into(), json!(now_rfc3339()));
+    match failure {
+        Some(message) => {
+            map.insert("status".into(), json!("Failed"));
+            map.insert("failureMessage".into(), json!(message));
+            let failures = entry["consecutiveFailures"].as_u64().unwrap_or(0) + 1;
+            map.insert("consecutiveFailures".into(), json!(failures));
+        }
+        None => {
+            map.insert("status".into(), json!("Provisioned"));
+            map.remove("failureMessage");
+            map.remove("consecutiveFailures");
+        }
+    }
+    done
+}
+
 #[allow(clippy::too_many_arguments)]
 /// The summary's next status (None when nothing changes) and the features that (re)started
 /// deploying, whose timers the caller arms once the status is written.
 fn next_status(
     summary: &Value,
     view: &ProfileView<'_>,
-    behaviour: &crate::fleet::ClusterBehaviour,
+    injection: &Injection<'_>,
     latency: Duration,
     timers: &mut Timers,
     now: Instant,
@@ -698,21 +766,10 @@ fn next_status(
     let mut entries = Vec::new();
     for (feature, field) in &needed {
         let hash = view.feature_hash(spec, field);
-        let failure = injected_failure(spec, *feature, behaviour);
+        let failure = injected_failure(spec, *feature, injection);
         let existing = old
             .iter()
             .find(|e| e["featureID"].as_str() == Some(feature.as_str()));
-        let redeploy = |entry: Option<&Value>| {
-            let failures = entry
-                .and_then(|e| e["consecutiveFailures"].as_u64())
-                .unwrap_or(0);
-            let mut fresh =
-                json!({"featureID": feature.as_str(), "hash": hash, "status": "Provisioning"});
-            if failures > 0 {
-                fresh["consecutiveFailures"] = json!(failures);
-            }
-            fresh
-        };
         let entry = match existing {
             Some(entry) if entry["hash"].as_str() == Some(hash.as_str()) => {
                 match entry["status"].as_str() {
@@ -724,32 +781,8 @@ fn next_status(
                             .entry(*feature)
                             .or_insert(now + latency);
                         if now >= due {
-                            if let Some(features) = timers.deploy.get_mut(&summary_key) {
-                                features.remove(feature);
-                                if features.is_empty() {
-                                    timers.deploy.remove(&summary_key);
-                                }
-                            }
-                            let mut done = entry.clone();
-                            let map = done.as_object_mut();
-                            if let Some(map) = map {
-                                match &failure {
-                                    Some(message) => {
-                                        map.insert("status".into(), json!("Failed"));
-                                        map.insert("failureMessage".into(), json!(message));
-                                        let failures =
-                                            entry["consecutiveFailures"].as_u64().unwrap_or(0) + 1;
-                                        map.insert("consecutiveFailures".into(), json!(failures));
-                                    }
-                                    None => {
-                                        map.insert("status".into(), json!("Provisioned"));
-                                        map.insert("lastAppliedTime".into(), json!(now_rfc3339()));
-                                        map.remove("failureMessage");
-                                        map.remove("consecutiveFailures");
-                                    }
-                                }
-                            }
-                            done
+                            timers.disarm(&summary_key, *feature);
+                            deployed(entry, failure.as_deref())
                         } else {
                             wake(due);
                             entry.clone()
@@ -764,13 +797,13 @@ fn next_status(
                     }
                     _ => {
                         armed.push(*feature);
-                        redeploy(Some(entry))
+                        redeploying(Some(entry), *feature, &hash)
                     }
                 }
             }
             _ => {
                 armed.push(*feature);
-                redeploy(None)
+                redeploying(existing, *feature, &hash)
             }
         };
         entries.push(entry);
@@ -804,19 +837,124 @@ mod tests {
         let spec = json!({"validateHealths": [
             {"name": "other", "featureID": "Resources"},
             {"name": "deployment-health", "featureID": "Helm"}]});
-        let mut behaviour = crate::fleet::ClusterBehaviour::default();
+        let mut behaviour = ClusterBehaviour::default();
         behaviour
             .fail_health_checks
             .insert("deployment-health".into(), "available replicas 0/1".into());
+        let injection = Injection {
+            cluster: &behaviour,
+            rules: &[],
+            labels: &Value::Null,
+        };
         assert_eq!(
-            injected_failure(&spec, Feature::Helm, &behaviour).as_deref(),
+            injected_failure(&spec, Feature::Helm, &injection).as_deref(),
             Some(
                 "health check 'deployment-health' for feature Helm failed: available replicas 0/1"
             )
         );
         assert_eq!(
-            injected_failure(&spec, Feature::Resources, &behaviour),
+            injected_failure(&spec, Feature::Resources, &injection),
             None
+        );
+    }
+
+    fn staging_rule() -> FailureRule {
+        FailureRule {
+            chart_version: crate::failure_rules::VersionGlob::new("9.9.*").expect("glob"),
+            selector: [("env".to_string(), "staging".to_string())].into(),
+            feature: Feature::Helm,
+            message: "values: replicas must be an integer".into(),
+        }
+    }
+
+    #[test]
+    fn failure_rules_follow_the_applied_chart_and_the_cluster_labels() {
+        let rules = [staging_rule()];
+        let behaviour = ClusterBehaviour::default();
+        let staging = json!({"env": "staging"});
+        let injection = |labels| Injection {
+            cluster: &behaviour,
+            rules: &rules,
+            labels,
+        };
+        let bad = json!({"helmCharts": [{"chartVersion": "9.9.1"}]});
+        let fixed = json!({"helmCharts": [{"chartVersion": "1.2.4"}]});
+        assert_eq!(
+            injected_failure(&bad, Feature::Helm, &injection(&staging)).as_deref(),
+            Some("values: replicas must be an integer")
+        );
+        assert_eq!(
+            injected_failure(&fixed, Feature::Helm, &injection(&staging)),
+            None,
+            "a fix commit's spec deploys"
+        );
+        assert_eq!(
+            injected_failure(
+                &bad,
+                Feature::Helm,
+                &injection(&json!({"env": "production"}))
+            ),
+            None,
+            "clusters outside the selector deploy the bad chart"
+        );
+    }
+
+    #[test]
+    fn a_clusters_own_failure_comes_before_the_rules() {
+        let rules = [staging_rule()];
+        let mut behaviour = ClusterBehaviour::default();
+        behaviour
+            .fail_features
+            .insert(Feature::Helm, "own failure".into());
+        let injection = Injection {
+            cluster: &behaviour,
+            rules: &rules,
+            labels: &json!({"env": "staging"}),
+        };
+        let bad = json!({"helmCharts": [{"chartVersion": "9.9.1"}]});
+        assert_eq!(
+            injected_failure(&bad, Feature::Helm, &injection).as_deref(),
+            Some("own failure")
+        );
+    }
+
+    /// Sveltos's `updateFeatureStatus`: Provisioning keeps the last failure until the deploy
+    /// ends; Failed and Provisioned both stamp `lastAppliedTime`.
+    #[test]
+    fn feature_entries_move_like_sveltos() {
+        let failed = json!({"featureID": "Helm", "hash": "old", "status": "Failed",
+                            "failureMessage": "boom", "consecutiveFailures": 2,
+                            "lastAppliedTime": "2026-01-01T00:00:00Z"});
+        let retrying = redeploying(Some(&failed), Feature::Helm, "new");
+        assert_eq!(
+            retrying,
+            json!({"featureID": "Helm", "hash": "new", "status": "Provisioning",
+                   "failureMessage": "boom", "consecutiveFailures": 2,
+                   "lastAppliedTime": "2026-01-01T00:00:00Z"})
+        );
+        assert_eq!(
+            redeploying(None, Feature::Kustomize, "h"),
+            json!({"featureID": "Kustomize", "hash": "h", "status": "Provisioning"})
+        );
+
+        let failed_again = deployed(&retrying, Some("still broken"));
+        assert_eq!(failed_again["status"], "Failed");
+        assert_eq!(failed_again["failureMessage"], "still broken");
+        assert_eq!(failed_again["consecutiveFailures"], 3);
+        assert_ne!(
+            failed_again["lastAppliedTime"], "2026-01-01T00:00:00Z",
+            "a failed deploy is stamped"
+        );
+
+        let recovered = deployed(&retrying, None);
+        assert_eq!(recovered["status"], "Provisioned");
+        assert_eq!(recovered["hash"], "new");
+        assert!(recovered.get("failureMessage").is_none());
+        assert!(recovered.get("consecutiveFailures").is_none());
+        assert!(
+            recovered["lastAppliedTime"]
+                .as_str()
+                .is_some_and(|t| t != "2026-01-01T00:00:00Z")
         );
     }
 

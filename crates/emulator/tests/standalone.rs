@@ -10,6 +10,23 @@ use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 use tollgate_emulator::{EmulatorConfig, Fleet};
 
+/// The commented `failures:` example in the demo fleet file parses once uncommented.
+#[test]
+fn example_fleet_documents_a_valid_failures_rule() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fleet.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let example: String = text
+        .lines()
+        .skip_while(|line| *line != "# failures:")
+        .map_while(|line| line.strip_prefix("# "))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    assert!(!example.is_empty(), "the example is in the file");
+    let fleet = Fleet::parse(&format!("{text}{example}"), &path).unwrap();
+    assert_eq!(fleet.failures.len(), 1);
+    assert_eq!(fleet.failures[0].chart_version.as_str(), "9.9.*");
+}
+
 #[tokio::test]
 async fn example_fleet_covers_the_seed_environments() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fleet.yaml");

@@ -466,3 +466,103 @@ async fn paused_cluster_gets_a_summary_but_no_deployment() {
     wait_all_provisioned(&client, "prod", 2, "1").await;
     handle.shutdown().await;
 }
+
+fn helm_of<'a>(items: &'a [DynamicObject], cluster: &str) -> Option<&'a Value> {
+    items
+        .iter()
+        .find(|s| s.data["spec"]["clusterName"] == cluster)?
+        .data["status"]["featureSummaries"]
+        .as_array()?
+        .iter()
+        .find(|f| f["featureID"] == "Helm")
+}
+
+fn helm_status<'a>(items: &'a [DynamicObject], cluster: &str) -> Option<&'a str> {
+    helm_of(items, cluster)?["status"].as_str()
+}
+
+/// The fleet file's `failures:` follow the applied chart version and the cluster's labels, and
+/// can be changed at runtime through the handle.
+#[tokio::test]
+async fn failure_rules_follow_the_applied_chart_version() {
+    let yaml = "defaults: {latency: 40ms}\nclusters:\n- {name: s-1, namespace: fleet, labels: {env: staging, ring: a}}\n- {name: q-1, namespace: fleet, labels: {env: qa, ring: a}}\nfailures:\n- chartVersion: \"9.9.*\"\n  selector: {env: staging}\n  message: \"values: replicas must be an integer\"\n";
+    let fleet = Fleet::parse(yaml, std::path::Path::new("fleet.yaml")).unwrap();
+    let (handle, client) = start(fleet).await;
+    let body = |version: &str| {
+        let mut body = profile_body("ring", "unused", version, json!({}));
+        body["spec"]["clusterSelector"] = json!({"matchLabels": {"ring": "a"}});
+        body
+    };
+    apply_profile(&client, body("9.9.1")).await;
+    let items = eventually("s-1 Failed, q-1 Provisioned", || async {
+        let items = summaries_of(&client, "ring").await;
+        (helm_status(&items, "s-1") == Some("Failed")
+            && helm_status(&items, "q-1") == Some("Provisioned"))
+        .then_some(items)
+    })
+    .await;
+    let failed = helm_of(&items, "s-1").unwrap();
+    assert_eq!(
+        failed["failureMessage"],
+        "values: replicas must be an integer"
+    );
+    assert_eq!(failed["consecutiveFailures"], 1);
+    assert!(failed["lastAppliedTime"].is_string(), "{failed}");
+    let failed = failed.clone();
+
+    // The selector reads the cluster's labels as they are now.
+    let staging_labels = [("env", "staging"), ("ring", "a")]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into();
+    handle.set_cluster_labels("q-1", &staging_labels).unwrap();
+    eventually("q-1 relabelled to staging fails", || async {
+        let items = summaries_of(&client, "ring").await;
+        (helm_status(&items, "q-1") == Some("Failed")).then_some(())
+    })
+    .await;
+
+    // The fix: another chart version redeploys and provisions.
+    apply_profile(&client, body("1.2.4")).await;
+    let items = wait_all_provisioned(&client, "ring", 2, "1.2.4").await;
+    let recovered = helm_of(&items, "s-1").unwrap();
+    assert!(recovered.get("failureMessage").is_none(), "{recovered}");
+    assert!(
+        recovered.get("consecutiveFailures").is_none(),
+        "{recovered}"
+    );
+    assert_ne!(recovered["hash"], failed["hash"]);
+
+    // Rules changed at runtime: one matching what is deployed now fails it, every cluster (no
+    // selector) and the Resources feature untouched; clearing the rules recovers.
+    let rule: tollgate_emulator::FailureRule =
+        serde_saphyr::from_str("chartVersion: \"1.2.?\"\nmessage: boom\n").unwrap();
+    handle.set_failure_rules(vec![rule]);
+    eventually("both clusters fail on 1.2.4", || async {
+        let items = summaries_of(&client, "ring").await;
+        let failed = ["s-1", "q-1"]
+            .iter()
+            .all(|c| helm_of(&items, c).is_some_and(|f| f["failureMessage"] == "boom"));
+        failed.then_some(())
+    })
+    .await;
+    handle.set_failure_rules(Vec::new());
+    wait_all_provisioned(&client, "ring", 2, "1.2.4").await;
+    handle.shutdown().await;
+}
+
+/// A latency far beyond the test (what deadlines are exercised with) keeps a cluster
+/// Provisioning while a fast one, started at the same moment, is long done.
+#[tokio::test]
+async fn an_hour_of_latency_keeps_a_cluster_provisioning() {
+    let mut slow = cluster("slow-1", "uat");
+    slow.latency = Some(Duration::from_secs(3600));
+    let (handle, client) = start(fleet(vec![slow, cluster("fast-1", "uat")])).await;
+    apply_profile(&client, profile_body("slow", "uat", "1", json!({}))).await;
+    let items = eventually("fast-1 Provisioned", || async {
+        let items = summaries_of(&client, "slow").await;
+        (helm_status(&items, "fast-1") == Some("Provisioned")).then_some(items)
+    })
+    .await;
+    assert_eq!(helm_status(&items, "slow-1"), Some("Provisioning"));
+    handle.shutdown().await;
+}

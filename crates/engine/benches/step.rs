@@ -83,6 +83,8 @@ fn bench_step(c: &mut Criterion) {
             observed: &world.observed,
             status: world.status.as_ref(),
             now: world.now,
+            policy: None,
+            history: &[],
         };
         let output = step(&input);
         assert!(output.actions.is_empty(), "not at steady state");

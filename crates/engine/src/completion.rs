@@ -58,6 +58,7 @@ pub fn check(expected: &AppliedExpectation<'_>, observed: &Observed) -> Completi
         summaries: count(summaries.len()),
         provisioned: 0,
         failed: 0,
+        ..Default::default()
     };
 
     // Never complete from a profile that does not yet show our latest apply (reflector lag).
@@ -133,7 +134,7 @@ fn summary_failed(summary: &ObservedSummary) -> bool {
 }
 
 /// The first reason this summary does not count as provisioned for the expected apply.
-fn summary_problem(
+pub(crate) fn summary_problem(
     summary: &ObservedSummary,
     expected: &AppliedExpectation<'_>,
     required: &[&str],
@@ -163,7 +164,7 @@ fn summary_problem(
 /// Kubernetes times (`metav1.Time`, hence Sveltos's `lastAppliedTime`) have whole-second
 /// precision: a status written in the same second as our apply reads as that second, so the apply
 /// instant is compared truncated to its second.
-fn whole_second(t: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
+pub(crate) fn whole_second(t: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
     chrono::DurationRound::duration_trunc(t, chrono::TimeDelta::seconds(1)).unwrap_or(t)
 }
 
@@ -174,7 +175,7 @@ const FIRST_COMPARED: [&str; 3] = ["helmCharts", "policyRefs", "kustomizationRef
 /// one cluster already chosen, and Sveltos need not copy them into `clusterProfileSpec`.
 const SELECTION_FIELDS: [&str; 3] = ["clusterSelector", "clusterRefs", "setRefs"];
 
-fn first_field_out_of_sync<'e>(expected: &'e Value, actual: &Value) -> Option<&'e str> {
+pub(crate) fn first_field_out_of_sync<'e>(expected: &'e Value, actual: &Value) -> Option<&'e str> {
     // Usually everything carries: one pass, and the field order only matters for the message.
     if carries(expected, Some(actual)) {
         return None;

@@ -8,6 +8,8 @@ use crate::output::{Action, EngineEvent};
 #[derive(Default)]
 pub(crate) struct Effects {
     pub applies: Vec<Action>,
+    /// Profiles to delete in this step (besides the stale ones `finish` finds).
+    pub deletes: Vec<String>,
     pub events: Vec<EngineEvent>,
     pub wake_at: Option<DateTime<Utc>>,
 }
@@ -17,6 +19,12 @@ impl Effects {
     pub fn apply(&mut self, name: String, object: Value) {
         self.applies.retain(|a| a.profile_name() != name);
         self.applies.push(Action::ApplyProfile { name, object });
+    }
+
+    pub fn delete(&mut self, name: String) {
+        if !self.deletes.contains(&name) {
+            self.deletes.push(name);
+        }
     }
 
     pub fn wake(&mut self, at: DateTime<Utc>) {

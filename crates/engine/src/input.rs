@@ -1,6 +1,7 @@
 //! The engine's input: everything it decides from.
 
 use chrono::{DateTime, Utc};
+use tollgate_model::policy::RolloutPolicy;
 use tollgate_model::snapshot::{ApprovalEvent, Snapshot};
 
 use crate::observed::Observed;
@@ -15,6 +16,10 @@ pub struct StepInput<'a> {
     /// The status persisted after the last step whose actions all succeeded; `None` = never ran.
     pub status: Option<&'a PromotionStatus>,
     pub now: DateTime<Utc>,
+    /// The RolloutPolicy governing the promotion; `None`: stages wait forever (upstream).
+    pub policy: Option<&'a RolloutPolicy>,
+    /// The promotion's snapshots in git (oldest first): a rollback restores earlier ones.
+    pub history: &'a [Snapshot],
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod approval;
+mod clusters;
 pub mod completion;
 pub mod drift;
 mod effects;
@@ -26,6 +27,7 @@ pub mod observed;
 pub mod output;
 pub mod preview;
 mod removal;
+mod rollback;
 mod stage;
 mod stage_status;
 pub mod status;
@@ -38,5 +40,8 @@ pub use input::{Desired, StepInput};
 pub use observed::{FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSummary};
 pub use output::{Action, EngineEvent, EventType, StepOutput};
 pub use preview::{GateVerdict, Preview, PreviewInput, RunChange, preview};
-pub use status::{Phase, PromotionStatus, StageStatus};
+pub use status::{
+    ClusterCondition, ClusterState, Phase, PolicyRef, PromotionStatus, RestoredStage, RunFailure,
+    StageStatus,
+};
 pub use step::step;

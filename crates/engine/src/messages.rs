@@ -90,6 +90,10 @@ pub fn provisioning_stage_restart(stage: &str) -> String {
     format!("Provisioning stage {stage} (Restart)")
 }
 
+pub fn stage_skipped(stage: &str) -> String {
+    format!("Stage {stage} Skipped: no matching clusters")
+}
+
 pub fn stage_provisioned(stage: &str) -> String {
     format!("Stage {stage} provisioned")
 }

@@ -54,6 +54,8 @@ mod tests {
             observed: &observed,
             status: None,
             now: Utc.timestamp_opt(1_700_000_000, 0).single().expect("time"),
+            policy: None,
+            history: &[],
         };
         let out = step(&input);
         assert!(out.actions.is_empty());
@@ -83,6 +85,8 @@ mod tests {
             observed: &observed,
             status,
             now: Utc.timestamp_opt(1_700_000_000, 0).single().expect("time"),
+            policy: None,
+            history: &[],
         };
         let first_error = "p.yaml:8:21: mapping values are not allowed in this context";
         let first = step(&input(first_error, None));

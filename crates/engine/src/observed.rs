@@ -7,8 +7,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tollgate_render::{
-    MANAGED_BY_LABEL, MANAGED_BY_VALUE, PROMOTION_LABEL, SPEC_HASH_ANNOTATION, STAGE_LABEL,
-    VERIFICATION_LABEL,
+    MANAGED_BY_LABEL, MANAGED_BY_VALUE, PROMOTION_LABEL, SNAPSHOT_INDEX_ANNOTATION,
+    SPEC_HASH_ANNOTATION, STAGE_LABEL, VERIFICATION_LABEL,
 };
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -39,6 +39,8 @@ pub struct ObservedProfile {
     pub verification: bool,
     /// Annotation `tollgate.dev/spec-hash`: the hash of the spec tollgate last applied.
     pub spec_hash: Option<Box<str>>,
+    /// Annotation `tollgate.dev/snapshot-index`: the snapshot it carries.
+    pub snapshot_index: Option<u64>,
     /// [`tollgate_render::snapshot_annotations_digest`] of its annotations: drift there is seen
     /// without keeping the strings.
     pub snapshot_annotations: u64,
@@ -64,6 +66,7 @@ impl ObservedProfile {
             stage: label(STAGE_LABEL).map(Box::from),
             verification: label(VERIFICATION_LABEL) == Some("true"),
             spec_hash: annotation(SPEC_HASH_ANNOTATION).map(Box::from),
+            snapshot_index: annotation(SNAPSHOT_INDEX_ANNOTATION).and_then(|i| i.parse().ok()),
             snapshot_annotations: tollgate_render::snapshot_annotations_digest(&annotation),
             spec,
             deleting,

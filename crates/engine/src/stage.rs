@@ -9,7 +9,9 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use tollgate_model::duration::format_go_duration;
 use tollgate_model::model::{Stage, Trigger};
+use tollgate_model::policy::{OnFailure, StagePolicy};
 use tollgate_model::snapshot::{ApprovalEvent, Snapshot};
 use tollgate_render::profile::preverification_spec;
 use tollgate_render::{
@@ -17,6 +19,7 @@ use tollgate_render::{
     stage_profile_spec,
 };
 
+use crate::clusters::{self, ClusterReport, Judging};
 use crate::completion::{self, AppliedExpectation, Completion};
 use crate::effects::Effects;
 use crate::features::changed_features;
@@ -24,7 +27,9 @@ use crate::gate;
 use crate::messages;
 use crate::observed::Observed;
 use crate::output::EngineEvent;
-use crate::status::{AppliedProfile, ConsumedApproval, Phase, StageStatus};
+use crate::status::{
+    AppliedProfile, ClusterCondition, ClusterState, ConsumedApproval, Phase, StageStatus,
+};
 use crate::step::reasons;
 
 /// Why the stage does not move on in this step.
@@ -34,6 +39,16 @@ pub(crate) enum Hold {
     Wait(Phase, String),
     /// The stage cannot go on without a fix by the user; recorded as its failure.
     Failed(String),
+    /// More clusters failed or timed out than the stage's RolloutPolicy tolerates: the run fails.
+    Exceeded(Exceeded),
+}
+
+/// A stage's failure budget is spent.
+#[derive(Debug)]
+pub(crate) struct Exceeded {
+    pub reason: String,
+    pub clusters: Vec<ClusterCondition>,
+    pub on_failure: OnFailure,
 }
 
 /// Everything the steps read, and the two things they write: the stage's status and the effects.
@@ -56,6 +71,8 @@ pub(crate) struct StageRun<'a, 's> {
     pub main_applied_now: bool,
     /// The pre-verification spec and whether it is applied in this step.
     pub preverification: Option<(Value, bool)>,
+    /// What the run's RolloutPolicy says for this stage; `None`: no policy (wait forever).
+    pub policy: Option<StagePolicy>,
 }
 
 /// Names of the profiles a stage step looks at, with what is known of their owners.
@@ -131,10 +148,10 @@ impl StageRun<'_, '_> {
             None => self.render_spec(),
         };
         let completion = self.check_main(&spec);
+        let complete = self.judge(&spec, &completion)?;
         self.spec = Some(spec);
         let now = self.now;
-        self.st.counts = completion.counts;
-        if !completion.complete {
+        if !complete {
             self.st.set_failure(Some(completion.message.clone()), now);
             return Err(Hold::Wait(Phase::Progressing, completion.message));
         }
@@ -143,12 +160,145 @@ impl StageRun<'_, '_> {
         self.st.last_status_check_time = Some(now);
         self.st.failure_message = None;
         self.st.describe(&completion.message, now);
+        let empty = self.st.counts.matching_clusters == 0 && self.st.counts.summaries == 0;
+        if empty && self.st.members.as_ref().is_none_or(Vec::is_empty) {
+            self.st.skipped = true;
+            self.effects.events.push(EngineEvent::warning(
+                reasons::STAGE_SKIPPED,
+                messages::stage_skipped(&self.stage.name),
+            ));
+        }
         self.st.provisioned_message = Some(completion.message);
         self.effects.events.push(EngineEvent::normal(
             reasons::PROVISIONED,
             messages::stage_provisioned(&self.stage.name),
         ));
         Ok(())
+    }
+
+    /// The per-cluster view of the stage, and whether it is complete: without a policy every
+    /// matching cluster must be provisioned (upstream); with one, every member must have an
+    /// outcome within the failure budget, and a spent budget fails the stage.
+    fn judge(&mut self, spec: &Value, completion: &Completion) -> Result<bool, Hold> {
+        self.st.counts = completion.counts.clone();
+        if self.policy.is_some() && self.st.members.is_none() {
+            // Fixed at stage start; a policy that arrives mid-stage fixes them now.
+            let members = clusters::matching(&self.main_expectation(spec), self.observed);
+            self.st.members = Some(members);
+        }
+        let policy = self.policy.clone();
+        let policy = policy.as_ref();
+        let deadline = policy
+            .and_then(|p| p.progress_deadline)
+            .and_then(|d| chrono::Duration::from_std(d).ok())
+            .and_then(|d| self.st.applied_at.checked_add_signed(d));
+        let report = clusters::report(
+            &self.main_expectation(spec),
+            self.observed,
+            &Judging {
+                members: policy.and(self.st.members.as_deref()),
+                deadline,
+                deadline_text: policy.and_then(|p| p.progress_deadline).map(|d| {
+                    format!(
+                        "not Provisioned within the progressDeadline {}",
+                        format_go_duration(d)
+                    )
+                }),
+                now: self.now,
+                previous: &self.st.not_provisioned,
+            },
+        );
+        report.write_counts(&mut self.st.counts);
+        self.tell_timed_out(&report);
+        self.st.deadline = deadline;
+        self.st.not_provisioned_unlisted = report.unlisted;
+        let Some(policy) = policy else {
+            self.st.allowed_failures = None;
+            self.st.not_provisioned = report.listed;
+            return Ok(completion.complete);
+        };
+        let members = self.st.members.as_ref().map_or(0, Vec::len);
+        let allowed = policy
+            .max_failures
+            .allowed(u32::try_from(members).unwrap_or(u32::MAX));
+        self.st.allowed_failures = Some(allowed);
+        if report.failures() > allowed {
+            let exceeded = self.exceeded(&report, allowed, members, policy.on_failure);
+            self.st.not_provisioned = report.listed;
+            return Err(Hold::Exceeded(exceeded));
+        }
+        if let Some(deadline) = deadline
+            && !report.settled()
+        {
+            self.effects.wake(deadline);
+        }
+        let settled = report.settled();
+        self.st.not_provisioned = report.listed;
+        Ok(settled)
+    }
+
+    /// One Warning per step naming the clusters that timed out since the last step.
+    fn tell_timed_out(&mut self, report: &ClusterReport) {
+        let new: Vec<&str> = report
+            .listed
+            .iter()
+            .filter(|c| c.state == ClusterState::TimedOut)
+            .filter(|c| {
+                !self
+                    .st
+                    .not_provisioned
+                    .iter()
+                    .any(|p| p.cluster == c.cluster && p.state == ClusterState::TimedOut)
+            })
+            .map(|c| c.cluster.as_str())
+            .collect();
+        if new.is_empty() {
+            return;
+        }
+        let shown = new.iter().take(5).copied().collect::<Vec<_>>().join(", ");
+        let more = new.len().saturating_sub(5);
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        self.effects.events.push(EngineEvent::warning(
+            reasons::CLUSTER_TIMED_OUT,
+            format!(
+                "Stage {}: {} cluster(s) not Provisioned by the deadline: {shown}{more}",
+                self.stage.name,
+                new.len()
+            ),
+        ));
+    }
+
+    fn exceeded(
+        &self,
+        report: &ClusterReport,
+        allowed: u32,
+        members: usize,
+        on_failure: OnFailure,
+    ) -> Exceeded {
+        let failing: Vec<ClusterCondition> = report.failing().take(10).cloned().collect();
+        let first = failing
+            .iter()
+            .map(|c| match &c.message {
+                Some(m) => format!("{} {}: {m}", c.cluster, c.state.as_str()),
+                None => format!("{} {}", c.cluster, c.state.as_str()),
+            })
+            .take(3)
+            .collect::<Vec<_>>()
+            .join("; ");
+        Exceeded {
+            reason: format!(
+                "{} of {members} clusters failed or timed out ({} failed, {} timed out), over maxFailures {allowed}: {first}",
+                report.failures(),
+                report.failed,
+                report.timed_out,
+            ),
+            clusters: failing,
+            on_failure,
+        }
     }
 
     /// 3. The delay, measured from the completion time (D6: wake exactly at its end).
@@ -234,9 +384,9 @@ impl StageRun<'_, '_> {
     fn healthy(&mut self) -> Result<(), Hold> {
         let spec = self.spec.take().unwrap_or_else(|| self.render_spec());
         let recheck = self.check_main(&spec);
+        let complete = self.judge(&spec, &recheck)?;
         self.spec = Some(spec);
-        self.st.counts = recheck.counts;
-        let problem = if !recheck.complete {
+        let problem = if !complete {
             Some(recheck.message)
         } else {
             self.preverification_problem()
@@ -288,18 +438,19 @@ impl StageRun<'_, '_> {
 
     /// The completion check of the main profile against its latest recorded apply.
     fn check_main(&self, spec: &Value) -> Completion {
-        completion::check(
-            &AppliedExpectation {
-                profile: &self.profiles.main,
-                selector: &self.stage.cluster_selector,
-                spec,
-                spec_hash: &self.st.applied_spec_hash,
-                applied_at: self.st.applied_at,
-                fresh_features: &self.st.fresh_features,
-                being_applied: self.main_applied_now,
-            },
-            self.observed,
-        )
+        completion::check(&self.main_expectation(spec), self.observed)
+    }
+
+    fn main_expectation<'e>(&'e self, spec: &'e Value) -> AppliedExpectation<'e> {
+        AppliedExpectation {
+            profile: &self.profiles.main,
+            selector: &self.stage.cluster_selector,
+            spec,
+            spec_hash: &self.st.applied_spec_hash,
+            applied_at: self.st.applied_at,
+            fresh_features: &self.st.fresh_features,
+            being_applied: self.main_applied_now,
+        }
     }
 }
 

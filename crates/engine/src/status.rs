@@ -22,8 +22,14 @@ pub enum Phase {
     Paused,
     /// The last stage succeeded.
     Completed,
-    /// The pipeline cannot go on without a fix (for example a foreign profile in the way).
+    /// The pipeline cannot go on without a fix: a foreign profile in the way, or a stage that
+    /// failed under its RolloutPolicy (`onFailure: Halt`); nothing further is applied.
     Failed,
+    /// A stage failed under its RolloutPolicy (`onFailure: Rollback`): the stages that got the
+    /// rejected snapshot are being restored, the failing stage first.
+    RollingBack,
+    /// The rollback is done: the stages run what they ran before the rejected snapshot.
+    RolledBack,
     /// HEAD's file is invalid; the last good snapshot keeps running.
     Invalid,
     /// Gone from git, but the blast-radius guard holds the removal: frozen until confirmed.
@@ -43,6 +49,8 @@ impl Phase {
             Phase::Paused => "Paused",
             Phase::Completed => "Completed",
             Phase::Failed => "Failed",
+            Phase::RollingBack => "RollingBack",
+            Phase::RolledBack => "RolledBack",
             Phase::Invalid => "Invalid",
             Phase::RemovalHeld => "RemovalHeld",
             Phase::Removing => "Removing",
@@ -95,6 +103,63 @@ pub struct PromotionStatus {
     /// Approvals used, newest last; an approval recorded here for one run never serves another.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub consumed_approvals: Vec<ConsumedApproval>,
+    /// The RolloutPolicy governing the run at the last step (it may change within a run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyRef>,
+    /// Set when a stage of the current run failed under its policy: the run is halted or rolled
+    /// back, and its snapshot is never applied again (a new commit starts a new run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<RunFailure>,
+}
+
+/// Which RolloutPolicy governs a run: its name and version (a hash of its spec).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyRef {
+    pub name: String,
+    pub version: String,
+}
+
+/// A stage of the run failed under its policy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunFailure {
+    pub stage: String,
+    /// The rejected snapshot (the run's).
+    pub snapshot_index: u64,
+    /// Why, in plain words (budget, counts, the first failing clusters).
+    pub reason: String,
+    pub at: DateTime<Utc>,
+    /// `Halt` or `Rollback`.
+    pub on_failure: String,
+    /// The stage's clusters that failed or timed out (the first ones, with Sveltos' messages).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<ClusterCondition>,
+    /// The stages being restored, in restore order (the failing stage first); empty for a halt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rollback: Vec<RestoredStage>,
+}
+
+/// One stage restored by a rollback.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoredStage {
+    pub name: String,
+    /// The snapshot it is restored to; `None`: it had no profile before the run, so its
+    /// profiles are withdrawn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_snapshot: Option<u64>,
+    /// When its restore was applied (`None`: not started yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_at: Option<DateTime<Utc>>,
+    /// `tollgate.dev/spec-hash` of the restored profile (empty for a withdrawal).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub spec_hash: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fresh_features: Vec<String>,
+    /// When its clusters were seen provisioned with the restored content (or the profile gone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_at: Option<DateTime<Utc>>,
 }
 
 impl PromotionStatus {
@@ -116,6 +181,8 @@ impl PromotionStatus {
             invalid_spec: None,
             paused_since: None,
             consumed_approvals: Vec::new(),
+            policy: None,
+            failure: None,
         }
     }
 
@@ -204,6 +271,80 @@ pub struct StageStatus {
     /// Since when its manual gate has waited for an approval (cleared once it passes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub awaiting_approval_since: Option<DateTime<Utc>>,
+    /// The snapshot the stage's profile carried when this run entered the stage (what a
+    /// rollback restores); `None`: there was no profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced_snapshot: Option<u64>,
+    /// The clusters matching when the stage started ("namespace/name", sorted), kept while a
+    /// RolloutPolicy governs the run: deadlines and budgets judge these.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<Vec<String>>,
+    /// Failed + timed-out clusters the policy tolerates in this stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_failures: Option<u32>,
+    /// When clusters not Provisioned by then are TimedOut (the stage's apply + progressDeadline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<DateTime<Utc>>,
+    /// The clusters that are not Provisioned, first ones by namespace/name, with why and since when.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_provisioned: Vec<ClusterCondition>,
+    /// How many more are not Provisioned than listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub not_provisioned_unlisted: u32,
+    /// Set when the stage had no matching cluster: it completed as "Skipped: no matching clusters".
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skipped: bool,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Not-Provisioned clusters listed per stage.
+pub const CLUSTERS_LISTED: usize = 50;
+
+/// The state of one cluster in a stage, derived from its ClusterSummary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ClusterState {
+    /// Sveltos has no ClusterSummary for it yet.
+    Pending,
+    Provisioning,
+    Provisioned,
+    /// A feature failed (Sveltos' message is kept).
+    Failed,
+    /// Not Provisioned by the stage's deadline.
+    TimedOut,
+    /// Matches the stage but joined after it started: reported, not judged.
+    Joined,
+    /// Was a member when the stage started and no longer matches (or is no longer ready).
+    Vanished,
+}
+
+impl ClusterState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClusterState::Pending => "Pending",
+            ClusterState::Provisioning => "Provisioning",
+            ClusterState::Provisioned => "Provisioned",
+            ClusterState::Failed => "Failed",
+            ClusterState::TimedOut => "TimedOut",
+            ClusterState::Joined => "Joined",
+            ClusterState::Vanished => "Vanished",
+        }
+    }
+}
+
+/// One cluster that is not Provisioned in a stage.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterCondition {
+    /// `namespace/name`.
+    pub cluster: String,
+    pub state: ClusterState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When it was first seen in this state.
+    pub since: DateTime<Utc>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -221,8 +362,19 @@ pub struct StageCounts {
     pub summaries: u32,
     /// ClusterSummaries carrying the applied spec with every feature freshly Provisioned.
     pub provisioned: u32,
-    /// ClusterSummaries with a failed feature or a failure message.
+    /// Clusters with a failed feature or a failure message for the applied content.
     pub failed: u32,
+    /// Per-cluster states (see [`ClusterState`]); members only while a policy governs.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pending: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub provisioning: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub timed_out: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub joined: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub vanished: u32,
 }
 
 /// Who approved a manual stage: the author and committer of the approving commit.

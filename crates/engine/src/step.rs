@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tollgate_model::hash::HASH_SCHEME;
 use tollgate_model::model::{ClusterPromotion, Stage};
+use tollgate_model::policy::OnFailure;
 use tollgate_model::snapshot::{PAUSED_ANNOTATION, Snapshot};
 use tollgate_render::{
     preverification_profile_name, render_stage_profile, snapshot_digest, spec_hash,
@@ -24,8 +25,9 @@ use crate::never_valid;
 use crate::observed::Observed;
 use crate::output::{Action, EngineEvent, StepOutput};
 use crate::removal;
-use crate::stage::{Hold, StageProfiles, StageRun};
-use crate::status::{Phase, PromotionStatus, StageStatus, runs_content_of};
+use crate::rollback;
+use crate::stage::{Exceeded, Hold, StageProfiles, StageRun};
+use crate::status::{Phase, PolicyRef, PromotionStatus, RunFailure, StageStatus, runs_content_of};
 
 /// Event reasons (the note carries upstream's text where there is one).
 pub mod reasons {
@@ -39,6 +41,14 @@ pub mod reasons {
     pub const REMOVING: &str = "Removing";
     pub const REMOVAL_HELD: &str = "RemovalHeld";
     pub const DRIFT_CORRECTED: &str = "DriftCorrected";
+    pub const STAGE_SKIPPED: &str = "StageSkipped";
+    pub const STAGE_FAILED: &str = "StageFailed";
+    pub const BUDGET_EXCEEDED: &str = "BudgetExceeded";
+    pub const CLUSTER_TIMED_OUT: &str = "ClusterTimedOut";
+    pub const ROLLING_BACK: &str = "RollingBack";
+    pub const ROLLED_BACK: &str = "RolledBack";
+    pub const STAGE_RESTORED: &str = "StageRestored";
+    pub const ROLLBACK_ACKNOWLEDGED: &str = "RollbackAcknowledged";
 }
 
 /// Evaluate the promotion once. See the module documentation for the contract.
@@ -143,6 +153,13 @@ impl<'i, 'a> Run<'i, 'a> {
         {
             return self.blocked(blocked);
         }
+        self.status.policy = self.input.policy.map(|p| PolicyRef {
+            name: p.name().to_string(),
+            version: p.version(),
+        });
+        if self.status.failure.is_some() {
+            return self.failed_run();
+        }
         while let Flow::Advanced = self.progress_current_stage() {
             let stages = &self.promotion.spec.stages;
             let next = self
@@ -160,8 +177,132 @@ impl<'i, 'a> Run<'i, 'a> {
                 }
             }
         }
+        if self.status.failure.is_some() {
+            return self.failed_run();
+        }
         self.correct_drift();
         self.finish()
+    }
+
+    /// A stage failed under the run's policy. Halt: nothing further is applied, not even drift
+    /// corrections. Rollback: restore the stages, then hold like a halt.
+    fn failed_run(mut self) -> StepOutput {
+        let Some(mut failure) = self.status.failure.take() else {
+            return self.finish();
+        };
+        let rejected = format!(
+            "snapshot #{} rejected: stage {} failed: {}",
+            failure.snapshot_index, failure.stage, failure.reason
+        );
+        self.effects.applies.clear();
+        if failure.on_failure != OnFailure::Rollback.as_str() {
+            self.status.phase = Phase::Failed;
+            self.status.message = Some(format!(
+                "{rejected}; the run is halted: commit a fix or revert to start a new run"
+            ));
+            self.status.failure = Some(failure);
+            return self.held_output();
+        }
+        let progress = rollback::Restore {
+            promotion: self.name(),
+            rejected: self.snapshot,
+            history: self.input.history,
+            observed: self.observed(),
+            now: self.now(),
+        }
+        .progress(&mut failure, &mut self.effects);
+        match progress {
+            rollback::Progress::Waiting(what) => {
+                self.status.phase = Phase::RollingBack;
+                self.status.message = Some(format!("{rejected}; rolling back: {what}"));
+            }
+            rollback::Progress::Done => {
+                let was_done = self
+                    .input
+                    .status
+                    .is_some_and(|s| s.phase == Phase::RolledBack);
+                if !was_done {
+                    self.effects.events.push(EngineEvent::warning(
+                        reasons::ROLLED_BACK,
+                        format!(
+                            "Snapshot #{} rolled back after stage {} failed; {}",
+                            failure.snapshot_index,
+                            failure.stage,
+                            rollback::running_after(&failure)
+                        ),
+                    ));
+                }
+                self.status.phase = Phase::RolledBack;
+                self.status.message = Some(format!(
+                    "{rejected}; {}; commit a fix or revert to acknowledge",
+                    rollback::running_after(&failure)
+                ));
+            }
+        }
+        self.status.failure = Some(failure);
+        let deletes = std::mem::take(&mut self.effects.deletes);
+        let mut actions: Vec<Action> = deletes
+            .into_iter()
+            .map(|name| Action::DeleteProfile { name })
+            .collect();
+        actions.extend(std::mem::take(&mut self.effects.applies));
+        self.status.next_wake_up = None;
+        StepOutput {
+            actions,
+            status: self.status,
+            events: self.effects.events,
+            wake_at: None,
+        }
+    }
+
+    /// No actions: the status and events only.
+    fn held_output(mut self) -> StepOutput {
+        self.status.next_wake_up = None;
+        StepOutput {
+            actions: Vec::new(),
+            status: self.status,
+            events: self.effects.events,
+            wake_at: None,
+        }
+    }
+
+    /// The current stage spent its failure budget: the run fails (halt or rollback).
+    fn fail_run(&mut self, stage: &str, exceeded: Exceeded) {
+        let now = self.now();
+        let index = self.snapshot.index;
+        self.effects.events.push(EngineEvent::warning(
+            reasons::BUDGET_EXCEEDED,
+            format!("Stage {stage}: {}", exceeded.reason),
+        ));
+        self.effects.events.push(EngineEvent::warning(
+            reasons::STAGE_FAILED,
+            format!(
+                "Stage {stage} failed with snapshot #{index}; onFailure: {}",
+                exceeded.on_failure.as_str()
+            ),
+        ));
+        if let Some(st) = self.status.stage_mut(stage) {
+            st.set_failure(Some(exceeded.reason.clone()), now);
+        }
+        let rollback = match exceeded.on_failure {
+            OnFailure::Rollback => {
+                self.effects.events.push(EngineEvent::normal(
+                    reasons::ROLLING_BACK,
+                    format!("Rolling back snapshot #{index}, stage {stage} first"),
+                ));
+                rollback::plan(&self.status.stages, index)
+            }
+            OnFailure::Halt => Vec::new(),
+        };
+        self.status.failure = Some(RunFailure {
+            stage: stage.to_string(),
+            snapshot_index: index,
+            reason: exceeded.reason,
+            at: now,
+            on_failure: exceeded.on_failure.as_str().to_string(),
+            clusters: exceeded.clusters,
+            rollback,
+        });
     }
 
     /// Re-apply the main profile of every stage this run applied in an earlier step (its apply is
@@ -300,6 +441,19 @@ impl<'i, 'a> Run<'i, 'a> {
         self.status.rollback_of = snapshot.rollback_of;
         self.status.invalid_spec = previous.invalid_spec;
         self.status.consumed_approvals = previous.consumed_approvals;
+        if let (Some(failure), Some(earlier)) = (&previous.failure, snapshot.rollback_of)
+            && !failure.rollback.is_empty()
+        {
+            self.effects.events.push(EngineEvent::normal(
+                reasons::ROLLBACK_ACKNOWLEDGED,
+                format!(
+                    "Snapshot #{} (commit {}) brings back the content of #{earlier}: acknowledges the rollback of #{}",
+                    snapshot.index,
+                    short_sha(&snapshot.commit.sha),
+                    failure.snapshot_index
+                ),
+            ));
+        }
         if let Some(earlier) = snapshot.rollback_of {
             self.effects.events.push(EngineEvent::normal(
                 reasons::ROLLBACK,
@@ -321,6 +475,23 @@ impl<'i, 'a> Run<'i, 'a> {
         let spec = stage_profile_spec(self.snapshot, stage, &[]);
         let hash = spec_hash(&spec);
         let fresh_features = self.fresh_features(&profile, &spec, &hash);
+        let replaced_snapshot = self
+            .observed()
+            .profiles
+            .get(&profile)
+            .filter(|p| p.is_owned_by(self.name()) && !p.deleting)
+            .and_then(|p| p.snapshot_index);
+        let members = self.input.policy.map(|_| {
+            let mut keys: Vec<String> = self
+                .observed()
+                .clusters
+                .iter()
+                .filter(|c| c.ready && !c.paused && stage.cluster_selector.matches(&c.labels))
+                .map(|c| crate::clusters::cluster_key(&c.namespace, &c.name))
+                .collect();
+            keys.sort();
+            keys
+        });
         self.status.stages.push(StageStatus {
             name: stage.name.clone(),
             last_update_reconciled_time: Some(now),
@@ -342,6 +513,13 @@ impl<'i, 'a> Run<'i, 'a> {
             approver: None,
             waiting_reason: None,
             awaiting_approval_since: None,
+            replaced_snapshot,
+            members,
+            allowed_failures: None,
+            deadline: None,
+            not_provisioned: Vec::new(),
+            not_provisioned_unlisted: 0,
+            skipped: false,
         });
         self.status.current_stage_name = Some(stage.name.clone());
         self.status.last_promotion_time = Some(now);
@@ -424,6 +602,7 @@ impl<'i, 'a> Run<'i, 'a> {
             spec: None,
             main_applied_now: false,
             preverification: None,
+            policy: self.input.policy.map(|p| p.for_stage(&stage.name)),
         }
         .progress();
         match outcome {
@@ -435,6 +614,10 @@ impl<'i, 'a> Run<'i, 'a> {
             }
             Err(Hold::Wait(phase, reason)) => hold(&mut self.status, &current, phase, reason),
             Err(Hold::Failed(reason)) => hold_failed(&mut self.status, &current, reason, now),
+            Err(Hold::Exceeded(exceeded)) => {
+                self.fail_run(&current, exceeded);
+                Flow::Hold
+            }
         }
     }
 
@@ -490,7 +673,12 @@ impl<'i, 'a> Run<'i, 'a> {
 
     /// Deletions the current state calls for, then the status summary.
     fn finish(mut self) -> StepOutput {
-        let deletes = self.stale_profiles();
+        let mut deletes = self.stale_profiles();
+        for name in std::mem::take(&mut self.effects.deletes) {
+            if !deletes.contains(&name) {
+                deletes.push(name);
+            }
+        }
         if self.status.invalid_spec.is_some()
             && matches!(
                 self.status.phase,

@@ -11,6 +11,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
 use tollgate_model::hash::SpecHashes;
 use tollgate_model::model::{ClusterPromotion, LabelSelector};
+use tollgate_model::policy::RolloutPolicy;
 use tollgate_model::snapshot::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot};
 
 use crate::features::{changed_features, required_features};
@@ -35,6 +36,12 @@ pub struct World {
     pub events: Vec<EngineEvent>,
     /// Clusters whose deployments fail (their features report `Failed`).
     pub failing_clusters: BTreeSet<String>,
+    /// Clusters whose deployments never finish (their features stay `Provisioning`).
+    pub slow_clusters: BTreeSet<String>,
+    /// The RolloutPolicy governing the promotion.
+    pub policy: Option<RolloutPolicy>,
+    /// The promotion's snapshots (for rollbacks).
+    pub history: Vec<Snapshot>,
 }
 
 impl World {
@@ -46,6 +53,9 @@ impl World {
             executed: Vec::new(),
             events: Vec::new(),
             failing_clusters: BTreeSet::new(),
+            slow_clusters: BTreeSet::new(),
+            policy: None,
+            history: Vec::new(),
         }
     }
 
@@ -79,6 +89,8 @@ impl World {
             observed: &self.observed,
             status: self.status.as_ref(),
             now: self.now,
+            policy: self.policy.as_ref(),
+            history: &self.history,
         })
     }
 
@@ -166,12 +178,19 @@ impl World {
                     .features
                     .retain(|f| required.contains(&&*f.feature_id));
                 for feature in required {
-                    let exists = summary.features.iter().any(|f| &*f.feature_id == feature);
-                    if exists && !redeploy.iter().any(|r| r == feature) && !cluster.paused {
+                    let existing = summary.features.iter().find(|f| &*f.feature_id == feature);
+                    let failing = self.failing_clusters.contains(&cluster.name);
+                    // Sveltos retries a failed deployment: it recovers once the cause is gone.
+                    let retried = existing.is_some_and(|f| f.is_failed()) && !failing;
+                    if existing.is_some()
+                        && !redeploy.iter().any(|r| r == feature)
+                        && !cluster.paused
+                        && !retried
+                    {
                         continue;
                     }
-                    let failing = self.failing_clusters.contains(&cluster.name);
-                    let state = if cluster.paused {
+                    let slow = self.slow_clusters.contains(&cluster.name);
+                    let state = if cluster.paused || slow {
                         FeatureSummary {
                             feature_id: feature.into(),
                             status: "Provisioning".into(),

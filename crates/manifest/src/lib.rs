@@ -33,15 +33,18 @@ pub mod located;
 pub mod location;
 pub mod parse;
 pub mod plain_scalar;
+pub mod policy;
 pub mod report;
 pub mod rules;
 pub mod schema;
 pub mod validate;
 
+pub use tollgate_model::policy::RolloutPolicy;
 pub use tollgate_model::{cron, duration, hash, label_map, model, snapshot, window};
 
 pub use diagnostic::{Diagnostic, Severity};
 pub use hash::SpecHashes;
 pub use model::{ClusterPromotion, Stage, Trigger};
 pub use parse::{IgnoredDocument, Limits, ParsedFile, ParsedPromotion, parse_file};
+pub use policy::ParsedPolicy;
 pub use snapshot::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot};

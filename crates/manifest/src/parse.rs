@@ -16,6 +16,7 @@ use crate::fast_yaml;
 use crate::loc_tree::DocumentLocations;
 use crate::located::{self, ConversionProblem, Locations, Node};
 use crate::model::{API_GROUP, API_VERSION, ClusterPromotion, KIND};
+use crate::policy::{self, ParsedPolicy};
 use crate::validate::{self, ValidationContext};
 
 // `locate` is re-exported for callers of its former home.
@@ -26,6 +27,8 @@ pub use crate::limits::Limits;
 pub struct ParsedFile {
     pub file: String,
     pub promotions: Vec<ParsedPromotion>,
+    /// `RolloutPolicy` documents (tollgate.dev), see [`crate::policy`].
+    pub policies: Vec<ParsedPolicy>,
     /// File-level problems: size, UTF-8, YAML syntax, limits.
     pub diagnostics: Vec<Diagnostic>,
     pub ignored: Vec<IgnoredDocument>,
@@ -38,6 +41,9 @@ impl ParsedFile {
         for promotion in &self.promotions {
             all.extend(promotion.diagnostics.iter().cloned());
         }
+        for policy in &self.policies {
+            all.extend(policy.diagnostics.iter().cloned());
+        }
         all.sort_by_key(|d| (d.line, d.column));
         all
     }
@@ -46,6 +52,10 @@ impl ParsedFile {
         self.diagnostics.iter().any(Diagnostic::is_error)
             || self
                 .promotions
+                .iter()
+                .any(|p| p.diagnostics.iter().any(Diagnostic::is_error))
+            || self
+                .policies
                 .iter()
                 .any(|p| p.diagnostics.iter().any(Diagnostic::is_error))
     }
@@ -240,6 +250,7 @@ pub fn oversized_file(file: &str, size: usize, limits: &Limits) -> ParsedFile {
     ParsedFile {
         file: file.to_string(),
         promotions: Vec::new(),
+        policies: Vec::new(),
         diagnostics: vec![file_diagnostic(
             file,
             "file-too-large",
@@ -258,6 +269,7 @@ pub fn parse_file(file: &str, bytes: &[u8], limits: &Limits) -> ParsedFile {
     let mut parsed = ParsedFile {
         file: file.to_string(),
         promotions: Vec::new(),
+        policies: Vec::new(),
         diagnostics: Vec::new(),
         ignored: Vec::new(),
     };
@@ -310,6 +322,11 @@ pub fn parse_file(file: &str, bytes: &[u8], limits: &Limits) -> ParsedFile {
         let api_version = json.get("apiVersion").and_then(|v| v.as_str());
         let kind = json.get("kind").and_then(|v| v.as_str());
         let group = api_version.and_then(|v| v.split_once('/')).map(|(g, _)| g);
+        if policy::is_policy_document(api_version, kind) {
+            let read = policy::read_policy(file, json, line, &locations, problems);
+            parsed.policies.push(read);
+            continue;
+        }
         if kind != Some(KIND) || group != Some(API_GROUP) {
             parsed.ignored.push(IgnoredDocument {
                 index,

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use tollgate_manifest::ClusterPromotion;
 use tollgate_manifest::parse::{oversized_file, parse_file};
 use tollgate_manifest::rules::k8s_names::dns1123_subdomain_problem;
+use tollgate_manifest::{ClusterPromotion, RolloutPolicy};
 
-use crate::claim_name::readable_name;
+use crate::claim_name::{declares_policy, readable_name};
 
 pub use tollgate_manifest::diagnostic::{Diagnostic, Severity};
 pub use tollgate_manifest::parse::Limits;
@@ -19,14 +19,28 @@ pub(crate) struct ParsedDoc {
     pub outcome: Result<Arc<ClusterPromotion>, Vec<Diagnostic>>,
 }
 
+/// One `RolloutPolicy` document of a file. Without a usable name its errors still count: they
+/// are reported with the policies' errors (a policy file never claims a promotion name).
+#[derive(Clone, Debug)]
+pub(crate) struct PolicyDoc {
+    pub name: Option<String>,
+    /// Line of the document's first node.
+    pub line: u32,
+    pub outcome: Result<Arc<RolloutPolicy>, Vec<Diagnostic>>,
+}
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ParsedBlob {
     pub docs: Vec<ParsedDoc>,
+    pub policies: Vec<PolicyDoc>,
     /// Errors that belong to no named promotion (YAML syntax, a promotion without a name…).
     pub file_errors: Vec<Diagnostic>,
     /// When `file_errors` has errors: the promotion name still readable from the raw text, which
     /// those errors are shown under (see [`crate::claim_name`]).
     pub readable_name: Option<Box<str>>,
+    /// When `file_errors` has errors and no promotion name is readable: the raw text declares
+    /// `kind: RolloutPolicy`, so the errors are reported with the policies.
+    pub broken_policy_file: bool,
 }
 
 impl ParsedBlob {
@@ -77,8 +91,10 @@ pub(crate) fn parse_blob(file: &str, content: &BlobContent, limits: &Limits) -> 
     };
     let mut blob = ParsedBlob {
         docs: Vec::with_capacity(parsed.promotions.len()),
+        policies: parsed.policies.into_iter().map(policy_doc).collect(),
         file_errors: parsed.diagnostics,
         readable_name: None,
+        broken_policy_file: false,
     };
     for document in parsed.promotions {
         let name = document
@@ -100,8 +116,23 @@ pub(crate) fn parse_blob(file: &str, content: &BlobContent, limits: &Limits) -> 
         && blob.file_errors.iter().any(Diagnostic::is_error)
     {
         blob.readable_name = readable_name(bytes).map(String::into_boxed_str);
+        blob.broken_policy_file = blob.readable_name.is_none() && declares_policy(bytes);
     }
     blob
+}
+
+fn policy_doc(document: tollgate_manifest::ParsedPolicy) -> PolicyDoc {
+    let name = document
+        .name
+        .filter(|name| dns1123_subdomain_problem(name).is_none());
+    PolicyDoc {
+        name,
+        line: document.line,
+        outcome: match document.policy {
+            Some(policy) => Ok(Arc::new(policy)),
+            None => Err(document.diagnostics),
+        },
+    }
 }
 
 /// Parses many blobs, one result per input in input order, spread over the available cores
@@ -165,10 +196,10 @@ mod tests {
     use super::*;
 
     fn manifest(name: &str) -> Vec<u8> {
-        format!(
-            "apiVersion: config.projectsveltos.io/v1beta1\nkind: ClusterPromotion\nmetadata:\n  name: {name}\nspec:\n  stages:\n  - name: one\n    clusterSelector:\n      matchLabels:\n        env: one\n"
-        )
-        .into_bytes()
+        tollgate_fixtures::promotion(name)
+            .stage(tollgate_fixtures::stage("one").selector("env", "one"))
+            .to_yaml()
+            .into_bytes()
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use sha2::{Digest, Sha256};
 use tollgate_manifest::rules::k8s_names::dns1123_subdomain_problem;
+use tollgate_model::policy::POLICY_KIND;
 
 /// Only the head of a file is searched: a name is near the top, and hostile input must not cost
 /// more than this.
@@ -55,6 +56,16 @@ pub(crate) fn readable_name(bytes: &[u8]) -> Option<String> {
         scan_line(&mut document, line);
     }
     document.promotion_name()
+}
+
+/// Whether a file that does not parse says, at the top level of its head, `kind: RolloutPolicy`:
+/// its errors are then a policy file's errors, reported with the policies, not a promotion's.
+pub(crate) fn declares_policy(bytes: &[u8]) -> bool {
+    let head = &bytes[..bytes.len().min(SCAN_LIMIT_BYTES)];
+    head.split(|b| *b == b'\n').any(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        line.strip_prefix(b"kind:").and_then(scalar).as_deref() == Some(POLICY_KIND)
+    })
 }
 
 fn scan_line(document: &mut DocumentScan, line: &[u8]) {
@@ -222,6 +233,18 @@ mod tests {
         let bomb =
             "metadata:\n  name: bomb\n  annotations:\n    a: &a [x, x]\n    b: &b [*a, *a]\n";
         assert_eq!(readable_name(bomb.as_bytes()).as_deref(), Some("bomb"));
+    }
+
+    #[test]
+    fn a_broken_policy_file_is_recognised_by_its_kind() {
+        assert!(declares_policy(
+            b"apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nspec: [\n"
+        ));
+        assert!(declares_policy(
+            b"kind: 'RolloutPolicy' # fleet\r\nmetadata: {\n"
+        ));
+        assert!(!declares_policy(b"kind: ClusterPromotion\nspec: [\n"));
+        assert!(!declares_policy(b"spec:\n  kind: RolloutPolicy\n"));
     }
 
     #[test]

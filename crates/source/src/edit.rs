@@ -665,7 +665,7 @@ fn approval_value(existing: Option<&String>, chosen: &Snapshot, key: &str) -> (S
         let sha = chosen.commit.sha.clone();
         let note = format!(
             "{key} already holds snapshot id {id12}, which a run may already have consumed (e.g. before a revert brought this content back); wrote the SHA of commit {} that introduced snapshot #{} instead, so the change is a new approval",
-            &sha[..12.min(sha.len())],
+            tollgate_manifest::snapshot::short_sha(&sha),
             chosen.index
         );
         (sha, note)

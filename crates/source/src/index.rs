@@ -37,6 +37,9 @@ struct FileEntry {
     /// The one extra name the file's unattributed errors are shown under (see
     /// [`crate::claim_name`]), when it has such errors.
     fallback: Option<String>,
+    /// The file defines RolloutPolicies (or did, and no longer parses): its file-level errors
+    /// are the policies' errors (see [`crate::policies`]), not a promotion of their own.
+    holds_policies: bool,
 }
 
 impl FileEntry {
@@ -123,11 +126,19 @@ impl HistoryIndex {
             let Some((_, parsed)) = &file.new else {
                 continue;
             };
-            let (claims, fallback) = self.claims_of(&path, parsed, old);
+            let was_policy_file = old.as_ref().is_some_and(|old| old.holds_policies);
+            let (claims, mut fallback) = self.claims_of(&path, parsed, old);
+            let holds_policies = !parsed.policies.is_empty()
+                || parsed.broken_policy_file
+                || (was_policy_file && claims.is_empty() && parsed.docs.is_empty());
+            if holds_policies && parsed.policies.is_empty() {
+                fallback = None;
+            }
             let entry = FileEntry {
                 parsed: Arc::clone(parsed),
                 claims,
                 fallback,
+                holds_policies,
             };
             for name in entry.names() {
                 self.define(name, &path);
@@ -401,10 +412,14 @@ mod tests {
     }
 
     fn manifest(name: &str, env: &str) -> Vec<u8> {
-        format!(
-            "apiVersion: config.projectsveltos.io/v1beta1\nkind: ClusterPromotion\nmetadata:\n  name: {name}\nspec:\n  stages:\n  - name: one\n    clusterSelector:\n      matchLabels:\n        env: {env}\n    trigger:\n      manual:\n        approved: true\n"
-        )
-        .into_bytes()
+        tollgate_fixtures::promotion(name)
+            .stage(
+                tollgate_fixtures::stage("one")
+                    .selector("env", env)
+                    .approved(true),
+            )
+            .to_yaml()
+            .into_bytes()
     }
 
     /// `(path, Some((promotion name, label)))` writes the file, `(path, None)` deletes it.

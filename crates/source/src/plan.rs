@@ -535,35 +535,15 @@ mod tests {
     use tollgate_manifest::parse::parse_file;
 
     fn promotion(version: &str, selector: &str, approved: bool) -> ClusterPromotion {
-        let text = format!(
-            "apiVersion: config.projectsveltos.io/v1beta1
-kind: ClusterPromotion
-metadata:
-  name: app
-spec:
-  profileSpec:
-    helmCharts:
-    - repositoryURL: https://charts.example.com
-      repositoryName: example
-      chartName: example/app
-      chartVersion: {version}
-      releaseName: app
-      releaseNamespace: apps
-      helmChartAction: Install
-  stages:
-  - name: staging
-    clusterSelector:
-      matchLabels:
-        env: {selector}
-  - name: production
-    clusterSelector:
-      matchLabels:
-        env: production
-    trigger:
-      manual:
-        approved: {approved}
-"
-        );
+        let text = tollgate_fixtures::promotion("app")
+            .chart_in("apps", "app", version)
+            .stage(tollgate_fixtures::stage("staging").selector("env", selector))
+            .stage(
+                tollgate_fixtures::stage("production")
+                    .selector("env", "production")
+                    .approved(approved),
+            )
+            .to_yaml();
         let parsed = parse_file("app.yaml", text.as_bytes(), &Limits::default());
         parsed.promotions[0]
             .promotion

@@ -63,6 +63,9 @@ pub struct SyncReport {
     pub changes: BTreeMap<String, Change>,
     /// The tracked sub-path does not exist at the head commit.
     pub path_missing: bool,
+    /// Whether any RolloutPolicy's content or errors changed in this sync (see
+    /// [`crate::GitSource::policies`]): every promotion should be stepped again.
+    pub policies_changed: bool,
     /// Whether the whole index was rebuilt (first sync, or history was rewritten).
     pub rebuilt: bool,
     pub duration: Duration,

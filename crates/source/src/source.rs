@@ -14,6 +14,7 @@ use crate::config::SourceConfig;
 use crate::error::SourceError;
 use crate::index::{HistoryIndex, Summary, change_between};
 use crate::poker::Poker;
+use crate::policies::{PolicyIndex, PolicySet};
 use crate::read::{DeltaReader, IndexedHead};
 use crate::repo::RepoAccess;
 use crate::report::{Change, PromotionView, SyncReport};
@@ -24,6 +25,9 @@ pub struct GitSource {
     path: String,
     limits: Limits,
     index: HistoryIndex,
+    policy_index: PolicyIndex,
+    /// The policies at head, as last built from `policy_index`.
+    policies: PolicySet,
     head: Option<IndexedHead>,
     /// Parse results by blob id: a blob seen once is never parsed again (also across rebuilds).
     parsed_blobs: HashMap<Oid, Arc<ParsedBlob>>,
@@ -46,6 +50,8 @@ impl GitSource {
             path: config.normalized_path(),
             limits: config.limits,
             index: HistoryIndex::default(),
+            policy_index: PolicyIndex::default(),
+            policies: PolicySet::default(),
             head: None,
             parsed_blobs: HashMap::new(),
             backoff: Backoff::default(),
@@ -86,6 +92,7 @@ impl GitSource {
                 head_moved: false,
                 changes: BTreeMap::new(),
                 path_missing: self.path_missing(),
+                policies_changed: false,
                 rebuilt: false,
                 duration: started.elapsed(),
             });
@@ -130,9 +137,19 @@ impl GitSource {
         } else {
             std::mem::take(&mut self.index)
         };
+        let mut policy_index = if rebuilt {
+            PolicyIndex::default()
+        } else {
+            std::mem::take(&mut self.policy_index)
+        };
         for delta in &read.deltas {
             index.apply(delta, &mut prior);
+            policy_index.apply(delta);
         }
+        let policies = policy_index.set();
+        let policies_changed = policies != self.policies;
+        self.policy_index = policy_index;
+        self.policies = policies;
         if rebuilt {
             let all: Vec<String> = index.names().cloned().collect();
             for name in &all {
@@ -176,6 +193,7 @@ impl GitSource {
             head_moved: true,
             changes,
             path_missing,
+            policies_changed,
             rebuilt,
             duration: started.elapsed(),
         })
@@ -250,6 +268,11 @@ impl GitSource {
     /// Files at head with errors that belong to no promotion, by path.
     pub fn file_errors(&self) -> BTreeMap<&str, &[Diagnostic]> {
         self.index.file_errors()
+    }
+
+    /// The RolloutPolicies at head (each name's last valid version) and their errors.
+    pub fn policies(&self) -> PolicySet {
+        self.policies.clone()
     }
 
     pub fn poker(&self) -> Poker {

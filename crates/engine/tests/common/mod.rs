@@ -76,9 +76,11 @@ impl Harness {
                 world.add_cluster(&format!("{env}-{i}"), &[("env", env)]);
             }
         }
+        let snapshot = testing::snapshot(promotion, 1, testing::commit(10));
+        world.history.push(snapshot.clone());
         Harness {
             world,
-            snapshot: testing::snapshot(promotion, 1, testing::commit(10)),
+            snapshot,
             approvals: Vec::new(),
             invalid: None,
         }
@@ -136,6 +138,7 @@ impl Harness {
     pub fn commit_content(&mut self, promotion: ClusterPromotion, seq: u64) {
         let index = self.snapshot.index + 1;
         self.snapshot = testing::snapshot(promotion, index, testing::commit(seq));
+        self.world.history.push(self.snapshot.clone());
     }
 
     /// A trigger-only edit: same snapshot, newer promotion content.

@@ -23,7 +23,7 @@ pub fn check(document: &Value, findings: &mut Vec<Finding>) {
     }
 }
 
-fn check_selector(
+pub(crate) fn check_selector(
     selector: &Map<String, Value>,
     path: &FieldPath<'_>,
     findings: &mut Vec<Finding>,

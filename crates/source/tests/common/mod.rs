@@ -138,51 +138,25 @@ impl Manifest {
     }
 
     pub fn yaml(&self) -> String {
-        let mut annotations = String::new();
-        if !self.annotations.is_empty() {
-            annotations.push_str("  annotations:\n");
-            for (key, value) in &self.annotations {
-                annotations.push_str(&format!("    {key}: \"{value}\"\n"));
-            }
-        }
-        let manual = match self.approved {
-            Some(approved) => format!("      manual:\n        approved: {approved}\n"),
-            None => "      manual: {}\n".to_string(),
+        let production =
+            tollgate_fixtures::stage("production").selector("env", &self.production_env);
+        let production = match self.approved {
+            Some(approved) => production.approved(approved),
+            None => production.manual(),
         };
-        format!(
-            "apiVersion: config.projectsveltos.io/v1beta1
-kind: ClusterPromotion
-metadata:
-  name: {name}
-{annotations}spec:
-  profileSpec:
-    helmCharts:
-    - repositoryURL: https://charts.example.com
-      repositoryName: example
-      chartName: example/app
-      chartVersion: {version}
-      releaseName: app
-      releaseNamespace: app
-      helmChartAction: Install
-  stages:
-  - name: staging
-    clusterSelector:
-      matchLabels:
-        env: staging
-    trigger:
-      auto:
-        delay: {delay}
-  - name: production
-    clusterSelector:
-      matchLabels:
-        env: {production}
-    trigger:
-{manual}",
-            name = self.name,
-            version = self.chart_version,
-            delay = self.delay,
-            production = self.production_env,
-        )
+        let mut manifest = tollgate_fixtures::promotion(&self.name);
+        for (key, value) in &self.annotations {
+            manifest = manifest.annotation(key, value);
+        }
+        manifest
+            .chart("app", &self.chart_version)
+            .stage(
+                tollgate_fixtures::stage("staging")
+                    .selector("env", "staging")
+                    .delay(&self.delay),
+            )
+            .stage(production)
+            .to_yaml()
     }
 }
 

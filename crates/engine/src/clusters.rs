@@ -1,0 +1,262 @@
+//! Per-cluster state inside a stage (Pending, Provisioning, Provisioned, Failed, TimedOut), read
+//! from the ClusterSummaries of the stage's profile, and the stage's verdict under a policy.
+//!
+//! A failure counts for tollgate's apply only once the summary carries the applied spec and, for
+//! a feature that apply changed, reports a status written after it: a Failed left over from the
+//! content before is not this content's failure.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+
+use crate::completion::{
+    AppliedExpectation, first_field_out_of_sync, summary_problem, whole_second,
+};
+use crate::features::required_features;
+use crate::messages;
+use crate::observed::{Observed, ObservedSummary};
+use crate::status::{CLUSTERS_LISTED, ClusterCondition, ClusterState, StageCounts};
+
+/// What a stage's clusters show in one step.
+#[derive(Debug, Default)]
+pub(crate) struct ClusterReport {
+    pub pending: u32,
+    pub provisioning: u32,
+    pub provisioned: u32,
+    pub failed: u32,
+    pub timed_out: u32,
+    pub joined: u32,
+    pub vanished: u32,
+    /// The first clusters not Provisioned, by `namespace/name`.
+    pub listed: Vec<ClusterCondition>,
+    pub unlisted: u32,
+}
+
+impl ClusterReport {
+    /// Failed and timed-out clusters among those judged.
+    pub fn failures(&self) -> u32 {
+        self.failed + self.timed_out
+    }
+
+    /// Every judged cluster has an outcome: Provisioned, Failed or TimedOut.
+    pub fn settled(&self) -> bool {
+        self.pending == 0 && self.provisioning == 0
+    }
+
+    /// The failed and timed-out clusters among the listed ones.
+    pub fn failing(&self) -> impl Iterator<Item = &ClusterCondition> {
+        self.listed
+            .iter()
+            .filter(|c| matches!(c.state, ClusterState::Failed | ClusterState::TimedOut))
+    }
+
+    /// The per-cluster counts; `failed` becomes the number of failed clusters judged (a Failed
+    /// left over from earlier content is not counted).
+    pub fn write_counts(&self, counts: &mut StageCounts) {
+        counts.failed = self.failed;
+        counts.pending = self.pending;
+        counts.provisioning = self.provisioning;
+        counts.timed_out = self.timed_out;
+        counts.joined = self.joined;
+        counts.vanished = self.vanished;
+    }
+}
+
+/// Who is judged and by when.
+pub(crate) struct Judging<'a> {
+    /// Members fixed at stage start (sorted `namespace/name`); `None`: the clusters matching now.
+    pub members: Option<&'a [String]>,
+    pub deadline: Option<DateTime<Utc>>,
+    pub deadline_text: Option<String>,
+    pub now: DateTime<Utc>,
+    /// The conditions listed by the previous step: a state keeps its `since`.
+    pub previous: &'a [ClusterCondition],
+}
+
+/// `namespace/name` of a cluster.
+pub(crate) fn cluster_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+/// The clusters matching the stage now (ready, unpaused, selected), sorted.
+pub(crate) fn matching(expected: &AppliedExpectation<'_>, observed: &Observed) -> Vec<String> {
+    let mut keys: Vec<String> = observed
+        .clusters
+        .iter()
+        .filter(|c| c.ready && !c.paused && expected.selector.matches(&c.labels))
+        .map(|c| cluster_key(&c.namespace, &c.name))
+        .collect();
+    keys.sort();
+    keys
+}
+
+pub(crate) fn report(
+    expected: &AppliedExpectation<'_>,
+    observed: &Observed,
+    judging: &Judging<'_>,
+) -> ClusterReport {
+    let matching = matching(expected, observed);
+    let summaries: HashMap<String, &ObservedSummary> = observed
+        .summaries
+        .iter()
+        .filter(|s| &*s.profile_name == expected.profile)
+        .map(|s| (cluster_key(&s.namespace, &s.cluster_name), s))
+        .collect();
+    let profile_current = expected.being_applied
+        || observed
+            .profiles
+            .get(expected.profile)
+            .and_then(|p| p.applied_spec_hash())
+            == Some(expected.spec_hash);
+    let required = required_features(expected.spec);
+    let mut report = ClusterReport::default();
+    let state_of = |key: &str| -> (ClusterState, Option<String>) {
+        let Some(summary) = summaries.get(key) else {
+            return (ClusterState::Pending, None);
+        };
+        if !profile_current {
+            return (
+                ClusterState::Provisioning,
+                Some(messages::waiting_for_profile(expected.profile)),
+            );
+        }
+        summary_state(summary, expected, &required)
+    };
+    let note = |report: &mut ClusterReport, key: &str, state, message| {
+        let (state, message) = judging.timed(state, message);
+        match state {
+            ClusterState::Pending => report.pending += 1,
+            ClusterState::Provisioning => report.provisioning += 1,
+            ClusterState::Provisioned => report.provisioned += 1,
+            ClusterState::Failed => report.failed += 1,
+            ClusterState::TimedOut => report.timed_out += 1,
+            ClusterState::Joined => report.joined += 1,
+            ClusterState::Vanished => report.vanished += 1,
+        }
+        if state != ClusterState::Provisioned {
+            judging.list(report, key, state, message);
+        }
+    };
+    match judging.members {
+        None => {
+            for key in &matching {
+                let (state, message) = state_of(key);
+                note(&mut report, key, state, message);
+            }
+        }
+        Some(members) => {
+            for key in members {
+                let (state, message) = if matching.binary_search(key).is_ok() {
+                    state_of(key)
+                } else {
+                    (
+                        ClusterState::Vanished,
+                        Some("no longer matches the stage or is not ready".into()),
+                    )
+                };
+                note(&mut report, key, state, message);
+            }
+            for key in matching
+                .iter()
+                .filter(|k| members.binary_search(k).is_err())
+            {
+                let (state, message) = state_of(key);
+                // Reported, not judged: the budget and deadline are about the members.
+                if state != ClusterState::Provisioned {
+                    let text = format!("joined after the stage started; {}", state.as_str());
+                    let message = Some(message.map_or(text.clone(), |m| format!("{text}: {m}")));
+                    judging.list(&mut report, key, ClusterState::Joined, message);
+                }
+                report.joined += 1;
+            }
+        }
+    }
+    report
+}
+
+impl Judging<'_> {
+    /// Pending and Provisioning turn TimedOut at the deadline.
+    fn timed(
+        &self,
+        state: ClusterState,
+        message: Option<String>,
+    ) -> (ClusterState, Option<String>) {
+        let late = self.deadline.is_some_and(|d| self.now >= d);
+        match state {
+            ClusterState::Pending | ClusterState::Provisioning if late => {
+                let text = self.deadline_text.clone().unwrap_or_default();
+                let message = match message {
+                    Some(m) => format!("{text} ({}: {m})", state.as_str()),
+                    None => format!("{text} ({})", state.as_str()),
+                };
+                (ClusterState::TimedOut, Some(message))
+            }
+            _ => (state, message),
+        }
+    }
+
+    fn list(
+        &self,
+        report: &mut ClusterReport,
+        key: &str,
+        state: ClusterState,
+        message: Option<String>,
+    ) {
+        if report.listed.len() >= CLUSTERS_LISTED {
+            report.unlisted += 1;
+            return;
+        }
+        let since = self
+            .previous
+            .iter()
+            .find(|c| c.cluster == key && c.state == state)
+            .map(|c| c.since)
+            .unwrap_or(match (state, self.deadline) {
+                (ClusterState::TimedOut, Some(deadline)) => deadline,
+                _ => self.now,
+            });
+        report.listed.push(ClusterCondition {
+            cluster: key.to_string(),
+            state,
+            message,
+            since,
+        });
+    }
+}
+
+/// One summary's state for the expected apply.
+fn summary_state(
+    summary: &ObservedSummary,
+    expected: &AppliedExpectation<'_>,
+    required: &[&str],
+) -> (ClusterState, Option<String>) {
+    if let Some(field) = first_field_out_of_sync(expected.spec, &summary.spec) {
+        return (
+            ClusterState::Provisioning,
+            Some(messages::not_in_sync(field, &summary.name)),
+        );
+    }
+    if let Some(message) = &summary.failure_message {
+        return (ClusterState::Failed, Some(message.to_string()));
+    }
+    let applied = whole_second(expected.applied_at);
+    let failed = summary.features.iter().find(|f| {
+        let fresh = !expected
+            .fresh_features
+            .iter()
+            .any(|id| **id == *f.feature_id)
+            || f.last_applied_time.is_some_and(|t| t >= applied);
+        f.is_failed() && fresh
+    });
+    if let Some(feature) = failed {
+        let message = feature.failure_message.as_deref().map_or_else(
+            || format!("{} {}", feature.feature_id, feature.status),
+            str::to_string,
+        );
+        return (ClusterState::Failed, Some(message));
+    }
+    match summary_problem(summary, expected, required) {
+        None => (ClusterState::Provisioned, None),
+        Some(problem) => (ClusterState::Provisioning, Some(problem)),
+    }
+}

@@ -1,0 +1,189 @@
+//! `onFailure: Rollback`: the stages that got the rejected snapshot are restored to the snapshot
+//! each carried before the run entered it, the failing stage first and then backwards, each
+//! waiting for its clusters as a normal stage does (no delays or approvals on the way back). A
+//! stage that had no profile before is withdrawn (kept if `preserveClusterProfilesOnDelete`).
+
+use chrono::{DateTime, Utc};
+use tollgate_model::model::Stage;
+use tollgate_model::snapshot::{Snapshot, short_sha};
+use tollgate_render::{
+    preverification_profile_name, render_stage_profile, snapshot_digest, spec_hash,
+    stage_profile_name, stage_profile_spec,
+};
+
+use crate::completion::{self, AppliedExpectation};
+use crate::effects::Effects;
+use crate::features::changed_features;
+use crate::messages;
+use crate::observed::Observed;
+use crate::output::EngineEvent;
+use crate::status::{RestoredStage, RunFailure, StageStatus};
+use crate::step::reasons;
+
+/// The run's stages in restore order: the failing stage (the last one started) first.
+pub(crate) fn plan(stages: &[StageStatus], run: u64) -> Vec<RestoredStage> {
+    stages
+        .iter()
+        .rev()
+        .filter(|st| st.snapshot_index == run)
+        .map(|st| RestoredStage {
+            name: st.name.clone(),
+            to_snapshot: st.replaced_snapshot,
+            applied_at: None,
+            spec_hash: String::new(),
+            fresh_features: Vec::new(),
+            restored_at: None,
+        })
+        .collect()
+}
+
+/// What a rollback step reads.
+pub(crate) struct Restore<'a> {
+    pub promotion: &'a str,
+    /// The rejected snapshot (the run's).
+    pub rejected: &'a Snapshot,
+    pub history: &'a [Snapshot],
+    pub observed: &'a Observed,
+    pub now: DateTime<Utc>,
+}
+
+/// Where the rollback stands after a step.
+pub(crate) enum Progress {
+    /// Restoring a stage: what it waits for.
+    Waiting(String),
+    Done,
+}
+
+impl Restore<'_> {
+    /// Moves the rollback on as far as it can in one step.
+    pub fn progress(&self, failure: &mut RunFailure, effects: &mut Effects) -> Progress {
+        for entry in failure.rollback.iter_mut() {
+            if entry.restored_at.is_some() {
+                continue;
+            }
+            let pre = preverification_profile_name(self.promotion, &entry.name);
+            if self.owned_live(&pre) {
+                effects.delete(pre);
+            }
+            let waiting = match entry.to_snapshot {
+                Some(index) => match self.target(index, &entry.name) {
+                    Some((target, stage)) => self.restore(entry, target, stage, effects),
+                    None if self.history.iter().any(|s| s.index == index) => {
+                        self.withdraw(entry, effects)
+                    }
+                    None => Some(format!(
+                        "cannot restore stage {}: snapshot #{index} is no longer in git history",
+                        entry.name
+                    )),
+                },
+                None => self.withdraw(entry, effects),
+            };
+            if let Some(waiting) = waiting {
+                return Progress::Waiting(waiting);
+            }
+            entry.restored_at = Some(self.now);
+            effects.events.push(EngineEvent::normal(
+                reasons::STAGE_RESTORED,
+                match entry.to_snapshot {
+                    Some(index) => format!("Stage {} restored to snapshot #{index}", entry.name),
+                    None => format!("Stage {} withdrawn (it had no profile before)", entry.name),
+                },
+            ));
+        }
+        Progress::Done
+    }
+
+    fn target(&self, index: u64, stage: &str) -> Option<(&Snapshot, &Stage)> {
+        let snapshot = self.history.iter().find(|s| s.index == index)?;
+        Some((snapshot, snapshot.promotion.stage(stage)?))
+    }
+
+    fn owned_live(&self, profile: &str) -> bool {
+        self.observed
+            .profiles
+            .get(profile)
+            .is_some_and(|p| p.is_owned_by(self.promotion) && !p.deleting)
+    }
+
+    /// Applies the target's profile for the stage; `None` once its clusters run it.
+    fn restore(
+        &self,
+        entry: &mut RestoredStage,
+        target: &Snapshot,
+        stage: &Stage,
+        effects: &mut Effects,
+    ) -> Option<String> {
+        let main = stage_profile_name(self.promotion, &entry.name);
+        let observed = self.observed.profiles.get(&main);
+        if observed.is_some_and(|p| !p.is_owned_by(self.promotion)) {
+            return Some(messages::foreign_profile(&main));
+        }
+        let spec = stage_profile_spec(target, stage, &[]);
+        let hash = spec_hash(&spec);
+        let live = observed.filter(|p| !p.deleting);
+        if entry.applied_at.is_none() || entry.spec_hash != hash {
+            entry.fresh_features = match live {
+                Some(p) if p.applied_spec_hash() == Some(hash.as_str()) => Vec::new(),
+                Some(p) => changed_features(Some(&p.spec), &spec),
+                None => changed_features(None, &spec),
+            };
+            entry.applied_at = Some(self.now);
+            entry.spec_hash = hash.clone();
+        }
+        let being_applied = live.is_none_or(|p| {
+            p.applied_spec_hash() != Some(hash.as_str())
+                || p.snapshot_annotations != snapshot_digest(target)
+        });
+        if being_applied {
+            effects.apply(main.clone(), render_stage_profile(target, stage, &[]));
+        }
+        let check = completion::check(
+            &AppliedExpectation {
+                profile: &main,
+                selector: &stage.cluster_selector,
+                spec: &spec,
+                spec_hash: &hash,
+                applied_at: entry.applied_at.unwrap_or(self.now),
+                fresh_features: &entry.fresh_features,
+                being_applied,
+            },
+            self.observed,
+        );
+        (!check.complete).then(|| {
+            format!(
+                "restoring stage {} to snapshot #{} ({}): {}",
+                entry.name,
+                target.index,
+                short_sha(&target.commit.sha),
+                check.message
+            )
+        })
+    }
+
+    /// Deletes the stage's profile (unless the promotion preserves profiles on delete). Done once
+    /// the delete is issued: a profile being deleted is on its way out (Sveltos withdraws the
+    /// add-ons behind its finalizer), and the status describes the world after the step's actions.
+    fn withdraw(&self, entry: &RestoredStage, effects: &mut Effects) -> Option<String> {
+        if self
+            .rejected
+            .promotion
+            .spec
+            .preserve_cluster_profiles_on_delete
+        {
+            return None;
+        }
+        let main = stage_profile_name(self.promotion, &entry.name);
+        if self.owned_live(&main) {
+            effects.delete(main);
+        }
+        None
+    }
+}
+
+/// What the promotion runs once its rollback is done, in words: "#M" or "nothing".
+pub(crate) fn running_after(failure: &RunFailure) -> String {
+    match failure.rollback.last().and_then(|r| r.to_snapshot) {
+        Some(index) => format!("running #{index}"),
+        None => "its profiles are withdrawn".to_string(),
+    }
+}

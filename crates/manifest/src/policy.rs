@@ -1,0 +1,567 @@
+//! Reading `RolloutPolicy` documents (`tollgate.dev/v1alpha1`): the same located YAML as
+//! promotions, validated field by field with file/line/column diagnostics, then turned into the
+//! model's [`RolloutPolicy`]. There is no CRD schema for this kind: the rules are written out here,
+//! and unknown fields are errors (a typo must never silently drop a deadline).
+
+use serde_json::{Map, Value};
+
+use crate::diagnostic::{Diagnostic, Finding, Severity};
+use crate::duration::parse_go_duration;
+use crate::field_path::FieldPath;
+use crate::loc_tree::DocumentLocations;
+use crate::located::{ConversionProblem, child_path};
+use crate::parse::locate;
+use crate::rules;
+use crate::rules::k8s_names::{dns1123_label_problem, dns1123_subdomain_problem};
+use tollgate_model::policy::{FailureBudget, POLICY_API_VERSION, POLICY_KIND, RolloutPolicy};
+
+/// The API group of tollgate's own kinds.
+pub const POLICY_API_GROUP: &str = "tollgate.dev";
+
+const TOP_LEVEL_FIELDS: &[&str] = &["apiVersion", "kind", "metadata", "spec"];
+const SPEC_FIELDS: &[&str] = &[
+    "selector",
+    "progressDeadline",
+    "maxFailures",
+    "onFailure",
+    "stages",
+];
+const OVERRIDE_FIELDS: &[&str] = &["progressDeadline", "maxFailures", "onFailure"];
+const SELECTOR_FIELDS: &[&str] = &["matchLabels", "matchExpressions"];
+const EXPRESSION_FIELDS: &[&str] = &["key", "operator", "values"];
+const ON_FAILURE_VALUES: &[&str] = &["Halt", "Rollback"];
+
+/// One `RolloutPolicy` document of a file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedPolicy {
+    pub name: Option<String>,
+    /// Line of the document's first node.
+    pub line: u32,
+    /// `None` iff there is an error diagnostic.
+    pub policy: Option<RolloutPolicy>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Whether a document is read as a policy: kind `RolloutPolicy` in group `tollgate.dev`, whatever
+/// the version (an unsupported version is an error on the policy, not a silently ignored file).
+pub fn is_policy_document(api_version: Option<&str>, kind: Option<&str>) -> bool {
+    let group = api_version.and_then(|v| v.split_once('/')).map(|(g, _)| g);
+    kind == Some(POLICY_KIND) && group == Some(POLICY_API_GROUP)
+}
+
+/// Validates one policy document and, when it has no error, builds the policy.
+pub fn read_policy(
+    file: &str,
+    mut document: Value,
+    line: u32,
+    locations: &DocumentLocations<'_>,
+    problems: Vec<ConversionProblem>,
+) -> ParsedPolicy {
+    let name = document
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let mut findings: Vec<Finding> = problems
+        .into_iter()
+        .map(|p| Finding::error("yaml-value", p.path, p.message).at(p.loc.line, p.loc.column))
+        .collect();
+    prune_nulls(&mut document);
+    check_document(&document, &mut findings);
+    let has_errors = findings.iter().any(|f| f.severity == Severity::Error);
+    let policy = if has_errors {
+        None
+    } else {
+        match serde_json::from_value::<RolloutPolicy>(document) {
+            Ok(policy) => Some(policy),
+            Err(e) => {
+                // The checks accept only documents the model can hold; reaching this is a bug,
+                // reported rather than hidden.
+                findings.push(Finding::error(
+                    "model-mismatch",
+                    "",
+                    format!("internal error: validated RolloutPolicy does not fit the model: {e}"),
+                ));
+                None
+            }
+        }
+    };
+    let mut diagnostics: Vec<Diagnostic> = findings
+        .iter()
+        .map(|f| locate(file, f, locations.map()))
+        .collect();
+    diagnostics.sort_by_key(|d| (d.line, d.column, d.severity));
+    ParsedPolicy {
+        name,
+        line,
+        policy,
+        diagnostics,
+    }
+}
+
+/// An empty value (`selector:` with nothing after it) means the field is not set, as the API
+/// server's null pruning does for CRDs.
+fn prune_nulls(document: &mut Value) {
+    let Some(spec) = document.get_mut("spec") else {
+        return;
+    };
+    if spec.is_null() {
+        *spec = Value::Object(Map::new());
+    }
+    let Some(spec) = spec.as_object_mut() else {
+        return;
+    };
+    spec.retain(|_, value| !value.is_null());
+    if let Some(stages) = spec.get_mut("stages").and_then(Value::as_object_mut) {
+        for stage in stages.values_mut() {
+            if let Some(stage) = stage.as_object_mut() {
+                stage.retain(|_, value| !value.is_null());
+            }
+        }
+    }
+}
+
+fn check_document(document: &Value, findings: &mut Vec<Finding>) {
+    let Some(fields) = document.as_object() else {
+        findings.push(Finding::error(
+            "wrong-type",
+            "",
+            "Invalid value: a RolloutPolicy document must be a mapping",
+        ));
+        return;
+    };
+    unknown_fields(fields, "", TOP_LEVEL_FIELDS, "a RolloutPolicy", findings);
+    let api_version = fields.get("apiVersion").and_then(Value::as_str);
+    if api_version != Some(POLICY_API_VERSION) {
+        findings.push(Finding::error(
+            "unsupported-api-version",
+            "apiVersion",
+            format!(
+                "Unsupported value: {:?}: supported values: {POLICY_API_VERSION:?}",
+                api_version.unwrap_or_default()
+            ),
+        ));
+    }
+    rules::metadata::check(document, findings);
+    if let Some(name) = document.pointer("/metadata/name").and_then(Value::as_str)
+        && let Some(problem) = dns1123_subdomain_problem(name)
+    {
+        findings.push(Finding::error(
+            "invalid-name",
+            "metadata.name",
+            format!(
+                "Invalid value: {name:?}: a RolloutPolicy name must be a DNS-1123 subdomain: {problem}"
+            ),
+        ));
+    }
+    match fields.get("spec") {
+        None => {}
+        Some(Value::Object(spec)) => check_spec(spec, findings),
+        Some(_) => findings.push(Finding::error(
+            "wrong-type",
+            "spec",
+            "Invalid value: spec must be a mapping",
+        )),
+    }
+}
+
+fn check_spec(spec: &Map<String, Value>, findings: &mut Vec<Finding>) {
+    unknown_fields(spec, "spec", SPEC_FIELDS, "a RolloutPolicy spec", findings);
+    if let Some(selector) = spec.get("selector") {
+        check_selector(selector, "spec.selector", findings);
+    }
+    check_budget_fields(spec, "spec", findings);
+    let Some(stages) = spec.get("stages") else {
+        return;
+    };
+    let Some(stages) = stages.as_object() else {
+        findings.push(Finding::error(
+            "wrong-type",
+            "spec.stages",
+            "Invalid value: stages must be a mapping from stage name to overrides, e.g. `production: {maxFailures: 0}`",
+        ));
+        return;
+    };
+    for (stage, body) in stages {
+        let path = child_path("spec.stages", stage);
+        if let Some(problem) = dns1123_label_problem(stage) {
+            findings.push(
+                Finding::error(
+                    "invalid-stage-name",
+                    path.clone(),
+                    format!("Invalid value: {stage:?}: no stage can have this name, stage names are DNS-1123 labels: {problem}"),
+                )
+                .at_key(),
+            );
+        }
+        let Some(body) = body.as_object() else {
+            findings.push(Finding::error(
+                "wrong-type",
+                path,
+                "Invalid value: a stage override must be a mapping of progressDeadline, maxFailures and onFailure",
+            ));
+            continue;
+        };
+        unknown_fields(body, &path, OVERRIDE_FIELDS, "a stage override", findings);
+        check_budget_fields(body, &path, findings);
+    }
+}
+
+/// `progressDeadline`, `maxFailures` and `onFailure`, policy-wide or in a stage override.
+fn check_budget_fields(fields: &Map<String, Value>, path: &str, findings: &mut Vec<Finding>) {
+    if let Some(deadline) = fields.get("progressDeadline") {
+        check_deadline(deadline, &child_path(path, "progressDeadline"), findings);
+    }
+    if let Some(budget) = fields.get("maxFailures") {
+        check_max_failures(budget, &child_path(path, "maxFailures"), findings);
+    }
+    if let Some(on_failure) = fields.get("onFailure") {
+        let path = child_path(path, "onFailure");
+        match on_failure.as_str() {
+            Some(value) if ON_FAILURE_VALUES.contains(&value) => {}
+            _ => findings.push(Finding::error(
+                "unsupported-value",
+                path,
+                format!(
+                    "Unsupported value: {on_failure}: supported values: \"Halt\", \"Rollback\""
+                ),
+            )),
+        }
+    }
+}
+
+fn check_deadline(deadline: &Value, path: &str, findings: &mut Vec<Finding>) {
+    let Some(text) = deadline.as_str() else {
+        findings.push(Finding::error(
+            "wrong-type",
+            path,
+            format!("Invalid value: {deadline}: progressDeadline must be a Go duration such as \"10m\" or \"1h30m\""),
+        ));
+        return;
+    };
+    match parse_go_duration(text) {
+        Err(e) => findings.push(Finding::error(
+            "invalid-duration",
+            path,
+            format!("Invalid value: {text:?}: {e}"),
+        )),
+        Ok(duration) if duration.is_zero() => findings.push(Finding::error(
+            "invalid-duration",
+            path,
+            format!("Invalid value: {text:?}: progressDeadline must be greater than zero (leave it out to wait without a deadline)"),
+        )),
+        Ok(_) => {}
+    }
+}
+
+fn check_max_failures(budget: &Value, path: &str, findings: &mut Vec<Finding>) {
+    let problem = match budget {
+        Value::Number(n) if n.as_u64().is_some_and(|n| u32::try_from(n).is_ok()) => None,
+        Value::Number(n) if n.as_i64().is_some_and(|n| n < 0) => Some(format!(
+            "Invalid value: {n}: maxFailures must not be negative"
+        )),
+        Value::String(text) if text.trim().parse::<u32>().is_ok() => Some(format!(
+            "Invalid value: {text:?}: a percentage needs a trailing '%' (\"{text}%\"); a count is written without quotes"
+        )),
+        Value::String(text) if text.trim_end().ends_with('%') => FailureBudget::parse(text)
+            .err()
+            .map(|e| format!("Invalid value: {e}")),
+        other => Some(format!(
+            "Invalid value: {other}: maxFailures must be a non-negative count such as 2 or a percentage such as \"10%\""
+        )),
+    };
+    if let Some(message) = problem {
+        findings.push(Finding::error("invalid-max-failures", path, message));
+    }
+}
+
+/// The shape of `spec.selector`; its label keys, values and operators are checked by the same
+/// rule as stage `clusterSelector`s.
+fn check_selector(selector: &Value, path: &str, findings: &mut Vec<Finding>) {
+    let Some(fields) = selector.as_object() else {
+        findings.push(Finding::error(
+            "wrong-type",
+            path,
+            "Invalid value: selector must be a label selector mapping ({} selects every promotion)",
+        ));
+        return;
+    };
+    unknown_fields(fields, path, SELECTOR_FIELDS, "a label selector", findings);
+    if let Some(labels) = fields.get("matchLabels") {
+        let labels_path = child_path(path, "matchLabels");
+        match labels.as_object() {
+            Some(labels) => {
+                for (key, value) in labels.iter().filter(|(_, v)| !v.is_string()) {
+                    findings.push(Finding::error(
+                        "wrong-type",
+                        child_path(&labels_path, key),
+                        format!("Invalid value: {value}: label values must be strings (quote them: \"{value}\")"),
+                    ));
+                }
+            }
+            None => findings.push(Finding::error(
+                "wrong-type",
+                labels_path,
+                "Invalid value: matchLabels must be a mapping of label keys to values",
+            )),
+        }
+    }
+    if let Some(expressions) = fields.get("matchExpressions") {
+        check_expressions_shape(expressions, &child_path(path, "matchExpressions"), findings);
+    }
+    let root = FieldPath::Root;
+    let spec = root.key("spec");
+    rules::selectors::check_selector(fields, &spec.key("selector"), findings);
+}
+
+fn check_expressions_shape(expressions: &Value, path: &str, findings: &mut Vec<Finding>) {
+    let Some(expressions) = expressions.as_array() else {
+        findings.push(Finding::error(
+            "wrong-type",
+            path,
+            "Invalid value: matchExpressions must be a list of {key, operator, values}",
+        ));
+        return;
+    };
+    for (index, expression) in expressions.iter().enumerate() {
+        let item = crate::located::item_path(path, index);
+        let Some(expression) = expression.as_object() else {
+            findings.push(Finding::error(
+                "wrong-type",
+                item,
+                "Invalid value: a match expression must be a mapping of key, operator and values",
+            ));
+            continue;
+        };
+        unknown_fields(
+            expression,
+            &item,
+            EXPRESSION_FIELDS,
+            "a match expression",
+            findings,
+        );
+        for field in ["key", "operator"] {
+            match expression.get(field) {
+                Some(Value::String(_)) => {}
+                None => findings.push(Finding::error(
+                    "required-value",
+                    child_path(&item, field),
+                    format!("Required value: {field} must be set"),
+                )),
+                Some(other) => findings.push(Finding::error(
+                    "wrong-type",
+                    child_path(&item, field),
+                    format!("Invalid value: {other}: {field} must be a string"),
+                )),
+            }
+        }
+        let values = expression.get("values");
+        let all_strings = values
+            .and_then(Value::as_array)
+            .is_some_and(|values| values.iter().all(Value::is_string));
+        if values.is_some() && !all_strings {
+            findings.push(Finding::error(
+                "wrong-type",
+                child_path(&item, "values"),
+                "Invalid value: values must be a list of strings",
+            ));
+        }
+    }
+}
+
+/// An error at the key of every field of `fields` not in `known`.
+fn unknown_fields(
+    fields: &Map<String, Value>,
+    path: &str,
+    known: &[&str],
+    what: &str,
+    findings: &mut Vec<Finding>,
+) {
+    for field in fields.keys().filter(|f| !known.contains(&f.as_str())) {
+        findings.push(
+            Finding::error(
+                "unknown-field",
+                child_path(path, field),
+                format!(
+                    "unknown field {field:?}: {what} has only {}",
+                    known.join(", ")
+                ),
+            )
+            .at_key(),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::{Limits, parse_file};
+    use tollgate_model::policy::OnFailure;
+
+    const HEAD: &str = "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: fleet-defaults\n";
+
+    fn read(spec: &str) -> ParsedPolicy {
+        let text = format!("{HEAD}spec:\n{spec}");
+        let mut parsed = parse_file("p.yaml", text.as_bytes(), &Limits::default());
+        assert!(parsed.promotions.is_empty() && parsed.ignored.is_empty());
+        assert_eq!(parsed.policies.len(), 1, "{parsed:?}");
+        parsed.policies.remove(0)
+    }
+
+    /// `(line, column, path, code)` of every diagnostic.
+    fn places(policy: &ParsedPolicy) -> Vec<(u32, u32, String, &'static str)> {
+        policy
+            .diagnostics
+            .iter()
+            .map(|d| (d.line, d.column, d.path.clone(), d.code))
+            .collect()
+    }
+
+    #[test]
+    fn the_documented_example_is_read_into_the_model() {
+        let parsed = read(
+            "  selector: {}\n  progressDeadline: 10m\n  maxFailures: 0\n  onFailure: Halt\n  stages:\n    production: {maxFailures: 0, progressDeadline: 30m}\n",
+        );
+        assert_eq!(parsed.diagnostics, Vec::new());
+        assert_eq!(parsed.name.as_deref(), Some("fleet-defaults"));
+        assert_eq!(parsed.line, 1);
+        let policy = parsed.policy.expect("valid");
+        assert_eq!(
+            policy
+                .for_stage("production")
+                .progress_deadline
+                .map(|d| d.as_secs()),
+            Some(1800)
+        );
+        assert_eq!(policy.for_stage("dev").on_failure, OnFailure::Halt);
+    }
+
+    #[test]
+    fn a_bad_duration_is_an_error_at_its_value() {
+        let parsed = read("  progressDeadline: 10 minutes\n");
+        assert_eq!(
+            places(&parsed),
+            [(6, 21, "spec.progressDeadline".into(), "invalid-duration")]
+        );
+        assert!(parsed.policy.is_none());
+        let parsed = read("  stages:\n    prod:\n      progressDeadline: 0s\n");
+        assert_eq!(
+            places(&parsed),
+            [(
+                8,
+                25,
+                "spec.stages.prod.progressDeadline".into(),
+                "invalid-duration"
+            )]
+        );
+        assert!(parsed.diagnostics[0].message.contains("greater than zero"));
+    }
+
+    #[test]
+    fn max_failures_is_a_count_or_a_percentage_up_to_100() {
+        for ok in ["3", "\"10%\"", "\"100%\""] {
+            let parsed = read(&format!("  maxFailures: {ok}\n"));
+            assert_eq!(parsed.diagnostics, Vec::new(), "{ok}");
+        }
+        for bad in ["-1", "\"101%\"", "\"3\"", "1.5", "ten", "true"] {
+            let parsed = read(&format!("  maxFailures: {bad}\n"));
+            assert_eq!(
+                places(&parsed),
+                [(6, 16, "spec.maxFailures".into(), "invalid-max-failures")],
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_errors_at_their_key() {
+        let parsed = read("  progresDeadline: 10m\n  stages:\n    prod: {maxFailure: 1}\n");
+        assert_eq!(
+            places(&parsed),
+            [
+                (6, 3, "spec.progresDeadline".into(), "unknown-field"),
+                (8, 12, "spec.stages.prod.maxFailure".into(), "unknown-field"),
+            ]
+        );
+        assert!(parsed.diagnostics[0].message.contains("progressDeadline"));
+    }
+
+    #[test]
+    fn on_failure_is_halt_or_rollback() {
+        let parsed = read("  onFailure: halt\n  stages:\n    prod: {onFailure: Rollback}\n");
+        assert_eq!(
+            places(&parsed),
+            [(6, 14, "spec.onFailure".into(), "unsupported-value")]
+        );
+    }
+
+    #[test]
+    fn selectors_follow_the_stage_selector_rules() {
+        let parsed = read(
+            "  selector:\n    matchLabels: {\"bad key!\": x, tier: 3}\n    matchExpressions:\n    - {key: env, operator: Is, values: [prod]}\n    - {key: env, operator: In}\n",
+        );
+        let codes: Vec<&str> = parsed.diagnostics.iter().map(|d| d.code).collect();
+        assert_eq!(
+            codes,
+            [
+                "invalid-label-key",
+                "wrong-type",
+                "invalid-selector-operator",
+                "selector-values-required"
+            ],
+            "{:?}",
+            parsed.diagnostics
+        );
+    }
+
+    #[test]
+    fn name_and_api_version_are_checked() {
+        let text =
+            "apiVersion: tollgate.dev/v1\nkind: RolloutPolicy\nmetadata:\n  name: Fleet_Defaults\n";
+        let parsed = parse_file("p.yaml", text.as_bytes(), &Limits::default());
+        let policy = &parsed.policies[0];
+        let codes: Vec<(&str, &str)> = policy
+            .diagnostics
+            .iter()
+            .map(|d| (d.code, d.path.as_str()))
+            .collect();
+        assert_eq!(
+            codes,
+            [
+                ("unsupported-api-version", "apiVersion"),
+                ("invalid-name", "metadata.name")
+            ]
+        );
+        assert!(parsed.has_errors());
+        assert_eq!(parsed.all_diagnostics().len(), 2);
+    }
+
+    #[test]
+    fn an_empty_spec_is_a_policy_with_defaults() {
+        let parsed = parse_file("p.yaml", HEAD.as_bytes(), &Limits::default());
+        let policy = parsed.policies[0].policy.as_ref().expect("valid");
+        assert!(policy.selects(&Default::default()));
+        let parsed = read("  selector:\n");
+        assert!(parsed.policy.is_some(), "{:?}", parsed.diagnostics);
+    }
+
+    #[test]
+    fn other_kinds_and_groups_are_not_policies() {
+        assert!(is_policy_document(
+            Some(POLICY_API_VERSION),
+            Some(POLICY_KIND)
+        ));
+        assert!(is_policy_document(
+            Some("tollgate.dev/v2"),
+            Some(POLICY_KIND)
+        ));
+        assert!(!is_policy_document(
+            Some("example.com/v1"),
+            Some(POLICY_KIND)
+        ));
+        assert!(!is_policy_document(
+            Some(POLICY_API_VERSION),
+            Some("Policy")
+        ));
+        assert!(!is_policy_document(None, Some(POLICY_KIND)));
+    }
+}
