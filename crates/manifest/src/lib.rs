@@ -12,7 +12,8 @@
 //!    `loc_tree` (the fast reader's tree)
 //! 3. `fast_yaml` (private), `schema`, `context` (what rules may consult), `report`
 //! 4. `fast_yaml_check` (private; public door: [`check_fast_reader`]), `rules`
-//! 5. `validate` (one document: schema, rules, model)
+//! 5. `validate` (one ClusterPromotion document: schema, rules, model), `policy` (one
+//!    RolloutPolicy document)
 //! 6. `parse` (one file: YAML, documents, validation)
 //! 7. `documents` (rules across parsed files)
 #![forbid(unsafe_code)]
