@@ -107,7 +107,7 @@ fn crd_manifest_matches_tollgate_crd() {
     let on_disk: Value = serde_saphyr::from_str(&read("crd.yaml")).expect("yaml");
     assert_eq!(
         on_disk,
-        tollgate::cluster::crd::git_promotion_crd(),
+        serde_json::to_value(tollgate::cluster::crd::git_promotion_crd()).expect("CRD as JSON"),
         "regenerate with: cargo run -q -- crd > deploy/crd.yaml"
     );
 }
@@ -158,4 +158,88 @@ fn secret_volumes_are_optional() {
             );
         }
     }
+}
+
+/// `deploy/crd.yaml` installs in a management cluster that does not serve GitPromotions yet, the
+/// typed `GitPromotion` is written through it (spec by apply, status through the subresource), and
+/// `tollgate status` reads back what was written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_crd_manifest_installs_and_serves_typed_git_promotions() {
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    use tollgate::cluster::crd::{GitPromotion, GitPromotionSpec};
+    use tollgate_emulator::{Emulator, EmulatorConfig};
+
+    let emulator = Emulator::start(EmulatorConfig {
+        without_types: vec!["gitpromotions".to_string()],
+        ..EmulatorConfig::default()
+    })
+    .await
+    .expect("emulator starts");
+    let uri = emulator.url().parse().expect("emulator URL");
+    let client = kube::Client::try_from(kube::Config::new(uri)).expect("client");
+    let promotions: Api<GitPromotion> = Api::all(client.clone());
+    assert!(
+        promotions.list(&Default::default()).await.is_err(),
+        "gitpromotions are served before the CRD is installed"
+    );
+
+    let crds: Api<CustomResourceDefinition> = Api::all(client);
+    crds.create(&PostParams::default(), &typed("crd.yaml"))
+        .await
+        .expect("deploy/crd.yaml installs");
+    let spec = GitPromotionSpec {
+        repository: Some("https://git.example/fleet.git".into()),
+        file: Some("kyverno.yaml".into()),
+        ..GitPromotionSpec::default()
+    };
+    let applied = promotions
+        .patch(
+            "kyverno-rollout-auto",
+            &PatchParams::apply("tollgate").force(),
+            &Patch::Apply(GitPromotion::new("kyverno-rollout-auto", spec.clone())),
+        )
+        .await
+        .expect("a GitPromotion applies");
+    assert_eq!(applied.spec, spec);
+
+    let mut with_status = applied;
+    with_status.status = Some(
+        serde_json::from_value(serde_json::json!({
+            "hashScheme": 1,
+            "phase": "Waiting",
+            "currentStageName": "staging",
+            "snapshotIndex": 2,
+            "message": "Waiting for the delay to pass",
+        }))
+        .expect("a PromotionStatus"),
+    );
+    let written = promotions
+        .replace_status("kyverno-rollout-auto", &PostParams::default(), &with_status)
+        .await
+        .expect("the status subresource takes the engine's status");
+    assert_eq!(written.status, with_status.status);
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    emulator.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("tollgate"))
+            .env_remove("KUBECONFIG")
+            .args(["status", "kyverno-rollout-auto", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .output()
+            .expect("tollgate runs")
+    })
+    .await
+    .expect("join");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("Waiting") && stdout.contains("staging"),
+        "{stdout}"
+    );
 }

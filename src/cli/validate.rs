@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use tollgate_manifest::documents::{duplicate_names, near_miss_kinds};
 use tollgate_manifest::parse::ParsedFile;
 use tollgate_manifest::report::{Summary, render_github, render_human, render_json};
 use tollgate_manifest::rules::annotations::APPROVE_NAMES_NO_SNAPSHOT;
-use tollgate_manifest::rules::documents::{duplicate_names, near_miss_kinds};
 use tollgate_manifest::{Diagnostic, Limits, parse_file};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,15 +20,15 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, Resource};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tollgate_engine::{EngineEvent, EventType};
 use tracing::{info, warn};
 
-use super::resources::{GITPROMOTION_GROUP, GITPROMOTION_KIND, GITPROMOTION_VERSION};
+use super::crd::GitPromotion;
 
 /// Workers sending events, each with its own series cache. A promotion always goes to the same
 /// one, so its repeats are recognised and its events stay in order.
@@ -253,8 +253,8 @@ impl SeriesSender {
             note: Some(key.note.clone()),
             action: Some(ACTION.into()),
             regarding: Some(ObjectReference {
-                api_version: Some(format!("{GITPROMOTION_GROUP}/{GITPROMOTION_VERSION}")),
-                kind: Some(GITPROMOTION_KIND.into()),
+                api_version: Some(GitPromotion::api_version(&()).into_owned()),
+                kind: Some(GitPromotion::kind(&()).into_owned()),
                 name: Some(key.promotion.clone()),
                 uid,
                 ..ObjectReference::default()

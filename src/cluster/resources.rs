@@ -3,7 +3,10 @@
 //! Sveltos types are used through `DynamicObject`: tollgate only reads a handful of their fields and
 //! must carry the rest verbatim, so typed structs for the large Sveltos schemas would add nothing.
 
+use kube::CustomResourceExt;
 use kube::core::{ApiResource, GroupVersionKind};
+
+use super::crd::GitPromotion;
 
 /// The field manager of every tollgate write (server-side apply and status updates).
 pub const FIELD_MANAGER: &str = "tollgate";
@@ -37,15 +40,8 @@ pub fn capi_cluster() -> ApiResource {
     )
 }
 
-pub const GITPROMOTION_GROUP: &str = "tollgate.dev";
-pub const GITPROMOTION_VERSION: &str = "v1alpha1";
-pub const GITPROMOTION_KIND: &str = "GitPromotion";
-pub const GITPROMOTION_PLURAL: &str = "gitpromotions";
-
 /// tollgate's own state object: one per promotion, cluster-scoped, named like the promotion.
+/// Its group, version, kind and plural come from the derived type, the one place they are spelled.
 pub fn git_promotion() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(GITPROMOTION_GROUP, GITPROMOTION_VERSION, GITPROMOTION_KIND),
-        GITPROMOTION_PLURAL,
-    )
+    GitPromotion::api_resource()
 }

@@ -5,13 +5,15 @@
 //! manager `tollgate` and `force` (tollgate owns every field it sets on its own profiles; the engine
 //! refuses to touch a profile it does not own). Status is written with optimistic concurrency.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
-use serde_json::{Value, json};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::Value;
 use tracing::{debug, info, warn};
 
+use super::crd::{GitPromotion, GitPromotionSpec};
 use super::errors::{ClusterError, classify};
 use super::leader::LeaderGate;
 use super::lean::LeanObject;
@@ -120,20 +122,21 @@ impl ClusterWriter {
     pub async fn ensure_state_object(
         &self,
         name: &str,
-        spec: &Value,
+        spec: GitPromotionSpec,
     ) -> Result<LeanObject, ClusterError> {
         self.gate()?;
-        let object = json!({
-            "apiVersion": format!("{}/{}", resources::GITPROMOTION_GROUP, resources::GITPROMOTION_VERSION),
-            "kind": resources::GITPROMOTION_KIND,
-            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "tollgate"}},
-            "spec": spec,
-        });
+        let mut object = GitPromotion::new(name, spec);
+        object.metadata.labels = Some(BTreeMap::from([(
+            "app.kubernetes.io/managed-by".to_string(),
+            "tollgate".to_string(),
+        )]));
         if self.dry_run {
-            return serde_json::from_value(object).map_err(|e| ClusterError::Decode {
-                what: format!("gitpromotion {name}"),
-                message: e.to_string(),
-            });
+            return serde_json::to_value(&object)
+                .and_then(serde_json::from_value)
+                .map_err(|e| ClusterError::Decode {
+                    what: format!("gitpromotion {name}"),
+                    message: e.to_string(),
+                });
         }
         let params = PatchParams::apply(FIELD_MANAGER).force();
         self.leased(self.state.patch(name, &params, &Patch::Apply(&object)))
@@ -156,12 +159,8 @@ impl ClusterWriter {
             return Ok(resource_version);
         }
         let data = LeanObject {
-            api_version: format!(
-                "{}/{}",
-                resources::GITPROMOTION_GROUP,
-                resources::GITPROMOTION_VERSION
-            ),
-            kind: resources::GITPROMOTION_KIND.into(),
+            api_version: GitPromotion::api_version(&()).into_owned(),
+            kind: GitPromotion::kind(&()).into_owned(),
             metadata: ObjectMeta {
                 name: Some(name.to_string()),
                 resource_version,

@@ -8,7 +8,6 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use serde_json::json;
 use tollgate_engine::{Action, Desired, StepInput, StepOutput};
 use tollgate_manifest::Snapshot;
 use tollgate_render::{preverification_profile_name, stage_profile_name};
@@ -17,6 +16,7 @@ use tracing::{debug, info};
 
 use super::error::ReconcileError;
 use super::git_task::PromotionGit;
+use crate::cluster::crd::GitPromotionSpec;
 use crate::cluster::events::EventPublisher;
 use crate::cluster::observe::{ObservedCaches, convert_profile};
 use crate::cluster::statuses::{PersistedState, StatusCache};
@@ -279,15 +279,15 @@ async fn persist(
             p.annotations.clone(),
         ),
         _ => {
-            let spec = json!({
-                "repository": ctx.origin.repository,
-                "branch": ctx.origin.branch,
-                "path": ctx.origin.path,
-                "file": file,
-            });
+            let spec = GitPromotionSpec {
+                repository: Some(ctx.origin.repository.clone()),
+                branch: Some(ctx.origin.branch.clone()),
+                path: Some(ctx.origin.path.clone()),
+                file: Some(file.to_string()),
+            };
             let created = ctx
                 .writer
-                .ensure_state_object(name, &spec)
+                .ensure_state_object(name, spec)
                 .await
                 .map_err(ReconcileError::EnsureState)?;
             (

@@ -59,6 +59,7 @@ impl Phase {
     }
 }
 
+/// Run state and status, owned by the tollgate engine.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PromotionStatus {

@@ -2,6 +2,8 @@
 
 use serde::Serialize;
 
+use crate::location::Locations;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
@@ -99,5 +101,35 @@ impl std::fmt::Display for Diagnostic {
             write!(f, "{}: ", self.path)?;
         }
         f.write_str(&self.message)
+    }
+}
+
+/// Places a finding: at the field's key or value, or at the nearest written ancestor when the
+/// field itself is missing.
+pub fn locate(file: &str, finding: &Finding, locations: &Locations) -> Diagnostic {
+    let (line, column) = match finding.anchor {
+        Anchor::At { line, column } => (line, column),
+        Anchor::Key | Anchor::Value => match locations.nearest(&finding.path) {
+            Some((found, loc)) => {
+                let exact = found == finding.path;
+                match (finding.anchor, loc.key) {
+                    (Anchor::Key, Some(key)) => (key.line, key.column),
+                    // A missing field is reported at the key of the object that lacks it, and
+                    // a problem with a whole mapping or sequence at the key that names it.
+                    (_, Some(key)) if !exact || loc.container => (key.line, key.column),
+                    _ => (loc.value.line, loc.value.column),
+                }
+            }
+            None => (1, 1),
+        },
+    };
+    Diagnostic {
+        severity: finding.severity,
+        code: finding.code,
+        file: file.to_string(),
+        line: line.max(1),
+        column: column.max(1),
+        path: finding.path.clone(),
+        message: finding.message.clone(),
     }
 }

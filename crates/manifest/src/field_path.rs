@@ -1,8 +1,8 @@
 //! A field path built on the stack while a document is walked and written out (in the
-//! [`crate::located::child_path`] / [`crate::located::item_path`] form) only when a finding
+//! [`crate::location::child_path`] / [`crate::location::item_path`] form) only when a finding
 //! needs it, so walking a valid document formats nothing.
 
-use crate::located::{child_path, item_path};
+use crate::location::{child_path, item_path};
 
 #[derive(Clone, Copy, Debug)]
 pub enum FieldPath<'a> {

@@ -4,7 +4,7 @@
 
 use std::cell::OnceCell;
 
-use crate::located::{FieldLoc, Loc, Locations, child_path, item_path};
+use crate::location::{FieldLoc, Loc, Locations, child_path, item_path};
 
 /// The text of a mapping key: a slice of the source when it is written as it reads, owned when
 /// the reader had to unescape or resolve it (`"a\"b"`, `yes` → `true`).

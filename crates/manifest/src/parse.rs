@@ -1,16 +1,17 @@
 //! Parsing one file: size and UTF-8 checks, YAML with budgets (bombs, depth, document count),
 //! selection of ClusterPromotion documents, then validation of each document on its own.
 //!
-//! YAML is read by [`crate::fast_yaml`] when the file keeps to the plain manifest subset it reads
-//! (the usual case), and by serde-saphyr otherwise; every YAML error and limit comes from
-//! serde-saphyr. Field locations are turned into paths only when a finding needs one.
+//! YAML is read by the crate's private fast reader (`fast_yaml`) when the file keeps to the plain
+//! manifest subset it reads (the usual case), and by serde-saphyr otherwise; every YAML error and
+//! limit comes from serde-saphyr. Field locations are turned into paths only when a finding
+//! needs one.
 //!
 //! Pure: the caller reads the file. Each call is independent, so one bad file never affects
 //! another; inside a file, a bad promotion never hides the others.
 
 use serde_saphyr::{Budget, Options, Spanned};
 
-use crate::diagnostic::{Anchor, Diagnostic, Finding, Severity};
+use crate::diagnostic::{Diagnostic, Finding, Severity};
 use crate::fast_yaml;
 use crate::loc_tree::DocumentLocations;
 use crate::located::{self, ConversionProblem, Locations, Node};
@@ -18,30 +19,9 @@ use crate::model::{API_GROUP, API_VERSION, ClusterPromotion, KIND};
 use crate::policy::{self, ParsedPolicy};
 use crate::validate::{self, ValidationContext};
 
-/// Resource limits for one file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Limits {
-    pub max_file_bytes: usize,
-    pub max_documents: usize,
-    pub max_depth: usize,
-    pub max_nodes: usize,
-    pub max_aliases: usize,
-    /// Compile Lua health scripts (off in the throughput bench, where Lua dominates).
-    pub compile_lua: bool,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_file_bytes: 1024 * 1024,
-            max_documents: 500,
-            max_depth: 64,
-            max_nodes: 200_000,
-            max_aliases: 1_000,
-            compile_lua: true,
-        }
-    }
-}
+// `locate` is re-exported for callers of its former home.
+pub use crate::diagnostic::locate;
+pub use crate::limits::Limits;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParsedFile {
@@ -409,36 +389,6 @@ fn locate_all(file: &str, findings: &[Finding], locations: &Locations) -> Vec<Di
         .collect();
     diagnostics.sort_by_key(|d| (d.line, d.column, d.severity));
     diagnostics
-}
-
-/// Places a finding: at the field's key or value, or at the nearest written ancestor when the
-/// field itself is missing.
-pub fn locate(file: &str, finding: &Finding, locations: &Locations) -> Diagnostic {
-    let (line, column) = match finding.anchor {
-        Anchor::At { line, column } => (line, column),
-        Anchor::Key | Anchor::Value => match locations.nearest(&finding.path) {
-            Some((found, loc)) => {
-                let exact = found == finding.path;
-                match (finding.anchor, loc.key) {
-                    (Anchor::Key, Some(key)) => (key.line, key.column),
-                    // A missing field is reported at the key of the object that lacks it, and
-                    // a problem with a whole mapping or sequence at the key that names it.
-                    (_, Some(key)) if !exact || loc.container => (key.line, key.column),
-                    _ => (loc.value.line, loc.value.column),
-                }
-            }
-            None => (1, 1),
-        },
-    };
-    Diagnostic {
-        severity: finding.severity,
-        code: finding.code,
-        file: file.to_string(),
-        line: line.max(1),
-        column: column.max(1),
-        path: finding.path.clone(),
-        message: finding.message.clone(),
-    }
 }
 
 #[cfg(test)]

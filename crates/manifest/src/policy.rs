@@ -5,12 +5,12 @@
 
 use serde_json::{Map, Value};
 
+use crate::diagnostic::locate;
 use crate::diagnostic::{Diagnostic, Finding, Severity};
 use crate::duration::parse_go_duration;
 use crate::field_path::FieldPath;
 use crate::loc_tree::DocumentLocations;
 use crate::located::{ConversionProblem, child_path};
-use crate::parse::locate;
 use crate::rules;
 use crate::rules::k8s_names::{dns1123_label_problem, dns1123_subdomain_problem};
 use tollgate_model::policy::{FailureBudget, POLICY_API_VERSION, POLICY_KIND, RolloutPolicy};

@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use crate::crd_rules::{self, CrdRule};
 use crate::diagnostic::Anchor;
 use crate::field_path::FieldPath;
-use crate::located::child_path;
+use crate::location::child_path;
 
 const CLUSTER_PROMOTION_CRD: &str =
     include_str!("../crds/config.projectsveltos.io_clusterpromotions.yaml");

@@ -4,19 +4,11 @@
 use serde_json::Value;
 
 use crate::diagnostic::{Finding, Severity};
-use crate::loc_tree::DocumentLocations;
 use crate::model::{ClusterPromotion, ProfileSpec, Trigger};
-use crate::parse::Limits;
 use crate::rules;
 use crate::schema::cluster_promotion_schema;
 
-/// What rules may consult besides the document: the source text (to map Lua lines), field
-/// locations and limits.
-pub struct ValidationContext<'a> {
-    pub source: &'a str,
-    pub locations: &'a DocumentLocations<'a>,
-    pub limits: &'a Limits,
-}
+pub use crate::context::ValidationContext;
 
 /// An absent (or null) `profileSpec` deploys exactly what `profileSpec: {}` deploys, so it becomes
 /// `{}` before defaulting and both get the same hash (D5: spelling out a default changes nothing).
@@ -174,8 +166,9 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::limits::Limits;
     use crate::loc_tree::DocumentLocations;
-    use crate::located::Locations;
+    use crate::location::Locations;
 
     /// Moving the profileSpec and the trigger lists into the model builds the same promotion as
     /// deserializing the whole defaulted document.

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use crate::diagnostic::Finding;
-use crate::located::child_path;
+use crate::location::child_path;
 use crate::rules::{stages, trigger};
 
 pub const PAUSED: &str = "tollgate.dev/paused";

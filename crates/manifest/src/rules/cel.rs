@@ -28,7 +28,7 @@ const BUILTIN_TYPES: &[&str] = &[
 ];
 
 /// Longest rule accepted, in bytes. Real health rules are one-liners; the bound keeps long
-/// operator chains (whose parse trees are visited recursively) within [`PARSER_STACK_BYTES`].
+/// operator chains (whose parse trees are visited recursively) within `PARSER_STACK_BYTES`.
 pub const MAX_RULE_BYTES: usize = 8 * 1024;
 
 /// Stack of the thread that parses a rule. The ANTLR-generated parser recurses deeply per nesting

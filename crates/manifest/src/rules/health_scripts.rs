@@ -5,9 +5,9 @@
 
 use serde_json::Value;
 
+use crate::context::ValidationContext;
 use crate::diagnostic::Finding;
 use crate::rules::{cel, lua, stage_path, stages, trigger};
-use crate::validate::ValidationContext;
 
 const PROFILE_CHECK_LISTS: &[&str] = &[
     "validateHealths",

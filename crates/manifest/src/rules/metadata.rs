@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::diagnostic::Finding;
-use crate::located::child_path;
+use crate::location::child_path;
 use crate::rules::k8s_names::{label_value_problem, qualified_name_problem};
 
 const OBJECT_META_FIELDS: &[&str] = &[

@@ -3,13 +3,12 @@
 
 use serde_json::{Map, Value};
 
+use crate::context::ValidationContext;
 use crate::diagnostic::Finding;
-use crate::validate::ValidationContext;
 
 pub mod advisories;
 pub mod annotations;
 pub mod cel;
-pub mod documents;
 pub mod durations;
 pub mod health_scripts;
 pub mod k8s_names;
