@@ -35,10 +35,17 @@ pub enum ApiError {
     },
     #[error("{0}")]
     BadRequest(String),
+    /// Worded like RBAC's refusal; `resource` is `plural.group` (or a path).
+    #[error("{}", forbidden_message(.verb, .resource))]
+    Forbidden { verb: String, resource: String },
     #[error("too old resource version: {requested} ({oldest})")]
     Gone { requested: u64, oldest: u64 },
     #[error("the server could not find the requested resource")]
     UnknownPath,
+    /// A path outside every served group/version: the real server's mux answers plain text,
+    /// not a Status (see [`ApiError::PAGE_NOT_FOUND`]).
+    #[error("404 page not found")]
+    NoSuchPage,
     #[error("the server does not allow this method on the requested resource")]
     MethodNotAllowed,
     #[error("the server is currently unable to handle the request")]
@@ -47,16 +54,30 @@ pub enum ApiError {
     Internal(String),
 }
 
+/// RBAC's wording: `leases.coordination.k8s.io is forbidden: User "system:anonymous" cannot
+/// list resource "leases" in API group "coordination.k8s.io"`, with the reason a starting server has.
+fn forbidden_message(verb: &str, resource: &str) -> String {
+    let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
+    format!(
+        "{resource} is forbidden: User \"system:anonymous\" cannot {verb} resource \"{plural}\" \
+         in API group \"{group}\": RBAC: the authorizer has not loaded its roles yet"
+    )
+}
+
 impl ApiError {
+    /// The body of [`ApiError::NoSuchPage`], as Go's `http.NotFound` writes it.
+    pub const PAGE_NOT_FOUND: &'static str = "404 page not found\n";
+
     /// HTTP status code.
     pub fn code(&self) -> u16 {
         match self {
-            Self::NotFound { .. } | Self::UnknownPath => 404,
+            Self::NotFound { .. } | Self::UnknownPath | Self::NoSuchPage => 404,
             Self::AlreadyExists { .. }
             | Self::ResourceVersionConflict { .. }
             | Self::ApplyConflict { .. } => 409,
             Self::Invalid { .. } => 422,
             Self::BadRequest(_) => 400,
+            Self::Forbidden { .. } => 403,
             Self::Gone { .. } => 410,
             Self::MethodNotAllowed => 405,
             Self::Unavailable => 503,
@@ -67,11 +88,12 @@ impl ApiError {
     /// The `reason` field of the Status.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::NotFound { .. } | Self::UnknownPath => "NotFound",
+            Self::NotFound { .. } | Self::UnknownPath | Self::NoSuchPage => "NotFound",
             Self::AlreadyExists { .. } => "AlreadyExists",
             Self::ResourceVersionConflict { .. } | Self::ApplyConflict { .. } => "Conflict",
             Self::Invalid { .. } => "Invalid",
             Self::BadRequest(_) => "BadRequest",
+            Self::Forbidden { .. } => "Forbidden",
             Self::Gone { .. } => "Expired",
             Self::MethodNotAllowed => "MethodNotAllowed",
             Self::Unavailable => "ServiceUnavailable",
@@ -122,6 +144,10 @@ impl ApiError {
                     })
                     .collect();
                 status["details"] = json!({"causes": causes});
+            }
+            Self::Forbidden { resource, .. } => {
+                let (kind, group) = resource.split_once('.').unwrap_or((resource, ""));
+                status["details"] = json!({"group": group, "kind": kind});
             }
             _ => {}
         }

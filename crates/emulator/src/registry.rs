@@ -173,6 +173,13 @@ impl Registry {
             .find(|t| t.group == group && t.version == version && t.plural == plural)
     }
 
+    /// Whether any type is served under this group and version.
+    pub fn serves(&self, group: &str, version: &str) -> bool {
+        self.types
+            .iter()
+            .any(|t| t.group == group && t.version == version)
+    }
+
     /// The type with this `qualified_plural` (any version; the first registered wins).
     pub fn find_qualified(&self, qualified_plural: &str) -> Option<&ResourceType> {
         self.types

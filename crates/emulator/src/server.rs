@@ -38,6 +38,9 @@ pub struct EmulatorConfig {
     pub seed: u64,
     /// Store content to start from (a state file's JSON).
     pub initial_state: Option<Value>,
+    /// Whether resourceVersions continue from the state file's; by default they jump, so
+    /// watches from versions seen before the restart get 410 as from a restarted real server.
+    pub continuous_resource_versions: bool,
 }
 
 impl Default for EmulatorConfig {
@@ -50,6 +53,7 @@ impl Default for EmulatorConfig {
             write_log_capacity: Some(100_000),
             seed: 1,
             initial_state: None,
+            continuous_resource_versions: false,
         }
     }
 }
@@ -139,7 +143,7 @@ impl Emulator {
         if let Some(initial) = &config.initial_state {
             state
                 .store
-                .load_json(initial)
+                .load_json(initial, config.continuous_resource_versions)
                 .map_err(|message| EmulatorError::StateFile {
                     path: PathBuf::new(),
                     message,
@@ -538,6 +542,18 @@ impl EmulatorHandle {
     /// Forgets the watch history: watches from any earlier resourceVersion get 410.
     pub fn compact(&self) {
         lock(&self.shared.state).store.compact();
+    }
+
+    /// Expires the watch history now: every open watch gets a 410 `Expired` ERROR event and
+    /// ends, and new watches from any earlier resourceVersion get 410; clients must relist.
+    pub fn expire_watch_history(&self) {
+        lock(&self.shared.state).store.expire_history();
+    }
+
+    /// Every request answers 403 Forbidden for `window`, as a starting server does before its
+    /// RBAC authorizer has loaded the roles. Open watches are left alone.
+    pub fn forbid_requests_for(&self, window: Duration) {
+        lock(&self.shared.state).faults.forbidden_until = Some(std::time::Instant::now() + window);
     }
 
     /// Stops the server and the Sveltos stand-in; open watches are closed first so the graceful

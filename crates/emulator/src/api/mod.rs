@@ -44,6 +44,19 @@ fn bytes_response(code: u16, body: Vec<u8>) -> Response {
 }
 
 fn error_response(error: &ApiError) -> Response {
+    if *error == ApiError::NoSuchPage {
+        let mut response = Response::new(Body::from(ApiError::PAGE_NOT_FOUND));
+        *response.status_mut() = StatusCode::NOT_FOUND;
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        response.headers_mut().insert(
+            "x-content-type-options",
+            HeaderValue::from_static("nosniff"),
+        );
+        return response;
+    }
     json_response(error.code(), &error.status_body())
 }
 
@@ -90,10 +103,13 @@ async fn handle(
         tokio::time::sleep(latency).await;
     }
     if let FaultDecision::Fail(code) = decision {
-        let error = if code == 503 {
-            ApiError::Unavailable
-        } else {
-            ApiError::Internal(format!("injected fault for {verb} {counted_resource}"))
+        let error = match code {
+            503 => ApiError::Unavailable,
+            403 => ApiError::Forbidden {
+                verb: verb.to_string(),
+                resource: counted_resource,
+            },
+            _ => ApiError::Internal(format!("injected fault for {verb} {counted_resource}")),
         };
         // Clients act on the Status body's code, not the HTTP status line: both carry the
         // injected code (a 403 must read as Forbidden, not as a 500).
@@ -109,12 +125,12 @@ async fn handle(
         Route::Groups => json_response(200, &discovery::groups(&lock(&shared.state).registry)),
         Route::Group(group) => match discovery::group(&lock(&shared.state).registry, &group) {
             Some(doc) => json_response(200, &doc),
-            None => error_response(&ApiError::UnknownPath),
+            None => error_response(&ApiError::NoSuchPage),
         },
         Route::GroupVersion { group, version } => {
             match discovery::resources(&lock(&shared.state).registry, &group, &version) {
                 Some(doc) => json_response(200, &doc),
-                None => error_response(&ApiError::UnknownPath),
+                None => error_response(&ApiError::NoSuchPage),
             }
         }
         Route::Resource(path) => {
@@ -161,7 +177,7 @@ async fn handle(
                 None => error_response(&ApiError::UnknownPath),
             }
         }
-        Route::Unknown => error_response(&ApiError::UnknownPath),
+        Route::Unknown => error_response(&ApiError::NoSuchPage),
     }
 }
 
@@ -240,6 +256,12 @@ fn field_manager(request: &ResourceRequest<'_>) -> String {
 
 fn resource_request(shared: &Shared, request: ResourceRequest<'_>) -> Result<Reply, ApiError> {
     let mut state = lock(&shared.state);
+    if !state
+        .registry
+        .serves(&request.path.group, &request.path.version)
+    {
+        return Err(ApiError::NoSuchPage);
+    }
     let resource = state
         .registry
         .find(
