@@ -48,6 +48,8 @@ pub enum ApiError {
     NoSuchPage,
     #[error("the server does not allow this method on the requested resource")]
     MethodNotAllowed,
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     #[error("the server is currently unable to handle the request")]
     Unavailable,
     #[error("Internal error occurred: {0}")]
@@ -80,6 +82,7 @@ impl ApiError {
             Self::Forbidden { .. } => 403,
             Self::Gone { .. } => 410,
             Self::MethodNotAllowed => 405,
+            Self::UnsupportedMediaType(_) => 415,
             Self::Unavailable => 503,
             Self::Internal(_) => 500,
         }
@@ -96,6 +99,7 @@ impl ApiError {
             Self::Forbidden { .. } => "Forbidden",
             Self::Gone { .. } => "Expired",
             Self::MethodNotAllowed => "MethodNotAllowed",
+            Self::UnsupportedMediaType(_) => "UnsupportedMediaType",
             Self::Unavailable => "ServiceUnavailable",
             Self::Internal(_) => "InternalError",
         }

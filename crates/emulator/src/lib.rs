@@ -11,6 +11,7 @@ pub mod fleet;
 pub mod kubeconfig;
 pub mod managed_fields;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod selector;
 pub mod server;

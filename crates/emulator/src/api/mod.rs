@@ -199,6 +199,20 @@ enum Reply {
     Watch(watch::WatchStream),
 }
 
+/// The object of a create or update body: JSON, YAML where allowed, or kubectl's protobuf.
+fn parse_object_body(body: &Bytes, content_type: &str) -> Result<Value, ApiError> {
+    let media_type = content_type.split(';').next().unwrap_or_default().trim();
+    if media_type == crate::protobuf::MEDIA_TYPE {
+        return crate::protobuf::decode(body).map_err(|error| match error {
+            crate::protobuf::ProtobufError::UnsupportedKind { .. } => {
+                ApiError::UnsupportedMediaType(error.to_string())
+            }
+            other => ApiError::BadRequest(other.to_string()),
+        });
+    }
+    parse_body(body, true)
+}
+
 fn parse_body(body: &Bytes, allow_yaml: bool) -> Result<Value, ApiError> {
     match serde_json::from_slice::<Value>(body) {
         Ok(value) => Ok(value),
@@ -342,11 +356,11 @@ fn resource_request(shared: &Shared, request: ResourceRequest<'_>) -> Result<Rep
             Ok(Reply::Watch(stream))
         }
         "create" => {
-            let body = parse_body(&request.body, true)?;
+            let body = parse_object_body(&request.body, request.content_type)?;
             Ok(Reply::Object(201, state.create(target, body, &manager)?))
         }
         "update" => {
-            let body = parse_body(&request.body, true)?;
+            let body = parse_object_body(&request.body, request.content_type)?;
             Ok(Reply::Object(
                 200,
                 state.replace(target, &named("update")?, body, &manager)?,

@@ -40,7 +40,7 @@ pub async fn request(
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
-    body: Option<&str>,
+    body: Option<&[u8]>,
 ) -> RawResponse {
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let mut text = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
@@ -51,8 +51,9 @@ pub async fn request(
         text.push_str(&format!("Content-Length: {}\r\n", body.len()));
     }
     text.push_str("\r\n");
-    text.push_str(body.unwrap_or_default());
-    stream.write_all(text.as_bytes()).await.expect("write");
+    let mut bytes = text.into_bytes();
+    bytes.extend_from_slice(body.unwrap_or_default());
+    stream.write_all(&bytes).await.expect("write");
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).await.expect("read");
     parse(&String::from_utf8_lossy(&raw))
