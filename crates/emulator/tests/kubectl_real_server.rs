@@ -100,3 +100,158 @@ async fn namespaces_are_creatable_with_kubectls_protobuf_request() {
     );
     handle.shutdown().await;
 }
+
+fn git_promotions(client: &kube::Client) -> kube::Api<kube::api::DynamicObject> {
+    kube::Api::all_with(
+        client.clone(),
+        &resource("tollgate.dev", "v1alpha1", "GitPromotion", "gitpromotions"),
+    )
+}
+
+/// A GitPromotion with a status, as tollgate writes it.
+async fn git_promotion_with_status(client: &kube::Client) {
+    use kube::api::{Patch, PatchParams};
+    let api = git_promotions(client);
+    let object = serde_json::json!({"apiVersion": "tollgate.dev/v1alpha1", "kind": "GitPromotion",
+        "metadata": {"name": "web"}, "spec": {}});
+    api.patch(
+        "web",
+        &PatchParams::apply("tollgate"),
+        &Patch::Apply(object),
+    )
+    .await
+    .unwrap();
+    let status = serde_json::json!({"status": {"currentStageName": "prod", "phase": "Progressing",
+        "snapshotIndex": 3, "snapshotCommit": "abc123", "message": "waiting"}});
+    api.patch_status("web", &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn kubectl_get_gp_gets_the_crds_printer_columns() {
+    let (handle, client) = start(Fleet::default()).await;
+    git_promotion_with_status(&client).await;
+    let table = raw_http::request(
+        handle.addr(),
+        "GET",
+        "/apis/tollgate.dev/v1alpha1/gitpromotions?limit=500",
+        &[
+            ("Accept", raw_http::KUBECTL_TABLE_ACCEPT),
+            ("User-Agent", raw_http::KUBECTL_USER_AGENT),
+        ],
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(table["kind"], "Table");
+    let columns: Vec<(&str, i64)> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["priority"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            ("Name", 0),
+            ("Stage", 0),
+            ("Phase", 0),
+            ("Snapshot", 0),
+            ("Commit", 1),
+            ("Message", 1),
+            ("Age", 0)
+        ]
+    );
+    let cells = table["rows"][0]["cells"].as_array().unwrap();
+    assert_eq!(
+        cells[0..6],
+        serde_json::json!(["web", "prod", "Progressing", 3, "abc123", "waiting"])
+            .as_array()
+            .unwrap()[..]
+    );
+    assert!(
+        cells[6].as_str().is_some_and(|age| age.ends_with('s')),
+        "{cells:?}"
+    );
+
+    // A CRD created at runtime brings its own columns, filters included.
+    let crds: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(
+        client.clone(),
+        &resource(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+        ),
+    );
+    let crd = serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Cluster",
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                "additionalPrinterColumns": [
+                    {"name": "Helm", "type": "string", "jsonPath": ".spec.features[?(@.id==\"Helm\")].state"},
+                    {"name": "Ready", "type": "boolean", "jsonPath": ".spec.ready"}]}]}});
+    crds.create(&Default::default(), &serde_json::from_value(crd).unwrap())
+        .await
+        .unwrap();
+    let widgets: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(
+        client.clone(),
+        &resource("example.com", "v1", "Widget", "widgets"),
+    );
+    let widget = serde_json::json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+        "spec": {"ready": true, "features": [{"id": "Raw", "state": "x"}, {"id": "Helm", "state": "Provisioned"}]}});
+    widgets
+        .create(
+            &Default::default(),
+            &serde_json::from_value(widget).unwrap(),
+        )
+        .await
+        .unwrap();
+    let table = raw_http::request(
+        handle.addr(),
+        "GET",
+        "/apis/example.com/v1/widgets/w",
+        &[("Accept", raw_http::KUBECTL_TABLE_ACCEPT)],
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(
+        table["rows"][0]["cells"],
+        serde_json::json!(["w", "Provisioned", true])
+    );
+    handle.shutdown().await;
+}
+
+#[tokio::test]
+async fn kubectl_binary_shows_gp_printer_columns() {
+    if !Path::new(KUBECTL).exists() {
+        println!("SKIP: {KUBECTL} not installed");
+        return;
+    }
+    let (handle, client) = start(Fleet::default()).await;
+    git_promotion_with_status(&client).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    handle.write_kubeconfig(&kubeconfig).unwrap();
+    let (ok, stdout, stderr) = kubectl(&kubeconfig, dir.path(), &["get", "gp", "-o", "wide"]).await;
+    assert!(ok, "{stdout}\n{stderr}");
+    let header: Vec<&str> = stdout
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME", "STAGE", "PHASE", "SNAPSHOT", "COMMIT", "MESSAGE", "AGE"
+        ],
+        "{stdout}"
+    );
+    assert!(stdout.contains("Progressing"), "{stdout}");
+    handle.shutdown().await;
+}

@@ -2,6 +2,7 @@
 //! dispatches to discovery, reads, watches or writes.
 
 pub mod discovery;
+pub mod json_path;
 pub mod route;
 pub mod table;
 mod watch;
@@ -323,7 +324,7 @@ fn resource_request(shared: &Shared, request: ResourceRequest<'_>) -> Result<Rep
                     serde_json::json!({"resourceVersion": object["metadata"]["resourceVersion"]});
                 return Ok(Reply::Json(
                     200,
-                    table::table(std::slice::from_ref(&*object), &metadata),
+                    table::table(&resource, std::slice::from_ref(&*object), &metadata),
                 ));
             }
             Ok(Reply::Object(200, object))
@@ -332,7 +333,10 @@ fn resource_request(shared: &Shared, request: ResourceRequest<'_>) -> Result<Rep
             let list = state.list(target, &list_options(&request.query)?)?;
             if table::wants_table(request.accept) {
                 let items: Vec<Value> = list.items.iter().map(|i| Value::clone(i)).collect();
-                return Ok(Reply::Json(200, table::table(&items, &list.metadata)));
+                return Ok(Reply::Json(
+                    200,
+                    table::table(&resource, &items, &list.metadata),
+                ));
             }
             Ok(Reply::List(list))
         }

@@ -3,6 +3,9 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use super::json_path::JsonPath;
+use crate::registry::{PrinterColumn, ResourceType};
+
 /// Whether the Accept header asks for a Table.
 pub fn wants_table(accept: &str) -> bool {
     accept.split(',').any(|part| part.contains("as=Table"))
@@ -22,26 +25,96 @@ fn age(created: Option<&str>, now: DateTime<Utc>) -> String {
     }
 }
 
-/// A Table of objects with Name and Age columns; rows carry the object metadata so kubectl can
-/// add the NAMESPACE column for `-A`.
-pub fn table(objects: &[Value], list_metadata: &Value) -> Value {
+/// How a Table's columns are filled from an object.
+enum Columns {
+    /// Name, then the CRD's printer columns with their parsed paths.
+    Printer(Vec<(PrinterColumn, Option<JsonPath>)>),
+    /// Name and Age, the real server's default for types without printer columns.
+    NameAndAge,
+}
+
+impl Columns {
+    fn of(resource: &ResourceType) -> Self {
+        if resource.printer_columns.is_empty() {
+            return Self::NameAndAge;
+        }
+        Self::Printer(
+            resource
+                .printer_columns
+                .iter()
+                .map(|c| (c.clone(), JsonPath::parse(&c.json_path).ok()))
+                .collect(),
+        )
+    }
+
+    fn definitions(&self) -> Vec<Value> {
+        let name = json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0});
+        match self {
+            Self::NameAndAge => vec![
+                name,
+                json!({"name": "Age", "type": "date", "format": "", "description": "Time since creation", "priority": 0}),
+            ],
+            Self::Printer(columns) => std::iter::once(name)
+                .chain(columns.iter().map(|(c, _)| {
+                    json!({"name": c.name, "type": c.column_type, "format": c.format,
+                           "description": c.description, "priority": c.priority})
+                }))
+                .collect(),
+        }
+    }
+
+    fn cells(&self, object: &Value, now: DateTime<Utc>) -> Vec<Value> {
+        let metadata = &object["metadata"];
+        let name = metadata["name"].clone();
+        match self {
+            Self::NameAndAge => vec![
+                name,
+                json!(age(metadata["creationTimestamp"].as_str(), now)),
+            ],
+            Self::Printer(columns) => std::iter::once(name)
+                .chain(columns.iter().map(|(column, path)| {
+                    path.as_ref()
+                        .and_then(|p| p.first(object))
+                        .map_or(Value::Null, |v| cell(&column.column_type, v, now))
+                }))
+                .collect(),
+        }
+    }
+}
+
+/// A printer column's cell, typed like the real server's table convertor does it.
+fn cell(column_type: &str, value: &Value, now: DateTime<Utc>) -> Value {
+    match (column_type, value) {
+        ("integer", Value::Number(n)) => n
+            .as_i64()
+            .or_else(|| n.as_f64().map(|f| f as i64))
+            .map_or(Value::Null, Value::from),
+        ("number", Value::Number(n)) => n.as_f64().map_or(Value::Null, Value::from),
+        ("boolean", Value::Bool(b)) => Value::Bool(*b),
+        ("date", Value::String(text)) => json!(age(Some(text), now)),
+        ("string", Value::String(text)) => Value::from(text.as_str()),
+        ("string", other) => Value::from(other.to_string()),
+        _ => Value::Null,
+    }
+}
+
+/// A Table of objects of `resource`: its printer columns, or Name and Age. Rows carry the object
+/// metadata so kubectl can add the NAMESPACE column for `-A`.
+pub fn table(resource: &ResourceType, objects: &[Value], list_metadata: &Value) -> Value {
     let now = Utc::now();
+    let columns = Columns::of(resource);
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
-            let metadata = &o["metadata"];
             json!({
-                "cells": [metadata["name"], age(metadata["creationTimestamp"].as_str(), now)],
-                "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata},
+                "cells": columns.cells(o, now),
+                "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]},
             })
         })
         .collect();
     json!({
         "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_metadata,
-        "columnDefinitions": [
-            {"name": "Name", "type": "string", "format": "name", "description": "Name of the object", "priority": 0},
-            {"name": "Age", "type": "string", "format": "", "description": "Time since creation", "priority": 0},
-        ],
+        "columnDefinitions": columns.definitions(),
         "rows": rows,
     })
 }
