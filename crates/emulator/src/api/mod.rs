@@ -1,6 +1,7 @@
 //! The HTTP front: one handler that parses the path, applies faults, counts the request and
 //! dispatches to discovery, reads, watches or writes.
 
+pub mod core_events;
 pub mod discovery;
 pub mod json_path;
 pub mod route;
@@ -269,6 +270,49 @@ fn field_manager(request: &ResourceRequest<'_>) -> String {
     }
 }
 
+/// The query of a watch; watching one object by path is a watch with a name field selector.
+fn watch_query(request: &ResourceRequest<'_>) -> HashMap<String, String> {
+    let mut query = request.query.clone();
+    if let Some(name) = &request.path.name {
+        let by_name = format!("metadata.name={name}");
+        let combined = match query.remove("fieldSelector").filter(|f| !f.is_empty()) {
+            Some(existing) => format!("{existing},{by_name}"),
+            None => by_name,
+        };
+        query.insert("fieldSelector".into(), combined);
+    }
+    query
+}
+
+/// The PATCH kind a Content-Type names.
+fn patch_kind(request: &ResourceRequest<'_>) -> Result<PatchKind, ApiError> {
+    let media_type = request
+        .content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim();
+    match media_type {
+        "application/apply-patch+yaml" => {
+            if !request.query.contains_key("fieldManager") {
+                return Err(ApiError::BadRequest(
+                    "PATCH request failed: fieldManager is required for apply requests".into(),
+                ));
+            }
+            Ok(PatchKind::Apply {
+                force: request.query.get("force").is_some_and(|f| f == "true"),
+            })
+        }
+        "application/json-patch+json" => Ok(PatchKind::Json),
+        "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+            Ok(PatchKind::Merge)
+        }
+        other => Err(ApiError::BadRequest(format!(
+            "the body of the request was in an unknown format: {other}"
+        ))),
+    }
+}
+
 fn resource_request(shared: &Shared, request: ResourceRequest<'_>) -> Result<Reply, ApiError> {
     let mut state = lock(&shared.state);
     if !state
@@ -303,6 +347,9 @@ fn resource_request(shared: &Shared, request: ResourceRequest<'_>) -> Result<Rep
         ));
     }
     let namespace = request.path.namespace.clone().unwrap_or_default();
+    if let Some(storage) = core_events::storage(&resource, &state.registry) {
+        return core_events::request(&mut state, &request, &storage, &namespace);
+    }
     let target = Target {
         resource: &resource,
         namespace: &namespace,
@@ -341,21 +388,12 @@ fn resource_request(shared: &Shared, request: ResourceRequest<'_>) -> Result<Rep
             Ok(Reply::List(list))
         }
         "watch" => {
-            let mut query = request.query.clone();
-            if let Some(name) = &request.path.name {
-                // Watching one object by path is a watch with a name field selector.
-                let by_name = format!("metadata.name={name}");
-                let combined = match query.remove("fieldSelector").filter(|f| !f.is_empty()) {
-                    Some(existing) => format!("{existing},{by_name}"),
-                    None => by_name,
-                };
-                query.insert("fieldSelector".into(), combined);
-            }
             let stream = watch::open(
                 &mut state,
                 &resource,
                 request.path.namespace.clone(),
-                &query,
+                &watch_query(&request),
+                None,
             )?;
             Ok(Reply::Watch(stream))
         }
@@ -372,34 +410,7 @@ fn resource_request(shared: &Shared, request: ResourceRequest<'_>) -> Result<Rep
         }
         "patch" => {
             let name = named("patch")?;
-            let media_type = request
-                .content_type
-                .split(';')
-                .next()
-                .unwrap_or_default()
-                .trim();
-            let kind = match media_type {
-                "application/apply-patch+yaml" => {
-                    if !request.query.contains_key("fieldManager") {
-                        return Err(ApiError::BadRequest(
-                            "PATCH request failed: fieldManager is required for apply requests"
-                                .into(),
-                        ));
-                    }
-                    PatchKind::Apply {
-                        force: request.query.get("force").is_some_and(|f| f == "true"),
-                    }
-                }
-                "application/json-patch+json" => PatchKind::Json,
-                "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
-                    PatchKind::Merge
-                }
-                other => {
-                    return Err(ApiError::BadRequest(format!(
-                        "the body of the request was in an unknown format: {other}"
-                    )));
-                }
-            };
+            let kind = patch_kind(&request)?;
             let body = parse_body(&request.body, matches!(kind, PatchKind::Apply { .. }))?;
             let created_before = state
                 .store

@@ -98,9 +98,14 @@ fn cell(column_type: &str, value: &Value, now: DateTime<Utc>) -> Value {
     }
 }
 
-/// A Table of objects of `resource`: its printer columns, or Name and Age. Rows carry the object
-/// metadata so kubectl can add the NAMESPACE column for `-A`.
+/// A Table of objects of `resource`: its printer columns, or Name and Age (Events get the real
+/// server's event columns). Rows carry the object metadata so kubectl can add the NAMESPACE
+/// column for `-A`.
 pub fn table(resource: &ResourceType, objects: &[Value], list_metadata: &Value) -> Value {
+    if resource.kind == "Event" && ["", "events.k8s.io"].contains(&resource.group.as_str()) {
+        let core: Vec<Value> = objects.iter().map(super::core_events::to_core).collect();
+        return event_table(&core, list_metadata);
+    }
     let now = Utc::now();
     let columns = Columns::of(resource);
     let rows: Vec<Value> = objects
@@ -117,6 +122,83 @@ pub fn table(resource: &ResourceType, objects: &[Value], list_metadata: &Value) 
         "columnDefinitions": columns.definitions(),
         "rows": rows,
     })
+}
+
+/// The real server's Event columns (its internal printer, wide), for core/v1-shaped Events.
+pub fn event_table(events: &[Value], list_metadata: &Value) -> Value {
+    let now = Utc::now();
+    let column = |name: &str, priority: u8, format: &str| json!({"name": name, "type": "string", "format": format, "description": "", "priority": priority});
+    let definitions = [
+        column("Last Seen", 0, ""),
+        column("Type", 0, ""),
+        column("Reason", 0, ""),
+        column("Object", 0, ""),
+        column("Subobject", 1, ""),
+        column("Source", 1, ""),
+        column("Message", 0, ""),
+        column("First Seen", 1, ""),
+        column("Count", 1, ""),
+        column("Name", 1, "name"),
+    ];
+    let rows: Vec<Value> = events
+        .iter()
+        .map(|e| {
+            json!({
+                "cells": event_cells(e, now),
+                "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": e["metadata"]},
+            })
+        })
+        .collect();
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_metadata,
+           "columnDefinitions": definitions, "rows": rows})
+}
+
+/// One Event's cells, computed like the real printer: a series gives the last-seen time and the
+/// count; a singleton counts 1.
+fn event_cells(event: &Value, now: DateTime<Utc>) -> Value {
+    let text = |value: &Value| value.as_str().unwrap_or_default().to_string();
+    let present = |value: &Value| value.as_str().filter(|t| !t.is_empty()).map(str::to_string);
+    let first_seen = age(
+        present(&event["firstTimestamp"])
+            .or_else(|| present(&event["eventTime"]))
+            .as_deref(),
+        now,
+    );
+    let (last_seen, count) = match event.get("series") {
+        Some(series) => (
+            age(series["lastObservedTime"].as_str(), now),
+            series["count"].as_i64().unwrap_or(1),
+        ),
+        None => (
+            present(&event["lastTimestamp"]).map_or(first_seen.clone(), |t| age(Some(&t), now)),
+            event["count"].as_i64().filter(|c| *c != 0).unwrap_or(1),
+        ),
+    };
+    let involved = &event["involvedObject"];
+    let kind = text(&involved["kind"]).to_lowercase();
+    let object = match present(&involved["name"]) {
+        Some(name) => format!("{kind}/{name}"),
+        None => kind,
+    };
+    let component = present(&event["source"]["component"])
+        .unwrap_or_else(|| text(&event["reportingComponent"]));
+    let host = present(&event["source"]["host"]).or_else(|| present(&event["reportingInstance"]));
+    let source = match host {
+        Some(host) => format!("{component}, {host}"),
+        None => component,
+    };
+    json!([
+        last_seen,
+        text(&event["type"]),
+        text(&event["reason"]),
+        object,
+        text(&involved["fieldPath"]),
+        source,
+        text(&event["message"]).trim(),
+        first_seen,
+        count,
+        event["metadata"]["name"]
+    ])
 }
 
 #[cfg(test)]
