@@ -123,9 +123,13 @@ fn object_meta(message: &[u8]) -> Result<Value, ProtobufError> {
     let (mut labels, mut annotations, mut finalizers) = (Map::new(), Map::new(), Vec::new());
     each_bytes_field(message, |number, bytes| {
         match number {
-            1 | 2 | 3 => {
+            1..=3 => {
                 let value = text(bytes)?;
-                let name = ["name", "generateName", "namespace"][(number - 1) as usize];
+                let name = match number {
+                    1 => "name",
+                    2 => "generateName",
+                    _ => "namespace",
+                };
                 if !value.is_empty() {
                     metadata.insert(name.into(), Value::from(value));
                 }

@@ -94,7 +94,7 @@ fn dechunk(mut rest: &str) -> String {
             break;
         }
         body.push_str(&after[..size]);
-        rest = &after[size..].trim_start_matches("\r\n");
+        rest = after[size..].trim_start_matches("\r\n");
     }
     body
 }
