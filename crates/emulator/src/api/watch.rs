@@ -89,7 +89,9 @@ pub fn open(
                 convert,
             })
         }
-        // A watch from a forgotten version answers 200 with one ERROR event, as the real server does.
+        // A watch from a forgotten version answers 200 with one ERROR event, as the real server's
+        // watch cache does. Not an HTTP 410: kube-runtime's watcher (5.0) relists on a 410 ERROR
+        // event but retries a watch whose start failed with the same version, forever.
         Err(error @ ApiError::Gone { .. }) => Ok(WatchStream {
             leading: vec![json!({"type": "ERROR", "object": error.status_body()})],
             receiver: None,
