@@ -287,7 +287,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => (connect::config(&args.cluster).await?, None),
     };
-    let client = Client::try_from(kube_config.clone()).context("building the Kubernetes client")?;
+    let client = controller_client(kube_config.clone())?;
 
     let config = ControllerConfig {
         source,
@@ -333,6 +333,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
                 leader: gate.clone(),
                 fetch_relay,
                 branch: args.branch.clone(),
+                watch_health: handle.watch_health.clone(),
             };
             Some(start_server(listen, webhook_secrets, state).await?)
         }
@@ -411,6 +412,7 @@ fn start_lease_tasks(
     lease_config.connect_timeout = Some(bound);
     lease_config.read_timeout = Some(bound);
     lease_config.write_timeout = Some(bound);
+    lease_config.default_retry = false;
     let lease_client =
         Client::try_from(lease_config).context("building the leader-election client")?;
     let task = tokio::spawn(run_election(
@@ -487,4 +489,13 @@ pub async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term => {},
     }
+}
+
+/// The controller's client, without kube's built-in retry of 429/503/504: that retry backs off
+/// up to minutes inside one request (15 attempts from 5 ms, doubling), which held a step started
+/// during an API-server outage for many seconds after the server was back, and blocked the loop
+/// meanwhile. Refused steps are retried by the controller instead, 200 ms doubling to 2 s.
+pub fn controller_client(mut config: kube::Config) -> anyhow::Result<Client> {
+    config.default_retry = false;
+    Client::try_from(config).context("building the Kubernetes client")
 }
