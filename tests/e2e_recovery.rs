@@ -20,6 +20,23 @@ async fn completed_world() -> World {
     world
 }
 
+/// Commits chart 3.6.2 (from 3.5.2) and pokes the controller.
+fn commit_bump(world: &World, message: &str) {
+    let bumped = seed("05-kyverno-rollout-auto-v1.yaml", "1s").replace("3.5.2", "3.6.2");
+    world.repo.write("auto.yaml", &bumped);
+    world.repo.commit(message);
+    world.poke();
+}
+
+async fn first_stage_bumped(world: &World) {
+    world
+        .eventually("the first stage carries 3.6.2", || async {
+            let profile = world.profile(&format!("{AUTO}-dev")).await?;
+            (profile.data.pointer("/spec/helmCharts/0/chartVersion")? == "3.6.2").then_some(())
+        })
+        .await;
+}
+
 fn watch_condition(status: &Value) -> Option<(String, String)> {
     status["conditions"]
         .as_array()?
@@ -84,12 +101,7 @@ async fn a_commit_made_during_an_outage_rolls_out_right_after_it() {
     world.emulator.compact();
     world.emulator.outage_end();
     let back = Instant::now();
-    world
-        .eventually("the first stage carries 3.6.2", || async {
-            let profile = world.profile(&format!("{AUTO}-dev")).await?;
-            (profile.data.pointer("/spec/helmCharts/0/chartVersion")? == "3.6.2").then_some(())
-        })
-        .await;
+    first_stage_bumped(&world).await;
     println!(
         "recovery: first stage applied {} ms after the API server answered again",
         back.elapsed().as_millis()
@@ -111,12 +123,7 @@ async fn a_step_refused_by_a_starting_servers_403s_is_retried_within_seconds() {
     tokio::time::sleep(Duration::from_secs(7)).await;
     world.emulator.set_error_rate("patch", 0.0);
     let back = Instant::now();
-    world
-        .eventually("the first stage carries 3.6.2", || async {
-            let profile = world.profile(&format!("{AUTO}-dev")).await?;
-            (profile.data.pointer("/spec/helmCharts/0/chartVersion")? == "3.6.2").then_some(())
-        })
-        .await;
+    first_stage_bumped(&world).await;
     println!(
         "recovery: first stage applied {} ms after the 403s stopped",
         back.elapsed().as_millis()

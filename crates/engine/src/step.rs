@@ -391,13 +391,7 @@ impl<'i, 'a> Run<'i, 'a> {
         };
         self.status.phase = Phase::Paused;
         self.status.message = Some(message);
-        self.status.next_wake_up = None;
-        StepOutput {
-            actions: Vec::new(),
-            status: self.status,
-            events: self.effects.events,
-            wake_at: None,
-        }
+        self.held_output()
     }
 
     /// A new run could not start: keep the previous run's state (so the restart is retried) and
@@ -410,13 +404,7 @@ impl<'i, 'a> Run<'i, 'a> {
         }
         self.status.phase = Phase::Failed;
         self.status.message = Some(reason);
-        self.status.next_wake_up = None;
-        StepOutput {
-            actions: Vec::new(),
-            status: self.status,
-            events: self.effects.events,
-            wake_at: None,
-        }
+        self.held_output()
     }
 
     /// First run or restart (semantics §4.4): the run state is reset and stage 1's profile is
