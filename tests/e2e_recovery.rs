@@ -89,12 +89,7 @@ async fn a_failing_watch_is_visible_on_the_promotions_and_clears_when_it_works_a
 async fn a_commit_made_during_an_outage_rolls_out_right_after_it() {
     let world = completed_world().await;
     world.emulator.outage_start();
-    world.repo.write(
-        "auto.yaml",
-        &seed("05-kyverno-rollout-auto-v1.yaml", "1s").replace("3.5.2", "3.6.2"),
-    );
-    world.repo.commit("bump during the outage");
-    world.poke();
+    commit_bump(&world, "bump during the outage");
     // Long enough for a client-go style backoff to grow past several seconds.
     tokio::time::sleep(Duration::from_secs(8)).await;
     // A restarted server has forgotten the watch history: every watch gets 410 and relists.
@@ -114,12 +109,7 @@ async fn a_step_refused_by_a_starting_servers_403s_is_retried_within_seconds() {
     // A starting server refuses requests until its RBAC caches are filled.
     world.emulator.set_error_code(403);
     world.emulator.set_error_rate("patch", 1.0);
-    world.repo.write(
-        "auto.yaml",
-        &seed("05-kyverno-rollout-auto-v1.yaml", "1s").replace("3.5.2", "3.6.2"),
-    );
-    world.repo.commit("bump while writes are refused");
-    world.poke();
+    commit_bump(&world, "bump while writes are refused");
     tokio::time::sleep(Duration::from_secs(7)).await;
     world.emulator.set_error_rate("patch", 0.0);
     let back = Instant::now();
