@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::fleet::Fleet;
-use crate::server::{Emulator, EmulatorConfig, EmulatorError, EmulatorHandle};
+use crate::server::{Emulator, EmulatorConfig, EmulatorError, EmulatorHandle, Transport};
 
 /// How often the state file is rewritten while the store changes.
 const SAVE_INTERVAL: Duration = Duration::from_secs(3);
@@ -41,31 +41,42 @@ fn save_state(handle: &EmulatorHandle, path: &Path) -> Result<(), EmulatorError>
     })
 }
 
-/// Serves `fleet` on `listen` (default a free loopback port), writes `kubeconfig`, prints both,
-/// and runs until Ctrl-C. With `state_file`, the store is loaded from it at start and saved to it
-/// every few seconds and on exit.
-pub async fn run_standalone(
-    fleet: PathBuf,
-    listen: Option<SocketAddr>,
-    kubeconfig: PathBuf,
-    state_file: Option<PathBuf>,
-) -> Result<(), EmulatorError> {
+/// What `tollgate emulator` serves, where, and how.
+#[derive(Debug, Clone)]
+pub struct StandaloneConfig {
+    /// The fleet file.
+    pub fleet: PathBuf,
+    /// Loopback address (default a free port on 127.0.0.1).
+    pub listen: Option<SocketAddr>,
+    /// Where the kubeconfig is written.
+    pub kubeconfig: PathBuf,
+    /// Loaded at start, saved every few seconds and on exit.
+    pub state_file: Option<PathBuf>,
+    pub transport: Transport,
+}
+
+/// Serves the fleet, writes the kubeconfig, prints where both are, and runs until Ctrl-C.
+pub async fn run_standalone(config: StandaloneConfig) -> Result<(), EmulatorError> {
     let ctrl_c = async {
         if let Err(error) = tokio::signal::ctrl_c().await {
             tracing::warn!(%error, "cannot listen for Ctrl-C; stopping");
         }
     };
-    run_standalone_until(fleet, listen, kubeconfig, state_file, ctrl_c).await
+    run_standalone_until(config, ctrl_c).await
 }
 
 /// [`run_standalone`] that stops when `stop` completes instead of on Ctrl-C.
 pub async fn run_standalone_until(
-    fleet: PathBuf,
-    listen: Option<SocketAddr>,
-    kubeconfig: PathBuf,
-    state_file: Option<PathBuf>,
+    standalone: StandaloneConfig,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), EmulatorError> {
+    let StandaloneConfig {
+        fleet,
+        listen,
+        kubeconfig,
+        state_file,
+        transport,
+    } = standalone;
     let fleet = Fleet::load(&fleet)?;
     let initial_state = match &state_file {
         Some(path) => read_state(path)?,
@@ -74,6 +85,7 @@ pub async fn run_standalone_until(
     let mut config = EmulatorConfig {
         fleet,
         initial_state,
+        transport,
         ..EmulatorConfig::default()
     };
     if let Some(listen) = listen {
