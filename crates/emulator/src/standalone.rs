@@ -94,7 +94,15 @@ pub async fn run_standalone_until(
     let handle = Emulator::start(config).await?;
     handle.write_kubeconfig(&kubeconfig)?;
     println!("tollgate emulator listening on {}", handle.url());
-    println!("kubeconfig written to {}", kubeconfig.display());
+    match handle.tls_credentials() {
+        // Where the credentials are, never what they are.
+        Some(_) => println!(
+            "kubeconfig written to {} (it holds the CA and the credentials: a client certificate, and a token in context {})",
+            kubeconfig.display(),
+            crate::kubeconfig::TOKEN_CONTEXT_NAME
+        ),
+        None => println!("kubeconfig written to {}", kubeconfig.display()),
+    }
     println!(
         "try: kubectl --kubeconfig {} get sveltosclusters -A",
         kubeconfig.display()

@@ -217,6 +217,26 @@ async fn tls_client_certificate_from_another_ca_is_refused() {
     handle.shutdown().await;
 }
 
+/// Handshakes run side by side: a client that connects and says nothing (a port scanner, a plain
+/// HTTP client waiting for a response) does not hold up the others until its handshake times out.
+#[tokio::test]
+async fn tls_silent_connection_does_not_hold_up_other_clients() {
+    use std::io::Read as _;
+    let handle = start_tls().await;
+    let silent = std::net::TcpStream::connect(handle.addr()).expect("connects");
+    silent.set_nonblocking(true).expect("non-blocking");
+    let client = client_from(&handle.kubeconfig_yaml(), CONTEXT_NAME).await;
+    assert_eq!(list_clusters(&client).await.expect("served"), 1);
+    // Served while the silent connection still waits for its handshake: not closed yet.
+    let mut buffer = [0u8; 1];
+    let read = (&silent).read(&mut buffer);
+    assert!(
+        matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the silent connection was dealt with first: {read:?}"
+    );
+    handle.shutdown().await;
+}
+
 #[tokio::test]
 async fn tls_plain_http_emulator_is_unchanged_by_default() {
     let (handle, client) = start(Fleet::default()).await;
