@@ -19,7 +19,8 @@ pub struct Args {
     /// Where to write the kubeconfig.
     #[arg(long, default_value = "tollgate-emulator.kubeconfig")]
     pub kubeconfig: PathBuf,
-    /// Keep the cluster's content in this file across restarts.
+    /// Keep the cluster's content in this file across restarts (with TLS, the CA and the client
+    /// credentials too, in `<file stem>.tls.json`: the kubeconfig stays valid).
     #[arg(long)]
     pub state_file: Option<PathBuf>,
     /// Serve plain HTTP without authentication, for debugging (default: HTTPS with a CA

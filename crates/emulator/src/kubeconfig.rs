@@ -59,7 +59,7 @@ fn context(name: &str, user: &str) -> String {
 
 /// Writes `text` to `path` through a temporary file renamed into place, so a reader sees the old
 /// file or the whole new one; on Unix the file is readable by its owner only.
-pub fn write(path: &Path, text: &str) -> std::io::Result<()> {
+pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     let mut temporary_name = path.file_name().unwrap_or_default().to_os_string();
     temporary_name.push(format!(".{}.tmp", std::process::id()));
     let temporary = path.with_file_name(temporary_name);
@@ -132,7 +132,7 @@ mod tests {
         let path = dir.path().join("emulator.kubeconfig");
         std::fs::write(&path, "old").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        write(&path, "new").unwrap();
+        write_private(&path, "new").unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);

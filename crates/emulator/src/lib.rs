@@ -31,5 +31,5 @@ pub use server::{
     Emulator, EmulatorConfig, EmulatorError, EmulatorHandle, RequestCounts, Transport,
 };
 pub use standalone::{StandaloneConfig, run_standalone, run_standalone_until};
-pub use tls::TlsCredentials;
+pub use tls::{TlsAuthority, TlsCredentials};
 pub use write_log::WriteRecord;

@@ -16,14 +16,14 @@ use crate::fleet::{Feature, Fleet, FleetBehaviour, FleetCluster};
 use crate::registry::{CRD_QUALIFIED_PLURAL, Registry};
 use crate::shared::{Shared, lock};
 use crate::state::{ApiState, PatchKind, Target};
-use crate::tls::{Authenticator, TlsCredentials, TlsListener, TlsPeer};
+use crate::tls::{Authenticator, TlsAuthority, TlsCredentials, TlsListener, TlsPeer};
 use crate::write_log::WriteRecord;
 
 /// Field manager of fleet changes made through the handle (cluster readiness and labels).
 pub const FLEET_MANAGER: &str = "emulator-fleet";
 
 /// How clients reach the emulator.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub enum Transport {
     /// Plain HTTP, anyone may do anything: in-process tests and debugging.
     #[default]
@@ -31,6 +31,9 @@ pub enum Transport {
     /// HTTPS with a CA generated at start; every request but the public ones (`/version`,
     /// health) needs the bearer token or a client certificate signed by the CA, or gets 401.
     Tls,
+    /// [`Transport::Tls`] with the CA and client credentials of an earlier run, so the
+    /// kubeconfig its clients hold stays valid across a restart.
+    TlsWith(TlsAuthority),
 }
 
 /// How to start an emulator.
@@ -183,9 +186,13 @@ impl Emulator {
             changed,
             shutdown_rx.clone(),
         ));
-        let credentials = match config.transport {
+        let credentials = match &config.transport {
             Transport::PlainHttp => None,
             Transport::Tls => Some(Arc::new(TlsCredentials::generate(addr.ip())?)),
+            Transport::TlsWith(authority) => Some(Arc::new(TlsCredentials::issue(
+                authority.clone(),
+                addr.ip(),
+            )?)),
         };
         let router = crate::api::router(Arc::clone(&shared));
         let server = match &credentials {
@@ -354,7 +361,7 @@ impl EmulatorHandle {
     /// Writes [`Self::kubeconfig_yaml`] readable by the owner only (it may hold credentials),
     /// all at once: a reader never sees half a file.
     pub fn write_kubeconfig(&self, path: &Path) -> Result<(), EmulatorError> {
-        crate::kubeconfig::write(path, &self.kubeconfig_yaml()).map_err(|source| {
+        crate::kubeconfig::write_private(path, &self.kubeconfig_yaml()).map_err(|source| {
             EmulatorError::Io {
                 path: path.to_path_buf(),
                 source,

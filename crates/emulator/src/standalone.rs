@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::fleet::Fleet;
 use crate::server::{Emulator, EmulatorConfig, EmulatorError, EmulatorHandle, Transport};
+use crate::tls::TlsAuthority;
 
 /// How often the state file is rewritten while the store changes.
 const SAVE_INTERVAL: Duration = Duration::from_secs(3);
@@ -26,6 +27,56 @@ fn read_state(path: &Path) -> Result<Option<Value>, EmulatorError> {
             source,
         }),
     }
+}
+
+/// Where the TLS authority is kept beside a state file: `state.json` → `state.tls.json`.
+pub fn authority_path(state_file: &Path) -> PathBuf {
+    state_file.with_extension("tls.json")
+}
+
+fn read_authority(path: &Path) -> Result<Option<TlsAuthority>, EmulatorError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| EmulatorError::StateFile {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            }),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(EmulatorError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// With TLS and a state file, the CA and client credentials of the previous run, if any: the
+/// kubeconfig clients hold stays valid across a restart, as a real cluster's does.
+fn resumed_transport(
+    transport: Transport,
+    state_file: Option<&Path>,
+) -> Result<Transport, EmulatorError> {
+    match (transport, state_file) {
+        (Transport::Tls, Some(state_file)) => {
+            Ok(read_authority(&authority_path(state_file))?
+                .map_or(Transport::Tls, Transport::TlsWith))
+        }
+        (transport, _) => Ok(transport),
+    }
+}
+
+fn save_authority(handle: &EmulatorHandle, state_file: &Path) -> Result<(), EmulatorError> {
+    let Some(credentials) = handle.tls_credentials() else {
+        return Ok(());
+    };
+    let path = authority_path(state_file);
+    let text =
+        serde_json::to_string(credentials.authority()).map_err(|e| EmulatorError::StateFile {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+    crate::kubeconfig::write_private(&path, &text)
+        .map_err(|source| EmulatorError::Io { path, source })
 }
 
 fn save_state(handle: &EmulatorHandle, path: &Path) -> Result<(), EmulatorError> {
@@ -50,7 +101,8 @@ pub struct StandaloneConfig {
     pub listen: Option<SocketAddr>,
     /// Where the kubeconfig is written.
     pub kubeconfig: PathBuf,
-    /// Loaded at start, saved every few seconds and on exit.
+    /// Loaded at start, saved every few seconds and on exit. With TLS, the CA and client
+    /// credentials are kept beside it ([`authority_path`]), so clients survive a restart.
     pub state_file: Option<PathBuf>,
     pub transport: Transport,
 }
@@ -82,6 +134,7 @@ pub async fn run_standalone_until(
         Some(path) => read_state(path)?,
         None => None,
     };
+    let transport = resumed_transport(transport, state_file.as_deref())?;
     let mut config = EmulatorConfig {
         fleet,
         initial_state,
@@ -92,6 +145,9 @@ pub async fn run_standalone_until(
         config.listen = listen;
     }
     let handle = Emulator::start(config).await?;
+    if let Some(state_file) = &state_file {
+        save_authority(&handle, state_file)?;
+    }
     handle.write_kubeconfig(&kubeconfig)?;
     println!("tollgate emulator listening on {}", handle.url());
     match handle.tls_credentials() {

@@ -24,6 +24,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::crypto::ring;
+use tokio_rustls::rustls::pki_types::pem::PemObject as _;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio_rustls::rustls::server::WebPkiClientVerifier;
 use tokio_rustls::rustls::{RootCertStore, ServerConfig};
@@ -46,47 +47,111 @@ pub enum TlsError {
     ClientVerifier(#[from] tokio_rustls::rustls::server::VerifierBuilderError),
     #[error("no secure random numbers for the bearer token")]
     Random,
+    #[error("the kept CA certificate cannot be read: {0}")]
+    Authority(String),
 }
 
-/// The CA, the server's certificate and the client credentials of one emulator run.
-#[derive(Clone)]
-pub struct TlsCredentials {
-    ca_certificate: CertificateDer<'static>,
+/// The CA (with its key) and the client credentials it issued: what clients hold on to through
+/// their kubeconfig, so what a restarted emulator must keep (`tollgate emulator --state-file`
+/// saves it beside the state file) for their kubeconfig to stay valid.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsAuthority {
+    ca_name: String,
+    ca_key_pem: String,
     ca_certificate_pem: String,
-    server_certificate: CertificateDer<'static>,
-    server_key: Vec<u8>,
     client_certificate_pem: String,
     client_key_pem: String,
     token: String,
 }
 
+/// Never prints a key or the token.
+impl fmt::Debug for TlsAuthority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsAuthority")
+            .field("ca_name", &self.ca_name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The CA's parameters; rebuilt the same from its name when an authority is resumed.
+fn ca_params(ca_name: &str) -> Result<CertificateParams, TlsError> {
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    params.distinguished_name.push(DnType::CommonName, ca_name);
+    Ok(params)
+}
+
+impl TlsAuthority {
+    /// A new CA, a client certificate it signs, and a random token.
+    pub fn generate() -> Result<Self, TlsError> {
+        // A name of its own per authority (as kube-apiserver's `localhost-ca@<time>`): a client
+        // holding another run's CA is told the issuer is unknown, not that a signature is bad.
+        let ca_name = format!("tollgate-emulator-ca@{}", &random_token()?[..8]);
+        let params = ca_params(&ca_name)?;
+        let ca_key = KeyPair::generate()?;
+        let ca_certificate = params.self_signed(&ca_key)?;
+        let issuer = Issuer::new(params, ca_key);
+
+        let mut client_params = CertificateParams::new(Vec::<String>::new())?;
+        client_params
+            .distinguished_name
+            .push(DnType::CommonName, CLIENT_COMMON_NAME);
+        client_params
+            .distinguished_name
+            .push(DnType::OrganizationName, "system:masters");
+        client_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let client_key = KeyPair::generate()?;
+        let client_certificate = client_params.signed_by(&client_key, &issuer)?;
+        Ok(Self {
+            ca_name,
+            ca_key_pem: issuer.key().serialize_pem(),
+            ca_certificate_pem: ca_certificate.pem(),
+            client_certificate_pem: client_certificate.pem(),
+            client_key_pem: client_key.serialize_pem(),
+            token: random_token()?,
+        })
+    }
+}
+
+/// The authority and the server certificate it issued for one emulator run.
+#[derive(Clone)]
+pub struct TlsCredentials {
+    authority: TlsAuthority,
+    ca_certificate: CertificateDer<'static>,
+    server_certificate: CertificateDer<'static>,
+    server_key: Vec<u8>,
+}
+
 /// Never prints a key or the token (the config holding credentials is `Debug`).
 impl fmt::Debug for TlsCredentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TlsCredentials").finish_non_exhaustive()
+        f.debug_struct("TlsCredentials")
+            .field("authority", &self.authority)
+            .finish_non_exhaustive()
     }
 }
 
 impl TlsCredentials {
-    /// New credentials; the server certificate is valid for `localhost`, `127.0.0.1`, `::1` and
-    /// `server_ip` (the address the emulator is bound to).
+    /// New credentials; see [`Self::issue`].
     pub fn generate(server_ip: IpAddr) -> Result<Self, TlsError> {
-        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        // A name of its own per run (as kube-apiserver's `localhost-ca@<time>`): a client holding
-        // an earlier run's CA is told the issuer is unknown, not that a signature is bad.
-        let ca_name = format!("tollgate-emulator-ca@{}", &random_token()?[..8]);
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, ca_name);
-        let ca_key = KeyPair::generate()?;
-        let ca_certificate = ca_params.self_signed(&ca_key)?;
-        let issuer = Issuer::new(ca_params, ca_key);
+        Self::issue(TlsAuthority::generate()?, server_ip)
+    }
+
+    /// A server certificate from `authority`, valid for `localhost`, `127.0.0.1`, `::1` and
+    /// `server_ip` (the address the emulator is bound to); issued at every start, as the
+    /// address may change.
+    pub fn issue(authority: TlsAuthority, server_ip: IpAddr) -> Result<Self, TlsError> {
+        let ca_key = KeyPair::from_pem(&authority.ca_key_pem)?;
+        let issuer = Issuer::new(ca_params(&authority.ca_name)?, ca_key);
+        let ca_certificate =
+            CertificateDer::from_pem_slice(authority.ca_certificate_pem.as_bytes())
+                .map_err(|error| TlsError::Authority(error.to_string()))?;
 
         let mut hosts = vec![
             "localhost".to_string(),
@@ -103,47 +168,37 @@ impl TlsCredentials {
         server_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let server_key = KeyPair::generate()?;
         let server_certificate = server_params.signed_by(&server_key, &issuer)?;
-
-        let mut client_params = CertificateParams::new(Vec::<String>::new())?;
-        client_params
-            .distinguished_name
-            .push(DnType::CommonName, CLIENT_COMMON_NAME);
-        client_params
-            .distinguished_name
-            .push(DnType::OrganizationName, "system:masters");
-        client_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        let client_key = KeyPair::generate()?;
-        let client_certificate = client_params.signed_by(&client_key, &issuer)?;
-
         Ok(Self {
-            ca_certificate_pem: ca_certificate.pem(),
-            ca_certificate: ca_certificate.der().clone(),
+            authority,
+            ca_certificate,
             server_certificate: server_certificate.der().clone(),
             server_key: server_key.serialize_der(),
-            client_certificate_pem: client_certificate.pem(),
-            client_key_pem: client_key.serialize_pem(),
-            token: random_token()?,
         })
+    }
+
+    /// What a restart must keep (see [`TlsAuthority`]).
+    pub fn authority(&self) -> &TlsAuthority {
+        &self.authority
     }
 
     /// The CA certificate (PEM) clients must trust.
     pub fn ca_pem(&self) -> &str {
-        &self.ca_certificate_pem
+        &self.authority.ca_certificate_pem
     }
 
     /// A client certificate signed by the CA (PEM).
     pub fn client_certificate_pem(&self) -> &str {
-        &self.client_certificate_pem
+        &self.authority.client_certificate_pem
     }
 
     /// The client certificate's private key (PKCS#8 PEM).
     pub fn client_key_pem(&self) -> &str {
-        &self.client_key_pem
+        &self.authority.client_key_pem
     }
 
     /// The bearer token the server accepts.
     pub fn token(&self) -> &str {
-        &self.token
+        &self.authority.token
     }
 
     /// The rustls configuration: this server certificate, and client certificates optional but,

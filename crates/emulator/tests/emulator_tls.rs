@@ -286,3 +286,67 @@ async fn tls_kubectl_connects_with_the_written_kubeconfig_both_ways() {
     }
     handle.shutdown().await;
 }
+
+/// A real cluster keeps its CA across a restart; so does `tollgate emulator --state-file`: a
+/// client built from the first run's kubeconfig still works after the restart.
+#[tokio::test]
+async fn tls_restarted_standalone_emulator_keeps_its_clients_credentials() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let fleet = dir.path().join("fleet.yaml");
+    std::fs::write(&fleet, "clusters:\n- name: dev-1\n  labels: {env: dev}\n").expect("fleet");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let state = dir.path().join("state.json");
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port");
+    let mut first: Option<(String, Client)> = None;
+    for round in 0..2 {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let standalone = tollgate_emulator::StandaloneConfig {
+            fleet: fleet.clone(),
+            listen: Some(listen),
+            kubeconfig: kubeconfig.clone(),
+            state_file: Some(state.clone()),
+            transport: Transport::Tls,
+        };
+        let server = tokio::spawn(tollgate_emulator::run_standalone_until(
+            standalone,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        let written = eventually("kubeconfig written", || async {
+            std::fs::read_to_string(&kubeconfig).ok()
+        })
+        .await;
+        let (first_written, client) = match &first {
+            None => {
+                let client = client_from(&written, CONTEXT_NAME).await;
+                first.insert((written.clone(), client))
+            }
+            Some(kept) => kept,
+        };
+        // Not assert_eq: a failure would print the credentials.
+        assert!(
+            written == *first_written,
+            "round {round}: the kubeconfig changed"
+        );
+        let clusters = eventually("the first run's client is served", || async {
+            list_clusters(client).await.ok()
+        })
+        .await;
+        assert_eq!(clusters, 1, "round {round}");
+        stop.send(()).expect("server running");
+        server.await.expect("joined").expect("clean stop");
+        std::fs::remove_file(&kubeconfig).expect("kubeconfig removed");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let kept = tollgate_emulator::standalone::authority_path(&state);
+        let mode = std::fs::metadata(&kept)
+            .expect("authority kept")
+            .permissions();
+        assert_eq!(mode.mode() & 0o777, 0o600, "the CA key is private");
+    }
+}
