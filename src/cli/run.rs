@@ -14,7 +14,7 @@ use crate::metrics::Metrics;
 use crate::server::{self, Provider, ServerConfig, ServerState, WebhookSecrets};
 use anyhow::Context as _;
 use kube::Client;
-use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet};
+use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet, Transport};
 use tollgate_source::{Auth, Secret, SourceConfig};
 use tracing::{info, warn};
 
@@ -51,6 +51,10 @@ pub struct Args {
     /// Where to write the embedded cluster's kubeconfig (for kubectl and `tollgate status`).
     #[arg(long, requires = "embedded")]
     pub embedded_kubeconfig: Option<PathBuf>,
+    /// Serve the embedded cluster over plain HTTP without authentication, for debugging
+    /// (default: HTTPS with a generated CA; the kubeconfig carries the CA and credentials).
+    #[arg(long, requires = "embedded")]
+    pub embedded_insecure_http: bool,
     /// Compute and log every action, write nothing.
     #[arg(long, env = "TOLLGATE_DRY_RUN")]
     pub dry_run: bool,
@@ -281,9 +285,13 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
 
     let (kube_config, _emulator) = match &args.embedded {
         Some(fleet_file) => {
-            let emulator =
-                start_embedded(fleet_file, args.embedded_kubeconfig.clone(), &cache_dir).await?;
-            (connect::config_for_url(&emulator.url())?, Some(emulator))
+            let transport = match args.embedded_insecure_http {
+                true => Transport::PlainHttp,
+                false => Transport::Tls,
+            };
+            let kubeconfig = args.embedded_kubeconfig.clone();
+            let emulator = start_embedded(fleet_file, transport, kubeconfig, &cache_dir).await?;
+            (embedded_config(&emulator).await?, Some(emulator))
         }
         None => (connect::config(&args.cluster).await?, None),
     };
@@ -436,12 +444,14 @@ fn start_lease_tasks(
 
 async fn start_embedded(
     fleet_file: &std::path::Path,
+    transport: Transport,
     kubeconfig: Option<PathBuf>,
     cache_dir: &std::path::Path,
 ) -> anyhow::Result<EmulatorHandle> {
     let fleet = Fleet::load(fleet_file)?;
     let emulator = Emulator::start(EmulatorConfig {
         fleet,
+        transport,
         ..EmulatorConfig::default()
     })
     .await?;
@@ -459,6 +469,19 @@ async fn start_embedded(
         path.display()
     );
     Ok(emulator)
+}
+
+/// The controller reaches its embedded cluster as any client does, through the kubeconfig text;
+/// over TLS as the token's user (the file's default context, which `tollgate status` and kubectl
+/// use, holds the client certificate), so both ways of authenticating run.
+async fn embedded_config(emulator: &EmulatorHandle) -> anyhow::Result<kube::Config> {
+    match emulator.tls_credentials() {
+        None => connect::config_for_url(&emulator.url()),
+        Some(_) => {
+            let context = tollgate_emulator::kubeconfig::TOKEN_CONTEXT_NAME;
+            connect::config_from_kubeconfig_text(&emulator.kubeconfig_yaml(), context).await
+        }
+    }
 }
 
 fn default_cache_dir() -> PathBuf {
