@@ -29,6 +29,9 @@ const CHAOS_WINDOW: Duration = Duration::from_secs(30);
 /// Share of PATCH (server-side apply included) and PUT requests answered with a 500.
 const WRITE_ERROR_RATE: f64 = 0.2;
 const OUTAGE: Duration = Duration::from_secs(3);
+/// How long the server refuses every request with 403 after the outage, as a restarted
+/// kube-apiserver does until its RBAC authorizer has loaded the roles.
+const START_UP_403: Duration = Duration::from_secs(1);
 /// How long the ClusterSummary CRD stays deleted.
 const CRD_GONE: Duration = Duration::from_secs(2);
 const SUMMARIES: &str = "clustersummaries.config.projectsveltos.io";
@@ -260,8 +263,10 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
                 !gate.is_leader(),
                 "seed {seed}: still leading after an outage longer than the lease's validity"
             );
-            // A restarted server has forgotten the watch history: every watch gets 410.
-            world.emulator.compact();
+            // A restarted server has forgotten the watch history (every watch gets 410) and
+            // answers 403 until its authorizer is ready.
+            world.emulator.expire_watch_history();
+            world.emulator.forbid_requests_for(START_UP_403);
             world.emulator.outage_end();
             injected.outages += 1;
             outage_done = true;
@@ -386,7 +391,7 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
     println!(
         "chaos seed {seed}: {} promotions ({} stages, {} bumped, {} approved) completed; failure \
          statuses written: {rolled_back} rolled back, {halted} halted; {} writes logged \
-         ({http_writes} by clients); {} controller restarts, {} watch drops, {} outage(s) of {OUTAGE:?} (410 after), {} CRD \
+         ({http_writes} by clients); {} controller restarts, {} watch drops, {} outage(s) of {OUTAGE:?} (410 and {START_UP_403:?} of 403s after), {} CRD \
          removal(s) of {CRD_GONE:?}; \
          {} write requests refused of {}",
         plans.len(),
