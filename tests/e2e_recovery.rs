@@ -92,10 +92,14 @@ async fn a_commit_made_during_an_outage_rolls_out_right_after_it() {
     commit_bump(&world, "bump during the outage");
     // Long enough for a client-go style backoff to grow past several seconds.
     tokio::time::sleep(Duration::from_secs(8)).await;
-    // A restarted server has forgotten the watch history: every watch gets 410 and relists.
-    world.emulator.compact();
+    // A restarted server has forgotten the watch history (every watch gets 410 and relists)
+    // and refuses requests for a moment while its RBAC caches fill.
+    world.emulator.expire_watch_history();
+    world.emulator.forbid_requests_for(Duration::from_secs(1));
     world.emulator.outage_end();
     let back = Instant::now();
+    // The test's own reads would be refused during the window too.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
     first_stage_bumped(&world).await;
     println!(
         "recovery: first stage applied {} ms after the API server answered again",
