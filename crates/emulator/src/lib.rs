@@ -12,6 +12,7 @@ pub mod kubeconfig;
 pub mod managed_fields;
 pub mod patch;
 pub mod registry;
+mod schema_validation;
 pub mod selector;
 pub mod server;
 mod shared;

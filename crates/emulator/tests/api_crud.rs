@@ -124,7 +124,9 @@ async fn status_subresource_is_separate_from_main_endpoint() {
         "create drops status for types with the subresource"
     );
 
-    let status = json!({"status": {"failedClusters": [{"failureMessage": "x"}]}});
+    // clusterRef is required by the CRD schema, which the emulator enforces like the real server.
+    let status = json!({"status": {"failedClusters": [{"failureMessage": "x",
+        "clusterRef": {"kind": "SveltosCluster", "namespace": "a", "name": "b"}}]}});
     let after = api
         .patch_status("p", &PatchParams::default(), &Patch::Merge(status))
         .await
