@@ -281,7 +281,7 @@ fn embedded_schemas(crd_name: &str) -> Option<CompiledVersions> {
 }
 
 /// Every version of a CRD object that has an `openAPIV3Schema`, compiled.
-pub(crate) fn compile_crd(crd: &Value) -> Result<Vec<(String, Arc<SchemaNode>)>, String> {
+fn compile_crd(crd: &Value) -> Result<Vec<(String, Arc<SchemaNode>)>, String> {
     let mut versions = Vec::new();
     for version in crd["spec"]["versions"].as_array().into_iter().flatten() {
         let (Some(name), Some(schema)) = (
@@ -369,7 +369,7 @@ enum StringFormat {
 
 /// One compiled schema node; only what validation and pruning read.
 #[derive(Debug, Default)]
-pub(crate) struct SchemaNode {
+struct SchemaNode {
     ty: Option<JsonType>,
     nullable: bool,
     int_or_string: bool,
@@ -678,7 +678,7 @@ fn walk_object<'s>(
         let declared = node.properties.get(name).or(node.additional.as_deref());
         match declared {
             // The real server drops nulls of fields that are not nullable before validating.
-            Some(child) => !(value.is_null() && !child.nullable),
+            Some(child) => !value.is_null() || child.nullable,
             None if allowed(name) || node.preserve_unknown => true,
             None => {
                 findings.unknown.push(path.render_child(name));
