@@ -17,8 +17,9 @@
 //! request and are held to `Strict`: a stand-in that wrote an undeclared field would otherwise
 //! lose it silently.
 //!
-//! Not checked, as in the real server: `format: int32/int64` ranges (formats are checked for
-//! strings only). Not done (the real server does): CRD defaulting and CEL rules.
+//! Formats: `date-time` and `byte` strings, and the `int32`/`int64` ranges of integers, which
+//! kube-apiserver checks since 1.36 (kubernetes/kubernetes#136582; `uint32`/`uint64` are not
+//! checked there either). Not done (the real server does): CRD defaulting and CEL rules.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -362,9 +363,22 @@ fn type_name(value: &Value) -> &'static str {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum StringFormat {
+enum Format {
     DateTime,
     Byte,
+    Int32,
+    Int64,
+}
+
+impl Format {
+    fn name(self) -> &'static str {
+        match self {
+            Self::DateTime => "date-time",
+            Self::Byte => "byte",
+            Self::Int32 => "int32",
+            Self::Int64 => "int64",
+        }
+    }
 }
 
 /// One compiled schema node; only what validation and pruning read.
@@ -381,7 +395,7 @@ struct SchemaNode {
     required: Vec<String>,
     enum_values: Vec<Value>,
     pattern: Option<(String, Regex)>,
-    format: Option<StringFormat>,
+    format: Option<Format>,
     minimum: Option<f64>,
     maximum: Option<f64>,
     min_length: Option<usize>,
@@ -408,8 +422,10 @@ impl SchemaNode {
                 .collect(),
             enum_values: schema["enum"].as_array().cloned().unwrap_or_default(),
             format: match schema["format"].as_str() {
-                Some("date-time") => Some(StringFormat::DateTime),
-                Some("byte") => Some(StringFormat::Byte),
+                Some("date-time") => Some(Format::DateTime),
+                Some("byte") => Some(Format::Byte),
+                Some("int32") => Some(Format::Int32),
+                Some("int64") => Some(Format::Int64),
                 _ => None,
             },
             minimum: schema["minimum"].as_f64(),
@@ -610,19 +626,22 @@ fn check_string(node: &SchemaNode, text: &str, path: &FieldPath<'_>, findings: &
         invalid(path, format!("{text:?}"), &detail, findings);
     }
     let format_ok = match node.format {
-        Some(StringFormat::DateTime) => chrono::DateTime::parse_from_rfc3339(text).is_ok(),
-        Some(StringFormat::Byte) => base64::engine::general_purpose::STANDARD
+        Some(Format::DateTime) => chrono::DateTime::parse_from_rfc3339(text).is_ok(),
+        Some(Format::Byte) => base64::engine::general_purpose::STANDARD
             .decode(text)
             .is_ok(),
-        None => true,
+        _ => true,
     };
-    if !format_ok {
-        let format = match node.format {
-            Some(StringFormat::Byte) => "byte",
-            _ => "date-time",
-        };
-        let detail = format!("must be of type {format}: {text:?}");
-        invalid(path, format!("{text:?}"), &detail, findings);
+    if let Some(format) = node.format.filter(|_| !format_ok) {
+        let field = path.render();
+        findings.errors.push(FieldCause {
+            reason: "FieldValueTypeInvalid",
+            message: format!(
+                "Invalid value: {text:?}: {field} in body must be of type {}: {text:?}",
+                format.name()
+            ),
+            field,
+        });
     }
 }
 
@@ -635,6 +654,24 @@ fn check_number(node: &SchemaNode, number: &Number, path: &FieldPath<'_>, findin
     if let Some(max) = node.maximum.filter(|max| value > *max) {
         let detail = format!("should be less than or equal to {max}");
         invalid(path, number.to_string(), &detail, findings);
+    }
+    let fits = match node.format {
+        Some(Format::Int32) => number
+            .as_f64()
+            .is_some_and(|n| (f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&n)),
+        Some(Format::Int64) => number.is_i64() || number.is_f64(),
+        _ => true,
+    };
+    if let Some(format) = node.format.filter(|_| !fits) {
+        let field = path.render();
+        findings.errors.push(FieldCause {
+            reason: "FieldValueTypeInvalid",
+            message: format!(
+                "Invalid value: {number}: {field} in body must be of type {}",
+                format.name()
+            ),
+            field,
+        });
     }
 }
 
@@ -804,21 +841,32 @@ mod tests {
             "labels": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 3}},
             "max": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]},
             "at": {"type": "string", "format": "date-time"},
-            "hash": {"type": "string", "format": "byte"}}}}}),
+            "hash": {"type": "string", "format": "byte"},
+            "count": {"type": "integer", "format": "int32"}}}}}),
         );
         let (_, ok) = check(
             &node,
-            json!({"spec": {"labels": {"k": "v"}, "max": "10%", "at": "2026-01-01T00:00:00Z", "hash": "aGk="}}),
+            json!({"spec": {"labels": {"k": "v"}, "max": "10%", "at": "2026-01-01T00:00:00Z", "hash": "aGk=", "count": 5}}),
         );
         assert!(ok.errors.is_empty() && ok.unknown.is_empty());
         let (_, bad) = check(
             &node,
-            json!({"spec": {"labels": {"k": "long"}, "max": true, "at": "soon", "hash": "!"}}),
+            json!({"spec": {"labels": {"k": "long"}, "max": true, "at": "soon", "hash": "!", "count": 2_147_483_648_u64}}),
         );
         let fields: Vec<&str> = bad.errors.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(
             fields,
-            ["spec.labels.k", "spec.max", "spec.at", "spec.hash"]
+            [
+                "spec.labels.k",
+                "spec.max",
+                "spec.at",
+                "spec.hash",
+                "spec.count"
+            ]
+        );
+        assert_eq!(
+            bad.errors[4].message,
+            "Invalid value: 2147483648: spec.count in body must be of type int32"
         );
         assert_eq!(
             bad.errors[1].message,

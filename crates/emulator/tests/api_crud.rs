@@ -156,7 +156,8 @@ async fn status_subresource_is_separate_from_main_endpoint() {
     assert_eq!(main.data["spec"]["tier"], 7);
     let mut status_edit = main.clone();
     status_edit.data["spec"]["tier"] = json!(99);
-    status_edit.data["status"] = json!({"dependenciesHash": "abc"});
+    // dependenciesHash is `format: byte` (base64) in the CRD schema.
+    status_edit.data["status"] = json!({"dependenciesHash": "YWJj"});
     let via_status = api
         .replace_status("p", &PostParams::default(), &status_edit)
         .await
@@ -164,10 +165,10 @@ async fn status_subresource_is_separate_from_main_endpoint() {
     assert_eq!(via_status.data["spec"]["tier"], 7);
     assert_eq!(
         via_status.data["status"],
-        json!({"dependenciesHash": "abc"})
+        json!({"dependenciesHash": "YWJj"})
     );
     let fetched = api.get_status("p").await.unwrap();
-    assert_eq!(fetched.data["status"]["dependenciesHash"], "abc");
+    assert_eq!(fetched.data["status"]["dependenciesHash"], "YWJj");
     handle.shutdown().await;
 }
 
