@@ -104,9 +104,29 @@ impl SchemaAdmission {
     }
 }
 
-/// `Value` of one `Warning` response header: code 299, no agent, the text quoted.
+/// `Value` of one `Warning` response header: code 299, no agent, the text quoted. Everything
+/// outside printable ASCII is escaped (`\u00e9`) so that any field name makes a valid header
+/// value; the real server sends such text as raw UTF-8, which many clients cannot read.
 pub fn warning_header(text: &str) -> String {
-    format!("299 - {text:?}")
+    let mut quoted = String::with_capacity(text.len() + 8);
+    quoted.push_str("299 - \"");
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                quoted.push('\\');
+                quoted.push(c);
+            }
+            ' '..='~' => quoted.push(c),
+            c if u32::from(c) <= 0xffff => {
+                let _ = write!(quoted, "\\u{:04x}", u32::from(c));
+            }
+            c => {
+                let _ = write!(quoted, "\\U{:08x}", u32::from(c));
+            }
+        }
+    }
+    quoted.push('"');
+    quoted
 }
 
 impl ApiState {
@@ -798,6 +818,15 @@ mod tests {
                 file.display()
             );
         }
+    }
+
+    #[test]
+    fn warning_headers_quote_and_escape_like_go() {
+        assert_eq!(
+            warning_header("unknown field \"spec.é\\x\""),
+            r#"299 - "unknown field \"spec.\u00e9\\x\"""#
+        );
+        assert!(axum::http::HeaderValue::from_str(&warning_header("spec.日本\n")).is_ok());
     }
 
     #[test]

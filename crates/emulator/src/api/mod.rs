@@ -262,6 +262,7 @@ fn resource_request(
             Err(error) => return (Err(error), Vec::new()),
         }
     } else {
+        // Reads write nothing; the directive only matters to writes.
         FieldValidation::Strict
     };
     let mut state = lock(&shared.state);
