@@ -54,6 +54,11 @@ impl ReconcileResult {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResourceLabels {
+    resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: String,
 }
@@ -103,6 +108,9 @@ pub struct Metrics {
     stage_failures: Family<PromotionLabels, Counter>,
     cluster_timeouts: Family<PromotionLabels, Counter>,
     rollbacks: Family<PromotionLabels, Counter>,
+    watch_failing: Family<ResourceLabels, Gauge>,
+    /// Resources whose watch has failed at some point (their gauge reads 0 once recovered).
+    watched: Mutex<Vec<String>>,
     /// Per promotion: since when its current stage runs and since when it waits for an
     /// approval. The two duration gauges are computed from these at scrape time, so they grow
     /// between steps instead of freezing at the last one.
@@ -222,6 +230,12 @@ impl Metrics {
             "Runs rolled back after a stage failed (onFailure: Rollback), by promotion",
             rollbacks.clone(),
         );
+        let watch_failing = Family::<ResourceLabels, Gauge>::default();
+        registry.register(
+            "watch_failing",
+            "1 while the watch of a resource fails (errors since it started failing are logged), 0 once it works again",
+            watch_failing.clone(),
+        );
         Metrics {
             registry,
             reconciles,
@@ -239,6 +253,8 @@ impl Metrics {
             stage_failures,
             cluster_timeouts,
             rollbacks,
+            watch_failing,
+            watched: Mutex::new(Vec::new()),
             live_since: Mutex::new(HashMap::new()),
             promotions: Mutex::new(HashMap::new()),
         }
@@ -455,6 +471,24 @@ impl Metrics {
                 result: result.to_string(),
             })
             .inc();
+    }
+
+    /// The watches failing now, as `(resource, errors)`; any other watch that failed before reads 0.
+    pub fn set_failing_watches(&self, failing: &[(String, u64)]) {
+        let mut watched = self.watched.lock().unwrap_or_else(|p| p.into_inner());
+        for (resource, _) in failing {
+            if !watched.contains(resource) {
+                watched.push(resource.clone());
+            }
+        }
+        for resource in watched.iter() {
+            let value = i64::from(failing.iter().any(|(r, _)| r == resource));
+            self.watch_failing
+                .get_or_create(&ResourceLabels {
+                    resource: resource.clone(),
+                })
+                .set(value);
+        }
     }
 
     pub fn set_leader(&self, leader: bool) {

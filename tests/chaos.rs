@@ -29,6 +29,12 @@ const CHAOS_WINDOW: Duration = Duration::from_secs(30);
 /// Share of PATCH (server-side apply included) and PUT requests answered with a 500.
 const WRITE_ERROR_RATE: f64 = 0.2;
 const OUTAGE: Duration = Duration::from_secs(3);
+/// How long the server refuses every request with 403 after the outage, as a restarted
+/// kube-apiserver does until its RBAC authorizer has loaded the roles.
+const START_UP_403: Duration = Duration::from_secs(1);
+/// How long the ClusterSummary CRD stays deleted.
+const CRD_GONE: Duration = Duration::from_secs(2);
+const SUMMARIES: &str = "clustersummaries.config.projectsveltos.io";
 /// Must exceed the number of writes of one run, or the checker would see a truncated history.
 const WRITE_LOG_CAPACITY: usize = 100_000;
 
@@ -42,6 +48,7 @@ fn seed() -> u64 {
 /// What the schedule did, for the summary.
 #[derive(Debug, Default)]
 struct Injected {
+    crd_removals: u32,
     restarts: u32,
     watch_drops: u32,
     outages: u32,
@@ -194,6 +201,8 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
     let outage_at = rng.millis(8_000, 15_000);
     let bump_at = rng.millis(2_000, 6_000);
     let broken_at = rng.millis(4_000, 10_000);
+    let crd_gone_at = rng.millis(16_000, 24_000);
+    let mut crd_gone_done = false;
     let fixed_at = broken_at + rng.millis(6_000, 12_000);
     let mut broken_done = false;
     let mut fixed_done = false;
@@ -235,6 +244,16 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
             fixed_done = true;
             continue;
         }
+        if !crd_gone_done && elapsed >= crd_gone_at {
+            // The ClusterSummary CRD deleted and restored: its requests answer 404 meanwhile.
+            world.emulator.set_resource_failure(SUMMARIES, Some(404));
+            world.emulator.drop_watches();
+            tokio::time::sleep(CRD_GONE).await;
+            world.emulator.set_resource_failure(SUMMARIES, None);
+            injected.crd_removals += 1;
+            crd_gone_done = true;
+            continue;
+        }
         if !outage_done && elapsed >= outage_at {
             world.emulator.outage_start();
             tokio::time::sleep(OUTAGE).await;
@@ -244,6 +263,10 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
                 !gate.is_leader(),
                 "seed {seed}: still leading after an outage longer than the lease's validity"
             );
+            // A restarted server has forgotten the watch history (every watch gets 410) and
+            // answers 403 until its authorizer is ready.
+            world.emulator.expire_watch_history();
+            world.emulator.forbid_requests_for(START_UP_403);
             world.emulator.outage_end();
             injected.outages += 1;
             outage_done = true;
@@ -368,7 +391,8 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
     println!(
         "chaos seed {seed}: {} promotions ({} stages, {} bumped, {} approved) completed; failure \
          statuses written: {rolled_back} rolled back, {halted} halted; {} writes logged \
-         ({http_writes} by clients); {} controller restarts, {} watch drops, {} outage(s) of {OUTAGE:?}; \
+         ({http_writes} by clients); {} controller restarts, {} watch drops, {} outage(s) of {OUTAGE:?} (410 and {START_UP_403:?} of 403s after), {} CRD \
+         removal(s) of {CRD_GONE:?}; \
          {} write requests refused of {}",
         plans.len(),
         plans.iter().map(|p| p.stages.len()).sum::<usize>(),
@@ -378,6 +402,7 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
         injected.restarts,
         injected.watch_drops,
         injected.outages,
+        injected.crd_removals,
         counts.writes().saturating_sub(http_writes),
         counts.writes(),
     );

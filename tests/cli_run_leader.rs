@@ -35,6 +35,8 @@ fn start_emulator(dir: &Path) -> (Process, PathBuf, String) {
         .arg(&fleet)
         .args(["--listen", &addr, "--kubeconfig"])
         .arg(&kubeconfig)
+        // The lease is read below with a plain HTTP request.
+        .arg("--insecure-http")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -379,6 +379,7 @@ impl Replica {
             leader: self.elected.gate.clone(),
             fetch_relay: Some(self.relay.clone()),
             branch: "main".into(),
+            watch_health: Default::default(),
         };
         let bound = server::bind(&config, state).await.expect("server binds");
         let addr = bound.local_addr().to_string();

@@ -220,6 +220,8 @@ fn secrets_never_appear_in_logs_statuses_events_or_responses() {
         &fleet,
         "--embedded-kubeconfig",
         kubeconfig.to_str().expect("utf-8"),
+        // The cluster's content is read below with a plain HTTP request.
+        "--embedded-insecure-http",
         "--cache-dir",
         dir.path().join("cache").to_str().expect("utf-8"),
         "--listen",

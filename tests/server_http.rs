@@ -290,6 +290,8 @@ struct Harness {
     ready: watch::Sender<bool>,
     leader: LeaderGate,
     poker: Poker,
+    /// With no grace: a failing watch makes the replica unready at once.
+    watch_health: tollgate::cluster::watch::WatchHealth,
 }
 
 fn state_with(
@@ -311,6 +313,7 @@ fn state_with(
         leader: leader.clone(),
         fetch_relay: None,
         branch: "main".to_string(),
+        watch_health: tollgate::cluster::watch::WatchHealth::with_grace(std::time::Duration::ZERO),
     };
     (state, ready_tx, metrics, leader)
 }
@@ -318,6 +321,7 @@ fn state_with(
 fn harness_with(statuses: Vec<(String, Value)>, secrets: WebhookSecrets) -> Harness {
     let (state, ready, metrics, leader) = state_with(statuses);
     let poker = state.poker.clone();
+    let watch_health = state.watch_health.clone();
     let mut config = ServerConfig::new(([127, 0, 0, 1], 0).into());
     config.webhooks = secrets;
     Harness {
@@ -326,6 +330,7 @@ fn harness_with(statuses: Vec<(String, Value)>, secrets: WebhookSecrets) -> Harn
         ready,
         leader,
         poker,
+        watch_health,
     }
 }
 
@@ -557,27 +562,24 @@ async fn metrics_parse_as_openmetrics_with_every_family() {
         assert_eq!(phases.len(), ALL_PHASES.len());
     }
 
-    assert_eq!(
-        m.value(
-            "tollgate_promotion_time_in_stage_seconds",
-            &[("promotion", "web")]
-        ),
-        Some(90.0)
-    );
-    assert_eq!(
-        m.value(
-            "tollgate_promotion_time_in_stage_seconds",
-            &[("promotion", "api")]
-        ),
-        Some(30.0)
+    // Durations are computed at scrape time (live, not frozen at the last step): measured from
+    // the status's instants up to now, so only their differences are fixed.
+    let value = |family: &str, promotion: &str| {
+        m.value(family, &[("promotion", promotion)])
+            .unwrap_or_else(|| panic!("{family} for {promotion}"))
+    };
+    let in_stage_web = value("tollgate_promotion_time_in_stage_seconds", "web");
+    let in_stage_api = value("tollgate_promotion_time_in_stage_seconds", "api");
+    let approval_web = value("tollgate_promotion_approval_wait_seconds", "web");
+    assert!(in_stage_web >= 90.0, "{in_stage_web}");
+    assert!(
+        (in_stage_web - in_stage_api - 60.0).abs() < 1.0,
+        "{in_stage_web} {in_stage_api}"
     );
     // Waiting since the description's stamp (10:01:00), not since the stage started.
-    assert_eq!(
-        m.value(
-            "tollgate_promotion_approval_wait_seconds",
-            &[("promotion", "web")]
-        ),
-        Some(30.0)
+    assert!(
+        (in_stage_web - approval_web - 60.0).abs() < 1.0,
+        "{in_stage_web} {approval_web}"
     );
     assert_eq!(
         m.value(
@@ -692,6 +694,42 @@ async fn readyz_flips_from_503_to_200_when_ready() {
     h.ready.send(true).expect("receiver alive");
     let (status, _, _) = get(&h.router, "/readyz").await;
     assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_watch_failing_beyond_its_grace_makes_the_replica_unready_and_says_why() {
+    let h = harness();
+    h.ready.send(true).expect("receiver alive");
+    h.watch_health.set(
+        "clustersummaries",
+        Some("the server could not find the requested resource".into()),
+    );
+    let (status, _, text) = get(&h.router, "/readyz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        text.contains("clustersummaries") && text.contains("could not find"),
+        "{text}"
+    );
+    let (_, _, metrics) = get(&h.router, "/metrics").await;
+    let m = parse_exposition(&metrics).unwrap_or_else(|e| panic!("{e}\n{metrics}"));
+    assert_eq!(
+        m.value(
+            "tollgate_watch_failing",
+            &[("resource", "clustersummaries")]
+        ),
+        Some(1.0)
+    );
+    h.watch_health.set("clustersummaries", None);
+    assert_eq!(get(&h.router, "/readyz").await.0, StatusCode::OK);
+    let (_, _, metrics) = get(&h.router, "/metrics").await;
+    let m = parse_exposition(&metrics).unwrap_or_else(|e| panic!("{e}\n{metrics}"));
+    assert_eq!(
+        m.value(
+            "tollgate_watch_failing",
+            &[("resource", "clustersummaries")]
+        ),
+        Some(0.0)
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ fn harness(secrets: WebhookSecrets, max_body_bytes: usize) -> Harness {
         leader: LeaderGate::always(),
         fetch_relay: None,
         branch: "main".to_string(),
+        watch_health: Default::default(),
     };
     let mut config = ServerConfig::new(([127, 0, 0, 1], 0).into());
     config.webhooks = secrets;

@@ -62,6 +62,19 @@ pub async fn config(args: &ClusterArgs) -> anyhow::Result<Config> {
     Ok(config)
 }
 
+/// The configuration a kubeconfig's text selects in `context` (the embedded emulator's, which
+/// is never written to disk before the controller reads it).
+pub async fn config_from_kubeconfig_text(text: &str, context: &str) -> anyhow::Result<Config> {
+    let kubeconfig = Kubeconfig::from_yaml(text).context("parsing the embedded kubeconfig")?;
+    let options = KubeConfigOptions {
+        context: Some(context.to_string()),
+        ..KubeConfigOptions::default()
+    };
+    Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .with_context(|| format!("loading the embedded kubeconfig's context {context}"))
+}
+
 /// A client for a plain-HTTP loopback API server (the embedded emulator).
 pub fn client_for_url(url: &str) -> anyhow::Result<Client> {
     Client::try_from(config_for_url(url)?).context("building the Kubernetes client")

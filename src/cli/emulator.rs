@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use tollgate_emulator::{StandaloneConfig, Transport, run_standalone};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -18,9 +19,14 @@ pub struct Args {
     /// Where to write the kubeconfig.
     #[arg(long, default_value = "tollgate-emulator.kubeconfig")]
     pub kubeconfig: PathBuf,
-    /// Keep the cluster's content in this file across restarts.
+    /// Keep the cluster's content in this file across restarts (with TLS, the CA and the client
+    /// credentials too, in `<file stem>.tls.json`: the kubeconfig stays valid).
     #[arg(long)]
     pub state_file: Option<PathBuf>,
+    /// Serve plain HTTP without authentication, for debugging (default: HTTPS with a CA
+    /// generated at start; the kubeconfig carries the CA, a client certificate and a token).
+    #[arg(long)]
+    pub insecure_http: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -28,11 +34,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(tollgate_emulator::run_standalone(
-        args.fleet,
-        args.listen,
-        args.kubeconfig,
-        args.state_file,
-    ))?;
+    let transport = match args.insecure_http {
+        true => Transport::PlainHttp,
+        false => Transport::Tls,
+    };
+    runtime.block_on(run_standalone(StandaloneConfig {
+        fleet: args.fleet,
+        listen: args.listen,
+        kubeconfig: args.kubeconfig,
+        state_file: args.state_file,
+        transport,
+    }))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -14,7 +14,7 @@ use crate::metrics::Metrics;
 use crate::server::{self, Provider, ServerConfig, ServerState, WebhookSecrets};
 use anyhow::Context as _;
 use kube::Client;
-use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet};
+use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet, Transport};
 use tollgate_source::{Auth, Secret, SourceConfig};
 use tracing::{info, warn};
 
@@ -51,6 +51,10 @@ pub struct Args {
     /// Where to write the embedded cluster's kubeconfig (for kubectl and `tollgate status`).
     #[arg(long, requires = "embedded")]
     pub embedded_kubeconfig: Option<PathBuf>,
+    /// Serve the embedded cluster over plain HTTP without authentication, for debugging
+    /// (default: HTTPS with a generated CA; the kubeconfig carries the CA and credentials).
+    #[arg(long, requires = "embedded")]
+    pub embedded_insecure_http: bool,
     /// Compute and log every action, write nothing.
     #[arg(long, env = "TOLLGATE_DRY_RUN")]
     pub dry_run: bool,
@@ -281,13 +285,17 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
 
     let (kube_config, _emulator) = match &args.embedded {
         Some(fleet_file) => {
-            let emulator =
-                start_embedded(fleet_file, args.embedded_kubeconfig.clone(), &cache_dir).await?;
-            (connect::config_for_url(&emulator.url())?, Some(emulator))
+            let transport = match args.embedded_insecure_http {
+                true => Transport::PlainHttp,
+                false => Transport::Tls,
+            };
+            let kubeconfig = args.embedded_kubeconfig.clone();
+            let emulator = start_embedded(fleet_file, transport, kubeconfig, &cache_dir).await?;
+            (embedded_config(&emulator).await?, Some(emulator))
         }
         None => (connect::config(&args.cluster).await?, None),
     };
-    let client = Client::try_from(kube_config.clone()).context("building the Kubernetes client")?;
+    let client = controller_client(kube_config.clone())?;
 
     let config = ControllerConfig {
         source,
@@ -333,6 +341,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
                 leader: gate.clone(),
                 fetch_relay,
                 branch: args.branch.clone(),
+                watch_health: handle.watch_health.clone(),
             };
             Some(start_server(listen, webhook_secrets, state).await?)
         }
@@ -411,6 +420,7 @@ fn start_lease_tasks(
     lease_config.connect_timeout = Some(bound);
     lease_config.read_timeout = Some(bound);
     lease_config.write_timeout = Some(bound);
+    lease_config.default_retry = false;
     let lease_client =
         Client::try_from(lease_config).context("building the leader-election client")?;
     let task = tokio::spawn(run_election(
@@ -434,12 +444,14 @@ fn start_lease_tasks(
 
 async fn start_embedded(
     fleet_file: &std::path::Path,
+    transport: Transport,
     kubeconfig: Option<PathBuf>,
     cache_dir: &std::path::Path,
 ) -> anyhow::Result<EmulatorHandle> {
     let fleet = Fleet::load(fleet_file)?;
     let emulator = Emulator::start(EmulatorConfig {
         fleet,
+        transport,
         ..EmulatorConfig::default()
     })
     .await?;
@@ -457,6 +469,19 @@ async fn start_embedded(
         path.display()
     );
     Ok(emulator)
+}
+
+/// The controller reaches its embedded cluster as any client does, through the kubeconfig text;
+/// over TLS as the token's user (the file's default context, which `tollgate status` and kubectl
+/// use, holds the client certificate), so both ways of authenticating run.
+async fn embedded_config(emulator: &EmulatorHandle) -> anyhow::Result<kube::Config> {
+    match emulator.tls_credentials() {
+        None => connect::config_for_url(&emulator.url()),
+        Some(_) => {
+            let context = tollgate_emulator::kubeconfig::TOKEN_CONTEXT_NAME;
+            connect::config_from_kubeconfig_text(&emulator.kubeconfig_yaml(), context).await
+        }
+    }
 }
 
 fn default_cache_dir() -> PathBuf {
@@ -487,4 +512,13 @@ pub async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term => {},
     }
+}
+
+/// The controller's client, without kube's built-in retry of 429/503/504: that retry backs off
+/// up to minutes inside one request (15 attempts from 5 ms, doubling), which held a step started
+/// during an API-server outage for many seconds after the server was back, and blocked the loop
+/// meanwhile. Refused steps are retried by the controller instead, 200 ms doubling to 2 s.
+pub fn controller_client(mut config: kube::Config) -> anyhow::Result<Client> {
+    config.default_retry = false;
+    Client::try_from(config).context("building the Kubernetes client")
 }

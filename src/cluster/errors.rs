@@ -51,7 +51,11 @@ impl ClusterError {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            ClusterError::Unavailable { .. } | ClusterError::Conflict { .. }
+            ClusterError::Unavailable { .. }
+                | ClusterError::Conflict { .. }
+                // A starting API server answers 403 until its RBAC caches are filled; a revoked
+                // role stays refused, and the retry cap keeps that cheap.
+                | ClusterError::Forbidden { .. }
         )
     }
 }

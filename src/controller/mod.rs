@@ -194,7 +194,7 @@ pub async fn start(
     let handle = ControllerHandle {
         poker: git.poker.clone(),
         ready: ready_rx,
-        watch_health: health,
+        watch_health: health.clone(),
         statuses: statuses.clone(),
         shutdown: shutdown_tx,
     };
@@ -205,6 +205,7 @@ pub async fn start(
         events: EventPublisher::new(client, config.instance.clone(), config.dry_run),
         origin,
         metrics: config.metrics.clone(),
+        watch_health: health.clone(),
     });
     let task = tokio::spawn(async move {
         let mut state = LoopState::new(config, leader);
@@ -536,10 +537,16 @@ fn confirmed(ctx: &Context, name: &str) -> bool {
     ctx.statuses.get(name).is_some_and(|s| s.confirms_prune())
 }
 
-/// Exponential backoff from 200 ms (transient errors) or 2 s (errors a human must fix), capped at
-/// one minute.
+/// Exponential backoff from 200 ms capped at 2 s for errors that may pass on their own (5xx,
+/// 429, connection refused, a starting server's 403, conflicts), so a step is retried within
+/// seconds of the server answering again rather than at the next unrelated event; from 2 s capped
+/// at one minute for errors a human must fix.
 fn retry_backoff(attempts: u32, transient: bool) -> Duration {
-    let base_ms: u64 = if transient { 200 } else { 2_000 };
+    let (base_ms, cap_ms): (u64, u64) = if transient {
+        (200, 2_000)
+    } else {
+        (2_000, 60_000)
+    };
     let factor = 1u64 << attempts.saturating_sub(1).min(10);
-    Duration::from_millis((base_ms * factor).min(60_000))
+    Duration::from_millis((base_ms * factor).min(cap_ms))
 }

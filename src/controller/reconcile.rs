@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use tollgate_engine::{Action, Desired, StepInput, StepOutput};
+
+use crate::cluster::watch::WatchHealth;
 use tollgate_manifest::Snapshot;
 use tollgate_render::{preverification_profile_name, stage_profile_name};
 use tollgate_source::PromotionView;
@@ -54,6 +56,7 @@ pub struct Context {
     pub events: EventPublisher,
     pub origin: Origin,
     pub metrics: Arc<Metrics>,
+    pub watch_health: WatchHealth,
 }
 
 #[derive(Debug)]
@@ -145,6 +148,7 @@ pub async fn reconcile(
         GitPresence::Present(git) => &git.approvals,
         GitPresence::RemovalHeld { .. } | GitPresence::Removed { .. } => &[],
     };
+    let watch_problem = ctx.watch_health.problem();
     let (history, policy): (&[tollgate_manifest::Snapshot], _) = match presence {
         GitPresence::Present(git) => (&git.history, git.policy.as_ref().ok().cloned().flatten()),
         GitPresence::RemovalHeld { .. } | GitPresence::Removed { .. } => (&[], None),
@@ -164,6 +168,7 @@ pub async fn reconcile(
         now,
         policy: policy.as_deref(),
         history,
+        watch_problem: watch_problem.as_deref(),
     });
 
     // apply

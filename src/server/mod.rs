@@ -23,6 +23,7 @@ use tracing::{info, warn};
 
 use crate::cluster::fetch_request::FetchRelay;
 use crate::cluster::leader::LeaderGate;
+use crate::cluster::watch::WatchHealth;
 use crate::metrics::Metrics;
 pub use error::ServerError;
 pub use webhook::Provider;
@@ -99,6 +100,8 @@ pub struct ServerState {
     pub fetch_relay: Option<FetchRelay>,
     /// The tracked branch: pushes to other refs are ignored.
     pub branch: String,
+    /// Which cluster watches fail: `/readyz` fails once one has failed beyond its grace.
+    pub watch_health: WatchHealth,
 }
 
 /// What every handler sees.

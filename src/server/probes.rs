@@ -18,6 +18,16 @@ pub(super) async fn healthz() -> &'static str {
 /// `GET /readyz`: ready once git synced and every initial watch listed, so that a rollout of
 /// the controller itself waits for a replica that knows the state of the world.
 pub(super) async fn readyz(State(app): State<AppState>) -> Response {
+    let failing = app.state.watch_health.failing_beyond_grace();
+    if let Some((resource, failure)) = failing.first() {
+        let text = format!(
+            "not ready: the watch of {resource} has failed for {}s ({} errors): {}\n",
+            failure.since.elapsed().as_secs(),
+            failure.errors,
+            failure.error
+        );
+        return (StatusCode::SERVICE_UNAVAILABLE, text).into_response();
+    }
     if *app.state.ready.borrow() {
         (StatusCode::OK, "ready\n").into_response()
     } else {
@@ -32,6 +42,14 @@ pub(super) async fn readyz(State(app): State<AppState>) -> Response {
 /// `GET /metrics`: leadership is read at scrape time, so the gauge is never stale.
 pub(super) async fn metrics(State(app): State<AppState>) -> Response {
     app.state.metrics.set_leader(app.state.leader.is_leader());
+    let failing: Vec<(String, u64)> = app
+        .state
+        .watch_health
+        .failures()
+        .into_iter()
+        .map(|(resource, failure)| (resource, failure.errors))
+        .collect();
+    app.state.metrics.set_failing_watches(&failing);
     (
         [(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)],
         app.state.metrics.encode(),

@@ -76,7 +76,7 @@ impl World {
         .await
         .expect("emulator starts");
         let uri = emulator.url().parse().expect("emulator URL");
-        let client = Client::try_from(Config::new(uri)).expect("client");
+        let client = tollgate::cli::run::controller_client(Config::new(uri)).expect("client");
         World {
             repo,
             emulator,

@@ -47,30 +47,54 @@ pub enum ApiError {
     /// with a field its schema does not declare).
     #[error("{0}")]
     Unclassified(String),
+    /// Worded like RBAC's refusal; `resource` is `plural.group` (or a path).
+    #[error("{}", forbidden_message(.verb, .resource))]
+    Forbidden { verb: String, resource: String },
     #[error("too old resource version: {requested} ({oldest})")]
     Gone { requested: u64, oldest: u64 },
     #[error("the server could not find the requested resource")]
     UnknownPath,
+    /// A path outside every served group/version: the real server's mux answers plain text,
+    /// not a Status (see [`ApiError::PAGE_NOT_FOUND`]).
+    #[error("404 page not found")]
+    NoSuchPage,
     #[error("the server does not allow this method on the requested resource")]
     MethodNotAllowed,
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     #[error("the server is currently unable to handle the request")]
     Unavailable,
     #[error("Internal error occurred: {0}")]
     Internal(String),
 }
 
+/// RBAC's wording: `leases.coordination.k8s.io is forbidden: User "system:anonymous" cannot
+/// list resource "leases" in API group "coordination.k8s.io"`, with the reason a starting server has.
+fn forbidden_message(verb: &str, resource: &str) -> String {
+    let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
+    format!(
+        "{resource} is forbidden: User \"system:anonymous\" cannot {verb} resource \"{plural}\" \
+         in API group \"{group}\": RBAC: the authorizer has not loaded its roles yet"
+    )
+}
+
 impl ApiError {
+    /// The body of [`ApiError::NoSuchPage`], as Go's `http.NotFound` writes it.
+    pub const PAGE_NOT_FOUND: &'static str = "404 page not found\n";
+
     /// HTTP status code.
     pub fn code(&self) -> u16 {
         match self {
-            Self::NotFound { .. } | Self::UnknownPath => 404,
+            Self::NotFound { .. } | Self::UnknownPath | Self::NoSuchPage => 404,
             Self::AlreadyExists { .. }
             | Self::ResourceVersionConflict { .. }
             | Self::ApplyConflict { .. } => 409,
             Self::Invalid { .. } | Self::FieldsInvalid { .. } => 422,
             Self::BadRequest(_) => 400,
+            Self::Forbidden { .. } => 403,
             Self::Gone { .. } => 410,
             Self::MethodNotAllowed => 405,
+            Self::UnsupportedMediaType(_) => 415,
             Self::Unavailable => 503,
             Self::Internal(_) | Self::Unclassified(_) => 500,
         }
@@ -79,13 +103,15 @@ impl ApiError {
     /// The `reason` field of the Status.
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::NotFound { .. } | Self::UnknownPath => "NotFound",
+            Self::NotFound { .. } | Self::UnknownPath | Self::NoSuchPage => "NotFound",
             Self::AlreadyExists { .. } => "AlreadyExists",
             Self::ResourceVersionConflict { .. } | Self::ApplyConflict { .. } => "Conflict",
             Self::Invalid { .. } | Self::FieldsInvalid { .. } => "Invalid",
             Self::BadRequest(_) => "BadRequest",
+            Self::Forbidden { .. } => "Forbidden",
             Self::Gone { .. } => "Expired",
             Self::MethodNotAllowed => "MethodNotAllowed",
+            Self::UnsupportedMediaType(_) => "UnsupportedMediaType",
             Self::Unavailable => "ServiceUnavailable",
             Self::Internal(_) => "InternalError",
             Self::Unclassified(_) => "",
@@ -153,6 +179,10 @@ impl ApiError {
                 if let Some(map) = status.as_object_mut() {
                     map.remove("reason");
                 }
+            }
+            Self::Forbidden { resource, .. } => {
+                let (kind, group) = resource.split_once('.').unwrap_or((resource, ""));
+                status["details"] = json!({"group": group, "kind": kind});
             }
             _ => {}
         }

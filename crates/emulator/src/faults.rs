@@ -1,7 +1,7 @@
 //! Fault injection switches: error rates by verb, added latency, outages.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Current fault settings, changed at runtime through the handle.
 #[derive(Debug, Clone)]
@@ -16,6 +16,9 @@ pub struct Faults {
     /// `plural.group` (`plural` for the core group) → HTTP code every request on it gets: a
     /// partition that cuts one kind of request off while the rest still flows.
     pub failing_resources: BTreeMap<String, u16>,
+    /// Until then every request is refused with 403, as by a starting server whose RBAC
+    /// authorizer has not loaded its roles yet.
+    pub forbidden_until: Option<Instant>,
     rng: fastrand::Rng,
 }
 
@@ -35,6 +38,7 @@ impl Faults {
             request_latency: Duration::ZERO,
             outage: false,
             failing_resources: BTreeMap::new(),
+            forbidden_until: None,
             rng: fastrand::Rng::with_seed(seed),
         }
     }
@@ -46,6 +50,11 @@ impl Faults {
     pub fn decide(&mut self, verb: &str, resource: &str) -> FaultDecision {
         if self.outage {
             return FaultDecision::Fail(503);
+        }
+        match self.forbidden_until {
+            Some(until) if Instant::now() < until => return FaultDecision::Fail(403),
+            Some(_) => self.forbidden_until = None,
+            None => {}
         }
         if let Some(code) = self.failing_resources.get(resource) {
             return FaultDecision::Fail(*code);
@@ -88,5 +97,16 @@ mod tests {
         assert_eq!(faults.decide("get", "things"), FaultDecision::Proceed);
         faults.outage = true;
         assert_eq!(faults.decide("get", "things"), FaultDecision::Fail(503));
+    }
+
+    #[test]
+    fn a_starting_server_forbids_everything_until_the_window_ends() {
+        let mut faults = Faults::new(1);
+        faults.forbidden_until = Some(Instant::now() + Duration::from_secs(3600));
+        assert_eq!(faults.decide("get", "things"), FaultDecision::Fail(403));
+        assert_eq!(faults.decide("watch", "leases"), FaultDecision::Fail(403));
+        faults.forbidden_until = Some(Instant::now());
+        assert_eq!(faults.decide("get", "things"), FaultDecision::Proceed);
+        assert_eq!(faults.forbidden_until, None, "an ended window is forgotten");
     }
 }

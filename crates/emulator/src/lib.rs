@@ -1,5 +1,5 @@
 #![forbid(unsafe_code)]
-//! tollgate's embedded management cluster: a loopback HTTP server speaking the Kubernetes REST
+//! tollgate's embedded management cluster: a loopback HTTP(S) server speaking the Kubernetes REST
 //! subset tollgate uses (discovery, CRUD, server-side apply, watches, status subresources), backed
 //! by memory, plus a stand-in for Sveltos's addon-controller, a fleet file, and fault injection.
 
@@ -11,6 +11,7 @@ pub mod fleet;
 pub mod kubeconfig;
 pub mod managed_fields;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 mod schema_validation;
 pub mod selector;
@@ -22,11 +23,15 @@ pub mod state;
 pub mod store;
 pub mod sveltos;
 mod sveltos_tracking;
+pub mod tls;
 pub mod write_log;
 
 pub use api_error::ApiError;
 pub use failure_rules::{FailureRule, VersionGlob};
 pub use fleet::{Feature, Fleet, FleetCluster, FleetError};
-pub use server::{Emulator, EmulatorConfig, EmulatorError, EmulatorHandle, RequestCounts};
-pub use standalone::{run_standalone, run_standalone_until};
+pub use server::{
+    Emulator, EmulatorConfig, EmulatorError, EmulatorHandle, RequestCounts, Transport,
+};
+pub use standalone::{StandaloneConfig, run_standalone, run_standalone_until};
+pub use tls::{TlsAuthority, TlsCredentials};
 pub use write_log::WriteRecord;

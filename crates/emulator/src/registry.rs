@@ -16,6 +16,61 @@ pub struct ResourceType {
     pub namespaced: bool,
     /// Whether `/status` is a subresource (the main endpoint then ignores status changes).
     pub status_subresource: bool,
+    /// The CRD version's `additionalPrinterColumns`, for Table answers (`kubectl get`).
+    pub printer_columns: Vec<PrinterColumn>,
+}
+
+/// One `additionalPrinterColumns` entry of a CRD version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrinterColumn {
+    pub name: String,
+    /// `string`, `integer`, `number`, `boolean` or `date`.
+    pub column_type: String,
+    pub format: String,
+    pub description: String,
+    pub priority: i64,
+    pub json_path: String,
+}
+
+impl PrinterColumn {
+    /// The columns a CRD version declares; entries without a name or jsonPath are skipped, as
+    /// the real server's validation would have refused them.
+    pub fn from_crd_version(version: &Value) -> Vec<Self> {
+        let text =
+            |column: &Value, field: &str| column[field].as_str().unwrap_or_default().to_string();
+        version["additionalPrinterColumns"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["name"].is_string() && c["jsonPath"].is_string())
+            .map(|c| Self {
+                name: text(c, "name"),
+                column_type: text(c, "type"),
+                format: text(c, "format"),
+                description: text(c, "description"),
+                priority: c["priority"].as_i64().unwrap_or(0),
+                json_path: text(c, "jsonPath"),
+            })
+            .collect()
+    }
+}
+
+/// tollgate's own CRD, as `tollgate crd` prints it (a test keeps the file equal to that output):
+/// the built-in GitPromotion type takes its printer columns from it.
+const GIT_PROMOTION_CRD: &str = include_str!("../../../deploy/crd.yaml");
+
+/// The printer columns of `version` in a CRD given as YAML (none if it cannot be read).
+fn crd_printer_columns(crd_yaml: &str, version: &str) -> Vec<PrinterColumn> {
+    let Ok(crd) = serde_saphyr::from_str::<Value>(crd_yaml) else {
+        return Vec::new();
+    };
+    crd["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"].as_str() == Some(version))
+        .map(PrinterColumn::from_crd_version)
+        .unwrap_or_default()
 }
 
 impl ResourceType {
@@ -38,6 +93,7 @@ impl ResourceType {
             short_names: short_names.iter().map(|s| s.to_string()).collect(),
             namespaced,
             status_subresource,
+            printer_columns: Vec::new(),
         }
     }
 
@@ -142,15 +198,18 @@ impl Registry {
                 true,
                 true,
             ),
-            ResourceType::new(
-                "tollgate.dev",
-                "v1alpha1",
-                "GitPromotion",
-                "gitpromotions",
-                &["gp"],
-                false,
-                true,
-            ),
+            ResourceType {
+                printer_columns: crd_printer_columns(GIT_PROMOTION_CRD, "v1alpha1"),
+                ..ResourceType::new(
+                    "tollgate.dev",
+                    "v1alpha1",
+                    "GitPromotion",
+                    "gitpromotions",
+                    &["gp"],
+                    false,
+                    true,
+                )
+            },
         ];
         Self {
             types: types
@@ -171,6 +230,13 @@ impl Registry {
         self.types
             .iter()
             .find(|t| t.group == group && t.version == version && t.plural == plural)
+    }
+
+    /// Whether any type is served under this group and version.
+    pub fn serves(&self, group: &str, version: &str) -> bool {
+        self.types
+            .iter()
+            .any(|t| t.group == group && t.version == version)
     }
 
     /// The type with this `qualified_plural` (any version; the first registered wins).
@@ -241,6 +307,7 @@ impl Registry {
                 short_names: short_names.clone(),
                 namespaced,
                 status_subresource: v["subresources"].get("status").is_some(),
+                printer_columns: PrinterColumn::from_crd_version(v),
             });
         }
         true
@@ -281,6 +348,20 @@ mod tests {
                 .find("config.projectsveltos.io", "v1beta1", "clusterprofiles")
                 .is_some()
         );
+    }
+
+    #[test]
+    fn the_builtin_git_promotion_type_has_the_crds_printer_columns() {
+        let registry = Registry::builtin(&[]);
+        let gp = registry
+            .find("tollgate.dev", "v1alpha1", "gitpromotions")
+            .unwrap();
+        let names: Vec<&str> = gp.printer_columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["Stage", "Phase", "Snapshot", "Commit", "Message", "Age"]
+        );
+        assert_eq!(gp.printer_columns[1].json_path, ".status.phase");
     }
 
     #[test]

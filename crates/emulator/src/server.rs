@@ -16,16 +16,33 @@ use crate::fleet::{Feature, Fleet, FleetBehaviour, FleetCluster};
 use crate::registry::{CRD_QUALIFIED_PLURAL, Registry};
 use crate::shared::{Shared, lock};
 use crate::state::{ApiState, PatchKind, Target};
+use crate::tls::{Authenticator, TlsAuthority, TlsCredentials, TlsListener, TlsPeer};
 use crate::write_log::WriteRecord;
 
 /// Field manager of fleet changes made through the handle (cluster readiness and labels).
 pub const FLEET_MANAGER: &str = "emulator-fleet";
+
+/// How clients reach the emulator.
+#[derive(Debug, Clone, Default)]
+pub enum Transport {
+    /// Plain HTTP, anyone may do anything: in-process tests and debugging.
+    #[default]
+    PlainHttp,
+    /// HTTPS with a CA generated at start; every request but the public ones (`/version`,
+    /// health) needs the bearer token or a client certificate signed by the CA, or gets 401.
+    Tls,
+    /// [`Transport::Tls`] with the CA and client credentials of an earlier run, so the
+    /// kubeconfig its clients hold stays valid across a restart.
+    TlsWith(TlsAuthority),
+}
 
 /// How to start an emulator.
 #[derive(Debug, Clone)]
 pub struct EmulatorConfig {
     /// Address to bind; default `127.0.0.1:0` (a free port).
     pub listen: SocketAddr,
+    /// Default plain HTTP (fast tests); the CLI serves TLS.
+    pub transport: Transport,
     pub fleet: Fleet,
     /// Types not to serve (plural, `plural.group`, kind or short name), e.g. `clustersummaries`
     /// to exercise "Sveltos CRD missing" paths.
@@ -38,18 +55,23 @@ pub struct EmulatorConfig {
     pub seed: u64,
     /// Store content to start from (a state file's JSON).
     pub initial_state: Option<Value>,
+    /// Whether resourceVersions continue from the state file's; by default they jump, so
+    /// watches from versions seen before the restart get 410 as from a restarted real server.
+    pub continuous_resource_versions: bool,
 }
 
 impl Default for EmulatorConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            transport: Transport::PlainHttp,
             fleet: Fleet::default(),
             without_types: Vec::new(),
             watch_history: 100_000,
             write_log_capacity: Some(100_000),
             seed: 1,
             initial_state: None,
+            continuous_resource_versions: false,
         }
     }
 }
@@ -78,6 +100,8 @@ pub enum EmulatorError {
     Api(#[from] ApiError),
     #[error("state file {path}: {message}")]
     StateFile { path: PathBuf, message: String },
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// Request counts by (verb, resource), e.g. `("patch", "clusterprofiles.config.projectsveltos.io")`.
@@ -139,7 +163,7 @@ impl Emulator {
         if let Some(initial) = &config.initial_state {
             state
                 .store
-                .load_json(initial)
+                .load_json(initial, config.continuous_resource_versions)
                 .map_err(|message| EmulatorError::StateFile {
                     path: PathBuf::new(),
                     message,
@@ -166,31 +190,69 @@ impl Emulator {
             changed,
             shutdown_rx.clone(),
         ));
+        let credentials = match &config.transport {
+            Transport::PlainHttp => None,
+            Transport::Tls => Some(Arc::new(TlsCredentials::generate(addr.ip())?)),
+            Transport::TlsWith(authority) => Some(Arc::new(TlsCredentials::issue(
+                authority.clone(),
+                addr.ip(),
+            )?)),
+        };
         let router = crate::api::router(Arc::clone(&shared));
-        let mut server_shutdown = shutdown_rx;
-        let server = tokio::spawn(async move {
-            let stop = async move {
-                while !*server_shutdown.borrow() {
-                    if server_shutdown.changed().await.is_err() {
-                        break;
-                    }
-                }
-            };
-            if let Err(error) = axum::serve(listener, router)
-                .with_graceful_shutdown(stop)
-                .await
-            {
-                tracing::error!(%error, "emulator server stopped");
+        let server = match &credentials {
+            None => tokio::spawn(serve_plain_http(listener, router, shutdown_rx)),
+            Some(credentials) => {
+                let listener = TlsListener::new(listener, credentials.acceptor()?);
+                let router = router.layer(axum::middleware::from_fn_with_state(
+                    Authenticator::new(credentials),
+                    crate::tls::authenticate,
+                ));
+                tokio::spawn(serve_tls(listener, router, shutdown_rx))
             }
-        });
-        tracing::info!(%addr, "emulator listening");
+        };
+        tracing::info!(%addr, transport = ?config.transport, "emulator listening");
         Ok(EmulatorHandle {
             addr,
+            credentials,
             shared,
             shutdown,
             server,
             sveltos,
         })
+    }
+}
+
+/// Completes when `shutdown` turns true (or its sender is gone).
+async fn shutdown_requested(mut shutdown: watch::Receiver<bool>) {
+    while !*shutdown.borrow() {
+        if shutdown.changed().await.is_err() {
+            break;
+        }
+    }
+}
+
+async fn serve_plain_http(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    shutdown: watch::Receiver<bool>,
+) {
+    if let Err(error) = axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown_requested(shutdown))
+        .await
+    {
+        tracing::error!(%error, "emulator server stopped");
+    }
+}
+
+/// Serves over TLS; each request knows its connection's [`TlsPeer`] (a verified client
+/// certificate authenticates it).
+async fn serve_tls(listener: TlsListener, router: axum::Router, shutdown: watch::Receiver<bool>) {
+    let service = router.into_make_service_with_connect_info::<TlsPeer>();
+    if let Err(error) = axum::serve(listener, service)
+        .with_graceful_shutdown(shutdown_requested(shutdown))
+        .await
+    {
+        tracing::error!(%error, "emulator server stopped");
     }
 }
 
@@ -267,6 +329,8 @@ fn cluster_status(ready: bool) -> Value {
 /// A running emulator.
 pub struct EmulatorHandle {
     addr: SocketAddr,
+    /// Present when serving TLS.
+    credentials: Option<Arc<TlsCredentials>>,
     shared: Arc<Shared>,
     shutdown: watch::Sender<bool>,
     server: JoinHandle<()>,
@@ -278,21 +342,34 @@ impl EmulatorHandle {
         self.addr
     }
 
-    /// `http://127.0.0.1:<port>`. A kube client without a kubeconfig file:
-    /// `kube::Client::try_from(kube::Config::new(handle.url().parse()?))`.
+    /// `http://127.0.0.1:<port>`, or `https://…` with TLS. A kube client for plain HTTP without
+    /// a kubeconfig file: `kube::Client::try_from(kube::Config::new(handle.url().parse()?))`;
+    /// with TLS, read [`Self::kubeconfig_yaml`] instead (it carries the CA and credentials).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        match self.credentials {
+            None => format!("http://{}", self.addr),
+            Some(_) => format!("https://{}", self.addr),
+        }
+    }
+
+    /// The CA, token and client certificate, when serving TLS.
+    pub fn tls_credentials(&self) -> Option<&TlsCredentials> {
+        self.credentials.as_deref()
     }
 
     /// Kubeconfig YAML (parse with `kube::config::Kubeconfig::from_yaml`).
     pub fn kubeconfig_yaml(&self) -> String {
-        crate::kubeconfig::render(&self.url())
+        crate::kubeconfig::render(&self.url(), self.tls_credentials())
     }
 
+    /// Writes [`Self::kubeconfig_yaml`] readable by the owner only (it may hold credentials),
+    /// all at once: a reader never sees half a file.
     pub fn write_kubeconfig(&self, path: &Path) -> Result<(), EmulatorError> {
-        std::fs::write(path, self.kubeconfig_yaml()).map_err(|source| EmulatorError::Io {
-            path: path.to_path_buf(),
-            source,
+        crate::kubeconfig::write_private(path, &self.kubeconfig_yaml()).map_err(|source| {
+            EmulatorError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
         })
     }
 
@@ -538,6 +615,18 @@ impl EmulatorHandle {
     /// Forgets the watch history: watches from any earlier resourceVersion get 410.
     pub fn compact(&self) {
         lock(&self.shared.state).store.compact();
+    }
+
+    /// Expires the watch history now: every open watch gets a 410 `Expired` ERROR event and
+    /// ends, and new watches from any earlier resourceVersion get 410; clients must relist.
+    pub fn expire_watch_history(&self) {
+        lock(&self.shared.state).store.expire_history();
+    }
+
+    /// Every request answers 403 Forbidden for `window`, as a starting server does before its
+    /// RBAC authorizer has loaded the roles. Open watches are left alone.
+    pub fn forbid_requests_for(&self, window: Duration) {
+        lock(&self.shared.state).faults.forbidden_until = Some(std::time::Instant::now() + window);
     }
 
     /// Stops the server and the Sveltos stand-in; open watches are closed first so the graceful

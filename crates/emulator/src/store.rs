@@ -1,6 +1,10 @@
 //! Objects in memory, the global resourceVersion counter, the watch history and open watches.
+//!
+//! Like the real server's watch cache, history is bounded per resource type: a watch from a
+//! resourceVersion older than what its type retains answers 410 Gone (`Expired`), and so does one
+//! from before a compaction or a restart (see [`Store::load_json`]).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -79,15 +83,31 @@ pub type WatchEvent = (&'static str, Arc<Value>);
 struct Watcher {
     filter: WatchFilter,
     sender: mpsc::UnboundedSender<WatchEvent>,
+    /// The resourceVersion this watcher is known to be current at (for its 410 message).
+    seen: u64,
 }
+
+/// The changes one resource type retains for watches to resume from.
+#[derive(Default)]
+struct TypeHistory {
+    changes: VecDeque<Arc<Change>>,
+    /// Watches of this type must start at this resourceVersion or later; older ones get 410.
+    oldest_watchable: u64,
+}
+
+/// By how much resourceVersions jump when a store is restored from a state file, unless asked to
+/// stay continuous: etcd revisions are not the versions a client saw before a restart.
+pub const RESTART_GAP: u64 = 1_000_000;
 
 /// The object store.
 pub struct Store {
     resource_version: u64,
     objects: BTreeMap<ObjectKey, Arc<Value>>,
-    history: VecDeque<Arc<Change>>,
+    /// `plural.group` → its retained changes.
+    history: HashMap<String, TypeHistory>,
+    /// Changes retained per resource type.
     history_limit: usize,
-    /// Watches must start at this resourceVersion or later; older ones get 410.
+    /// Watches of any type must start at this resourceVersion or later (compaction, restart).
     oldest_watchable: u64,
     watchers: Vec<Watcher>,
 }
@@ -97,11 +117,17 @@ impl Store {
         Self {
             resource_version: 1,
             objects: BTreeMap::new(),
-            history: VecDeque::new(),
+            history: HashMap::new(),
             history_limit: history_limit.max(1),
             oldest_watchable: 1,
             watchers: Vec::new(),
         }
+    }
+
+    /// The oldest resourceVersion a watch of `resource` may start from.
+    pub fn oldest_watchable(&self, resource: &str) -> u64 {
+        let retained = self.history.get(resource).map_or(0, |h| h.oldest_watchable);
+        self.oldest_watchable.max(retained)
     }
 
     pub fn resource_version(&self) -> u64 {
@@ -184,14 +210,19 @@ impl Store {
             previous,
         });
         let shared = &change.object;
-        self.watchers.retain(|w| match w.filter.event_for(&change) {
-            Some(event) => w.sender.send((event, Arc::clone(shared))).is_ok(),
-            None => !w.sender.is_closed(),
-        });
-        self.history.push_back(change);
-        while self.history.len() > self.history_limit {
-            if let Some(dropped) = self.history.pop_front() {
-                self.oldest_watchable = self.oldest_watchable.max(dropped.resource_version);
+        self.watchers
+            .retain_mut(|w| match w.filter.event_for(&change) {
+                Some(event) => {
+                    w.seen = resource_version;
+                    w.sender.send((event, Arc::clone(shared))).is_ok()
+                }
+                None => !w.sender.is_closed(),
+            });
+        let history = self.history.entry(change.resource.clone()).or_default();
+        history.changes.push_back(change);
+        while history.changes.len() > self.history_limit {
+            if let Some(dropped) = history.changes.pop_front() {
+                history.oldest_watchable = history.oldest_watchable.max(dropped.resource_version);
             }
         }
     }
@@ -206,13 +237,20 @@ impl Store {
         let (sender, receiver) = mpsc::unbounded_channel();
         match from {
             Some(version) => {
-                if version < self.oldest_watchable {
+                let oldest = self.oldest_watchable(&filter.resource);
+                if version < oldest {
                     return Err(ApiError::Gone {
                         requested: version,
-                        oldest: self.oldest_watchable,
+                        oldest,
                     });
                 }
-                for change in self.history.iter().filter(|c| c.resource_version > version) {
+                let retained = self
+                    .history
+                    .get(&filter.resource)
+                    .map(|h| &h.changes)
+                    .into_iter()
+                    .flatten();
+                for change in retained.filter(|c| c.resource_version > version) {
                     if let Some(event) = filter.event_for(change) {
                         // The receiver is still held here, so sending cannot fail.
                         let _ = sender.send((event, change.object.clone()));
@@ -229,7 +267,12 @@ impl Store {
                 }
             }
         }
-        self.watchers.push(Watcher { filter, sender });
+        let seen = from.unwrap_or(self.resource_version);
+        self.watchers.push(Watcher {
+            filter,
+            sender,
+            seen,
+        });
         Ok(receiver)
     }
 
@@ -247,10 +290,26 @@ impl Store {
 
     /// Forgets the watch history: every resourceVersion handed out so far becomes too old to
     /// watch from. The counter moves on by one so a fresh list yields a watchable version.
+    /// Open watches go on (the real server's watch cache outlives an etcd compaction).
     pub fn compact(&mut self) {
         self.history.clear();
         self.resource_version += 1;
         self.oldest_watchable = self.resource_version;
+    }
+
+    /// [`Store::compact`], and every open watch gets a 410 `Expired` ERROR event and ends, as
+    /// when the real server's watch cache drops a watcher that fell behind: clients must relist.
+    pub fn expire_history(&mut self) {
+        self.compact();
+        let oldest = self.oldest_watchable;
+        for watcher in self.watchers.drain(..) {
+            let gone = ApiError::Gone {
+                requested: watcher.seen,
+                oldest,
+            };
+            // A closed receiver needs no farewell.
+            let _ = watcher.sender.send(("ERROR", Arc::new(gone.status_body())));
+        }
     }
 
     /// The whole store as JSON (for the state file).
@@ -263,8 +322,10 @@ impl Store {
         json!({"resourceVersion": self.resource_version, "objects": objects})
     }
 
-    /// Replaces the content with a state file's; history starts empty.
-    pub fn load_json(&mut self, state: &Value) -> Result<(), String> {
+    /// Replaces the content with a state file's; history starts empty. Unless `continuous`, the
+    /// counter jumps [`RESTART_GAP`] above the saved one, so versions clients saw before the
+    /// restart are too old to watch from (410), as after a real API server's restart.
+    pub fn load_json(&mut self, state: &Value, continuous: bool) -> Result<(), String> {
         let version = state["resourceVersion"]
             .as_u64()
             .ok_or("missing resourceVersion")?;
@@ -291,9 +352,13 @@ impl Store {
             objects.insert(key, Arc::new(object.clone()));
         }
         self.objects = objects;
-        self.resource_version = version;
+        self.resource_version = if continuous {
+            version
+        } else {
+            version.saturating_add(RESTART_GAP)
+        };
         self.history.clear();
-        self.oldest_watchable = version;
+        self.oldest_watchable = self.resource_version;
         Ok(())
     }
 }
@@ -366,6 +431,86 @@ mod tests {
                 .watch(filter(), Some(store.resource_version()))
                 .is_ok()
         );
+    }
+
+    fn put_other(store: &mut Store, name: &str) -> u64 {
+        let version = store.next_resource_version();
+        let object = json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": version.to_string()}});
+        let key = ObjectKey {
+            resource: "others".into(),
+            ..key(name)
+        };
+        store.commit(key, ChangeKind::Added, Arc::new(object), None, version);
+        version
+    }
+
+    #[test]
+    fn history_is_bounded_per_resource_type() {
+        let mut store = Store::new(2);
+        let quiet = put(&mut store, "a");
+        for i in 0..5 {
+            put_other(&mut store, &format!("o{i}"));
+        }
+        // Five changes of another type do not push the quiet type's one change out.
+        let mut receiver = store.watch(filter(), Some(quiet - 1)).unwrap();
+        assert_eq!(receiver.try_recv().unwrap().0, "ADDED");
+        let mut others = filter();
+        others.resource = "others".into();
+        assert!(matches!(
+            store.watch(others.clone(), Some(quiet)),
+            Err(ApiError::Gone { .. })
+        ));
+        assert!(
+            store
+                .watch(others, Some(store.resource_version() - 2))
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn expired_history_sends_410_to_open_watches_and_closes_them() {
+        let mut store = Store::new(100);
+        let mut receiver = store.watch(filter(), None).unwrap();
+        let seen = put(&mut store, "a");
+        assert_eq!(receiver.try_recv().unwrap().0, "ADDED");
+        store.expire_history();
+        let (event, status) = receiver.try_recv().unwrap();
+        assert_eq!(event, "ERROR");
+        assert_eq!(status["code"], 410);
+        assert_eq!(status["reason"], "Expired");
+        assert_eq!(
+            status["message"],
+            format!(
+                "too old resource version: {seen} ({})",
+                store.resource_version()
+            )
+        );
+        assert!(matches!(
+            receiver.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
+        assert!(matches!(
+            store.watch(filter(), Some(seen)),
+            Err(ApiError::Gone { .. })
+        ));
+    }
+
+    #[test]
+    fn a_restored_store_jumps_versions_unless_continuous() {
+        let mut store = Store::new(100);
+        let saved_version = put(&mut store, "a");
+        let saved = store.to_json();
+        let mut restarted = Store::new(100);
+        restarted.load_json(&saved, false).unwrap();
+        assert_eq!(restarted.resource_version(), saved_version + RESTART_GAP);
+        assert!(matches!(
+            restarted.watch(filter(), Some(saved_version)),
+            Err(ApiError::Gone { .. })
+        ));
+        let mut continuous = Store::new(100);
+        continuous.load_json(&saved, true).unwrap();
+        assert_eq!(continuous.resource_version(), saved_version);
+        assert!(continuous.watch(filter(), Some(saved_version)).is_ok());
     }
 
     #[test]

@@ -452,3 +452,35 @@ async fn a_crd_created_through_the_api_validates_its_type_and_a_changed_crd_is_r
     assert_eq!(text.code, 201, "{}", text.body);
     handle.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_empty_map_in_an_apply_body_is_kept_and_satisfies_required() {
+    // GitPromotion requires `spec`; `spec: {}` is a spec (the emulator's apply used to drop it).
+    let (handle, _client) = start(Fleet::default()).await;
+    let applied = send(
+        &handle,
+        "PATCH",
+        "/apis/tollgate.dev/v1alpha1/gitpromotions/web?fieldManager=tollgate",
+        "application/apply-patch+yaml",
+        &json!({"apiVersion": "tollgate.dev/v1alpha1", "kind": "GitPromotion",
+                "metadata": {"name": "web"}, "spec": {}}),
+    )
+    .await;
+    assert_eq!(applied.code, 201, "{}", applied.body);
+    assert_eq!(applied.body["spec"], json!({}));
+    let missing = send(
+        &handle,
+        "PATCH",
+        "/apis/tollgate.dev/v1alpha1/gitpromotions/other?fieldManager=tollgate",
+        "application/apply-patch+yaml",
+        &json!({"apiVersion": "tollgate.dev/v1alpha1", "kind": "GitPromotion",
+                "metadata": {"name": "other"}}),
+    )
+    .await;
+    assert_eq!(missing.code, 422, "{}", missing.body);
+    assert_eq!(
+        missing.body["message"],
+        "GitPromotion.tollgate.dev \"other\" is invalid: spec: Required value"
+    );
+    handle.shutdown().await;
+}

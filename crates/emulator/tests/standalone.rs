@@ -136,11 +136,15 @@ async fn standalone_writes_kubeconfig_and_state_file_across_restart() {
 
     for round in 0..2 {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let standalone = tollgate_emulator::StandaloneConfig {
+            fleet: fleet_path.clone(),
+            listen: None,
+            kubeconfig: kubeconfig.clone(),
+            state_file: Some(state.clone()),
+            transport: tollgate_emulator::Transport::Tls,
+        };
         let server = tokio::spawn(tollgate_emulator::run_standalone_until(
-            fleet_path.clone(),
-            None,
-            kubeconfig.clone(),
-            Some(state.clone()),
+            standalone,
             async move {
                 let _ = stopped.await;
             },

@@ -85,6 +85,7 @@ fn bench_step(c: &mut Criterion) {
             now: world.now,
             policy: None,
             history: &[],
+            watch_problem: None,
         };
         let output = step(&input);
         assert!(output.actions.is_empty(), "not at steady state");

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 
 use crate::completion::{
-    AppliedExpectation, first_field_out_of_sync, summary_problem, whole_second,
+    AppliedExpectation, first_field_out_of_sync, profile_current, summary_problem, whole_second,
 };
 use crate::features::required_features;
 use crate::messages;
@@ -102,19 +102,14 @@ pub(crate) fn report(
         .filter(|s| &*s.profile_name == expected.profile)
         .map(|s| (cluster_key(&s.namespace, &s.cluster_name), s))
         .collect();
-    let profile_current = expected.being_applied
-        || observed
-            .profiles
-            .get(expected.profile)
-            .and_then(|p| p.applied_spec_hash())
-            == Some(expected.spec_hash);
+    let current = profile_current(expected, observed);
     let required = required_features(expected.spec);
     let mut report = ClusterReport::default();
     let state_of = |key: &str| -> (ClusterState, Option<String>) {
         let Some(summary) = summaries.get(key) else {
             return (ClusterState::Pending, None);
         };
-        if !profile_current {
+        if !current {
             return (
                 ClusterState::Provisioning,
                 Some(messages::waiting_for_profile(expected.profile)),

@@ -61,13 +61,7 @@ pub fn check(expected: &AppliedExpectation<'_>, observed: &Observed) -> Completi
         ..Default::default()
     };
 
-    // Never complete from a profile that does not yet show our latest apply (reflector lag).
-    let profile_current = expected.being_applied
-        || observed
-            .profiles
-            .get(expected.profile)
-            .and_then(|p| p.applied_spec_hash())
-            == Some(expected.spec_hash);
+    let profile_current = profile_current(expected, observed);
 
     // The reported problem is the first failing summary in (namespace, name) order, so the
     // message does not depend on the order the watches listed them in.
@@ -123,6 +117,17 @@ pub fn check(expected: &AppliedExpectation<'_>, observed: &Observed) -> Completi
             counts,
         },
     }
+}
+
+/// The profile shows tollgate's latest apply (or it is being applied in this step): never judge
+/// summaries against a profile that does not yet (reflector lag).
+pub(crate) fn profile_current(expected: &AppliedExpectation<'_>, observed: &Observed) -> bool {
+    expected.being_applied
+        || observed
+            .profiles
+            .get(expected.profile)
+            .and_then(|p| p.applied_spec_hash())
+            == Some(expected.spec_hash)
 }
 
 fn count(n: usize) -> u32 {

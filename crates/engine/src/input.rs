@@ -20,6 +20,9 @@ pub struct StepInput<'a> {
     pub policy: Option<&'a RolloutPolicy>,
     /// The promotion's snapshots in git (oldest first): a rollback restores earlier ones.
     pub history: &'a [Snapshot],
+    /// Why a watch of the cluster fails, if one does: `observed` may be stale. Reported in the
+    /// `WatchesHealthy` condition.
+    pub watch_problem: Option<&'a str>,
 }
 
 #[derive(Clone, Copy, Debug)]

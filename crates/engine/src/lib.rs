@@ -16,6 +16,7 @@
 pub mod approval;
 mod clusters;
 pub mod completion;
+pub mod conditions;
 pub mod drift;
 mod effects;
 pub mod features;
@@ -41,7 +42,7 @@ pub use observed::{FeatureSummary, Observed, ObservedCluster, ObservedProfile, O
 pub use output::{Action, EngineEvent, EventType, StepOutput};
 pub use preview::{GateVerdict, Preview, PreviewInput, RunChange, preview};
 pub use status::{
-    ClusterCondition, ClusterState, Phase, PolicyRef, PromotionStatus, RestoredStage, RunFailure,
-    StageStatus,
+    ClusterCondition, ClusterState, Condition, Phase, PolicyRef, PromotionStatus, RestoredStage,
+    RunFailure, StageStatus,
 };
 pub use step::step;

@@ -56,6 +56,7 @@ mod tests {
             now: Utc.timestamp_opt(1_700_000_000, 0).single().expect("time"),
             policy: None,
             history: &[],
+            watch_problem: None,
         };
         let out = step(&input);
         assert!(out.actions.is_empty());
@@ -87,6 +88,7 @@ mod tests {
             now: Utc.timestamp_opt(1_700_000_000, 0).single().expect("time"),
             policy: None,
             history: &[],
+            watch_problem: None,
         };
         let first_error = "p.yaml:8:21: mapping values are not allowed in this context";
         let first = step(&input(first_error, None));

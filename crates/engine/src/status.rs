@@ -110,6 +110,23 @@ pub struct PromotionStatus {
     /// back, and its snapshot is never applied again (a new commit starts a new run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<RunFailure>,
+    /// Conditions the controller reports through the engine (see `conditions`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// A Kubernetes-style condition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    pub last_transition_time: DateTime<Utc>,
 }
 
 /// Which RolloutPolicy governs a run: its name and version (a hash of its spec).
@@ -183,6 +200,7 @@ impl PromotionStatus {
             consumed_approvals: Vec::new(),
             policy: None,
             failure: None,
+            conditions: Vec::new(),
         }
     }
 

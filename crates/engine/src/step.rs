@@ -16,6 +16,7 @@ use tollgate_render::{
     stage_profile_name, stage_profile_spec,
 };
 
+use crate::conditions;
 use crate::drift;
 use crate::effects::Effects;
 use crate::features::changed_features;
@@ -53,12 +54,14 @@ pub mod reasons {
 
 /// Evaluate the promotion once. See the module documentation for the contract.
 pub fn step(input: &StepInput<'_>) -> StepOutput {
-    match input.desired {
+    let mut output = match input.desired {
         Desired::Removed { promotion, last } => removal::step_removed(input, promotion, last),
         Desired::NeverValid { error, .. } => never_valid::step_never_valid(input, error),
         Desired::Snapshot { current, invalid } => Run::new(input, current, invalid).run(),
         Desired::RemovalHeld { reason, .. } => removal::step_held(input, reason),
-    }
+    };
+    conditions::set_watch_health(&mut output.status, input.watch_problem, input.now);
+    output
 }
 
 /// Whether the pipeline may go on after a stage was looked at.
@@ -388,13 +391,7 @@ impl<'i, 'a> Run<'i, 'a> {
         };
         self.status.phase = Phase::Paused;
         self.status.message = Some(message);
-        self.status.next_wake_up = None;
-        StepOutput {
-            actions: Vec::new(),
-            status: self.status,
-            events: self.effects.events,
-            wake_at: None,
-        }
+        self.held_output()
     }
 
     /// A new run could not start: keep the previous run's state (so the restart is retried) and
@@ -407,13 +404,7 @@ impl<'i, 'a> Run<'i, 'a> {
         }
         self.status.phase = Phase::Failed;
         self.status.message = Some(reason);
-        self.status.next_wake_up = None;
-        StepOutput {
-            actions: Vec::new(),
-            status: self.status,
-            events: self.effects.events,
-            wake_at: None,
-        }
+        self.held_output()
     }
 
     /// First run or restart (semantics §4.4): the run state is reset and stage 1's profile is

@@ -42,6 +42,8 @@ pub struct World {
     pub policy: Option<RolloutPolicy>,
     /// The promotion's snapshots (for rollbacks).
     pub history: Vec<Snapshot>,
+    /// What the controller says about its watches.
+    pub watch_problem: Option<String>,
 }
 
 impl World {
@@ -56,6 +58,7 @@ impl World {
             slow_clusters: BTreeSet::new(),
             policy: None,
             history: Vec::new(),
+            watch_problem: None,
         }
     }
 
@@ -91,6 +94,7 @@ impl World {
             now: self.now,
             policy: self.policy.as_ref(),
             history: &self.history,
+            watch_problem: self.watch_problem.as_deref(),
         })
     }
 

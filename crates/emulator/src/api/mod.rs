@@ -1,7 +1,9 @@
 //! The HTTP front: one handler that parses the path, applies faults, counts the request and
 //! dispatches to discovery, reads, watches or writes.
 
+pub mod core_events;
 pub mod discovery;
+pub mod json_path;
 pub mod route;
 pub mod table;
 mod watch;
@@ -45,6 +47,19 @@ fn bytes_response(code: u16, body: Vec<u8>) -> Response {
 }
 
 fn error_response(error: &ApiError) -> Response {
+    if *error == ApiError::NoSuchPage {
+        let mut response = Response::new(Body::from(ApiError::PAGE_NOT_FOUND));
+        *response.status_mut() = StatusCode::NOT_FOUND;
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        response.headers_mut().insert(
+            "x-content-type-options",
+            HeaderValue::from_static("nosniff"),
+        );
+        return response;
+    }
     json_response(error.code(), &error.status_body())
 }
 
@@ -91,10 +106,13 @@ async fn handle(
         tokio::time::sleep(latency).await;
     }
     if let FaultDecision::Fail(code) = decision {
-        let error = if code == 503 {
-            ApiError::Unavailable
-        } else {
-            ApiError::Internal(format!("injected fault for {verb} {counted_resource}"))
+        let error = match code {
+            503 => ApiError::Unavailable,
+            403 => ApiError::Forbidden {
+                verb: verb.to_string(),
+                resource: counted_resource,
+            },
+            _ => ApiError::Internal(format!("injected fault for {verb} {counted_resource}")),
         };
         // Clients act on the Status body's code, not the HTTP status line: both carry the
         // injected code (a 403 must read as Forbidden, not as a 500).
@@ -110,12 +128,12 @@ async fn handle(
         Route::Groups => json_response(200, &discovery::groups(&lock(&shared.state).registry)),
         Route::Group(group) => match discovery::group(&lock(&shared.state).registry, &group) {
             Some(doc) => json_response(200, &doc),
-            None => error_response(&ApiError::UnknownPath),
+            None => error_response(&ApiError::NoSuchPage),
         },
         Route::GroupVersion { group, version } => {
             match discovery::resources(&lock(&shared.state).registry, &group, &version) {
                 Some(doc) => json_response(200, &doc),
-                None => error_response(&ApiError::UnknownPath),
+                None => error_response(&ApiError::NoSuchPage),
             }
         }
         Route::Resource(path) => {
@@ -171,7 +189,7 @@ async fn handle(
                 None => error_response(&ApiError::UnknownPath),
             }
         }
-        Route::Unknown => error_response(&ApiError::UnknownPath),
+        Route::Unknown => error_response(&ApiError::NoSuchPage),
     }
 }
 
@@ -191,6 +209,20 @@ enum Reply {
     Object(u16, Arc<Value>),
     List(ObjectList),
     Watch(watch::WatchStream),
+}
+
+/// The object of a create or update body: JSON, YAML where allowed, or kubectl's protobuf.
+fn parse_object_body(body: &Bytes, content_type: &str) -> Result<Value, ApiError> {
+    let media_type = content_type.split(';').next().unwrap_or_default().trim();
+    if media_type == crate::protobuf::MEDIA_TYPE {
+        return crate::protobuf::decode(body).map_err(|error| match error {
+            crate::protobuf::ProtobufError::UnsupportedKind { .. } => {
+                ApiError::UnsupportedMediaType(error.to_string())
+            }
+            other => ApiError::BadRequest(other.to_string()),
+        });
+    }
+    parse_body(body, true)
 }
 
 fn parse_body(body: &Bytes, allow_yaml: bool) -> Result<Value, ApiError> {
@@ -248,6 +280,49 @@ fn field_manager(request: &ResourceRequest<'_>) -> String {
     }
 }
 
+/// The query of a watch; watching one object by path is a watch with a name field selector.
+fn watch_query(request: &ResourceRequest<'_>) -> HashMap<String, String> {
+    let mut query = request.query.clone();
+    if let Some(name) = &request.path.name {
+        let by_name = format!("metadata.name={name}");
+        let combined = match query.remove("fieldSelector").filter(|f| !f.is_empty()) {
+            Some(existing) => format!("{existing},{by_name}"),
+            None => by_name,
+        };
+        query.insert("fieldSelector".into(), combined);
+    }
+    query
+}
+
+/// The PATCH kind a Content-Type names.
+fn patch_kind(request: &ResourceRequest<'_>) -> Result<PatchKind, ApiError> {
+    let media_type = request
+        .content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim();
+    match media_type {
+        "application/apply-patch+yaml" => {
+            if !request.query.contains_key("fieldManager") {
+                return Err(ApiError::BadRequest(
+                    "PATCH request failed: fieldManager is required for apply requests".into(),
+                ));
+            }
+            Ok(PatchKind::Apply {
+                force: request.query.get("force").is_some_and(|f| f == "true"),
+            })
+        }
+        "application/json-patch+json" => Ok(PatchKind::Json),
+        "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+            Ok(PatchKind::Merge)
+        }
+        other => Err(ApiError::BadRequest(format!(
+            "the body of the request was in an unknown format: {other}"
+        ))),
+    }
+}
+
 /// Serves a resource request with its `fieldValidation` directive in force for the writes it
 /// makes; returns the warnings those writes raised, for `Warning` headers. The directive lives in
 /// the state only while the lock is held, so writes by the Sveltos stand-in never see it.
@@ -273,6 +348,12 @@ fn resource_request(
 }
 
 fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<Reply, ApiError> {
+    if !state
+        .registry
+        .serves(&request.path.group, &request.path.version)
+    {
+        return Err(ApiError::NoSuchPage);
+    }
     let resource = state
         .registry
         .find(
@@ -299,6 +380,9 @@ fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<
         ));
     }
     let namespace = request.path.namespace.clone().unwrap_or_default();
+    if let Some(storage) = core_events::storage(&resource, &state.registry) {
+        return core_events::request(state, &request, &storage, &namespace);
+    }
     let target = Target {
         resource: &resource,
         namespace: &namespace,
@@ -320,7 +404,7 @@ fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<
                     serde_json::json!({"resourceVersion": object["metadata"]["resourceVersion"]});
                 return Ok(Reply::Json(
                     200,
-                    table::table(std::slice::from_ref(&*object), &metadata),
+                    table::table(&resource, std::slice::from_ref(&*object), &metadata),
                 ));
             }
             Ok(Reply::Object(200, object))
@@ -329,30 +413,29 @@ fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<
             let list = state.list(target, &list_options(&request.query)?)?;
             if table::wants_table(request.accept) {
                 let items: Vec<Value> = list.items.iter().map(|i| Value::clone(i)).collect();
-                return Ok(Reply::Json(200, table::table(&items, &list.metadata)));
+                return Ok(Reply::Json(
+                    200,
+                    table::table(&resource, &items, &list.metadata),
+                ));
             }
             Ok(Reply::List(list))
         }
         "watch" => {
-            let mut query = request.query.clone();
-            if let Some(name) = &request.path.name {
-                // Watching one object by path is a watch with a name field selector.
-                let by_name = format!("metadata.name={name}");
-                let combined = match query.remove("fieldSelector").filter(|f| !f.is_empty()) {
-                    Some(existing) => format!("{existing},{by_name}"),
-                    None => by_name,
-                };
-                query.insert("fieldSelector".into(), combined);
-            }
-            let stream = watch::open(state, &resource, request.path.namespace.clone(), &query)?;
+            let stream = watch::open(
+                state,
+                &resource,
+                request.path.namespace.clone(),
+                &watch_query(&request),
+                None,
+            )?;
             Ok(Reply::Watch(stream))
         }
         "create" => {
-            let body = parse_body(&request.body, true)?;
+            let body = parse_object_body(&request.body, request.content_type)?;
             Ok(Reply::Object(201, state.create(target, body, &manager)?))
         }
         "update" => {
-            let body = parse_body(&request.body, true)?;
+            let body = parse_object_body(&request.body, request.content_type)?;
             Ok(Reply::Object(
                 200,
                 state.replace(target, &named("update")?, body, &manager)?,
@@ -360,34 +443,7 @@ fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<
         }
         "patch" => {
             let name = named("patch")?;
-            let media_type = request
-                .content_type
-                .split(';')
-                .next()
-                .unwrap_or_default()
-                .trim();
-            let kind = match media_type {
-                "application/apply-patch+yaml" => {
-                    if !request.query.contains_key("fieldManager") {
-                        return Err(ApiError::BadRequest(
-                            "PATCH request failed: fieldManager is required for apply requests"
-                                .into(),
-                        ));
-                    }
-                    PatchKind::Apply {
-                        force: request.query.get("force").is_some_and(|f| f == "true"),
-                    }
-                }
-                "application/json-patch+json" => PatchKind::Json,
-                "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
-                    PatchKind::Merge
-                }
-                other => {
-                    return Err(ApiError::BadRequest(format!(
-                        "the body of the request was in an unknown format: {other}"
-                    )));
-                }
-            };
+            let kind = patch_kind(&request)?;
             let body = parse_body(&request.body, matches!(kind, PatchKind::Apply { .. }))?;
             let created_before = state
                 .store

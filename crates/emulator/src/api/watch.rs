@@ -27,7 +27,12 @@ pub struct WatchStream {
     /// With `sendInitialEvents`: how many queued events are the initial state, then the bookmark.
     initial: Option<(usize, Value)>,
     deadline: Instant,
+    /// Turns stored objects into what this watch's API version shows (core/v1 Events).
+    convert: Option<Convert>,
 }
+
+/// A conversion of stored objects for another API version's readers.
+pub type Convert = fn(&Value) -> Value;
 
 fn event_line(event: &Value) -> Bytes {
     let mut bytes = serde_json::to_vec(event).unwrap_or_default();
@@ -40,6 +45,7 @@ pub fn open(
     resource: &ResourceType,
     namespace: Option<String>,
     query: &HashMap<String, String>,
+    convert: Option<Convert>,
 ) -> Result<WatchStream, ApiError> {
     let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
@@ -80,22 +86,29 @@ pub fn open(
                 receiver: Some(receiver),
                 initial,
                 deadline,
+                convert,
             })
         }
-        // A watch from a forgotten version answers 200 with one ERROR event, as the real server does.
+        // A watch from a forgotten version answers 200 with one ERROR event, as the real server's
+        // watch cache does. Not an HTTP 410: kube-runtime's watcher (5.0) relists on a 410 ERROR
+        // event but retries a watch whose start failed with the same version, forever.
         Err(error @ ApiError::Gone { .. }) => Ok(WatchStream {
             leading: vec![json!({"type": "ERROR", "object": error.status_body()})],
             receiver: None,
             initial: None,
             deadline,
+            convert,
         }),
         Err(other) => Err(other),
     }
 }
 
 /// One event line, serialised straight from the shared stored version (no copy of the object).
-fn render(event: WatchEvent) -> Bytes {
+fn render(event: WatchEvent, convert: Option<Convert>) -> Bytes {
     let (kind, object) = event;
+    if let Some(convert) = convert.filter(|_| kind != "ERROR") {
+        return event_line(&json!({"type": kind, "object": convert(&object)}));
+    }
     let mut bytes = Vec::with_capacity(1024);
     bytes.extend_from_slice(b"{\"type\":\"");
     bytes.extend_from_slice(kind.as_bytes());
@@ -112,6 +125,7 @@ pub fn response(stream: WatchStream) -> Response {
         receiver,
         initial,
         deadline,
+        convert,
     } = stream;
     let leading = futures_util::stream::iter(
         leading
@@ -127,12 +141,12 @@ pub fn response(stream: WatchStream) -> Response {
                 }
                 let event = receiver.recv().await?;
                 return Some((
-                    Ok(render(event)),
+                    Ok(render(event, convert)),
                     (Some(receiver), Some((remaining - 1, bookmark))),
                 ));
             }
             match tokio::time::timeout_at(deadline, receiver.recv()).await {
-                Ok(Some(event)) => Some((Ok(render(event)), (Some(receiver), None))),
+                Ok(Some(event)) => Some((Ok(render(event, convert)), (Some(receiver), None))),
                 // Closed (dropped watches, outage, shutdown) or timed out: end the response.
                 Ok(None) | Err(_) => None,
             }
