@@ -33,8 +33,20 @@ pub enum ApiError {
         name: String,
         detail: String,
     },
+    /// Field errors of a custom resource's schema validation, with one cause per field.
+    #[error("{kind}.{group} \"{name}\" is invalid: {}", render_causes(causes))]
+    FieldsInvalid {
+        kind: String,
+        group: String,
+        name: String,
+        causes: Vec<FieldCause>,
+    },
     #[error("{0}")]
     BadRequest(String),
+    /// An error the real server does not classify: HTTP 500 and no `reason` (e.g. an apply body
+    /// with a field its schema does not declare).
+    #[error("{0}")]
+    Unclassified(String),
     /// Worded like RBAC's refusal; `resource` is `plural.group` (or a path).
     #[error("{}", forbidden_message(.verb, .resource))]
     Forbidden { verb: String, resource: String },
@@ -77,14 +89,14 @@ impl ApiError {
             Self::AlreadyExists { .. }
             | Self::ResourceVersionConflict { .. }
             | Self::ApplyConflict { .. } => 409,
-            Self::Invalid { .. } => 422,
+            Self::Invalid { .. } | Self::FieldsInvalid { .. } => 422,
             Self::BadRequest(_) => 400,
             Self::Forbidden { .. } => 403,
             Self::Gone { .. } => 410,
             Self::MethodNotAllowed => 405,
             Self::UnsupportedMediaType(_) => 415,
             Self::Unavailable => 503,
-            Self::Internal(_) => 500,
+            Self::Internal(_) | Self::Unclassified(_) => 500,
         }
     }
 
@@ -94,7 +106,7 @@ impl ApiError {
             Self::NotFound { .. } | Self::UnknownPath | Self::NoSuchPage => "NotFound",
             Self::AlreadyExists { .. } => "AlreadyExists",
             Self::ResourceVersionConflict { .. } | Self::ApplyConflict { .. } => "Conflict",
-            Self::Invalid { .. } => "Invalid",
+            Self::Invalid { .. } | Self::FieldsInvalid { .. } => "Invalid",
             Self::BadRequest(_) => "BadRequest",
             Self::Forbidden { .. } => "Forbidden",
             Self::Gone { .. } => "Expired",
@@ -102,6 +114,7 @@ impl ApiError {
             Self::UnsupportedMediaType(_) => "UnsupportedMediaType",
             Self::Unavailable => "ServiceUnavailable",
             Self::Internal(_) => "InternalError",
+            Self::Unclassified(_) => "",
         }
     }
 
@@ -149,6 +162,24 @@ impl ApiError {
                     .collect();
                 status["details"] = json!({"causes": causes});
             }
+            Self::FieldsInvalid {
+                kind,
+                group,
+                name,
+                causes,
+            } => {
+                let causes: Vec<Value> = causes
+                    .iter()
+                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .collect();
+                status["details"] =
+                    json!({"name": name, "group": group, "kind": kind, "causes": causes});
+            }
+            Self::Unclassified(_) => {
+                if let Some(map) = status.as_object_mut() {
+                    map.remove("reason");
+                }
+            }
             Self::Forbidden { resource, .. } => {
                 let (kind, group) = resource.split_once('.').unwrap_or((resource, ""));
                 status["details"] = json!({"group": group, "kind": kind});
@@ -156,6 +187,29 @@ impl ApiError {
             _ => {}
         }
         status
+    }
+}
+
+/// One field error of a 422 answer, as a `details.causes[]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldCause {
+    /// `FieldValueInvalid`, `FieldValueRequired`, `FieldValueNotSupported`, ...
+    pub reason: &'static str,
+    /// The field path, e.g. `spec.stages[0].name`.
+    pub field: String,
+    /// The error without the field, e.g. `Required value`.
+    pub message: String,
+}
+
+/// Like the real server's aggregate: one error as it is, several in brackets.
+fn render_causes(causes: &[FieldCause]) -> String {
+    let rendered: Vec<String> = causes
+        .iter()
+        .map(|c| format!("{}: {}", c.field, c.message))
+        .collect();
+    match rendered.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
     }
 }
 

@@ -13,6 +13,7 @@ pub mod managed_fields;
 pub mod patch;
 pub mod protobuf;
 pub mod registry;
+mod schema_validation;
 pub mod selector;
 pub mod server;
 mod shared;

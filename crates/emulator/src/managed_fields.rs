@@ -375,6 +375,7 @@ pub fn apply(
             set_path(&mut result, path, value.clone());
         }
     }
+    keep_empty_maps(applied, &mut Vec::new(), writer.scope, &mut result);
     match entries.iter_mut().find(|e| is_mine(e)) {
         Some(entry) => {
             entry.fields = new_fields;
@@ -394,6 +395,23 @@ pub fn apply(
     }
     write_entries_reusing(&mut result, &entries, live);
     Ok(result)
+}
+
+/// An empty map in an apply body owns nothing but, as with the real server, is still part of the
+/// result (`spec: {}` satisfies a schema that requires `spec`).
+fn keep_empty_maps(node: &Value, prefix: &mut FieldPath, scope: Scope, result: &mut Value) {
+    let Value::Object(map) = node else { return };
+    if map.is_empty() {
+        if !prefix.is_empty() && scope.includes(prefix) && get_path(result, prefix).is_none() {
+            set_path(result, prefix, Value::Object(Map::new()));
+        }
+        return;
+    }
+    for (key, child) in map {
+        prefix.push(key.clone());
+        keep_empty_maps(child, prefix, scope, result);
+        prefix.pop();
+    }
 }
 
 /// Sets `new`'s managedFields to `old`'s (what rewriting unchanged entries produces; entries

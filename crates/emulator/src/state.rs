@@ -14,6 +14,7 @@ use crate::faults::Faults;
 use crate::managed_fields::{self, Scope, Writer};
 use crate::patch;
 use crate::registry::{CRD_QUALIFIED_PLURAL, Registry, ResourceType};
+use crate::schema_validation::SchemaAdmission;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::stand_in_inbox::{StandInChange, StandInInbox};
 use crate::store::{ChangeKind, ObjectKey, Store};
@@ -135,6 +136,8 @@ pub struct ApiState {
     pub changed: Arc<Notify>,
     /// Changes of the kinds the Sveltos stand-in reads, for it to reconcile only what they concern.
     pub stand_in_inbox: StandInInbox,
+    /// Custom resource schemas and the `fieldValidation` of the request being served.
+    pub(crate) schema_admission: SchemaAdmission,
 }
 
 pub fn now_rfc3339() -> String {
@@ -200,6 +203,7 @@ impl ApiState {
                 everything: true,
                 changes: Vec::new(),
             },
+            schema_admission: SchemaAdmission::default(),
         }
     }
 
@@ -307,6 +311,7 @@ impl ApiState {
         );
         let mut merged = skeleton.clone();
         patch::merge_patch_owned(&mut merged, object);
+        self.admit_custom_resource(target, &mut merged, "create")?;
         // merge_patch drops nulls, which a create body should not contain anyway.
         let mut created = self.stamp_new(target, merged, &skeleton);
         managed_fields::record_update(&skeleton, &mut created, &writer);
@@ -528,13 +533,14 @@ impl ApiState {
         check_apply_identity(target, name, &body)?;
         let skeleton = self.skeleton(target, name, &body)?;
         let writer = writer(target, manager);
-        let applied =
+        let mut applied =
             managed_fields::apply(&skeleton, &body, &writer, force).map_err(|conflicts| {
                 ApiError::Internal(format!(
                     "unexpected conflicts on create: {}",
                     managed_fields::conflict_message(&conflicts)
                 ))
             })?;
+        self.admit_custom_resource(target, &mut applied, "apply")?;
         let created = self.stamp_new(target, applied, &skeleton);
         self.commit_new(target, created, "apply", manager)
     }
@@ -578,6 +584,7 @@ impl ApiState {
                 }
             }
         }
+        self.admit_custom_resource(target, &mut new, verb)?;
         if !managed_fields_done {
             managed_fields::record_update(&old, &mut new, &writer(target, manager));
         }

@@ -124,7 +124,9 @@ async fn status_subresource_is_separate_from_main_endpoint() {
         "create drops status for types with the subresource"
     );
 
-    let status = json!({"status": {"failedClusters": [{"failureMessage": "x"}]}});
+    // clusterRef is required by the CRD schema, which the emulator enforces like the real server.
+    let status = json!({"status": {"failedClusters": [{"failureMessage": "x",
+        "clusterRef": {"kind": "SveltosCluster", "namespace": "a", "name": "b"}}]}});
     let after = api
         .patch_status("p", &PatchParams::default(), &Patch::Merge(status))
         .await
@@ -154,7 +156,8 @@ async fn status_subresource_is_separate_from_main_endpoint() {
     assert_eq!(main.data["spec"]["tier"], 7);
     let mut status_edit = main.clone();
     status_edit.data["spec"]["tier"] = json!(99);
-    status_edit.data["status"] = json!({"dependenciesHash": "abc"});
+    // dependenciesHash is `format: byte` (base64) in the CRD schema.
+    status_edit.data["status"] = json!({"dependenciesHash": "YWJj"});
     let via_status = api
         .replace_status("p", &PostParams::default(), &status_edit)
         .await
@@ -162,10 +165,10 @@ async fn status_subresource_is_separate_from_main_endpoint() {
     assert_eq!(via_status.data["spec"]["tier"], 7);
     assert_eq!(
         via_status.data["status"],
-        json!({"dependenciesHash": "abc"})
+        json!({"dependenciesHash": "YWJj"})
     );
     let fetched = api.get_status("p").await.unwrap();
-    assert_eq!(fetched.data["status"]["dependenciesHash"], "abc");
+    assert_eq!(fetched.data["status"]["dependenciesHash"], "YWJj");
     handle.shutdown().await;
 }
 

@@ -145,8 +145,9 @@ async fn apply_accepts_yaml_and_status_apply_only_touches_status() {
     assert_eq!(created["spec"]["tier"], 5);
 
     let api = profiles(&client);
+    // dependenciesHash is `format: byte`: the schema wants base64.
     let status = json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
-        "metadata": {"name": "y"}, "spec": {"tier": 1}, "status": {"dependenciesHash": "h"}});
+        "metadata": {"name": "y"}, "spec": {"tier": 1}, "status": {"dependenciesHash": "aA=="}});
     let applied = api
         .patch_status(
             "y",
@@ -155,7 +156,7 @@ async fn apply_accepts_yaml_and_status_apply_only_touches_status() {
         )
         .await
         .unwrap();
-    assert_eq!(applied.data["status"]["dependenciesHash"], "h");
+    assert_eq!(applied.data["status"]["dependenciesHash"], "aA==");
     assert_eq!(
         applied.data["spec"]["tier"], 5,
         "status apply must not change spec"

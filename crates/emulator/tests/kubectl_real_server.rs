@@ -121,7 +121,8 @@ async fn git_promotion_with_status(client: &kube::Client) {
     )
     .await
     .unwrap();
-    let status = serde_json::json!({"status": {"currentStageName": "prod", "phase": "Progressing",
+    // hashScheme and phase are required by the CRD's status schema, which the emulator enforces.
+    let status = serde_json::json!({"status": {"hashScheme": 1, "currentStageName": "prod", "phase": "Progressing",
         "snapshotIndex": 3, "snapshotCommit": "abc123", "message": "waiting"}});
     api.patch_status("web", &PatchParams::default(), &Patch::Merge(status))
         .await

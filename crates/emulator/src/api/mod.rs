@@ -20,9 +20,10 @@ use serde_json::Value;
 
 use crate::api_error::ApiError;
 use crate::faults::FaultDecision;
+use crate::schema_validation::{self, FieldValidation};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::shared::{Shared, lock};
-use crate::state::{ListOptions, ObjectList, PatchKind, Target};
+use crate::state::{ApiState, ListOptions, ObjectList, PatchKind, Target};
 use route::{ResourcePath, Route};
 
 pub fn router(shared: Arc<Shared>) -> Router {
@@ -157,13 +158,22 @@ async fn handle(
                 user_agent,
                 body,
             };
-            match resource_request(&shared, request) {
+            let (reply, warnings) = resource_request(&shared, request);
+            let mut response = match reply {
                 Ok(Reply::Json(code, value)) => json_response(code, &value),
                 Ok(Reply::Object(code, object)) => json_response(code, &object),
                 Ok(Reply::List(list)) => bytes_response(200, list.to_bytes()),
                 Ok(Reply::Watch(stream)) => watch::response(stream),
                 Err(error) => error_response(&error),
+            };
+            for warning in warnings {
+                if let Ok(value) =
+                    HeaderValue::from_str(&schema_validation::warning_header(&warning))
+                {
+                    response.headers_mut().append(header::WARNING, value);
+                }
             }
+            response
         }
         Route::OpenApiRoot => json_response(
             200,
@@ -313,8 +323,31 @@ fn patch_kind(request: &ResourceRequest<'_>) -> Result<PatchKind, ApiError> {
     }
 }
 
-fn resource_request(shared: &Shared, request: ResourceRequest<'_>) -> Result<Reply, ApiError> {
+/// Serves a resource request with its `fieldValidation` directive in force for the writes it
+/// makes; returns the warnings those writes raised, for `Warning` headers. The directive lives in
+/// the state only while the lock is held, so writes by the Sveltos stand-in never see it.
+fn resource_request(
+    shared: &Shared,
+    request: ResourceRequest<'_>,
+) -> (Result<Reply, ApiError>, Vec<String>) {
+    let directive = if matches!(request.verb, "create" | "update" | "patch") {
+        match FieldValidation::from_query(request.query.get("fieldValidation").map(String::as_str))
+        {
+            Ok(directive) => directive,
+            Err(error) => return (Err(error), Vec::new()),
+        }
+    } else {
+        // Reads write nothing; the directive only matters to writes.
+        FieldValidation::Strict
+    };
     let mut state = lock(&shared.state);
+    state.schema_admission.begin_request(directive);
+    let reply = serve_resource(&mut state, request);
+    let warnings = state.schema_admission.end_request();
+    (reply, warnings)
+}
+
+fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<Reply, ApiError> {
     if !state
         .registry
         .serves(&request.path.group, &request.path.version)
@@ -348,7 +381,7 @@ fn resource_request(shared: &Shared, request: ResourceRequest<'_>) -> Result<Rep
     }
     let namespace = request.path.namespace.clone().unwrap_or_default();
     if let Some(storage) = core_events::storage(&resource, &state.registry) {
-        return core_events::request(&mut state, &request, &storage, &namespace);
+        return core_events::request(state, &request, &storage, &namespace);
     }
     let target = Target {
         resource: &resource,
@@ -389,7 +422,7 @@ fn resource_request(shared: &Shared, request: ResourceRequest<'_>) -> Result<Rep
         }
         "watch" => {
             let stream = watch::open(
-                &mut state,
+                state,
                 &resource,
                 request.path.namespace.clone(),
                 &watch_query(&request),
