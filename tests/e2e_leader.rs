@@ -485,7 +485,13 @@ async fn no_write_without_a_valid_lease_even_on_a_retried_request() {
     let gate = LeaderGate::follower();
     let deadline = std::time::Instant::now() + Duration::from_secs(1);
     gate.renewed(deadline);
-    let writer = tollgate::cluster::writer::ClusterWriter::new(world.client.clone(), gate, false);
+    // The controller's own client does not retry in-request (see `controller_client`); a client
+    // that does (kube's default) must still be cut off at the lease's deadline.
+    let retrying = kube::Client::try_from(kube::Config::new(
+        world.emulator.url().parse().expect("emulator URL"),
+    ))
+    .expect("client");
+    let writer = tollgate::cluster::writer::ClusterWriter::new(retrying, gate, false);
     let profile = serde_json::json!({
         "apiVersion": "config.projectsveltos.io/v1beta1",
         "kind": "ClusterProfile",
