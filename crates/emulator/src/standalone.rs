@@ -13,7 +13,8 @@ use crate::tls::TlsAuthority;
 /// How often the state file is rewritten while the store changes.
 const SAVE_INTERVAL: Duration = Duration::from_secs(3);
 
-fn read_state(path: &Path) -> Result<Option<Value>, EmulatorError> {
+/// A JSON file that may not exist yet: `None` when it does not.
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, EmulatorError> {
     match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text)
             .map(Some)
@@ -27,6 +28,10 @@ fn read_state(path: &Path) -> Result<Option<Value>, EmulatorError> {
             source,
         }),
     }
+}
+
+fn read_state(path: &Path) -> Result<Option<Value>, EmulatorError> {
+    read_json(path)
 }
 
 /// Where the TLS authority is kept beside a state file: `state.json` → `state.tls.json`.
@@ -35,19 +40,7 @@ pub fn authority_path(state_file: &Path) -> PathBuf {
 }
 
 fn read_authority(path: &Path) -> Result<Option<TlsAuthority>, EmulatorError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| EmulatorError::StateFile {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            }),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(EmulatorError::Io {
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
+    read_json(path)
 }
 
 /// With TLS and a state file, the CA and client credentials of the previous run, if any: the
