@@ -4,7 +4,8 @@ WORKDIR /src
 # git2's https transport links OpenSSL; Lua 5.1 (health-script checks), libgit2 and mimalloc are built from C.
 RUN apt-get update && apt-get install -y --no-install-recommends pkg-config libssl-dev && rm -rf /var/lib/apt/lists/*
 COPY . .
-RUN cargo build --release --locked --bin tollgate
+# Stripped: the unstripped binary is ~130 MB, the stripped one ~22 MB.
+RUN cargo build --release --locked --bin tollgate && strip target/release/tollgate
 
 FROM debian:bookworm-slim
 # ca-certificates: https git remotes and the API server; libssl3: git2's TLS.

@@ -243,3 +243,28 @@ async fn the_crd_manifest_installs_and_serves_typed_git_promotions() {
         "{stdout}"
     );
 }
+
+/// The container image ships a stripped binary as a non-root user, and the build context leaves
+/// out build output and git metadata.
+#[test]
+fn the_image_is_stripped_non_root_and_built_from_the_source_only() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).expect("Dockerfile");
+    assert!(
+        dockerfile.contains("strip target/release/tollgate"),
+        "{dockerfile}"
+    );
+    let runtime = dockerfile.rsplit("FROM ").next().expect("a final stage");
+    assert!(runtime.contains("USER 65532:65532"), "{runtime}");
+    assert!(
+        !runtime.contains("cargo"),
+        "no toolchain in the final stage: {runtime}"
+    );
+    let ignore = std::fs::read_to_string(root.join(".dockerignore")).expect(".dockerignore");
+    for excluded in ["target/", ".git/"] {
+        assert!(
+            ignore.lines().any(|l| l.trim() == excluded),
+            "{excluded} in {ignore}"
+        );
+    }
+}

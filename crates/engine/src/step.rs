@@ -64,6 +64,14 @@ pub fn step(input: &StepInput<'_>) -> StepOutput {
     output
 }
 
+/// How a stage is entered: as the first stage of a new run (which may replace an earlier run),
+/// or because the pipeline advanced to it.
+#[derive(Clone, Copy)]
+enum StageEntry {
+    NewRun { restart: bool },
+    Advance,
+}
+
 /// Whether the pipeline may go on after a stage was looked at.
 enum Flow {
     /// The current stage moved on; look at the new current stage in the same step.
@@ -172,7 +180,7 @@ impl<'i, 'a> Run<'i, 'a> {
                 .and_then(|c| stages.iter().position(|s| &s.name == c))
                 .and_then(|i| stages.get(i + 1));
             match next {
-                Some(next) => self.enter_stage(next, false),
+                Some(next) => self.enter_stage(next, StageEntry::Advance),
                 None => {
                     self.status.phase = Phase::Completed;
                     self.status.message = Some(completed_message(self.snapshot, stages.len()));
@@ -455,12 +463,17 @@ impl<'i, 'a> Run<'i, 'a> {
                 ),
             ));
         }
-        self.enter_stage(first, true);
+        // The first run ever is no restart: only a run that replaces another says so.
+        let entry = StageEntry::NewRun {
+            restart: previous.snapshot_index.is_some(),
+        };
+        self.enter_stage(first, entry);
         Ok(())
     }
 
     /// Start `stage` in this run: record and queue the apply of its main profile.
-    fn enter_stage(&mut self, stage: &Stage, restart: bool) {
+    fn enter_stage(&mut self, stage: &Stage, entry: StageEntry) {
+        let new_run = matches!(entry, StageEntry::NewRun { .. });
         let now = self.now();
         let profile = stage_profile_name(self.name(), &stage.name);
         let spec = stage_profile_spec(self.snapshot, stage, &[]);
@@ -489,7 +502,7 @@ impl<'i, 'a> Run<'i, 'a> {
             last_successful_applied_time: None,
             last_status_check_time: None,
             failure_message: None,
-            current_status_description: restart
+            current_status_description: new_run
                 .then(|| messages::with_time(messages::CLUSTERS_BEING_PROVISIONED, now)),
             snapshot_index: self.snapshot.index,
             applied_at: now,
@@ -514,10 +527,11 @@ impl<'i, 'a> Run<'i, 'a> {
         });
         self.status.current_stage_name = Some(stage.name.clone());
         self.status.last_promotion_time = Some(now);
-        let note = if restart {
-            messages::provisioning_stage_restart(&stage.name)
-        } else {
-            messages::provisioning_stage(&stage.name)
+        let note = match entry {
+            StageEntry::NewRun { restart: true } => {
+                messages::provisioning_stage_restart(&stage.name)
+            }
+            _ => messages::provisioning_stage(&stage.name),
         };
         self.effects
             .events
@@ -556,7 +570,7 @@ impl<'i, 'a> Run<'i, 'a> {
         };
         let stage = &stages[index];
         if self.status.stage(&current).is_none() {
-            self.enter_stage(stage, false);
+            self.enter_stage(stage, StageEntry::Advance);
         }
         if self
             .status
