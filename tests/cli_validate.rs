@@ -37,6 +37,27 @@ fn valid_seed_exits_zero_and_shows_its_warning() {
 }
 
 #[test]
+fn the_shipped_examples_validate_without_errors_or_warnings_and_warnings_name_no_fixture() {
+    let assert = tollgate()
+        .arg("validate")
+        .arg(repo("examples/promotions"))
+        .assert()
+        .code(0);
+    let out = stdout_of(&assert);
+    assert!(out.contains("0 error(s), 0 warning(s)"), "{out}");
+    let seed = tollgate()
+        .arg("validate")
+        .arg(seeds().join("04-cert-manager-rollout-auto.yaml"))
+        .assert()
+        .code(0);
+    let out = stdout_of(&seed);
+    assert!(
+        !out.to_lowercase().contains("seed 0"),
+        "an internal fixture named: {out}"
+    );
+}
+
+#[test]
 fn strict_makes_warnings_fail() {
     tollgate()
         .args(["validate", "--strict"])

@@ -103,7 +103,7 @@ fn check_script(
         findings.push(Finding::warning(
             "lua-never-sets-healthy",
             path,
-            "never sets `healthy` in its result: Sveltos only treats `healthy = true` as healthy (seed 04's check sets hs.status, which never passes)",
+            "never sets `healthy` in its result: Sveltos only treats `healthy = true` as healthy (a script that only sets hs.status, as the Sveltos documentation's cert-manager example does, never passes)",
         ));
     }
 }
