@@ -157,6 +157,11 @@ fn text(bytes: &[u8]) -> String {
 #[test]
 fn approve_commits_only_the_annotation_line_on_a_new_branch() {
     let fixture = fixture();
+    // With a remote, the next step is a push and a pull request.
+    git(
+        fixture.root(),
+        &["remote", "add", "upstream", "https://git.example.com/p.git"],
+    );
     let before = fixture.status();
     let id12 = fixture.current("main", "app").id()[..12].to_string();
 
@@ -175,7 +180,7 @@ fn approve_commits_only_the_annotation_line_on_a_new_branch() {
 
     let branch = format!("tollgate/approve-app-production-{id12}");
     assert!(
-        stdout.contains(&format!("git push origin {branch}")),
+        stdout.contains(&format!("git push upstream {branch}")),
         "{stdout}"
     );
     assert!(stdout.contains("pull request"), "{stdout}");
@@ -385,8 +390,10 @@ fn rollback_restores_snapshot_content_on_a_new_branch() {
         text(&output.stderr)
     );
     let branch = "tollgate/rollback-app-to-1";
+    // Without a remote there is nothing to push to: the advice is a local merge.
+    assert!(!stdout.contains("git push"), "{stdout}");
     assert!(
-        stdout.contains(&format!("git push origin {branch}")),
+        stdout.contains(&format!("merge --ff-only {branch}")),
         "{stdout}"
     );
     assert_eq!(

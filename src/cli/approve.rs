@@ -79,12 +79,26 @@ pub(crate) fn finish(
     super::report_line(&format!("  {}", outcome.message));
     match push {
         None => {
-            super::report_line("Nothing was pushed. To propose it:");
-            super::report_line(&format!("  git push origin {}", outcome.branch));
-            super::report_line(&format!(
-                "then open a pull request from {} into the tracked branch.",
-                outcome.branch
-            ));
+            match suggested_remote(repo) {
+                Some(remote) => {
+                    super::report_line("Nothing was pushed. To propose it:");
+                    super::report_line(&format!("  git push {remote} {}", outcome.branch));
+                    super::report_line(&format!(
+                        "then open a pull request from {} into the tracked branch.",
+                        outcome.branch
+                    ));
+                }
+                // A local repository (the controller may track it directly): merge, not push.
+                None => {
+                    super::report_line(
+                        "Nothing was pushed (the repository has no remote). To apply it:",
+                    );
+                    super::report_line(&format!(
+                        "  git -C {repo} merge --ff-only {}",
+                        outcome.branch
+                    ));
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Some(remote) => {
@@ -103,6 +117,25 @@ pub(crate) fn finish(
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The remote to suggest pushing to: `origin` if there is one, else the first; `None` without any.
+fn suggested_remote(repo: &str) -> Option<String> {
+    let output = std::process::Command::new("git")
+        .args(["-C", repo, "remote"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let remotes: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .collect();
+    remotes
+        .iter()
+        .find(|r| **r == "origin")
+        .or(remotes.first())
+        .map(|r| r.to_string())
 }
 
 /// Request errors (unknown name, stage, snapshot…) exit 1; the rest go up as errors (exit 2).
