@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
+use tollgate_model::model::LabelSelector;
 
 use crate::completion::{
     AppliedExpectation, first_field_out_of_sync, profile_current, summary_problem, whole_second,
@@ -80,10 +81,15 @@ pub(crate) fn cluster_key(namespace: &str, name: &str) -> String {
 
 /// The clusters matching the stage now (ready, unpaused, selected), sorted.
 pub(crate) fn matching(expected: &AppliedExpectation<'_>, observed: &Observed) -> Vec<String> {
+    targeted(expected.selector, observed)
+}
+
+/// `namespace/name` of every cluster `selector` targets now, sorted.
+pub(crate) fn targeted(selector: &LabelSelector, observed: &Observed) -> Vec<String> {
     let mut keys: Vec<String> = observed
         .clusters
         .iter()
-        .filter(|c| c.ready && !c.paused && expected.selector.matches(&c.labels))
+        .filter(|c| c.targeted_by(selector))
         .map(|c| cluster_key(&c.namespace, &c.name))
         .collect();
     keys.sort();

@@ -44,7 +44,7 @@ pub fn check(expected: &AppliedExpectation<'_>, observed: &Observed) -> Completi
     let matching: Vec<(&str, &str)> = observed
         .clusters
         .iter()
-        .filter(|c| c.ready && !c.paused && expected.selector.matches(&c.labels))
+        .filter(|c| c.targeted_by(expected.selector))
         .map(|c| (c.namespace.as_str(), c.name.as_str()))
         .collect();
     let summaries: Vec<&ObservedSummary> = observed

@@ -34,6 +34,20 @@ fn non_empty_list(spec: &Value, field: &str) -> bool {
         .is_some_and(|list| !list.is_empty())
 }
 
+/// Features whose ClusterSummary status must be newer than an apply of `spec` (hash `hash`) over
+/// `previous`, the live profile tollgate owns (none: every feature is new).
+pub(crate) fn fresh_after_apply(
+    previous: Option<&crate::observed::ObservedProfile>,
+    spec: &Value,
+    hash: &str,
+) -> Vec<String> {
+    match previous {
+        Some(p) if p.applied_spec_hash() == Some(hash) => Vec::new(),
+        Some(p) => changed_features(Some(&p.spec), spec),
+        None => changed_features(None, spec),
+    }
+}
+
 /// Features a ClusterSummary of this spec must report: one per non-empty content list.
 pub fn required_features(spec: &Value) -> Vec<&'static str> {
     FEATURES

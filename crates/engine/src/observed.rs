@@ -143,3 +143,10 @@ pub struct ObservedCluster {
     /// SveltosCluster `spec.paused`: it gets a ClusterSummary but nothing is deployed to it.
     pub paused: bool,
 }
+
+impl ObservedCluster {
+    /// A stage with `selector` targets it now: ready, not paused, and selected.
+    pub fn targeted_by(&self, selector: &tollgate_model::model::LabelSelector) -> bool {
+        self.ready && !self.paused && selector.matches(&self.labels)
+    }
+}

@@ -13,7 +13,7 @@ use tollgate_render::{
 
 use crate::completion::{self, AppliedExpectation};
 use crate::effects::Effects;
-use crate::features::changed_features;
+use crate::features::fresh_after_apply;
 use crate::messages;
 use crate::observed::Observed;
 use crate::output::EngineEvent;
@@ -122,11 +122,7 @@ impl Restore<'_> {
         let hash = spec_hash(&spec);
         let live = observed.filter(|p| !p.deleting);
         if entry.applied_at.is_none() || entry.spec_hash != hash {
-            entry.fresh_features = match live {
-                Some(p) if p.applied_spec_hash() == Some(hash.as_str()) => Vec::new(),
-                Some(p) => changed_features(Some(&p.spec), &spec),
-                None => changed_features(None, &spec),
-            };
+            entry.fresh_features = fresh_after_apply(live, &spec, &hash);
             entry.applied_at = Some(self.now);
             entry.spec_hash = hash.clone();
         }

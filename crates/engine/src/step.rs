@@ -19,7 +19,7 @@ use tollgate_render::{
 use crate::conditions;
 use crate::drift;
 use crate::effects::Effects;
-use crate::features::changed_features;
+use crate::features::fresh_after_apply;
 use crate::input::{Desired, StepInput};
 use crate::messages;
 use crate::never_valid;
@@ -168,10 +168,9 @@ impl<'i, 'a> Run<'i, 'a> {
             name: p.name().to_string(),
             version: p.version(),
         });
-        if self.status.failure.is_some() {
-            return self.failed_run();
-        }
-        while let Flow::Advanced = self.progress_current_stage() {
+        while self.status.failure.is_none()
+            && let Flow::Advanced = self.progress_current_stage()
+        {
             let stages = &self.promotion.spec.stages;
             let next = self
                 .status
@@ -485,17 +484,10 @@ impl<'i, 'a> Run<'i, 'a> {
             .get(&profile)
             .filter(|p| p.is_owned_by(self.name()) && !p.deleting)
             .and_then(|p| p.snapshot_index);
-        let members = self.input.policy.map(|_| {
-            let mut keys: Vec<String> = self
-                .observed()
-                .clusters
-                .iter()
-                .filter(|c| c.ready && !c.paused && stage.cluster_selector.matches(&c.labels))
-                .map(|c| crate::clusters::cluster_key(&c.namespace, &c.name))
-                .collect();
-            keys.sort();
-            keys
-        });
+        let members = self
+            .input
+            .policy
+            .map(|_| crate::clusters::targeted(&stage.cluster_selector, self.observed()));
         self.status.stages.push(StageStatus {
             name: stage.name.clone(),
             last_update_reconciled_time: Some(now),
@@ -547,11 +539,7 @@ impl<'i, 'a> Run<'i, 'a> {
             .profiles
             .get(profile)
             .filter(|p| p.is_owned_by(self.name()) && !p.deleting);
-        match previous {
-            Some(p) if p.applied_spec_hash() == Some(hash) => Vec::new(),
-            Some(p) => changed_features(Some(&p.spec), spec),
-            None => changed_features(None, spec),
-        }
+        fresh_after_apply(previous, spec, hash)
     }
 
     /// Look at the current stage and run its steps ([`crate::stage`]); the outcome becomes the
