@@ -138,6 +138,10 @@ fn dry_run_logs_actions_and_writes_nothing() {
         output.contains("dry-run: would server-side apply ClusterProfile"),
         "the would-be apply is logged:\n{output}"
     );
+    assert!(
+        output.contains("dry-run: event (not published)"),
+        "events are marked as not published:\n{output}"
+    );
 }
 
 trait StderrOutput {
@@ -322,4 +326,35 @@ fn run_starts_without_a_missing_optional_secret_and_says_so() {
         )),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_failed_fetch_is_one_log_line_and_claims_nothing_before_a_sync() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = format!("file://{}/no-such-repo", dir.path().display());
+    let fleet = dir.path().join("fleet.yaml");
+    std::fs::write(&fleet, fleet_yaml(1, "100ms")).expect("fleet");
+    let mut controller = Controller(
+        tollgate()
+            .args(["run", "--repo", &missing, "--interval", "1s", "--embedded"])
+            .arg(&fleet)
+            .arg("--cache-dir")
+            .arg(dir.path().join("cache"))
+            .args(["--log", "info"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tollgate run starts"),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let _ = controller.0.kill();
+    let log = controller.0.wait_with_output_stderr();
+    let failures: Vec<&str> = log.lines().filter(|l| l.contains("WARN")).collect();
+    assert!(!failures.is_empty(), "no failure logged:\n{log}");
+    for line in &failures {
+        assert!(
+            line.contains("git sync failed; nothing synced yet"),
+            "one line per failed fetch, and no claim that a last good state runs:\n{log}"
+        );
+    }
 }

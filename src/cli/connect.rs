@@ -23,7 +23,37 @@ pub struct ClusterArgs {
 }
 
 pub async fn client(args: &ClusterArgs) -> anyhow::Result<Client> {
-    Client::try_from(config(args).await?).context("building the Kubernetes client")
+    Ok(connect(args).await?.client)
+}
+
+/// A client and where it points, for errors: "Connection refused" alone names neither the server
+/// nor the kubeconfig that chose it (a stale embedded kubeconfig was the usual cause).
+pub struct Connection {
+    pub client: Client,
+    /// `API server https://127.0.0.1:6443 (kubeconfig /path, context ctx)`.
+    pub target: String,
+}
+
+pub async fn connect(args: &ClusterArgs) -> anyhow::Result<Connection> {
+    let config = config(args).await?;
+    let target = describe(args, &config);
+    let client = Client::try_from(config)
+        .with_context(|| format!("building the Kubernetes client for {target}"))?;
+    Ok(Connection { client, target })
+}
+
+fn describe(args: &ClusterArgs, config: &Config) -> String {
+    let source = match (&args.kubeconfig, kubeconfig_env()) {
+        (Some(path), _) => format!("kubeconfig {}", path.display()),
+        (None, Some(paths)) => format!("kubeconfig KUBECONFIG={paths}"),
+        (None, None) if args.context.is_some() => "the default kubeconfig".to_string(),
+        (None, None) => "the default kubeconfig or in-cluster config".to_string(),
+    };
+    let context = match &args.context {
+        Some(context) => format!(", context {context}"),
+        None => String::new(),
+    };
+    format!("API server {} ({source}{context})", config.cluster_url)
 }
 
 /// `$KUBECONFIG` when it names at least one file; empty or unset is "not set", as for kubectl.

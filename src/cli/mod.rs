@@ -10,6 +10,7 @@ pub mod approve;
 pub mod client_certificate;
 pub mod connect;
 pub mod crd;
+pub mod embedded;
 pub mod emulator;
 pub mod history;
 pub mod plan;
@@ -102,7 +103,13 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 pub fn init_logging(global: &GlobalArgs) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&global.log)
+    // kube's client logs every failed request at ERROR; tollgate reports (or retries) each one
+    // itself with what it was doing, so that line is a duplicate unless asked for by name.
+    let spec = match global.log.contains("kube_client") {
+        true => global.log.clone(),
+        false => format!("{},kube_client::client::builder=off", global.log),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&spec)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     // Colour only on a terminal: escape codes in a pod's log are noise to every log pipeline.
     let builder = tracing_subscriber::fmt()

@@ -14,11 +14,12 @@ use crate::metrics::Metrics;
 use crate::server::{self, Provider, ServerConfig, ServerState, WebhookSecrets};
 use anyhow::Context as _;
 use kube::Client;
-use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet, Transport};
+use tollgate_emulator::Transport;
 use tollgate_source::{Auth, Secret, SourceConfig};
 use tracing::{info, warn};
 
 use super::connect::{self, ClusterArgs};
+use super::embedded;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -283,15 +284,16 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     };
     source.auth = args.git_auth.to_auth()?;
 
-    let (kube_config, _emulator) = match &args.embedded {
+    let (kube_config, embedded_cluster) = match &args.embedded {
         Some(fleet_file) => {
             let transport = match args.embedded_insecure_http {
                 true => Transport::PlainHttp,
                 false => Transport::Tls,
             };
             let kubeconfig = args.embedded_kubeconfig.clone();
-            let emulator = start_embedded(fleet_file, transport, kubeconfig, &cache_dir).await?;
-            (embedded_config(&emulator).await?, Some(emulator))
+            let cluster = embedded::start(fleet_file, transport, kubeconfig, &cache_dir).await?;
+            let config = embedded::controller_config(&cluster.emulator).await?;
+            (config, Some(cluster))
         }
         None => (connect::config(&args.cluster).await?, None),
     };
@@ -347,7 +349,17 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    info!(repo = %tollgate_source::redact_url(&args.repo), branch = %args.branch, "controller running");
+    info!(repo = %tollgate_source::redact_url(&args.repo), branch = %args.branch, dry_run = args.dry_run, "controller running");
+    if args.dry_run {
+        warn!("dry-run: every write is logged as 'dry-run: would …' and none is sent");
+    }
+    if let Some(cluster) = &embedded_cluster {
+        let repo = tollgate_source::redact_url(&args.repo);
+        eprintln!(
+            "\n{}\n",
+            embedded::reach_block(cluster, &repo, &args.branch)
+        );
+    }
     shutdown_signal().await;
     info!("shutting down");
     // Writes stop first, then the controller ends, and only then is the lease released: no
@@ -440,48 +452,6 @@ fn start_lease_tasks(
     ));
     let (relay, _relay_task) = start_relay(client.clone(), namespace, &election.lease_name);
     Ok((relay, task))
-}
-
-async fn start_embedded(
-    fleet_file: &std::path::Path,
-    transport: Transport,
-    kubeconfig: Option<PathBuf>,
-    cache_dir: &std::path::Path,
-) -> anyhow::Result<EmulatorHandle> {
-    let fleet = Fleet::load(fleet_file)?;
-    let emulator = Emulator::start(EmulatorConfig {
-        fleet,
-        transport,
-        ..EmulatorConfig::default()
-    })
-    .await?;
-    let path = kubeconfig.unwrap_or_else(|| cache_dir.join("embedded.kubeconfig"));
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("creating {}", parent.display()))?;
-    }
-    emulator.write_kubeconfig(&path)?;
-    eprintln!(
-        "embedded management cluster at {} — kubeconfig: {}\n  try: kubectl --kubeconfig {} get clusterprofiles,clustersummaries -A\n       tollgate status --kubeconfig {}",
-        emulator.url(),
-        path.display(),
-        path.display(),
-        path.display()
-    );
-    Ok(emulator)
-}
-
-/// The controller reaches its embedded cluster as any client does, through the kubeconfig text;
-/// over TLS as the token's user (the file's default context, which `tollgate status` and kubectl
-/// use, holds the client certificate), so both ways of authenticating run.
-async fn embedded_config(emulator: &EmulatorHandle) -> anyhow::Result<kube::Config> {
-    match emulator.tls_credentials() {
-        None => connect::config_for_url(&emulator.url()),
-        Some(_) => {
-            let context = tollgate_emulator::kubeconfig::TOKEN_CONTEXT_NAME;
-            connect::config_from_kubeconfig_text(&emulator.kubeconfig_yaml(), context).await
-        }
-    }
 }
 
 fn default_cache_dir() -> PathBuf {

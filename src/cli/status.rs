@@ -49,10 +49,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
-    let client = connect::client(&args.cluster).await?;
-    let api: Api<DynamicObject> = Api::all_with(client, &resources::git_promotion());
+    let connection = connect::connect(&args.cluster).await?;
+    let target = connection.target;
+    let api: Api<DynamicObject> = Api::all_with(connection.client, &resources::git_promotion());
     if !args.watch {
-        let objects = fetch(&api, args.name.as_deref()).await?;
+        let objects = fetch(&api, args.name.as_deref())
+            .await
+            .with_context(|| format!("reading GitPromotions from {target}"))?;
         if let Some(name) = &args.name
             && objects.is_empty()
         {
@@ -73,11 +76,13 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let mut last = String::new();
     while let Some(event) = stream.next().await {
         if let Err(error) = event {
-            eprintln!("watch error (retrying): {error}");
+            eprintln!("watch error (retrying): {error} [{target}]");
             tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             continue;
         }
-        let objects = fetch(&api, args.name.as_deref()).await?;
+        let objects = fetch(&api, args.name.as_deref())
+            .await
+            .with_context(|| format!("reading GitPromotions from {target}"))?;
         let text = render(&objects, args.name.is_some(), args.output)?;
         if text == last {
             continue;

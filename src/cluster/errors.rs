@@ -14,7 +14,8 @@ pub enum ClusterError {
         message: String,
     },
     #[error(
-        "RBAC forbids tollgate to {verb} {resource} {name:?}: {message} (see deploy/ for the ClusterRole)"
+        "RBAC forbids tollgate to {verb} {resource}{}: {message} (see deploy/ for the ClusterRole)",
+        named(.name)
     )]
     Forbidden {
         verb: String,
@@ -28,14 +29,14 @@ pub enum ClusterError {
         name: String,
         message: String,
     },
-    #[error("the API server rejected {verb} {resource} {name:?}: {message}")]
+    #[error("the API server rejected {verb} {resource}{}: {message}", named(.name))]
     Rejected {
         verb: String,
         resource: String,
         name: String,
         message: String,
     },
-    #[error("cannot reach the management cluster to {verb} {resource} {name:?}: {message}")]
+    #[error("cannot reach the management cluster to {verb} {resource}{}: {message}", named(.name))]
     Unavailable {
         verb: String,
         resource: String,
@@ -101,13 +102,35 @@ pub fn classify(error: kube::Error, verb: &str, resource: &str, name: &str) -> C
                 },
             }
         }
+        // With the causes: "client error (Connect)" alone hides the "Connection refused" below it.
         other => ClusterError::Unavailable {
             verb,
             resource,
             name,
-            message: other.to_string(),
+            message: with_causes(&other),
         },
     }
+}
+
+/// ` "name"`, or nothing for a list (no name).
+fn named(name: &str) -> String {
+    match name {
+        "" => String::new(),
+        name => format!(" {name:?}"),
+    }
+}
+
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        let inner_text = inner.to_string();
+        if !text.contains(&inner_text) {
+            text = format!("{text}: {inner_text}");
+        }
+        cause = inner.source();
+    }
+    text
 }
 
 fn crd_of(resource: &str) -> String {

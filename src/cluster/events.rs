@@ -55,6 +55,7 @@ struct Queued {
 #[derive(Clone)]
 pub struct EventPublisher {
     queues: Vec<mpsc::Sender<Queued>>,
+    dry_run: bool,
 }
 
 impl EventPublisher {
@@ -73,11 +74,15 @@ impl EventPublisher {
                 queue
             })
             .collect();
-        EventPublisher { queues }
+        EventPublisher { queues, dry_run }
     }
 
     /// Logs the event and queues it for the API server.
     pub fn publish(&self, promotion: &str, uid: Option<&str>, event: &EngineEvent) {
+        if self.dry_run {
+            info!(promotion, reason = event.reason, note = %event.note, "dry-run: event (not published)");
+            return;
+        }
         info!(promotion, reason = event.reason, note = %event.note, "event");
         let Some(queue) =
             shard_of(promotion, self.queues.len()).and_then(|shard| self.queues.get(shard))

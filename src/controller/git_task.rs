@@ -175,7 +175,7 @@ fn sync_loop(
                 interval
             }
             Err(error) => {
-                warn!(%error, "git sync failed; keeping the last synced state");
+                // Logged once, by the source (it knows what keeps running).
                 let update = GitUpdate {
                     head: source.head().cloned(),
                     path_missing: source.path_missing(),

@@ -327,7 +327,8 @@ impl LoopState {
         ctx.metrics
             .git_sync(update.duration, update.error.is_none());
         if let Some(error) = &update.error {
-            warn!(%error, "git source error; the last synced state keeps running");
+            // Logged once where it happened (the source); here it only feeds the sync metrics.
+            debug!(%error, "git source error");
             return;
         }
         // Only a complete listing or a removal needs every known name: building the set on every

@@ -186,10 +186,16 @@ pub async fn reconcile(
                 .map_err(ReconcileError::DeleteState)?;
             ctx.statuses.forget_own(name);
         }
-        info!(
-            promotion = name,
-            "promotion removed from git and cleaned up"
-        );
+        match ctx.writer.dry_run() {
+            true => info!(
+                promotion = name,
+                "dry-run: promotion removed from git, would clean up"
+            ),
+            false => info!(
+                promotion = name,
+                "promotion removed from git and cleaned up"
+            ),
+        }
         return Ok(Outcome::Forgotten);
     }
     let status_written = persist(ctx, name, &file, persisted.as_ref(), &status).await?;

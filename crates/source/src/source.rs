@@ -78,7 +78,19 @@ impl GitSource {
             Ok(_) => self.backoff.record_success(),
             Err(error) => {
                 self.backoff.record_failure();
-                warn!(repo = %self.access.display(), %error, retry_after_s = self.backoff.retry_after().map(|d| d.as_secs()), "git sync failed; keeping the last good state");
+                // The one log line per failed sync (the controller only counts it): it says what
+                // keeps running, and nothing does before the first sync.
+                let retry_after_s = self.backoff.retry_after().map(|d| d.as_secs());
+                match self.head.as_ref() {
+                    Some(head) => {
+                        let kept =
+                            tollgate_model::snapshot::short_sha(&head.oid.to_string()).to_string();
+                        warn!(repo = %self.access.display(), %error, retry_after_s, kept, "git sync failed; the last synced commit keeps running")
+                    }
+                    None => {
+                        warn!(repo = %self.access.display(), %error, retry_after_s, "git sync failed; nothing synced yet")
+                    }
+                }
             }
         }
         result
