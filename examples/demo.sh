@@ -14,6 +14,13 @@ if [ ! -d "$repo/.git" ]; then
 fi
 echo "promotions repository: $repo"
 cd "$root"
-cargo build --release --locked --quiet
-# The embedded mode writes and uses its own kubeconfig; a KUBECONFIG in the shell is not read.
-exec "${CARGO_TARGET_DIR:-target}"/release/tollgate run --repo "$repo" --branch main --embedded examples/fleet.yaml --log info "$@"
+# TOLLGATE_BIN: an already built binary (the walkthrough test uses its own build).
+bin=${TOLLGATE_BIN:-}
+if [ -z "$bin" ]; then
+  echo "building tollgate (release; the first build takes a few minutes, cargo shows its progress)"
+  cargo build --release --locked
+  bin="${CARGO_TARGET_DIR:-target}"/release/tollgate
+fi
+# The embedded mode writes its own kubeconfig (one per run) and prints the lines that reach it;
+# a KUBECONFIG in this shell is not read.
+exec "$bin" run --repo "$repo" --branch main --embedded examples/fleet.yaml --log info "$@"
