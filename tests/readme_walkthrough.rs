@@ -78,7 +78,12 @@ fn git(repo: &Path, args: &[&str]) {
     let status = Command::new("git")
         .arg("-C")
         .arg(repo)
-        .args(["-c", "user.name=New User", "-c", "user.email=new@example.com"])
+        .args([
+            "-c",
+            "user.name=New User",
+            "-c",
+            "user.email=new@example.com",
+        ])
         .args(args)
         .status()
         .expect("git runs");
@@ -111,17 +116,24 @@ fn the_readme_walkthrough_rolls_out_and_back_with_only_the_printed_lines() {
             + &String::from_utf8_lossy(&output.stderr)
     };
     eventually("the first rollout is visible", || {
-        status_of("kyverno-rollout-auto").contains("#1").then_some(())
+        status_of("kyverno-rollout-auto")
+            .contains("#1")
+            .then_some(())
     });
 
     // "edit kyverno-rollout-auto.yaml: chartVersion: 3.5.2 → 3.6.2, then git commit -am …"
     let file = repo.join("kyverno-rollout-auto.yaml");
     let text = std::fs::read_to_string(&file).expect("the demo copied the examples");
-    assert!(text.contains("3.5.2"), "the README's version is in the example");
+    assert!(
+        text.contains("3.5.2"),
+        "the README's version is in the example"
+    );
     std::fs::write(&file, text.replace("3.5.2", "3.6.2")).expect("edit");
     git(&repo, &["commit", "-qam", "Kyverno 3.6.2"]);
     eventually("snapshot #2 rolls out", || {
-        status_of("kyverno-rollout-auto").contains("#2").then_some(())
+        status_of("kyverno-rollout-auto")
+            .contains("#2")
+            .then_some(())
     });
 
     // "Roll back. git revert --no-edit HEAD … status says #3 … (rollback to #1)"

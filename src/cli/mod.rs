@@ -23,7 +23,11 @@ pub mod validate;
 #[command(
     name = "tollgate",
     version,
-    about = "Progressive, staged Sveltos rollouts driven from git"
+    about = "Progressive, staged Sveltos rollouts driven from git",
+    after_help = "Annotations on a ClusterPromotion in git: tollgate.dev/paused: \"true\" holds its \
+pipeline where it is (no apply, no delete; \"false\" or removing it resumes); tollgate.dev/policy: NAME \
+picks its RolloutPolicy; approve.tollgate.dev/STAGE: SNAPSHOT approves a manual gate (tollgate approve \
+writes it). On its GitPromotion: tollgate.dev/confirm-prune: \"true\" releases a held removal."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -195,5 +199,45 @@ mod error_chain_tests {
         );
         let plain = anyhow::Error::new(std::io::Error::other("disk full")).context("writing");
         assert_eq!(error_chain(&plain), "writing: disk full");
+    }
+}
+
+/// The README's claims about the CLI, checked against the parser itself.
+#[cfg(test)]
+mod readme_claims {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// "Every flag has an environment variable (`tollgate run --help`)": the README says the
+    /// exceptions, `--kubeconfig` and `--context`, which read KUBECONFIG as kubectl does.
+    #[test]
+    fn every_run_flag_has_an_environment_variable() {
+        let cli = Cli::command();
+        let run = cli.find_subcommand("run").expect("run");
+        let missing: Vec<String> = run
+            .get_arguments()
+            .filter(|arg| arg.get_long().is_some())
+            .filter(|arg| !matches!(arg.get_id().as_str(), "kubeconfig" | "context"))
+            .filter(|arg| arg.get_env().is_none())
+            .map(|arg| format!("--{}", arg.get_long().unwrap_or_default()))
+            .collect();
+        assert!(missing.is_empty(), "flags without env: {missing:?}");
+    }
+
+    #[test]
+    fn help_names_the_pause_annotation_the_webhook_and_status_api_urls() {
+        let mut cli = Cli::command();
+        let top = cli.render_long_help().to_string();
+        assert!(top.contains("tollgate.dev/paused"), "{top}");
+        let mut run = Cli::command();
+        let run = run.find_subcommand_mut("run").expect("run");
+        let help = run.render_long_help().to_string();
+        for url in [
+            "/webhooks/{github,gitlab,gitea,generic}",
+            "/api/v1/promotions",
+        ] {
+            assert!(help.contains(url), "{url} missing in run --help:\n{help}");
+        }
     }
 }

@@ -47,14 +47,16 @@ pub struct Args {
     pub cluster: ClusterArgs,
     /// Run against an embedded management cluster (the emulator, in-process) built from this
     /// fleet file, instead of a real cluster.
-    #[arg(long, conflicts_with_all = ["kubeconfig", "context"])]
+    #[arg(long, env = "TOLLGATE_EMBEDDED", conflicts_with_all = ["kubeconfig", "context"])]
     pub embedded: Option<PathBuf>,
-    /// Where to write the embedded cluster's kubeconfig (for kubectl and `tollgate status`).
-    #[arg(long, requires = "embedded")]
+    /// Where to write the embedded cluster's kubeconfig (for kubectl and `tollgate status`);
+    /// default: this run's own file under the cache dir, removed when the run stops. A file
+    /// that belongs to another running cluster is refused.
+    #[arg(long, env = "TOLLGATE_EMBEDDED_KUBECONFIG", requires = "embedded")]
     pub embedded_kubeconfig: Option<PathBuf>,
     /// Serve the embedded cluster over plain HTTP without authentication, for debugging
     /// (default: HTTPS with a generated CA; the kubeconfig carries the CA and credentials).
-    #[arg(long, requires = "embedded")]
+    #[arg(long, env = "TOLLGATE_EMBEDDED_INSECURE_HTTP", requires = "embedded")]
     pub embedded_insecure_http: bool,
     /// Compute and log every action, write nothing.
     #[arg(long, env = "TOLLGATE_DRY_RUN")]
@@ -76,7 +78,9 @@ pub struct Args {
 
 #[derive(clap::Args, Debug)]
 pub struct ServerArgs {
-    /// Serve /healthz, /readyz, /metrics, webhooks and the status API on this address.
+    /// Serve on this address: /healthz, /readyz, /metrics, the webhooks
+    /// POST /webhooks/{github,gitlab,gitea,generic} (each on when its secret file is given) and the
+    /// status API GET /api/v1/promotions[/NAME] (the GitPromotion statuses as JSON).
     #[arg(long, env = "TOLLGATE_LISTEN")]
     pub listen: Option<SocketAddr>,
     /// File holding the GitHub webhook secret (X-Hub-Signature-256).
@@ -201,7 +205,7 @@ pub struct GitAuthArgs {
     )]
     pub git_token_file: Option<PathBuf>,
     /// Name of an environment variable holding an access token.
-    #[arg(long)]
+    #[arg(long, env = "TOLLGATE_GIT_TOKEN_ENV")]
     pub git_token_env: Option<String>,
     /// Username for basic auth (with --git-password-file), or for the token (default x-access-token).
     #[arg(long, env = "TOLLGATE_GIT_USERNAME")]
