@@ -31,6 +31,13 @@ pub enum OutputFormat {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Markdown output (for a PR comment) adds, per changed promotion, the clusters each stage would hit \
+and an estimated timeline as a Mermaid gantt block. The clusters are read from the management \
+cluster only when --kubeconfig or --context is given ($KUBECONFIG alone is not used, so a plan \
+in CI never reaches a cluster by accident); a failed read is a warning, not a failed plan.
+
+Example (CI, on a PR): tollgate plan --repo . --from origin/main --to HEAD -o markdown")]
 pub struct Args {
     /// The range's start (a commit, branch or tag: what runs now). When it names a branch
     /// (`main`, `origin/main`), the plan starts from the merge base of it and `--to`, so only
@@ -54,6 +61,7 @@ pub struct Args {
     /// `--from` after the branch point then show as undone.
     #[arg(long)]
     pub no_merge_base: bool,
+    /// Output: text for a terminal, markdown for a PR comment, json for scripts.
     #[arg(long, short = 'o', value_enum, default_value = "text")]
     pub output: OutputFormat,
     /// The management cluster whose clusters the Markdown output matches with each stage's
