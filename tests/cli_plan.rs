@@ -611,7 +611,10 @@ fn a_cluster_read_failure_is_a_warning_not_a_failed_plan() {
         "{markdown}"
     );
     assert!(
-        markdown.contains(&format!("127.0.0.1:{port}")),
+        markdown.contains(&format!(
+            "server http://127.0.0.1:{port}/, kubeconfig {}",
+            kubeconfig.display()
+        )),
         "names the server: {markdown}"
     );
     assert!(

@@ -106,8 +106,8 @@ fn utc(instant: DateTime<Utc>) -> String {
 /// What the bars cannot say, as a short Markdown list.
 fn legend(estimate: &Estimate) -> String {
     let mut lines = vec![format!(
-        "- times in UTC from {}; provisioning takes an unknown time: each `provisioning (unknown)` bar is a nominal {}m",
-        utc(estimate.start),
+        "- times in UTC, from {}; provisioning takes an unknown time: each `provisioning (unknown)` bar is a nominal {}m",
+        estimate.start.format("%Y-%m-%d %H:%M"),
         NOMINAL_PROVISIONING.num_minutes()
     )];
     for stage in &estimate.stages {

@@ -95,7 +95,14 @@ async fn list_clusters(args: &ClusterArgs) -> anyhow::Result<Vec<ObservedCluster
     let mut config = connect::config(args).await?;
     config.connect_timeout = Some(CONNECT_TIMEOUT);
     config.read_timeout = Some(READ_TIMEOUT);
-    let server = config.cluster_url.to_string();
+    let server = match &args.kubeconfig {
+        Some(path) => format!(
+            "server {}, kubeconfig {}",
+            config.cluster_url,
+            path.display()
+        ),
+        None => format!("server {}", config.cluster_url),
+    };
     let client = kube::Client::try_from(config)?;
     let list = |resource| Api::<LeanObject>::all_with(client.clone(), &resource);
     let params = ListParams::default();
@@ -103,7 +110,7 @@ async fn list_clusters(args: &ClusterArgs) -> anyhow::Result<Vec<ObservedCluster
         .list(&params)
         .await
         .map_err(|e| classify(e, "list", "sveltosclusters", ""))
-        .map_err(|e| anyhow::anyhow!("{e} (server {server})"))?;
+        .map_err(|e| anyhow::anyhow!("{e} ({server})"))?;
     let mut clusters: Vec<ObservedCluster> = sveltos
         .items
         .iter()
@@ -121,7 +128,7 @@ async fn list_clusters(args: &ClusterArgs) -> anyhow::Result<Vec<ObservedCluster
         Err(kube::Error::Api(status)) if status.code == 404 => {}
         Err(error) => {
             let error = classify(error, "list", "clusters.cluster.x-k8s.io", "");
-            anyhow::bail!("{error} (server {server})");
+            anyhow::bail!("{error} ({server})");
         }
     }
     Ok(clusters)
