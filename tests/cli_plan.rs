@@ -77,12 +77,20 @@ fn repository(from: &[(&str, &str)], to: &[(&str, Option<&str>)]) -> tempfile::T
     dir
 }
 
+/// The instant timeline estimates start from, so that the Mermaid blocks are stable.
+const NOW: &str = "2026-01-02T03:04:05Z";
+
 fn plan(dir: &Path, format: &str) -> (Option<i32>, String) {
+    plan_with(dir, &["--from", "HEAD~1", "--to", "HEAD", "-o", format])
+}
+
+/// `tollgate plan --repo DIR --now NOW ARGS…`: exit code and stdout; stderr must be empty.
+fn plan_with(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
     let output = Command::cargo_bin("tollgate")
         .expect("binary")
-        .args([
-            "plan", "--from", "HEAD~1", "--to", "HEAD", "-o", format, "--repo",
-        ])
+        .arg("plan")
+        .args(args)
+        .args(["--now", NOW, "--repo"])
         .arg(dir)
         .output()
         .expect("run");
@@ -91,6 +99,27 @@ fn plan(dir: &Path, format: &str) -> (Option<i32>, String) {
     (
         output.status.code(),
         String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+/// `tollgate plan --repo DIR ARGS…` that must fail: exit code and stderr.
+fn plan_error(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let output = Command::cargo_bin("tollgate")
+        .expect("binary")
+        .arg("plan")
+        .args(args)
+        .arg("--repo")
+        .arg(dir)
+        .output()
+        .expect("run");
+    assert!(
+        output.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
 
@@ -198,14 +227,19 @@ fn invalid_file_at_to_exits_1_with_locations() {
 #[test]
 fn unknown_revision_exits_2() {
     let dir = repo_from(&[]);
-    let output = Command::cargo_bin("tollgate")
-        .expect("binary")
-        .args(["plan", "--from", "nope", "--to", "HEAD", "--repo"])
-        .arg(dir.path())
-        .output()
-        .expect("run");
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("\"nope\""));
+    let (code, stderr) = plan_error(dir.path(), &["--from", "nope", "--to", "HEAD"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("unknown revision \"nope\""), "{stderr}");
+    // Also when the merge base is asked for: the unknown name is said, not a merge-base error.
+    let (code, stderr) = plan_error(
+        dir.path(),
+        &["--from", "main", "--to", "no-such-branch", "--merge-base"],
+    );
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("unknown revision \"no-such-branch\""),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -239,5 +273,352 @@ fn recovery_compares_with_the_last_good_snapshot() {
     assert_eq!(
         bumped["stagesRerun"],
         serde_json::json!(["staging", "production"])
+    );
+}
+
+/// A repository where `main` changed `app` after `pr` branched off, and `pr` changed `db`:
+/// the PR branch is behind main, as a PR usually is by the time it is reviewed.
+fn pr_behind_main() -> tempfile::TempDir {
+    let dir = repo_from(&[]);
+    let root = dir.path();
+    git(root, &["checkout", "-q", "-b", "pr"]);
+    let db_changed = db().replace("db-config", "db-config-v2");
+    std::fs::write(root.join("db.yaml"), db_changed).expect("write");
+    git(root, &["commit", "-q", "-a", "-m", "pr: new db config"]);
+    git(root, &["checkout", "-q", "main"]);
+    let app_bumped = app(&App {
+        version: "2.0.0",
+        ..APP
+    });
+    std::fs::write(root.join("app.yaml"), app_bumped).expect("write");
+    git(root, &["commit", "-q", "-a", "-m", "main: bump app"]);
+    dir
+}
+
+fn statuses(json: &str) -> Vec<(String, String)> {
+    let document: Value = serde_json::from_str(json).expect("json");
+    document["promotions"]
+        .as_array()
+        .expect("promotions")
+        .iter()
+        .map(|p| {
+            let field = |name: &str| p[name].as_str().unwrap_or_default().to_string();
+            (field("name"), field("status"))
+        })
+        .collect()
+}
+
+#[test]
+fn a_branch_is_compared_with_its_merge_base_so_only_the_pr_changes_show() {
+    let dir = pr_behind_main();
+    let root = dir.path();
+    let base = git(root, &["merge-base", "main", "pr"]);
+    let short = &base[..7];
+
+    let (code, json) = plan_with(root, &["--from", "main", "--to", "pr", "-o", "json"]);
+    assert_eq!(code, Some(0), "{json}");
+    let only_db = vec![
+        ("app".to_string(), "unchanged".to_string()),
+        ("db".to_string(), "restart".to_string()),
+    ];
+    assert_eq!(statuses(&json), only_db, "{json}");
+    let document: Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(document["mergeBase"]["sha"], base.as_str());
+
+    let said = format!("compared with merge base {short} of main and pr");
+    let (_, text) = plan_with(root, &["--from", "main", "--to", "pr"]);
+    assert!(text.contains(&said), "{text}");
+    let (_, markdown) = plan_with(root, &["--from", "main", "--to", "pr", "-o", "markdown"]);
+    assert!(markdown.contains(&said), "{markdown}");
+
+    // A remote-tracking branch is a branch too.
+    git(root, &["update-ref", "refs/remotes/origin/main", "main"]);
+    let (_, json) = plan_with(root, &["--from", "origin/main", "--to", "pr", "-o", "json"]);
+    assert_eq!(statuses(&json), only_db, "{json}");
+
+    // Today's behaviour on request: main's newer app reads as undone by the PR.
+    let (_, json) = plan_with(
+        root,
+        &[
+            "--from",
+            "main",
+            "--to",
+            "pr",
+            "--no-merge-base",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(statuses(&json)[0], ("app".into(), "restart".into()));
+    let (_, text) = plan_with(root, &["--from", "main", "--to", "pr", "--no-merge-base"]);
+    assert!(!text.contains("merge base"), "{text}");
+}
+
+#[test]
+fn a_commit_sha_is_compared_as_is_unless_the_merge_base_is_asked_for() {
+    let dir = pr_behind_main();
+    let root = dir.path();
+    let main = git(root, &["rev-parse", "main"]);
+    let (_, json) = plan_with(root, &["--from", &main, "--to", "pr", "-o", "json"]);
+    assert_eq!(statuses(&json)[0], ("app".into(), "restart".into()));
+    let document: Value = serde_json::from_str(&json).expect("json");
+    assert!(document["mergeBase"].is_null(), "{json}");
+
+    let (_, json) = plan_with(
+        root,
+        &["--from", &main, "--to", "pr", "--merge-base", "-o", "json"],
+    );
+    assert_eq!(statuses(&json)[0], ("app".into(), "unchanged".into()));
+}
+
+#[test]
+fn unrelated_histories_have_no_merge_base_and_the_error_names_both_refs() {
+    let dir = repo_from(&[]);
+    let root = dir.path();
+    git(root, &["checkout", "-q", "--orphan", "elsewhere"]);
+    git(root, &["commit", "-q", "-m", "unrelated"]);
+    let (code, stderr) = plan_error(root, &["--from", "main", "--to", "elsewhere"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("main and elsewhere have no common ancestor (unrelated histories)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--no-merge-base"), "{stderr}");
+}
+
+#[test]
+fn a_shallow_clone_missing_the_merge_base_says_to_fetch_more_history() {
+    let source = pr_behind_main();
+    let clones = tempfile::tempdir().expect("tempdir");
+    let url = format!("file://{}", source.path().display());
+    git(
+        clones.path(),
+        &[
+            "clone",
+            "-q",
+            "--depth",
+            "1",
+            "--no-single-branch",
+            &url,
+            "shallow",
+        ],
+    );
+    let shallow = clones.path().join("shallow");
+    let (code, stderr) = plan_error(&shallow, &["--from", "origin/main", "--to", "origin/pr"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the merge base of origin/main and origin/pr is not in this shallow clone: fetch more history"),
+        "{stderr}"
+    );
+}
+
+/// One promotion whose stages have a delay, a promotion window and a manual gate.
+fn gated() -> String {
+    promotion("gated")
+        .chart("app", "1.0.0")
+        .stage(stage("canary").selector("env", "canary").delay("30m"))
+        .stage(
+            stage("staging")
+                .selector("env", "staging")
+                .delay("10m")
+                .window("0 10 * * 1-5", "0 16 * * 1-5"),
+        )
+        .stage(stage("production").selector("env", "production").manual())
+        .to_yaml()
+}
+
+/// A repository whose `HEAD` adds the gated promotion.
+fn gated_repo() -> tempfile::TempDir {
+    repository(&[("db.yaml", &db())], &[("gated.yaml", Some(&gated()))])
+}
+
+/// The ```mermaid block of a Markdown plan.
+fn mermaid_block(markdown: &str) -> &str {
+    let start = markdown.find("```mermaid\n").expect("a mermaid block");
+    let end = markdown[start + 3..].find("```").expect("block end") + start + 3;
+    &markdown[start..end + 3]
+}
+
+#[test]
+fn timeline_is_a_mermaid_gantt_of_soaks_windows_and_approvals() {
+    let dir = gated_repo();
+    let (code, markdown) = plan(dir.path(), "markdown");
+    assert_eq!(code, Some(0), "{markdown}");
+    insta::assert_snapshot!("timeline_markdown", markdown);
+    // Mermaid's own rules, checked line by line: a task name has no colon, ids are unique and
+    // every `after` names an earlier task.
+    let mut ids: Vec<&str> = Vec::new();
+    for line in mermaid_block(&markdown).lines() {
+        let Some((name, meta)) = line.split_once(" :") else {
+            continue;
+        };
+        assert!(!name.contains(':'), "colon in task name: {line}");
+        let fields: Vec<&str> = meta.split(", ").collect();
+        let fields = fields.strip_prefix(&["milestone"]).unwrap_or(&fields);
+        let [id, start, _length] = fields else {
+            panic!("task line is not `name :id, start, length`: {line}");
+        };
+        assert!(
+            id.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+            "{line}"
+        );
+        if let Some(previous) = start.strip_prefix("after ") {
+            assert!(ids.contains(&previous), "after an unknown task: {line}");
+        }
+        assert!(!ids.contains(id), "duplicate id: {line}");
+        ids.push(id);
+    }
+    assert_eq!(ids.len(), 7, "{markdown}");
+}
+
+/// 12 ready staging clusters (more than a stage lists), one paused, one production cluster.
+fn fleet_yaml() -> String {
+    let mut fleet = tollgate_fixtures::fleet();
+    for i in 1..=12 {
+        fleet = fleet.cluster(
+            tollgate_fixtures::cluster(&format!("staging-{i:02}"))
+                .ns("fleet")
+                .label("env", "staging"),
+        );
+    }
+    fleet
+        .cluster(
+            tollgate_fixtures::cluster("staging-paused")
+                .ns("fleet")
+                .label("env", "staging")
+                .paused(),
+        )
+        .cluster(
+            tollgate_fixtures::cluster("prod-1")
+                .ns("fleet")
+                .label("env", "production"),
+        )
+        .to_yaml()
+}
+
+/// The `| clusters | …` rows of a Markdown plan.
+fn cluster_rows(markdown: &str) -> Vec<&str> {
+    markdown
+        .lines()
+        .filter(|line| line.starts_with("| clusters |"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusters_per_stage_come_from_the_live_management_cluster() {
+    let fleet = tollgate_emulator::Fleet::parse(&fleet_yaml(), Path::new("fleet.yaml"))
+        .expect("valid fleet");
+    let emulator = tollgate_emulator::Emulator::start(tollgate_emulator::EmulatorConfig {
+        fleet,
+        ..Default::default()
+    })
+    .await
+    .expect("emulator starts");
+    let dir = repo_from(&[(
+        "app.yaml",
+        Some(app(&App {
+            version: "1.1.0",
+            canary: true,
+            ..APP
+        })),
+    )]);
+    let kubeconfig = dir.path().join(".git").join("emulator.kubeconfig");
+    emulator
+        .write_kubeconfig(&kubeconfig)
+        .expect("kubeconfig written");
+    let root = dir.path().to_path_buf();
+    let kubeconfig_arg = kubeconfig.to_string_lossy().into_owned();
+    let (code, markdown) = tokio::task::spawn_blocking(move || {
+        plan_with(
+            &root,
+            &[
+                "--from",
+                "HEAD~1",
+                "--to",
+                "HEAD",
+                "-o",
+                "markdown",
+                "--kubeconfig",
+                &kubeconfig_arg,
+            ],
+        )
+    })
+    .await
+    .expect("plan runs");
+    assert_eq!(code, Some(0), "{markdown}");
+    let staging: Vec<String> = (1..=10).map(|i| format!("fleet/staging-{i:02}")).collect();
+    assert_eq!(
+        cluster_rows(&markdown),
+        [
+            "| clusters | canary: none (no ready cluster matches: the stage completes at once) |"
+                .to_string(),
+            format!(
+                "| clusters | staging: 12: {} and 2 more; 1 more selected but not ready or paused |",
+                staging.join(", ")
+            ),
+            "| clusters | production: 1: fleet/prod-1 |".to_string(),
+        ],
+        "{markdown}"
+    );
+    assert!(!markdown.contains("warning"), "{markdown}");
+}
+
+#[test]
+fn without_a_cluster_the_clusters_are_unknown() {
+    let dir = gated_repo();
+    let (_, markdown) = plan(dir.path(), "markdown");
+    assert_eq!(
+        cluster_rows(&markdown),
+        [
+            "| clusters | canary: unknown (no cluster given) |",
+            "| clusters | staging: unknown (no cluster given) |",
+            "| clusters | production: unknown (no cluster given) |",
+        ]
+    );
+}
+
+#[test]
+fn a_cluster_read_failure_is_a_warning_not_a_failed_plan() {
+    let dir = gated_repo();
+    // A kubeconfig whose server refuses connections: nothing listens on a port just released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let kubeconfig = dir.path().join(".git").join("dead.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: dead\n  cluster: {{server: 'http://127.0.0.1:{port}'}}\nusers:\n- name: dead\n  user: {{}}\ncontexts:\n- name: dead\n  context: {{cluster: dead, user: dead}}\ncurrent-context: dead\n"
+        ),
+    )
+    .expect("kubeconfig");
+    // Not `plan_with`: kube's own log line about the refused connection may go to stderr.
+    let output = Command::cargo_bin("tollgate")
+        .expect("binary")
+        .args(["plan", "--from", "HEAD~1", "--to", "HEAD", "-o", "markdown"])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--repo")
+        .arg(dir.path())
+        .output()
+        .expect("run");
+    let markdown = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{markdown}");
+    assert!(
+        markdown.contains("> **warning**: cannot read the clusters from the management cluster"),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains(&format!(
+            "server http://127.0.0.1:{port}/, kubeconfig {}",
+            kubeconfig.display()
+        )),
+        "names the server: {markdown}"
+    );
+    assert!(
+        markdown.contains("| clusters | staging: unknown (the cluster read failed) |"),
+        "{markdown}"
     );
 }

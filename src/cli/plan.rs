@@ -1,5 +1,6 @@
 //! `tollgate plan --from REV --to REV`: what a commit range would do, per promotion, from git
-//! alone (no cluster). Text for terminals, Markdown for a PR comment, JSON for machines.
+//! (and, for the clusters each stage would hit, from the management cluster when one is named).
+//! Text for terminals, Markdown for a PR comment, JSON for machines.
 //! Exit 0 planned, 1 `to` has invalid promotions, 2 usage or repository errors.
 
 use std::fmt::Write as _;
@@ -7,11 +8,20 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tollgate_engine::{Desired, GateVerdict, Preview, PreviewInput, RunChange, preview};
 use tollgate_source::plan::{
-    ChartChange, ChartRef, PlanStatus, PromotionPlan, RangePlan, Revision, plan_range,
+    BaseChoice, ChartChange, ChartRef, MergeBase, PlanStatus, PromotionPlan, RangePlan, Revision,
+    plan_range,
 };
+
+use super::connect::ClusterArgs;
+use targets::Fleet;
+
+mod mermaid;
+mod targets;
+mod timeline;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputFormat {
@@ -21,31 +31,91 @@ pub enum OutputFormat {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Markdown output (for a PR comment) adds, per changed promotion, the clusters each stage would hit \
+and an estimated timeline as a Mermaid gantt block. The clusters are read from the management \
+cluster only when --kubeconfig or --context is given ($KUBECONFIG alone is not used, so a plan \
+in CI never reaches a cluster by accident); a failed read is a warning, not a failed plan.
+
+Example (CI, on a PR): tollgate plan --repo . --from origin/main --to HEAD -o markdown")]
 pub struct Args {
-    /// The range's start (a commit, branch or tag: what runs now).
+    /// The range's start (a commit, branch or tag: what runs now). When it names a branch
+    /// (`main`, `origin/main`), the plan starts from the merge base of it and `--to`, so only
+    /// the changes made on `--to` are shown.
     #[arg(long)]
     pub from: String,
-    /// The range's end (what would run after the merge).
+    /// The range's end (what would run after the merge, e.g. the PR branch).
     #[arg(long)]
     pub to: String,
-    /// Local repository.
+    /// Local repository (the config repository's checkout, not tollgate's own).
     #[arg(long, default_value = ".")]
     pub repo: String,
     /// Sub-path of the repository holding the manifests ("" = the whole repository).
     #[arg(long, default_value = "")]
     pub path: String,
+    /// Compare `--to` with the merge base of `--from` and `--to`, whatever `--from` names
+    /// (default when `--from` is a branch).
+    #[arg(long, conflicts_with = "no_merge_base")]
+    pub merge_base: bool,
+    /// Compare `--to` with `--from` itself, even when `--from` is a branch: changes made on
+    /// `--from` after the branch point then show as undone.
+    #[arg(long)]
+    pub no_merge_base: bool,
+    /// Output: text for a terminal, markdown for a PR comment, json for scripts.
     #[arg(long, short = 'o', value_enum, default_value = "text")]
     pub output: OutputFormat,
+    /// The management cluster whose clusters the Markdown output matches with each stage's
+    /// clusterSelector. Read only when `--kubeconfig` or `--context` is given (a plan in CI must
+    /// not reach a cluster by accident); without one the clusters are "unknown".
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// The instant the timeline estimate starts from (RFC 3339; default: now). For tests.
+    #[arg(long, hide = true, value_parser = parse_now)]
+    pub now: Option<DateTime<Utc>>,
+}
+
+fn parse_now(text: &str) -> Result<DateTime<Utc>, String> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| format!("{text:?} is not an RFC 3339 time: {e}"))
+}
+
+impl Args {
+    fn base_choice(&self) -> BaseChoice {
+        match (self.merge_base, self.no_merge_base) {
+            (true, _) => BaseChoice::MergeBase,
+            (_, true) => BaseChoice::Tip,
+            _ => BaseChoice::Auto,
+        }
+    }
+}
+
+/// What the Markdown output adds to git's facts: the fleet and the instant estimates start at.
+pub struct Surroundings {
+    pub fleet: Fleet,
+    pub now: DateTime<Utc>,
 }
 
 const EXIT_INVALID: u8 = 1;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let plan = plan_range(Path::new(&args.repo), &args.from, &args.to, &args.path)
-        .context("cannot plan the range")?;
+    let plan = plan_range(
+        Path::new(&args.repo),
+        &args.from,
+        &args.to,
+        &args.path,
+        args.base_choice(),
+    )
+    .context("cannot plan the range")?;
     let output = match args.output {
         OutputFormat::Text => render_text(&plan),
-        OutputFormat::Markdown => render_markdown(&plan),
+        OutputFormat::Markdown => {
+            let surroundings = Surroundings {
+                fleet: targets::read_fleet(&args.cluster),
+                now: args.now.unwrap_or_else(Utc::now),
+            };
+            render_markdown(&plan, &surroundings)
+        }
         OutputFormat::Json => format!("{}\n", serde_json::to_string_pretty(&to_json(&plan))?),
     };
     super::write_stdout(&output)?;
@@ -370,6 +440,9 @@ pub fn render_text(plan: &RangePlan) -> String {
         revision_label(&plan.to),
         summary_counts(&planned)
     );
+    if let Some(base) = &plan.merge_base {
+        let _ = writeln!(out, "{}", merge_base_line(base));
+    }
     for promotion in &planned {
         let _ = writeln!(out, "\n{}: {}", promotion.plan.name, headline(promotion));
         for (label, text) in details(promotion) {
@@ -385,12 +458,54 @@ pub fn render_text(plan: &RangePlan) -> String {
     out
 }
 
+/// Which commit the range started from, when it is the merge base rather than `from`.
+fn merge_base_line(base: &MergeBase) -> String {
+    format!(
+        "compared with merge base {} of {} and {}",
+        short(&base.sha),
+        base.from,
+        base.to
+    )
+}
+
+/// The snapshot a new run would run, when the change starts one (the timeline is that run's).
+fn new_run_snapshot<'p>(planned: &Planned<'p>) -> Option<&'p tollgate_manifest::Snapshot> {
+    match planned.plan.status {
+        PlanStatus::Removed | PlanStatus::Invalid => None,
+        _ => planned.plan.after.as_deref(),
+    }
+}
+
+/// The clusters each stage of a changed promotion would hit, as (stage, targets) pairs.
+fn stage_targets(planned: &Planned<'_>, fleet: &Fleet) -> Vec<(String, String)> {
+    let Some(snapshot) = new_run_snapshot(planned).filter(|_| touched(planned)) else {
+        return Vec::new();
+    };
+    snapshot
+        .promotion
+        .spec
+        .stages
+        .iter()
+        .map(|stage| (stage.name.clone(), fleet.targets(&stage.cluster_selector)))
+        .collect()
+}
+
+/// The Mermaid timeline of the run the change starts, if it starts one.
+fn timeline_of(planned: &Planned<'_>, now: DateTime<Utc>) -> Option<String> {
+    let snapshot = new_run_snapshot(planned)?;
+    if planned.preview.stages_run.is_empty() {
+        return None;
+    }
+    let estimate = timeline::estimate(&snapshot.promotion, &planned.preview.stages_run, now);
+    Some(mermaid::render(&planned.plan.name, &estimate))
+}
+
 /// Table cells must not break the table: pipes escaped, one line.
 fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', " ")
 }
 
-pub fn render_markdown(plan: &RangePlan) -> String {
+pub fn render_markdown(plan: &RangePlan, surroundings: &Surroundings) -> String {
     let planned = planned(plan);
     let mut out = String::new();
     let _ = writeln!(
@@ -400,6 +515,12 @@ pub fn render_markdown(plan: &RangePlan) -> String {
         revision_label(&plan.to),
         summary_counts(&planned)
     );
+    if let Some(base) = &plan.merge_base {
+        let _ = writeln!(out, "\n{}", merge_base_line(base));
+    }
+    if let Some(warning) = surroundings.fleet.warning() {
+        let _ = writeln!(out, "\n> **warning**: {}", warning.replace('\n', " "));
+    }
     for promotion in &planned {
         let _ = writeln!(
             out,
@@ -409,6 +530,12 @@ pub fn render_markdown(plan: &RangePlan) -> String {
         );
         for (label, text) in details(promotion) {
             let _ = writeln!(out, "| {label} | {} |", cell(&text));
+        }
+        for (stage, targets) in stage_targets(promotion, &surroundings.fleet) {
+            let _ = writeln!(out, "| clusters | {}: {} |", cell(&stage), cell(&targets));
+        }
+        if let Some(timeline) = timeline_of(promotion, surroundings.now) {
+            let _ = write!(out, "\n**Estimated timeline**\n\n{timeline}");
         }
     }
     if !plan.file_errors.is_empty() {
@@ -505,6 +632,7 @@ pub fn to_json(plan: &RangePlan) -> Value {
     json!({
         "from": revision(&plan.from),
         "to": revision(&plan.to),
+        "mergeBase": plan.merge_base.as_ref().map(|b| json!({"sha": b.sha, "from": b.from, "to": b.to})),
         "invalid": plan.has_invalid(),
         "promotions": planned(plan).iter().map(promotion_json).collect::<Vec<_>>(),
         "fileErrors": plan.file_errors.iter().map(diagnostic_json).collect::<Vec<_>>(),

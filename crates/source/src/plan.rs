@@ -18,6 +18,9 @@ use crate::index::HistoryIndex;
 use crate::read::DeltaReader;
 use crate::report::PromotionView;
 
+mod base;
+pub use base::{BaseChoice, MergeBase};
+
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
     #[error("cannot open git repository {repo}: {source}")]
@@ -26,9 +29,24 @@ pub enum PlanError {
         #[source]
         source: git2::Error,
     },
-    #[error("cannot resolve revision {rev:?} to a commit: {source}")]
+    #[error("unknown revision {rev:?}: no commit, branch or tag of that name ({source})")]
     Revision {
         rev: String,
+        #[source]
+        source: git2::Error,
+    },
+    #[error(
+        "{from} and {to} have no common ancestor (unrelated histories), so there is no merge base to compare with; pass --no-merge-base to compare the two tips"
+    )]
+    NoMergeBase { from: String, to: String },
+    #[error(
+        "the merge base of {from} and {to} is not in this shallow clone: fetch more history (`git fetch --unshallow`, or `fetch-depth: 0` for actions/checkout)"
+    )]
+    ShallowMissingBase { from: String, to: String },
+    #[error("cannot find the merge base of {from} and {to}: {source}")]
+    MergeBase {
+        from: String,
+        to: String,
         #[source]
         source: git2::Error,
     },
@@ -56,6 +74,9 @@ pub struct Revision {
 pub struct RangePlan {
     pub from: Revision,
     pub to: Revision,
+    /// The merge base of `from` and `to` the range starts from, when one was used (otherwise the
+    /// range starts at `from`).
+    pub merge_base: Option<MergeBase>,
     /// By name.
     pub promotions: Vec<PromotionPlan>,
     /// Errors at `to` in files that define no promotion.
@@ -244,23 +265,28 @@ pub fn plan_range(
     from: &str,
     to: &str,
     path: &str,
+    base: BaseChoice,
 ) -> Result<RangePlan, PlanError> {
     let repository = Repository::open(repo).map_err(|source| PlanError::Open {
         repo: repo.display().to_string(),
         source,
     })?;
-    plan_range_in(&repository, from, to, path)
+    plan_range_in(&repository, from, to, path, base)
 }
 
-/// Plans the range `from..to` for the manifests under `path` (`""` = the whole repository).
+/// Plans the range `from..to` for the manifests under `path` (`""` = the whole repository),
+/// starting from `from` or from the merge base of `from` and `to` as `base` says.
 pub fn plan_range_in(
     repo: &Repository,
     from: &str,
     to: &str,
     path: &str,
+    base: BaseChoice,
 ) -> Result<RangePlan, PlanError> {
     let from_commit = resolve(repo, from)?;
     let to_commit = resolve(repo, to)?;
+    let (start_commit, merge_base) =
+        base::start_of_range(repo, base, (from, &from_commit), (to, &to_commit))?;
     let mut reader = Reader {
         repo,
         display: repo.path().display().to_string(),
@@ -272,7 +298,7 @@ pub fn plan_range_in(
         limits: Limits::default(),
         parsed: HashMap::new(),
     };
-    let before = reader.index_at(&from_commit)?;
+    let before = reader.index_at(&start_commit)?;
     let after = reader.index_at(&to_commit)?;
     let view =
         |index: &HistoryIndex, name: &str| index.promotions.get(name).and_then(|h| h.view.clone());
@@ -302,6 +328,7 @@ pub fn plan_range_in(
     Ok(RangePlan {
         from: revision(from, &from_commit),
         to: revision(to, &to_commit),
+        merge_base,
         promotions,
         file_errors,
     })
