@@ -13,7 +13,10 @@ use crate::loc_tree::DocumentLocations;
 use crate::located::{ConversionProblem, child_path};
 use crate::rules;
 use crate::rules::k8s_names::{dns1123_label_problem, dns1123_subdomain_problem};
-use tollgate_model::policy::{FailureBudget, POLICY_API_VERSION, POLICY_KIND, RolloutPolicy};
+use tollgate_model::blackout::Blackout;
+use tollgate_model::policy::{
+    FailureBudget, OnNewSnapshot, POLICY_API_VERSION, POLICY_KIND, RolloutPolicy,
+};
 
 /// The API group of tollgate's own kinds.
 pub const POLICY_API_GROUP: &str = "tollgate.dev";
@@ -25,7 +28,10 @@ const SPEC_FIELDS: &[&str] = &[
     "maxFailures",
     "onFailure",
     "stages",
+    "onNewSnapshot",
+    "blackouts",
 ];
+const BLACKOUT_FIELDS: &[&str] = &["from", "to", "timeZone", "reason"];
 const OVERRIDE_FIELDS: &[&str] = &["progressDeadline", "maxFailures", "onFailure"];
 const SELECTOR_FIELDS: &[&str] = &["matchLabels", "matchExpressions"];
 const EXPRESSION_FIELDS: &[&str] = &["key", "operator", "values"];
@@ -170,6 +176,12 @@ fn check_spec(spec: &Map<String, Value>, findings: &mut Vec<Finding>) {
         check_selector(selector, "spec.selector", findings);
     }
     check_budget_fields(spec, "spec", findings);
+    if let Some(policy) = spec.get("onNewSnapshot") {
+        check_on_new_snapshot(policy, findings);
+    }
+    if let Some(blackouts) = spec.get("blackouts") {
+        check_blackouts(blackouts, findings);
+    }
     let Some(stages) = spec.get("stages") else {
         return;
     };
@@ -203,6 +215,74 @@ fn check_spec(spec: &Map<String, Value>, findings: &mut Vec<Finding>) {
         };
         unknown_fields(body, &path, OVERRIDE_FIELDS, "a stage override", findings);
         check_budget_fields(body, &path, findings);
+    }
+}
+
+fn check_on_new_snapshot(value: &Value, findings: &mut Vec<Finding>) {
+    if value
+        .as_str()
+        .is_some_and(|v| OnNewSnapshot::VALUES.contains(&v))
+    {
+        return;
+    }
+    let supported = OnNewSnapshot::VALUES.map(|v| format!("{v:?}")).join(", ");
+    findings.push(Finding::error(
+        "unsupported-value",
+        "spec.onNewSnapshot",
+        format!("Unsupported value: {value}: supported values: {supported}"),
+    ));
+}
+
+/// Each blackout's shape, then its interval as the model reads it (dates, zone, `to > from`).
+fn check_blackouts(blackouts: &Value, findings: &mut Vec<Finding>) {
+    let Some(items) = blackouts.as_array() else {
+        findings.push(Finding::error(
+            "wrong-type",
+            "spec.blackouts",
+            "Invalid value: blackouts must be a list of {from, to, timeZone, reason}",
+        ));
+        return;
+    };
+    for (index, item) in items.iter().enumerate() {
+        let path = crate::located::item_path("spec.blackouts", index);
+        let Some(fields) = item.as_object() else {
+            findings.push(Finding::error(
+                "wrong-type",
+                path,
+                "Invalid value: a blackout must be a mapping of from, to, timeZone and reason",
+            ));
+            continue;
+        };
+        unknown_fields(fields, &path, BLACKOUT_FIELDS, "a blackout", findings);
+        let mut shaped = true;
+        for field in BLACKOUT_FIELDS {
+            let value = fields.get(*field);
+            let required = matches!(*field, "from" | "to");
+            let problem = match value {
+                None if required => Some(format!("Required value: a blackout needs {field}")),
+                Some(v) if !v.is_string() => Some(format!(
+                    "Invalid value: {v}: {field} must be a string (quote dates: \"2026-12-20\")"
+                )),
+                _ => None,
+            };
+            if let Some(message) = problem {
+                shaped = false;
+                let rule = if value.is_none() { "required" } else { "wrong-type" };
+                findings.push(Finding::error(rule, child_path(&path, field), message));
+            }
+        }
+        if !shaped {
+            continue;
+        }
+        if let Ok(blackout) = serde_json::from_value::<Blackout>(item.clone())
+            && let Err(error) = blackout.interval()
+        {
+            findings.push(Finding::error(
+                "invalid-blackout",
+                child_path(&path, error.field),
+                format!("Invalid value: {error}"),
+            ));
+        }
     }
 }
 
@@ -491,6 +571,34 @@ mod tests {
         assert_eq!(
             places(&parsed),
             [(6, 14, "spec.onFailure".into(), "unsupported-value")]
+        );
+    }
+
+    #[test]
+    fn the_issue_example_of_on_new_snapshot_and_blackouts_is_read() {
+        let parsed = read(
+            "  onNewSnapshot: FinishCurrent\n  blackouts:\n  - from: \"2026-12-20T00:00:00\"\n    to: \"2027-01-03T00:00:00\"\n    timeZone: Europe/Berlin\n    reason: year-end freeze\n",
+        );
+        assert_eq!(places(&parsed), []);
+        let policy = parsed.policy.expect("policy");
+        assert_eq!(policy.spec.on_new_snapshot, OnNewSnapshot::FinishCurrent);
+        assert_eq!(policy.spec.blackouts.len(), 1);
+    }
+
+    #[test]
+    fn blackouts_refuse_to_before_from_unknown_zones_and_unknown_policies() {
+        let parsed = read(
+            "  onNewSnapshot: Later\n  blackouts:\n  - from: \"2026-12-20\"\n    to: \"2026-12-19\"\n  - from: \"2026-12-20\"\n    to: \"2026-12-21\"\n    timeZone: Mars/Olympus\n  - {to: \"2026-12-21\", when: x}\n",
+        );
+        assert_eq!(
+            places(&parsed),
+            [
+                (6, 18, "spec.onNewSnapshot".into(), "unsupported-value"),
+                (9, 9, "spec.blackouts[0].to".into(), "invalid-blackout"),
+                (12, 15, "spec.blackouts[1].timeZone".into(), "invalid-blackout"),
+                (13, 5, "spec.blackouts[2].from".into(), "required"),
+                (13, 24, "spec.blackouts[2].when".into(), "unknown-field"),
+            ]
         );
     }
 

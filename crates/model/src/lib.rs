@@ -5,6 +5,7 @@
 //! with locations, validation, Lua and CEL checks: `tollgate-manifest`) never links into it.
 #![forbid(unsafe_code)]
 
+pub mod blackout;
 pub mod cron;
 pub mod duration;
 pub mod hash;

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+use crate::blackout::Blackout;
 use crate::hash::hash_value;
 use crate::model::{GoDuration, LabelSelector, Metadata};
 
@@ -46,6 +47,42 @@ pub struct RolloutPolicySpec {
     /// Per-stage overrides, by stage name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub stages: BTreeMap<String, StageOverride>,
+    /// What a commit that lands mid-rollout does to the running run.
+    #[serde(default, skip_serializing_if = "OnNewSnapshot::is_restart")]
+    pub on_new_snapshot: OnNewSnapshot,
+    /// Intervals in which no stage starts (a running stage keeps going).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blackouts: Vec<Blackout>,
+}
+
+/// `onNewSnapshot`: what a new snapshot does while a run is in progress. A rollback (content
+/// equal to an earlier snapshot) takes effect at once whatever this says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OnNewSnapshot {
+    /// The new snapshot restarts the pipeline at stage 1 (upstream's behaviour).
+    #[default]
+    Restart,
+    /// The running run completes every stage with its snapshot, then the newest starts;
+    /// snapshots in between are superseded.
+    FinishCurrent,
+    /// Every snapshot runs to completion, in commit order.
+    Queue,
+}
+
+impl OnNewSnapshot {
+    pub const VALUES: [&'static str; 3] = ["Restart", "FinishCurrent", "Queue"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnNewSnapshot::Restart => "Restart",
+            OnNewSnapshot::FinishCurrent => "FinishCurrent",
+            OnNewSnapshot::Queue => "Queue",
+        }
+    }
+
+    fn is_restart(&self) -> bool {
+        *self == OnNewSnapshot::Restart
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
