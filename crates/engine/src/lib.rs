@@ -24,6 +24,7 @@ mod gate;
 pub mod input;
 pub mod messages;
 mod never_valid;
+mod new_snapshot;
 pub mod observed;
 pub mod output;
 pub mod preview;

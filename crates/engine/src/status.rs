@@ -113,7 +113,21 @@ pub struct PromotionStatus {
     /// Conditions the controller reports through the engine (see `conditions`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The newest snapshot, waiting for the running run to finish (`onNewSnapshot:
+    /// FinishCurrent` or `Queue`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_snapshot: Option<u64>,
+    /// Snapshots skipped because a newer one started after the run they waited for
+    /// (`onNewSnapshot: FinishCurrent`), most recent last, at most [`SUPERSEDED_KEPT`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub superseded_snapshots: Vec<u64>,
+    /// While a blackout holds the next stage start: when it ends (the engine wakes then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blackout_until: Option<DateTime<Utc>>,
 }
+
+/// How many superseded snapshot numbers the status keeps.
+pub const SUPERSEDED_KEPT: usize = 20;
 
 /// A Kubernetes-style condition.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -201,6 +215,9 @@ impl PromotionStatus {
             policy: None,
             failure: None,
             conditions: Vec::new(),
+            queued_snapshot: None,
+            superseded_snapshots: Vec::new(),
+            blackout_until: None,
         }
     }
 

@@ -7,9 +7,10 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use tollgate_model::blackout::{self, ActiveBlackout};
 use tollgate_model::hash::HASH_SCHEME;
 use tollgate_model::model::{ClusterPromotion, Stage};
-use tollgate_model::policy::OnFailure;
+use tollgate_model::policy::{OnFailure, OnNewSnapshot};
 use tollgate_model::snapshot::{PAUSED_ANNOTATION, Snapshot};
 use tollgate_render::{
     preverification_profile_name, render_stage_profile, snapshot_digest, spec_hash,
@@ -23,6 +24,7 @@ use crate::features::fresh_after_apply;
 use crate::input::{Desired, StepInput};
 use crate::messages;
 use crate::never_valid;
+use crate::new_snapshot::{self, Choice};
 use crate::observed::Observed;
 use crate::output::{Action, EngineEvent, StepOutput};
 use crate::removal;
@@ -50,6 +52,8 @@ pub mod reasons {
     pub const ROLLED_BACK: &str = "RolledBack";
     pub const STAGE_RESTORED: &str = "StageRestored";
     pub const ROLLBACK_ACKNOWLEDGED: &str = "RollbackAcknowledged";
+    pub const BLACKOUT: &str = "Blackout";
+    pub const SNAPSHOTS_SUPERSEDED: &str = "SnapshotsSuperseded";
 }
 
 /// Evaluate the promotion once. See the module documentation for the contract.
@@ -57,10 +61,70 @@ pub fn step(input: &StepInput<'_>) -> StepOutput {
     let mut output = match input.desired {
         Desired::Removed { promotion, last } => removal::step_removed(input, promotion, last),
         Desired::NeverValid { error, .. } => never_valid::step_never_valid(input, error),
-        Desired::Snapshot { current, invalid } => Run::new(input, current, invalid).run(),
+        Desired::Snapshot { current, invalid } => run_snapshot(input, current, invalid),
         Desired::RemovalHeld { reason, .. } => removal::step_held(input, reason),
     };
     conditions::set_watch_health(&mut output.status, input.watch_problem, input.now);
+    output
+}
+
+/// Runs the snapshot `onNewSnapshot` chooses. When that run finishes in this step and a newer
+/// snapshot waits, the next run starts in the same step (after the first one's actions, if any,
+/// took effect: then the engine asks to be woken at once).
+fn run_snapshot(input: &StepInput<'_>, newest: &Snapshot, invalid: Option<&str>) -> StepOutput {
+    let choice = new_snapshot::choose(input, newest);
+    // An older run that goes on reads the file's current metadata: its pause annotation, and the
+    // approval annotations people write at HEAD for it.
+    let running = choice.waiting.map(|_| choice.run.with_metadata_of(newest));
+    let choice = match &running {
+        Some(running) => Choice {
+            run: running,
+            ..choice
+        },
+        None => choice,
+    };
+    let mut first = Run::new(input, &choice, invalid).run();
+    let Some(waiting) = choice.waiting else {
+        return first;
+    };
+    if !new_snapshot::finished(&first.status, choice.run) {
+        return queued(first, waiting, choice.policy);
+    }
+    if !first.actions.is_empty() {
+        first.wake_at = Some(input.now);
+        first.status.next_wake_up = first.wake_at;
+        return queued(first, waiting, choice.policy);
+    }
+    let then = StepInput {
+        status: Some(&first.status),
+        ..*input
+    };
+    let next = new_snapshot::choose(&then, newest);
+    if next.run.index == choice.run.index {
+        return queued(first, waiting, choice.policy);
+    }
+    let mut second = Run::new(&then, &next, invalid).run();
+    let mut events = first.events;
+    events.append(&mut second.events);
+    second.events = events;
+    match next.waiting {
+        Some(waiting) => queued(second, waiting, next.policy),
+        None => second,
+    }
+}
+
+/// Says in status that `waiting` waits for the running run.
+fn queued(mut output: StepOutput, waiting: &Snapshot, policy: OnNewSnapshot) -> StepOutput {
+    output.status.queued_snapshot = Some(waiting.index);
+    let note = format!(
+        "snapshot #{} waits for this run to finish (onNewSnapshot: {})",
+        waiting.index,
+        policy.as_str()
+    );
+    output.status.message = Some(match output.status.message.take() {
+        Some(message) => format!("{message}; {note}"),
+        None => note,
+    });
     output
 }
 
@@ -83,15 +147,21 @@ enum Flow {
 struct Run<'i, 'a> {
     input: &'i StepInput<'a>,
     snapshot: &'a Snapshot,
+    /// The newest snapshot in git: its annotations (pause) hold whichever snapshot runs.
+    newest: &'a Snapshot,
+    on_new_snapshot: OnNewSnapshot,
     promotion: &'a ClusterPromotion,
     status: PromotionStatus,
     effects: Effects,
 }
 
 impl<'i, 'a> Run<'i, 'a> {
-    fn new(input: &'i StepInput<'a>, snapshot: &'a Snapshot, invalid: Option<&str>) -> Self {
+    fn new(input: &'i StepInput<'a>, choice: &Choice<'a>, invalid: Option<&str>) -> Self {
+        let snapshot = choice.run;
         let mut status = input.status.cloned().unwrap_or_else(PromotionStatus::empty);
         status.hash_scheme = HASH_SCHEME;
+        status.queued_snapshot = None;
+        status.blackout_until = None;
         let mut effects = Effects::default();
         // Once per distinct error, as for a never-valid promotion.
         if let Some(error) = invalid
@@ -106,6 +176,8 @@ impl<'i, 'a> Run<'i, 'a> {
         Run {
             input,
             snapshot,
+            newest: choice.waiting.unwrap_or(snapshot),
+            on_new_snapshot: choice.policy,
             promotion: &snapshot.promotion,
             status,
             effects,
@@ -143,6 +215,7 @@ impl<'i, 'a> Run<'i, 'a> {
 
     fn run(mut self) -> StepOutput {
         let paused = self
+            .newest
             .promotion
             .metadata
             .annotations
@@ -159,10 +232,15 @@ impl<'i, 'a> Run<'i, 'a> {
         }
 
         self.status.phase = Phase::Progressing;
-        if !self.same_run()
-            && let Err(blocked) = self.start_run()
-        {
-            return self.blocked(blocked);
+        if !self.same_run() {
+            if let Some(blackout) = self.blackout() {
+                let waits = format!("snapshot #{} waits to start", self.snapshot.index);
+                self.hold_for_blackout(&blackout, waits);
+                return self.held_output_waking();
+            }
+            if let Err(blocked) = self.start_run() {
+                return self.blocked(blocked);
+            }
         }
         self.status.policy = self.input.policy.map(|p| PolicyRef {
             name: p.name().to_string(),
@@ -179,7 +257,14 @@ impl<'i, 'a> Run<'i, 'a> {
                 .and_then(|c| stages.iter().position(|s| &s.name == c))
                 .and_then(|i| stages.get(i + 1));
             match next {
-                Some(next) => self.enter_stage(next, StageEntry::Advance),
+                Some(next) => {
+                    if let Some(blackout) = self.blackout() {
+                        let waits = format!("stage {} waits to start", next.name);
+                        self.hold_for_blackout(&blackout, waits);
+                        break;
+                    }
+                    self.enter_stage(next, StageEntry::Advance)
+                }
                 None => {
                     self.status.phase = Phase::Completed;
                     self.status.message = Some(completed_message(self.snapshot, stages.len()));
@@ -262,6 +347,47 @@ impl<'i, 'a> Run<'i, 'a> {
             status: self.status,
             events: self.effects.events,
             wake_at: None,
+        }
+    }
+
+    /// The blackout in force now, if it holds stage starts of this run (a rollback's are not held:
+    /// restoring known-good content is what a freeze is for).
+    fn blackout(&self) -> Option<ActiveBlackout> {
+        if self.snapshot.rollback_of.is_some() {
+            return None;
+        }
+        let policy = self.input.policy?;
+        blackout::active_at(&policy.spec.blackouts, self.now())
+    }
+
+    /// A stage start is held until the blackout ends: say so (an event when it begins) and wake
+    /// at its end.
+    fn hold_for_blackout(&mut self, blackout: &ActiveBlackout, waits: String) {
+        let held_before = self
+            .input
+            .status
+            .is_some_and(|s| s.blackout_until == Some(blackout.until));
+        if !held_before {
+            self.effects.events.push(EngineEvent::normal(
+                reasons::BLACKOUT,
+                format!("{}: {waits}", capitalized(&blackout.describe())),
+            ));
+        }
+        self.status.phase = Phase::Waiting;
+        self.status.message = Some(format!("{}: {waits}", blackout.describe()));
+        self.status.blackout_until = Some(blackout.until);
+        self.effects.wake(blackout.until);
+    }
+
+    /// No actions; woken when a time-based hold ends.
+    fn held_output_waking(mut self) -> StepOutput {
+        let wake_at = self.effects.wake_at;
+        self.status.next_wake_up = wake_at;
+        StepOutput {
+            actions: Vec::new(),
+            status: self.status,
+            events: self.effects.events,
+            wake_at,
         }
     }
 
@@ -439,6 +565,10 @@ impl<'i, 'a> Run<'i, 'a> {
         self.status.rollback_of = snapshot.rollback_of;
         self.status.invalid_spec = previous.invalid_spec;
         self.status.consumed_approvals = previous.consumed_approvals;
+        self.status.superseded_snapshots = previous.superseded_snapshots;
+        if self.on_new_snapshot == OnNewSnapshot::FinishCurrent {
+            self.record_superseded(previous.snapshot_index);
+        }
         if let (Some(failure), Some(earlier)) = (&previous.failure, snapshot.rollback_of)
             && !failure.rollback.is_empty()
         {
@@ -468,6 +598,30 @@ impl<'i, 'a> Run<'i, 'a> {
         };
         self.enter_stage(first, entry);
         Ok(())
+    }
+
+    /// The snapshots this run skips over (FinishCurrent), in status and an event.
+    fn record_superseded(&mut self, ran: Option<u64>) {
+        let skipped = new_snapshot::superseded(self.input.history, ran, self.snapshot);
+        if skipped.is_empty() {
+            return;
+        }
+        let list = skipped
+            .iter()
+            .map(|i| format!("#{i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.effects.events.push(EngineEvent::normal(
+            reasons::SNAPSHOTS_SUPERSEDED,
+            format!(
+                "Snapshot(s) {list} superseded by #{} (onNewSnapshot: FinishCurrent)",
+                self.snapshot.index
+            ),
+        ));
+        let kept = &mut self.status.superseded_snapshots;
+        kept.extend(skipped);
+        let excess = kept.len().saturating_sub(crate::status::SUPERSEDED_KEPT);
+        kept.drain(..excess);
     }
 
     /// Start `stage` in this run: record and queue the apply of its main profile.
@@ -565,7 +719,12 @@ impl<'i, 'a> Run<'i, 'a> {
             .stage(&current)
             .is_some_and(|s| s.succeeded_at.is_some())
         {
-            // Only the last stage stays current after succeeding: the pipeline is complete.
+            // A stage that succeeded while its successor could not start (a blackout): try the
+            // successor again.
+            if index + 1 < stages.len() {
+                return Flow::Advanced;
+            }
+            // The last stage stays current after succeeding: the pipeline is complete.
             self.status.phase = Phase::Completed;
             self.status.message = Some(completed_message(self.snapshot, stages.len()));
             return Flow::Hold;
@@ -767,6 +926,14 @@ fn completed_message(snapshot: &Snapshot, stages: usize) -> String {
         snapshot.index,
         short_sha(&snapshot.commit.sha)
     )
+}
+
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 pub(crate) use tollgate_model::snapshot::short_sha;

@@ -267,7 +267,11 @@ fn check_blackouts(blackouts: &Value, findings: &mut Vec<Finding>) {
             };
             if let Some(message) = problem {
                 shaped = false;
-                let rule = if value.is_none() { "required" } else { "wrong-type" };
+                let rule = if value.is_none() {
+                    "required"
+                } else {
+                    "wrong-type"
+                };
                 findings.push(Finding::error(rule, child_path(&path, field), message));
             }
         }
@@ -595,7 +599,12 @@ mod tests {
             [
                 (6, 18, "spec.onNewSnapshot".into(), "unsupported-value"),
                 (9, 9, "spec.blackouts[0].to".into(), "invalid-blackout"),
-                (12, 15, "spec.blackouts[1].timeZone".into(), "invalid-blackout"),
+                (
+                    12,
+                    15,
+                    "spec.blackouts[1].timeZone".into(),
+                    "invalid-blackout"
+                ),
                 (13, 5, "spec.blackouts[2].from".into(), "required"),
                 (13, 24, "spec.blackouts[2].when".into(), "unknown-field"),
             ]

@@ -38,7 +38,9 @@ pub struct ActiveBlackout {
 impl ActiveBlackout {
     /// `blackout until 2027-01-02T23:00:00Z (year-end freeze)`.
     pub fn describe(&self) -> String {
-        let until = self.until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let until = self
+            .until
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         match &self.reason {
             Some(reason) => format!("blackout until {until} ({reason})"),
             None => format!("blackout until {until}"),
@@ -107,7 +109,9 @@ fn instant(
     };
     resolved.ok_or_else(|| BlackoutError {
         field,
-        message: format!("{field} {text:?} does not exist in the time zone (a daylight-saving gap)"),
+        message: format!(
+            "{field} {text:?} does not exist in the time zone (a daylight-saving gap)"
+        ),
     })
 }
 
@@ -170,8 +174,15 @@ mod tests {
             utc.interval(),
             Ok((at("2026-12-20T00:00:00Z"), at("2026-12-21T06:30:00Z")))
         );
-        let offset = blackout("2026-12-20T00:00:00+02:00", "2026-12-21", Some("Asia/Tokyo"));
-        assert_eq!(offset.interval().map(|i| i.0), Ok(at("2026-12-19T22:00:00Z")));
+        let offset = blackout(
+            "2026-12-20T00:00:00+02:00",
+            "2026-12-21",
+            Some("Asia/Tokyo"),
+        );
+        assert_eq!(
+            offset.interval().map(|i| i.0),
+            Ok(at("2026-12-19T22:00:00Z"))
+        );
     }
 
     #[test]

@@ -54,6 +54,18 @@ impl Snapshot {
     pub fn id(&self) -> &str {
         &self.hashes.snapshot_id
     }
+
+    /// This snapshot's content with `newer`'s metadata (labels, annotations): an older run that
+    /// goes on while a newer snapshot waits reads the file's current pause and approval
+    /// annotations.
+    pub fn with_metadata_of(&self, newer: &Snapshot) -> Snapshot {
+        let mut promotion = (*self.promotion).clone();
+        promotion.metadata = newer.promotion.metadata.clone();
+        Snapshot {
+            promotion: Arc::new(promotion),
+            ..self.clone()
+        }
+    }
 }
 
 /// How a stage was approved in git.
