@@ -32,7 +32,8 @@ const SPEC_FIELDS: &[&str] = &[
     "blackouts",
 ];
 const BLACKOUT_FIELDS: &[&str] = &["from", "to", "timeZone", "reason"];
-const OVERRIDE_FIELDS: &[&str] = &["progressDeadline", "maxFailures", "onFailure"];
+const OVERRIDE_FIELDS: &[&str] = &["progressDeadline", "maxFailures", "onFailure", "waves"];
+const WAVES_FIELDS: &[&str] = &["sortingLabelKey", "size", "canary", "pause"];
 const SELECTOR_FIELDS: &[&str] = &["matchLabels", "matchExpressions"];
 const EXPRESSION_FIELDS: &[&str] = &["key", "operator", "values"];
 const ON_FAILURE_VALUES: &[&str] = &["Halt", "Rollback"];
@@ -215,6 +216,102 @@ fn check_spec(spec: &Map<String, Value>, findings: &mut Vec<Finding>) {
         };
         unknown_fields(body, &path, OVERRIDE_FIELDS, "a stage override", findings);
         check_budget_fields(body, &path, findings);
+        if let Some(waves) = body.get("waves") {
+            check_waves(waves, &child_path(&path, "waves"), findings);
+        }
+    }
+}
+
+/// `waves`: a sorting label key, a size (count or percentage), an optional canary and pause.
+fn check_waves(waves: &Value, path: &str, findings: &mut Vec<Finding>) {
+    let Some(fields) = waves.as_object() else {
+        findings.push(Finding::error(
+            "wrong-type",
+            path,
+            "Invalid value: waves must be a mapping of sortingLabelKey, size, canary and pause",
+        ));
+        return;
+    };
+    unknown_fields(fields, path, WAVES_FIELDS, "waves", findings);
+    match fields.get("sortingLabelKey") {
+        None => {}
+        Some(Value::String(key)) => {
+            if let Some(problem) = rules::k8s_names::qualified_name_problem(key) {
+                findings.push(Finding::error(
+                    "invalid-label-key",
+                    child_path(path, "sortingLabelKey"),
+                    format!("Invalid value: {key:?}: {problem}"),
+                ));
+            }
+        }
+        Some(other) => findings.push(Finding::error(
+            "wrong-type",
+            child_path(path, "sortingLabelKey"),
+            format!(
+                "Invalid value: {other}: sortingLabelKey must be a label key such as \"order\""
+            ),
+        )),
+    }
+    let size_path = child_path(path, "size");
+    let size_problem = match fields.get("size") {
+        None => Some((
+            "required",
+            "Required value: waves need a size: a count such as 10 or a percentage such as \"10%\""
+                .to_string(),
+        )),
+        Some(Value::Number(n))
+            if n.as_u64()
+                .is_some_and(|n| n >= 1 && u32::try_from(n).is_ok()) =>
+        {
+            None
+        }
+        Some(Value::String(text)) if text.trim_end().ends_with('%') => {
+            match FailureBudget::parse(text) {
+                Ok(FailureBudget::Percent(p)) if p >= 1 => None,
+                Ok(_) => Some((
+                    "invalid-wave-size",
+                    format!("Invalid value: {text:?}: a wave size must be at least 1%"),
+                )),
+                Err(e) => Some((
+                    "invalid-wave-size",
+                    format!("Invalid value: {}", e.replace("maxFailures", "size")),
+                )),
+            }
+        }
+        Some(other) => Some((
+            "invalid-wave-size",
+            format!(
+                "Invalid value: {other}: size must be a count of at least 1 or a percentage such as \"10%\""
+            ),
+        )),
+    };
+    if let Some((rule, message)) = size_problem {
+        findings.push(Finding::error(rule, size_path, message));
+    }
+    if let Some(canary) = fields.get("canary")
+        && !canary.as_u64().is_some_and(|n| u32::try_from(n).is_ok())
+    {
+        findings.push(Finding::error(
+            "wrong-type",
+            child_path(path, "canary"),
+            format!("Invalid value: {canary}: canary must be a count of clusters such as 1"),
+        ));
+    }
+    if let Some(pause) = fields.get("pause") {
+        let pause_path = child_path(path, "pause");
+        match pause.as_str().map(parse_go_duration) {
+            Some(Ok(_)) => {}
+            Some(Err(e)) => findings.push(Finding::error(
+                "invalid-duration",
+                pause_path,
+                format!("Invalid value: {pause}: {e}"),
+            )),
+            None => findings.push(Finding::error(
+                "wrong-type",
+                pause_path,
+                format!("Invalid value: {pause}: pause must be a Go duration such as \"2m\""),
+            )),
+        }
     }
 }
 
@@ -608,6 +705,49 @@ mod tests {
                 (13, 5, "spec.blackouts[2].from".into(), "required"),
                 (13, 24, "spec.blackouts[2].when".into(), "unknown-field"),
             ]
+        );
+    }
+
+    #[test]
+    fn the_issue_example_of_waves_is_read_and_bad_waves_are_refused() {
+        let parsed = read(
+            "  stages:\n    production:\n      waves:\n        sortingLabelKey: order\n        size: 10%\n        canary: 1\n        pause: 2m\n",
+        );
+        assert_eq!(places(&parsed), []);
+        let policy = parsed.policy.expect("policy");
+        let waves = policy.for_stage("production").waves.expect("waves");
+        assert_eq!(waves.wave_size(25), 3);
+        assert_eq!(waves.canary, Some(1));
+        let parsed = read(
+            "  stages:\n    production:\n      waves:\n        sortingLabelKey: \"no way\"\n        size: 0\n        canary: -1\n        pause: soon\n        order: 1\n",
+        );
+        let codes: Vec<(String, &str)> = places(&parsed)
+            .into_iter()
+            .map(|(_, _, path, code)| (path, code))
+            .collect();
+        assert_eq!(
+            codes,
+            [
+                (
+                    "spec.stages.production.waves.sortingLabelKey".into(),
+                    "invalid-label-key"
+                ),
+                (
+                    "spec.stages.production.waves.size".into(),
+                    "invalid-wave-size"
+                ),
+                ("spec.stages.production.waves.canary".into(), "wrong-type"),
+                (
+                    "spec.stages.production.waves.pause".into(),
+                    "invalid-duration"
+                ),
+                ("spec.stages.production.waves.order".into(), "unknown-field"),
+            ]
+        );
+        let parsed = read("  stages:\n    production:\n      waves: {canary: 1}\n");
+        assert_eq!(
+            places(&parsed).into_iter().map(|p| p.3).collect::<Vec<_>>(),
+            ["required"]
         );
     }
 

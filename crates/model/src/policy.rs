@@ -94,6 +94,39 @@ pub struct StageOverride {
     pub max_failures: Option<FailureBudget>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_failure: Option<OnFailure>,
+    /// Order and pace inside the stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waves: Option<Waves>,
+}
+
+/// `stages.<name>.waves`: the stage's clusters go out in ordered waves. Membership and order are
+/// fixed when the stage starts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Waves {
+    /// Clusters are ordered by this label: numerically when every value is an integer, else
+    /// lexically; clusters without it last; ties by namespace/name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sorting_label_key: Option<String>,
+    /// Clusters per wave: a count or a percentage of the stage's clusters (rounded up, at least 1).
+    pub size: FailureBudget,
+    /// An optional first wave of this many clusters that tolerates no failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<u32>,
+    /// Soak between waves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause: Option<GoDuration>,
+}
+
+impl Waves {
+    /// Clusters per wave (after the canary) in a stage of `members` clusters.
+    pub fn wave_size(&self, members: usize) -> usize {
+        let size = match self.size {
+            FailureBudget::Count(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            FailureBudget::Percent(p) => (members * p.min(100) as usize).div_ceil(100),
+        };
+        size.max(1)
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -194,6 +227,7 @@ pub struct StagePolicy {
     pub progress_deadline: Option<std::time::Duration>,
     pub max_failures: FailureBudget,
     pub on_failure: OnFailure,
+    pub waves: Option<Waves>,
 }
 
 impl RolloutPolicy {
@@ -221,6 +255,7 @@ impl RolloutPolicy {
                 .or(spec.max_failures)
                 .unwrap_or(FailureBudget::Count(0)),
             on_failure: over.and_then(|o| o.on_failure).unwrap_or(spec.on_failure),
+            waves: over.and_then(|o| o.waves.clone()),
         }
     }
 
