@@ -188,7 +188,7 @@ pub fn convert_sveltos_cluster(object: &LeanObject) -> Option<(Option<String>, O
             .and_then(|s| s.get("ready"))
             .and_then(Value::as_bool)
             .unwrap_or(false);
-    Some((None, cluster(object, ready)))
+    Some((None, cluster(object, ready, false)))
 }
 
 /// CAPI clusters are ready once their control plane is initialised (Sveltos's test, §5.4).
@@ -210,11 +210,11 @@ pub fn convert_capi_cluster(object: &LeanObject) -> Option<(Option<String>, Obse
         });
     let ready = object.metadata.deletion_timestamp.is_none()
         && (initialised_field || initialised_condition);
-    Some((None, cluster(object, ready)))
+    Some((None, cluster(object, ready, true)))
 }
 
 /// Both kinds pause with `spec.paused`.
-fn cluster(object: &LeanObject, ready: bool) -> ObservedCluster {
+fn cluster(object: &LeanObject, ready: bool, capi: bool) -> ObservedCluster {
     let paused = object
         .spec
         .as_ref()
@@ -227,6 +227,7 @@ fn cluster(object: &LeanObject, ready: bool) -> ObservedCluster {
         labels: object.labels().clone().into_iter().collect(),
         ready,
         paused,
+        capi,
     }
 }
 

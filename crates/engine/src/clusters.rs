@@ -81,7 +81,11 @@ pub(crate) fn cluster_key(namespace: &str, name: &str) -> String {
 
 /// The clusters matching the stage now (ready, unpaused, selected), sorted.
 pub(crate) fn matching(expected: &AppliedExpectation<'_>, observed: &Observed) -> Vec<String> {
-    targeted(expected.selector, observed)
+    let mut keys = targeted(expected.selector, observed);
+    if let Some(targets) = expected.targets {
+        keys.retain(|k| targets.binary_search(k).is_ok());
+    }
+    keys
 }
 
 /// `namespace/name` of every cluster `selector` targets now, sorted.
@@ -106,6 +110,7 @@ pub(crate) fn report(
         .summaries
         .iter()
         .filter(|s| &*s.profile_name == expected.profile)
+        .filter(|s| expected.targets_cluster(&s.namespace, &s.cluster_name))
         .map(|s| (cluster_key(&s.namespace, &s.cluster_name), s))
         .collect();
     let current = profile_current(expected, observed);

@@ -30,6 +30,18 @@ pub struct AppliedExpectation<'a> {
     /// world once its actions took effect (the idempotence contract), so the profile then counts
     /// as carrying it; its summaries still have to catch up.
     pub being_applied: bool,
+    /// Only these clusters (sorted `namespace/name`) are targeted: a waved stage's reached waves.
+    pub targets: Option<&'a [String]>,
+}
+
+impl AppliedExpectation<'_> {
+    /// The profile targets this cluster now (its selector, and its reached waves if any).
+    pub(crate) fn targets_cluster(&self, namespace: &str, name: &str) -> bool {
+        self.targets.is_none_or(|keys| {
+            keys.binary_search(&crate::clusters::cluster_key(namespace, name))
+                .is_ok()
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,12 +57,14 @@ pub fn check(expected: &AppliedExpectation<'_>, observed: &Observed) -> Completi
         .clusters
         .iter()
         .filter(|c| c.targeted_by(expected.selector))
+        .filter(|c| expected.targets_cluster(&c.namespace, &c.name))
         .map(|c| (c.namespace.as_str(), c.name.as_str()))
         .collect();
     let summaries: Vec<&ObservedSummary> = observed
         .summaries
         .iter()
         .filter(|s| &*s.profile_name == expected.profile)
+        .filter(|s| expected.targets_cluster(&s.namespace, &s.cluster_name))
         .collect();
 
     let mut counts = StageCounts {

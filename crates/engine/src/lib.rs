@@ -37,6 +37,7 @@ pub mod step;
 pub mod subset;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+mod waves;
 
 pub use input::{Desired, StepInput};
 pub use observed::{FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSummary};
@@ -44,6 +45,6 @@ pub use output::{Action, EngineEvent, EventType, StepOutput};
 pub use preview::{GateVerdict, Preview, PreviewInput, RunChange, preview};
 pub use status::{
     ClusterCondition, ClusterState, Condition, Phase, PolicyRef, PromotionStatus, RestoredStage,
-    RunFailure, StageStatus,
+    RunFailure, StageStatus, WaveProgress,
 };
 pub use step::step;

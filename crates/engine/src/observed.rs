@@ -142,6 +142,8 @@ pub struct ObservedCluster {
     pub ready: bool,
     /// SveltosCluster `spec.paused`: it gets a ClusterSummary but nothing is deployed to it.
     pub paused: bool,
+    /// A Cluster API `Cluster` (else a `SveltosCluster`): how a `clusterRefs` entry names it.
+    pub capi: bool,
 }
 
 impl ObservedCluster {

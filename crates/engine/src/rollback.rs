@@ -142,6 +142,7 @@ impl Restore<'_> {
                 applied_at: entry.applied_at.unwrap_or(self.now),
                 fresh_features: &entry.fresh_features,
                 being_applied,
+                targets: None,
             },
             self.observed,
         );

@@ -9,28 +9,28 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use tollgate_model::blackout::ActiveBlackout;
 use tollgate_model::duration::format_go_duration;
 use tollgate_model::model::{Stage, Trigger};
 use tollgate_model::policy::{OnFailure, StagePolicy};
 use tollgate_model::snapshot::{ApprovalEvent, Snapshot};
 use tollgate_render::profile::preverification_spec;
-use tollgate_render::{
-    render_preverification_profile, render_stage_profile, snapshot_digest, spec_hash,
-    stage_profile_spec,
-};
+use tollgate_render::{render_preverification_profile, snapshot_digest, spec_hash};
 
 use crate::clusters::{self, ClusterReport, Judging};
 use crate::completion::{self, AppliedExpectation, Completion};
 use crate::effects::Effects;
-use crate::features::changed_features;
+use crate::features::{changed_features, fresh_after_apply};
 use crate::gate;
 use crate::messages;
 use crate::observed::Observed;
 use crate::output::EngineEvent;
 use crate::status::{
     AppliedProfile, ClusterCondition, ClusterState, ConsumedApproval, Phase, StageStatus,
+    WaveProgress,
 };
 use crate::step::reasons;
+use crate::waves;
 
 /// Why the stage does not move on in this step.
 #[derive(Debug)]
@@ -73,6 +73,8 @@ pub(crate) struct StageRun<'a, 's> {
     pub preverification: Option<(Value, bool)>,
     /// What the run's RolloutPolicy says for this stage; `None`: no policy (wait forever).
     pub policy: Option<StagePolicy>,
+    /// A blackout in force now: no next wave starts.
+    pub blackout: Option<ActiveBlackout>,
 }
 
 /// Names of the profiles a stage step looks at, with what is known of their owners.
@@ -111,7 +113,16 @@ impl StageRun<'_, '_> {
     }
 
     fn render_spec(&self) -> Value {
-        stage_profile_spec(self.snapshot, self.stage, self.checks)
+        waves::main_spec(
+            self.snapshot,
+            self.stage,
+            self.checks,
+            self.st.waves.as_ref(),
+        )
+    }
+
+    fn render_object(&self, checks: &[Value]) -> Value {
+        waves::main_object(self.snapshot, self.stage, checks, self.st.waves.as_ref())
     }
 
     /// 1. Keep the stage's main profile applied with the run's spec and snapshot.
@@ -133,7 +144,7 @@ impl StageRun<'_, '_> {
                     || p.snapshot_annotations != snapshot_digest(self.snapshot)
             });
         if self.main_applied_now {
-            let object = render_stage_profile(self.snapshot, self.stage, self.checks);
+            let object = self.render_object(self.checks);
             self.effects.apply(self.profiles.main.clone(), object);
         }
     }
@@ -153,7 +164,19 @@ impl StageRun<'_, '_> {
         let now = self.now;
         if !complete {
             self.st.set_failure(Some(completion.message.clone()), now);
-            return Err(Hold::Wait(Phase::Progressing, completion.message));
+            let message = match self.st.waves.as_ref().filter(|w| w.in_progress()) {
+                Some(w) => format!("wave {}/{}: {}", w.reached, w.total(), completion.message),
+                None => completion.message,
+            };
+            return Err(Hold::Wait(Phase::Progressing, message));
+        }
+        if self
+            .st
+            .waves
+            .as_ref()
+            .is_some_and(WaveProgress::in_progress)
+        {
+            return Err(self.next_wave());
         }
         self.st.provisioned_at = Some(now);
         self.st.last_successful_applied_time = Some(now);
@@ -183,20 +206,27 @@ impl StageRun<'_, '_> {
         self.st.counts = completion.counts.clone();
         if self.policy.is_some() && self.st.members.is_none() {
             // Fixed at stage start; a policy that arrives mid-stage fixes them now.
-            let members = clusters::matching(&self.main_expectation(spec), self.observed);
+            let members = clusters::matching(&self.main_expectation(spec, None), self.observed);
             self.st.members = Some(members);
         }
         let policy = self.policy.clone();
         let policy = policy.as_ref();
+        // While waves remain, the reached waves' clusters are judged (the budget is theirs).
+        let reached = waves::reached(self.st.waves.as_ref());
+        let judged: Option<Vec<String>> = match &reached {
+            Some(reached) => Some(reached.clone()),
+            None if policy.is_some() => self.st.members.clone(),
+            None => None,
+        };
         let deadline = policy
             .and_then(|p| p.progress_deadline)
             .and_then(|d| chrono::Duration::from_std(d).ok())
             .and_then(|d| self.st.applied_at.checked_add_signed(d));
         let report = clusters::report(
-            &self.main_expectation(spec),
+            &self.main_expectation(spec, reached.as_deref()),
             self.observed,
             &Judging {
-                members: policy.and(self.st.members.as_deref()),
+                members: policy.and(judged.as_deref()),
                 deadline,
                 deadline_text: policy.and_then(|p| p.progress_deadline).map(|d| {
                     format!(
@@ -217,10 +247,18 @@ impl StageRun<'_, '_> {
             self.st.not_provisioned = report.listed;
             return Ok(completion.complete);
         };
-        let members = self.st.members.as_ref().map_or(0, Vec::len);
-        let allowed = policy
-            .max_failures
-            .allowed(u32::try_from(members).unwrap_or(u32::MAX));
+        let members = judged.as_ref().map_or(0, Vec::len);
+        let canary = self
+            .st
+            .waves
+            .as_ref()
+            .is_some_and(|w| w.canary && w.reached == 1 && w.in_progress());
+        let allowed = match canary {
+            true => 0,
+            false => policy
+                .max_failures
+                .allowed(u32::try_from(members).unwrap_or(u32::MAX)),
+        };
         self.st.allowed_failures = Some(allowed);
         if report.failures() > allowed {
             let exceeded = self.exceeded(&report, allowed, members, policy.on_failure);
@@ -235,6 +273,104 @@ impl StageRun<'_, '_> {
         let settled = report.settled();
         self.st.not_provisioned = report.listed;
         Ok(settled)
+    }
+
+    /// The reached waves are provisioned. After the pause, and outside a blackout, the next wave
+    /// starts: the profile is re-applied naming its clusters too (the last wave: the selector).
+    /// Always a hold: the stage is provisioned when its last wave is.
+    fn next_wave(&mut self) -> Hold {
+        let now = self.now;
+        let stage = self.stage.name.clone();
+        let pause = self
+            .policy
+            .as_ref()
+            .and_then(|p| p.waves.as_ref())
+            .and_then(|w| w.pause.as_ref())
+            .map(|p| p.value);
+        let Some(waves) = self.st.waves.as_mut() else {
+            return Hold::Wait(Phase::Progressing, "no waves".into());
+        };
+        let (reached, total) = (waves.reached, waves.total());
+        if waves.wave_done_at.is_none() {
+            waves.wave_done_at = Some(now);
+            self.effects.events.push(EngineEvent::normal(
+                reasons::WAVE_COMPLETED,
+                format!("Stage {stage}: wave {reached}/{total} provisioned"),
+            ));
+        }
+        let done_at = waves.wave_done_at.unwrap_or(now);
+        let pause_ends = pause
+            .and_then(|p| chrono::Duration::from_std(p).ok())
+            .and_then(|p| done_at.checked_add_signed(p))
+            .filter(|ends| now < *ends);
+        if let Some(ends) = pause_ends {
+            self.effects.wake(ends);
+            let text = format!(
+                "wave {reached}/{total} provisioned; wave {} starts at {}",
+                reached + 1,
+                ends.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            );
+            return Hold::Wait(Phase::Waiting, text);
+        }
+        if let Some(blackout) = &self.blackout {
+            self.effects.wake(blackout.until);
+            let text = format!(
+                "wave {}/{total} waits: {}",
+                reached + 1,
+                blackout.describe()
+            );
+            return Hold::Wait(Phase::Waiting, text);
+        }
+        waves.reached += 1;
+        waves.wave_done_at = None;
+        waves.wave_started_at = now;
+        let started: Vec<String> = waves
+            .clusters
+            .get(usize::try_from(reached).unwrap_or(usize::MAX))
+            .cloned()
+            .unwrap_or_default();
+        let spec = self.render_spec();
+        let hash = spec_hash(&spec);
+        let previous = self
+            .observed
+            .profiles
+            .get(&self.profiles.main)
+            .filter(|p| !p.deleting);
+        self.st.fresh_features = fresh_after_apply(previous, &spec, &hash);
+        self.st.applied_at = now;
+        self.st.applied_spec_hash = hash.clone();
+        self.profiles.wanted_hash = hash;
+        self.main_applied_now = true;
+        let object = self.render_object(self.checks);
+        self.effects.apply(self.profiles.main.clone(), object);
+        self.spec = None;
+        let shown = started
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        let more = started.len().saturating_sub(5);
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        self.effects.events.push(EngineEvent::normal(
+            reasons::WAVE_STARTED,
+            format!(
+                "Stage {stage}: wave {}/{total} started: {shown}{more}",
+                reached + 1
+            ),
+        ));
+        Hold::Wait(
+            Phase::Progressing,
+            format!(
+                "wave {}/{total}: provisioning {} cluster(s)",
+                reached + 1,
+                started.len()
+            ),
+        )
     }
 
     /// One Warning per step naming the clusters that timed out since the last step.
@@ -367,13 +503,18 @@ impl StageRun<'_, '_> {
             return;
         }
         self.st.post_delay_checks_applied = true;
-        let with_checks = stage_profile_spec(self.snapshot, self.stage, post_checks);
+        let with_checks = waves::main_spec(
+            self.snapshot,
+            self.stage,
+            post_checks,
+            self.st.waves.as_ref(),
+        );
         let with_checks_hash = spec_hash(&with_checks);
         if with_checks_hash != self.st.applied_spec_hash {
             self.st.fresh_features = changed_features(self.spec.as_ref(), &with_checks);
             self.st.applied_at = self.now;
             self.st.applied_spec_hash = with_checks_hash;
-            let object = render_stage_profile(self.snapshot, self.stage, post_checks);
+            let object = self.render_object(post_checks);
             self.effects.apply(self.profiles.main.clone(), object);
             self.main_applied_now = true;
         }
@@ -422,6 +563,7 @@ impl StageRun<'_, '_> {
                 applied_at: applied.applied_at,
                 fresh_features: &changed_features(None, spec),
                 being_applied: *applied_now,
+                targets: None,
             },
             self.observed,
         );
@@ -438,11 +580,20 @@ impl StageRun<'_, '_> {
 
     /// The completion check of the main profile against its latest recorded apply.
     fn check_main(&self, spec: &Value) -> Completion {
-        completion::check(&self.main_expectation(spec), self.observed)
+        let reached = waves::reached(self.st.waves.as_ref());
+        completion::check(
+            &self.main_expectation(spec, reached.as_deref()),
+            self.observed,
+        )
     }
 
-    fn main_expectation<'e>(&'e self, spec: &'e Value) -> AppliedExpectation<'e> {
+    fn main_expectation<'e>(
+        &'e self,
+        spec: &'e Value,
+        targets: Option<&'e [String]>,
+    ) -> AppliedExpectation<'e> {
         AppliedExpectation {
+            targets,
             profile: &self.profiles.main,
             selector: &self.stage.cluster_selector,
             spec,

@@ -329,6 +329,56 @@ pub struct StageStatus {
     /// Set when the stage had no matching cluster: it completed as "Skipped: no matching clusters".
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub skipped: bool,
+    /// A waved stage (RolloutPolicy `stages.<name>.waves`): its waves and how far they got.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waves: Option<WaveProgress>,
+}
+
+/// The waves of a stage, fixed when it started, and how far they got.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaveProgress {
+    /// `namespace/name` of the clusters of each wave, in order (the first is the canary when
+    /// `canary` is set).
+    pub clusters: Vec<Vec<String>>,
+    /// Waves started so far (at least 1).
+    pub reached: u32,
+    /// The first wave is a canary: it tolerates no failure.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub canary: bool,
+    /// Members that are Cluster API `Cluster`s (the rest are SveltosClusters).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capi_clusters: Vec<String>,
+    /// When the latest wave started.
+    pub wave_started_at: DateTime<Utc>,
+    /// When the latest wave's clusters were all provisioned: the pause runs from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wave_done_at: Option<DateTime<Utc>>,
+}
+
+impl WaveProgress {
+    pub fn total(&self) -> u32 {
+        u32::try_from(self.clusters.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Waves remain to be started: the profile targets the reached clusters only.
+    pub fn in_progress(&self) -> bool {
+        self.reached < self.total()
+    }
+
+    /// The clusters of the waves reached so far, sorted.
+    pub fn reached_clusters(&self) -> Vec<String> {
+        let reached = usize::try_from(self.reached).unwrap_or(usize::MAX);
+        let mut keys: Vec<String> = self
+            .clusters
+            .iter()
+            .take(reached)
+            .flatten()
+            .cloned()
+            .collect();
+        keys.sort();
+        keys
+    }
 }
 
 fn is_zero(n: &u32) -> bool {

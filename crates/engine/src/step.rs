@@ -13,8 +13,7 @@ use tollgate_model::model::{ClusterPromotion, Stage};
 use tollgate_model::policy::{OnFailure, OnNewSnapshot};
 use tollgate_model::snapshot::{PAUSED_ANNOTATION, Snapshot};
 use tollgate_render::{
-    preverification_profile_name, render_stage_profile, snapshot_digest, spec_hash,
-    stage_profile_name, stage_profile_spec,
+    preverification_profile_name, snapshot_digest, spec_hash, stage_profile_name,
 };
 
 use crate::conditions;
@@ -31,6 +30,7 @@ use crate::removal;
 use crate::rollback;
 use crate::stage::{Exceeded, Hold, StageProfiles, StageRun};
 use crate::status::{Phase, PolicyRef, PromotionStatus, RunFailure, StageStatus, runs_content_of};
+use crate::waves;
 
 /// Event reasons (the note carries upstream's text where there is one).
 pub mod reasons {
@@ -53,6 +53,8 @@ pub mod reasons {
     pub const STAGE_RESTORED: &str = "StageRestored";
     pub const ROLLBACK_ACKNOWLEDGED: &str = "RollbackAcknowledged";
     pub const BLACKOUT: &str = "Blackout";
+    pub const WAVE_STARTED: &str = "WaveStarted";
+    pub const WAVE_COMPLETED: &str = "WaveCompleted";
     pub const SNAPSHOTS_SUPERSEDED: &str = "SnapshotsSuperseded";
 }
 
@@ -468,7 +470,7 @@ impl<'i, 'a> Run<'i, 'a> {
                 (Some(trigger), true) => trigger.post_delay_health_checks(),
                 _ => &[],
             };
-            let spec = stage_profile_spec(self.snapshot, stage, checks);
+            let spec = waves::main_spec(self.snapshot, stage, checks, st.waves.as_ref());
             // Without appended checks the spec is pinned by the run's hashes, so the recorded
             // hash is its hash (no need to compute it); with them, a trigger edit within the run
             // may have changed the checks, and then what was applied is not known.
@@ -484,10 +486,11 @@ impl<'i, 'a> Run<'i, 'a> {
             };
             let fields = drift::drifted_fields(&expected, self.observed().profiles.get(&profile));
             if !fields.is_empty() {
-                drifted.push((profile, stage, checks, fields));
+                let object = waves::main_object(self.snapshot, stage, checks, st.waves.as_ref());
+                drifted.push((profile, object, fields));
             }
         }
-        for (profile, stage, checks, fields) in drifted {
+        for (profile, object, fields) in drifted {
             let fields = fields.join(", ");
             self.effects.events.push(EngineEvent::warning(
                 reasons::DRIFT_CORRECTED,
@@ -499,7 +502,6 @@ impl<'i, 'a> Run<'i, 'a> {
                     "correcting drift on ClusterProfile {profile} ({fields})"
                 ));
             }
-            let object = render_stage_profile(self.snapshot, stage, checks);
             self.effects.apply(profile, object);
         }
     }
@@ -629,7 +631,17 @@ impl<'i, 'a> Run<'i, 'a> {
         let new_run = matches!(entry, StageEntry::NewRun { .. });
         let now = self.now();
         let profile = stage_profile_name(self.name(), &stage.name);
-        let spec = stage_profile_spec(self.snapshot, stage, &[]);
+        let members = self
+            .input
+            .policy
+            .map(|_| crate::clusters::targeted(&stage.cluster_selector, self.observed()));
+        let waves = self
+            .input
+            .policy
+            .and_then(|p| p.for_stage(&stage.name).waves)
+            .zip(members.as_deref())
+            .and_then(|(spec, members)| waves::start(members, self.observed(), &spec, now));
+        let spec = waves::main_spec(self.snapshot, stage, &[], waves.as_ref());
         let hash = spec_hash(&spec);
         let fresh_features = self.fresh_features(&profile, &spec, &hash);
         let replaced_snapshot = self
@@ -638,10 +650,6 @@ impl<'i, 'a> Run<'i, 'a> {
             .get(&profile)
             .filter(|p| p.is_owned_by(self.name()) && !p.deleting)
             .and_then(|p| p.snapshot_index);
-        let members = self
-            .input
-            .policy
-            .map(|_| crate::clusters::targeted(&stage.cluster_selector, self.observed()));
         self.status.stages.push(StageStatus {
             name: stage.name.clone(),
             last_update_reconciled_time: Some(now),
@@ -670,6 +678,7 @@ impl<'i, 'a> Run<'i, 'a> {
             not_provisioned: Vec::new(),
             not_provisioned_unlisted: 0,
             skipped: false,
+            waves,
         });
         self.status.current_stage_name = Some(stage.name.clone());
         self.status.last_promotion_time = Some(now);
@@ -730,6 +739,7 @@ impl<'i, 'a> Run<'i, 'a> {
             return Flow::Hold;
         }
         let (profiles, checks) = self.stage_profiles(stage, stages.get(index + 1));
+        let blackout = self.blackout();
         let (snapshot, observed, approvals) =
             (self.snapshot, self.observed(), self.input.approvals);
         let PromotionStatus {
@@ -755,6 +765,7 @@ impl<'i, 'a> Run<'i, 'a> {
             main_applied_now: false,
             preverification: None,
             policy: self.input.policy.map(|p| p.for_stage(&stage.name)),
+            blackout,
         }
         .progress();
         match outcome {
@@ -786,10 +797,17 @@ impl<'i, 'a> Run<'i, 'a> {
         let name = self.name();
         let main = stage_profile_name(name, &stage.name);
         let preverification = preverification_profile_name(name, &stage.name);
-        let (checks_applied, recorded_hash) = self
+        let (checks_applied, recorded_hash, waves) = self
             .status
             .stage(&stage.name)
-            .map(|s| (s.post_delay_checks_applied, s.applied_spec_hash.clone()))
+            .map(|s| {
+                let waves = s.waves.clone();
+                (
+                    s.post_delay_checks_applied,
+                    s.applied_spec_hash.clone(),
+                    waves,
+                )
+            })
             .unwrap_or_default();
         let checks: &'a [Value] = match &stage.trigger {
             Some(trigger) if checks_applied => trigger.post_delay_health_checks(),
@@ -798,7 +816,7 @@ impl<'i, 'a> Run<'i, 'a> {
         let mut wanted_hash = recorded_hash;
         let mut re_recorded_fresh = None;
         if checks_applied {
-            let spec = stage_profile_spec(self.snapshot, stage, checks);
+            let spec = waves::main_spec(self.snapshot, stage, checks, waves.as_ref());
             let current_hash = spec_hash(&spec);
             if current_hash != wanted_hash {
                 re_recorded_fresh = Some(self.fresh_features(&main, &spec, &current_hash));

@@ -73,6 +73,7 @@ impl World {
                 .collect(),
             ready: true,
             paused: false,
+            capi: false,
         });
     }
 
@@ -151,13 +152,30 @@ impl World {
         let now = self.now;
         let mut wanted: Vec<ObservedSummary> = Vec::new();
         for profile in self.observed.profiles.values().filter(|p| !p.deleting) {
-            let selector: LabelSelector = profile
+            // Sveltos: an absent or empty selector selects nothing; `clusterRefs` name clusters.
+            let selector: Option<LabelSelector> = profile
                 .spec
                 .get("clusterSelector")
                 .and_then(|s| serde_json::from_value(s.clone()).ok())
+                .filter(|s: &LabelSelector| !s.is_empty());
+            let refs: Vec<(&str, &str)> = profile
+                .spec
+                .get("clusterRefs")
+                .and_then(Value::as_array)
+                .map(|refs| {
+                    refs.iter()
+                        .filter_map(|r| {
+                            Some((r.get("namespace")?.as_str()?, r.get("name")?.as_str()?))
+                        })
+                        .collect()
+                })
                 .unwrap_or_default();
             for cluster in self.observed.clusters.iter() {
-                if !cluster.ready || !selector.matches(&cluster.labels) {
+                let selected = selector
+                    .as_ref()
+                    .is_some_and(|s| s.matches(&cluster.labels))
+                    || refs.contains(&(cluster.namespace.as_str(), cluster.name.as_str()));
+                if !cluster.ready || !selected {
                     continue;
                 }
                 let name = format!("{}-sveltos-{}", profile.name, cluster.name);

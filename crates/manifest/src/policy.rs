@@ -289,7 +289,7 @@ fn check_waves(waves: &Value, path: &str, findings: &mut Vec<Finding>) {
         findings.push(Finding::error(rule, size_path, message));
     }
     if let Some(canary) = fields.get("canary")
-        && !canary.as_u64().is_some_and(|n| u32::try_from(n).is_ok())
+        && canary.as_u64().is_none_or(|n| u32::try_from(n).is_err())
     {
         findings.push(Finding::error(
             "wrong-type",

@@ -11,5 +11,6 @@ pub mod profile;
 pub use keys::*;
 pub use names::{preverification_profile_name, stage_profile_name};
 pub use profile::{
-    render_preverification_profile, render_stage_profile, spec_hash, stage_profile_spec,
+    ClusterRef, render_preverification_profile, render_stage_profile, render_stage_profile_for,
+    spec_hash, stage_profile_spec, stage_profile_spec_for,
 };

@@ -38,6 +38,62 @@ pub fn stage_profile_spec(snapshot: &Snapshot, stage: &Stage, appended_checks: &
     Value::Object(spec)
 }
 
+/// A cluster named in a waved stage's `clusterRefs`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClusterRef<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    /// A Cluster API `Cluster` rather than a `SveltosCluster`.
+    pub capi: bool,
+}
+
+/// The main profile's spec when it targets exactly `clusters` (a waved stage between its first
+/// and its last wave): `clusterRefs` instead of the selector, and `LeavePolicies`, so clusters of
+/// later waves keep what they run until their wave reaches them (WithdrawPolicies would uninstall
+/// the add-on from them the moment the first wave starts).
+pub fn stage_profile_spec_for(
+    snapshot: &Snapshot,
+    stage: &Stage,
+    appended_checks: &[Value],
+    clusters: Option<&[ClusterRef<'_>]>,
+) -> Value {
+    let mut spec = stage_profile_spec(snapshot, stage, appended_checks);
+    let (Some(clusters), Some(fields)) = (clusters, spec.as_object_mut()) else {
+        return spec;
+    };
+    fields.remove("clusterSelector");
+    let refs = clusters
+        .iter()
+        .map(|c| {
+            let (api_version, kind) = match c.capi {
+                true => ("cluster.x-k8s.io/v1beta1", "Cluster"),
+                false => ("lib.projectsveltos.io/v1beta1", "SveltosCluster"),
+            };
+            json!({"apiVersion": api_version, "kind": kind, "namespace": c.namespace, "name": c.name})
+        })
+        .collect();
+    fields.insert("clusterRefs".to_string(), Value::Array(refs));
+    fields.insert("stopMatchingBehavior".to_string(), json!("LeavePolicies"));
+    spec
+}
+
+/// [`render_stage_profile`] targeting exactly `clusters` when given (see [`stage_profile_spec_for`]).
+pub fn render_stage_profile_for(
+    snapshot: &Snapshot,
+    stage: &Stage,
+    appended_checks: &[Value],
+    clusters: Option<&[ClusterRef<'_>]>,
+) -> Value {
+    let spec = stage_profile_spec_for(snapshot, stage, appended_checks, clusters);
+    let promotion = snapshot.promotion.name();
+    object(
+        stage_profile_name(promotion, &stage.name),
+        labels(promotion, &stage.name, false),
+        snapshot,
+        spec,
+    )
+}
+
 /// The hash recorded in [`SPEC_HASH_ANNOTATION`] for a rendered spec.
 pub fn spec_hash(spec: &Value) -> String {
     hash_value(spec)

@@ -1,0 +1,197 @@
+//! Waves inside a stage (RolloutPolicy `stages.<name>.waves`), driven with a fake clock. Each
+//! rule has a test named after it.
+
+mod common;
+
+use chrono::Duration;
+use common::*;
+use serde_json::{Value, json};
+use tollgate_engine::Phase;
+use tollgate_model::ClusterPromotion;
+use tollgate_model::policy::RolloutPolicy;
+
+fn policy(spec: Value) -> RolloutPolicy {
+    serde_json::from_value(json!({
+        "apiVersion": "tollgate.dev/v1alpha1", "kind": "RolloutPolicy",
+        "metadata": {"name": "waves"}, "spec": spec,
+    }))
+    .expect("valid policy")
+}
+
+/// s1 → prod; prod has 5 clusters ordered by `order` (prod-x has none).
+fn fleet_and_promotion() -> Harness {
+    let mut h = Harness::new(promotion_with(
+        profile_spec("1.0.0"),
+        vec![stage("s1", None), stage("prod", None)],
+    ));
+    std::sync::Arc::make_mut(&mut h.world.observed.clusters)
+        .retain(|c| c.labels.get("env").map(String::as_str) != Some("prod"));
+    for (name, order) in [
+        ("prod-a", Some("3")),
+        ("prod-b", Some("1")),
+        ("prod-c", Some("2")),
+        ("prod-d", Some("10")),
+        ("prod-x", None),
+    ] {
+        let mut labels = vec![("env", "prod")];
+        if let Some(order) = order {
+            labels.push(("order", order));
+        }
+        h.world.add_cluster(name, &labels);
+    }
+    h
+}
+
+fn waved(h: &mut Harness, waves: Value) {
+    h.world.policy = Some(policy(json!({"stages": {"prod": {"waves": waves}}})));
+}
+
+/// The clusters the prod profile targets now (its clusterRefs, or "selector").
+fn targeted(h: &Harness) -> Vec<String> {
+    let spec = h.profile_spec_of(&profile_name("prod"));
+    match spec.get("clusterRefs").and_then(Value::as_array) {
+        Some(refs) => refs
+            .iter()
+            .map(|r| r["name"].as_str().unwrap_or_default().to_string())
+            .collect(),
+        None => vec!["selector".to_string()],
+    }
+}
+
+/// Clusters with a prod ClusterSummary.
+fn reached(h: &Harness) -> Vec<String> {
+    let mut names: Vec<String> = h
+        .world
+        .observed
+        .summaries
+        .iter()
+        .filter(|s| *s.profile_name == *profile_name("prod"))
+        .map(|s| s.cluster_name.to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn no_cluster_of_a_later_wave_is_targeted_before_its_wave() {
+    let mut h = fleet_and_promotion();
+    waved(
+        &mut h,
+        json!({"sortingLabelKey": "order", "size": 2, "canary": 1, "pause": "2m"}),
+    );
+    h.settle();
+    // Canary: the lowest order (prod-b, order 1), alone; LeavePolicies while waves remain.
+    assert_eq!(targeted(&h), ["prod-b"]);
+    assert_eq!(reached(&h), ["prod-b"]);
+    let spec = h.profile_spec_of(&profile_name("prod"));
+    assert!(spec.get("clusterSelector").is_none());
+    assert_eq!(spec["stopMatchingBehavior"], "LeavePolicies");
+    let waves = h
+        .stage_status("prod")
+        .waves
+        .clone()
+        .expect("waves in status");
+    assert_eq!(
+        waves.clusters,
+        [
+            vec!["default/prod-b"],
+            vec!["default/prod-c", "default/prod-a"],
+            vec!["default/prod-d", "default/prod-x"]
+        ]
+    );
+    // The pause runs before the next wave, and the engine wakes at its end.
+    assert_eq!(h.status().phase, Phase::Waiting);
+    assert_eq!(
+        h.status().next_wake_up,
+        Some(t0() + Duration::minutes(2)),
+        "{:?}",
+        h.status().message
+    );
+    h.assert_idempotent();
+    h.later(Duration::minutes(2));
+    assert_eq!(targeted(&h), ["prod-a", "prod-b", "prod-c"]);
+    assert!(h.stage_status("prod").provisioned_at.is_none());
+    h.later(Duration::minutes(2));
+    // The last wave: the selector again, the user's stopMatchingBehavior, and the stage done.
+    assert_eq!(targeted(&h), ["selector"]);
+    assert_eq!(
+        h.profile_spec_of(&profile_name("prod"))["stopMatchingBehavior"],
+        "WithdrawPolicies"
+    );
+    assert_eq!(reached(&h).len(), 5);
+    assert_eq!(h.status().phase, Phase::Completed);
+    h.assert_idempotent();
+}
+
+#[test]
+fn a_canary_that_fails_fails_the_stage_before_any_other_wave() {
+    let mut h = fleet_and_promotion();
+    h.world.policy = Some(policy(json!({
+        "maxFailures": "50%", "onFailure": "Halt",
+        "stages": {"prod": {"waves": {"sortingLabelKey": "order", "size": 2, "canary": 1}}},
+    })));
+    h.world.failing_clusters.insert("prod-b".into());
+    h.settle();
+    assert_eq!(h.status().phase, Phase::Failed, "{:?}", h.status().message);
+    assert_eq!(reached(&h), ["prod-b"], "no later wave is reached");
+}
+
+#[test]
+fn a_wave_over_its_budget_fails_the_stage_and_stops_the_waves() {
+    let mut h = fleet_and_promotion();
+    h.world.policy = Some(policy(json!({
+        "maxFailures": 0, "onFailure": "Halt",
+        "stages": {"prod": {"waves": {"sortingLabelKey": "order", "size": 2}}},
+    })));
+    h.world.failing_clusters.insert("prod-a".into());
+    h.settle();
+    // Wave 1: prod-b, prod-c (fine); wave 2: prod-a (fails), prod-d.
+    assert_eq!(h.status().phase, Phase::Failed, "{:?}", h.status().message);
+    assert_eq!(reached(&h), ["prod-a", "prod-b", "prod-c", "prod-d"]);
+    assert!(
+        !reached(&h).contains(&"prod-x".to_string()),
+        "wave 3 never starts"
+    );
+    assert_eq!(
+        h.status().failure.as_ref().map(|f| f.stage.as_str()),
+        Some("prod")
+    );
+}
+
+#[test]
+fn a_blackout_holds_the_next_wave_until_it_ends() {
+    let mut h = fleet_and_promotion();
+    h.world.policy = Some(policy(json!({
+        "blackouts": [{"from": "2025-10-07T10:01:00", "to": "2025-10-07T11:00:00", "reason": "freeze"}],
+        "stages": {"prod": {"waves": {"sortingLabelKey": "order", "size": 2, "pause": "2m"}}},
+    })));
+    h.settle();
+    assert_eq!(targeted(&h), ["prod-b", "prod-c"]);
+    h.later(Duration::minutes(2));
+    assert_eq!(
+        targeted(&h),
+        ["prod-b", "prod-c"],
+        "no wave starts in the blackout"
+    );
+    assert!(
+        h.status()
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("blackout until")),
+        "{:?}",
+        h.status().message
+    );
+    assert_eq!(h.status().next_wake_up, Some(t("2025-10-07T11:00:00Z")));
+    h.settle_at(t("2025-10-07T11:00:00Z"));
+    assert_eq!(targeted(&h), ["prod-a", "prod-b", "prod-c", "prod-d"]);
+}
+
+#[test]
+fn a_stage_without_waves_is_unchanged() {
+    let mut h = fleet_and_promotion();
+    h.world.policy = Some(policy(json!({"maxFailures": 0})));
+    h.settle();
+    assert_eq!(targeted(&h), ["selector"]);
+    assert!(h.stage_status("prod").waves.is_none());
+    let _: ClusterPromotion = (*h.snapshot.promotion).clone();
+}
