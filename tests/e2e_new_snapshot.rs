@@ -210,3 +210,68 @@ async fn no_stage_starts_in_a_blackout_and_the_rollout_goes_on_at_its_end() {
     let done = world.wait_phase(WEB, "Completed").await;
     assert!(done.get("blackoutUntil").is_none());
 }
+
+/// The KubeFleet seed's member clusters: `member3` (order 1) goes before `member1` (order 2).
+fn kubefleet_fleet() -> String {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures/seeds/fleet-kubefleet-demo.yaml");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waves_reach_member3_before_member1_and_never_a_later_wave_early() {
+    let repo = TestRepo::new();
+    let demo = promotion("demo")
+        .chart("web", "1.0.0")
+        .stage(stage("canary").selector("environment", "canary").auto())
+        .stage(stage("staging").selector("environment", "staging").auto());
+    repo.write("demo.yaml", &demo.to_yaml());
+    repo.write(
+        "policy.yaml",
+        "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: ordered\nspec:\n  stages:\n    canary:\n      waves:\n        sortingLabelKey: order\n        size: 1\n        pause: 2s\n",
+    );
+    repo.commit("demo in waves");
+    let world = World::start(repo, &kubefleet_fleet()).await;
+    world
+        .eventually("the first wave names member3 only", || async {
+            let profile = world.profile("demo-canary").await?;
+            let refs = profile.data["spec"]["clusterRefs"].as_array()?.clone();
+            let names: Vec<&str> = refs.iter().filter_map(|r| r["name"].as_str()).collect();
+            (names == ["member3"]).then_some(())
+        })
+        .await;
+    let status = world.wait_phase("demo", "Completed").await;
+    let canary = status["stages"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["name"] == "canary"))
+        .expect("canary stage status");
+    assert_eq!(canary["waves"]["reached"], 2);
+    let log = world.emulator.write_log();
+    // The safety rule, over every write: member1 got nothing of demo-canary before the profile
+    // stopped naming member3 alone.
+    let second_wave_at = log
+        .iter()
+        .filter(|w| w.resource.starts_with("clusterprofiles") && w.verb != "delete")
+        .filter(|w| w.object["metadata"]["name"] == "demo-canary")
+        .find(|w| w.object["spec"].get("clusterRefs").is_none())
+        .map(|w| w.resource_version)
+        .expect("the last wave restores the selector");
+    let member1_early = log.iter().any(|w| {
+        w.resource.starts_with("clustersummaries")
+            && w.object["metadata"]["name"] == "demo-canary-sveltos-member1"
+            && w.resource_version < second_wave_at
+    });
+    assert!(!member1_early, "member1 was reached before its wave");
+    assert!(
+        log.iter()
+            .any(|w| w.object["metadata"]["name"] == "demo-canary-sveltos-member1"),
+        "member1 is reached in its wave (and the check above looked at the right name)"
+    );
+    let events = world.events_of("demo").await;
+    assert!(
+        events
+            .iter()
+            .any(|(r, n)| r == "WaveStarted" && n.contains("member1")),
+        "{events:?}"
+    );
+}
