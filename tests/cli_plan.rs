@@ -622,3 +622,33 @@ fn a_cluster_read_failure_is_a_warning_not_a_failed_plan() {
         "{markdown}"
     );
 }
+
+/// The governing RolloutPolicy's effects on a run: new commits, blackouts, waves.
+#[test]
+fn plan_shows_the_policy_waves_new_commit_rule_and_blackouts() {
+    let policy = "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: prod-waves\nspec:\n  onNewSnapshot: FinishCurrent\n  blackouts:\n  - from: \"2026-12-20T00:00:00\"\n    to: \"2027-01-03T00:00:00\"\n    timeZone: Europe/Berlin\n    reason: year-end freeze\n  stages:\n    production:\n      waves:\n        sortingLabelKey: order\n        size: 10%\n        canary: 1\n        pause: 2m\n";
+    let dir = repo_from(&[
+        (
+            "app.yaml",
+            Some(app(&App {
+                version: "1.1.0",
+                ..APP
+            })),
+        ),
+        ("policy.yaml", Some(policy.to_string())),
+    ]);
+    let (_, text) = plan(dir.path(), "text");
+    for needle in [
+        "prod-waves: onFailure Halt",
+        "FinishCurrent: a run in progress completes with its snapshot first",
+        "2026-12-19T23:00:00Z → 2027-01-02T23:00:00Z (year-end freeze)",
+        "production: canary of 1 (no failure tolerated), then waves of 10%, ordered by label order, 2m pause",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing in:\n{text}");
+    }
+    let (_, markdown) = plan(dir.path(), "markdown");
+    assert!(
+        markdown.contains("| waves | production: canary of 1"),
+        "{markdown}"
+    );
+}

@@ -355,6 +355,14 @@ fn details(planned: &Planned<'_>) -> Vec<(&'static str, String)> {
             format!("rollback to #{index}: same content as snapshot #{index}"),
         ));
     }
+    if touched(planned) {
+        if let Some(policy) = &plan.policy {
+            rows.extend(tollgate_source::plan::describe_policy(policy));
+        }
+        if let Some(error) = &plan.policy_error {
+            rows.push(("policy", format!("none can be chosen: {error}")));
+        }
+    }
     if !preview.stages_run.is_empty() {
         rows.push(("stages that run", preview.stages_run.join(" → ")));
     } else if preview.run == RunChange::Continues {

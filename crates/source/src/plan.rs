@@ -11,10 +11,12 @@ use git2::{Commit, Oid, Repository};
 use serde_json::Value;
 use tollgate_manifest::model::{LabelSelector, Trigger};
 use tollgate_manifest::{ApprovalEvent, ClusterPromotion, Snapshot};
+use tollgate_model::policy::RolloutPolicy;
 
 use crate::blob::{Diagnostic, Limits, ParsedBlob};
 use crate::error::SourceError;
 use crate::index::HistoryIndex;
+use crate::policies::{PolicyIndex, PolicySet};
 use crate::read::DeltaReader;
 use crate::report::PromotionView;
 
@@ -133,6 +135,10 @@ pub struct PromotionPlan {
     pub trigger_changes: Vec<TriggerChange>,
     /// Why it is invalid at `to`.
     pub diagnostics: Vec<Diagnostic>,
+    /// The RolloutPolicy governing it at `to`.
+    pub policy: Option<Arc<RolloutPolicy>>,
+    /// Why no policy can be chosen at `to` (two select it, or its annotation names none).
+    pub policy_error: Option<String>,
 }
 
 impl PromotionPlan {
@@ -152,6 +158,8 @@ impl PromotionPlan {
             profile_fields_changed: Vec::new(),
             trigger_changes: Vec::new(),
             diagnostics: Vec::new(),
+            policy: None,
+            policy_error: None,
         }
     }
 
@@ -211,7 +219,7 @@ struct Reader<'r> {
 
 impl Reader<'_> {
     /// The snapshot index of first-parent history up to `tip`, as the controller builds it.
-    fn index_at(&mut self, tip: &Commit<'_>) -> Result<HistoryIndex, PlanError> {
+    fn index_at(&mut self, tip: &Commit<'_>) -> Result<(HistoryIndex, PolicySet), PlanError> {
         let walk_error = |source| PlanError::Walk {
             commit: tip.id().to_string(),
             source,
@@ -229,13 +237,15 @@ impl Reader<'_> {
         };
         let read = reader.read(&mut self.parsed, &commits, None, 0)?;
         let mut index = HistoryIndex::default();
+        let mut policies = PolicyIndex::default();
         let mut prior = BTreeMap::new();
         for delta in &read.deltas {
             index.apply(delta, &mut prior);
+            policies.apply(delta);
         }
         let names: Vec<String> = index.names().cloned().collect();
         index.refresh_views(&names);
-        Ok(index)
+        Ok((index, policies.set()))
     }
 }
 
@@ -298,8 +308,8 @@ pub fn plan_range_in(
         limits: Limits::default(),
         parsed: HashMap::new(),
     };
-    let before = reader.index_at(&start_commit)?;
-    let after = reader.index_at(&to_commit)?;
+    let (before, _) = reader.index_at(&start_commit)?;
+    let (after, policies) = reader.index_at(&to_commit)?;
     let view =
         |index: &HistoryIndex, name: &str| index.promotions.get(name).and_then(|h| h.view.clone());
     let names: BTreeSet<&String> = before.names().chain(after.names()).collect();
@@ -309,6 +319,12 @@ pub fn plan_range_in(
             let mut plan = promotion_plan(name, view(&before, name), view(&after, name))?;
             if let Some(history) = after.promotions.get(name.as_str()) {
                 plan.approvals = history.approvals.clone();
+            }
+            if let Some(snapshot) = &plan.after {
+                match policies.choose(&snapshot.promotion) {
+                    Ok(policy) => plan.policy = policy,
+                    Err(error) => plan.policy_error = Some(error),
+                }
             }
             Some(plan)
         })
@@ -650,4 +666,70 @@ mod tests {
             "(empty: matches no cluster)"
         );
     }
+}
+
+/// What a RolloutPolicy does to a run, in words for `plan` (its rules are the engine's).
+pub fn describe_policy(policy: &RolloutPolicy) -> Vec<(&'static str, String)> {
+    use tollgate_model::policy::OnNewSnapshot;
+    let spec = &policy.spec;
+    let mut rows = vec![(
+        "policy",
+        format!(
+            "{}: onFailure {}, maxFailures {}{}",
+            policy.name(),
+            spec.on_failure.as_str(),
+            spec.max_failures.map_or("0".to_string(), |b| b.to_string()),
+            spec.progress_deadline
+                .as_ref()
+                .map_or(String::new(), |d| format!(", progressDeadline {}", d.text))
+        ),
+    )];
+    let new_commits = match spec.on_new_snapshot {
+        OnNewSnapshot::Restart => None,
+        OnNewSnapshot::FinishCurrent => Some(
+            "FinishCurrent: a run in progress completes with its snapshot first; then the newest starts (snapshots in between are superseded)",
+        ),
+        OnNewSnapshot::Queue => Some(
+            "Queue: a run in progress completes first; then every newer snapshot runs in commit order",
+        ),
+    };
+    if let Some(text) = new_commits {
+        rows.push(("new commits", text.to_string()));
+    }
+    for blackout in &spec.blackouts {
+        let when = match blackout.interval() {
+            Ok((from, to)) => format!(
+                "{} → {}",
+                from.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                to.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ),
+            Err(error) => format!("unreadable: {error}"),
+        };
+        let reason = blackout
+            .reason
+            .as_ref()
+            .map_or(String::new(), |r| format!(" ({r})"));
+        rows.push((
+            "blackout",
+            format!("{when}{reason}: no stage or wave starts"),
+        ));
+    }
+    for (stage, over) in &spec.stages {
+        let Some(waves) = &over.waves else {
+            continue;
+        };
+        let mut text = format!("{stage}: ");
+        if let Some(canary) = waves.canary {
+            text.push_str(&format!("canary of {canary} (no failure tolerated), then "));
+        }
+        text.push_str(&format!("waves of {}", waves.size));
+        if let Some(label) = &waves.sorting_label_key {
+            text.push_str(&format!(", ordered by label {label}"));
+        }
+        if let Some(pause) = &waves.pause {
+            text.push_str(&format!(", {} pause between waves", pause.text));
+        }
+        rows.push(("waves", text));
+    }
+    rows
 }
