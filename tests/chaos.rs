@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use chaos_support::failure_invariants::check_failures;
 use chaos_support::invariants::{self, Violation};
+use chaos_support::wave_invariants::check_waves;
 use chaos_support::{PromotionPlan, SeededRng, fleet_yaml};
 use chrono::Utc;
 use support::{PATIENCE, TestRepo, World};
@@ -351,6 +352,7 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
         .chain(invariants::check_leased(&log))
         .map(|v: Violation| v.to_string())
         .chain(check_failures(&log).into_iter().map(|v| v.to_string()))
+        .chain(check_waves(&log).into_iter().map(|v| v.to_string()))
         .collect();
     if !violations.is_empty() {
         dump_log(&log, seed);
@@ -377,6 +379,13 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
             .count()
     };
     let (rolled_back, halted) = (failed_runs("Rollback"), failed_runs("Halt"));
+    // Waves were exercised: profiles named the clusters of their reached waves.
+    let wave_applies = log
+        .iter()
+        .filter(|w| w.resource.starts_with("clusterprofiles.") && w.verb != "delete")
+        .filter(|w| w.object["spec"].get("clusterRefs").is_some())
+        .count();
+    assert!(wave_applies > 0, "seed {seed}: no stage went out in waves");
     assert!(
         rolled_back > 0 && halted > 0,
         "seed {seed}: no run failed under a policy (rollback {rolled_back}, halt {halted})"
@@ -390,7 +399,7 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
         .count() as u64;
     println!(
         "chaos seed {seed}: {} promotions ({} stages, {} bumped, {} approved) completed; failure \
-         statuses written: {rolled_back} rolled back, {halted} halted; {} writes logged \
+         statuses written: {rolled_back} rolled back, {halted} halted; {wave_applies} wave applies; {} writes logged \
          ({http_writes} by clients); {} controller restarts, {} watch drops, {} outage(s) of {OUTAGE:?} (410 and {START_UP_403:?} of 403s after), {} CRD \
          removal(s) of {CRD_GONE:?}; \
          {} write requests refused of {}",

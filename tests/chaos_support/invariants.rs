@@ -238,6 +238,23 @@ fn not_earlier(at: DateTime<Utc>, not_before: DateTime<Utc>) -> bool {
     after(at, CLOCK_GRANULARITY) >= not_before
 }
 
+/// What a summary deploys: its profile spec without the fields that choose clusters or say what
+/// happens when one stops matching (a waved stage changes those, never what is deployed).
+fn deployed_inputs(spec: &Value) -> Value {
+    let mut spec = spec.clone();
+    if let Some(fields) = spec.as_object_mut() {
+        for field in [
+            "clusterSelector",
+            "clusterRefs",
+            "setRefs",
+            "stopMatchingBehavior",
+        ] {
+            fields.remove(field);
+        }
+    }
+    spec
+}
+
 fn all_features_provisioned(summary: &Value) -> bool {
     summary["status"]["featureSummaries"]
         .as_array()
@@ -370,7 +387,7 @@ impl<'a> Replay<'a> {
             return;
         }
         let object = &record.object;
-        let spec = object["spec"]["clusterProfileSpec"].clone();
+        let spec = deployed_inputs(&object["spec"]["clusterProfileSpec"]);
         let snapshot = snapshot_of(object);
         let provisioned_now = all_features_provisioned(object);
         let provisioned_for = if record.status_subresource {

@@ -4,6 +4,7 @@
 
 pub mod failure_invariants;
 pub mod invariants;
+pub mod wave_invariants;
 
 use std::time::Duration;
 
@@ -83,6 +84,9 @@ spec:
   selector: {matchLabels: {tier: rollback}}
   maxFailures: 0
   onFailure: Rollback
+  stages:
+    s0:
+      waves: {size: 1, canary: 1}
 ---
 apiVersion: tollgate.dev/v1alpha1
 kind: RolloutPolicy
@@ -91,6 +95,9 @@ spec:
   selector: {matchLabels: {tier: halt}}
   maxFailures: 0
   onFailure: Halt
+  stages:
+    s1:
+      waves: {size: 1, pause: 1s}
 ";
 
 impl PromotionPlan {
