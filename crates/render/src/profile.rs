@@ -105,14 +105,7 @@ pub fn render_stage_profile(
     stage: &Stage,
     appended_checks: &[Value],
 ) -> Value {
-    let spec = stage_profile_spec(snapshot, stage, appended_checks);
-    let promotion = snapshot.promotion.name();
-    object(
-        stage_profile_name(promotion, &stage.name),
-        labels(promotion, &stage.name, false),
-        snapshot,
-        spec,
-    )
+    render_stage_profile_for(snapshot, stage, appended_checks, None)
 }
 
 /// The pre-verification ClusterProfile `preverification-<promotion>-<stage>`: deploys the
