@@ -9,6 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tollgate_model::hash::HASH_SCHEME;
 
+use crate::run_history::RunRecord;
+
 /// Newest consumed approvals kept in status; older ones belong to runs long gone.
 pub const CONSUMED_APPROVALS_KEPT: usize = 32;
 
@@ -113,6 +115,9 @@ pub struct PromotionStatus {
     /// Conditions the controller reports through the engine (see `conditions`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The recent runs, newest last, bounded (see `run_history`): what `tollgate timeline` draws.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<RunRecord>,
 }
 
 /// A Kubernetes-style condition.
@@ -201,6 +206,7 @@ impl PromotionStatus {
             policy: None,
             failure: None,
             conditions: Vec::new(),
+            runs: Vec::new(),
         }
     }
 
@@ -289,6 +295,10 @@ pub struct StageStatus {
     /// Since when its manual gate has waited for an approval (cleared once it passes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub awaiting_approval_since: Option<DateTime<Utc>>,
+    /// Since when its auto gate has waited for the promotion window to open (cleared once it
+    /// passes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting_window_since: Option<DateTime<Utc>>,
     /// The snapshot the stage's profile carried when this run entered the stage (what a
     /// rollback restores); `None`: there was no profile.
     #[serde(default, skip_serializing_if = "Option::is_none")]

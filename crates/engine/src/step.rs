@@ -61,6 +61,7 @@ pub fn step(input: &StepInput<'_>) -> StepOutput {
         Desired::RemovalHeld { reason, .. } => removal::step_held(input, reason),
     };
     conditions::set_watch_health(&mut output.status, input.watch_problem, input.now);
+    crate::run_history::record(input.status, &mut output.status, input.now);
     output
 }
 
@@ -509,6 +510,7 @@ impl<'i, 'a> Run<'i, 'a> {
             approver: None,
             waiting_reason: None,
             awaiting_approval_since: None,
+            awaiting_window_since: None,
             replaced_snapshot,
             members,
             allowed_failures: None,
