@@ -11,7 +11,7 @@ use super::layout::{Bar, BarKind, Run, Timeline, is_rollback};
 pub const WIDTH: u32 = 1000;
 const LEFT: f64 = 130.0;
 const RIGHT: f64 = 30.0;
-const TOP: f64 = 56.0;
+const TOP: f64 = 72.0;
 const LANE: f64 = 44.0;
 const AXIS: f64 = 36.0;
 const LEGEND_ROW: f64 = 20.0;
@@ -101,8 +101,12 @@ pub fn svg(name: &str, timeline: &Timeline<'_>, period: &str, empty: Option<&str
     for (index, lane) in timeline.lanes.iter().enumerate() {
         document = document.add(lane_group(index, lane, timeline, &scale));
     }
+    // Run labels take the first of two rows where they do not cover an earlier one.
+    let mut row_ends = [f64::MIN; 2];
     for run in &timeline.runs {
-        document = document.add(run_marker(run, &scale, timeline.lanes.len()));
+        let ((marker, row), end) = run_marker(run, &scale, timeline.lanes.len(), &row_ends);
+        row_ends[row] = end;
+        document = document.add(marker);
     }
     let axis_y = TOP + LANE * timeline.lanes.len().max(1) as f64;
     document
@@ -129,7 +133,14 @@ fn lane_group(index: usize, stage: &str, timeline: &Timeline<'_>, scale: &Scale)
                 .set("y", top)
                 .set("width", f64::from(WIDTH) - LEFT - RIGHT)
                 .set("height", LANE)
-                .set("fill", if index % 2 == 0 { "#f4f4f4" } else { "#ffffff" }),
+                .set(
+                    "fill",
+                    if index.is_multiple_of(2) {
+                        "#f4f4f4"
+                    } else {
+                        "#ffffff"
+                    },
+                ),
         )
         .add(
             Text::new(stage)
@@ -138,17 +149,23 @@ fn lane_group(index: usize, stage: &str, timeline: &Timeline<'_>, scale: &Scale)
                 .set("y", top + LANE / 2.0 + 4.0)
                 .set("text-anchor", "end"),
         );
+    // A run's label goes on its first bar in the lane, unless it would cover the previous
+    // label there (the bar's tooltip and the run's label on top still name it).
+    let mut label_end = f64::MIN;
     for run in &timeline.runs {
         let mut labelled = false;
         for (_, bar) in run.bars.iter().filter(|(lane, _)| *lane == index) {
             group = group.add(bar_rect(stage, run, bar, top, scale));
-            if !labelled && bar.kind != BarKind::Rollback {
+            let x = scale.x(bar.start) + 2.0;
+            if !labelled && bar.kind != BarKind::Rollback && x >= label_end {
                 labelled = true;
+                let label = run.label();
+                label_end = x + text_width(&label, 9.0) + 4.0;
                 group = group.add(
-                    Text::new(run.label())
+                    Text::new(label)
                         .set("class", "bar-label")
                         .set("data-snapshot", run.record.snapshot_index)
-                        .set("x", scale.x(bar.start) + 2.0)
+                        .set("x", x)
                         .set("y", top + 10.0)
                         .set("font-size", 9),
                 );
@@ -211,9 +228,20 @@ fn bar_rect(stage: &str, run: &Run<'_>, bar: &Bar, lane_top: f64, scale: &Scale)
     rect.add(Title::new(tooltip))
 }
 
-/// A run's start: a vertical line through the lanes and its label on top; a rollback run (or a
-/// failed run that was rolled back) gets a marker and "rollback to #N".
-fn run_marker(run: &Run<'_>, scale: &Scale, lanes: usize) -> Group {
+/// A generous estimate of a text's width (DejaVu Sans averages about 0.6 em per character).
+fn text_width(text: &str, font_size: f64) -> f64 {
+    text.chars().count() as f64 * font_size * 0.62
+}
+
+/// A run's start: a vertical line through the lanes and its label on top, in the first row whose
+/// labels end before it (`row_ends`); a rollback run (or a failed run that was rolled back) gets a
+/// marker and "rollback to #N". Returns the group with the row used, and where its label ends.
+fn run_marker(
+    run: &Run<'_>,
+    scale: &Scale,
+    lanes: usize,
+    row_ends: &[f64; 2],
+) -> ((Group, usize), f64) {
     let x = scale.x(run.record.started_at);
     let bottom = TOP + LANE * lanes.max(1) as f64;
     let rollback = is_rollback(run.record);
@@ -223,6 +251,14 @@ fn run_marker(run: &Run<'_>, scale: &Scale, lanes: usize) -> Group {
     } else if rollback {
         label = format!("{label} rolled back");
     }
+    let width = text_width(&label, 10.0);
+    let left_of_line = x + width > f64::from(WIDTH) - 4.0;
+    let (start, end) = if left_of_line {
+        (x - 3.0 - width, x)
+    } else {
+        (x, x + 3.0 + width)
+    };
+    let row = row_ends.iter().position(|e| *e <= start).unwrap_or(0);
     let mut group = Group::new()
         .set("class", if rollback { "run rollback-run" } else { "run" })
         .set("id", format!("run-{}", run.record.snapshot_index))
@@ -244,14 +280,14 @@ fn run_marker(run: &Run<'_>, scale: &Scale, lanes: usize) -> Group {
                 .set("class", "run-start")
                 .set("x1", x)
                 .set("x2", x)
-                .set("y1", TOP - 14.0)
+                .set("y1", TOP - 14.0 - 13.0 * row as f64)
                 .set("y2", bottom)
                 .set("stroke", if rollback { "#6b2c5f" } else { "#555555" })
                 .set("stroke-dasharray", "3 3"),
         )
         .add(
             // Near the right edge the label goes left of its line, so that it is not cut off.
-            if x > f64::from(WIDTH) - 200.0 {
+            if left_of_line {
                 Text::new(label.as_str())
                     .set("x", x - 3.0)
                     .set("text-anchor", "end")
@@ -259,7 +295,7 @@ fn run_marker(run: &Run<'_>, scale: &Scale, lanes: usize) -> Group {
                 Text::new(label.as_str()).set("x", x + 3.0)
             }
             .set("class", "run-label")
-            .set("y", TOP - 18.0)
+            .set("y", TOP - 18.0 - 13.0 * row as f64)
             .set("font-size", 10),
         );
     if rollback {
@@ -274,7 +310,7 @@ fn run_marker(run: &Run<'_>, scale: &Scale, lanes: usize) -> Group {
             group = group.set("data-rollback-of", to);
         }
     }
-    group
+    ((group, row), end + 6.0)
 }
 
 fn outcome(run: &Run<'_>) -> &'static str {

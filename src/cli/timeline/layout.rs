@@ -129,11 +129,14 @@ pub fn lay_out(history: &[RunRecord], since: DateTime<Utc>, now: DateTime<Utc>) 
         .chain(runs.iter().map(|r| r.record.started_at))
         .max()
         .unwrap_or(now);
+    let from = first.max(since);
+    let to = last.min(now).max(from);
     Timeline {
         lanes,
         runs,
-        from: first.max(since),
-        to: last.min(now).max(first.max(since)),
+        from,
+        // A little room after the last bar, so that it and its label stay readable.
+        to: to + (to - from) / 20,
     }
 }
 

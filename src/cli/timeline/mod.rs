@@ -17,7 +17,7 @@ use kube::api::{Api, DynamicObject};
 use serde::Deserialize as _;
 use serde_json::Value;
 use tollgate_engine::PromotionStatus;
-use tollgate_model::duration::{format_go_duration, parse_go_duration};
+use tollgate_model::duration::parse_go_duration;
 
 use super::connect::{self, ClusterArgs};
 use crate::cluster::errors::classify;
@@ -36,7 +36,7 @@ pub struct Args {
     pub name: String,
     /// Show the runs of this recent period (a Go duration: 90m, 24h, 168h).
     #[arg(long, default_value = "24h", value_parser = parse_period)]
-    pub since: Duration,
+    pub since: Period,
     /// Picture format.
     #[arg(long, short = 'o', value_enum, default_value = "svg")]
     pub output: Format,
@@ -53,12 +53,22 @@ pub enum Format {
     Png,
 }
 
-fn parse_period(text: &str) -> Result<Duration, String> {
-    let period = parse_go_duration(text).map_err(|error| error.to_string())?;
-    if period.is_zero() {
+/// `--since`: the duration, and the text the user wrote (shown in the picture's heading).
+#[derive(Clone, Debug)]
+pub struct Period {
+    pub text: String,
+    pub length: Duration,
+}
+
+fn parse_period(text: &str) -> Result<Period, String> {
+    let length = parse_go_duration(text).map_err(|error| error.to_string())?;
+    if length.is_zero() {
         return Err("the period must be longer than 0s".to_string());
     }
-    Ok(period)
+    Ok(Period {
+        text: text.to_string(),
+        length,
+    })
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -124,13 +134,13 @@ async fn fetch(args: &Args) -> anyhow::Result<Option<Option<PromotionStatus>>> {
 /// The picture's bytes in the chosen format.
 fn picture(args: &Args, status: Option<&PromotionStatus>) -> anyhow::Result<Vec<u8>> {
     let now = Utc::now();
-    let period = chrono::Duration::from_std(args.since).unwrap_or(chrono::Duration::MAX);
+    let period = chrono::Duration::from_std(args.since.length).unwrap_or(chrono::Duration::MAX);
     let since = now
         .checked_sub_signed(period)
         .unwrap_or(chrono::DateTime::<Utc>::MIN_UTC);
     let history = status.map(|s| s.runs.as_slice()).unwrap_or_default();
     let timeline = layout::lay_out(history, since, now);
-    let period_text = format_go_duration(args.since);
+    let period_text = &args.since.text;
     let empty = match (history.last(), timeline.runs.is_empty()) {
         (None, _) => Some(format!("No runs recorded for {} yet.", args.name)),
         (Some(newest), true) => Some(format!(
@@ -140,7 +150,7 @@ fn picture(args: &Args, status: Option<&PromotionStatus>) -> anyhow::Result<Vec<
         )),
         (Some(_), false) => None,
     };
-    let svg = draw::svg(&args.name, &timeline, &period_text, empty.as_deref());
+    let svg = draw::svg(&args.name, &timeline, period_text, empty.as_deref());
     match args.output {
         Format::Svg => Ok(svg.into_bytes()),
         Format::Png => Ok(png::render(&svg)?),

@@ -78,7 +78,12 @@ fn every_state_of_a_stage_becomes_a_bar_that_ends_where_the_next_starts() {
     let history = history();
     let timeline = lay_out(&history, t(-60), t(55));
     assert_eq!(timeline.lanes, ["dev", "staging", "prod"]);
-    assert_eq!((timeline.from, timeline.to), (t(0), t(55)));
+    assert_eq!(timeline.from, t(0));
+    assert_eq!(
+        timeline.to,
+        t(55) + Duration::seconds(165),
+        "now, and 5 % more room"
+    );
     let kinds = |index: usize, lane: usize| -> Vec<(BarKind, i64, i64)> {
         timeline.runs[index]
             .bars
