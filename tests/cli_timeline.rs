@@ -321,3 +321,23 @@ fn the_help_names_the_bars_and_the_formats() {
         assert!(help.contains(expected), "no {expected:?} in:\n{help}");
     }
 }
+
+/// A PNG is bytes, not text: written to a terminal it would garble the screen.
+#[test]
+fn a_png_is_never_written_to_a_terminal() {
+    let binary = assert_cmd::cargo::cargo_bin("tollgate");
+    // `script` (util-linux) runs the command on a pseudo-terminal, as a person's shell would.
+    let output = std::process::Command::new("script")
+        .args(["-qec"])
+        .arg(format!("'{}' timeline {WEB} -o png", binary.display()))
+        .arg("/dev/null")
+        .output()
+        .expect("script (util-linux) runs");
+    let screen = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(2), "{screen}");
+    assert!(
+        screen.contains("refusing to write a PNG to a terminal: give --output-file FILE"),
+        "{screen}"
+    );
+    assert!(!screen.contains("PNG\r\n"), "PNG bytes on the terminal");
+}

@@ -153,7 +153,13 @@ fn picture(args: &Args, status: Option<&PromotionStatus>) -> anyhow::Result<Vec<
     let svg = draw::svg(&args.name, &timeline, period_text, empty.as_deref());
     match args.output {
         Format::Svg => Ok(svg.into_bytes()),
-        Format::Png => Ok(png::render(&svg)?),
+        Format::Png => {
+            let rendered = png::render(&svg)?;
+            if let Some(warning) = rendered.warning {
+                eprintln!("warning: {warning}");
+            }
+            Ok(rendered.png)
+        }
     }
 }
 

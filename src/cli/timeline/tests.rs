@@ -258,7 +258,8 @@ fn the_png_has_the_svg_size() {
     let history = history();
     let timeline = lay_out(&history, t(-60), t(55));
     let svg = draw::svg("web", &timeline, "1h", None);
-    let png = super::png::render(&svg).expect("a PNG");
+    let rendered = super::png::render(&svg).expect("a PNG");
+    let png = rendered.png;
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     let width = u32::from_be_bytes([png[16], png[17], png[18], png[19]]);
     let height = u32::from_be_bytes([png[20], png[21], png[22], png[23]]);
@@ -266,4 +267,19 @@ fn the_png_has_the_svg_size() {
     if let Ok(path) = std::env::var("TOLLGATE_TIMELINE_PNG") {
         std::fs::write(path, &png).expect("PNG written");
     }
+}
+
+#[test]
+fn a_png_without_fonts_says_why_its_text_is_missing() {
+    let timeline = lay_out(&[], t(-60), t(0));
+    let svg = draw::svg(
+        "web",
+        &timeline,
+        "1h",
+        Some("No runs recorded for web yet."),
+    );
+    let rendered = super::png::render_with(&svg, resvg::usvg::fontdb::Database::new())
+        .expect("a PNG all the same");
+    assert_eq!(rendered.warning, Some(super::png::NO_FONTS));
+    assert!(rendered.png.starts_with(b"\x89PNG"));
 }
