@@ -253,3 +253,18 @@ fn a_small_pipeline_keeps_ten_runs() {
     let indexes: Vec<u64> = runs(&h).iter().map(|r| r.snapshot_index).collect();
     assert_eq!(indexes, (6..=15).collect::<Vec<_>>());
 }
+
+/// A status written before the history existed (an upgrade) gets its current run recorded from
+/// the stages it shows, with their own times, not the upgrade's.
+#[test]
+fn an_upgrade_records_the_running_run_from_its_stages() {
+    let mut h = Harness::new(gated("1.0.0"));
+    h.settle();
+    let recorded = h.status().runs.clone();
+    if let Some(status) = h.world.status.as_mut() {
+        status.runs.clear();
+    }
+    h.later(Duration::minutes(1));
+    assert_eq!(h.status().runs, recorded);
+    assert_eq!(h.status().runs[0].started_at, t0());
+}
