@@ -283,3 +283,26 @@ fn a_png_without_fonts_says_why_its_text_is_missing() {
     assert_eq!(rendered.warning, Some(super::png::NO_FONTS));
     assert!(rendered.png.starts_with(b"\x89PNG"));
 }
+
+#[test]
+fn the_png_draws_its_text_with_the_system_fonts() {
+    let mut fonts = resvg::usvg::fontdb::Database::new();
+    fonts.load_system_fonts();
+    if fonts.is_empty() {
+        // .ci/run installs fonts-dejavu-core, so CI always runs this; a developer machine may not.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no fonts in CI: .ci/run must install fonts-dejavu-core"
+        );
+        eprintln!("skipping: no fonts installed (apt-get install fonts-dejavu-core)");
+        return;
+    }
+    let history = history();
+    let timeline = lay_out(&history, t(-60), t(55));
+    let svg = draw::svg("web", &timeline, "1h", None);
+    let with_text = super::png::render_with(&svg, fonts).expect("a PNG");
+    assert_eq!(with_text.warning, None);
+    let without_text = super::png::render_with(&svg, resvg::usvg::fontdb::Database::new())
+        .expect("a PNG without text");
+    assert_ne!(with_text.png, without_text.png, "the labels were drawn");
+}
