@@ -56,7 +56,7 @@ impl Scale {
     fn x(&self, at: DateTime<Utc>) -> f64 {
         let offset = (at - self.from).num_milliseconds() as f64 / 1000.0;
         let plot = f64::from(WIDTH) - LEFT - RIGHT;
-        LEFT + (offset / self.seconds).clamp(0.0, 1.0) * plot
+        px(LEFT + (offset / self.seconds).clamp(0.0, 1.0) * plot)
     }
 }
 
@@ -115,6 +115,11 @@ pub fn svg(name: &str, timeline: &Timeline<'_>, period: &str, empty: Option<&str
         .to_string()
 }
 
+/// A coordinate rounded to a tenth of a pixel: finer is invisible and only lengthens the file.
+fn px(value: f64) -> f64 {
+    (value * 10.0).round() / 10.0
+}
+
 fn stamp(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
@@ -156,7 +161,7 @@ fn lane_group(index: usize, stage: &str, timeline: &Timeline<'_>, scale: &Scale)
         let mut labelled = false;
         for (_, bar) in run.bars.iter().filter(|(lane, _)| *lane == index) {
             group = group.add(bar_rect(stage, run, bar, top, scale));
-            let x = scale.x(bar.start) + 2.0;
+            let x = px(scale.x(bar.start) + 2.0);
             if !labelled && bar.kind != BarKind::Rollback && x >= label_end {
                 labelled = true;
                 let label = run.label();
@@ -187,16 +192,22 @@ fn bar_rect(stage: &str, run: &Run<'_>, bar: &Bar, lane_top: f64, scale: &Scale)
     if is_rollback(run.record) {
         class.push_str(" rollback-run");
     }
+    let what = match (bar.kind, bar.restored_to) {
+        (BarKind::Rollback, Some(to)) => format!("rolling back {} to #{to}", run.label()),
+        (BarKind::Rollback, None) => format!(
+            "rolling back {}: its profiles withdrawn (no earlier snapshot)",
+            run.label()
+        ),
+        (kind, _) => format!("{} {}", kind.caption(), run.label()),
+    };
     let mut tooltip = format!(
-        "{stage}: {} {} from {} to {} ({})",
-        bar.kind.caption(),
-        run.label(),
+        "{stage}: {what} from {} to {} ({})",
         stamp(bar.start),
         stamp(bar.end),
         span(bar.end - bar.start)
     );
     if let Some(label) = run.rollback_label() {
-        tooltip.push_str(&format!("; {label}"));
+        tooltip.push_str(&format!("; the run is a {label}"));
     }
     let mut rect = Rectangle::new()
         .set("class", class)
@@ -204,20 +215,13 @@ fn bar_rect(stage: &str, run: &Run<'_>, bar: &Bar, lane_top: f64, scale: &Scale)
         .set("data-snapshot", run.record.snapshot_index)
         .set("data-start", stamp(bar.start))
         .set("data-end", stamp(bar.end))
-        .set("x", x0)
+        .set("x", px(x0))
         .set("y", y)
-        .set("width", (x1 - x0).max(MIN_BAR))
+        .set("width", px((x1 - x0).max(MIN_BAR)))
         .set("height", height)
         .set("fill", colour(bar.kind));
-    if bar.kind == BarKind::Rollback {
-        let to = match bar.restored_to {
-            Some(to) => format!("rollback to #{to}"),
-            None => "rollback: profiles withdrawn".to_string(),
-        };
-        tooltip = format!("{stage}: {to} after {} failed; {tooltip}", run.label());
-        if let Some(to) = bar.restored_to {
-            rect = rect.set("data-restored-to", to);
-        }
+    if let Some(to) = bar.restored_to {
+        rect = rect.set("data-restored-to", to);
     }
     if is_rollback(run.record) {
         rect = rect
@@ -289,10 +293,10 @@ fn run_marker(
             // Near the right edge the label goes left of its line, so that it is not cut off.
             if left_of_line {
                 Text::new(label.as_str())
-                    .set("x", x - 3.0)
+                    .set("x", px(x - 3.0))
                     .set("text-anchor", "end")
             } else {
-                Text::new(label.as_str()).set("x", x + 3.0)
+                Text::new(label.as_str()).set("x", px(x + 3.0))
             }
             .set("class", "run-label")
             .set("y", TOP - 18.0 - 13.0 * row as f64)

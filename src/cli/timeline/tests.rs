@@ -193,6 +193,15 @@ fn the_svg_names_lanes_bars_labels_and_rollbacks() {
     assert!(bar("failed", "staging", "2").is_some());
     let restore = bar("rollback", "dev", "2").expect("a rollback bar");
     assert_eq!(restore.attribute("data-restored-to"), Some("1"));
+    let restore_tooltip = restore
+        .children()
+        .find(|c| c.has_tag_name("title"))
+        .and_then(|c| c.text())
+        .unwrap_or_default();
+    assert!(
+        restore_tooltip.contains("dev: rolling back #2 abc1232 to #1 from 2026-03-02T10:44:00Z"),
+        "{restore_tooltip}"
+    );
     let labels: Vec<&str> = root
         .descendants()
         .filter(|n| has_class(n, "bar-label"))
