@@ -13,13 +13,17 @@ use tollgate_fixtures::{cluster, fleet, policy, promotion, stage};
 
 const WEB: &str = "web";
 
-/// dev soaks for `dev_delay`, then staging and prod follow.
-fn web(chart: &str, dev_delay: &str) -> String {
+/// dev soaks for `dev_delay`, staging follows, prod waits for an approval.
+fn web(chart: &str, dev_delay: &str, prod_approved: bool) -> String {
     promotion(WEB)
         .chart("web", chart)
         .stage(stage("dev").selector("env", "dev").delay(dev_delay))
         .stage(stage("staging").selector("env", "staging").auto())
-        .stage(stage("prod").selector("env", "prod").auto())
+        .stage(
+            stage("prod")
+                .selector("env", "prod")
+                .approved(prod_approved),
+        )
         .to_yaml()
 }
 
@@ -81,11 +85,11 @@ fn bars<'a>(doc: &'a Document<'a>) -> Vec<(&'a str, &'a str, &'a str)> {
         .collect()
 }
 
-/// The rollout: #1 superseded while dev soaks, #2 completes, #3 fails on staging and is rolled
-/// back to #2, #4 reverts #3 (a rollback to #2's content) and completes.
+/// The rollout: #1 superseded while dev soaks, #2 waits for prod's approval and completes, #3
+/// fails on staging and is rolled back to #2, #4 reverts #3 (a rollback to #2's content).
 async fn four_runs() -> (World, Vec<String>) {
     let repo = TestRepo::new();
-    repo.write("web.yaml", &web("1.0.0", "1h"));
+    repo.write("web.yaml", &web("1.0.0", "1h", false));
     repo.write(
         "policy.yaml",
         &policy("fleet-defaults")
@@ -101,17 +105,40 @@ async fn four_runs() -> (World, Vec<String>) {
             status.pointer("/stages/0/provisionedAt").map(|_| ())
         })
         .await;
-    world.repo.write("web.yaml", &web("1.5.0", "1s"));
+    world.repo.write("web.yaml", &web("1.5.0", "1s", false));
     commits.push(world.repo.commit("web 1.5.0"));
     world.poke();
+    world
+        .eventually("#2 waiting for prod's approval", || async {
+            let status = world.status(WEB).await?;
+            (status["snapshotIndex"] == 2)
+                .then(|| {
+                    status
+                        .pointer("/stages/2/awaitingApprovalSince")
+                        .map(|_| ())
+                })
+                .flatten()
+        })
+        .await;
+    // An approval changes no hash: the same run goes on.
+    world.repo.write("web.yaml", &web("1.5.0", "1s", true));
+    world.repo.commit("approve prod");
+    world.poke();
     wait_run(&world, 2, "Completed").await;
-    world.repo.write("web.yaml", &web("9.9.1", "1s"));
+    world.repo.write("web.yaml", &web("9.9.1", "1s", true));
     commits.push(world.repo.commit("web 9.9.1"));
     world.poke();
     wait_run(&world, 3, "RolledBack").await;
     commits.push(world.repo.revert_head());
     world.poke();
-    wait_run(&world, 4, "Completed").await;
+    world
+        .eventually("#4 reached prod", || async {
+            let status = world.status(WEB).await?;
+            (status["snapshotIndex"] == 4)
+                .then(|| status.pointer("/stages/2").map(|_| ()))
+                .flatten()
+        })
+        .await;
     (world, commits)
 }
 
@@ -140,6 +167,7 @@ async fn the_timeline_of_a_real_rollout_shows_lanes_bars_labels_and_rollbacks() 
         ("dev", "soak", "1"),
         ("dev", "provisioning", "2"),
         ("prod", "provisioning", "2"),
+        ("prod", "approval", "2"),
         ("staging", "provisioning", "3"),
         ("staging", "failed", "3"),
         ("staging", "rollback", "3"),
@@ -178,14 +206,11 @@ async fn the_timeline_of_a_real_rollout_shows_lanes_bars_labels_and_rollbacks() 
             .find(|n| classes(n).contains(&"run") && n.attribute("data-snapshot") == Some(index))
             .unwrap_or_else(|| panic!("no run #{index}"))
     };
-    let outcomes: Vec<&str> = ["1", "2", "3", "4"]
+    let outcomes: Vec<&str> = ["1", "2", "3"]
         .iter()
         .filter_map(|i| run(i).attribute("data-outcome"))
         .collect();
-    assert_eq!(
-        outcomes,
-        ["Superseded", "Completed", "RolledBack", "Completed"]
-    );
+    assert_eq!(outcomes, ["Superseded", "Completed", "RolledBack"]);
     let revert = run("4");
     assert!(classes(&revert).contains(&"rollback-run"));
     assert_eq!(revert.attribute("data-rollback-of"), Some("2"));

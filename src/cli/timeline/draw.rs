@@ -98,8 +98,9 @@ pub fn svg(name: &str, timeline: &Timeline<'_>, period: &str, empty: Option<&str
                 .set("y", TOP + LANE / 2.0),
         );
     }
+    let labels = bar_labels(timeline, &scale);
     for (index, lane) in timeline.lanes.iter().enumerate() {
-        document = document.add(lane_group(index, lane, timeline, &scale));
+        document = document.add(lane_group(index, lane, timeline, &scale, &labels));
     }
     // Run labels take the first of two rows where they do not cover an earlier one.
     let mut row_ends = [f64::MIN; 2];
@@ -124,8 +125,61 @@ fn stamp(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
-/// One lane: its stage name, then every run's bars in it.
-fn lane_group(index: usize, stage: &str, timeline: &Timeline<'_>, scale: &Scale) -> Group {
+/// A run's label on one of its bars: the lane, the run's position in the timeline, and x.
+struct BarLabel {
+    lane: usize,
+    run: usize,
+    x: f64,
+}
+
+/// Where each run's `#N abc1234` goes: on its first bar in each lane, unless it would cover the
+/// previous label there (the bar's tooltip and the run's label on top still name it); a run
+/// left without any label gets one on its first bar all the same.
+fn bar_labels(timeline: &Timeline<'_>, scale: &Scale) -> Vec<BarLabel> {
+    let mut labels = Vec::new();
+    let mut lane_ends = vec![f64::MIN; timeline.lanes.len()];
+    for (index, run) in timeline.runs.iter().enumerate() {
+        let width = text_width(&run.label(), 9.0) + 4.0;
+        let first_bars = (0..timeline.lanes.len()).filter_map(|lane| {
+            run.bars
+                .iter()
+                .find(|(l, bar)| *l == lane && bar.kind != BarKind::Rollback)
+                .map(|(_, bar)| (lane, px(scale.x(bar.start) + 2.0)))
+        });
+        let mut placed = false;
+        let mut first = None;
+        for (lane, x) in first_bars {
+            first = first.or(Some((lane, x)));
+            if x >= lane_ends[lane] {
+                lane_ends[lane] = x + width;
+                labels.push(BarLabel {
+                    lane,
+                    run: index,
+                    x,
+                });
+                placed = true;
+            }
+        }
+        if let (false, Some((lane, x))) = (placed, first) {
+            lane_ends[lane] = lane_ends[lane].max(x + width);
+            labels.push(BarLabel {
+                lane,
+                run: index,
+                x,
+            });
+        }
+    }
+    labels
+}
+
+/// One lane: its stage name, then every run's bars in it, with their labels.
+fn lane_group(
+    index: usize,
+    stage: &str,
+    timeline: &Timeline<'_>,
+    scale: &Scale,
+    labels: &[BarLabel],
+) -> Group {
     let top = TOP + LANE * index as f64;
     let mut group = Group::new()
         .set("class", "lane")
@@ -154,28 +208,23 @@ fn lane_group(index: usize, stage: &str, timeline: &Timeline<'_>, scale: &Scale)
                 .set("y", top + LANE / 2.0 + 4.0)
                 .set("text-anchor", "end"),
         );
-    // A run's label goes on its first bar in the lane, unless it would cover the previous
-    // label there (the bar's tooltip and the run's label on top still name it).
-    let mut label_end = f64::MIN;
     for run in &timeline.runs {
-        let mut labelled = false;
         for (_, bar) in run.bars.iter().filter(|(lane, _)| *lane == index) {
             group = group.add(bar_rect(stage, run, bar, top, scale));
-            let x = px(scale.x(bar.start) + 2.0);
-            if !labelled && bar.kind != BarKind::Rollback && x >= label_end {
-                labelled = true;
-                let label = run.label();
-                label_end = x + text_width(&label, 9.0) + 4.0;
-                group = group.add(
-                    Text::new(label)
-                        .set("class", "bar-label")
-                        .set("data-snapshot", run.record.snapshot_index)
-                        .set("x", x)
-                        .set("y", top + 10.0)
-                        .set("font-size", 9),
-                );
-            }
         }
+    }
+    for label in labels.iter().filter(|l| l.lane == index) {
+        let Some(run) = timeline.runs.get(label.run) else {
+            continue;
+        };
+        group = group.add(
+            Text::new(run.label())
+                .set("class", "bar-label")
+                .set("data-snapshot", run.record.snapshot_index)
+                .set("x", label.x)
+                .set("y", top + 10.0)
+                .set("font-size", 9),
+        );
     }
     group
 }

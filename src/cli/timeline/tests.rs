@@ -315,3 +315,33 @@ fn the_png_draws_its_text_with_the_system_fonts() {
         .expect("a PNG without text");
     assert_ne!(with_text.png, without_text.png, "the labels were drawn");
 }
+
+#[test]
+fn every_run_keeps_a_label_on_a_bar_however_crowded() {
+    // Three runs a second apart, then one an hour later: the first three share a few pixels.
+    let history: Vec<RunRecord> = (1..=4)
+        .map(|index| {
+            let start = if index == 4 { 60 } else { 0 };
+            let mut record = run(
+                index,
+                start,
+                RunOutcome::Superseded,
+                vec![stage("dev", start)],
+            );
+            record.started_at += Duration::seconds(index as i64);
+            record.stages[0].applied_at = record.started_at;
+            record.ended_at = Some(record.started_at + Duration::seconds(1));
+            record
+        })
+        .collect();
+    let timeline = lay_out(&history, t(-60), t(61));
+    let svg = draw::svg("web", &timeline, "2h", None);
+    let doc = parse(&svg);
+    let mut labelled: Vec<&str> = doc
+        .descendants()
+        .filter(|n| has_class(n, "bar-label"))
+        .filter_map(|n| n.attribute("data-snapshot"))
+        .collect();
+    labelled.sort_unstable();
+    assert_eq!(labelled, ["1", "2", "3", "4"]);
+}
