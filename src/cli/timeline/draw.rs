@@ -105,8 +105,8 @@ pub fn svg(name: &str, timeline: &Timeline<'_>, period: &str, empty: Option<&str
     // Run labels take the first of two rows where they do not cover an earlier one.
     let mut row_ends = [f64::MIN; 2];
     for run in &timeline.runs {
-        let ((marker, row), end) = run_marker(run, &scale, timeline.lanes.len(), &row_ends);
-        row_ends[row] = end;
+        let (marker, label) = run_marker(run, &scale, timeline.lanes.len(), &row_ends);
+        row_ends[label.row] = label.end;
         document = document.add(marker);
     }
     let axis_y = TOP + LANE * timeline.lanes.len().max(1) as f64;
@@ -286,32 +286,74 @@ fn text_width(text: &str, font_size: f64) -> f64 {
     text.chars().count() as f64 * font_size * 0.62
 }
 
-/// A run's start: a vertical line through the lanes and its label on top, in the first row whose
-/// labels end before it (`row_ends`); a rollback run (or a failed run that was rolled back) gets a
-/// marker and "rollback to #N". Returns the group with the row used, and where its label ends.
+/// A run's label on top of the lanes: its text, the row it takes, and its extent.
+struct RunLabel {
+    text: String,
+    row: usize,
+    /// Near the right edge the label goes left of its line, so that it is not cut off.
+    left_of_line: bool,
+    end: f64,
+}
+
+impl RunLabel {
+    /// In the first row whose labels end before it (`row_ends`).
+    fn place(run: &Run<'_>, x: f64, row_ends: &[f64; 2]) -> Self {
+        let mut text = run.label();
+        if let Some(rollback) = run.rollback_label() {
+            text = format!("{text} {rollback}");
+        } else if is_rollback(run.record) {
+            text = format!("{text} rolled back");
+        }
+        let width = text_width(&text, 10.0);
+        let left_of_line = x + width > f64::from(WIDTH) - 4.0;
+        let (start, end) = if left_of_line {
+            (x - 3.0 - width, x)
+        } else {
+            (x, x + 3.0 + width)
+        };
+        let row = row_ends.iter().position(|e| *e <= start).unwrap_or(0);
+        RunLabel {
+            text,
+            row,
+            left_of_line,
+            end: end + 6.0,
+        }
+    }
+
+    fn y(&self) -> f64 {
+        TOP - 18.0 - 13.0 * self.row as f64
+    }
+
+    fn element(&self, x: f64) -> Text {
+        let text = Text::new(self.text.as_str());
+        let text = if self.left_of_line {
+            text.set("x", px(x - 3.0)).set("text-anchor", "end")
+        } else {
+            text.set("x", px(x + 3.0))
+        };
+        text.set("class", "run-label")
+            .set("y", self.y())
+            .set("font-size", 10)
+    }
+}
+
+/// A run's start: a vertical line through the lanes and its label on top; a rollback run (or a
+/// failed run that was rolled back) gets a marker and "rollback to #N". Returns the group and its
+/// label (for the next run's placement).
 fn run_marker(
     run: &Run<'_>,
     scale: &Scale,
     lanes: usize,
     row_ends: &[f64; 2],
-) -> ((Group, usize), f64) {
+) -> (Group, RunLabel) {
     let x = scale.x(run.record.started_at);
-    let bottom = TOP + LANE * lanes.max(1) as f64;
     let rollback = is_rollback(run.record);
-    let mut label = run.label();
-    if let Some(text) = run.rollback_label() {
-        label = format!("{label} {text}");
-    } else if rollback {
-        label = format!("{label} rolled back");
-    }
-    let width = text_width(&label, 10.0);
-    let left_of_line = x + width > f64::from(WIDTH) - 4.0;
-    let (start, end) = if left_of_line {
-        (x - 3.0 - width, x)
-    } else {
-        (x, x + 3.0 + width)
-    };
-    let row = row_ends.iter().position(|e| *e <= start).unwrap_or(0);
+    let label = RunLabel::place(run, x, row_ends);
+    let ended = run
+        .record
+        .ended_at
+        .map(|end| format!(" to {}", stamp(end)))
+        .unwrap_or_default();
     let mut group = Group::new()
         .set("class", if rollback { "run rollback-run" } else { "run" })
         .set("id", format!("run-{}", run.record.snapshot_index))
@@ -320,37 +362,22 @@ fn run_marker(
         .set("data-outcome", outcome(run))
         .set("data-start", stamp(run.record.started_at))
         .add(Title::new(format!(
-            "{label}: {} from {}{}",
+            "{}: {} from {}{ended}",
+            label.text,
             outcome(run),
             stamp(run.record.started_at),
-            run.record
-                .ended_at
-                .map(|end| format!(" to {}", stamp(end)))
-                .unwrap_or_default()
         )))
         .add(
             Line::new()
                 .set("class", "run-start")
                 .set("x1", x)
                 .set("x2", x)
-                .set("y1", TOP - 14.0 - 13.0 * row as f64)
-                .set("y2", bottom)
+                .set("y1", label.y() + 4.0)
+                .set("y2", TOP + LANE * lanes.max(1) as f64)
                 .set("stroke", if rollback { "#6b2c5f" } else { "#555555" })
                 .set("stroke-dasharray", "3 3"),
         )
-        .add(
-            // Near the right edge the label goes left of its line, so that it is not cut off.
-            if left_of_line {
-                Text::new(label.as_str())
-                    .set("x", px(x - 3.0))
-                    .set("text-anchor", "end")
-            } else {
-                Text::new(label.as_str()).set("x", px(x + 3.0))
-            }
-            .set("class", "run-label")
-            .set("y", TOP - 18.0 - 13.0 * row as f64)
-            .set("font-size", 10),
-        );
+        .add(label.element(x));
     if rollback {
         group = group.add(
             Path::new()
@@ -363,7 +390,7 @@ fn run_marker(
             group = group.set("data-rollback-of", to);
         }
     }
-    ((group, row), end + 6.0)
+    (group, label)
 }
 
 fn outcome(run: &Run<'_>) -> &'static str {
