@@ -42,7 +42,7 @@ pub use input::{Desired, StepInput};
 pub use observed::{FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSummary};
 pub use output::{Action, EngineEvent, EventType, StepOutput};
 pub use preview::{GateVerdict, Preview, PreviewInput, RunChange, preview};
-pub use run_history::{RunOutcome, RunRecord, StageRecord};
+pub use run_history::{RunHistory, RunOutcome, RunRecord, StageRecord};
 pub use status::{
     ClusterCondition, ClusterState, Condition, Phase, PolicyRef, PromotionStatus, RestoredStage,
     RunFailure, StageStatus,

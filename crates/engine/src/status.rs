@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tollgate_model::hash::HASH_SCHEME;
 
-use crate::run_history::RunRecord;
+use crate::run_history::RunHistory;
 
 /// Newest consumed approvals kept in status; older ones belong to runs long gone.
 pub const CONSUMED_APPROVALS_KEPT: usize = 32;
@@ -116,8 +116,8 @@ pub struct PromotionStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The recent runs, newest last, bounded (see `run_history`): what `tollgate timeline` draws.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub runs: Vec<RunRecord>,
+    #[serde(default, skip_serializing_if = "RunHistory::is_empty")]
+    pub runs: RunHistory,
 }
 
 /// A Kubernetes-style condition.
@@ -206,7 +206,7 @@ impl PromotionStatus {
             policy: None,
             failure: None,
             conditions: Vec::new(),
-            runs: Vec::new(),
+            runs: RunHistory::default(),
         }
     }
 

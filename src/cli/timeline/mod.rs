@@ -16,7 +16,7 @@ use chrono::Utc;
 use kube::api::{Api, DynamicObject};
 use serde::Deserialize as _;
 use serde_json::Value;
-use tollgate_engine::PromotionStatus;
+use tollgate_engine::{PromotionStatus, RunRecord};
 use tollgate_model::duration::parse_go_duration;
 
 use super::connect::{self, ClusterArgs};
@@ -138,7 +138,7 @@ fn picture(args: &Args, status: Option<&PromotionStatus>) -> anyhow::Result<Vec<
     let since = now
         .checked_sub_signed(period)
         .unwrap_or(chrono::DateTime::<Utc>::MIN_UTC);
-    let history = status.map(|s| s.runs.as_slice()).unwrap_or_default();
+    let history: &[RunRecord] = status.map(|s| &*s.runs).unwrap_or_default();
     let timeline = layout::lay_out(history, since, now);
     let period_text = &args.since.text;
     let empty = match (history.last(), timeline.runs.is_empty()) {
