@@ -17,6 +17,7 @@ pub mod plan;
 pub mod rollback;
 pub mod run;
 pub mod status;
+pub mod timeline;
 pub mod validate;
 
 #[derive(Parser, Debug)]
@@ -78,6 +79,8 @@ pub enum Command {
     Approve(approve::Args),
     /// Restore a promotion to an earlier snapshot's content: commit it on a new branch.
     Rollback(rollback::Args),
+    /// Draw a promotion's recent runs as a timeline (SVG or PNG), from the management cluster.
+    Timeline(timeline::Args),
     /// Print shell completions.
     Completions(CompletionsArgs),
 }
@@ -98,6 +101,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => plan::run(args),
         Command::Approve(args) => approve::run(args),
         Command::Rollback(args) => rollback::run(args),
+        Command::Timeline(args) => timeline::run(args),
         Command::Completions(args) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(args.shell, &mut cmd, "tollgate", &mut std::io::stdout());

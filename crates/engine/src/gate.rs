@@ -26,6 +26,7 @@ pub(crate) fn pass(run: &mut StageRun<'_, '_>, trigger: &Trigger) -> Result<Pass
                     .map_err(|error| Hold::Failed(format!("promotionWindow: {error}")))?;
                 if let WindowState::Closed { opens_at } = window.state_at(run.now) {
                     run.st.describe(&messages::window_closed(opens_at), run.now);
+                    run.st.awaiting_window_since.get_or_insert(run.now);
                     run.effects.wake(opens_at);
                     return Err(Hold::Wait(
                         Phase::Waiting,
@@ -36,6 +37,7 @@ pub(crate) fn pass(run: &mut StageRun<'_, '_>, trigger: &Trigger) -> Result<Pass
                     ));
                 }
             }
+            run.st.awaiting_window_since = None;
             Ok(Passed { consumes: None })
         }
         Trigger::Manual(manual) => {

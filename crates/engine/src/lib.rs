@@ -30,6 +30,7 @@ pub mod output;
 pub mod preview;
 mod removal;
 mod rollback;
+pub mod run_history;
 mod stage;
 mod stage_status;
 pub mod status;
@@ -43,6 +44,7 @@ pub use input::{Desired, StepInput};
 pub use observed::{FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSummary};
 pub use output::{Action, EngineEvent, EventType, StepOutput};
 pub use preview::{GateVerdict, Preview, PreviewInput, RunChange, preview};
+pub use run_history::{RunHistory, RunOutcome, RunRecord, StageRecord};
 pub use status::{
     ClusterCondition, ClusterState, Condition, Phase, PolicyRef, PromotionStatus, RestoredStage,
     RunFailure, StageStatus, WaveProgress,

@@ -9,6 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tollgate_model::hash::HASH_SCHEME;
 
+use crate::run_history::RunHistory;
+
 /// Newest consumed approvals kept in status; older ones belong to runs long gone.
 pub const CONSUMED_APPROVALS_KEPT: usize = 32;
 
@@ -124,6 +126,9 @@ pub struct PromotionStatus {
     /// While a blackout holds the next stage start: when it ends (the engine wakes then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blackout_until: Option<DateTime<Utc>>,
+    /// The recent runs, newest last, bounded (see `run_history`): what `tollgate timeline` draws.
+    #[serde(default, skip_serializing_if = "RunHistory::is_empty")]
+    pub runs: RunHistory,
 }
 
 /// How many superseded snapshot numbers the status keeps.
@@ -218,6 +223,7 @@ impl PromotionStatus {
             queued_snapshot: None,
             superseded_snapshots: Vec::new(),
             blackout_until: None,
+            runs: RunHistory::default(),
         }
     }
 
@@ -306,6 +312,10 @@ pub struct StageStatus {
     /// Since when its manual gate has waited for an approval (cleared once it passes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub awaiting_approval_since: Option<DateTime<Utc>>,
+    /// Since when its auto gate has waited for the promotion window to open (cleared once it
+    /// passes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting_window_since: Option<DateTime<Utc>>,
     /// The snapshot the stage's profile carried when this run entered the stage (what a
     /// rollback restores); `None`: there was no profile.
     #[serde(default, skip_serializing_if = "Option::is_none")]

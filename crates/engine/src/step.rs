@@ -67,6 +67,7 @@ pub fn step(input: &StepInput<'_>) -> StepOutput {
         Desired::RemovalHeld { reason, .. } => removal::step_held(input, reason),
     };
     conditions::set_watch_health(&mut output.status, input.watch_problem, input.now);
+    crate::run_history::record(input.status, &mut output.status, input.now);
     output
 }
 
@@ -97,6 +98,8 @@ fn run_snapshot(input: &StepInput<'_>, newest: &Snapshot, invalid: Option<&str>)
         first.status.next_wake_up = first.wake_at;
         return queued(first, waiting, choice.policy);
     }
+    // The finished run's record is closed before the next run starts (the history is carried).
+    crate::run_history::record(input.status, &mut first.status, input.now);
     let then = StepInput {
         status: Some(&first.status),
         ..*input
@@ -568,6 +571,7 @@ impl<'i, 'a> Run<'i, 'a> {
         self.status.invalid_spec = previous.invalid_spec;
         self.status.consumed_approvals = previous.consumed_approvals;
         self.status.superseded_snapshots = previous.superseded_snapshots;
+        self.status.runs = previous.runs;
         if self.on_new_snapshot == OnNewSnapshot::FinishCurrent {
             self.record_superseded(previous.snapshot_index);
         }
@@ -671,6 +675,7 @@ impl<'i, 'a> Run<'i, 'a> {
             approver: None,
             waiting_reason: None,
             awaiting_approval_since: None,
+            awaiting_window_since: None,
             replaced_snapshot,
             members,
             allowed_failures: None,

@@ -104,6 +104,17 @@ fn finish_current_lets_the_running_run_complete_then_starts_the_newest() {
     assert_eq!(h.status().queued_snapshot, None);
     assert_eq!(h.status().superseded_snapshots, vec![2]);
     assert!(reasons(&h).contains(&"SnapshotsSuperseded"));
+    // The run history says #1 completed (it was not superseded) and #3 runs.
+    let runs: Vec<(u64, String)> = h
+        .status()
+        .runs
+        .iter()
+        .map(|r| (r.snapshot_index, format!("{:?}", r.outcome)))
+        .collect();
+    assert_eq!(
+        runs,
+        [(1, "Completed".to_string()), (3, "Running".to_string())]
+    );
     h.assert_idempotent();
 }
 

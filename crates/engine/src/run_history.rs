@@ -1,0 +1,327 @@
+//! A bounded history of the promotion's recent runs, for pictures of a rollout (`tollgate
+//! timeline`): per run its snapshot, when it started and ended and how, and per stage the instants
+//! its bars start and end.
+//!
+//! Derived after every step from the persisted status and the next one ([`record`]), never from
+//! messages: the status already carries every transition, but only for the current run; this keeps
+//! them once the run is replaced. Like the rest of the status it changes on transitions only, so a
+//! step at steady state still writes nothing.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::{Deserialize, Serialize};
+use tollgate_model::policy::OnFailure;
+use tollgate_model::snapshot::short_sha;
+
+use crate::status::{PromotionStatus, RunFailure, StageStatus};
+
+/// Runs kept, newest last.
+pub const RUNS_KEPT: usize = 10;
+
+/// Stage records kept over all runs: with many stages fewer runs are kept, so that the status stays
+/// small (a run of 50 stages is about 10 KB of JSON). The current run is always kept whole.
+pub const STAGE_RECORDS_KEPT: usize = 100;
+
+/// How a run ended (or that it has not).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum RunOutcome {
+    /// The current run, still going (waiting, progressing, paused or blocked).
+    Running,
+    /// Its last stage succeeded.
+    Completed,
+    /// A stage failed under its RolloutPolicy: halted, or still rolling back.
+    Failed,
+    /// A stage failed and the stages it reached run what they ran before.
+    RolledBack,
+    /// A new snapshot started a new run before this one finished.
+    Superseded,
+}
+
+/// One run of the pipeline: one snapshot rolled out from stage 1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRecord {
+    pub snapshot_index: u64,
+    /// The short SHA of the commit that introduced the snapshot.
+    pub commit: String,
+    /// Set when the run brings back the content of an earlier snapshot (a revert).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_of: Option<u64>,
+    pub started_at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<DateTime<Utc>>,
+    pub outcome: RunOutcome,
+    /// The stages the run entered, in the order entered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageRecord>,
+}
+
+/// The transitions of one stage in one run. Each instant is the first one seen: a wait that is
+/// cleared once it passes keeps its start here.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StageRecord {
+    pub name: String,
+    /// The stage was entered: its profile applied with the run's snapshot.
+    pub applied_at: DateTime<Utc>,
+    /// Every cluster provisioned: the soak (delay, post-delay checks) starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioned_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting_approval_since: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting_window_since: Option<DateTime<Utc>>,
+    /// The stage's trigger held and the pipeline moved on (or finished).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub succeeded_at: Option<DateTime<Utc>>,
+    /// The stage failed under the run's RolloutPolicy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_at: Option<DateTime<Utc>>,
+    /// A failure rollback restored the stage: to this snapshot (`None`: its profiles withdrawn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_to: Option<u64>,
+}
+
+/// The run history as kept in status. Shared, not copied: every step starts from a clone of the
+/// persisted status, and a history copied on each of them was 60 % of a steady-state step's time
+/// (engine bench); it is copied only when a step changes it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunHistory(Arc<Vec<RunRecord>>);
+
+impl RunHistory {
+    pub fn new(runs: Vec<RunRecord>) -> Self {
+        RunHistory(Arc::new(runs))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Both are the same copy (a step that changed no run passes the history on as it was).
+    pub fn is_shared_with(&self, other: &RunHistory) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::ops::Deref for RunHistory {
+    type Target = [RunRecord];
+
+    fn deref(&self) -> &[RunRecord] {
+        &self.0
+    }
+}
+
+impl Serialize for RunHistory {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.as_slice().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for RunHistory {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Vec::<RunRecord>::deserialize(deserializer).map(RunHistory::new)
+    }
+}
+
+/// The schema of a list of runs (the CRD's `status.runs`).
+impl JsonSchema for RunHistory {
+    fn inline_schema() -> bool {
+        <Vec<RunRecord>>::inline_schema()
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        <Vec<RunRecord>>::schema_name()
+    }
+
+    fn schema_id() -> Cow<'static, str> {
+        <Vec<RunRecord>>::schema_id()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        <Vec<RunRecord>>::json_schema(generator)
+    }
+}
+
+/// Bring `next.runs` up to date with the run `next` describes. `previous` is the status persisted
+/// before the step (`None`: the promotion never ran); `now` is the step's time, used only for the
+/// instant a run is first seen when its first stage has no start time.
+pub fn record(previous: Option<&PromotionStatus>, next: &mut PromotionStatus, now: DateTime<Utc>) {
+    // A restart resets the status to empty: the history is then the previous step's.
+    if next.runs.is_empty()
+        && let Some(previous) = previous
+    {
+        next.runs = previous.runs.clone();
+    }
+    let Some(index) = next.snapshot_index else {
+        return;
+    };
+    let recorded = next.runs.last().filter(|run| run.snapshot_index == index);
+    let mut run = match recorded {
+        Some(run) => run.clone(),
+        None => new_run(next, index, now),
+    };
+    update(&mut run, next);
+    if recorded == Some(&run) {
+        return;
+    }
+    let is_new = recorded.is_none();
+    let runs = Arc::make_mut(&mut next.runs.0);
+    if is_new {
+        supersede(runs.last_mut(), run.started_at);
+        runs.push(run);
+    } else if let Some(last) = runs.last_mut() {
+        *last = run;
+    }
+    bound(runs);
+}
+
+/// The record of the run `status` starts: it starts when its first stage was entered.
+fn new_run(status: &PromotionStatus, index: u64, now: DateTime<Utc>) -> RunRecord {
+    RunRecord {
+        snapshot_index: index,
+        commit: status
+            .snapshot_commit
+            .as_deref()
+            .map(|sha| short_sha(sha).to_string())
+            .unwrap_or_default(),
+        rollback_of: status.rollback_of,
+        started_at: status
+            .stages
+            .first()
+            .and_then(|s| s.last_update_reconciled_time)
+            .unwrap_or(now),
+        ended_at: None,
+        outcome: RunOutcome::Running,
+        stages: Vec::new(),
+    }
+}
+
+/// A run replaced before it ended ends when its successor starts.
+fn supersede(run: Option<&mut RunRecord>, at: DateTime<Utc>) {
+    if let Some(run) = run
+        && run.ended_at.is_none()
+    {
+        run.outcome = RunOutcome::Superseded;
+        run.ended_at = Some(at);
+    }
+}
+
+/// Copy the current run's transitions into its record.
+fn update(run: &mut RunRecord, status: &PromotionStatus) {
+    for stage in &status.stages {
+        let position = run.stages.iter().position(|s| s.name == stage.name);
+        let record = match position {
+            Some(at) => &mut run.stages[at],
+            None => {
+                run.stages.push(StageRecord::entered(stage));
+                let last = run.stages.len() - 1;
+                &mut run.stages[last]
+            }
+        };
+        record.observe(stage, status.failure.as_ref());
+    }
+    let (outcome, ended_at) = outcome(status);
+    // A finished run stays finished: a completed run that corrects drift, or whose file turns
+    // invalid, did complete.
+    if run.outcome == RunOutcome::Running || outcome != RunOutcome::Running {
+        run.outcome = outcome;
+        run.ended_at = ended_at;
+    }
+}
+
+/// How the run `status` describes stands, and when it ended.
+fn outcome(status: &PromotionStatus) -> (RunOutcome, Option<DateTime<Utc>>) {
+    if let Some(failure) = &status.failure {
+        if failure.on_failure != OnFailure::Rollback.as_str() {
+            return (RunOutcome::Failed, Some(failure.at));
+        }
+        let restored: Option<Vec<DateTime<Utc>>> =
+            failure.rollback.iter().map(|r| r.restored_at).collect();
+        return match restored {
+            Some(times) => (
+                RunOutcome::RolledBack,
+                Some(times.into_iter().max().unwrap_or(failure.at)),
+            ),
+            None => (RunOutcome::Failed, None),
+        };
+    }
+    // Only the last stage stays current once it succeeded (see `step`).
+    let finished = status
+        .current_stage_name
+        .as_deref()
+        .and_then(|current| status.stage(current))
+        .and_then(|current| current.succeeded_at);
+    match finished {
+        Some(at) => (RunOutcome::Completed, Some(at)),
+        None => (RunOutcome::Running, None),
+    }
+}
+
+impl StageRecord {
+    fn entered(stage: &StageStatus) -> Self {
+        StageRecord {
+            name: stage.name.clone(),
+            applied_at: stage
+                .last_update_reconciled_time
+                .unwrap_or(stage.applied_at),
+            provisioned_at: None,
+            awaiting_approval_since: None,
+            awaiting_window_since: None,
+            succeeded_at: None,
+            failed_at: None,
+            restored_at: None,
+            restored_to: None,
+        }
+    }
+
+    /// Keep the first instant of every transition `stage` shows.
+    fn observe(&mut self, stage: &StageStatus, failure: Option<&RunFailure>) {
+        keep_first(&mut self.provisioned_at, stage.provisioned_at);
+        keep_first(
+            &mut self.awaiting_approval_since,
+            stage.awaiting_approval_since,
+        );
+        keep_first(&mut self.awaiting_window_since, stage.awaiting_window_since);
+        keep_first(&mut self.succeeded_at, stage.succeeded_at);
+        let Some(failure) = failure else {
+            return;
+        };
+        if failure.stage == self.name {
+            keep_first(&mut self.failed_at, Some(failure.at));
+        }
+        if let Some(restore) = failure.rollback.iter().find(|r| r.name == self.name)
+            && self.restored_at.is_none()
+            && restore.restored_at.is_some()
+        {
+            self.restored_at = restore.restored_at;
+            self.restored_to = restore.to_snapshot;
+        }
+    }
+}
+
+fn keep_first(kept: &mut Option<DateTime<Utc>>, seen: Option<DateTime<Utc>>) {
+    if kept.is_none() {
+        *kept = seen;
+    }
+}
+
+/// Drop the oldest runs beyond [`RUNS_KEPT`] and [`STAGE_RECORDS_KEPT`]; the newest run stays.
+fn bound(runs: &mut Vec<RunRecord>) {
+    let mut kept_runs = 0;
+    let mut kept_stages = 0;
+    for run in runs.iter().rev() {
+        let stages = kept_stages + run.stages.len();
+        if kept_runs > 0 && (kept_runs == RUNS_KEPT || stages > STAGE_RECORDS_KEPT) {
+            break;
+        }
+        kept_runs += 1;
+        kept_stages = stages;
+    }
+    let excess = runs.len() - kept_runs;
+    runs.drain(..excess);
+}

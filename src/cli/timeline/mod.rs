@@ -1,0 +1,167 @@
+//! `tollgate timeline NAME`: a picture of the promotion's recent runs, one lane per stage, from the
+//! run history the controller keeps in the GitPromotion's status (`status.runs`). SVG, or PNG
+//! rendered from the same SVG.
+
+mod draw;
+mod layout;
+mod png;
+
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use chrono::Utc;
+use kube::api::{Api, DynamicObject};
+use serde::Deserialize as _;
+use serde_json::Value;
+use tollgate_engine::{PromotionStatus, RunRecord};
+use tollgate_model::duration::parse_go_duration;
+
+use super::connect::{self, ClusterArgs};
+use crate::cluster::errors::classify;
+use crate::cluster::resources;
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:
+  tollgate timeline podinfo > podinfo.svg
+  tollgate timeline podinfo --since 2h -o png --output-file podinfo.png
+
+Bars: provisioning, soak (delay and post-delay checks), waiting for a promotion window, waiting
+for approval, failed, rolling back. The controller keeps the last 10 runs (fewer for pipelines of
+many stages).")]
+pub struct Args {
+    /// The promotion (its GitPromotion's name).
+    pub name: String,
+    /// Show the runs of this recent period (a Go duration: 90m, 24h, 168h).
+    #[arg(long, default_value = "24h", value_parser = parse_period)]
+    pub since: Period,
+    /// Picture format.
+    #[arg(long, short = 'o', value_enum, default_value = "svg")]
+    pub output: Format,
+    /// Write the picture to this file instead of stdout.
+    #[arg(long)]
+    pub output_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Svg,
+    Png,
+}
+
+/// `--since`: the duration, and the text the user wrote (shown in the picture's heading).
+#[derive(Clone, Debug)]
+pub struct Period {
+    pub text: String,
+    pub length: Duration,
+}
+
+fn parse_period(text: &str) -> Result<Period, String> {
+    let length = parse_go_duration(text).map_err(|error| error.to_string())?;
+    if length.is_zero() {
+        return Err("the period must be longer than 0s".to_string());
+    }
+    Ok(Period {
+        text: text.to_string(),
+        length,
+    })
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.output == Format::Png && args.output_file.is_none() && std::io::stdout().is_terminal() {
+        anyhow::bail!(
+            "refusing to write a PNG to a terminal: give --output-file FILE or redirect stdout"
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let Some(status) = runtime.block_on(fetch(&args))? else {
+        eprintln!(
+            "no promotion named {:?} (is the controller running against this cluster?)",
+            args.name
+        );
+        return Ok(ExitCode::from(1));
+    };
+    let picture = picture(&args, status.as_ref())?;
+    match &args.output_file {
+        Some(path) => {
+            std::fs::write(path, &picture).with_context(|| format!("writing {}", path.display()))?
+        }
+        None => {
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            out.write_all(&picture)?;
+            out.flush()?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The promotion's status: `None` when there is no such GitPromotion, `Some(None)` when it has no
+/// status yet.
+async fn fetch(args: &Args) -> anyhow::Result<Option<Option<PromotionStatus>>> {
+    let client = connect::client(&args.cluster).await?;
+    let api: Api<DynamicObject> = Api::all_with(client, &resources::git_promotion());
+    let object = match api.get(&args.name).await {
+        Ok(object) => object,
+        // A 404 naming the object: the type is served, this promotion is not there.
+        Err(kube::Error::Api(status))
+            if status.code == 404
+                && status.details.as_ref().is_some_and(|d| !d.name.is_empty()) =>
+        {
+            return Ok(None);
+        }
+        Err(error) => return Err(classify(error, "get", "gitpromotions", &args.name).into()),
+    };
+    let status = match object.data.get("status") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(PromotionStatus::deserialize(value).with_context(|| {
+            format!(
+                "the status of GitPromotion {} is unreadable by this version of tollgate",
+                args.name
+            )
+        })?),
+    };
+    Ok(Some(status))
+}
+
+/// The picture's bytes in the chosen format.
+fn picture(args: &Args, status: Option<&PromotionStatus>) -> anyhow::Result<Vec<u8>> {
+    let now = Utc::now();
+    let period = chrono::Duration::from_std(args.since.length).unwrap_or(chrono::Duration::MAX);
+    let since = now
+        .checked_sub_signed(period)
+        .unwrap_or(chrono::DateTime::<Utc>::MIN_UTC);
+    let history: &[RunRecord] = status.map(|s| &*s.runs).unwrap_or_default();
+    let timeline = layout::lay_out(history, since, now);
+    let period_text = &args.since.text;
+    let empty = match (history.last(), timeline.runs.is_empty()) {
+        (None, _) => Some(format!("No runs recorded for {} yet.", args.name)),
+        (Some(newest), true) => Some(format!(
+            "No runs of {} in the last {period_text}; the newest started at {}.",
+            args.name,
+            newest.started_at.format("%Y-%m-%d %H:%M UTC")
+        )),
+        (Some(_), false) => None,
+    };
+    let svg = draw::svg(&args.name, &timeline, period_text, empty.as_deref());
+    match args.output {
+        Format::Svg => Ok(svg.into_bytes()),
+        Format::Png => {
+            let rendered = png::render(&svg)?;
+            if let Some(warning) = rendered.warning {
+                eprintln!("warning: {warning}");
+            }
+            Ok(rendered.png)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
