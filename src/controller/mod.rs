@@ -9,6 +9,7 @@
 pub mod error;
 pub mod git_task;
 pub mod guard;
+pub mod progress_writes;
 pub mod reconcile;
 pub mod timers;
 
@@ -206,6 +207,7 @@ pub async fn start(
         origin,
         metrics: config.metrics.clone(),
         watch_health: health.clone(),
+        progress_writes: Default::default(),
     });
     let task = tokio::spawn(async move {
         let mut state = LoopState::new(config, leader);

@@ -57,6 +57,7 @@ pub struct Context {
     pub origin: Origin,
     pub metrics: Arc<Metrics>,
     pub watch_health: WatchHealth,
+    pub progress_writes: super::progress_writes::ProgressWrites,
 }
 
 #[derive(Debug)]
@@ -185,6 +186,7 @@ pub async fn reconcile(
                 .await
                 .map_err(ReconcileError::DeleteState)?;
             ctx.statuses.forget_own(name);
+            ctx.progress_writes.forget(name);
         }
         match ctx.writer.dry_run() {
             true => info!(
@@ -198,7 +200,21 @@ pub async fn reconcile(
         }
         return Ok(Outcome::Forgotten);
     }
+    let before = persisted.as_ref().and_then(|p| p.status.as_ref());
+    let progress_only = actions.is_empty()
+        && events.is_empty()
+        && tollgate_engine::progress::only_progress_differs(before, &status);
+    if progress_only && let Some(until) = ctx.progress_writes.held_until(name, now) {
+        return Ok(Outcome::Stepped {
+            wake_at: Some(wake_at.map_or(until, |at| at.min(until))),
+            actions: 0,
+            status_written: false,
+        });
+    }
     let status_written = persist(ctx, name, &file, persisted.as_ref(), &status).await?;
+    if status_written {
+        ctx.progress_writes.written(name, now);
+    }
     if status_written {
         let before = persisted.as_ref().and_then(|p| p.status.as_ref());
         ctx.metrics.observe_step(name, before, &status);

@@ -28,6 +28,7 @@ mod new_snapshot;
 pub mod observed;
 pub mod output;
 pub mod preview;
+pub mod progress;
 mod removal;
 mod rollback;
 pub mod run_history;

@@ -68,7 +68,34 @@ pub fn step(input: &StepInput<'_>) -> StepOutput {
     };
     conditions::set_watch_health(&mut output.status, input.watch_problem, input.now);
     crate::run_history::record(input.status, &mut output.status, input.now);
+    coalesce_handoffs(&mut output.events);
     output
+}
+
+/// A stage provisioned and the next one started in the same step is one transition: one event
+/// ("Stage dev provisioned; provisioning stage staging"), not two (API-server economy).
+fn coalesce_handoffs(events: &mut Vec<EngineEvent>) {
+    while let Some(done) = events.iter().position(|e| e.reason == reasons::PROVISIONED) {
+        let Some(next) = events
+            .iter()
+            .skip(done + 1)
+            .position(|e| e.reason == reasons::PROVISIONING)
+            .map(|offset| done + 1 + offset)
+        else {
+            return;
+        };
+        let provisioned = events.remove(done);
+        let started = &mut events[next - 1];
+        started.note = format!("{}; {}", provisioned.note, lowercase_first(&started.note));
+    }
+}
+
+fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 /// Runs the snapshot `onNewSnapshot` chooses. When that run finishes in this step and a newer
