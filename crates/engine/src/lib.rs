@@ -24,6 +24,7 @@ mod gate;
 pub mod input;
 pub mod messages;
 mod never_valid;
+pub mod notices;
 pub mod observed;
 pub mod output;
 pub mod preview;
@@ -38,6 +39,7 @@ pub mod subset;
 pub mod testing;
 
 pub use input::{Desired, StepInput};
+pub use notices::{Notice, notices};
 pub use observed::{FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSummary};
 pub use output::{Action, EngineEvent, EventType, StepOutput};
 pub use preview::{GateVerdict, Preview, PreviewInput, RunChange, preview};
