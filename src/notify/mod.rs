@@ -126,7 +126,9 @@ impl Notifier {
         let told = notices(step.promotion, step.previous, step.next);
         for notice in told {
             for endpoint in &policy.spec.notify {
-                if !endpoint.events.contains(&notice.kind) {
+                if !endpoint.events.contains(&notice.kind)
+                    || !payload::applies(endpoint.kind, &notice)
+                {
                     continue;
                 }
                 let delivery = Delivery {

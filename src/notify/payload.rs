@@ -79,6 +79,12 @@ pub fn request(
     }
 }
 
+/// Whether an endpoint of type `kind` posts anything for `notice` (see [`request`]).
+pub fn applies(kind: NotifyType, notice: &Notice) -> bool {
+    !kind.is_commit_status()
+        || (state(kind, notice.kind).is_some() && notice.snapshot_commit.is_some())
+}
+
 fn json_post(url: &str, headers: Vec<(&'static str, String)>, body: &Value) -> Outgoing {
     Outgoing {
         url: url.to_string(),
