@@ -172,3 +172,91 @@ impl Inner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Utc;
+    use tollgate_engine::Notice;
+    use tollgate_model::policy::{NotifyEvent, NotifyType};
+
+    /// A loopback server that accepts connections and never answers.
+    async fn hanging_receiver() -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+            }
+        });
+        addr
+    }
+
+    fn notice(id: &str) -> Notice {
+        Notice {
+            id: id.to_string(),
+            kind: NotifyEvent::StageStarted,
+            promotion: "web".into(),
+            stage: "dev".into(),
+            snapshot_index: 1,
+            snapshot_commit: None,
+            phase: "Progressing",
+            reason: None,
+            counts: Default::default(),
+            time: Utc::now(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_drops_and_counts_instead_of_waiting() {
+        let addr = hanging_receiver().await;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let secret = dir.path().join("hook");
+        std::fs::write(&secret, format!("http://{addr}/hook\nkey\n")).expect("secret");
+        // The cluster is never reached: the deliveries never complete.
+        let client = kube::Client::try_from(kube::Config::new(
+            "http://127.0.0.1:9".parse().expect("uri"),
+        ))
+        .expect("client");
+        let leader = LeaderGate::always();
+        let metrics = Arc::new(Metrics::new());
+        let notifier = Notifier::with_capacity(
+            ClusterWriter::new(client.clone(), leader.clone(), false),
+            Arc::new(StatusCache::default()),
+            EventPublisher::new(client, None, true),
+            metrics.clone(),
+            leader,
+            1,
+        );
+        let endpoint = NotifyEndpoint {
+            name: "hook".into(),
+            kind: NotifyType::Webhook,
+            address_secret_file: secret.to_string_lossy().into_owned(),
+            events: vec![NotifyEvent::StageStarted],
+            target_url: None,
+            timeout: None,
+        };
+        let inner = notifier.inner.as_ref().expect("enabled");
+        for id in ["a", "b", "c", "d"] {
+            let delivery = Delivery {
+                notice: notice(id),
+                context: payload::Context::default(),
+                uid: None,
+            };
+            inner.queue("p", &endpoint, delivery);
+        }
+        // One in flight (hanging) at most, one queued: at least two of four dropped, at once.
+        let text = metrics.encode();
+        let dropped: u64 = text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("tollgate_notifications_dropped_total{endpoint=\"hook\"} ")
+            })
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0);
+        assert!((2..=3).contains(&dropped), "{text}");
+    }
+}
