@@ -7,7 +7,6 @@ mod support;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -51,6 +50,8 @@ enum Answer {
     FailFirst,
     /// Never answers.
     Hang,
+    /// 400 to everything: the request itself is wrong.
+    Refuse,
 }
 
 #[derive(Clone)]
@@ -109,6 +110,7 @@ async fn record(
         Answer::Ok => StatusCode::CREATED,
         Answer::FailFirst if first => StatusCode::INTERNAL_SERVER_ERROR,
         Answer::FailFirst => StatusCode::OK,
+        Answer::Refuse => StatusCode::BAD_REQUEST,
         Answer::Hang => {
             std::future::pending::<()>().await;
             StatusCode::OK
@@ -573,6 +575,33 @@ async fn a_receiver_answering_500_then_200_gets_the_notice_again() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_4xx_answer_is_not_retried_and_counts_as_failed() {
+    let receiver = Receiver::start(Answer::Refuse).await;
+    let secrets = Secrets::new();
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0"));
+    repo.write(
+        "policy.yaml",
+        &webhook_policy(&receiver, &secrets).to_yaml(),
+    );
+    repo.commit("web 1.0.0");
+    let world = World::start(repo, &three_envs().to_yaml()).await;
+    world.wait_phase(WEB, "Completed").await;
+    // Each notice is given up on only after its last attempt: once all 7 failed, every attempt
+    // has been made.
+    world
+        .eventually("7 failed notifications", || async {
+            world
+                .metrics
+                .encode()
+                .contains("tollgate_notifications_failed_total{endpoint=\"hook\"} 7")
+                .then_some(())
+        })
+        .await;
+    assert_eq!(receiver.got().len(), 7, "one attempt per notice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_receiver_does_not_slow_the_rollout() {
     let receiver = Receiver::start(Answer::Hang).await;
     let secrets = Secrets::new();
@@ -654,5 +683,4 @@ async fn only_the_leader_tells() {
         handle.shutdown();
         task.await.expect("replica stops");
     }
-    let _ = Duration::ZERO;
 }
