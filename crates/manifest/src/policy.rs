@@ -483,14 +483,14 @@ fn check_notify_fields(fields: &Map<String, Value>, item: &str, findings: &mut V
             ));
         }
     }
-    if let Some(file) = fields.get("addressSecretFile") {
-        if !file.as_str().is_some_and(|f| !f.trim().is_empty()) {
-            findings.push(Finding::error(
-                "required-value",
-                child_path(item, "addressSecretFile"),
-                format!("Invalid value: {file}: addressSecretFile must be the path of a file holding the endpoint's URL (and token or secret)"),
-            ));
-        }
+    if let Some(file) = fields.get("addressSecretFile")
+        && file.as_str().is_none_or(|f| f.trim().is_empty())
+    {
+        findings.push(Finding::error(
+            "required-value",
+            child_path(item, "addressSecretFile"),
+            format!("Invalid value: {file}: addressSecretFile must be the path of a file holding the endpoint's URL (and token or secret)"),
+        ));
     }
     if let Some(events) = fields.get("events") {
         check_notify_events(events, &child_path(item, "events"), findings);
