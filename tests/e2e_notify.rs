@@ -684,3 +684,39 @@ async fn only_the_leader_tells() {
         task.await.expect("replica stops");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_gate_is_told_as_approval_needed_once() {
+    let receiver = Receiver::start(Answer::Ok).await;
+    let secrets = Secrets::new();
+    let repo = TestRepo::new();
+    let web_manual = promotion(WEB)
+        .chart("web", "1.0.0")
+        .stage(stage("dev").selector("env", "dev").auto())
+        .stage(stage("prod").selector("env", "prod").manual())
+        .to_yaml();
+    repo.write("web.yaml", &web_manual);
+    repo.write(
+        "policy.yaml",
+        &webhook_policy(&receiver, &secrets).to_yaml(),
+    );
+    repo.commit("web 1.0.0, prod behind an approval");
+    let world = World::start(repo, &three_envs().to_yaml()).await;
+    world.wait_phase(WEB, "Waiting").await;
+    let told = wait_told(&world, &receiver, 4).await;
+    assert_eq!(
+        told,
+        pairs(&[
+            ("StageStarted", "dev"),
+            ("StageCompleted", "dev"),
+            ("StageStarted", "prod"),
+            ("ApprovalNeeded", "prod"),
+        ])
+    );
+    let waiting = receiver.under("/hook")[3].json();
+    assert_eq!(waiting["phase"], "Waiting", "{waiting}");
+    assert!(
+        waiting["reason"].is_string(),
+        "what it waits for: {waiting}"
+    );
+}
