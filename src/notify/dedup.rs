@@ -102,9 +102,22 @@ impl DeliveredLog {
         };
         let mut keys: Vec<String> = recorded(&state).map(str::to_string).collect();
         if keys.iter().any(|k| k == key) {
-            return Ok(());
+            return Ok(()); // a write waiting before ours recorded it with its own
         }
-        keys.push(key.to_string());
+        // Every key delivered and not yet recorded, in one write: deliveries finishing together
+        // (one per endpoint) cost one patch, not one each.
+        let pending: Vec<String> = self
+            .delivered()
+            .get(promotion)
+            .map(|delivered| {
+                delivered
+                    .iter()
+                    .filter(|k| !keys.contains(k))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        keys.extend(pending);
         let excess = keys.len().saturating_sub(KEYS_KEPT);
         keys.drain(..excess);
         let value = keys.join(",");
