@@ -10,4 +10,5 @@ pub mod controller;
 pub mod fuzzing;
 pub mod memory;
 pub mod metrics;
+pub mod notify;
 pub mod server;

@@ -89,7 +89,17 @@ struct WebhookLabels {
     result: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndpointLabels {
+    endpoint: String,
+}
+
 type SecondsGauge = Gauge<f64, AtomicU64>;
+type LatencyFamily = Family<EndpointLabels, Histogram, fn() -> Histogram>;
+
+fn notification_latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 14))
+}
 
 pub struct Metrics {
     registry: Registry,
@@ -109,6 +119,10 @@ pub struct Metrics {
     cluster_timeouts: Family<PromotionLabels, Counter>,
     rollbacks: Family<PromotionLabels, Counter>,
     watch_failing: Family<ResourceLabels, Gauge>,
+    notifications_sent: Family<EndpointLabels, Counter>,
+    notifications_failed: Family<EndpointLabels, Counter>,
+    notifications_dropped: Family<EndpointLabels, Counter>,
+    notification_latency: LatencyFamily,
     /// Resources whose watch has failed at some point (their gauge reads 0 once recovered).
     watched: Mutex<Vec<String>>,
     /// Per promotion: since when its current stage runs and since when it waits for an
@@ -236,8 +250,38 @@ impl Metrics {
             "1 while the watch of a resource fails (errors since it started failing are logged), 0 once it works again",
             watch_failing.clone(),
         );
+        let notifications_sent = Family::<EndpointLabels, Counter>::default();
+        registry.register(
+            "notifications_sent",
+            "Notifications delivered, by endpoint (the notify entry's name)",
+            notifications_sent.clone(),
+        );
+        let notifications_failed = Family::<EndpointLabels, Counter>::default();
+        registry.register(
+            "notifications_failed",
+            "Notifications given up on (retries spent, a 4xx answer, an unreadable addressSecretFile), by endpoint",
+            notifications_failed.clone(),
+        );
+        let notifications_dropped = Family::<EndpointLabels, Counter>::default();
+        registry.register(
+            "notifications_dropped",
+            "Notifications dropped because the endpoint's queue was full, by endpoint",
+            notifications_dropped.clone(),
+        );
+        let notification_latency: LatencyFamily =
+            Family::new_with_constructor(notification_latency_histogram);
+        registry.register_with_unit(
+            "notification_latency",
+            "Time of the successful request of a delivered notification, by endpoint",
+            Unit::Seconds,
+            notification_latency.clone(),
+        );
         Metrics {
             registry,
+            notifications_sent,
+            notifications_failed,
+            notifications_dropped,
+            notification_latency,
             reconciles,
             git_syncs,
             git_sync_duration,
@@ -489,6 +533,33 @@ impl Metrics {
                 })
                 .set(value);
         }
+    }
+
+    /// A notification delivered to `endpoint` by a request that took `latency`.
+    pub fn notification_sent(&self, endpoint: &str, latency: Duration) {
+        let labels = EndpointLabels {
+            endpoint: endpoint.to_string(),
+        };
+        self.notifications_sent.get_or_create(&labels).inc();
+        self.notification_latency
+            .get_or_create(&labels)
+            .observe(latency.as_secs_f64());
+    }
+
+    pub fn notification_failed(&self, endpoint: &str) {
+        self.notifications_failed
+            .get_or_create(&EndpointLabels {
+                endpoint: endpoint.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn notification_dropped(&self, endpoint: &str) {
+        self.notifications_dropped
+            .get_or_create(&EndpointLabels {
+                endpoint: endpoint.to_string(),
+            })
+            .inc();
     }
 
     pub fn set_leader(&self, leader: bool) {

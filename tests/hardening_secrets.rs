@@ -24,11 +24,23 @@ const WRONG_TOKEN: &str = "wrong-SECRET-77e2d4";
 const URL_PASSWORD: &str = "url-SECRET-41b0aa";
 const WEBHOOK_SECRET: &str = "whsec-SECRET-c0ffee";
 const TOKEN_USER: &str = "x-access-token";
+// Notification endpoints (issue #19): a Slack URL is its own credential, so its path is secret.
+const NOTIFY_URL_PATH: &str = "hooks-SECRET-5ac4c7";
+const NOTIFY_HMAC: &str = "hmac-SECRET-d15ea5";
+const NOTIFY_TOKEN: &str = "ghp-SECRET-0b5e55";
 
 /// Every form in which a secret could leak: itself and inside a basic-auth header.
 fn forbidden() -> Vec<String> {
     let mut all = Vec::new();
-    for secret in [TOKEN, WRONG_TOKEN, URL_PASSWORD, WEBHOOK_SECRET] {
+    for secret in [
+        TOKEN,
+        WRONG_TOKEN,
+        URL_PASSWORD,
+        WEBHOOK_SECRET,
+        NOTIFY_URL_PATH,
+        NOTIFY_HMAC,
+        NOTIFY_TOKEN,
+    ] {
         all.push(secret.to_string());
         all.push(
             base64::engine::general_purpose::STANDARD.encode(format!("{TOKEN_USER}:{secret}")),
@@ -113,6 +125,62 @@ impl Drop for Controller {
     }
 }
 
+/// A loopback HTTP receiver for notifications: 401 to paths under `/refuse`, 200 to others.
+fn notification_receiver() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind receiver");
+    let addr = listener.local_addr().expect("receiver address").to_string();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().map_while(Result::ok) {
+            let mut request = [0u8; 16384];
+            let read = stream.read(&mut request).unwrap_or(0);
+            let head = String::from_utf8_lossy(&request[..read]);
+            let status = if head.contains(" /refuse") {
+                "401 Unauthorized"
+            } else {
+                "200 OK"
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+        }
+    });
+    addr
+}
+
+/// A RolloutPolicy telling three endpoints: one that answers, one that refuses (401), one whose
+/// port is closed (connection refused, retried, given up).
+fn notifying_policy(dir: &Path) -> String {
+    let receiver = notification_receiver();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .to_string(); // the listener is dropped: nothing listens there any more
+    let file = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).expect("write secret");
+        path.to_str().expect("utf-8 path").to_string()
+    };
+    let chat = file(
+        "chat-url",
+        format!("http://{receiver}/services/{NOTIFY_URL_PATH}\n"),
+    );
+    let hook = file(
+        "hook-secret",
+        format!("http://{receiver}/refuse/{NOTIFY_URL_PATH}\n{NOTIFY_HMAC}\n"),
+    );
+    let status = file(
+        "github-token",
+        format!("http://{closed}/repos/{NOTIFY_URL_PATH}/r\n{NOTIFY_TOKEN}\n"),
+    );
+    tollgate_fixtures::policy("fleet-defaults")
+        .notify("chat", "slack", &chat, &["StageStarted", "Completed"])
+        .notify("hook", "webhook", &hook, &["StageStarted"])
+        .notify("status", "github", &status, &["StageStarted"])
+        .to_yaml()
+}
+
 fn response(answer: Option<(u16, String)>) -> String {
     let (code, body) = answer.expect("an HTTP answer");
     format!("{code} {body}\n")
@@ -153,7 +221,9 @@ fn secrets_never_appear_in_logs_statuses_events_or_responses() {
         "kyverno.yaml",
         &seed("05-kyverno-rollout-auto-v1.yaml", "1s"),
     );
-    repo.commit("Kyverno");
+    let secrets_dir = tempfile::tempdir().expect("secrets dir");
+    repo.write("policy.yaml", &notifying_policy(secrets_dir.path()));
+    repo.commit("Kyverno, told to three notification endpoints");
     let served = tempfile::tempdir().expect("served dir");
     let bare = served.path().join("promos.git");
     repo.git(&[
@@ -236,6 +306,19 @@ fn secrets_never_appear_in_logs_statuses_events_or_responses() {
         let text = status.to_string();
         text.contains("Completed").then_some(())
     });
+
+    // Notifications: delivered, refused with 401, and given up after retries on a closed port.
+    controller.wait_for_log("notification delivered");
+    for endpoint in ["hook", "status"] {
+        let needle = format!("\"endpoint\":\"{endpoint}\"");
+        eventually(&format!("the {endpoint} notification given up"), || {
+            controller
+                .log()
+                .lines()
+                .any(|l| l.contains("notification not delivered") && l.contains(&needle))
+                .then_some(())
+        });
+    }
 
     let push = br#"{"ref":"refs/heads/main"}"#;
     let genuine = format!(

@@ -179,6 +179,33 @@ impl ClusterWriter {
         Ok(written.resource_version())
     }
 
+    /// Sets one annotation on a GitPromotion by merge patch, conditional on `resource_version`
+    /// (409 → [`ClusterError::Conflict`]), and returns the new resourceVersion. Used to record
+    /// which notifications were delivered (`crate::notify::dedup`).
+    pub async fn annotate_state_object(
+        &self,
+        name: &str,
+        resource_version: Option<String>,
+        key: &str,
+        value: &str,
+    ) -> Result<Option<String>, ClusterError> {
+        self.gate()?;
+        if self.dry_run {
+            return Ok(resource_version);
+        }
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": resource_version, "annotations": {key: value}}
+        });
+        let written = self
+            .leased(
+                self.state
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch)),
+            )
+            .await?
+            .map_err(|e| classify(e, "annotate", "gitpromotions", name))?;
+        Ok(written.resource_version())
+    }
+
     pub async fn delete_state_object(&self, name: &str) -> Result<(), ClusterError> {
         self.gate()?;
         if self.dry_run {

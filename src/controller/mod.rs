@@ -199,11 +199,21 @@ pub async fn start(
         statuses: statuses.clone(),
         shutdown: shutdown_tx,
     };
+    let writer = ClusterWriter::new(client.clone(), leader.clone(), config.dry_run);
+    let events = EventPublisher::new(client, config.instance.clone(), config.dry_run);
+    let notifier = crate::notify::Notifier::new(
+        writer.clone(),
+        statuses.clone(),
+        events.clone(),
+        config.metrics.clone(),
+        leader.clone(),
+    );
     let ctx = Arc::new(Context {
         caches,
         statuses,
-        writer: ClusterWriter::new(client.clone(), leader.clone(), config.dry_run),
-        events: EventPublisher::new(client, config.instance.clone(), config.dry_run),
+        writer,
+        events,
+        notifier,
         origin,
         metrics: config.metrics.clone(),
         watch_health: health.clone(),

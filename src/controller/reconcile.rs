@@ -54,6 +54,8 @@ pub struct Context {
     pub statuses: Arc<StatusCache>,
     pub writer: ClusterWriter,
     pub events: EventPublisher,
+    /// Tells the policy's notify endpoints about each persisted transition (issue #19).
+    pub notifier: crate::notify::Notifier,
     pub origin: Origin,
     pub metrics: Arc<Metrics>,
     pub watch_health: WatchHealth,
@@ -240,6 +242,16 @@ pub async fn reconcile(
         }
         ctx.events.publish(name, uid.as_deref(), event);
     }
+    if status_written {
+        ctx.notifier.after_step(&crate::notify::Step {
+            promotion: name,
+            uid: uid.as_deref(),
+            policy: policy.as_deref(),
+            previous,
+            next: &status,
+            author: author_of(history, status.snapshot_commit.as_deref()),
+        });
+    }
     Ok(Outcome::Stepped {
         wake_at,
         actions: actions.len(),
@@ -356,6 +368,15 @@ async fn persist(
             Err(ReconcileError::PersistStatus(error))
         }
     }
+}
+
+/// The author of the commit that introduced the run's snapshot.
+fn author_of<'h>(history: &'h [Snapshot], commit: Option<&str>) -> Option<&'h str> {
+    let commit = commit?;
+    history
+        .iter()
+        .find(|s| s.commit.sha == commit)
+        .map(|s| s.commit.author.as_str())
 }
 
 /// Every profile name the promotion could own: so that a foreign profile holding one is seen.

@@ -25,6 +25,7 @@ pub mod input;
 pub mod messages;
 mod never_valid;
 mod new_snapshot;
+pub mod notices;
 pub mod observed;
 pub mod output;
 pub mod preview;
@@ -42,6 +43,7 @@ pub mod testing;
 mod waves;
 
 pub use input::{Desired, StepInput};
+pub use notices::{Notice, notices};
 pub use observed::{FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSummary};
 pub use output::{Action, EngineEvent, EventType, StepOutput};
 pub use preview::{GateVerdict, Preview, PreviewInput, RunChange, preview};

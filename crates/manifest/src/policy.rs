@@ -17,6 +17,7 @@ use tollgate_model::blackout::Blackout;
 use tollgate_model::policy::{
     FailureBudget, OnNewSnapshot, POLICY_API_VERSION, POLICY_KIND, RolloutPolicy,
 };
+use tollgate_model::policy::{NotifyEvent, NotifyType};
 
 /// The API group of tollgate's own kinds.
 pub const POLICY_API_GROUP: &str = "tollgate.dev";
@@ -30,6 +31,7 @@ const SPEC_FIELDS: &[&str] = &[
     "stages",
     "onNewSnapshot",
     "blackouts",
+    "notify",
 ];
 const BLACKOUT_FIELDS: &[&str] = &["from", "to", "timeZone", "reason"];
 const OVERRIDE_FIELDS: &[&str] = &["progressDeadline", "maxFailures", "onFailure", "waves"];
@@ -182,6 +184,9 @@ fn check_spec(spec: &Map<String, Value>, findings: &mut Vec<Finding>) {
     }
     if let Some(blackouts) = spec.get("blackouts") {
         check_blackouts(blackouts, findings);
+    }
+    if let Some(notify) = spec.get("notify") {
+        check_notify(notify, findings);
     }
     let Some(stages) = spec.get("stages") else {
         return;
@@ -572,6 +577,176 @@ fn unknown_fields(
     }
 }
 
+// ---- spec.notify (issue #19): where to tell people about the rollouts ----
+
+const NOTIFY_FIELDS: &[&str] = &[
+    "name",
+    "type",
+    "addressSecretFile",
+    "events",
+    "targetURL",
+    "timeout",
+];
+
+/// `spec.notify`: a list of endpoints, each named once, of a known type, reading its address
+/// from a file, listening to at least one known event.
+fn check_notify(notify: &Value, findings: &mut Vec<Finding>) {
+    let path = "spec.notify";
+    let Some(endpoints) = notify.as_array() else {
+        findings.push(Finding::error(
+            "wrong-type",
+            path,
+            "Invalid value: notify must be a list of endpoints ({name, type, addressSecretFile, events})",
+        ));
+        return;
+    };
+    let mut names = std::collections::BTreeSet::new();
+    for (index, endpoint) in endpoints.iter().enumerate() {
+        let item = crate::located::item_path(path, index);
+        let Some(fields) = endpoint.as_object() else {
+            findings.push(Finding::error(
+                "wrong-type",
+                item,
+                "Invalid value: a notify endpoint must be a mapping of name, type, addressSecretFile and events",
+            ));
+            continue;
+        };
+        unknown_fields(fields, &item, NOTIFY_FIELDS, "a notify endpoint", findings);
+        for field in ["name", "type", "addressSecretFile", "events"] {
+            if !fields.contains_key(field) {
+                findings.push(Finding::error(
+                    "required-value",
+                    item.clone(),
+                    format!("Required value: {field} must be set"),
+                ));
+            }
+        }
+        if let Some(name) = fields.get("name") {
+            let name_path = child_path(&item, "name");
+            match name.as_str() {
+                Some(text) if dns1123_label_problem(text).is_none() => {
+                    if !names.insert(text.to_string()) {
+                        findings.push(Finding::error(
+                            "duplicate-name",
+                            name_path,
+                            format!("Duplicate value: {text:?}: each notify endpoint needs its own name"),
+                        ));
+                    }
+                }
+                _ => findings.push(Finding::error(
+                    "invalid-name",
+                    name_path,
+                    format!("Invalid value: {name}: an endpoint name must be a DNS-1123 label such as \"platform-chat\""),
+                )),
+            }
+        }
+        check_notify_fields(fields, &item, findings);
+    }
+}
+
+fn check_notify_fields(fields: &Map<String, Value>, item: &str, findings: &mut Vec<Finding>) {
+    if let Some(kind) = fields.get("type") {
+        let known = NotifyType::ALL
+            .iter()
+            .any(|t| kind.as_str() == Some(t.as_str()));
+        if !known {
+            let supported: Vec<String> = NotifyType::ALL
+                .iter()
+                .map(|t| format!("{:?}", t.as_str()))
+                .collect();
+            findings.push(Finding::error(
+                "unsupported-value",
+                child_path(item, "type"),
+                format!(
+                    "Unsupported value: {kind}: supported values: {}",
+                    supported.join(", ")
+                ),
+            ));
+        }
+    }
+    if let Some(file) = fields.get("addressSecretFile")
+        && file.as_str().is_none_or(|f| f.trim().is_empty())
+    {
+        findings.push(Finding::error(
+            "required-value",
+            child_path(item, "addressSecretFile"),
+            format!("Invalid value: {file}: addressSecretFile must be the path of a file holding the endpoint's URL (and token or secret)"),
+        ));
+    }
+    if let Some(events) = fields.get("events") {
+        check_notify_events(events, &child_path(item, "events"), findings);
+    }
+    if let Some(url) = fields.get("targetURL") {
+        let ok = url
+            .as_str()
+            .is_some_and(|u| u.starts_with("https://") || u.starts_with("http://"));
+        if !ok {
+            findings.push(Finding::error(
+                "invalid-url",
+                child_path(item, "targetURL"),
+                format!("Invalid value: {url}: targetURL must be an http:// or https:// URL"),
+            ));
+        }
+    }
+    if let Some(timeout) = fields.get("timeout") {
+        let path = child_path(item, "timeout");
+        match timeout.as_str().map(parse_go_duration) {
+            Some(Ok(d)) if !d.is_zero() => {}
+            _ => findings.push(Finding::error(
+                "invalid-duration",
+                path,
+                format!("Invalid value: {timeout}: timeout must be a Go duration greater than zero, such as \"10s\""),
+            )),
+        }
+    }
+}
+
+fn check_notify_events(events: &Value, path: &str, findings: &mut Vec<Finding>) {
+    let supported = || {
+        NotifyEvent::ALL
+            .iter()
+            .map(|e| e.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let Some(list) = events.as_array() else {
+        findings.push(Finding::error(
+            "wrong-type",
+            path,
+            format!(
+                "Invalid value: {events}: events must be a list of: {}",
+                supported()
+            ),
+        ));
+        return;
+    };
+    if list.is_empty() {
+        findings.push(Finding::error(
+            "required-value",
+            path,
+            format!(
+                "Required value: events must name at least one of: {}",
+                supported()
+            ),
+        ));
+    }
+    for (index, event) in list.iter().enumerate() {
+        let known = NotifyEvent::ALL
+            .iter()
+            .any(|e| event.as_str() == Some(e.as_str()));
+        if !known {
+            findings.push(Finding::error(
+                "unsupported-value",
+                crate::located::item_path(path, index),
+                format!(
+                    "Unsupported value: {event}: supported values: {}",
+                    supported()
+                ),
+            ));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -820,5 +995,50 @@ mod tests {
             Some("Policy")
         ));
         assert!(!is_policy_document(None, Some(POLICY_KIND)));
+    }
+    #[test]
+    fn a_notify_endpoint_is_read_into_the_model() {
+        let parsed = read(
+            "  notify:\n  - name: platform-chat\n    type: slack\n    addressSecretFile: /var/run/secrets/tollgate/slack-url\n    events: [StageStarted, StageCompleted, StageFailed, RolledBack, ApprovalNeeded, Completed]\n    targetURL: https://dash.example.com\n    timeout: 5s\n",
+        );
+        assert_eq!(parsed.diagnostics, Vec::new());
+        let policy = parsed.policy.expect("valid");
+        let endpoint = &policy.spec.notify[0];
+        assert_eq!(endpoint.kind, NotifyType::Slack);
+        assert_eq!(endpoint.events.len(), 6);
+        assert_eq!(
+            endpoint.target_url.as_deref(),
+            Some("https://dash.example.com")
+        );
+        assert_eq!(
+            endpoint.timeout.as_ref().map(|t| t.value.as_secs()),
+            Some(5)
+        );
+    }
+
+    #[test]
+    fn notify_errors_name_line_and_field() {
+        let parsed = read(
+            "  notify:\n  - name: chat\n    type: teams\n    addressSecretFile: /s\n    events: [StageStarted, Deployed]\n  - name: chat\n    type: github\n    events: []\n",
+        );
+        assert_eq!(
+            places(&parsed),
+            [
+                (8, 11, "spec.notify[0].type".into(), "unsupported-value"),
+                (
+                    10,
+                    28,
+                    "spec.notify[0].events[1]".into(),
+                    "unsupported-value"
+                ),
+                (11, 5, "spec.notify[1]".into(), "required-value"),
+                (11, 11, "spec.notify[1].name".into(), "duplicate-name"),
+                (13, 5, "spec.notify[1].events".into(), "required-value"),
+            ],
+            "{:?}",
+            parsed.diagnostics
+        );
+        assert!(parsed.diagnostics[2].message.contains("addressSecretFile"));
+        assert!(parsed.policy.is_none());
     }
 }

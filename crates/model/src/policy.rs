@@ -53,6 +53,10 @@ pub struct RolloutPolicySpec {
     /// Intervals in which no stage starts (a running stage keeps going).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blackouts: Vec<Blackout>,
+    /// Where to tell people about the rollouts this policy governs (issue #19). Skipped when
+    /// empty, so the version (hash) of a policy without it is what it was before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notify: Vec<NotifyEndpoint>,
 }
 
 /// `onNewSnapshot`: what a new snapshot does while a run is in progress. A rollback (content
@@ -264,6 +268,103 @@ impl RolloutPolicy {
     pub fn version(&self) -> String {
         let spec = serde_json::to_value(&self.spec).unwrap_or(Value::Null);
         hash_value(&spec).chars().take(12).collect()
+    }
+}
+
+/// One `spec.notify` entry: an endpoint that hears about the rollout's events.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotifyEndpoint {
+    /// Unique in the policy; the `endpoint` label of the notification metrics.
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: NotifyType,
+    /// A file holding the URL and credentials (see the README: first line the URL, then the
+    /// token or HMAC secret). Read at delivery time, never stored in git.
+    pub address_secret_file: String,
+    pub events: Vec<NotifyEvent>,
+    /// Link for commit statuses and messages (e.g. a dashboard).
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "targetURL")]
+    pub target_url: Option<String>,
+    /// Per-request timeout (Go duration); default 10s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<GoDuration>,
+}
+
+/// How a notification is delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NotifyType {
+    /// Slack incoming webhook (`{"text": …}`).
+    Slack,
+    /// Generic JSON (`deploy/notification.schema.json`), signed with `X-Tollgate-Signature`.
+    Webhook,
+    /// GitHub commit status API.
+    Github,
+    /// GitLab commit status API.
+    Gitlab,
+    /// Gitea (and Forgejo) commit status API.
+    Gitea,
+}
+
+impl NotifyType {
+    pub const ALL: [NotifyType; 5] = [
+        NotifyType::Slack,
+        NotifyType::Webhook,
+        NotifyType::Github,
+        NotifyType::Gitlab,
+        NotifyType::Gitea,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotifyType::Slack => "slack",
+            NotifyType::Webhook => "webhook",
+            NotifyType::Github => "github",
+            NotifyType::Gitlab => "gitlab",
+            NotifyType::Gitea => "gitea",
+        }
+    }
+
+    /// Posts commit statuses (one context per stage) rather than messages.
+    pub fn is_commit_status(self) -> bool {
+        matches!(
+            self,
+            NotifyType::Github | NotifyType::Gitlab | NotifyType::Gitea
+        )
+    }
+}
+
+/// What a rollout tells: the names users list in `events`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum NotifyEvent {
+    StageStarted,
+    StageCompleted,
+    StageFailed,
+    RolledBack,
+    ApprovalNeeded,
+    Completed,
+}
+
+impl NotifyEvent {
+    pub const ALL: [NotifyEvent; 6] = [
+        NotifyEvent::StageStarted,
+        NotifyEvent::StageCompleted,
+        NotifyEvent::StageFailed,
+        NotifyEvent::RolledBack,
+        NotifyEvent::ApprovalNeeded,
+        NotifyEvent::Completed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotifyEvent::StageStarted => "StageStarted",
+            NotifyEvent::StageCompleted => "StageCompleted",
+            NotifyEvent::StageFailed => "StageFailed",
+            NotifyEvent::RolledBack => "RolledBack",
+            NotifyEvent::ApprovalNeeded => "ApprovalNeeded",
+            NotifyEvent::Completed => "Completed",
+        }
     }
 }
 

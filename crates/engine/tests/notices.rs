@@ -1,0 +1,248 @@
+//! Notices (issue #19): what a step tells people, derived from the persisted statuses before and
+//! after it, driven with the fake clock. One notice per transition, none at steady state.
+
+mod common;
+
+use chrono::Duration;
+use common::*;
+use serde_json::json;
+use tollgate_engine::notices::{Notice, notices};
+use tollgate_engine::testing;
+use tollgate_model::policy::{NotifyEvent, RolloutPolicy};
+use tollgate_model::snapshot::ApprovalKind;
+
+/// The harness, plus every notice its persisted steps produced (as the controller derives them).
+struct Told {
+    h: Harness,
+    told: Vec<Notice>,
+}
+
+impl Told {
+    fn new(h: Harness) -> Self {
+        Told {
+            h,
+            told: Vec::new(),
+        }
+    }
+
+    fn step(&mut self) -> bool {
+        let before = self.h.world.status.clone();
+        let out = self.h.step();
+        let after = self.h.status().clone();
+        self.told.extend(notices(P, before.as_ref(), &after));
+        !out.actions.is_empty()
+    }
+
+    fn settle(&mut self) {
+        let mut acted = self.step();
+        for _ in 0..20 {
+            self.h.world.sveltos();
+            let again = self.step();
+            if !again && !acted {
+                return;
+            }
+            acted = again;
+        }
+        panic!("the world did not settle");
+    }
+
+    fn kinds(&self) -> Vec<(NotifyEvent, String)> {
+        self.told
+            .iter()
+            .map(|n| (n.kind, n.stage.clone()))
+            .collect()
+    }
+}
+
+fn policy(spec: serde_json::Value) -> RolloutPolicy {
+    serde_json::from_value(json!({
+        "apiVersion": "tollgate.dev/v1alpha1", "kind": "RolloutPolicy",
+        "metadata": {"name": "fleet-defaults"}, "spec": spec,
+    }))
+    .expect("valid policy")
+}
+
+fn two_stages(chart: &str) -> tollgate_model::ClusterPromotion {
+    promotion_with(
+        profile_spec(chart),
+        vec![stage("s1", None), stage("s2", None)],
+    )
+}
+
+use NotifyEvent::*;
+
+fn of(kind: NotifyEvent, stage: &str) -> (NotifyEvent, String) {
+    (kind, stage.to_string())
+}
+
+#[test]
+fn a_full_rollout_tells_each_stage_start_and_completion_then_completed() {
+    let mut t = Told::new(Harness::new(two_stages("1.0.0")));
+    t.settle();
+    assert_eq!(
+        t.kinds(),
+        [
+            of(StageStarted, "s1"),
+            of(StageCompleted, "s1"),
+            of(StageStarted, "s2"),
+            of(StageCompleted, "s2"),
+            of(Completed, "s2"),
+        ]
+    );
+    let first = &t.told[0];
+    assert_eq!(first.promotion, P);
+    assert_eq!(first.snapshot_index, 1);
+    assert_eq!(
+        first.snapshot_commit.as_deref(),
+        Some(testing::commit(10).sha.as_str()),
+        "the full SHA of the snapshot's commit"
+    );
+    assert_eq!(t.told[1].counts.provisioned, 2, "{:?}", t.told[1].counts);
+    let ids: std::collections::BTreeSet<&str> = t.told.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(ids.len(), t.told.len(), "every notice has its own id");
+}
+
+#[test]
+fn no_notice_when_nothing_changed() {
+    let mut t = Told::new(Harness::new(two_stages("1.0.0")));
+    t.settle();
+    let status = t.h.status().clone();
+    assert!(notices(P, Some(&status), &status).is_empty());
+    let before = t.told.len();
+    t.h.world.advance(Duration::hours(1));
+    t.settle();
+    assert_eq!(t.told.len(), before, "{:?}", &t.told[before..]);
+}
+
+#[test]
+fn a_restart_mid_run_starts_the_new_run_with_its_own_ids() {
+    let mut t = Told::new(Harness::new(two_stages("1.0.0")));
+    t.step(); // s1 applied with #1
+    t.h.world.sveltos();
+    t.step(); // s1 done, s2 started
+    assert_eq!(t.kinds().last(), Some(&of(StageStarted, "s2")));
+    let first_start = t.told[0].clone();
+    t.told.clear();
+    t.h.world.advance(Duration::minutes(1));
+    t.h.commit_content(two_stages("2.0.0"), 20);
+    t.settle();
+    assert_eq!(t.kinds()[0], of(StageStarted, "s1"));
+    let restarted = &t.told[0];
+    assert_eq!(restarted.snapshot_index, 2);
+    assert_eq!(
+        restarted.snapshot_commit.as_deref(),
+        Some(testing::commit(20).sha.as_str())
+    );
+    assert_ne!(restarted.id, first_start.id, "a new run, a new notice");
+    assert_eq!(t.kinds().last(), Some(&of(Completed, "s2")));
+}
+
+#[test]
+fn the_same_transition_seen_twice_has_the_same_id() {
+    let mut t = Told::new(Harness::new(two_stages("1.0.0")));
+    t.settle();
+    let completed = t.told.last().cloned().expect("completed");
+    assert_eq!(completed.kind, Completed);
+    // A drift correction takes the promotion out of Completed and back in: same run, same id.
+    t.h.world.observed.profiles.remove(&profile_name("s1"));
+    t.told.clear();
+    t.h.world.advance(Duration::minutes(5));
+    t.settle();
+    let again: Vec<&Notice> = t.told.iter().filter(|n| n.kind == Completed).collect();
+    assert_eq!(again.len(), 1, "{:?}", t.told);
+    assert_eq!(again[0].id, completed.id);
+}
+
+#[test]
+fn a_manual_gate_tells_that_an_approval_is_needed_once() {
+    let mut t = Told::new(Harness::new(promotion_with(
+        profile_spec("1.0.0"),
+        vec![stage("s1", Some(json!({"manual": {}}))), stage("s2", None)],
+    )));
+    t.settle();
+    t.h.world.advance(Duration::minutes(10));
+    t.settle();
+    assert_eq!(
+        t.kinds(),
+        [of(StageStarted, "s1"), of(ApprovalNeeded, "s1")]
+    );
+    assert!(
+        t.told[1].reason.is_some(),
+        "the waiting reason says what it waits for"
+    );
+    t.h.approvals.push(testing::approval(
+        "s1",
+        ApprovalKind::Field,
+        testing::commit(11),
+    ));
+    t.h.edit_triggers(|p| {
+        if let Some(tollgate_model::model::Trigger::Manual(m)) = p
+            .spec
+            .stages
+            .iter_mut()
+            .find(|s| s.name == "s1")
+            .and_then(|s| s.trigger.as_mut())
+        {
+            m.approved = Some(true);
+        }
+    });
+    t.settle();
+    assert!(t.kinds().contains(&of(StageCompleted, "s1")));
+    assert_eq!(t.kinds().last(), Some(&of(Completed, "s2")));
+}
+
+#[test]
+fn a_halted_failure_tells_stage_failed_with_the_reason() {
+    let mut t = Told::new(Harness::new(two_stages("1.0.0")));
+    t.h.world.policy = Some(policy(json!({"maxFailures": 0, "onFailure": "Halt"})));
+    t.h.world.failing_clusters.insert("s2-1".into());
+    t.settle();
+    let failed: Vec<&Notice> = t.told.iter().filter(|n| n.kind == StageFailed).collect();
+    assert_eq!(failed.len(), 1, "{:?}", t.kinds());
+    assert_eq!(failed[0].stage, "s2");
+    assert_eq!(failed[0].phase, "Failed");
+    assert_eq!(failed[0].counts.failed, 1);
+    assert!(failed[0].reason.as_deref().is_some_and(|r| !r.is_empty()));
+    assert!(!t.kinds().contains(&of(Completed, "s2")));
+    assert!(!t.kinds().iter().any(|(k, _)| *k == RolledBack));
+}
+
+#[test]
+fn a_rollback_tells_stage_failed_then_rolled_back_once() {
+    let mut t = Told::new(Harness::new(two_stages("1.0.0")));
+    t.h.world.policy = Some(policy(json!({"maxFailures": 0, "onFailure": "Rollback"})));
+    t.settle();
+    t.told.clear();
+    t.h.world.advance(Duration::minutes(1));
+    t.h.commit_content(two_stages("9.9.9"), 20);
+    t.h.world.failing_clusters.insert("s2-2".into());
+    t.step();
+    t.h.world.sveltos();
+    t.step();
+    t.h.world.sveltos();
+    t.step(); // s2 fails: rolling back
+    t.h.world.failing_clusters.clear();
+    t.settle();
+    assert_eq!(t.h.status().phase, tollgate_engine::Phase::RolledBack);
+    let kinds = t.kinds();
+    assert_eq!(
+        kinds,
+        [
+            of(StageStarted, "s1"),
+            of(StageCompleted, "s1"),
+            of(StageStarted, "s2"),
+            of(StageFailed, "s2"),
+            of(RolledBack, "s2"),
+        ]
+    );
+    let rolled_back = t.told.last().expect("rolled back");
+    assert_eq!(rolled_back.snapshot_index, 2, "the rejected snapshot");
+    assert!(
+        rolled_back
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("running #1")),
+        "{:?}",
+        rolled_back.reason
+    );
+}

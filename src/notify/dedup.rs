@@ -1,0 +1,151 @@
+//! What was delivered, so that nothing is told twice: across a drift correction that takes a
+//! promotion out of Completed and back, across restarts and across leader changes.
+//!
+//! A delivery's key is `<endpoint>:<notice id>`. Delivered keys are kept in memory and recorded
+//! on the GitPromotion in the annotation `tollgate.dev/notified` (newest last, the last
+//! [`KEYS_KEPT`]), written by the leader only (the writer is lease-gated). A new process or a new
+//! leader reads the annotation from its watch cache and skips what is recorded there.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tracing::{debug, warn};
+
+use crate::cluster::errors::ClusterError;
+use crate::cluster::statuses::{PersistedState, StatusCache};
+use crate::cluster::writer::ClusterWriter;
+
+/// The annotation recording delivered notifications (comma-separated keys, newest last).
+pub const NOTIFIED_ANNOTATION: &str = "tollgate.dev/notified";
+
+/// Keys kept per promotion: a run tells a handful per stage and endpoint.
+pub const KEYS_KEPT: usize = 200;
+
+/// Attempts at recording a key when the object changed under us (409).
+const RECORD_ATTEMPTS: u32 = 5;
+
+pub fn key(endpoint: &str, notice_id: &str) -> String {
+    format!("{endpoint}:{notice_id}")
+}
+
+pub struct DeliveredLog {
+    writer: ClusterWriter,
+    statuses: Arc<StatusCache>,
+    delivered: Mutex<HashMap<String, VecDeque<String>>>,
+    /// Serialises the annotation's read-modify-write across endpoint workers.
+    recording: tokio::sync::Mutex<()>,
+}
+
+impl DeliveredLog {
+    pub fn new(writer: ClusterWriter, statuses: Arc<StatusCache>) -> Self {
+        DeliveredLog {
+            writer,
+            statuses,
+            delivered: Mutex::new(HashMap::new()),
+            recording: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn delivered(&self) -> std::sync::MutexGuard<'_, HashMap<String, VecDeque<String>>> {
+        self.delivered.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `key` was delivered, by this process or as recorded on the GitPromotion.
+    pub fn contains(&self, promotion: &str, key: &str) -> bool {
+        if self
+            .delivered()
+            .get(promotion)
+            .is_some_and(|keys| keys.iter().any(|k| k == key))
+        {
+            return true;
+        }
+        self.statuses
+            .get(promotion)
+            .is_some_and(|state| recorded(&state).any(|k| k == key))
+    }
+
+    /// Remembers a delivery and records it on the GitPromotion (best effort: a failure to record
+    /// is logged; the in-memory log still prevents a repeat within this process).
+    pub async fn record(&self, promotion: &str, key: &str) {
+        {
+            let mut delivered = self.delivered();
+            let keys = delivered.entry(promotion.to_string()).or_default();
+            keys.push_back(key.to_string());
+            if keys.len() > KEYS_KEPT {
+                keys.pop_front();
+            }
+        }
+        let _one_at_a_time = self.recording.lock().await;
+        for attempt in 1..=RECORD_ATTEMPTS {
+            match self.write(promotion, key).await {
+                Ok(()) => return,
+                Err(ClusterError::Conflict { .. }) if attempt < RECORD_ATTEMPTS => {
+                    // Our own status write (or the watch) moved the object: re-read and retry.
+                    tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
+                }
+                Err(ClusterError::NotLeader) => {
+                    debug!(promotion, "not leading: delivery not recorded");
+                    return;
+                }
+                Err(error) => {
+                    warn!(promotion, %error, "cannot record a delivered notification; a new leader may repeat it");
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn write(&self, promotion: &str, key: &str) -> Result<(), ClusterError> {
+        let Some(mut state) = self.statuses.get(promotion) else {
+            return Ok(()); // no GitPromotion (yet): nothing to annotate
+        };
+        let mut keys: Vec<String> = recorded(&state).map(str::to_string).collect();
+        if keys.iter().any(|k| k == key) {
+            return Ok(()); // a write waiting before ours recorded it with its own
+        }
+        // Every key delivered and not yet recorded, in one write: deliveries finishing together
+        // (one per endpoint) cost one patch, not one each.
+        let pending: Vec<String> = self
+            .delivered()
+            .get(promotion)
+            .map(|delivered| {
+                delivered
+                    .iter()
+                    .filter(|k| !keys.contains(k))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        keys.extend(pending);
+        let excess = keys.len().saturating_sub(KEYS_KEPT);
+        keys.drain(..excess);
+        let value = keys.join(",");
+        let version = self
+            .writer
+            .annotate_state_object(
+                promotion,
+                state.resource_version.clone(),
+                NOTIFIED_ANNOTATION,
+                &value,
+            )
+            .await?;
+        // Our write is the newest: the next status write must be conditional on it.
+        state.resource_version = version;
+        state
+            .annotations
+            .insert(NOTIFIED_ANNOTATION.to_string(), value);
+        self.statuses.record_own(promotion, state);
+        Ok(())
+    }
+}
+
+fn recorded(state: &PersistedState) -> impl Iterator<Item = &str> {
+    state
+        .annotations
+        .get(NOTIFIED_ANNOTATION)
+        .map(String::as_str)
+        .unwrap_or_default()
+        .split(',')
+        .filter(|k| !k.is_empty())
+}

@@ -1,0 +1,722 @@
+//! End to end (issue #19): notifications and commit statuses through the controller loop, against
+//! the emulator over HTTP, with real git repositories and real HTTP receivers on loopback that
+//! record what they get, emulating each provider's documented request format.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::Value;
+use support::{TestRepo, World};
+use tempfile::TempDir;
+use tollgate::cluster::leader::LeaderGate;
+use tollgate::cluster::resources;
+use tollgate_fixtures::{FleetBuilder, PolicyBuilder, cluster, fleet, policy, promotion, stage};
+
+const WEB: &str = "web";
+const HMAC_KEY: &str = "notify-hmac-key";
+const TOKEN: &str = "notify-api-token";
+
+/// One request a receiver got.
+#[derive(Clone, Debug)]
+struct Received {
+    path: String,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Received {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// How a receiver answers.
+#[derive(Clone, Copy)]
+enum Answer {
+    Ok,
+    /// 500 to the first request, then 200.
+    FailFirst,
+    /// Never answers.
+    Hang,
+    /// 400 to everything: the request itself is wrong.
+    Refuse,
+}
+
+#[derive(Clone)]
+struct Receiver {
+    addr: SocketAddr,
+    got: Arc<Mutex<Vec<Received>>>,
+}
+
+impl Receiver {
+    async fn start(answer: Answer) -> Receiver {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let state = (got.clone(), answer);
+        let app = Router::new().fallback(record).with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind receiver");
+        let addr = listener.local_addr().expect("receiver address");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Receiver { addr, got }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn got(&self) -> Vec<Received> {
+        self.got.lock().expect("receiver log").clone()
+    }
+
+    fn under(&self, prefix: &str) -> Vec<Received> {
+        self.got()
+            .into_iter()
+            .filter(|r| r.path.starts_with(prefix))
+            .collect()
+    }
+}
+
+async fn record(
+    State((got, answer)): State<(Arc<Mutex<Vec<Received>>>, Answer)>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> StatusCode {
+    let first = {
+        let mut got = got.lock().expect("receiver log");
+        got.push(Received {
+            path: uri.path().to_string(),
+            headers,
+            body,
+        });
+        got.len() == 1
+    };
+    match answer {
+        Answer::Ok => StatusCode::CREATED,
+        Answer::FailFirst if first => StatusCode::INTERNAL_SERVER_ERROR,
+        Answer::FailFirst => StatusCode::OK,
+        Answer::Refuse => StatusCode::BAD_REQUEST,
+        Answer::Hang => {
+            std::future::pending::<()>().await;
+            StatusCode::OK
+        }
+    }
+}
+
+/// Secret files in a temp dir: `(url, credential)` → path.
+struct Secrets(TempDir);
+
+impl Secrets {
+    fn new() -> Secrets {
+        Secrets(tempfile::tempdir().expect("secrets dir"))
+    }
+
+    fn file(&self, name: &str, url: &str, credential: Option<&str>) -> String {
+        let path = self.0.path().join(name);
+        let text = match credential {
+            Some(c) => format!("{url}\n{c}\n"),
+            None => format!("{url}\n"),
+        };
+        std::fs::write(&path, text).expect("write secret");
+        path.to_str().expect("utf-8 path").to_string()
+    }
+}
+
+/// One cluster per env (dev, staging, prod) in namespace `fleet`.
+fn three_envs() -> FleetBuilder {
+    let mut fleet = fleet().default_latency("50ms");
+    for env in ["dev", "staging", "prod"] {
+        fleet = fleet.cluster(cluster(&format!("{env}-1")).ns("fleet").label("env", env));
+    }
+    fleet
+}
+
+fn web(chart: &str) -> String {
+    let mut p = promotion(WEB).chart("web", chart);
+    for env in ["dev", "staging", "prod"] {
+        p = p.stage(stage(env).selector("env", env).auto());
+    }
+    p.to_yaml()
+}
+
+const ALL_EVENTS: &[&str] = &[
+    "StageStarted",
+    "StageCompleted",
+    "StageFailed",
+    "RolledBack",
+    "ApprovalNeeded",
+    "Completed",
+];
+
+/// A policy with one generic webhook endpoint `hook` to `receiver` at `/hook`.
+fn webhook_policy(receiver: &Receiver, secrets: &Secrets) -> PolicyBuilder {
+    let file = secrets.file("hook", &receiver.url("/hook"), Some(HMAC_KEY));
+    policy("fleet-defaults").notify("hook", "webhook", &file, ALL_EVENTS)
+}
+
+/// (event, stage) of every generic webhook payload received, in order.
+fn told(receiver: &Receiver) -> Vec<(String, String)> {
+    receiver
+        .under("/hook")
+        .iter()
+        .map(|r| {
+            let body = r.json();
+            (
+                body["event"].as_str().unwrap_or_default().to_string(),
+                body["stage"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    expected
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+const FULL_ROLLOUT: &[(&str, &str)] = &[
+    ("StageStarted", "dev"),
+    ("StageCompleted", "dev"),
+    ("StageStarted", "staging"),
+    ("StageCompleted", "staging"),
+    ("StageStarted", "prod"),
+    ("StageCompleted", "prod"),
+    ("Completed", "prod"),
+];
+
+/// Waits until the receiver got `count` generic webhook payloads.
+async fn wait_told(world: &World, receiver: &Receiver, count: usize) -> Vec<(String, String)> {
+    world
+        .eventually(&format!("{count} notifications"), || async {
+            let told = told(receiver);
+            (told.len() >= count).then_some(told)
+        })
+        .await
+}
+
+fn assert_each_delivered_once(receiver: &Receiver) {
+    let ids: Vec<String> = receiver
+        .under("/hook")
+        .iter()
+        .map(|r| r.json()["id"].as_str().unwrap_or_default().to_string())
+        .collect();
+    let unique: BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(
+        unique.len(),
+        ids.len(),
+        "delivered twice: {:?}",
+        told(receiver)
+    );
+}
+
+fn schema() -> jsonschema::Validator {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/notification.schema.json"
+    );
+    let text = std::fs::read_to_string(path).expect("the payload schema");
+    let schema: Value = serde_json::from_str(&text).expect("schema JSON");
+    jsonschema::validator_for(&schema).expect("a valid JSON schema")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_type_hears_a_full_rollout_in_its_documented_format() {
+    let receiver = Receiver::start(Answer::Ok).await;
+    let secrets = Secrets::new();
+    let slack = secrets.file("slack", &receiver.url("/slack/T0/B0/x"), None);
+    let hook = secrets.file("hook", &receiver.url("/hook"), Some(HMAC_KEY));
+    let github = secrets.file("gh", &receiver.url("/github/repos/o/r"), Some(TOKEN));
+    let gitlab = secrets.file(
+        "gl",
+        &receiver.url("/gitlab/api/v4/projects/42"),
+        Some(TOKEN),
+    );
+    let gitea = secrets.file("gt", &receiver.url("/gitea/api/v1/repos/o/r"), Some(TOKEN));
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0"));
+    repo.write(
+        "policy.yaml",
+        &policy("fleet-defaults")
+            .notify("chat", "slack", &slack, ALL_EVENTS)
+            .notify("hook", "webhook", &hook, ALL_EVENTS)
+            .notify("gh", "github", &github, ALL_EVENTS)
+            .notify_target_url("https://dash.example.com/web")
+            .notify("gl", "gitlab", &gitlab, ALL_EVENTS)
+            .notify("gt", "gitea", &gitea, ALL_EVENTS)
+            .to_yaml(),
+    );
+    let sha = repo.commit("web 1.0.0, told everywhere");
+    let world = World::start(repo, &three_envs().to_yaml()).await;
+    world.wait_phase(WEB, "Completed").await;
+
+    // Generic webhook: every event in order, valid against the schema, signed.
+    assert_eq!(wait_told(&world, &receiver, 7).await, pairs(FULL_ROLLOUT));
+    let validator = schema();
+    for request in receiver.under("/hook") {
+        let body = request.json();
+        let errors: Vec<String> = validator
+            .iter_errors(&body)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(errors.is_empty(), "{body}: {errors:?}");
+        assert_eq!(body["snapshot"]["commit"], sha.as_str());
+        assert_eq!(body["snapshot"]["index"], 1);
+        let signature = request.header("X-Tollgate-Signature").expect("signed");
+        let hex = signature.strip_prefix("sha256=").expect("sha256= prefix");
+        assert!(tollgate::server::signature::hmac_sha256_matches(
+            HMAC_KEY.as_bytes(),
+            &request.body,
+            hex
+        ));
+    }
+    let completed = receiver.under("/hook")[1].json();
+    assert_eq!(completed["clusters"]["provisioned"], 1, "{completed}");
+    assert!(completed["snapshot"]["author"].is_string(), "{completed}");
+
+    // Slack: one incoming-webhook message per event, JSON with `text`.
+    let messages = world
+        .eventually("7 slack messages", || async {
+            let got = receiver.under("/slack/T0/B0/x");
+            (got.len() >= 7).then_some(got)
+        })
+        .await;
+    assert!(messages.iter().all(|m| m.json()["text"].is_string()));
+    assert!(
+        messages[6].json()["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("web: rollout completed")
+    );
+
+    // Commit statuses: per stage pending/running then success, on the snapshot's full SHA.
+    let path_of = |prefix: &str| format!("{prefix}/statuses/{sha}");
+    for (prefix, context_field, started, auth) in [
+        (
+            "/github/repos/o/r",
+            "context",
+            "pending",
+            ("authorization", format!("Bearer {TOKEN}")),
+        ),
+        (
+            "/gitlab/api/v4/projects/42",
+            "name",
+            "running",
+            ("private-token", TOKEN.to_string()),
+        ),
+        (
+            "/gitea/api/v1/repos/o/r",
+            "context",
+            "pending",
+            ("authorization", format!("token {TOKEN}")),
+        ),
+    ] {
+        let statuses = world
+            .eventually(&format!("6 statuses under {prefix}"), || async {
+                let got = receiver.under(prefix);
+                (got.len() >= 6).then_some(got)
+            })
+            .await;
+        let seen: Vec<(String, String)> = statuses
+            .iter()
+            .map(|s| {
+                assert_eq!(s.path, path_of(prefix));
+                assert_eq!(s.header(auth.0), Some(auth.1.as_str()), "{prefix}");
+                let body = s.json();
+                (
+                    body[context_field].as_str().unwrap_or_default().to_string(),
+                    body["state"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        let mut expected = Vec::new();
+        for env in ["dev", "staging", "prod"] {
+            expected.push((format!("tollgate/{env}"), started.to_string()));
+            expected.push((format!("tollgate/{env}"), "success".to_string()));
+        }
+        assert_eq!(seen, expected, "{prefix}");
+    }
+    let github = receiver.under("/github/repos/o/r");
+    assert_eq!(
+        github[0].json()["target_url"],
+        "https://dash.example.com/web"
+    );
+    assert!(
+        github[0].header("user-agent").is_some(),
+        "GitHub requires a User-Agent"
+    );
+
+    let metrics = world.metrics.encode();
+    assert!(
+        metrics.contains("tollgate_notifications_sent_total{endpoint=\"gh\"} 6"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("tollgate_notification_latency_seconds_count{endpoint=\"hook\"} 7"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_is_told_as_stage_failed_then_rolled_back() {
+    let receiver = Receiver::start(Answer::Ok).await;
+    let secrets = Secrets::new();
+    let gitea = secrets.file("gt", &receiver.url("/gitea/repos/o/r"), Some(TOKEN));
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("9.9.1"));
+    repo.write(
+        "policy.yaml",
+        &webhook_policy(&receiver, &secrets)
+            .max_failures("0")
+            .on_failure("Rollback")
+            .notify("gt", "gitea", &gitea, ALL_EVENTS)
+            .to_yaml(),
+    );
+    let sha = repo.commit("web 9.9.1, which staging rejects");
+    let fleet = three_envs().failure("9.9.*", &[("env", "staging")], "Helm", "values: bad");
+    let world = World::start(repo, &fleet.to_yaml()).await;
+    world.wait_phase(WEB, "RolledBack").await;
+    let told = wait_told(&world, &receiver, 5).await;
+    assert_eq!(
+        told,
+        pairs(&[
+            ("StageStarted", "dev"),
+            ("StageCompleted", "dev"),
+            ("StageStarted", "staging"),
+            ("StageFailed", "staging"),
+            ("RolledBack", "staging"),
+        ])
+    );
+    let failed = receiver.under("/hook")[3].json();
+    assert!(
+        failed["reason"].as_str().is_some_and(|r| !r.is_empty()),
+        "{failed}"
+    );
+    assert_eq!(failed["clusters"]["failed"], 1, "{failed}");
+    let statuses: Vec<String> = world
+        .eventually("gitea: the failure and the rollback", || async {
+            let got = receiver.under("/gitea/repos/o/r");
+            (got.len() >= 5).then_some(got)
+        })
+        .await
+        .iter()
+        .map(|s| {
+            assert_eq!(s.path, format!("/gitea/repos/o/r/statuses/{sha}"));
+            let body = s.json();
+            format!(
+                "{} {}",
+                body["context"].as_str().unwrap_or_default(),
+                body["state"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            "tollgate/dev pending",
+            "tollgate/dev success",
+            "tollgate/staging pending",
+            "tollgate/staging failure",
+            "tollgate/staging error"
+        ]
+    );
+}
+
+/// Edits a field tollgate set on a generated profile: the next step re-applies it, which takes a
+/// Completed promotion through Progressing and back to Completed (the same run).
+async fn drift(world: &World, profile: &str) {
+    let api: Api<DynamicObject> =
+        Api::all_with(world.client.clone(), &resources::cluster_profile());
+    let patch = serde_json::json!({"spec": {"tier": 42}});
+    api.patch(profile, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("edit the profile");
+}
+
+async fn wait_drift_corrected(world: &World) {
+    world
+        .eventually("the drift corrected", || async {
+            world
+                .events_of(WEB)
+                .await
+                .iter()
+                .any(|(reason, _)| reason == "DriftCorrected")
+                .then_some(())
+        })
+        .await;
+    world.wait_phase(WEB, "Completed").await;
+}
+
+/// A new commit: its first notice comes after anything an earlier step queued (one FIFO worker
+/// per endpoint), so once it is received nothing earlier is still on its way.
+async fn sentinel(world: &World, receiver: &Receiver, told_before: usize) {
+    world.repo.write("web.yaml", &web("2.0.0"));
+    world.repo.commit("web 2.0.0");
+    world.poke();
+    world
+        .eventually("the sentinel run's first notice", || async {
+            let got = receiver.under("/hook");
+            got.iter()
+                .skip(told_before)
+                .any(|r| r.json()["snapshot"]["index"] == 2)
+                .then_some(())
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_mid_rollout_and_a_drift_after_it_tell_nothing_twice() {
+    let receiver = Receiver::start(Answer::Ok).await;
+    let secrets = Secrets::new();
+    let repo = TestRepo::new();
+    let mut p = promotion(WEB).chart("web", "1.0.0");
+    for env in ["dev", "staging", "prod"] {
+        p = p.stage(stage(env).selector("env", env).delay("2s"));
+    }
+    repo.write("web.yaml", &p.to_yaml());
+    repo.write(
+        "policy.yaml",
+        &webhook_policy(&receiver, &secrets).to_yaml(),
+    );
+    repo.commit("web 1.0.0, 2s per stage");
+    let mut world = World::start(repo, &three_envs().to_yaml()).await;
+
+    // Stop mid-rollout (dev done, its delay running), start again.
+    wait_told(&world, &receiver, 2).await;
+    world.stop_controller().await;
+    world.start_controller().await;
+    world.wait_phase(WEB, "Completed").await;
+    assert_eq!(wait_told(&world, &receiver, 7).await, pairs(FULL_ROLLOUT));
+
+    // A new process corrects a drift: Completed again, for the same run, is not told again.
+    world.stop_controller().await;
+    drift(&world, "web-dev").await;
+    world.start_controller().await;
+    wait_drift_corrected(&world).await;
+    sentinel(&world, &receiver, 7).await;
+    assert_eq!(told(&receiver)[..7], pairs(FULL_ROLLOUT)[..]);
+    assert_each_delivered_once(&receiver);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_leader_does_not_repeat_what_the_old_one_told() {
+    let receiver = Receiver::start(Answer::Ok).await;
+    let secrets = Secrets::new();
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0"));
+    repo.write(
+        "policy.yaml",
+        &webhook_policy(&receiver, &secrets).to_yaml(),
+    );
+    repo.commit("web 1.0.0");
+    let world = World::without_controller(repo, &three_envs().to_yaml()).await;
+    let first = LeaderGate::always();
+    let second = LeaderGate::always();
+    second.set(false);
+    let (a, a_task) = world.spawn_replica(first.clone()).await;
+    let (b, b_task) = world.spawn_replica(second.clone()).await;
+    world.wait_phase(WEB, "Completed").await;
+    assert_eq!(wait_told(&world, &receiver, 7).await, pairs(FULL_ROLLOUT));
+
+    // Leadership moves while a profile drifts: the new leader corrects it and completes the
+    // same run again, without telling it again.
+    first.set(false);
+    second.set(true);
+    drift(&world, "web-staging").await;
+    wait_drift_corrected(&world).await;
+    world.poke();
+    b.poker.poke();
+    sentinel(&world, &receiver, 7).await;
+    assert_each_delivered_once(&receiver);
+    for (handle, task) in [(a, a_task), (b, b_task)] {
+        handle.shutdown();
+        task.await.expect("replica stops");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_answering_500_then_200_gets_the_notice_again() {
+    let receiver = Receiver::start(Answer::FailFirst).await;
+    let secrets = Secrets::new();
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0"));
+    repo.write(
+        "policy.yaml",
+        &webhook_policy(&receiver, &secrets).to_yaml(),
+    );
+    repo.commit("web 1.0.0");
+    let world = World::start(repo, &three_envs().to_yaml()).await;
+    world.wait_phase(WEB, "Completed").await;
+    let told = wait_told(&world, &receiver, 8).await;
+    assert_eq!(told[0], told[1], "the first notice, retried after the 500");
+    assert_eq!(told[1..], pairs(FULL_ROLLOUT)[..]);
+    let metrics = world.metrics.encode();
+    assert!(
+        metrics.contains("tollgate_notifications_sent_total{endpoint=\"hook\"} 7"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("tollgate_notifications_failed_total{endpoint=\"hook\"}"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_4xx_answer_is_not_retried_and_counts_as_failed() {
+    let receiver = Receiver::start(Answer::Refuse).await;
+    let secrets = Secrets::new();
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0"));
+    repo.write(
+        "policy.yaml",
+        &webhook_policy(&receiver, &secrets).to_yaml(),
+    );
+    repo.commit("web 1.0.0");
+    let world = World::start(repo, &three_envs().to_yaml()).await;
+    world.wait_phase(WEB, "Completed").await;
+    // Each notice is given up on only after its last attempt: once all 7 failed, every attempt
+    // has been made.
+    world
+        .eventually("7 failed notifications", || async {
+            world
+                .metrics
+                .encode()
+                .contains("tollgate_notifications_failed_total{endpoint=\"hook\"} 7")
+                .then_some(())
+        })
+        .await;
+    assert_eq!(receiver.got().len(), 7, "one attempt per notice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_receiver_does_not_slow_the_rollout() {
+    let receiver = Receiver::start(Answer::Hang).await;
+    let secrets = Secrets::new();
+    let file = secrets.file("hook", &receiver.url("/hook"), Some(HMAC_KEY));
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0"));
+    // An hour per request: were the rollout waiting on a delivery, it would not finish.
+    let yaml = policy("fleet-defaults")
+        .notify("hook", "webhook", &file, ALL_EVENTS)
+        .to_yaml()
+        .replace("    events:", "    timeout: 1h\n    events:");
+    repo.write("policy.yaml", &yaml);
+    repo.commit("web 1.0.0, told to a receiver that never answers");
+    let world = World::start(repo, &three_envs().to_yaml()).await;
+    let status = world.wait_phase(WEB, "Completed").await;
+    assert_eq!(status["stages"].as_array().map(Vec::len), Some(3));
+    assert_eq!(receiver.got().len(), 1, "the one request still hangs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_secret_file_is_a_visible_refusal_and_the_rollout_goes_on() {
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0"));
+    repo.write(
+        "policy.yaml",
+        &policy("fleet-defaults")
+            .notify(
+                "chat",
+                "slack",
+                "/nonexistent/tollgate/slack-url",
+                &["Completed"],
+            )
+            .to_yaml(),
+    );
+    repo.commit("web 1.0.0, told to a chat whose secret is missing");
+    let world = World::start(repo, &three_envs().to_yaml()).await;
+    world.wait_phase(WEB, "Completed").await;
+    let note = world
+        .eventually("a NotificationFailed event", || async {
+            world
+                .events_of(WEB)
+                .await
+                .into_iter()
+                .find(|(reason, _)| reason == "NotificationFailed")
+                .map(|(_, note)| note)
+        })
+        .await;
+    assert!(note.contains("/nonexistent/tollgate/slack-url"), "{note}");
+    assert!(note.contains("chat"), "{note}");
+    let metrics = world.metrics.encode();
+    assert!(
+        metrics.contains("tollgate_notifications_failed_total{endpoint=\"chat\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_tells() {
+    let receiver = Receiver::start(Answer::Ok).await;
+    let secrets = Secrets::new();
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0"));
+    repo.write(
+        "policy.yaml",
+        &webhook_policy(&receiver, &secrets).to_yaml(),
+    );
+    repo.commit("web 1.0.0");
+    let world = World::without_controller(repo, &three_envs().to_yaml()).await;
+    let leader = LeaderGate::always();
+    let follower = LeaderGate::always();
+    follower.set(false);
+    let (a, a_task) = world.spawn_replica(leader).await;
+    let (b, b_task) = world.spawn_replica(follower).await;
+    world.wait_phase(WEB, "Completed").await;
+    assert_eq!(wait_told(&world, &receiver, 7).await, pairs(FULL_ROLLOUT));
+    sentinel(&world, &receiver, 7).await;
+    assert_each_delivered_once(&receiver);
+    for (handle, task) in [(a, a_task), (b, b_task)] {
+        handle.shutdown();
+        task.await.expect("replica stops");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_gate_is_told_as_approval_needed_once() {
+    let receiver = Receiver::start(Answer::Ok).await;
+    let secrets = Secrets::new();
+    let repo = TestRepo::new();
+    let web_manual = promotion(WEB)
+        .chart("web", "1.0.0")
+        .stage(stage("dev").selector("env", "dev").auto())
+        .stage(stage("prod").selector("env", "prod").manual())
+        .to_yaml();
+    repo.write("web.yaml", &web_manual);
+    repo.write(
+        "policy.yaml",
+        &webhook_policy(&receiver, &secrets).to_yaml(),
+    );
+    repo.commit("web 1.0.0, prod behind an approval");
+    let world = World::start(repo, &three_envs().to_yaml()).await;
+    world.wait_phase(WEB, "Waiting").await;
+    let told = wait_told(&world, &receiver, 4).await;
+    assert_eq!(
+        told,
+        pairs(&[
+            ("StageStarted", "dev"),
+            ("StageCompleted", "dev"),
+            ("StageStarted", "prod"),
+            ("ApprovalNeeded", "prod"),
+        ])
+    );
+    let waiting = receiver.under("/hook")[3].json();
+    assert_eq!(waiting["phase"], "Waiting", "{waiting}");
+    assert!(
+        waiting["reason"].is_string(),
+        "what it waits for: {waiting}"
+    );
+}
