@@ -1,0 +1,65 @@
+//! API-server economy (issue #20): the writes a small rollout costs, pinned per verb and resource
+//! so churn cannot creep back. A three-stage rollout whose clusters provision quickly: one apply
+//! per stage, one status write per transition (progress-only writes are held back and replaced by
+//! the next transition's), one Event per transition, and the state object created once.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use support::{TestRepo, World};
+use tollgate_emulator::server::FLEET_MANAGER;
+use tollgate_emulator::sveltos::FIELD_MANAGER as SVELTOS_MANAGER;
+use tollgate_fixtures::{cluster, fleet, promotion, stage};
+
+/// The controller's writes (not the Sveltos stand-in's or the fleet's), by verb and resource.
+fn controller_writes(world: &World) -> BTreeMap<String, u32> {
+    let mut counts = BTreeMap::new();
+    for write in world.emulator.write_log() {
+        if write.field_manager == SVELTOS_MANAGER || write.field_manager == FLEET_MANAGER {
+            continue;
+        }
+        let subresource = if write.status_subresource {
+            "/status"
+        } else {
+            ""
+        };
+        let what = format!("{} {}{subresource}", write.verb, write.resource);
+        *counts.entry(what).or_default() += 1;
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_three_stage_rollout_costs_at_most_three_writes_per_transition() {
+    let repo = TestRepo::new();
+    let mut web = promotion("web").chart("web", "1.0.0");
+    let mut fleet = fleet().default_latency("10ms");
+    for env in ["dev", "staging", "prod"] {
+        web = web.stage(stage(env).selector("env", env).auto());
+        for i in 1..=2 {
+            fleet = fleet.cluster(cluster(&format!("{env}-{i}")).ns("fleet").label("env", env));
+        }
+    }
+    repo.write("web.yaml", &web.to_yaml());
+    repo.commit("web");
+    let world = World::start(repo, &fleet.to_yaml()).await;
+    world.wait_phase("web", "Completed").await;
+    // Anything held back would be written by now (the interval is 2 s).
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let counts = controller_writes(&world);
+    let expected: BTreeMap<String, u32> = [
+        ("apply clusterprofiles.config.projectsveltos.io", 3),
+        ("apply gitpromotions.tollgate.dev", 1),
+        // dev starts; dev→staging; staging→prod; prod done (Completed).
+        ("update gitpromotions.tollgate.dev/status", 4),
+        ("create events.events.k8s.io", 4),
+    ]
+    .into_iter()
+    .map(|(what, n)| (what.to_string(), n))
+    .collect();
+    assert_eq!(counts, expected);
+    // 12 writes for 4 transitions (3 stage starts and the completion): 3.0 each.
+    let total: u32 = counts.values().sum();
+    assert!(total <= 3 * 4, "{total} writes");
+}
