@@ -627,6 +627,9 @@ fn main() {
             "controller_process_end": memory_mib("VmRSS"),
             "emulator_process_peak_vmhwm": emulator_peak_rss,
         },
+        // Writes until quiet over stage starts (N × S), the measure of issue #20 (was 5.7).
+        "writes_per_stage_transition": total_counts.writes() as f64
+            / (args.promotions * args.stages) as f64,
         "requests": {
             "total_until_quiet": by_verb(&total_counts),
             "steady_state": by_verb(&quiet_counts),
