@@ -113,8 +113,13 @@ fn block(promotion: &Shown, now: DateTime<Utc>, columns: usize) -> Vec<String> {
         };
         lines.push(row.line(state_width));
     }
-    for ahead in &status.stages_ahead {
-        lines.push(ahead_row(ahead).line(state_width));
+    for (i, ahead) in status.stages_ahead.iter().enumerate() {
+        let mut row = ahead_row(ahead);
+        // A blackout holds the next stage start: the first stage ahead is the one held.
+        if let Some(until) = status.blackout_until.filter(|u| i == 0 && *u > now) {
+            row.state = format!("held by a blackout for {}", precise(now, until));
+        }
+        lines.push(row.line(state_width));
     }
     lines
 }
@@ -192,8 +197,13 @@ fn phase_since(status: &PromotionStatus) -> Option<DateTime<Utc>> {
 }
 
 /// The promotion's message where the stage lines cannot say it: failures, rollbacks, an invalid
-/// file at HEAD, a held removal.
+/// file at HEAD, a held removal, a snapshot queued behind the run.
 fn notable_message(status: &PromotionStatus) -> Option<String> {
+    if let Some(queued) = status.queued_snapshot {
+        return Some(format!(
+            "snapshot #{queued} is queued: it starts when this run finishes"
+        ));
+    }
     let notable = !matches!(
         status.phase,
         Phase::Progressing | Phase::Waiting | Phase::Completed
@@ -269,6 +279,19 @@ fn waiting_state(
     now: DateTime<Utc>,
 ) -> String {
     let counts = &stage.counts;
+    if stage.provisioned_at.is_none()
+        && let Some(waves) = stage.waves.as_ref().filter(|w| w.total() > 1)
+    {
+        let wave = format!("wave {}/{}", waves.reached, waves.total());
+        let pausing = current && status.phase == Phase::Waiting && waves.wave_done_at.is_some();
+        return match status.next_wake_up.filter(|w| pausing && *w > now) {
+            Some(next) => format!("{wave} done, next in {}", precise(now, next)),
+            None => format!(
+                "{wave}: provisioning {}/{}",
+                counts.provisioned, counts.matching_clusters
+            ),
+        };
+    }
     if stage.provisioned_at.is_none() {
         let progress = format!(
             "provisioning {}/{}",
@@ -286,6 +309,9 @@ fn waiting_state(
         return format!("waiting for approval {}", coarse(since, now));
     }
     if current && status.phase == Phase::Waiting {
+        if let Some(until) = status.blackout_until.filter(|u| *u > now) {
+            return format!("held by a blackout for {}", precise(now, until));
+        }
         return match status.next_wake_up.filter(|w| *w > now) {
             Some(opens) => format!("window opens in {}", precise(now, opens)),
             None => "waiting".to_string(),

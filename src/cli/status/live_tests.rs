@@ -111,6 +111,36 @@ fn completed() -> Shown {
     )
 }
 
+/// A waved stage between waves, a blackout holding the next stage, a snapshot queued.
+fn waves_and_blackout() -> Shown {
+    promotion(
+        "fleet-agent",
+        json!({"hashScheme": 1, "phase": "Waiting", "snapshotIndex": 5,
+            "snapshotCommit": "00112233445566778899", "currentStageName": "prod",
+            "lastPromotionTime": ago(600), "queuedSnapshot": 6,
+            "nextWakeUp": (now() + Duration::seconds(65)).to_rfc3339(),
+            "stages": [
+                stage("dev", 5, json!({"provisionedAt": ago(900), "succeededAt": ago(800)})),
+                stage("prod", 5, json!({"counts": counts(9, 3, 0), "waves": {
+                    "clusters": [["a/1"], ["a/2", "a/3"], ["a/4", "a/5", "a/6", "a/7", "a/8", "a/9"]],
+                    "reached": 2, "canary": true, "waveStartedAt": ago(300),
+                    "waveDoneAt": ago(60)}}))]}),
+    )
+}
+
+fn blackout_holds_the_next_stage() -> Shown {
+    promotion(
+        "payments",
+        json!({"hashScheme": 1, "phase": "Waiting", "snapshotIndex": 2,
+            "snapshotCommit": "99887766554433221100", "currentStageName": "dev",
+            "lastPromotionTime": ago(600),
+            "blackoutUntil": (now() + Duration::seconds(1800)).to_rfc3339(),
+            "nextWakeUp": (now() + Duration::seconds(1800)).to_rfc3339(),
+            "stages": [stage("dev", 2, json!({"provisionedAt": ago(500), "succeededAt": ago(400)}))],
+            "stagesAhead": [{"name": "prod", "snapshotIndex": 1}]}),
+    )
+}
+
 fn draw(promotions: &[Shown], columns: usize, rows: usize) -> String {
     let clock = Clock {
         now: now(),
@@ -156,6 +186,19 @@ fn a_failed_stage_shows_its_failures_distinctly_and_the_rollback() {
     insta::assert_snapshot!(text);
     assert!(text.contains("✗2"), "{text}");
     assert!(text.contains("failed: budget exceeded"), "{text}");
+}
+
+#[test]
+fn waves_blackouts_and_a_queued_snapshot_are_said_in_words() {
+    let text = draw(
+        &[waves_and_blackout(), blackout_holds_the_next_stage()],
+        80,
+        40,
+    );
+    insta::assert_snapshot!(text);
+    assert!(text.contains("wave 2/3 done, next in 1m05s"), "{text}");
+    assert!(text.contains("held by a blackout for 30m00s"), "{text}");
+    assert!(text.contains("snapshot #6 is queued"), "{text}");
 }
 
 #[test]
