@@ -50,6 +50,6 @@ pub use preview::{GateVerdict, Preview, PreviewInput, RunChange, preview};
 pub use run_history::{RunHistory, RunOutcome, RunRecord, StageRecord};
 pub use status::{
     ClusterCondition, ClusterState, Condition, Phase, PolicyRef, PromotionStatus, RestoredStage,
-    RunFailure, StageStatus, WaveProgress,
+    RunFailure, StageAhead, StageStatus, WaveProgress,
 };
 pub use step::step;

@@ -447,6 +447,9 @@ impl StageRun<'_, '_> {
             .ok()
             .and_then(|d| provisioned_at.checked_add_signed(d))
             .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        if ends_at != DateTime::<Utc>::MAX_UTC {
+            self.st.delay_ends_at = Some(ends_at);
+        }
         if self.now >= ends_at {
             return Ok(());
         }

@@ -129,6 +129,21 @@ pub struct PromotionStatus {
     /// The recent runs, newest last, bounded (see `run_history`): what `tollgate timeline` draws.
     #[serde(default, skip_serializing_if = "RunHistory::is_empty")]
     pub runs: RunHistory,
+    /// The stages the current run has not reached yet, in spec order, with the snapshot their
+    /// profile still carries: a new run leaves later stages on the older snapshot until it
+    /// reaches them, and `stages` lists only the stages started in the current run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages_ahead: Vec<StageAhead>,
+}
+
+/// A stage the current run has not reached yet.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StageAhead {
+    pub name: String,
+    /// The snapshot its ClusterProfile carries (from an earlier run); `None`: it has none yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_index: Option<u64>,
 }
 
 /// How many superseded snapshot numbers the status keeps.
@@ -224,6 +239,7 @@ impl PromotionStatus {
             superseded_snapshots: Vec::new(),
             blackout_until: None,
             runs: RunHistory::default(),
+            stages_ahead: Vec::new(),
         }
     }
 
@@ -287,6 +303,10 @@ pub struct StageStatus {
     /// When the stage was first seen fully provisioned in this run; delays count from here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provisioned_at: Option<DateTime<Utc>>,
+    /// When the trigger's delay (the soak after provisioning) ends: `provisioned_at` + delay,
+    /// set once the delay is reached; the trigger is not in status, so nobody else can tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ends_at: Option<DateTime<Utc>>,
     /// The completion text at `provisioned_at` (for example "No matching clusters found …"),
     /// kept after later descriptions replace it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

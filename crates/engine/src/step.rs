@@ -29,7 +29,9 @@ use crate::output::{Action, EngineEvent, StepOutput};
 use crate::removal;
 use crate::rollback;
 use crate::stage::{Exceeded, Hold, StageProfiles, StageRun};
-use crate::status::{Phase, PolicyRef, PromotionStatus, RunFailure, StageStatus, runs_content_of};
+use crate::status::{
+    Phase, PolicyRef, PromotionStatus, RunFailure, StageAhead, StageStatus, runs_content_of,
+};
 use crate::waves;
 
 /// Event reasons (the note carries upstream's text where there is one).
@@ -314,6 +316,7 @@ impl<'i, 'a> Run<'i, 'a> {
     /// A stage failed under the run's policy. Halt: nothing further is applied, not even drift
     /// corrections. Rollback: restore the stages, then hold like a halt.
     fn failed_run(mut self) -> StepOutput {
+        self.note_stages_ahead();
         let Some(mut failure) = self.status.failure.take() else {
             return self.finish();
         };
@@ -413,6 +416,7 @@ impl<'i, 'a> Run<'i, 'a> {
 
     /// No actions; woken when a time-based hold ends.
     fn held_output_waking(mut self) -> StepOutput {
+        self.note_stages_ahead();
         let wake_at = self.effects.wake_at;
         self.status.next_wake_up = wake_at;
         StepOutput {
@@ -425,6 +429,7 @@ impl<'i, 'a> Run<'i, 'a> {
 
     /// No actions: the status and events only.
     fn held_output(mut self) -> StepOutput {
+        self.note_stages_ahead();
         self.status.next_wake_up = None;
         StepOutput {
             actions: Vec::new(),
@@ -694,6 +699,7 @@ impl<'i, 'a> Run<'i, 'a> {
             applied_spec_hash: hash,
             fresh_features,
             provisioned_at: None,
+            delay_ends_at: None,
             provisioned_message: None,
             post_delay_checks_applied: false,
             preverification: None,
@@ -875,6 +881,7 @@ impl<'i, 'a> Run<'i, 'a> {
 
     /// Deletions the current state calls for, then the status summary.
     fn finish(mut self) -> StepOutput {
+        self.note_stages_ahead();
         let mut deletes = self.stale_profiles();
         for name in std::mem::take(&mut self.effects.deletes) {
             if !deletes.contains(&name) {
@@ -901,6 +908,34 @@ impl<'i, 'a> Run<'i, 'a> {
             events: self.effects.events,
             wake_at: self.effects.wake_at,
         }
+    }
+
+    /// The stages after the current one that this run has not started, with the snapshot their
+    /// profile still carries, so that a new run does not hide what the later stages run.
+    fn note_stages_ahead(&mut self) {
+        let stages = &self.promotion.spec.stages;
+        let after = match &self.status.current_stage_name {
+            Some(current) => match stages.iter().position(|s| &s.name == current) {
+                Some(index) => index + 1,
+                None => stages.len(),
+            },
+            None => 0,
+        };
+        let ahead = stages
+            .iter()
+            .skip(after)
+            .filter(|stage| self.status.stage(&stage.name).is_none())
+            .map(|stage| StageAhead {
+                name: stage.name.clone(),
+                snapshot_index: self
+                    .observed()
+                    .profiles
+                    .get(&stage_profile_name(self.name(), &stage.name))
+                    .filter(|p| p.is_owned_by(self.name()) && !p.deleting)
+                    .and_then(|p| p.snapshot_index),
+            })
+            .collect();
+        self.status.stages_ahead = ahead;
     }
 
     /// Profiles of this promotion that must go: those of stages no longer in the spec, and every
