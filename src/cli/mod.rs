@@ -130,6 +130,19 @@ pub fn init_logging(global: &GlobalArgs) {
     }
 }
 
+/// Runs an async command to completion on a runtime of its own (the CLI's commands are
+/// synchronous at the top).
+pub fn block_on<T>(
+    command: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    use anyhow::Context as _;
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(command)
+}
+
 /// Writes `text` to stdout and flushes it. When the reader has gone away (`tollgate status |
 /// head -1`) this returns the `BrokenPipe` error instead of panicking as `print!` does; `main`
 /// then exits quietly (see [`is_broken_pipe`]).

@@ -265,11 +265,7 @@ fn parse_interval(text: &str) -> Result<Duration, String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    runtime.block_on(run_async(args))
+    super::block_on(run_async(args))
 }
 
 async fn run_async(args: Args) -> anyhow::Result<ExitCode> {

@@ -49,11 +49,7 @@ pub enum Output {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    runtime.block_on(run_async(args))
+    super::block_on(run_async(args))
 }
 
 async fn run_async(args: Args) -> anyhow::Result<ExitCode> {

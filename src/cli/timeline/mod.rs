@@ -77,11 +77,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "refusing to write a PNG to a terminal: give --output-file FILE or redirect stdout"
         );
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let Some(status) = runtime.block_on(fetch(&args))? else {
+    let Some(status) = super::block_on(fetch(&args))? else {
         eprintln!(
             "no promotion named {:?} (is the controller running against this cluster?)",
             args.name
