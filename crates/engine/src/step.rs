@@ -71,7 +71,24 @@ pub fn step(input: &StepInput<'_>) -> StepOutput {
     conditions::set_watch_health(&mut output.status, input.watch_problem, input.now);
     crate::run_history::record(input.status, &mut output.status, input.now);
     coalesce_handoffs(&mut output.events);
+    drop_unphased_stage_events(input.status, &mut output);
     output
+}
+
+/// Stage-progress events (Provisioning, Provisioned) only when the promotion's phase or run
+/// changed: an automatic handoff inside a Progressing run is in status (and told to
+/// notification endpoints), not worth an Event write each (API-server economy, issue #20).
+fn drop_unphased_stage_events(before: Option<&PromotionStatus>, output: &mut StepOutput) {
+    let Some(before) = before else {
+        return;
+    };
+    let after = &output.status;
+    if before.phase != after.phase || before.snapshot_index != after.snapshot_index {
+        return;
+    }
+    output
+        .events
+        .retain(|e| e.reason != reasons::PROVISIONING && e.reason != reasons::PROVISIONED);
 }
 
 /// A stage provisioned and the next one started in the same step is one transition: one event
