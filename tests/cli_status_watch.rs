@@ -31,6 +31,10 @@ struct Terminal {
 
 impl Terminal {
     fn start(kubeconfig: &Path) -> Terminal {
+        Terminal::start_with(kubeconfig, &[])
+    }
+
+    fn start_with(kubeconfig: &Path, extra: &[&str]) -> Terminal {
         let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).expect("openpt");
         grantpt(&master).expect("grantpt");
         unlockpt(&master).expect("unlockpt");
@@ -51,6 +55,7 @@ impl Terminal {
         let child = tollgate_binary()
             .args(["status", "--watch", "--kubeconfig"])
             .arg(kubeconfig)
+            .args(extra)
             .stdin(Stdio::from(slave.try_clone().expect("dup")))
             .stdout(Stdio::from(slave))
             .stderr(Stdio::inherit())
@@ -271,4 +276,36 @@ async fn piped_watch_output_is_plain_text_without_escape_sequences() {
         "escape sequences in piped output: {text:?}"
     );
     assert!(!text.contains("████"), "no live view when piped: {text}");
+}
+
+/// Watching a name that is not there says which and where to look; SIGTERM (what `kill` and a
+/// pod's shutdown send) ends the view with the cursor shown again, as Ctrl-C does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_name_is_named_and_sigterm_restores_the_cursor() {
+    let repo = TestRepo::new();
+    repo.write("manual.yaml", &manifest("3.5.2", "1s"));
+    repo.commit("Kyverno");
+    let world = World::start(repo, &fleet_yaml(1, "100ms")).await;
+    let terminal = Terminal::start_with(&world.kubeconfig(), &["no-such-promotion"]);
+    terminal
+        .eventually("the unknown name is named", |t| {
+            t.rows()
+                .iter()
+                .any(|r| r.contains("no promotion named \"no-such-promotion\""))
+                .then_some(())
+        })
+        .await;
+    let pid = terminal._child.0.id().to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    terminal
+        .eventually("the cursor is shown again after the last hide", |t| {
+            let raw = String::from_utf8_lossy(&lock(&t.raw)).to_string();
+            let hidden = raw.rfind("\x1b[?25l")?;
+            raw[hidden..].contains("\x1b[?25h").then_some(())
+        })
+        .await;
 }

@@ -98,12 +98,13 @@ async fn live_view(watched: &Watched<'_>, mut events: Events) -> anyhow::Result<
     let mut clock = Clock {
         now: Utc::now(),
         updated: Some(Utc::now()),
-        problem: None,
+        problem: absent(watched.name, &shown),
     };
     let mut screen = Screen::enter(std::io::stdout())?;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let interrupted = tokio::signal::ctrl_c();
+    // Ctrl-C or SIGTERM: the screen is restored (cursor shown) when `screen` drops.
+    let interrupted = crate::cli::run::shutdown_signal();
     tokio::pin!(interrupted);
     loop {
         tokio::select! {
@@ -119,7 +120,7 @@ async fn live_view(watched: &Watched<'_>, mut events: Events) -> anyhow::Result<
                             shown = fresh;
                             clock.updated = Some(Utc::now());
                         }
-                        clock.problem = None;
+                        clock.problem = absent(watched.name, &shown);
                     }
                     Err(error) => {
                         clock.problem = Some(format!("{error} [{target}] (retrying)"));
@@ -135,4 +136,12 @@ async fn live_view(watched: &Watched<'_>, mut events: Events) -> anyhow::Result<
         screen.draw(&live::frame(&shown, &clock, size), size.rows)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Watching one promotion that is not there (yet): say which, and where to look.
+fn absent(name: Option<&str>, shown: &[Shown]) -> Option<String> {
+    let name = name.filter(|_| shown.is_empty())?;
+    Some(format!(
+        "no promotion named {name:?} (yet): is the controller running against this cluster?"
+    ))
 }
