@@ -6,20 +6,13 @@ mod support;
 
 use serde_json::Value;
 use support::{TestRepo, World, tollgate_binary};
-use tollgate_fixtures::{FleetBuilder, cluster, fleet, policy, promotion, stage};
+use tollgate_fixtures::{FleetBuilder, cluster, fleet, fleet_of_envs, policy, promotion, stage};
 
 const WEB: &str = "web";
 const HELM_ERROR: &str = "values: replicas must be an integer";
 
-/// Two clusters per env (dev, staging, prod) in namespace `fleet`.
 fn three_envs() -> FleetBuilder {
-    let mut fleet = fleet().default_latency("50ms");
-    for env in ["dev", "staging", "prod"] {
-        for i in 1..=2 {
-            fleet = fleet.cluster(cluster(&format!("{env}-{i}")).ns("fleet").label("env", env));
-        }
-    }
-    fleet
+    fleet_of_envs(&["dev", "staging", "prod"], 2, "50ms")
 }
 
 fn web(chart: &str) -> String {

@@ -7,16 +7,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 use support::{TestRepo, World};
-use tollgate_fixtures::{FleetBuilder, cluster, fleet, policy, promotion, stage};
+use tollgate_fixtures::{FleetBuilder, fleet_of_envs, policy, promotion, stage};
 
 const WEB: &str = "web";
 
 fn three_envs() -> FleetBuilder {
-    let mut fleet = fleet().default_latency("50ms");
-    for env in ["dev", "staging", "prod"] {
-        fleet = fleet.cluster(cluster(&format!("{env}-1")).ns("fleet").label("env", env));
-    }
-    fleet
+    fleet_of_envs(&["dev", "staging", "prod"], 1, "50ms")
 }
 
 /// dev (auto, `dev_delay`) → staging (manual, unless `manual` is false) → prod.

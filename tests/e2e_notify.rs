@@ -18,7 +18,7 @@ use support::{TestRepo, World};
 use tempfile::TempDir;
 use tollgate::cluster::leader::LeaderGate;
 use tollgate::cluster::resources;
-use tollgate_fixtures::{FleetBuilder, PolicyBuilder, cluster, fleet, policy, promotion, stage};
+use tollgate_fixtures::{FleetBuilder, PolicyBuilder, fleet_of_envs, policy, promotion, stage};
 
 const WEB: &str = "web";
 const HMAC_KEY: &str = "notify-hmac-key";
@@ -137,13 +137,8 @@ impl Secrets {
     }
 }
 
-/// One cluster per env (dev, staging, prod) in namespace `fleet`.
 fn three_envs() -> FleetBuilder {
-    let mut fleet = fleet().default_latency("50ms");
-    for env in ["dev", "staging", "prod"] {
-        fleet = fleet.cluster(cluster(&format!("{env}-1")).ns("fleet").label("env", env));
-    }
-    fleet
+    fleet_of_envs(&["dev", "staging", "prod"], 1, "50ms")
 }
 
 fn web(chart: &str) -> String {
