@@ -28,7 +28,7 @@ use crate::observed::Observed;
 use crate::output::{Action, EngineEvent, StepOutput};
 use crate::removal;
 use crate::rollback;
-use crate::stage::{Exceeded, Hold, StageProfiles, StageRun};
+use crate::stage::{Exceeded, Hold, StageProfiles, StageRun, lowercase_first};
 use crate::status::{
     Phase, PolicyRef, PromotionStatus, RunFailure, StageAhead, StageStatus, runs_content_of,
 };
@@ -106,14 +106,6 @@ fn coalesce_handoffs(events: &mut Vec<EngineEvent>) {
         let provisioned = events.remove(done);
         let started = &mut events[next - 1];
         started.note = format!("{}; {}", provisioned.note, lowercase_first(&started.note));
-    }
-}
-
-fn lowercase_first(text: &str) -> String {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => String::new(),
     }
 }
 
