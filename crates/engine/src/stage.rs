@@ -213,31 +213,33 @@ impl StageRun<'_, '_> {
         let policy = policy.as_ref();
         // While waves remain, the reached waves' clusters are judged (the budget is theirs).
         let reached = waves::reached(self.st.waves.as_ref());
-        let judged: Option<Vec<String>> = match &reached {
-            Some(reached) => Some(reached.clone()),
-            None if policy.is_some() => self.st.members.clone(),
-            None => None,
-        };
         let deadline = policy
             .and_then(|p| p.progress_deadline)
             .and_then(|d| chrono::Duration::from_std(d).ok())
             .and_then(|d| self.st.applied_at.checked_add_signed(d));
-        let report = clusters::report(
-            &self.main_expectation(spec, reached.as_deref()),
-            self.observed,
-            &Judging {
-                members: policy.and(judged.as_deref()),
-                deadline,
-                deadline_text: policy.and_then(|p| p.progress_deadline).map(|d| {
-                    format!(
-                        "not Provisioned within the progressDeadline {}",
-                        format_go_duration(d)
-                    )
-                }),
-                now: self.now,
-                previous: &self.st.not_provisioned,
-            },
-        );
+        let (report, members) = {
+            let judged = match &reached {
+                Some(reached) => Some(reached.as_slice()),
+                None => self.st.members.as_deref(),
+            };
+            let report = clusters::report(
+                &self.main_expectation(spec, reached.as_deref()),
+                self.observed,
+                &Judging {
+                    members: policy.and(judged),
+                    deadline,
+                    deadline_text: policy.and_then(|p| p.progress_deadline).map(|d| {
+                        format!(
+                            "not Provisioned within the progressDeadline {}",
+                            format_go_duration(d)
+                        )
+                    }),
+                    now: self.now,
+                    previous: &self.st.not_provisioned,
+                },
+            );
+            (report, judged.map_or(0, <[String]>::len))
+        };
         report.write_counts(&mut self.st.counts);
         self.tell_timed_out(&report);
         self.st.deadline = deadline;
@@ -247,7 +249,6 @@ impl StageRun<'_, '_> {
             self.st.not_provisioned = report.listed;
             return Ok(completion.complete);
         };
-        let members = judged.as_ref().map_or(0, Vec::len);
         let canary = self
             .st
             .waves
