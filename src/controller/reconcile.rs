@@ -216,14 +216,10 @@ pub async fn reconcile(
     let status_written = persist(ctx, name, &file, persisted.as_ref(), &status).await?;
     if status_written {
         ctx.progress_writes.written(name, now);
-    }
-    if status_written {
-        let before = persisted.as_ref().and_then(|p| p.status.as_ref());
         ctx.metrics.observe_step(name, before, &status);
     }
     // A stage transition: another current stage, or the same one started by a new run.
-    let previous = persisted.as_ref().and_then(|p| p.status.as_ref());
-    let started = previous.is_none_or(|p| {
+    let started = before.is_none_or(|p| {
         p.current_stage_name != status.current_stage_name
             || p.snapshot_index != status.snapshot_index
     });
@@ -247,9 +243,9 @@ pub async fn reconcile(
             promotion: name,
             uid: uid.as_deref(),
             policy: policy.as_deref(),
-            previous,
+            previous: before,
             next: &status,
-            author: author_of(history, status.snapshot_commit.as_deref()),
+            history,
         });
     }
     Ok(Outcome::Stepped {
@@ -371,14 +367,6 @@ async fn persist(
 }
 
 /// The author of the commit that introduced the run's snapshot.
-fn author_of<'h>(history: &'h [Snapshot], commit: Option<&str>) -> Option<&'h str> {
-    let commit = commit?;
-    history
-        .iter()
-        .find(|s| s.commit.sha == commit)
-        .map(|s| s.commit.author.as_str())
-}
-
 /// Every profile name the promotion could own: so that a foreign profile holding one is seen.
 fn generated_names(promotion: &str, desired: &Desired<'_>) -> Vec<String> {
     let snapshot = match desired {

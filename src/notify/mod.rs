@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 use tollgate_engine::PromotionStatus;
 use tollgate_engine::notices::notices;
 use tollgate_model::policy::{NotifyEndpoint, RolloutPolicy};
+use tollgate_model::snapshot::Snapshot;
 use tracing::warn;
 
 use crate::cluster::events::EventPublisher;
@@ -55,8 +56,18 @@ pub struct Step<'a> {
     pub policy: Option<&'a RolloutPolicy>,
     pub previous: Option<&'a PromotionStatus>,
     pub next: &'a PromotionStatus,
-    /// Author of the commit of the run's snapshot (from git).
-    pub author: Option<&'a str>,
+    /// The promotion's snapshots in git: the author of the run's commit is read from them, only
+    /// when something is told.
+    pub history: &'a [Snapshot],
+}
+
+/// The author of `commit`, from the promotion's snapshots.
+fn author_of<'h>(history: &'h [Snapshot], commit: Option<&str>) -> Option<&'h str> {
+    let commit = commit?;
+    history
+        .iter()
+        .find(|s| s.commit.sha == commit)
+        .map(|s| s.commit.author.as_str())
 }
 
 impl Notifier {
@@ -124,6 +135,10 @@ impl Notifier {
             return;
         }
         let told = notices(step.promotion, step.previous, step.next);
+        let author = match told.is_empty() {
+            true => None,
+            false => author_of(step.history, step.next.snapshot_commit.as_deref()),
+        };
         for notice in told {
             for endpoint in &policy.spec.notify {
                 if !endpoint.events.contains(&notice.kind)
@@ -134,7 +149,7 @@ impl Notifier {
                 let delivery = Delivery {
                     notice: notice.clone(),
                     context: payload::Context {
-                        author: step.author.map(str::to_string),
+                        author: author.map(str::to_string),
                         target_url: endpoint.target_url.clone(),
                     },
                     uid: step.uid.map(str::to_string),
