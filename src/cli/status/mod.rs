@@ -89,7 +89,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
 
 /// The GitPromotions to show. Errors are classified as `run`'s preflight does, so a missing CRD
 /// or a forbidden verb reads as a plain hint, not as a raw API error.
-async fn fetch(
+pub(super) async fn fetch(
     api: &Api<DynamicObject>,
     name: Option<&str>,
 ) -> Result<Vec<DynamicObject>, ClusterError> {

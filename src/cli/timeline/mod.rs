@@ -14,13 +14,11 @@ use std::time::Duration;
 use anyhow::Context as _;
 use chrono::Utc;
 use kube::api::{Api, DynamicObject};
-use serde::Deserialize as _;
-use serde_json::Value;
 use tollgate_engine::{PromotionStatus, RunRecord};
 use tollgate_model::duration::parse_go_duration;
 
 use super::connect::{self, ClusterArgs};
-use crate::cluster::errors::classify;
+use super::status::Shown;
 use crate::cluster::resources;
 
 #[derive(clap::Args, Debug)]
@@ -102,28 +100,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// The promotion's status: `None` when there is no such GitPromotion, `Some(None)` when it has no
 /// status yet.
 async fn fetch(args: &Args) -> anyhow::Result<Option<Option<PromotionStatus>>> {
-    let client = connect::client(&args.cluster).await?;
-    let api: Api<DynamicObject> = Api::all_with(client, &resources::git_promotion());
-    let object = match api.get(&args.name).await {
-        Ok(object) => object,
-        // A 404 naming the object: the type is served, this promotion is not there.
-        Err(kube::Error::Api(status))
-            if status.code == 404
-                && status.details.as_ref().is_some_and(|d| !d.name.is_empty()) =>
-        {
-            return Ok(None);
-        }
-        Err(error) => return Err(classify(error, "get", "gitpromotions", &args.name).into()),
+    let connection = connect::connect(&args.cluster).await?;
+    let api: Api<DynamicObject> = Api::all_with(connection.client, &resources::git_promotion());
+    let objects = super::status::fetch(&api, Some(&args.name))
+        .await
+        .with_context(|| format!("reading GitPromotions from {}", connection.target))?;
+    let Some(object) = objects.first() else {
+        return Ok(None);
     };
-    let status = match object.data.get("status") {
-        None | Some(Value::Null) => None,
-        Some(value) => Some(PromotionStatus::deserialize(value).with_context(|| {
-            format!(
-                "the status of GitPromotion {} is unreadable by this version of tollgate",
-                args.name
-            )
-        })?),
-    };
+    let status = Shown::of(object).status.map_err(|error| {
+        anyhow::anyhow!(
+            "the status of GitPromotion {} is unreadable by this version of tollgate: {error}",
+            args.name
+        )
+    })?;
     Ok(Some(status))
 }
 
