@@ -164,6 +164,15 @@ fn webhook_policy(receiver: &Receiver, secrets: &Secrets) -> PolicyBuilder {
     policy("fleet-defaults").notify("hook", "webhook", &file, ALL_EVENTS)
 }
 
+/// A repository with web 1.0.0 and a policy telling every event to `receiver`'s generic webhook.
+fn web_with_hook(receiver: &Receiver, secrets: &Secrets) -> TestRepo {
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0"));
+    repo.write("policy.yaml", &webhook_policy(receiver, secrets).to_yaml());
+    repo.commit("web 1.0.0");
+    repo
+}
+
 /// (event, stage) of every generic webhook payload received, in order.
 fn told(receiver: &Receiver) -> Vec<(String, String)> {
     receiver
@@ -510,13 +519,7 @@ async fn a_restart_mid_rollout_and_a_drift_after_it_tell_nothing_twice() {
 async fn a_new_leader_does_not_repeat_what_the_old_one_told() {
     let receiver = Receiver::start(Answer::Ok).await;
     let secrets = Secrets::new();
-    let repo = TestRepo::new();
-    repo.write("web.yaml", &web("1.0.0"));
-    repo.write(
-        "policy.yaml",
-        &webhook_policy(&receiver, &secrets).to_yaml(),
-    );
-    repo.commit("web 1.0.0");
+    let repo = web_with_hook(&receiver, &secrets);
     let world = World::without_controller(repo, &three_envs().to_yaml()).await;
     let first = LeaderGate::always();
     let second = LeaderGate::always();
@@ -546,13 +549,7 @@ async fn a_new_leader_does_not_repeat_what_the_old_one_told() {
 async fn a_receiver_answering_500_then_200_gets_the_notice_again() {
     let receiver = Receiver::start(Answer::FailFirst).await;
     let secrets = Secrets::new();
-    let repo = TestRepo::new();
-    repo.write("web.yaml", &web("1.0.0"));
-    repo.write(
-        "policy.yaml",
-        &webhook_policy(&receiver, &secrets).to_yaml(),
-    );
-    repo.commit("web 1.0.0");
+    let repo = web_with_hook(&receiver, &secrets);
     let world = World::start(repo, &three_envs().to_yaml()).await;
     world.wait_phase(WEB, "Completed").await;
     let told = wait_told(&world, &receiver, 8).await;
@@ -573,13 +570,7 @@ async fn a_receiver_answering_500_then_200_gets_the_notice_again() {
 async fn a_4xx_answer_is_not_retried_and_counts_as_failed() {
     let receiver = Receiver::start(Answer::Refuse).await;
     let secrets = Secrets::new();
-    let repo = TestRepo::new();
-    repo.write("web.yaml", &web("1.0.0"));
-    repo.write(
-        "policy.yaml",
-        &webhook_policy(&receiver, &secrets).to_yaml(),
-    );
-    repo.commit("web 1.0.0");
+    let repo = web_with_hook(&receiver, &secrets);
     let world = World::start(repo, &three_envs().to_yaml()).await;
     world.wait_phase(WEB, "Completed").await;
     // Each notice is given up on only after its last attempt: once all 7 failed, every attempt
@@ -657,13 +648,7 @@ async fn an_unreadable_secret_file_is_a_visible_refusal_and_the_rollout_goes_on(
 async fn only_the_leader_tells() {
     let receiver = Receiver::start(Answer::Ok).await;
     let secrets = Secrets::new();
-    let repo = TestRepo::new();
-    repo.write("web.yaml", &web("1.0.0"));
-    repo.write(
-        "policy.yaml",
-        &webhook_policy(&receiver, &secrets).to_yaml(),
-    );
-    repo.commit("web 1.0.0");
+    let repo = web_with_hook(&receiver, &secrets);
     let world = World::without_controller(repo, &three_envs().to_yaml()).await;
     let leader = LeaderGate::always();
     let follower = LeaderGate::always();
