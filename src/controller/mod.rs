@@ -221,9 +221,11 @@ pub async fn start(
     });
     let task = tokio::spawn(async move {
         let mut state = LoopState::new(config, leader);
+        let notifier = ctx.notifier.clone();
         state
             .run(ctx, git_rx, touch_rx, ready_tx, shutdown_rx)
             .await;
+        notifier.drain(NOTIFY_DRAIN_TIMEOUT).await;
         drop(git);
         for watch in watches {
             watch.abort();
@@ -231,6 +233,9 @@ pub async fn start(
     });
     Ok((handle, task))
 }
+
+/// How long a graceful stop waits for queued notifications.
+const NOTIFY_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The longest one promotion's step may take (a few API requests, normally milliseconds).
 const STEP_TIMEOUT: Duration = Duration::from_secs(20);

@@ -19,8 +19,10 @@ pub mod worker;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tollgate_engine::PromotionStatus;
 use tollgate_engine::notices::notices;
 use tollgate_model::policy::{NotifyEndpoint, RolloutPolicy};
@@ -47,6 +49,8 @@ struct Inner {
     /// By `<policy>/<endpoint>`: the endpoint's configuration and its queue. A changed
     /// configuration gets a new worker (the old one ends once its queue is empty).
     workers: Mutex<HashMap<String, (NotifyEndpoint, mpsc::Sender<Delivery>)>>,
+    /// Every worker started, for [`Notifier::drain`].
+    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// What the controller knows when it persisted a step.
@@ -116,7 +120,35 @@ impl Notifier {
                 shared,
                 capacity: capacity.max(1),
                 workers: Mutex::new(HashMap::new()),
+                tasks: Mutex::new(Vec::new()),
             })),
+        }
+    }
+
+    /// On a graceful stop: closes every queue and waits, at most `within`, for the workers to
+    /// deliver what is queued (a stop between a persisted step and its delivery would otherwise
+    /// lose the notice: the next process does not tell a persisted transition again).
+    pub async fn drain(&self, within: Duration) {
+        let Some(inner) = &self.inner else {
+            return;
+        };
+        inner
+            .workers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        let tasks = std::mem::take(&mut *inner.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        let waiting = tasks.iter().filter(|task| !task.is_finished()).count();
+        if waiting == 0 {
+            return;
+        }
+        let all = futures::future::join_all(tasks);
+        if tokio::time::timeout(within, all).await.is_err() {
+            warn!(
+                endpoints = waiting,
+                waited_s = within.as_secs(),
+                "stopping with notifications still queued; they are not sent"
+            );
         }
     }
 
@@ -171,8 +203,12 @@ impl Inner {
             match current {
                 Some((_, queue)) => queue.clone(),
                 None => {
-                    let queue = worker::spawn(endpoint.clone(), self.shared.clone(), self.capacity);
+                    let (queue, task) =
+                        worker::spawn(endpoint.clone(), self.shared.clone(), self.capacity);
                     workers.insert(slot, (endpoint.clone(), queue.clone()));
+                    let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+                    tasks.retain(|task| !task.is_finished());
+                    tasks.push(task);
                     queue
                 }
             }
@@ -192,6 +228,7 @@ impl Inner {
 mod tests {
     use super::*;
     use chrono::Utc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use tollgate_engine::Notice;
     use tollgate_model::policy::{NotifyEvent, NotifyType};
 
@@ -225,13 +262,41 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_full_queue_drops_and_counts_instead_of_waiting() {
-        let addr = hanging_receiver().await;
-        let dir = tempfile::tempdir().expect("temp dir");
-        let secret = dir.path().join("hook");
-        std::fs::write(&secret, format!("http://{addr}/hook\nkey\n")).expect("secret");
-        // The cluster is never reached: the deliveries never complete.
+    /// A loopback receiver that answers 200 to each request after `delay`, counting them.
+    async fn slow_receiver(delay: Duration) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let answered = Arc::new(AtomicUsize::new(0));
+        let count = answered.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let count = count.clone();
+                tokio::spawn(async move {
+                    let mut request = Vec::new();
+                    let mut buffer = [0u8; 4096];
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buffer).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buffer[..n]),
+                        }
+                    }
+                    tokio::time::sleep(delay).await;
+                    let answer =
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+                    if stream.write_all(answer).await.is_ok() {
+                        count.fetch_add(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        (addr, answered)
+    }
+
+    fn notifier_for_tests(capacity: usize) -> (Notifier, Arc<Metrics>) {
+        // The cluster is never reached: recording a delivery fails, which costs nothing here.
         let client = kube::Client::try_from(kube::Config::new(
             "http://127.0.0.1:9".parse().expect("uri"),
         ))
@@ -244,16 +309,53 @@ mod tests {
             EventPublisher::new(client, None, true),
             metrics.clone(),
             leader,
-            1,
+            capacity,
         );
-        let endpoint = NotifyEndpoint {
+        (notifier, metrics)
+    }
+
+    fn webhook(dir: &tempfile::TempDir, addr: std::net::SocketAddr) -> NotifyEndpoint {
+        let secret = dir.path().join("hook");
+        std::fs::write(&secret, format!("http://{addr}/hook\nkey\n")).expect("secret");
+        NotifyEndpoint {
             name: "hook".into(),
             kind: NotifyType::Webhook,
             address_secret_file: secret.to_string_lossy().into_owned(),
             events: vec![NotifyEvent::StageStarted],
             target_url: None,
             timeout: None,
-        };
+        }
+    }
+
+    #[tokio::test]
+    async fn a_graceful_stop_delivers_what_is_queued() {
+        let (addr, answered) = slow_receiver(Duration::from_millis(200)).await;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let endpoint = webhook(&dir, addr);
+        let (notifier, _) = notifier_for_tests(16);
+        let inner = notifier.inner.as_ref().expect("enabled");
+        for id in ["a", "b", "c"] {
+            let delivery = Delivery {
+                notice: notice(id),
+                context: payload::Context::default(),
+                uid: None,
+            };
+            inner.queue("p", &endpoint, delivery);
+        }
+        notifier.drain(Duration::from_secs(30)).await;
+        assert_eq!(
+            answered.load(Ordering::SeqCst),
+            3,
+            "all three sent before drain returned"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_drops_and_counts_instead_of_waiting() {
+        let addr = hanging_receiver().await;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let endpoint = webhook(&dir, addr);
+        let (notifier, metrics) = notifier_for_tests(1);
         let inner = notifier.inner.as_ref().expect("enabled");
         for id in ["a", "b", "c", "d"] {
             let delivery = Delivery {

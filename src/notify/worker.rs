@@ -57,11 +57,16 @@ pub struct Shared {
     pub leader: LeaderGate,
 }
 
-/// Starts the worker of `endpoint` with a queue of `capacity`; it ends when the sender is dropped.
-pub fn spawn(endpoint: NotifyEndpoint, shared: Shared, capacity: usize) -> mpsc::Sender<Delivery> {
+/// Starts the worker of `endpoint` with a queue of `capacity`; it ends when the sender is dropped
+/// and the queue is empty.
+pub fn spawn(
+    endpoint: NotifyEndpoint,
+    shared: Shared,
+    capacity: usize,
+) -> (mpsc::Sender<Delivery>, tokio::task::JoinHandle<()>) {
     let (queue, received) = mpsc::channel(capacity);
-    tokio::spawn(run(endpoint, shared, received));
-    queue
+    let task = tokio::spawn(run(endpoint, shared, received));
+    (queue, task)
 }
 
 async fn run(endpoint: NotifyEndpoint, shared: Shared, mut received: mpsc::Receiver<Delivery>) {
