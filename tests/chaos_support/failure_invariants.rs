@@ -4,7 +4,8 @@
 //!   snapshot or an older one (a new commit's snapshot is newer);
 //! - no stage fails with fewer failures than its budget allows, nor on timed-out clusters before
 //!   its deadline;
-//! - a stage the status calls restored carries, as last applied, the snapshot it was restored to.
+//! - a stage the status calls restored carries, as last applied, the snapshot it was restored to;
+//! - a rollback never restores a stage to the rejected snapshot itself.
 
 use std::collections::HashMap;
 
@@ -38,6 +39,15 @@ pub enum FailureViolation {
         at: DateTime<Utc>,
         to: u64,
         last: Option<u64>,
+    },
+    #[error(
+        "{promotion}: at {at} the rollback of snapshot {rejected} restores stage {stage} to that same snapshot"
+    )]
+    RollbackToRejected {
+        promotion: String,
+        stage: String,
+        at: DateTime<Utc>,
+        rejected: u64,
     },
     #[error(
         "{promotion}: stage {stage} failed at {at} with {failures} failed/timed-out clusters, within its budget of {allowed}"
@@ -91,6 +101,12 @@ pub fn check_failures(log: &[WriteRecord]) -> Vec<FailureViolation> {
             let Some(snapshot) = failure["snapshotIndex"].as_u64() else {
                 continue;
             };
+            violations.extend(check_rollback_targets(
+                &record.name,
+                record.time,
+                snapshot,
+                failure,
+            ));
             let known = failed.entry(record.name.clone()).or_default();
             if known.iter().any(|f| f.snapshot == snapshot) {
                 continue;
@@ -164,6 +180,24 @@ fn check_restored(
                 to,
                 last,
             })
+        })
+        .collect()
+}
+
+/// No stage is to be restored to the snapshot being rolled back.
+fn check_rollback_targets(
+    promotion: &str,
+    at: DateTime<Utc>,
+    rejected: u64,
+    failure: &Value,
+) -> Vec<FailureViolation> {
+    let plan = failure["rollback"].as_array().into_iter().flatten();
+    plan.filter(|r| r["toSnapshot"].as_u64() == Some(rejected))
+        .map(|r| FailureViolation::RollbackToRejected {
+            promotion: promotion.to_string(),
+            stage: r["name"].as_str().unwrap_or_default().to_string(),
+            at,
+            rejected,
         })
         .collect()
 }
@@ -315,6 +349,25 @@ mod tests {
         ));
         let right = [apply(0, 2), apply(1, 1), restored(2)];
         assert_eq!(check_failures(&right), vec![]);
+    }
+
+    #[test]
+    fn a_rollback_to_the_rejected_snapshot_is_caught() {
+        let rolling_back = |to: u64| {
+            record(
+                1,
+                "gitpromotions.tollgate.dev",
+                "p",
+                json!({"status": {"snapshotIndex": 2, "stages": [],
+                    "failure": {"stage": "s1", "snapshotIndex": 2, "onFailure": "Rollback",
+                        "rollback": [{"name": "s1", "toSnapshot": to}]}}}),
+            )
+        };
+        assert!(matches!(
+            check_failures(&[apply(0, 2), rolling_back(2)])[..],
+            [FailureViolation::RollbackToRejected { rejected: 2, .. }]
+        ));
+        assert_eq!(check_failures(&[apply(0, 2), rolling_back(1)]), vec![]);
     }
 
     #[test]

@@ -689,12 +689,7 @@ impl<'i, 'a> Run<'i, 'a> {
         let spec = waves::main_spec(self.snapshot, stage, &[], waves.as_ref());
         let hash = spec_hash(&spec);
         let fresh_features = self.fresh_features(&profile, &spec, &hash);
-        let replaced_snapshot = self
-            .observed()
-            .profiles
-            .get(&profile)
-            .filter(|p| p.is_owned_by(self.name()) && !p.deleting)
-            .and_then(|p| p.snapshot_index);
+        let replaced_snapshot = self.replaced_snapshot(&stage.name, &profile);
         self.status.stages.push(StageStatus {
             name: stage.name.clone(),
             last_update_reconciled_time: Some(now),
@@ -916,6 +911,32 @@ impl<'i, 'a> Run<'i, 'a> {
             status: self.status,
             events: self.effects.events,
             wake_at: self.effects.wake_at,
+        }
+    }
+
+    /// What the stage's profile carried before this run entered the stage (what a rollback
+    /// restores). A profile that already carries this run's snapshot was applied by an earlier
+    /// step of this run whose status was never persisted (a conflict, an outage); what it
+    /// replaced is then what the persisted status says the stage ran.
+    fn replaced_snapshot(&self, stage: &str, profile: &str) -> Option<u64> {
+        let carried = self
+            .observed()
+            .profiles
+            .get(profile)
+            .filter(|p| p.is_owned_by(self.name()) && !p.deleting)
+            .and_then(|p| p.snapshot_index)?;
+        if carried != self.snapshot.index {
+            return Some(carried);
+        }
+        let persisted = self.input.status?;
+        match persisted.stage(stage) {
+            Some(entry) if entry.snapshot_index == self.snapshot.index => entry.replaced_snapshot,
+            Some(entry) => Some(entry.snapshot_index),
+            None => persisted
+                .stages_ahead
+                .iter()
+                .find(|ahead| ahead.name == stage)
+                .and_then(|ahead| ahead.snapshot_index),
         }
     }
 

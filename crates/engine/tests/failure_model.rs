@@ -326,3 +326,27 @@ fn an_empty_stage_is_skipped_and_says_so() {
     assert!(!h.stage_status("s1").skipped);
     assert!(reasons(&h).contains(&"StageSkipped"));
 }
+
+/// A step that applied a stage's profile and then failed to persist its status (a 409, an
+/// outage) leaves the profile carrying the run's own snapshot. The retried step must not take
+/// that for what the stage ran before: a rollback would "restore" the rejected snapshot and wait
+/// forever for clusters that reject it.
+#[test]
+fn a_stage_applied_by_an_unpersisted_step_is_not_its_own_predecessor() {
+    let mut h = Harness::new(three_stages("9.9.9"));
+    h.world.policy = Some(policy(json!({"maxFailures": 0, "onFailure": "Rollback"})));
+    h.world.failing_clusters.insert("s2-1".into());
+    h.step();
+    h.world.sveltos();
+    let entering_s2 = h.step_failing();
+    assert_eq!(applies(&entering_s2.actions), [profile_name("s2")]);
+    for action in &entering_s2.actions {
+        h.world.execute(action);
+    }
+    h.settle();
+    let status = h.status();
+    assert_eq!(status.phase, Phase::RolledBack, "{:?}", status.message);
+    assert_eq!(h.stage_status("s2").replaced_snapshot, None);
+    assert!(!h.has_profile(&profile_name("s2")));
+    assert!(!h.has_profile(&profile_name("s1")));
+}
