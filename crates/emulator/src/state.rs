@@ -17,7 +17,7 @@ use crate::registry::{CRD_QUALIFIED_PLURAL, Registry, ResourceType};
 use crate::schema_validation::SchemaAdmission;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::stand_in_inbox::{StandInChange, StandInInbox};
-use crate::store::{ChangeKind, ObjectKey, Store};
+use crate::store::{ChangeKind, ObjectKey, Store, Stored};
 use crate::write_log::{LoggedWrite, WriteLog};
 
 /// The kind of a PATCH body.
@@ -52,7 +52,7 @@ impl Target<'_> {
         }
     }
 
-    fn key(&self, name: &str) -> ObjectKey {
+    pub fn key(&self, name: &str) -> ObjectKey {
         ObjectKey {
             resource: self.resource.qualified_plural(),
             namespace: if self.resource.namespaced {
@@ -72,35 +72,36 @@ impl Target<'_> {
     }
 }
 
-/// A LIST answer; the items are the stored versions themselves.
+/// A LIST answer; the items are the stored versions themselves, with their JSON.
 #[derive(Debug, Clone)]
 pub struct ObjectList {
     pub kind: String,
     pub api_version: String,
     pub metadata: Value,
-    pub items: Vec<Arc<Value>>,
-}
-
-#[derive(serde::Serialize)]
-struct ObjectListWire<'a> {
-    kind: &'a str,
-    #[serde(rename = "apiVersion")]
-    api_version: &'a str,
-    metadata: &'a Value,
-    items: Vec<&'a Value>,
+    pub items: Vec<Stored>,
 }
 
 impl ObjectList {
-    /// The list as the API sends it, serialised straight from the shared items.
+    /// The list as the API sends it: the items' JSON, serialised at commit, put together.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let wire = ObjectListWire {
-            kind: &self.kind,
-            api_version: &self.api_version,
-            metadata: &self.metadata,
-            items: self.items.iter().map(|item| &**item).collect(),
-        };
-        // Serialising a Value-backed struct into memory cannot fail.
-        serde_json::to_vec(&wire).unwrap_or_default()
+        let items_length: usize = self.items.iter().map(|item| item.json.len() + 1).sum();
+        let mut bytes = Vec::with_capacity(items_length + 256);
+        // Writing strings and a Value into memory cannot fail.
+        bytes.extend_from_slice(b"{\"kind\":");
+        let _ = serde_json::to_writer(&mut bytes, &self.kind);
+        bytes.extend_from_slice(b",\"apiVersion\":");
+        let _ = serde_json::to_writer(&mut bytes, &self.api_version);
+        bytes.extend_from_slice(b",\"metadata\":");
+        let _ = serde_json::to_writer(&mut bytes, &self.metadata);
+        bytes.extend_from_slice(b",\"items\":[");
+        for (index, item) in self.items.iter().enumerate() {
+            if index > 0 {
+                bytes.push(b',');
+            }
+            bytes.extend_from_slice(&item.json);
+        }
+        bytes.extend_from_slice(b"]}");
+        bytes
     }
 
     /// The list as one JSON value (copies every item).
@@ -109,7 +110,7 @@ impl ObjectList {
             "kind": self.kind,
             "apiVersion": self.api_version,
             "metadata": self.metadata,
-            "items": self.items.iter().map(|item| Value::clone(item)).collect::<Vec<_>>(),
+            "items": self.items.iter().map(|item| Value::clone(&item.object)).collect::<Vec<_>>(),
         })
     }
 }
@@ -252,10 +253,11 @@ impl ApiState {
         let mut items = Vec::new();
         let mut last_key = None;
         let mut remaining = 0usize;
-        for (key, object) in self
+        for (key, stored) in self
             .store
-            .range_shared(&resource, namespace, after.as_ref())
+            .range_stored(&resource, namespace, after.as_ref())
         {
+            let object = &*stored.object;
             if !(options.labels.matches(object) && options.fields.matches(object)) {
                 continue;
             }
@@ -263,7 +265,7 @@ impl ApiState {
                 remaining += 1;
                 continue;
             }
-            items.push(Arc::clone(object));
+            items.push(stored.clone());
             last_key = Some(key.clone());
         }
         let mut metadata = json!({"resourceVersion": list_version.to_string()});

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -29,15 +30,47 @@ pub enum ChangeKind {
     Deleted,
 }
 
+/// One committed version of an object, with its JSON serialised once at commit for every
+/// reader: get, list, every watcher and the write's own answer share these bytes.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub object: Arc<Value>,
+    pub json: Bytes,
+}
+
+impl Stored {
+    pub fn new(object: Arc<Value>) -> Self {
+        // Serialising a Value into memory cannot fail.
+        let json = Bytes::from(serde_json::to_vec(&*object).unwrap_or_default());
+        Self { object, json }
+    }
+}
+
+/// What watch selectors read of an object (they select on metadata name, namespace and labels
+/// only): kept in the history instead of the whole object, so old versions cost their JSON
+/// bytes and this, not a parsed tree.
+fn selection_view(object: &Value) -> Value {
+    let metadata = &object["metadata"];
+    let mut view = serde_json::Map::new();
+    for field in ["name", "namespace", "labels"] {
+        if let Some(value) = metadata.get(field) {
+            view.insert(field.to_string(), value.clone());
+        }
+    }
+    json!({ "metadata": view })
+}
+
 /// One committed change, kept in the history so watches can resume from a resourceVersion.
 #[derive(Debug, Clone)]
 pub struct Change {
     pub resource_version: u64,
     pub resource: String,
     pub kind: ChangeKind,
-    /// Shared with the store and with every watch it went out to: one copy per version.
-    pub object: Arc<Value>,
-    pub previous: Option<Arc<Value>>,
+    /// [`selection_view`] of the new version and of the one before.
+    pub view: Value,
+    pub previous_view: Option<Value>,
+    /// The new version's JSON, shared with the store and with every watch it went out to.
+    pub json: Bytes,
 }
 
 /// What a watch selects.
@@ -64,8 +97,11 @@ impl WatchFilter {
         if change.resource != self.resource {
             return None;
         }
-        let now = self.selects(&change.object);
-        let before = change.previous.as_ref().is_some_and(|p| self.selects(p));
+        let now = self.selects(&change.view);
+        let before = change
+            .previous_view
+            .as_ref()
+            .is_some_and(|p| self.selects(p));
         match (change.kind, before, now) {
             (ChangeKind::Added, _, true) => Some("ADDED"),
             (ChangeKind::Deleted, _, true) => Some("DELETED"),
@@ -77,8 +113,8 @@ impl WatchFilter {
     }
 }
 
-/// One watch event: its type and the object.
-pub type WatchEvent = (&'static str, Arc<Value>);
+/// One watch event: its type and the object's JSON.
+pub type WatchEvent = (&'static str, Bytes);
 
 struct Watcher {
     filter: WatchFilter,
@@ -102,7 +138,7 @@ pub const RESTART_GAP: u64 = 1_000_000;
 /// The object store.
 pub struct Store {
     resource_version: u64,
-    objects: BTreeMap<ObjectKey, Arc<Value>>,
+    objects: BTreeMap<ObjectKey, Stored>,
     /// `plural.group` → its retained changes.
     history: HashMap<String, TypeHistory>,
     /// Changes retained per resource type.
@@ -140,12 +176,17 @@ impl Store {
     }
 
     pub fn get(&self, key: &ObjectKey) -> Option<&Value> {
-        self.objects.get(key).map(|v| &**v)
+        self.objects.get(key).map(|v| &*v.object)
     }
 
     /// The stored version itself, shared (no copy).
     pub fn get_shared(&self, key: &ObjectKey) -> Option<Arc<Value>> {
-        self.objects.get(key).cloned()
+        self.objects.get(key).map(|v| Arc::clone(&v.object))
+    }
+
+    /// The stored version with its JSON.
+    pub fn get_stored(&self, key: &ObjectKey) -> Option<&Stored> {
+        self.objects.get(key)
     }
 
     /// Objects of a type, optionally in one namespace, in (namespace, name) order, starting after
@@ -156,17 +197,17 @@ impl Store {
         namespace: Option<&'a str>,
         after: Option<&ObjectKey>,
     ) -> impl Iterator<Item = (&'a ObjectKey, &'a Value)> + 'a {
-        self.range_shared(resource, namespace, after)
-            .map(|(k, v)| (k, &**v))
+        self.range_stored(resource, namespace, after)
+            .map(|(k, v)| (k, &*v.object))
     }
 
-    /// Like [`Store::range`], handing out the shared stored versions.
-    pub fn range_shared<'a>(
+    /// Like [`Store::range`], handing out the stored versions with their JSON.
+    pub fn range_stored<'a>(
         &'a self,
         resource: &'a str,
         namespace: Option<&'a str>,
         after: Option<&ObjectKey>,
-    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Arc<Value>)> + 'a {
+    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Stored)> + 'a {
         let start = after.cloned().unwrap_or(ObjectKey {
             resource: resource.to_string(),
             namespace: namespace.unwrap_or_default().to_string(),
@@ -181,11 +222,12 @@ impl Store {
     }
 
     pub fn all_objects(&self) -> impl Iterator<Item = (&ObjectKey, &Value)> {
-        self.objects.iter().map(|(k, v)| (k, &**v))
+        self.objects.iter().map(|(k, v)| (k, &*v.object))
     }
 
     /// Stores (or removes, for `Deleted`) an object whose `metadata.resourceVersion` is already
-    /// `resource_version`, records the change and fans it out to open watches.
+    /// `resource_version`, records the change and fans it out to open watches. Returns the
+    /// committed version with its JSON, serialised here once for every reader.
     pub fn commit(
         &mut self,
         key: ObjectKey,
@@ -193,28 +235,29 @@ impl Store {
         object: Arc<Value>,
         previous: Option<Arc<Value>>,
         resource_version: u64,
-    ) {
+    ) -> Stored {
+        let stored = Stored::new(object);
         match kind {
             ChangeKind::Deleted => {
                 self.objects.remove(&key);
             }
             _ => {
-                self.objects.insert(key.clone(), object.clone());
+                self.objects.insert(key.clone(), stored.clone());
             }
         }
         let change = Arc::new(Change {
             resource_version,
             resource: key.resource,
             kind,
-            object,
-            previous,
+            view: selection_view(&stored.object),
+            previous_view: previous.as_deref().map(selection_view),
+            json: stored.json.clone(),
         });
-        let shared = &change.object;
         self.watchers
             .retain_mut(|w| match w.filter.event_for(&change) {
                 Some(event) => {
                     w.seen = resource_version;
-                    w.sender.send((event, Arc::clone(shared))).is_ok()
+                    w.sender.send((event, change.json.clone())).is_ok()
                 }
                 None => !w.sender.is_closed(),
             });
@@ -225,6 +268,7 @@ impl Store {
                 history.oldest_watchable = history.oldest_watchable.max(dropped.resource_version);
             }
         }
+        stored
     }
 
     /// Opens a watch. `from` = None means "now, starting with the current objects as ADDED"
@@ -253,16 +297,16 @@ impl Store {
                 for change in retained.filter(|c| c.resource_version > version) {
                     if let Some(event) = filter.event_for(change) {
                         // The receiver is still held here, so sending cannot fail.
-                        let _ = sender.send((event, change.object.clone()));
+                        let _ = sender.send((event, change.json.clone()));
                     }
                 }
             }
             None => {
                 let current =
-                    self.range_shared(&filter.resource, filter.namespace.as_deref(), None);
-                for (_, object) in current {
-                    if filter.selects(object) {
-                        let _ = sender.send(("ADDED", Arc::clone(object)));
+                    self.range_stored(&filter.resource, filter.namespace.as_deref(), None);
+                for (_, stored) in current {
+                    if filter.selects(&stored.object) {
+                        let _ = sender.send(("ADDED", stored.json.clone()));
                     }
                 }
             }
@@ -308,7 +352,8 @@ impl Store {
                 oldest,
             };
             // A closed receiver needs no farewell.
-            let _ = watcher.sender.send(("ERROR", Arc::new(gone.status_body())));
+            let status = serde_json::to_vec(&gone.status_body()).unwrap_or_default();
+            let _ = watcher.sender.send(("ERROR", Bytes::from(status)));
         }
     }
 
@@ -317,7 +362,7 @@ impl Store {
         let objects: Vec<Value> = self
             .objects
             .iter()
-            .map(|(k, v)| json!({"resource": k.resource, "object": &**v}))
+            .map(|(k, v)| json!({"resource": k.resource, "object": &*v.object}))
             .collect();
         json!({"resourceVersion": self.resource_version, "objects": objects})
     }
@@ -349,7 +394,7 @@ impl Store {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
             };
-            objects.insert(key, Arc::new(object.clone()));
+            objects.insert(key, Stored::new(Arc::new(object.clone())));
         }
         self.objects = objects;
         self.resource_version = if continuous {
@@ -403,7 +448,8 @@ mod tests {
         let first = put(&mut store, "a");
         put(&mut store, "b");
         let mut receiver = store.watch(filter(), Some(first)).unwrap();
-        let (event, object) = receiver.try_recv().unwrap();
+        let (event, json) = receiver.try_recv().unwrap();
+        let object: Value = serde_json::from_slice(&json).unwrap();
         assert_eq!(
             (event, object["metadata"]["name"].as_str()),
             ("ADDED", Some("b"))
@@ -474,7 +520,8 @@ mod tests {
         let seen = put(&mut store, "a");
         assert_eq!(receiver.try_recv().unwrap().0, "ADDED");
         store.expire_history();
-        let (event, status) = receiver.try_recv().unwrap();
+        let (event, json) = receiver.try_recv().unwrap();
+        let status: Value = serde_json::from_slice(&json).unwrap();
         assert_eq!(event, "ERROR");
         assert_eq!(status["code"], 410);
         assert_eq!(status["reason"], "Expired");
@@ -511,6 +558,54 @@ mod tests {
         continuous.load_json(&saved, true).unwrap();
         assert_eq!(continuous.resource_version(), saved_version);
         assert!(continuous.watch(filter(), Some(saved_version)).is_ok());
+    }
+
+    #[test]
+    fn a_version_is_serialised_once_for_the_store_and_every_watcher() {
+        let mut store = Store::new(100);
+        let mut watchers: Vec<_> = (0..3)
+            .map(|_| store.watch(filter(), None).unwrap())
+            .collect();
+        put(&mut store, "a");
+        let stored = store.get_stored(&key("a")).unwrap().json.clone();
+        for receiver in &mut watchers {
+            let (_, sent) = receiver.try_recv().unwrap();
+            assert_eq!(sent.as_ptr(), stored.as_ptr(), "the same bytes, not a copy");
+        }
+        let mut late = store.watch(filter(), Some(1)).unwrap();
+        assert_eq!(late.try_recv().unwrap().1.as_ptr(), stored.as_ptr());
+    }
+
+    #[test]
+    fn the_history_does_not_keep_parsed_objects_alive() {
+        let mut store = Store::new(100);
+        let first = Arc::new(json!({"metadata": {"name": "a", "namespace": "ns",
+            "resourceVersion": "2", "labels": {"x": "1"}}, "spec": {"big": "..."}}));
+        store.commit(key("a"), ChangeKind::Added, Arc::clone(&first), None, 2);
+        let second = json!({"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "3"}});
+        store.commit(
+            key("a"),
+            ChangeKind::Modified,
+            Arc::new(second),
+            Some(Arc::clone(&first)),
+            3,
+        );
+        assert_eq!(
+            Arc::strong_count(&first),
+            1,
+            "an old version costs its JSON in the history, not its parsed tree"
+        );
+        // The history still answers a watch from before both, selectors included.
+        let mut labelled = filter();
+        labelled.labels = LabelSelector::parse("x=1").unwrap();
+        let mut receiver = store.watch(labelled, Some(1)).unwrap();
+        assert_eq!(receiver.try_recv().unwrap().0, "ADDED");
+        let (event, json) = receiver.try_recv().unwrap();
+        let object: Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(
+            (event, &object["metadata"]["resourceVersion"]),
+            ("DELETED", &json!("3"))
+        );
     }
 
     #[test]

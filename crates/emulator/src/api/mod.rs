@@ -40,8 +40,8 @@ fn json_response(code: u16, body: &Value) -> Response {
 }
 
 /// A JSON response from already serialised bytes.
-fn bytes_response(code: u16, body: Vec<u8>) -> Response {
-    let mut response = Response::new(Body::from(body));
+fn bytes_response(code: u16, body: impl Into<Body>) -> Response {
+    let mut response = Response::new(body.into());
     *response.status_mut() =
         StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     response.headers_mut().insert(
@@ -227,6 +227,7 @@ async fn handle(
             let mut response = match reply {
                 Ok(Reply::Json(code, value)) => json_response(code, &value),
                 Ok(Reply::Object(code, object)) => json_response(code, &object),
+                Ok(Reply::Stored(code, json)) => bytes_response(code, json),
                 Ok(Reply::List(list)) => bytes_response(200, list.to_bytes()),
                 Ok(Reply::Watch(stream)) => watch::response(stream),
                 Err(error) => error_response(&error),
@@ -272,6 +273,8 @@ enum Reply {
     Json(u16, Value),
     /// A stored version, serialised outside the state lock without being copied.
     Object(u16, Arc<Value>),
+    /// A stored version's JSON, serialised once at commit.
+    Stored(u16, Bytes),
     List(ObjectList),
     Watch(watch::WatchStream),
 }
@@ -412,6 +415,18 @@ fn resource_request(
     (reply, warnings)
 }
 
+/// The answer carrying `object`: the JSON serialised at its commit when it is the stored version
+/// (a get, or a write's result), else serialised now (a deleted object).
+fn stored_reply(state: &ApiState, target: Target<'_>, code: u16, object: Arc<Value>) -> Reply {
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    match state.store.get_stored(&target.key(name)) {
+        Some(stored) if Arc::ptr_eq(&stored.object, &object) => {
+            Reply::Stored(code, stored.json.clone())
+        }
+        _ => Reply::Object(code, object),
+    }
+}
+
 fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<Reply, ApiError> {
     if !state
         .registry
@@ -472,12 +487,13 @@ fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<
                     table::table(&resource, std::slice::from_ref(&*object), &metadata),
                 ));
             }
-            Ok(Reply::Object(200, object))
+            Ok(stored_reply(state, target, 200, object))
         }
         "list" => {
             let list = state.list(target, &list_options(&request.query)?)?;
             if table::wants_table(request.accept) {
-                let items: Vec<Value> = list.items.iter().map(|i| Value::clone(i)).collect();
+                let items: Vec<Value> =
+                    list.items.iter().map(|i| Value::clone(&i.object)).collect();
                 return Ok(Reply::Json(
                     200,
                     table::table(&resource, &items, &list.metadata),
@@ -497,14 +513,13 @@ fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<
         }
         "create" => {
             let body = parse_object_body(&request.body, request.content_type)?;
-            Ok(Reply::Object(201, state.create(target, body, &manager)?))
+            let object = state.create(target, body, &manager)?;
+            Ok(stored_reply(state, target, 201, object))
         }
         "update" => {
             let body = parse_object_body(&request.body, request.content_type)?;
-            Ok(Reply::Object(
-                200,
-                state.replace(target, &named("update")?, body, &manager)?,
-            ))
+            let object = state.replace(target, &named("update")?, body, &manager)?;
+            Ok(stored_reply(state, target, 200, object))
         }
         "patch" => {
             let name = named("patch")?;
@@ -523,15 +538,13 @@ fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<
                 })
                 .is_none();
             let object = state.patch(target, &name, kind, body, &manager)?;
-            Ok(Reply::Object(
-                if created_before { 201 } else { 200 },
-                object,
-            ))
+            let code = if created_before { 201 } else { 200 };
+            Ok(stored_reply(state, target, code, object))
         }
-        "delete" => Ok(Reply::Object(
-            200,
-            state.delete(target, &named("delete")?, &manager)?,
-        )),
+        "delete" => {
+            let object = state.delete(target, &named("delete")?, &manager)?;
+            Ok(stored_reply(state, target, 200, object))
+        }
         _ => Err(ApiError::MethodNotAllowed),
     }
 }
