@@ -171,7 +171,7 @@ impl Emulator {
             let crds: Vec<Value> = state
                 .store
                 .range(CRD_QUALIFIED_PLURAL, None, None)
-                .map(|(_, v)| v.clone())
+                .map(|(_, v)| Value::clone(&v))
                 .collect();
             for crd in &crds {
                 state.registry.register_crd(crd);

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use base64::Engine as _;
 use chrono::{SecondsFormat, Utc};
 use serde_json::{Value, json};
@@ -17,7 +18,7 @@ use crate::registry::{CRD_QUALIFIED_PLURAL, Registry, ResourceType};
 use crate::schema_validation::SchemaAdmission;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::stand_in_inbox::{StandInChange, StandInInbox};
-use crate::store::{ChangeKind, ObjectKey, Store, Stored};
+use crate::store::{ChangeKind, ObjectKey, Store};
 use crate::write_log::{LoggedWrite, WriteLog};
 
 /// The kind of a PATCH body.
@@ -78,13 +79,14 @@ pub struct ObjectList {
     pub kind: String,
     pub api_version: String,
     pub metadata: Value,
-    pub items: Vec<Stored>,
+    /// The items' JSON, as serialised at their commit.
+    pub items: Vec<Bytes>,
 }
 
 impl ObjectList {
     /// The list as the API sends it: the items' JSON, serialised at commit, put together.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let items_length: usize = self.items.iter().map(|item| item.json.len() + 1).sum();
+        let items_length: usize = self.items.iter().map(|item| item.len() + 1).sum();
         let mut bytes = Vec::with_capacity(items_length + 256);
         // Writing strings and a Value into memory cannot fail.
         bytes.extend_from_slice(b"{\"kind\":");
@@ -98,19 +100,28 @@ impl ObjectList {
             if index > 0 {
                 bytes.push(b',');
             }
-            bytes.extend_from_slice(&item.json);
+            bytes.extend_from_slice(item);
         }
         bytes.extend_from_slice(b"]}");
         bytes
     }
 
-    /// The list as one JSON value (copies every item).
+    /// The items parsed (for the rare answers that rework them: tables, core/v1 Events).
+    pub fn objects(&self) -> Vec<Value> {
+        // Every item was serialised from a Value, so it parses back.
+        self.items
+            .iter()
+            .map(|item| serde_json::from_slice(item).unwrap_or_default())
+            .collect()
+    }
+
+    /// The list as one JSON value.
     pub fn to_json(&self) -> Value {
         json!({
             "kind": self.kind,
             "apiVersion": self.api_version,
             "metadata": self.metadata,
-            "items": self.items.iter().map(|item| Value::clone(&item.object)).collect::<Vec<_>>(),
+            "items": self.objects(),
         })
     }
 }
@@ -257,15 +268,15 @@ impl ApiState {
             .store
             .range_stored(&resource, namespace, after.as_ref())
         {
-            let object = &*stored.object;
-            if !(options.labels.matches(object) && options.fields.matches(object)) {
+            let view = &*stored.view;
+            if !(options.labels.matches(view) && options.fields.matches(view)) {
                 continue;
             }
             if options.limit.is_some_and(|limit| items.len() >= limit) {
                 remaining += 1;
                 continue;
             }
-            items.push(stored.clone());
+            items.push(stored.json.clone());
             last_key = Some(key.clone());
         }
         let mut metadata = json!({"resourceVersion": list_version.to_string()});

@@ -4,6 +4,7 @@
 //! resourceVersion older than what its type retains answers 410 Gone (`Expired`), and so does one
 //! from before a compaction or a restart (see [`Store::load_json`]).
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
@@ -30,21 +31,40 @@ pub enum ChangeKind {
     Deleted,
 }
 
-/// One committed version of an object, with its JSON serialised once at commit for every
-/// reader: get, list, every watcher and the write's own answer share these bytes.
-#[derive(Debug, Clone)]
+/// One committed version of an object, kept as its JSON: serialised once at commit, the bytes
+/// get, list, every watcher and the write's own answer send. The parsed object is kept only while
+/// the version is among the [`PARSED_RECENTLY`] most recently committed or read ones, so memory
+/// follows the JSON of the objects, not their parsed trees (several times larger).
+#[derive(Debug)]
 pub struct Stored {
-    pub object: Arc<Value>,
     pub json: Bytes,
+    /// What selectors read ([`selection_view`]).
+    pub view: Arc<Value>,
+    resource_version: u64,
+    parsed: RefCell<Option<Arc<Value>>>,
 }
 
 impl Stored {
-    pub fn new(object: Arc<Value>) -> Self {
+    fn new(object: Arc<Value>, resource_version: u64) -> Self {
         // Serialising a Value into memory cannot fail.
         let json = Bytes::from(serde_json::to_vec(&*object).unwrap_or_default());
-        Self { object, json }
+        Self {
+            json,
+            view: Arc::new(selection_view(&object)),
+            resource_version,
+            parsed: RefCell::new(Some(object)),
+        }
+    }
+
+    /// The parsed object when it is kept, without parsing.
+    pub fn parsed(&self) -> Option<Arc<Value>> {
+        self.parsed.borrow().clone()
     }
 }
+
+/// How many versions keep their parsed object besides their JSON: the ones the Sveltos stand-in
+/// and writers read next are mostly the ones just written.
+pub const PARSED_RECENTLY: usize = 8_192;
 
 /// What watch selectors read of an object (they select on metadata name, namespace and labels
 /// only): kept in the history instead of the whole object, so old versions cost their JSON
@@ -67,8 +87,8 @@ pub struct Change {
     pub resource: String,
     pub kind: ChangeKind,
     /// [`selection_view`] of the new version and of the one before.
-    pub view: Value,
-    pub previous_view: Option<Value>,
+    pub view: Arc<Value>,
+    pub previous_view: Option<Arc<Value>>,
     /// The new version's JSON, shared with the store and with every watch it went out to.
     pub json: Bytes,
 }
@@ -139,6 +159,8 @@ pub const RESTART_GAP: u64 = 1_000_000;
 pub struct Store {
     resource_version: u64,
     objects: BTreeMap<ObjectKey, Stored>,
+    /// Versions whose parsed object is kept, oldest first (at most [`PARSED_RECENTLY`]).
+    parsed_recently: RefCell<VecDeque<(ObjectKey, u64)>>,
     /// `plural.group` → its retained changes.
     history: HashMap<String, TypeHistory>,
     /// Changes retained per resource type.
@@ -153,6 +175,7 @@ impl Store {
         Self {
             resource_version: 1,
             objects: BTreeMap::new(),
+            parsed_recently: RefCell::new(VecDeque::new()),
             history: HashMap::new(),
             history_limit: history_limit.max(1),
             oldest_watchable: 1,
@@ -175,18 +198,49 @@ impl Store {
         self.resource_version
     }
 
-    pub fn get(&self, key: &ObjectKey) -> Option<&Value> {
-        self.objects.get(key).map(|v| &*v.object)
+    /// The stored version, shared (no copy): parsed now unless it is kept parsed.
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<Value>> {
+        self.objects
+            .get_key_value(key)
+            .map(|(key, stored)| self.parsed(key, stored))
     }
 
-    /// The stored version itself, shared (no copy).
+    /// Same as [`Store::get`].
     pub fn get_shared(&self, key: &ObjectKey) -> Option<Arc<Value>> {
-        self.objects.get(key).map(|v| Arc::clone(&v.object))
+        self.get(key)
     }
 
     /// The stored version with its JSON.
     pub fn get_stored(&self, key: &ObjectKey) -> Option<&Stored> {
         self.objects.get(key)
+    }
+
+    /// The parsed object of `stored`, kept among the recently parsed ones.
+    fn parsed(&self, key: &ObjectKey, stored: &Stored) -> Arc<Value> {
+        if let Some(object) = stored.parsed() {
+            return object;
+        }
+        // The JSON was serialised from a Value, so it parses back.
+        let object = Arc::new(serde_json::from_slice(&stored.json).unwrap_or_default());
+        *stored.parsed.borrow_mut() = Some(Arc::clone(&object));
+        self.remember_parsed(key.clone(), stored.resource_version);
+        object
+    }
+
+    /// Notes a version as kept parsed, and lets the oldest such versions drop their trees.
+    fn remember_parsed(&self, key: ObjectKey, resource_version: u64) {
+        let mut recent = self.parsed_recently.borrow_mut();
+        recent.push_back((key, resource_version));
+        while recent.len() > PARSED_RECENTLY {
+            let Some((key, version)) = recent.pop_front() else {
+                break;
+            };
+            if let Some(stored) = self.objects.get(&key)
+                && stored.resource_version == version
+            {
+                *stored.parsed.borrow_mut() = None;
+            }
+        }
     }
 
     /// Objects of a type, optionally in one namespace, in (namespace, name) order, starting after
@@ -196,12 +250,12 @@ impl Store {
         resource: &'a str,
         namespace: Option<&'a str>,
         after: Option<&ObjectKey>,
-    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Value)> + 'a {
+    ) -> impl Iterator<Item = (&'a ObjectKey, Arc<Value>)> + 'a {
         self.range_stored(resource, namespace, after)
-            .map(|(k, v)| (k, &*v.object))
+            .map(|(k, v)| (k, self.parsed(k, v)))
     }
 
-    /// Like [`Store::range`], handing out the stored versions with their JSON.
+    /// Like [`Store::range`], handing out the stored versions with their JSON (parsing nothing).
     pub fn range_stored<'a>(
         &'a self,
         resource: &'a str,
@@ -221,13 +275,9 @@ impl Store {
             .filter(move |(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
     }
 
-    pub fn all_objects(&self) -> impl Iterator<Item = (&ObjectKey, &Value)> {
-        self.objects.iter().map(|(k, v)| (k, &*v.object))
-    }
-
     /// Stores (or removes, for `Deleted`) an object whose `metadata.resourceVersion` is already
     /// `resource_version`, records the change and fans it out to open watches. Returns the
-    /// committed version with its JSON, serialised here once for every reader.
+    /// committed version's JSON, serialised here once for every reader.
     pub fn commit(
         &mut self,
         key: ObjectKey,
@@ -235,23 +285,32 @@ impl Store {
         object: Arc<Value>,
         previous: Option<Arc<Value>>,
         resource_version: u64,
-    ) -> Stored {
-        let stored = Stored::new(object);
+    ) -> Bytes {
+        let stored = Stored::new(object, resource_version);
+        let json = stored.json.clone();
+        let view = Arc::clone(&stored.view);
+        // `previous` is the stored version this one replaces: its view is kept already.
+        let previous_view = previous.map(|before| match self.objects.get(&key) {
+            Some(stored) => Arc::clone(&stored.view),
+            None => Arc::new(selection_view(&before)),
+        });
+        let resource = key.resource.clone();
         match kind {
             ChangeKind::Deleted => {
                 self.objects.remove(&key);
             }
             _ => {
-                self.objects.insert(key.clone(), stored.clone());
+                self.objects.insert(key.clone(), stored);
+                self.remember_parsed(key, resource_version);
             }
         }
         let change = Arc::new(Change {
             resource_version,
-            resource: key.resource,
+            resource,
             kind,
-            view: selection_view(&stored.object),
-            previous_view: previous.as_deref().map(selection_view),
-            json: stored.json.clone(),
+            view,
+            previous_view,
+            json: json.clone(),
         });
         self.watchers
             .retain_mut(|w| match w.filter.event_for(&change) {
@@ -268,7 +327,7 @@ impl Store {
                 history.oldest_watchable = history.oldest_watchable.max(dropped.resource_version);
             }
         }
-        stored
+        json
     }
 
     /// Opens a watch. `from` = None means "now, starting with the current objects as ADDED"
@@ -305,7 +364,7 @@ impl Store {
                 let current =
                     self.range_stored(&filter.resource, filter.namespace.as_deref(), None);
                 for (_, stored) in current {
-                    if filter.selects(&stored.object) {
+                    if filter.selects(&stored.view) {
                         let _ = sender.send(("ADDED", stored.json.clone()));
                     }
                 }
@@ -362,7 +421,7 @@ impl Store {
         let objects: Vec<Value> = self
             .objects
             .iter()
-            .map(|(k, v)| json!({"resource": k.resource, "object": &*v.object}))
+            .map(|(k, v)| json!({"resource": k.resource, "object": &*self.parsed(k, v)}))
             .collect();
         json!({"resourceVersion": self.resource_version, "objects": objects})
     }
@@ -394,9 +453,13 @@ impl Store {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
             };
-            objects.insert(key, Stored::new(Arc::new(object.clone())));
+            let stored = Stored::new(Arc::new(object.clone()), version);
+            // Loaded versions are parsed again when read.
+            *stored.parsed.borrow_mut() = None;
+            objects.insert(key, stored);
         }
         self.objects = objects;
+        self.parsed_recently.borrow_mut().clear();
         self.resource_version = if continuous {
             version
         } else {
@@ -606,6 +669,38 @@ mod tests {
             (event, &object["metadata"]["resourceVersion"]),
             ("DELETED", &json!("3"))
         );
+    }
+
+    #[test]
+    fn only_recently_used_versions_keep_their_parsed_tree() {
+        let mut store = Store::new(10);
+        let count = PARSED_RECENTLY + 100;
+        for i in 0..count {
+            put(&mut store, &format!("o{i:06}"));
+        }
+        let kept = |store: &Store| {
+            store
+                .range_stored("things", None, None)
+                .filter(|(_, stored)| stored.parsed().is_some())
+                .count()
+        };
+        assert_eq!(
+            kept(&store),
+            PARSED_RECENTLY,
+            "memory follows the JSON of the objects, not their parsed trees"
+        );
+        let oldest = key("o000000");
+        assert!(store.get_stored(&oldest).unwrap().parsed().is_none());
+        let read = store.get(&oldest).unwrap();
+        assert_eq!(
+            read["metadata"]["name"], "o000000",
+            "parsed back from its JSON"
+        );
+        assert!(
+            store.get_stored(&oldest).unwrap().parsed().is_some(),
+            "kept once read"
+        );
+        assert_eq!(kept(&store), PARSED_RECENTLY);
     }
 
     #[test]

@@ -420,7 +420,11 @@ fn resource_request(
 fn stored_reply(state: &ApiState, target: Target<'_>, code: u16, object: Arc<Value>) -> Reply {
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     match state.store.get_stored(&target.key(name)) {
-        Some(stored) if Arc::ptr_eq(&stored.object, &object) => {
+        Some(stored)
+            if stored
+                .parsed()
+                .is_some_and(|kept| Arc::ptr_eq(&kept, &object)) =>
+        {
             Reply::Stored(code, stored.json.clone())
         }
         _ => Reply::Object(code, object),
@@ -492,8 +496,7 @@ fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<
         "list" => {
             let list = state.list(target, &list_options(&request.query)?)?;
             if table::wants_table(request.accept) {
-                let items: Vec<Value> =
-                    list.items.iter().map(|i| Value::clone(&i.object)).collect();
+                let items = list.objects();
                 return Ok(Reply::Json(
                     200,
                     table::table(&resource, &items, &list.metadata),
