@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use base64::Engine as _;
 use chrono::{SecondsFormat, Utc};
 use serde_json::{Value, json};
@@ -52,7 +53,7 @@ impl Target<'_> {
         }
     }
 
-    fn key(&self, name: &str) -> ObjectKey {
+    pub fn key(&self, name: &str) -> ObjectKey {
         ObjectKey {
             resource: self.resource.qualified_plural(),
             namespace: if self.resource.namespaced {
@@ -72,44 +73,55 @@ impl Target<'_> {
     }
 }
 
-/// A LIST answer; the items are the stored versions themselves.
+/// A LIST answer; the items are the stored versions themselves, with their JSON.
 #[derive(Debug, Clone)]
 pub struct ObjectList {
     pub kind: String,
     pub api_version: String,
     pub metadata: Value,
-    pub items: Vec<Arc<Value>>,
-}
-
-#[derive(serde::Serialize)]
-struct ObjectListWire<'a> {
-    kind: &'a str,
-    #[serde(rename = "apiVersion")]
-    api_version: &'a str,
-    metadata: &'a Value,
-    items: Vec<&'a Value>,
+    /// The items' JSON, as serialised at their commit.
+    pub items: Vec<Bytes>,
 }
 
 impl ObjectList {
-    /// The list as the API sends it, serialised straight from the shared items.
+    /// The list as the API sends it: the items' JSON, serialised at commit, put together.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let wire = ObjectListWire {
-            kind: &self.kind,
-            api_version: &self.api_version,
-            metadata: &self.metadata,
-            items: self.items.iter().map(|item| &**item).collect(),
-        };
-        // Serialising a Value-backed struct into memory cannot fail.
-        serde_json::to_vec(&wire).unwrap_or_default()
+        let items_length: usize = self.items.iter().map(|item| item.len() + 1).sum();
+        let mut bytes = Vec::with_capacity(items_length + 256);
+        // Writing strings and a Value into memory cannot fail.
+        bytes.extend_from_slice(b"{\"kind\":");
+        let _ = serde_json::to_writer(&mut bytes, &self.kind);
+        bytes.extend_from_slice(b",\"apiVersion\":");
+        let _ = serde_json::to_writer(&mut bytes, &self.api_version);
+        bytes.extend_from_slice(b",\"metadata\":");
+        let _ = serde_json::to_writer(&mut bytes, &self.metadata);
+        bytes.extend_from_slice(b",\"items\":[");
+        for (index, item) in self.items.iter().enumerate() {
+            if index > 0 {
+                bytes.push(b',');
+            }
+            bytes.extend_from_slice(item);
+        }
+        bytes.extend_from_slice(b"]}");
+        bytes
     }
 
-    /// The list as one JSON value (copies every item).
+    /// The items parsed (for the rare answers that rework them: tables, core/v1 Events).
+    pub fn objects(&self) -> Vec<Value> {
+        // Every item was serialised from a Value, so it parses back.
+        self.items
+            .iter()
+            .map(|item| serde_json::from_slice(item).unwrap_or_default())
+            .collect()
+    }
+
+    /// The list as one JSON value.
     pub fn to_json(&self) -> Value {
         json!({
             "kind": self.kind,
             "apiVersion": self.api_version,
             "metadata": self.metadata,
-            "items": self.items.iter().map(|item| Value::clone(item)).collect::<Vec<_>>(),
+            "items": self.objects(),
         })
     }
 }
@@ -252,18 +264,19 @@ impl ApiState {
         let mut items = Vec::new();
         let mut last_key = None;
         let mut remaining = 0usize;
-        for (key, object) in self
+        for (key, stored) in self
             .store
-            .range_shared(&resource, namespace, after.as_ref())
+            .range_stored(&resource, namespace, after.as_ref())
         {
-            if !(options.labels.matches(object) && options.fields.matches(object)) {
+            let view = &*stored.view;
+            if !(options.labels.matches(view) && options.fields.matches(view)) {
                 continue;
             }
             if options.limit.is_some_and(|limit| items.len() >= limit) {
                 remaining += 1;
                 continue;
             }
-            items.push(Arc::clone(object));
+            items.push(stored.json.clone());
             last_key = Some(key.clone());
         }
         let mut metadata = json!({"resourceVersion": list_version.to_string()});

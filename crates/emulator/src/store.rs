@@ -4,9 +4,11 @@
 //! resourceVersion older than what its type retains answers 410 Gone (`Expired`), and so does one
 //! from before a compaction or a restart (see [`Store::load_json`]).
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -29,15 +31,66 @@ pub enum ChangeKind {
     Deleted,
 }
 
+/// One committed version of an object, kept as its JSON: serialised once at commit, the bytes
+/// get, list, every watcher and the write's own answer send. The parsed object is kept only while
+/// the version is among the [`PARSED_RECENTLY`] most recently committed or read ones, so memory
+/// follows the JSON of the objects, not their parsed trees (several times larger).
+#[derive(Debug)]
+pub struct Stored {
+    pub json: Bytes,
+    /// What selectors read ([`selection_view`]).
+    pub view: Arc<Value>,
+    resource_version: u64,
+    parsed: RefCell<Option<Arc<Value>>>,
+}
+
+impl Stored {
+    fn new(object: Arc<Value>, resource_version: u64) -> Self {
+        // Serialising a Value into memory cannot fail.
+        let json = Bytes::from(serde_json::to_vec(&*object).unwrap_or_default());
+        Self {
+            json,
+            view: Arc::new(selection_view(&object)),
+            resource_version,
+            parsed: RefCell::new(Some(object)),
+        }
+    }
+
+    /// The parsed object when it is kept, without parsing.
+    pub fn parsed(&self) -> Option<Arc<Value>> {
+        self.parsed.borrow().clone()
+    }
+}
+
+/// How many versions keep their parsed object besides their JSON: the ones the Sveltos stand-in
+/// and writers read next are mostly the ones just written.
+pub const PARSED_RECENTLY: usize = 8_192;
+
+/// What watch selectors read of an object (they select on metadata name, namespace and labels
+/// only): kept in the history instead of the whole object, so old versions cost their JSON
+/// bytes and this, not a parsed tree.
+fn selection_view(object: &Value) -> Value {
+    let metadata = &object["metadata"];
+    let mut view = serde_json::Map::new();
+    for field in ["name", "namespace", "labels"] {
+        if let Some(value) = metadata.get(field) {
+            view.insert(field.to_string(), value.clone());
+        }
+    }
+    json!({ "metadata": view })
+}
+
 /// One committed change, kept in the history so watches can resume from a resourceVersion.
 #[derive(Debug, Clone)]
 pub struct Change {
     pub resource_version: u64,
     pub resource: String,
     pub kind: ChangeKind,
-    /// Shared with the store and with every watch it went out to: one copy per version.
-    pub object: Arc<Value>,
-    pub previous: Option<Arc<Value>>,
+    /// [`selection_view`] of the new version and of the one before.
+    pub view: Arc<Value>,
+    pub previous_view: Option<Arc<Value>>,
+    /// The new version's JSON, shared with the store and with every watch it went out to.
+    pub json: Bytes,
 }
 
 /// What a watch selects.
@@ -64,8 +117,11 @@ impl WatchFilter {
         if change.resource != self.resource {
             return None;
         }
-        let now = self.selects(&change.object);
-        let before = change.previous.as_ref().is_some_and(|p| self.selects(p));
+        let now = self.selects(&change.view);
+        let before = change
+            .previous_view
+            .as_ref()
+            .is_some_and(|p| self.selects(p));
         match (change.kind, before, now) {
             (ChangeKind::Added, _, true) => Some("ADDED"),
             (ChangeKind::Deleted, _, true) => Some("DELETED"),
@@ -77,8 +133,8 @@ impl WatchFilter {
     }
 }
 
-/// One watch event: its type and the object.
-pub type WatchEvent = (&'static str, Arc<Value>);
+/// One watch event: its type and the object's JSON.
+pub type WatchEvent = (&'static str, Bytes);
 
 struct Watcher {
     filter: WatchFilter,
@@ -102,7 +158,9 @@ pub const RESTART_GAP: u64 = 1_000_000;
 /// The object store.
 pub struct Store {
     resource_version: u64,
-    objects: BTreeMap<ObjectKey, Arc<Value>>,
+    objects: BTreeMap<ObjectKey, Stored>,
+    /// Versions whose parsed object is kept, oldest first (at most [`PARSED_RECENTLY`]).
+    parsed_recently: RefCell<VecDeque<(ObjectKey, u64)>>,
     /// `plural.group` → its retained changes.
     history: HashMap<String, TypeHistory>,
     /// Changes retained per resource type.
@@ -117,6 +175,7 @@ impl Store {
         Self {
             resource_version: 1,
             objects: BTreeMap::new(),
+            parsed_recently: RefCell::new(VecDeque::new()),
             history: HashMap::new(),
             history_limit: history_limit.max(1),
             oldest_watchable: 1,
@@ -139,13 +198,49 @@ impl Store {
         self.resource_version
     }
 
-    pub fn get(&self, key: &ObjectKey) -> Option<&Value> {
-        self.objects.get(key).map(|v| &**v)
+    /// The stored version, shared (no copy): parsed now unless it is kept parsed.
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<Value>> {
+        self.objects
+            .get_key_value(key)
+            .map(|(key, stored)| self.parsed(key, stored))
     }
 
-    /// The stored version itself, shared (no copy).
+    /// Same as [`Store::get`].
     pub fn get_shared(&self, key: &ObjectKey) -> Option<Arc<Value>> {
-        self.objects.get(key).cloned()
+        self.get(key)
+    }
+
+    /// The stored version with its JSON.
+    pub fn get_stored(&self, key: &ObjectKey) -> Option<&Stored> {
+        self.objects.get(key)
+    }
+
+    /// The parsed object of `stored`, kept among the recently parsed ones.
+    fn parsed(&self, key: &ObjectKey, stored: &Stored) -> Arc<Value> {
+        if let Some(object) = stored.parsed() {
+            return object;
+        }
+        // The JSON was serialised from a Value, so it parses back.
+        let object = Arc::new(serde_json::from_slice(&stored.json).unwrap_or_default());
+        *stored.parsed.borrow_mut() = Some(Arc::clone(&object));
+        self.remember_parsed(key.clone(), stored.resource_version);
+        object
+    }
+
+    /// Notes a version as kept parsed, and lets the oldest such versions drop their trees.
+    fn remember_parsed(&self, key: ObjectKey, resource_version: u64) {
+        let mut recent = self.parsed_recently.borrow_mut();
+        recent.push_back((key, resource_version));
+        while recent.len() > PARSED_RECENTLY {
+            let Some((key, version)) = recent.pop_front() else {
+                break;
+            };
+            if let Some(stored) = self.objects.get(&key)
+                && stored.resource_version == version
+            {
+                *stored.parsed.borrow_mut() = None;
+            }
+        }
     }
 
     /// Objects of a type, optionally in one namespace, in (namespace, name) order, starting after
@@ -155,18 +250,18 @@ impl Store {
         resource: &'a str,
         namespace: Option<&'a str>,
         after: Option<&ObjectKey>,
-    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Value)> + 'a {
-        self.range_shared(resource, namespace, after)
-            .map(|(k, v)| (k, &**v))
+    ) -> impl Iterator<Item = (&'a ObjectKey, Arc<Value>)> + 'a {
+        self.range_stored(resource, namespace, after)
+            .map(|(k, v)| (k, self.parsed(k, v)))
     }
 
-    /// Like [`Store::range`], handing out the shared stored versions.
-    pub fn range_shared<'a>(
+    /// Like [`Store::range`], handing out the stored versions with their JSON (parsing nothing).
+    pub fn range_stored<'a>(
         &'a self,
         resource: &'a str,
         namespace: Option<&'a str>,
         after: Option<&ObjectKey>,
-    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Arc<Value>)> + 'a {
+    ) -> impl Iterator<Item = (&'a ObjectKey, &'a Stored)> + 'a {
         let start = after.cloned().unwrap_or(ObjectKey {
             resource: resource.to_string(),
             namespace: namespace.unwrap_or_default().to_string(),
@@ -180,12 +275,9 @@ impl Store {
             .filter(move |(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
     }
 
-    pub fn all_objects(&self) -> impl Iterator<Item = (&ObjectKey, &Value)> {
-        self.objects.iter().map(|(k, v)| (k, &**v))
-    }
-
     /// Stores (or removes, for `Deleted`) an object whose `metadata.resourceVersion` is already
-    /// `resource_version`, records the change and fans it out to open watches.
+    /// `resource_version`, records the change and fans it out to open watches. Returns the
+    /// committed version's JSON, serialised here once for every reader.
     pub fn commit(
         &mut self,
         key: ObjectKey,
@@ -193,28 +285,38 @@ impl Store {
         object: Arc<Value>,
         previous: Option<Arc<Value>>,
         resource_version: u64,
-    ) {
+    ) -> Bytes {
+        let stored = Stored::new(object, resource_version);
+        let json = stored.json.clone();
+        let view = Arc::clone(&stored.view);
+        // `previous` is the stored version this one replaces: its view is kept already.
+        let previous_view = previous.map(|before| match self.objects.get(&key) {
+            Some(stored) => Arc::clone(&stored.view),
+            None => Arc::new(selection_view(&before)),
+        });
+        let resource = key.resource.clone();
         match kind {
             ChangeKind::Deleted => {
                 self.objects.remove(&key);
             }
             _ => {
-                self.objects.insert(key.clone(), object.clone());
+                self.objects.insert(key.clone(), stored);
+                self.remember_parsed(key, resource_version);
             }
         }
         let change = Arc::new(Change {
             resource_version,
-            resource: key.resource,
+            resource,
             kind,
-            object,
-            previous,
+            view,
+            previous_view,
+            json: json.clone(),
         });
-        let shared = &change.object;
         self.watchers
             .retain_mut(|w| match w.filter.event_for(&change) {
                 Some(event) => {
                     w.seen = resource_version;
-                    w.sender.send((event, Arc::clone(shared))).is_ok()
+                    w.sender.send((event, change.json.clone())).is_ok()
                 }
                 None => !w.sender.is_closed(),
             });
@@ -225,6 +327,7 @@ impl Store {
                 history.oldest_watchable = history.oldest_watchable.max(dropped.resource_version);
             }
         }
+        json
     }
 
     /// Opens a watch. `from` = None means "now, starting with the current objects as ADDED"
@@ -253,16 +356,16 @@ impl Store {
                 for change in retained.filter(|c| c.resource_version > version) {
                     if let Some(event) = filter.event_for(change) {
                         // The receiver is still held here, so sending cannot fail.
-                        let _ = sender.send((event, change.object.clone()));
+                        let _ = sender.send((event, change.json.clone()));
                     }
                 }
             }
             None => {
                 let current =
-                    self.range_shared(&filter.resource, filter.namespace.as_deref(), None);
-                for (_, object) in current {
-                    if filter.selects(object) {
-                        let _ = sender.send(("ADDED", Arc::clone(object)));
+                    self.range_stored(&filter.resource, filter.namespace.as_deref(), None);
+                for (_, stored) in current {
+                    if filter.selects(&stored.view) {
+                        let _ = sender.send(("ADDED", stored.json.clone()));
                     }
                 }
             }
@@ -308,7 +411,8 @@ impl Store {
                 oldest,
             };
             // A closed receiver needs no farewell.
-            let _ = watcher.sender.send(("ERROR", Arc::new(gone.status_body())));
+            let status = serde_json::to_vec(&gone.status_body()).unwrap_or_default();
+            let _ = watcher.sender.send(("ERROR", Bytes::from(status)));
         }
     }
 
@@ -317,7 +421,7 @@ impl Store {
         let objects: Vec<Value> = self
             .objects
             .iter()
-            .map(|(k, v)| json!({"resource": k.resource, "object": &**v}))
+            .map(|(k, v)| json!({"resource": k.resource, "object": &*self.parsed(k, v)}))
             .collect();
         json!({"resourceVersion": self.resource_version, "objects": objects})
     }
@@ -349,9 +453,13 @@ impl Store {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
             };
-            objects.insert(key, Arc::new(object.clone()));
+            let stored = Stored::new(Arc::new(object.clone()), version);
+            // Loaded versions are parsed again when read.
+            *stored.parsed.borrow_mut() = None;
+            objects.insert(key, stored);
         }
         self.objects = objects;
+        self.parsed_recently.borrow_mut().clear();
         self.resource_version = if continuous {
             version
         } else {
@@ -403,7 +511,8 @@ mod tests {
         let first = put(&mut store, "a");
         put(&mut store, "b");
         let mut receiver = store.watch(filter(), Some(first)).unwrap();
-        let (event, object) = receiver.try_recv().unwrap();
+        let (event, json) = receiver.try_recv().unwrap();
+        let object: Value = serde_json::from_slice(&json).unwrap();
         assert_eq!(
             (event, object["metadata"]["name"].as_str()),
             ("ADDED", Some("b"))
@@ -474,7 +583,8 @@ mod tests {
         let seen = put(&mut store, "a");
         assert_eq!(receiver.try_recv().unwrap().0, "ADDED");
         store.expire_history();
-        let (event, status) = receiver.try_recv().unwrap();
+        let (event, json) = receiver.try_recv().unwrap();
+        let status: Value = serde_json::from_slice(&json).unwrap();
         assert_eq!(event, "ERROR");
         assert_eq!(status["code"], 410);
         assert_eq!(status["reason"], "Expired");
@@ -511,6 +621,86 @@ mod tests {
         continuous.load_json(&saved, true).unwrap();
         assert_eq!(continuous.resource_version(), saved_version);
         assert!(continuous.watch(filter(), Some(saved_version)).is_ok());
+    }
+
+    #[test]
+    fn a_version_is_serialised_once_for_the_store_and_every_watcher() {
+        let mut store = Store::new(100);
+        let mut watchers: Vec<_> = (0..3)
+            .map(|_| store.watch(filter(), None).unwrap())
+            .collect();
+        put(&mut store, "a");
+        let stored = store.get_stored(&key("a")).unwrap().json.clone();
+        for receiver in &mut watchers {
+            let (_, sent) = receiver.try_recv().unwrap();
+            assert_eq!(sent.as_ptr(), stored.as_ptr(), "the same bytes, not a copy");
+        }
+        let mut late = store.watch(filter(), Some(1)).unwrap();
+        assert_eq!(late.try_recv().unwrap().1.as_ptr(), stored.as_ptr());
+    }
+
+    #[test]
+    fn the_history_does_not_keep_parsed_objects_alive() {
+        let mut store = Store::new(100);
+        let first = Arc::new(json!({"metadata": {"name": "a", "namespace": "ns",
+            "resourceVersion": "2", "labels": {"x": "1"}}, "spec": {"big": "..."}}));
+        store.commit(key("a"), ChangeKind::Added, Arc::clone(&first), None, 2);
+        let second = json!({"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "3"}});
+        store.commit(
+            key("a"),
+            ChangeKind::Modified,
+            Arc::new(second),
+            Some(Arc::clone(&first)),
+            3,
+        );
+        assert_eq!(
+            Arc::strong_count(&first),
+            1,
+            "an old version costs its JSON in the history, not its parsed tree"
+        );
+        // The history still answers a watch from before both, selectors included.
+        let mut labelled = filter();
+        labelled.labels = LabelSelector::parse("x=1").unwrap();
+        let mut receiver = store.watch(labelled, Some(1)).unwrap();
+        assert_eq!(receiver.try_recv().unwrap().0, "ADDED");
+        let (event, json) = receiver.try_recv().unwrap();
+        let object: Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(
+            (event, &object["metadata"]["resourceVersion"]),
+            ("DELETED", &json!("3"))
+        );
+    }
+
+    #[test]
+    fn only_recently_used_versions_keep_their_parsed_tree() {
+        let mut store = Store::new(10);
+        let count = PARSED_RECENTLY + 100;
+        for i in 0..count {
+            put(&mut store, &format!("o{i:06}"));
+        }
+        let kept = |store: &Store| {
+            store
+                .range_stored("things", None, None)
+                .filter(|(_, stored)| stored.parsed().is_some())
+                .count()
+        };
+        assert_eq!(
+            kept(&store),
+            PARSED_RECENTLY,
+            "memory follows the JSON of the objects, not their parsed trees"
+        );
+        let oldest = key("o000000");
+        assert!(store.get_stored(&oldest).unwrap().parsed().is_none());
+        let read = store.get(&oldest).unwrap();
+        assert_eq!(
+            read["metadata"]["name"], "o000000",
+            "parsed back from its JSON"
+        );
+        assert!(
+            store.get_stored(&oldest).unwrap().parsed().is_some(),
+            "kept once read"
+        );
+        assert_eq!(kept(&store), PARSED_RECENTLY);
     }
 
     #[test]

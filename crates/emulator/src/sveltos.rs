@@ -392,7 +392,7 @@ fn withdraw_unwanted(
         let sveltos_type = state
             .store
             .get(&store_key(SUMMARIES, &key))
-            .is_some_and(|s| label(s, LABEL_CLUSTER_TYPE) == Some("Sveltos"));
+            .is_some_and(|s| label(&s, LABEL_CLUSTER_TYPE) == Some("Sveltos"));
         if !sveltos_type {
             continue;
         }
@@ -577,8 +577,8 @@ fn sync_summaries(
                                 true
                             }
                         });
-                if may_update || metadata_differs(summary, &metadata) {
-                    let mut updated = summary.clone();
+                if may_update || metadata_differs(&summary, &metadata) {
+                    let mut updated = Value::clone(&summary);
                     for field in ["labels", "annotations", "ownerReferences"] {
                         match metadata.get(field) {
                             Some(value) => updated["metadata"][field] = value.clone(),
@@ -614,14 +614,14 @@ fn sync_summaries(
         let cluster_behaviour = behaviour.cluster(namespace, cluster);
         // Labels matter only to failure rules; without any, the per-summary lookup is skipped.
         static NO_LABELS: Value = Value::Null;
-        let labels = if behaviour.failure_rules.is_empty() {
-            &NO_LABELS
+        let cluster_object = if behaviour.failure_rules.is_empty() {
+            None
         } else {
-            state
-                .store
-                .get(&store_key(CLUSTERS, cluster_key))
-                .map_or(&NO_LABELS, |c| &c["metadata"]["labels"])
+            state.store.get(&store_key(CLUSTERS, cluster_key))
         };
+        let labels = cluster_object
+            .as_deref()
+            .map_or(&NO_LABELS, |c| &c["metadata"]["labels"]);
         let injection = Injection {
             cluster: &cluster_behaviour,
             rules: &behaviour.failure_rules,
@@ -630,14 +630,14 @@ fn sync_summaries(
         let latency = behaviour.latency(namespace, cluster);
         let mut wake = |at: Instant| tracking.wake(at, view.name);
         let (status, armed) =
-            next_status(current, view, &injection, latency, timers, now, &mut wake);
+            next_status(&current, view, &injection, latency, timers, now, &mut wake);
         if let Some(status) = status {
             let status_target = Target {
                 resource: &types.summaries,
                 namespace,
                 status: true,
             };
-            let mut object = current.clone();
+            let mut object = Value::clone(&current);
             object["status"] = status;
             write(
                 state.replace(status_target, &name, object, FIELD_MANAGER),

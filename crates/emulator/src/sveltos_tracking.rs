@@ -125,10 +125,11 @@ impl Tracking {
         self.clusters_by_label.clear();
         self.cluster_labels.clear();
         for (key, cluster) in store.range(CLUSTERS, None, None) {
-            self.file_cluster_labels((key.namespace.clone(), key.name.clone()), Some(cluster));
+            self.file_cluster_labels((key.namespace.clone(), key.name.clone()), Some(&cluster));
         }
-        for (key, summary) in store.range(SUMMARIES, None, None) {
-            if let Some(profile) = summary["metadata"]["labels"][LABEL_PROFILE_NAME].as_str() {
+        // Labels only: the selection view, without parsing every summary.
+        for (key, summary) in store.range_stored(SUMMARIES, None, None) {
+            if let Some(profile) = summary.view["metadata"]["labels"][LABEL_PROFILE_NAME].as_str() {
                 self.file_summary((key.namespace.clone(), key.name.clone()), profile);
             }
         }
@@ -158,8 +159,8 @@ impl Tracking {
             }
         }
         let label = store
-            .get(&store_key(SUMMARIES, &key))
-            .and_then(|s| s["metadata"]["labels"][LABEL_PROFILE_NAME].as_str())
+            .get_stored(&store_key(SUMMARIES, &key))
+            .and_then(|s| s.view["metadata"]["labels"][LABEL_PROFILE_NAME].as_str())
             .map(str::to_string);
         if let Some(profile) = label {
             self.file_summary(key, &profile);
@@ -170,6 +171,7 @@ impl Tracking {
     /// or after need a look (its readiness or pause may have changed).
     fn cluster_changed(&mut self, key: &Key, store: &Store) {
         let cluster = store.get(&store_key(CLUSTERS, key));
+        let cluster = cluster.as_deref();
         self.file_cluster_labels(key.clone(), cluster);
         for (profile, selection) in &mut self.selections {
             let now_in = cluster.is_some_and(|c| selection.admits(key, c));
@@ -252,7 +254,7 @@ impl Tracking {
             .filter(|key| {
                 store
                     .get(&store_key(CLUSTERS, key))
-                    .is_some_and(|c| selection.admits(key, c))
+                    .is_some_and(|c| selection.admits(key, &c))
             })
             .collect();
         let matching = selection.matching.iter().cloned().collect();

@@ -54,7 +54,7 @@ pub(super) fn request(
         }
         "list" => {
             let list = state.list(target, &list_options(&request.query)?)?;
-            let items: Vec<Value> = list.items.iter().map(|i| to_core(i)).collect();
+            let items: Vec<Value> = list.objects().iter().map(to_core).collect();
             if wants_table {
                 return Ok(Reply::Json(200, table::event_table(&items, &list.metadata)));
             }

@@ -10,6 +10,7 @@ mod watch;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -19,12 +20,16 @@ use axum::response::Response;
 use serde_json::Value;
 
 use crate::api_error::ApiError;
-use crate::faults::FaultDecision;
+use crate::faults::{FaultDecision, InflightSlot, RequestClass};
 use crate::schema_validation::{self, FieldValidation};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::shared::{Shared, lock};
 use crate::state::{ApiState, ListOptions, ObjectList, PatchKind, Target};
 use route::{ResourcePath, Route};
+
+/// The verb under which [`crate::RequestCounts`] counts requests refused by the in-flight limit
+/// (instead of their own verb).
+pub const THROTTLED: &str = "throttled";
 
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new().fallback(handle).with_state(shared)
@@ -35,14 +40,24 @@ fn json_response(code: u16, body: &Value) -> Response {
 }
 
 /// A JSON response from already serialised bytes.
-fn bytes_response(code: u16, body: Vec<u8>) -> Response {
-    let mut response = Response::new(Body::from(body));
+fn bytes_response(code: u16, body: impl Into<Body>) -> Response {
+    let mut response = Response::new(body.into());
     *response.status_mut() =
         StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    response
+}
+
+/// Adds the `Retry-After` header of the errors that carry one (429).
+fn with_retry_after(mut response: Response, error: &ApiError) -> Response {
+    if let Some(seconds) = error.retry_after_seconds() {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
     response
 }
 
@@ -60,7 +75,7 @@ fn error_response(error: &ApiError) -> Response {
         );
         return response;
     }
-    json_response(error.code(), &error.status_body())
+    with_retry_after(json_response(error.code(), &error.status_body()), error)
 }
 
 /// The Kubernetes verb of a request.
@@ -79,6 +94,65 @@ fn verb_of(method: &Method, path: &Route, query: &HashMap<String, String>) -> &'
     }
 }
 
+/// A request let through the in-flight limit and the injected faults.
+struct Admitted<'a> {
+    slot: InflightSlot<'a>,
+    latency: Duration,
+    /// The injected fault's answer, sent after the latency.
+    injected: Option<Response>,
+}
+
+/// Counts the request, then lets it through or answers it: 429 over the in-flight limit (at once,
+/// as the real server does), or the injected fault after the injected latency.
+fn admit<'a>(shared: &'a Shared, verb: &str, resource: &str) -> Result<Admitted<'a>, ApiError> {
+    let mut state = lock(&shared.state);
+    let limits = state.faults.max_inflight;
+    let Some(slot) = shared.inflight.try_acquire(RequestClass::of(verb), limits) else {
+        // Counted apart, so `writes()` and friends count only requests that were served.
+        state.count_request(THROTTLED, resource);
+        let retry_after_seconds = state.faults.retry_after_seconds;
+        return Err(ApiError::TooManyRequests {
+            retry_after_seconds,
+        });
+    };
+    state.count_request(verb, resource);
+    let latency = state.faults.request_latency;
+    let injected = match state.faults.decide(verb, resource) {
+        FaultDecision::Proceed => None,
+        FaultDecision::Fail(code) => Some(injected_response(
+            code,
+            verb,
+            resource,
+            state.faults.retry_after_seconds,
+        )),
+    };
+    Ok(Admitted {
+        slot,
+        latency,
+        injected,
+    })
+}
+
+/// The answer to a request failed by fault injection.
+fn injected_response(code: u16, verb: &str, resource: &str, retry_after_seconds: u64) -> Response {
+    let error = match code {
+        503 => ApiError::Unavailable,
+        403 => ApiError::Forbidden {
+            verb: verb.to_string(),
+            resource: resource.to_string(),
+        },
+        429 => ApiError::TooManyRequests {
+            retry_after_seconds,
+        },
+        _ => ApiError::Internal(format!("injected fault for {verb} {resource}")),
+    };
+    // Clients act on the Status body's code, not the HTTP status line: both carry the
+    // injected code (a 403 must read as Forbidden, not as a 500).
+    let mut body = error.status_body();
+    body["code"] = Value::from(code);
+    with_retry_after(json_response(code, &body), &error)
+}
+
 async fn handle(
     State(shared): State<Arc<Shared>>,
     method: Method,
@@ -94,32 +168,23 @@ async fn handle(
         Route::Resource(r) => format!("{}.{}", r.plural, r.group),
         _ => uri.path().to_string(),
     };
-    let (latency, decision) = {
-        let mut state = lock(&shared.state);
-        state.count_request(verb, &counted_resource);
-        (
-            state.faults.request_latency,
-            state.faults.decide(verb, &counted_resource),
-        )
+    // Held until the response is built, or dropped with this future if the client goes away.
+    let _slot = match admit(&shared, verb, &counted_resource) {
+        Ok(Admitted {
+            slot,
+            latency,
+            injected,
+        }) => {
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+            if let Some(response) = injected {
+                return response;
+            }
+            slot
+        }
+        Err(refusal) => return error_response(&refusal),
     };
-    if !latency.is_zero() {
-        tokio::time::sleep(latency).await;
-    }
-    if let FaultDecision::Fail(code) = decision {
-        let error = match code {
-            503 => ApiError::Unavailable,
-            403 => ApiError::Forbidden {
-                verb: verb.to_string(),
-                resource: counted_resource,
-            },
-            _ => ApiError::Internal(format!("injected fault for {verb} {counted_resource}")),
-        };
-        // Clients act on the Status body's code, not the HTTP status line: both carry the
-        // injected code (a 403 must read as Forbidden, not as a 500).
-        let mut body = error.status_body();
-        body["code"] = Value::from(code);
-        return json_response(code, &body);
-    }
     match route {
         Route::Version => json_response(200, &discovery::version()),
         Route::CoreVersions => {
@@ -162,6 +227,7 @@ async fn handle(
             let mut response = match reply {
                 Ok(Reply::Json(code, value)) => json_response(code, &value),
                 Ok(Reply::Object(code, object)) => json_response(code, &object),
+                Ok(Reply::Stored(code, json)) => bytes_response(code, json),
                 Ok(Reply::List(list)) => bytes_response(200, list.to_bytes()),
                 Ok(Reply::Watch(stream)) => watch::response(stream),
                 Err(error) => error_response(&error),
@@ -207,6 +273,8 @@ enum Reply {
     Json(u16, Value),
     /// A stored version, serialised outside the state lock without being copied.
     Object(u16, Arc<Value>),
+    /// A stored version's JSON, serialised once at commit.
+    Stored(u16, Bytes),
     List(ObjectList),
     Watch(watch::WatchStream),
 }
@@ -347,6 +415,22 @@ fn resource_request(
     (reply, warnings)
 }
 
+/// The answer carrying `object`: the JSON serialised at its commit when it is the stored version
+/// (a get, or a write's result), else serialised now (a deleted object).
+fn stored_reply(state: &ApiState, target: Target<'_>, code: u16, object: Arc<Value>) -> Reply {
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    match state.store.get_stored(&target.key(name)) {
+        Some(stored)
+            if stored
+                .parsed()
+                .is_some_and(|kept| Arc::ptr_eq(&kept, &object)) =>
+        {
+            Reply::Stored(code, stored.json.clone())
+        }
+        _ => Reply::Object(code, object),
+    }
+}
+
 fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<Reply, ApiError> {
     if !state
         .registry
@@ -407,12 +491,12 @@ fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<
                     table::table(&resource, std::slice::from_ref(&*object), &metadata),
                 ));
             }
-            Ok(Reply::Object(200, object))
+            Ok(stored_reply(state, target, 200, object))
         }
         "list" => {
             let list = state.list(target, &list_options(&request.query)?)?;
             if table::wants_table(request.accept) {
-                let items: Vec<Value> = list.items.iter().map(|i| Value::clone(i)).collect();
+                let items = list.objects();
                 return Ok(Reply::Json(
                     200,
                     table::table(&resource, &items, &list.metadata),
@@ -432,14 +516,13 @@ fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<
         }
         "create" => {
             let body = parse_object_body(&request.body, request.content_type)?;
-            Ok(Reply::Object(201, state.create(target, body, &manager)?))
+            let object = state.create(target, body, &manager)?;
+            Ok(stored_reply(state, target, 201, object))
         }
         "update" => {
             let body = parse_object_body(&request.body, request.content_type)?;
-            Ok(Reply::Object(
-                200,
-                state.replace(target, &named("update")?, body, &manager)?,
-            ))
+            let object = state.replace(target, &named("update")?, body, &manager)?;
+            Ok(stored_reply(state, target, 200, object))
         }
         "patch" => {
             let name = named("patch")?;
@@ -458,15 +541,13 @@ fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<
                 })
                 .is_none();
             let object = state.patch(target, &name, kind, body, &manager)?;
-            Ok(Reply::Object(
-                if created_before { 201 } else { 200 },
-                object,
-            ))
+            let code = if created_before { 201 } else { 200 };
+            Ok(stored_reply(state, target, code, object))
         }
-        "delete" => Ok(Reply::Object(
-            200,
-            state.delete(target, &named("delete")?, &manager)?,
-        )),
+        "delete" => {
+            let object = state.delete(target, &named("delete")?, &manager)?;
+            Ok(stored_reply(state, target, 200, object))
+        }
         _ => Err(ApiError::MethodNotAllowed),
     }
 }

@@ -103,18 +103,19 @@ pub fn open(
     }
 }
 
-/// One event line, serialised straight from the shared stored version (no copy of the object).
+/// One event line around the object's JSON, serialised once at commit for every watcher.
 fn render(event: WatchEvent, convert: Option<Convert>) -> Bytes {
-    let (kind, object) = event;
+    let (kind, json) = event;
     if let Some(convert) = convert.filter(|_| kind != "ERROR") {
+        // Only core/v1 Event watches convert: they parse the stored shape back.
+        let object: Value = serde_json::from_slice(&json).unwrap_or_default();
         return event_line(&json!({"type": kind, "object": convert(&object)}));
     }
-    let mut bytes = Vec::with_capacity(1024);
+    let mut bytes = Vec::with_capacity(json.len() + 32);
     bytes.extend_from_slice(b"{\"type\":\"");
     bytes.extend_from_slice(kind.as_bytes());
     bytes.extend_from_slice(b"\",\"object\":");
-    // Writing a Value into memory cannot fail.
-    let _ = serde_json::to_writer(&mut bytes, &*object);
+    bytes.extend_from_slice(&json);
     bytes.extend_from_slice(b"}\n");
     Bytes::from(bytes)
 }
