@@ -37,6 +37,7 @@ use crate::cluster::observe::{
 };
 use crate::cluster::resources;
 use crate::cluster::statuses::{self, StatusCache, convert_state};
+use crate::cluster::throttle::Throttle;
 use crate::cluster::watch::{IndexedBy, Touch, WatchHealth, WatchSpec, spawn_watch};
 use crate::cluster::writer::ClusterWriter;
 use crate::metrics::{Metrics, ReconcileResult};
@@ -53,8 +54,11 @@ pub struct ControllerConfig {
     pub poll_interval: Duration,
     pub dry_run: bool,
     pub guard: PruneGuard,
-    /// How many promotions step concurrently in one batch.
+    /// How many promotions step concurrently in one batch. With adaptive concurrency this is the
+    /// ceiling, so the steps never bound the requests the throttle would allow.
     pub concurrency: usize,
+    /// The client's throttle: a failed step is retried no sooner than the server asked.
+    pub throttle: Arc<Throttle>,
     /// Reported as the event source instance (e.g. the pod name).
     pub instance: Option<String>,
     pub metrics: Arc<Metrics>,
@@ -531,7 +535,10 @@ impl LoopState {
                     }
                     let attempts = self.failures.entry(name.clone()).or_insert(0);
                     *attempts += 1;
-                    let backoff = retry_backoff(*attempts, error.is_transient());
+                    let backoff = retry_backoff(*attempts, error.is_transient()).max(
+                        // A 429's Retry-After; kube drops headers, so the throttle remembers it.
+                        self.config.throttle.hold_off(std::time::Instant::now()),
+                    );
                     if matches!(error.cluster_error(), Some(ClusterError::NotLeader)) {
                         debug!(promotion = %name, "lost leadership mid-step");
                     } else {
