@@ -4,9 +4,10 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context as _;
-use tollgate_emulator::{StandaloneConfig, Transport, run_standalone};
+use tollgate_emulator::{ServingFaults, StandaloneConfig, Transport, run_standalone};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -27,6 +28,17 @@ pub struct Args {
     /// generated at start; the kubeconfig carries the CA, a client certificate and a token).
     #[arg(long)]
     pub insecure_http: bool,
+    /// Answer 429 (with `Retry-After`) to read-only requests beyond this many at once, like the
+    /// real server's flag of the same name; watches are not counted (default: no limit).
+    #[arg(long)]
+    pub max_requests_inflight: Option<usize>,
+    /// The same for writes (create, update, patch, delete).
+    #[arg(long)]
+    pub max_mutating_requests_inflight: Option<usize>,
+    /// Delay added to every request, in milliseconds; a request holds its in-flight slot
+    /// through it.
+    #[arg(long, default_value_t = 0)]
+    pub request_latency_ms: u64,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -44,6 +56,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         kubeconfig: args.kubeconfig,
         state_file: args.state_file,
         transport,
+        serving: ServingFaults {
+            max_requests_inflight: args.max_requests_inflight,
+            max_mutating_requests_inflight: args.max_mutating_requests_inflight,
+            request_latency: Duration::from_millis(args.request_latency_ms),
+        },
     }))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -64,6 +64,9 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("the server is currently unable to handle the request")]
     Unavailable,
+    /// Over the server's in-flight limit (or injected): the response carries `Retry-After`.
+    #[error("Too many requests, please try again later.")]
+    TooManyRequests { retry_after_seconds: u64 },
     #[error("Internal error occurred: {0}")]
     Internal(String),
 }
@@ -96,6 +99,7 @@ impl ApiError {
             Self::MethodNotAllowed => 405,
             Self::UnsupportedMediaType(_) => 415,
             Self::Unavailable => 503,
+            Self::TooManyRequests { .. } => 429,
             Self::Internal(_) | Self::Unclassified(_) => 500,
         }
     }
@@ -113,8 +117,19 @@ impl ApiError {
             Self::MethodNotAllowed => "MethodNotAllowed",
             Self::UnsupportedMediaType(_) => "UnsupportedMediaType",
             Self::Unavailable => "ServiceUnavailable",
+            Self::TooManyRequests { .. } => "TooManyRequests",
             Self::Internal(_) => "InternalError",
             Self::Unclassified(_) => "",
+        }
+    }
+
+    /// The `Retry-After` header's seconds, for the errors that carry one.
+    pub fn retry_after_seconds(&self) -> Option<u64> {
+        match self {
+            Self::TooManyRequests {
+                retry_after_seconds,
+            } => Some(*retry_after_seconds),
+            _ => None,
         }
     }
 
@@ -184,6 +199,9 @@ impl ApiError {
                 let (kind, group) = resource.split_once('.').unwrap_or((resource, ""));
                 status["details"] = json!({"group": group, "kind": kind});
             }
+            Self::TooManyRequests {
+                retry_after_seconds,
+            } => status["details"] = json!({"retryAfterSeconds": retry_after_seconds}),
             _ => {}
         }
         status

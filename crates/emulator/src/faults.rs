@@ -1,7 +1,12 @@
-//! Fault injection switches: error rates by verb, added latency, outages.
+//! Fault injection switches: error rates by verb, added latency, outages, and a max-in-flight
+//! limit like the real server's.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+/// `Retry-After` of every 429 unless set otherwise: the real server's value.
+pub const DEFAULT_RETRY_AFTER_SECONDS: u64 = 1;
 
 /// Current fault settings, changed at runtime through the handle.
 #[derive(Debug, Clone)]
@@ -19,7 +24,94 @@ pub struct Faults {
     /// Until then every request is refused with 403, as by a starting server whose RBAC
     /// authorizer has not loaded its roles yet.
     pub forbidden_until: Option<Instant>,
+    /// Requests served at once before the rest get 429 (off by default).
+    pub max_inflight: InflightLimits,
+    /// `Retry-After` (and `details.retryAfterSeconds`) of every 429, injected or by the limit.
+    pub retry_after_seconds: u64,
     rng: fastrand::Rng,
+}
+
+/// kube-apiserver's `--max-requests-inflight` (`read_only`) and `--max-mutating-requests-inflight`
+/// (`mutating`). `None` is no limit; `Some(0)` refuses every request of the class (where the real
+/// server reads 0 as no limit: here that is `None`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InflightLimits {
+    pub read_only: Option<usize>,
+    pub mutating: Option<usize>,
+}
+
+/// The real server's classes of requests for its in-flight limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestClass {
+    ReadOnly,
+    Mutating,
+    /// Watches: the real server does not count them, they would hold a slot for hours.
+    LongRunning,
+}
+
+impl RequestClass {
+    pub fn of(verb: &str) -> Self {
+        match verb {
+            "watch" => Self::LongRunning,
+            "create" | "update" | "patch" | "delete" => Self::Mutating,
+            _ => Self::ReadOnly,
+        }
+    }
+}
+
+/// Requests being served now, by class. Counted whether a limit is set or not, so a limit set
+/// while requests run sees them.
+#[derive(Debug, Default)]
+pub struct InflightCounters {
+    read_only: AtomicUsize,
+    mutating: AtomicUsize,
+}
+
+/// A request's place among those in flight, given back when dropped: on the response, or when
+/// the client goes away and the request's future is dropped half way.
+#[derive(Debug)]
+pub struct InflightSlot<'a> {
+    counter: Option<&'a AtomicUsize>,
+}
+
+impl Drop for InflightSlot<'_> {
+    fn drop(&mut self) {
+        if let Some(counter) = self.counter {
+            counter.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl InflightCounters {
+    /// A slot for a request of `class`, or `None` when `limits` allow no more of them now.
+    pub fn try_acquire(
+        &self,
+        class: RequestClass,
+        limits: InflightLimits,
+    ) -> Option<InflightSlot<'_>> {
+        let (counter, limit) = match class {
+            RequestClass::LongRunning => return Some(InflightSlot { counter: None }),
+            RequestClass::ReadOnly => (&self.read_only, limits.read_only),
+            RequestClass::Mutating => (&self.mutating, limits.mutating),
+        };
+        let limit = limit.unwrap_or(usize::MAX);
+        counter
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+                (now < limit).then_some(now + 1)
+            })
+            .ok()
+            .map(|_| InflightSlot {
+                counter: Some(counter),
+            })
+    }
+
+    /// (read-only, mutating) requests in flight now.
+    pub fn current(&self) -> (usize, usize) {
+        (
+            self.read_only.load(Ordering::Acquire),
+            self.mutating.load(Ordering::Acquire),
+        )
+    }
 }
 
 /// What the fault layer decided for one request.
@@ -39,6 +131,8 @@ impl Faults {
             outage: false,
             failing_resources: BTreeMap::new(),
             forbidden_until: None,
+            max_inflight: InflightLimits::default(),
+            retry_after_seconds: DEFAULT_RETRY_AFTER_SECONDS,
             rng: fastrand::Rng::with_seed(seed),
         }
     }
@@ -97,6 +191,48 @@ mod tests {
         assert_eq!(faults.decide("get", "things"), FaultDecision::Proceed);
         faults.outage = true;
         assert_eq!(faults.decide("get", "things"), FaultDecision::Fail(503));
+    }
+
+    #[test]
+    fn the_inflight_limit_counts_each_class_apart_and_frees_a_slot_on_drop() {
+        let counters = InflightCounters::default();
+        let limits = InflightLimits {
+            read_only: Some(1),
+            mutating: Some(2),
+        };
+        let read = counters.try_acquire(RequestClass::ReadOnly, limits);
+        assert!(read.is_some());
+        assert!(
+            counters
+                .try_acquire(RequestClass::ReadOnly, limits)
+                .is_none()
+        );
+        let writes: Vec<_> = (0..2)
+            .filter_map(|_| counters.try_acquire(RequestClass::Mutating, limits))
+            .collect();
+        assert_eq!(writes.len(), 2);
+        assert!(
+            counters
+                .try_acquire(RequestClass::Mutating, limits)
+                .is_none()
+        );
+        let watches: Vec<_> = (0..10)
+            .filter_map(|_| counters.try_acquire(RequestClass::LongRunning, limits))
+            .collect();
+        assert_eq!(watches.len(), 10, "watches are never refused");
+        assert_eq!(counters.current(), (1, 2), "nor counted");
+        drop(read);
+        assert_eq!(counters.current(), (0, 2));
+        assert!(
+            counters
+                .try_acquire(RequestClass::ReadOnly, limits)
+                .is_some()
+        );
+        let unlimited = InflightLimits::default();
+        let many: Vec<_> = (0..1000)
+            .filter_map(|_| counters.try_acquire(RequestClass::ReadOnly, unlimited))
+            .collect();
+        assert_eq!(many.len(), 1000);
     }
 
     #[test]

@@ -32,6 +32,6 @@ pub use fleet::{Feature, Fleet, FleetCluster, FleetError};
 pub use server::{
     Emulator, EmulatorConfig, EmulatorError, EmulatorHandle, RequestCounts, Transport,
 };
-pub use standalone::{StandaloneConfig, run_standalone, run_standalone_until};
+pub use standalone::{ServingFaults, StandaloneConfig, run_standalone, run_standalone_until};
 pub use tls::{TlsAuthority, TlsCredentials};
 pub use write_log::WriteRecord;

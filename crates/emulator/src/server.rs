@@ -182,6 +182,7 @@ impl Emulator {
             state: Mutex::new(state),
             fleet: Mutex::new(FleetBehaviour::from_fleet(&config.fleet)),
             server_address: addr.to_string(),
+            inflight: crate::faults::InflightCounters::default(),
         });
         seed_fleet(&shared, &config.fleet)?;
         let (shutdown, shutdown_rx) = watch::channel(false);
@@ -572,6 +573,35 @@ impl EmulatorHandle {
     /// Delay added to every request.
     pub fn set_request_latency(&self, latency: Duration) {
         lock(&self.shared.state).faults.request_latency = latency;
+    }
+
+    /// The real server's `--max-requests-inflight` (`read_only`: get, list, discovery) and
+    /// `--max-mutating-requests-inflight` (`mutating`: create, update, patch, delete): over them a
+    /// request gets 429 `TooManyRequests` with `Retry-After` at once. A request holds its slot
+    /// through its injected latency, so latency × limit bounds the throughput as on a real
+    /// server. Watches are not counted. `None` (the default) is no limit; `Some(0)` refuses all.
+    /// Refused requests are counted under the verb [`crate::api::THROTTLED`], not their own.
+    pub fn set_max_inflight(&self, read_only: Option<usize>, mutating: Option<usize>) {
+        lock(&self.shared.state).faults.max_inflight = crate::faults::InflightLimits {
+            read_only,
+            mutating,
+        };
+    }
+
+    /// `Retry-After` seconds of every 429, by the limit or injected (default 1).
+    pub fn set_retry_after_seconds(&self, seconds: u64) {
+        lock(&self.shared.state).faults.retry_after_seconds = seconds;
+    }
+
+    /// Requests refused by the in-flight limit so far (since the last
+    /// [`Self::reset_request_counts`]).
+    pub fn throttled(&self) -> u64 {
+        self.request_counts().verb(crate::api::THROTTLED)
+    }
+
+    /// (read-only, mutating) requests being served now; watches are not counted.
+    pub fn requests_in_flight(&self) -> (usize, usize) {
+        self.shared.inflight.current()
     }
 
     pub fn set_seed(&self, seed: u64) {

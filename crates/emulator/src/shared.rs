@@ -2,6 +2,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
+use crate::faults::InflightCounters;
 use crate::fleet::FleetBehaviour;
 use crate::state::ApiState;
 
@@ -11,6 +12,9 @@ pub struct Shared {
     pub fleet: Mutex<FleetBehaviour>,
     /// `host:port` the server listens on.
     pub server_address: String,
+    /// Requests being served, outside the state lock: a request holds its slot while it waits
+    /// for the lock and through its injected latency.
+    pub inflight: InflightCounters,
 }
 
 /// Locks a mutex; a poisoned lock still holds consistent data here because every write to the

@@ -85,6 +85,16 @@ fn save_state(handle: &EmulatorHandle, path: &Path) -> Result<(), EmulatorError>
     })
 }
 
+/// How a standalone emulator loads its clients like a busy real server: latency added to every
+/// request, and the real server's max-in-flight limits (see
+/// [`EmulatorHandle::set_max_inflight`]). The default is none of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServingFaults {
+    pub max_requests_inflight: Option<usize>,
+    pub max_mutating_requests_inflight: Option<usize>,
+    pub request_latency: Duration,
+}
+
 /// What `tollgate emulator` serves, where, and how.
 #[derive(Debug, Clone)]
 pub struct StandaloneConfig {
@@ -98,6 +108,7 @@ pub struct StandaloneConfig {
     /// credentials are kept beside it ([`authority_path`]), so clients survive a restart.
     pub state_file: Option<PathBuf>,
     pub transport: Transport,
+    pub serving: ServingFaults,
 }
 
 /// Serves the fleet, writes the kubeconfig, prints where both are, and runs until Ctrl-C.
@@ -121,6 +132,7 @@ pub async fn run_standalone_until(
         kubeconfig,
         state_file,
         transport,
+        serving,
     } = standalone;
     let fleet = Fleet::load(&fleet)?;
     let initial_state = match &state_file {
@@ -138,6 +150,11 @@ pub async fn run_standalone_until(
         config.listen = listen;
     }
     let handle = Emulator::start(config).await?;
+    handle.set_request_latency(serving.request_latency);
+    handle.set_max_inflight(
+        serving.max_requests_inflight,
+        serving.max_mutating_requests_inflight,
+    );
     if let Some(state_file) = &state_file {
         save_authority(&handle, state_file)?;
     }

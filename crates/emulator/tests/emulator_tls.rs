@@ -308,6 +308,7 @@ async fn tls_restarted_standalone_emulator_keeps_its_clients_credentials() {
             kubeconfig: kubeconfig.clone(),
             state_file: Some(state.clone()),
             transport: Transport::Tls,
+            serving: Default::default(),
         };
         let server = tokio::spawn(tollgate_emulator::run_standalone_until(
             standalone,

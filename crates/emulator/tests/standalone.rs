@@ -142,6 +142,7 @@ async fn standalone_writes_kubeconfig_and_state_file_across_restart() {
             kubeconfig: kubeconfig.clone(),
             state_file: Some(state.clone()),
             transport: tollgate_emulator::Transport::Tls,
+            serving: Default::default(),
         };
         let server = tokio::spawn(tollgate_emulator::run_standalone_until(
             standalone,
@@ -184,4 +185,59 @@ async fn standalone_writes_kubeconfig_and_state_file_across_restart() {
         std::fs::remove_file(&kubeconfig).unwrap();
         assert!(state.exists());
     }
+}
+
+#[tokio::test]
+async fn standalone_enforces_its_mutating_inflight_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet_path = dir.path().join("fleet.yaml");
+    std::fs::write(&fleet_path, "clusters: []\n").unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let standalone = tollgate_emulator::StandaloneConfig {
+        fleet: fleet_path,
+        listen: None,
+        kubeconfig: kubeconfig.clone(),
+        state_file: None,
+        transport: tollgate_emulator::Transport::Tls,
+        serving: tollgate_emulator::ServingFaults {
+            max_requests_inflight: None,
+            max_mutating_requests_inflight: Some(0),
+            request_latency: Duration::from_millis(1),
+        },
+    };
+    let server = tokio::spawn(tollgate_emulator::run_standalone_until(
+        standalone,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let config = eventually("kubeconfig written", || async {
+        let text = std::fs::read_to_string(&kubeconfig).ok()?;
+        let parsed = kube::config::Kubeconfig::from_yaml(&text).ok()?;
+        kube::Config::from_custom_kubeconfig(parsed, &Default::default())
+            .await
+            .ok()
+    })
+    .await;
+    let mut config = config;
+    config.default_retry = false;
+    let api = profiles(&kube::Client::try_from(config).unwrap());
+    eventually("server up", || async {
+        api.list(&ListParams::default()).await.ok()
+    })
+    .await;
+    let profile = json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
+        "metadata": {"name": "refused"}, "spec": {}});
+    let error = api
+        .patch(
+            "refused",
+            &PatchParams::apply("tollgate"),
+            &Patch::Apply(profile),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error_code(&error), Some(429), "{error:?}");
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
 }

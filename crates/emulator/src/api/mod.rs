@@ -10,6 +10,7 @@ mod watch;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -19,12 +20,16 @@ use axum::response::Response;
 use serde_json::Value;
 
 use crate::api_error::ApiError;
-use crate::faults::FaultDecision;
+use crate::faults::{FaultDecision, InflightSlot, RequestClass};
 use crate::schema_validation::{self, FieldValidation};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::shared::{Shared, lock};
 use crate::state::{ApiState, ListOptions, ObjectList, PatchKind, Target};
 use route::{ResourcePath, Route};
+
+/// The verb under which [`crate::RequestCounts`] counts requests refused by the in-flight limit
+/// (instead of their own verb).
+pub const THROTTLED: &str = "throttled";
 
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new().fallback(handle).with_state(shared)
@@ -46,6 +51,16 @@ fn bytes_response(code: u16, body: Vec<u8>) -> Response {
     response
 }
 
+/// Adds the `Retry-After` header of the errors that carry one (429).
+fn with_retry_after(mut response: Response, error: &ApiError) -> Response {
+    if let Some(seconds) = error.retry_after_seconds() {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
+}
+
 fn error_response(error: &ApiError) -> Response {
     if *error == ApiError::NoSuchPage {
         let mut response = Response::new(Body::from(ApiError::PAGE_NOT_FOUND));
@@ -60,7 +75,7 @@ fn error_response(error: &ApiError) -> Response {
         );
         return response;
     }
-    json_response(error.code(), &error.status_body())
+    with_retry_after(json_response(error.code(), &error.status_body()), error)
 }
 
 /// The Kubernetes verb of a request.
@@ -79,6 +94,65 @@ fn verb_of(method: &Method, path: &Route, query: &HashMap<String, String>) -> &'
     }
 }
 
+/// A request let through the in-flight limit and the injected faults.
+struct Admitted<'a> {
+    slot: InflightSlot<'a>,
+    latency: Duration,
+    /// The injected fault's answer, sent after the latency.
+    injected: Option<Response>,
+}
+
+/// Counts the request, then lets it through or answers it: 429 over the in-flight limit (at once,
+/// as the real server does), or the injected fault after the injected latency.
+fn admit<'a>(shared: &'a Shared, verb: &str, resource: &str) -> Result<Admitted<'a>, ApiError> {
+    let mut state = lock(&shared.state);
+    let limits = state.faults.max_inflight;
+    let Some(slot) = shared.inflight.try_acquire(RequestClass::of(verb), limits) else {
+        // Counted apart, so `writes()` and friends count only requests that were served.
+        state.count_request(THROTTLED, resource);
+        let retry_after_seconds = state.faults.retry_after_seconds;
+        return Err(ApiError::TooManyRequests {
+            retry_after_seconds,
+        });
+    };
+    state.count_request(verb, resource);
+    let latency = state.faults.request_latency;
+    let injected = match state.faults.decide(verb, resource) {
+        FaultDecision::Proceed => None,
+        FaultDecision::Fail(code) => Some(injected_response(
+            code,
+            verb,
+            resource,
+            state.faults.retry_after_seconds,
+        )),
+    };
+    Ok(Admitted {
+        slot,
+        latency,
+        injected,
+    })
+}
+
+/// The answer to a request failed by fault injection.
+fn injected_response(code: u16, verb: &str, resource: &str, retry_after_seconds: u64) -> Response {
+    let error = match code {
+        503 => ApiError::Unavailable,
+        403 => ApiError::Forbidden {
+            verb: verb.to_string(),
+            resource: resource.to_string(),
+        },
+        429 => ApiError::TooManyRequests {
+            retry_after_seconds,
+        },
+        _ => ApiError::Internal(format!("injected fault for {verb} {resource}")),
+    };
+    // Clients act on the Status body's code, not the HTTP status line: both carry the
+    // injected code (a 403 must read as Forbidden, not as a 500).
+    let mut body = error.status_body();
+    body["code"] = Value::from(code);
+    with_retry_after(json_response(code, &body), &error)
+}
+
 async fn handle(
     State(shared): State<Arc<Shared>>,
     method: Method,
@@ -94,32 +168,23 @@ async fn handle(
         Route::Resource(r) => format!("{}.{}", r.plural, r.group),
         _ => uri.path().to_string(),
     };
-    let (latency, decision) = {
-        let mut state = lock(&shared.state);
-        state.count_request(verb, &counted_resource);
-        (
-            state.faults.request_latency,
-            state.faults.decide(verb, &counted_resource),
-        )
+    // Held until the response is built, or dropped with this future if the client goes away.
+    let _slot = match admit(&shared, verb, &counted_resource) {
+        Ok(Admitted {
+            slot,
+            latency,
+            injected,
+        }) => {
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+            if let Some(response) = injected {
+                return response;
+            }
+            slot
+        }
+        Err(refusal) => return error_response(&refusal),
     };
-    if !latency.is_zero() {
-        tokio::time::sleep(latency).await;
-    }
-    if let FaultDecision::Fail(code) = decision {
-        let error = match code {
-            503 => ApiError::Unavailable,
-            403 => ApiError::Forbidden {
-                verb: verb.to_string(),
-                resource: counted_resource,
-            },
-            _ => ApiError::Internal(format!("injected fault for {verb} {counted_resource}")),
-        };
-        // Clients act on the Status body's code, not the HTTP status line: both carry the
-        // injected code (a 403 must read as Forbidden, not as a 500).
-        let mut body = error.status_body();
-        body["code"] = Value::from(code);
-        return json_response(code, &body);
-    }
     match route {
         Route::Version => json_response(200, &discovery::version()),
         Route::CoreVersions => {
