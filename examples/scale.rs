@@ -3,10 +3,12 @@
 //!
 //! `cargo run --release --example scale -- --promotions N --stages S --clusters M
 //!  [--shards 100] [--quiet-secs 10] [--poll-ms 100] [--changes 5] [--latency-ms 20]
-//!  [--request-latency-ms 0] [--concurrency N | --max-concurrency 256]`
+//!  [--request-latency-ms 0] [--max-inflight N] [--concurrency N | --max-concurrency 256]`
 //!
 //! `--latency-ms` is the fleet's provisioning latency; `--request-latency-ms` delays every API
-//! answer of the emulator (a slower server). `--concurrency N` runs the controller with a fixed
+//! answer of the emulator (a slower server); `--max-inflight N` makes it answer 429 (Retry-After
+//! 1 s) to requests over N in flight, read-only and mutating each, like kube-apiserver's
+//! --max-requests-inflight and --max-mutating-requests-inflight. `--concurrency N` runs the controller with a fixed
 //! concurrency, otherwise it adapts up to `--max-concurrency` (the default, as `tollgate run`).
 //!
 //! Clusters carry `shard=<i % shards>`; promotion p's stage s selects shard `(p*S + s) % shards`,
@@ -51,8 +53,17 @@ use tollgate_source::SourceConfig;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const VERBS: [&str; 8] = [
-    "get", "list", "watch", "create", "update", "patch", "delete", "apply",
+// "throttled": requests the emulator's in-flight limit refused with 429.
+const VERBS: [&str; 9] = [
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "apply",
+    "throttled",
 ];
 
 struct Args {
@@ -65,6 +76,8 @@ struct Args {
     changes: usize,
     latency_ms: u64,
     request_latency_ms: u64,
+    /// 0: no limit.
+    max_inflight: u64,
     concurrency: Concurrency,
     emulator_child: bool,
 }
@@ -95,6 +108,7 @@ impl Args {
             changes: arg(&args, "--changes", 5) as usize,
             latency_ms: arg(&args, "--latency-ms", 20),
             request_latency_ms: arg(&args, "--request-latency-ms", 0),
+            max_inflight: arg(&args, "--max-inflight", 0),
             concurrency: Concurrency::from_flags(
                 match arg(&args, "--concurrency", 0) {
                     0 => None,
@@ -239,6 +253,8 @@ impl EmulatorProcess {
                 &args.latency_ms.to_string(),
                 "--request-latency-ms",
                 &args.request_latency_ms.to_string(),
+                "--max-inflight",
+                &args.max_inflight.to_string(),
             ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -330,6 +346,8 @@ fn emulator_child(args: &Args) {
         }))
         .expect("emulator starts");
     emulator.set_request_latency(Duration::from_millis(args.request_latency_ms));
+    let max_inflight = (args.max_inflight > 0).then_some(args.max_inflight as usize);
+    emulator.set_max_inflight(max_inflight, max_inflight);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     writeln!(out, "{}", emulator.url()).expect("parent reads");
@@ -669,7 +687,9 @@ fn main() {
             .map(|d| args.promotions as f64 / d.as_secs_f64().max(f64::EPSILON)),
         "concurrency": concurrency_report(&args, &limit_samples, throttle.limit()),
         "request_latency_ms": args.request_latency_ms,
-        // 429 answers the controller got until the API was quiet, over every request it sent.
+        "emulator_max_inflight": (args.max_inflight > 0).then_some(args.max_inflight),
+        // 429 answers until the API was quiet (the controller's count: the emulator's in-flight
+        // limit and injected ones), over every request the emulator got (429s included).
         "throttled_429_until_quiet": throttled_until_quiet,
         "throttled_429_rate": throttled_until_quiet as f64 / total_requests(&total_counts).max(1) as f64,
         "one_file_change_to_stage1_profile": summary(change_samples),
