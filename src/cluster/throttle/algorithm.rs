@@ -2,19 +2,25 @@
 //! was answered in some time, the server said it is overloaded) and answers with a limit. No
 //! clock, no I/O, so every rule below is checked against a simulated server in microseconds.
 //!
-//! The shape is TCP's: a *slow start* doubles the limit every window while latency stays flat,
-//! then *congestion avoidance* adds one per window (a window is `limit` answered requests, about
-//! one round trip), so probing a server's ceiling costs at most a request or two over it per
-//! probe. Overload (429, 5xx) and latency rising above [`LATENCY_TOLERANCE`] times the lowest seen
-//! shrink it: by half when leaving slow start (the last doubling overshot), by 10 % after.
+//! The shape is TCP's: a *slow start* doubles the limit every window, then *congestion
+//! avoidance* adds one per window (a window is `limit` answered requests, about one round trip),
+//! so probing a server's ceiling costs at most a request or two over it per probe. Overload (429,
+//! 5xx) shrinks it, and so does queueing: latency above [`LATENCY_TOLERANCE`] times the lowest
+//! seen *while* throughput fell below [`THROUGHPUT_DROP`] of the best seen. Rising latency alone
+//! is not enough: on the emulator and on a real kube-apiserver latency grows with concurrency long
+//! before throughput stops growing (kube-apiserver: 16 in flight 177 profiles/s, 256 in flight
+//! 336/s at several times the latency). Throughput comes from Little's law (mean concurrency over
+//! mean latency), so no clock is needed. Shrinking halves when leaving slow start (the last
+//! doubling overshot) and takes 10 % after.
 
 use std::time::Duration;
 
-/// A window whose mean latency exceeds the baseline by this factor means requests queue in the
-/// server: more concurrency would only add latency, not throughput.
+/// A window whose mean latency exceeds the baseline by this factor may be queueing in the server.
 pub const LATENCY_TOLERANCE: f64 = 1.5;
 /// Below this absolute rise, latency changes are noise (scheduling, a GC pause), not queueing.
 pub const MIN_LATENCY_RISE: Duration = Duration::from_millis(1);
+/// Queueing that costs throughput: a window's below this share of the best.
+pub const THROUGHPUT_DROP: f64 = 0.8;
 /// Multiplicative decrease in congestion avoidance.
 const BACKOFF: f64 = 0.9;
 
@@ -61,6 +67,9 @@ pub struct LimitChange {
 struct Window {
     answered: usize,
     latency_sum: Duration,
+    started: usize,
+    /// Sum over the window's starts of the requests in flight then.
+    in_flight_sum: usize,
     peak_in_flight: usize,
 }
 
@@ -72,6 +81,8 @@ pub struct AdaptiveLimit {
     /// The lowest window mean latency seen: the server's latency without queueing (reset when
     /// even the floor queues, see `close_window`).
     baseline: Option<Duration>,
+    /// The best throughput seen, in requests per second (reset when even the floor queues).
+    best_rate: f64,
     window: Window,
     /// Bumped at every decrease. A request remembers the epoch it started in, so the burst of
     /// overload answers from one overshoot shrinks the limit once, not once per answer.
@@ -92,6 +103,7 @@ impl AdaptiveLimit {
             limit: settings.initial,
             slow_start: true,
             baseline: None,
+            best_rate: 0.0,
             window: Window::default(),
             epoch: 0,
         }
@@ -112,6 +124,8 @@ impl AdaptiveLimit {
     /// A request took a slot; `in_flight` counts it. Growth needs the limit to have been used.
     pub fn on_start(&mut self, in_flight: usize) {
         self.window.peak_in_flight = self.window.peak_in_flight.max(in_flight);
+        self.window.started += 1;
+        self.window.in_flight_sum += in_flight;
     }
 
     /// A request that started in `started_epoch` ended with `sample`.
@@ -143,13 +157,19 @@ impl AdaptiveLimit {
         let answered = u32::try_from(window.answered).unwrap_or(u32::MAX).max(1);
         let mean = window.latency_sum / answered;
         let baseline = *self.baseline.get_or_insert(mean);
-        let queueing = mean.as_secs_f64() > baseline.as_secs_f64() * LATENCY_TOLERANCE
-            && mean.saturating_sub(baseline) > MIN_LATENCY_RISE;
         self.baseline = Some(baseline.min(mean));
+        let concurrency = window.in_flight_sum as f64 / window.started.max(1) as f64;
+        let rate = concurrency / mean.as_secs_f64().max(1e-6);
+        // Not decayed: a best that forgets lets the limit creep up as throughput sinks with it.
+        self.best_rate = self.best_rate.max(rate);
+        let queueing = mean.as_secs_f64() > baseline.as_secs_f64() * LATENCY_TOLERANCE
+            && mean.saturating_sub(baseline) > MIN_LATENCY_RISE
+            && rate < self.best_rate * THROUGHPUT_DROP;
         if queueing && self.limit == self.settings.floor {
-            // Still slow at the floor: the server got slower, not busier because of us. A
-            // baseline that kept the old latency would pin the limit here for good.
+            // Still queueing at the floor: the server got slower, not busier because of us.
+            // References that kept the old server would pin the limit here for good.
             self.baseline = Some(mean);
+            self.best_rate = rate;
         } else if queueing {
             self.decrease();
         } else if window.peak_in_flight * 2 >= self.limit {
@@ -187,20 +207,34 @@ mod tests {
         }
     }
 
-    /// A server that works on `capacity` requests at once and queues the rest: latency grows
-    /// with the excess. Every round the client fills its limit.
-    fn run_queueing_server(limit: &mut AdaptiveLimit, capacity: usize, rounds: usize) {
+    /// A server answering `n` requests in flight in `latency_at(n)`; the client keeps its limit
+    /// full, round after round.
+    fn run_server(
+        limit: &mut AdaptiveLimit,
+        rounds: usize,
+        latency_at: impl Fn(usize) -> Duration,
+    ) {
         for _ in 0..rounds {
             let in_flight = limit.limit();
             let epoch = limit.epoch();
-            let latency = LATENCY.mul_f64((in_flight as f64 / capacity as f64).max(1.0));
-            for started in 1..=in_flight {
-                limit.on_start(started);
+            let latency = latency_at(in_flight);
+            for _ in 0..in_flight {
+                limit.on_start(in_flight);
             }
             for _ in 0..in_flight {
                 limit.on_sample(Sample::Answered(latency), epoch);
             }
         }
+    }
+
+    /// Flat latency up to `capacity` in flight; beyond, latency grows with the square of the
+    /// excess, so throughput falls (an overdriven server thrashes).
+    fn overdriven(capacity: usize) -> impl Fn(usize) -> Duration {
+        move |n| LATENCY.mul_f64((n as f64 / capacity as f64).max(1.0).powi(2))
+    }
+
+    fn run_queueing_server(limit: &mut AdaptiveLimit, capacity: usize, rounds: usize) {
+        run_server(limit, rounds, overdriven(capacity));
     }
 
     /// A server that answers 429 at once to every request over `max_in_flight` (like
@@ -246,6 +280,24 @@ mod tests {
             32,
             "one window of 16 answers doubles 16 once"
         );
+    }
+
+    #[test]
+    fn rising_latency_with_rising_throughput_keeps_growing() {
+        // Latency grows with concurrency, throughput too (as on the emulator at 5 ms, and on
+        // kube-apiserver up to 256 in flight).
+        let mut limit = AdaptiveLimit::new(settings(256));
+        run_server(&mut limit, 200, |n| LATENCY.mul_f64(1.0 + n as f64 / 32.0));
+        assert_eq!(limit.limit(), 256);
+    }
+
+    #[test]
+    fn a_throughput_plateau_does_not_shrink() {
+        let mut limit = AdaptiveLimit::new(settings(256));
+        run_server(&mut limit, 200, |n| {
+            LATENCY.mul_f64((n as f64 / 32.0).max(1.0))
+        });
+        assert_eq!(limit.limit(), 256);
     }
 
     #[test]
