@@ -76,9 +76,9 @@ pub struct Args {
     #[arg(long, env = "TOLLGATE_CONCURRENCY", value_parser = clap::value_parser!(u32).range(1..))]
     pub concurrency: Option<u32>,
     /// Ceiling of adaptive concurrency. By default tollgate adapts how many API requests it keeps
-    /// in flight (watches and Leases aside): more while the server's latency stays flat, fewer
-    /// when latency rises or the server answers 429 or 5xx; a 429's Retry-After delays the
-    /// retry of the step that got it. 256 was the best fixed value on a real kube-apiserver.
+    /// in flight (watches and Leases aside): more while throughput grows, fewer when latency
+    /// rises without it or the server answers 429 or 5xx; a 429's Retry-After delays the retry
+    /// of the step that got it. 256 was the best fixed value on a real kube-apiserver.
     #[arg(long, env = "TOLLGATE_MAX_CONCURRENCY", default_value_t = DEFAULT_MAX_CONCURRENCY as u32,
           value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "concurrency")]
     pub max_concurrency: u32,
