@@ -162,6 +162,8 @@ async fn main() {
         dry_run: false,
         guard: PruneGuard::default(),
         concurrency: 16,
+        // This harness times the step path with today's fixed concurrency; see scale.rs for the sweep.
+        throttle: tollgate::cluster::throttle::Throttle::unbounded(Default::default()),
         instance: None,
         metrics: std::sync::Arc::new(tollgate::metrics::Metrics::new()),
     };

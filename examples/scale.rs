@@ -2,7 +2,14 @@
 //! in-process against the emulator over HTTP and a real local git repository.
 //!
 //! `cargo run --release --example scale -- --promotions N --stages S --clusters M
-//!  [--shards 100] [--quiet-secs 10] [--poll-ms 100] [--changes 5] [--latency-ms 20]`
+//!  [--shards 100] [--quiet-secs 10] [--poll-ms 100] [--changes 5] [--latency-ms 20]
+//!  [--request-latency-ms 0] [--max-inflight N] [--concurrency N | --max-concurrency 256]`
+//!
+//! `--latency-ms` is the fleet's provisioning latency; `--request-latency-ms` delays every API
+//! answer of the emulator (a slower server); `--max-inflight N` makes it answer 429 (Retry-After
+//! 1 s) to requests over N in flight, read-only and mutating each, like kube-apiserver's
+//! --max-requests-inflight and --max-mutating-requests-inflight. `--concurrency N` runs the controller with a fixed
+//! concurrency, otherwise it adapts up to `--max-concurrency` (the default, as `tollgate run`).
 //!
 //! Clusters carry `shard=<i % shards>`; promotion p's stage s selects shard `(p*S + s) % shards`,
 //! so each stage matches M/shards clusters and the fleet holds N × S × M/shards ClusterSummaries.
@@ -33,8 +40,10 @@ use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher;
 use kube::{Client, Config};
 use serde_json::{Value, json};
+use tollgate::cli::run::controller_client;
 use tollgate::cluster::leader::LeaderGate;
 use tollgate::cluster::resources;
+use tollgate::cluster::throttle::{Concurrency, DEFAULT_MAX_CONCURRENCY};
 use tollgate::controller::{self, ControllerConfig, PruneGuard};
 use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet, RequestCounts};
 use tollgate_source::SourceConfig;
@@ -44,8 +53,17 @@ use tollgate_source::SourceConfig;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const VERBS: [&str; 8] = [
-    "get", "list", "watch", "create", "update", "patch", "delete", "apply",
+// "throttled": requests the emulator's in-flight limit refused with 429.
+const VERBS: [&str; 9] = [
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "apply",
+    "throttled",
 ];
 
 struct Args {
@@ -57,6 +75,10 @@ struct Args {
     poll: Duration,
     changes: usize,
     latency_ms: u64,
+    request_latency_ms: u64,
+    /// 0: no limit.
+    max_inflight: u64,
+    concurrency: Concurrency,
     emulator_child: bool,
 }
 
@@ -85,6 +107,15 @@ impl Args {
             poll: Duration::from_millis(arg(&args, "--poll-ms", 100)),
             changes: arg(&args, "--changes", 5) as usize,
             latency_ms: arg(&args, "--latency-ms", 20),
+            request_latency_ms: arg(&args, "--request-latency-ms", 0),
+            max_inflight: arg(&args, "--max-inflight", 0),
+            concurrency: Concurrency::from_flags(
+                match arg(&args, "--concurrency", 0) {
+                    0 => None,
+                    fixed => Some(fixed as usize),
+                },
+                arg(&args, "--max-concurrency", DEFAULT_MAX_CONCURRENCY as u64) as usize,
+            ),
             emulator_child: args.iter().any(|a| a == "--emulator-child"),
         };
         if parsed.promotions == 0 || parsed.stages == 0 || parsed.shards == 0 {
@@ -220,6 +251,10 @@ impl EmulatorProcess {
                 &args.shards.to_string(),
                 "--latency-ms",
                 &args.latency_ms.to_string(),
+                "--request-latency-ms",
+                &args.request_latency_ms.to_string(),
+                "--max-inflight",
+                &args.max_inflight.to_string(),
             ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -310,6 +345,9 @@ fn emulator_child(args: &Args) {
             ..EmulatorConfig::default()
         }))
         .expect("emulator starts");
+    emulator.set_request_latency(Duration::from_millis(args.request_latency_ms));
+    let max_inflight = (args.max_inflight > 0).then_some(args.max_inflight as usize);
+    emulator.set_max_inflight(max_inflight, max_inflight);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     writeln!(out, "{}", emulator.url()).expect("parent reads");
@@ -371,6 +409,33 @@ fn answer(emulator: &EmulatorHandle, query: &str) -> String {
             format!("{cpu} {}", memory_mib("VmHWM").unwrap_or(f64::NAN))
         }
         _ => "unknown query".into(),
+    }
+}
+
+fn median(samples: &[f64]) -> Option<f64> {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied()
+}
+
+fn total_requests(counts: &RequestCounts) -> u64 {
+    counts.0.values().sum()
+}
+
+/// The concurrency mode, and for adaptive runs the limit over the cold start (sampled every
+/// 20 ms until every stage-1 profile was seen) and at the end.
+fn concurrency_report(args: &Args, limit_samples: &[f64], final_limit: Option<usize>) -> Value {
+    match args.concurrency {
+        Concurrency::Fixed(steps) => json!({"mode": "fixed", "steps": steps}),
+        Concurrency::Adaptive { ceiling } => json!({
+            "mode": "adaptive",
+            "ceiling": ceiling,
+            "cold_start_limit": {
+                "median": median(limit_samples),
+                "max": limit_samples.iter().copied().reduce(f64::max),
+            },
+            "final_limit": final_limit,
+        }),
     }
 }
 
@@ -503,24 +568,32 @@ fn main() {
         let _ = listed.await;
     });
 
+    let metrics = Arc::new(tollgate::metrics::Metrics::new());
+    let throttle_metrics = metrics.throttle();
+    let throttle = args.concurrency.throttle(throttle_metrics.clone());
     let config = ControllerConfig {
         source: SourceConfig::new(repo.path().to_string_lossy(), "main", "", cache.path()),
         poll_interval: args.poll,
         dry_run: false,
         guard: PruneGuard::default(),
-        concurrency: 16,
+        concurrency: args.concurrency.steps(),
+        throttle: throttle.clone(),
         instance: None,
-        metrics: Arc::new(tollgate::metrics::Metrics::new()),
+        metrics,
     };
     let started = Instant::now();
     let started_at: DateTime<Utc> = Utc::now();
     let (handle, task) = controller_rt
         .block_on(async {
-            let client = client_for(&url);
+            // The controller's own client, throttle included, as `tollgate run` builds it.
+            let client =
+                controller_client(Config::new(url.parse().expect("emulator url")), &throttle)
+                    .expect("controller client");
             controller::start(client, config, LeaderGate::always()).await
         })
         .expect("controller starts");
 
+    let mut limit_samples = Vec::new();
     let cold_first_stage = harness_rt.block_on(async {
         loop {
             {
@@ -528,6 +601,9 @@ fn main() {
                 if seen.first_stage.len() >= args.promotions {
                     break seen.last_at.map(|t| t - started);
                 }
+            }
+            if let Some(limit) = throttle.limit() {
+                limit_samples.push(limit as f64);
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -542,6 +618,7 @@ fn main() {
     progress("API quiet", build_started, &mut emulator);
     let settled = emulator.last_write().map(|t| ms(t - started_at));
     let total_counts = emulator.request_counts();
+    let throttled_until_quiet = throttle_metrics.throttled.get();
 
     // One-file changes: bump p0's chart, time until its stage-1 profile carries the version.
     let mut change_samples = Vec::new();
@@ -606,6 +683,15 @@ fn main() {
         "setup_ms": setup_ms,
         "cold_start_to_every_stage1_profile_ms": cold_first_stage.map(|d| d.as_millis() as u64),
         "cold_start_to_quiet_api_ms": settled,
+        "cold_start_stage1_profiles_per_s": cold_first_stage
+            .map(|d| args.promotions as f64 / d.as_secs_f64().max(f64::EPSILON)),
+        "concurrency": concurrency_report(&args, &limit_samples, throttle.limit()),
+        "request_latency_ms": args.request_latency_ms,
+        "emulator_max_inflight": (args.max_inflight > 0).then_some(args.max_inflight),
+        // 429 answers until the API was quiet (the controller's count: the emulator's in-flight
+        // limit and injected ones), over every request the emulator got (429s included).
+        "throttled_429_until_quiet": throttled_until_quiet,
+        "throttled_429_rate": throttled_until_quiet as f64 / total_requests(&total_counts).max(1) as f64,
         "one_file_change_to_stage1_profile": summary(change_samples),
         "git_commit_command_ms": summary(commit_samples),
         "idle": {

@@ -16,6 +16,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 use std::sync::atomic::AtomicU64;
 use tollgate_engine::{Phase, PromotionStatus};
+
+use crate::cluster::throttle::ThrottleMetrics;
 use tracing::error;
 
 /// Every phase, so the phase gauge always has one series per phase (1 for the current one).
@@ -97,6 +99,26 @@ struct EndpointLabels {
 type SecondsGauge = Gauge<f64, AtomicU64>;
 type LatencyFamily = Family<EndpointLabels, Histogram, fn() -> Histogram>;
 
+fn register_throttle(registry: &mut Registry) -> ThrottleMetrics {
+    let metrics = ThrottleMetrics::default();
+    registry.register(
+        "api_concurrency_limit",
+        "How many API requests (watches and Leases aside) may be in flight: the adaptive limit, 0 with a fixed --concurrency",
+        metrics.limit.clone(),
+    );
+    registry.register(
+        "api_requests_in_flight",
+        "API requests in flight through the throttle (watches and Leases aside)",
+        metrics.in_flight.clone(),
+    );
+    registry.register(
+        "api_throttled",
+        "API responses 429 Too Many Requests",
+        metrics.throttled.clone(),
+    );
+    metrics
+}
+
 fn notification_latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 14))
 }
@@ -123,6 +145,7 @@ pub struct Metrics {
     notifications_failed: Family<EndpointLabels, Counter>,
     notifications_dropped: Family<EndpointLabels, Counter>,
     notification_latency: LatencyFamily,
+    throttle: ThrottleMetrics,
     /// Resources whose watch has failed at some point (their gauge reads 0 once recovered).
     watched: Mutex<Vec<String>>,
     /// Per promotion: since when its current stage runs and since when it waits for an
@@ -276,8 +299,10 @@ impl Metrics {
             Unit::Seconds,
             notification_latency.clone(),
         );
+        let throttle = register_throttle(&mut registry);
         Metrics {
             registry,
+            throttle,
             notifications_sent,
             notifications_failed,
             notifications_dropped,
@@ -302,6 +327,11 @@ impl Metrics {
             live_since: Mutex::new(HashMap::new()),
             promotions: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The series the API throttle updates (see `cluster::throttle`).
+    pub fn throttle(&self) -> ThrottleMetrics {
+        self.throttle.clone()
     }
 
     /// The OpenMetrics text exposition of every metric, durations as of now.

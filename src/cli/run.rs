@@ -9,13 +9,17 @@ use std::time::Duration;
 
 use crate::cluster::fetch_request::{FetchRelay, start_relay, watch_fetch_requests};
 use crate::cluster::leader::{ElectionConfig, LeaderGate, run_election};
+use crate::cluster::throttle::layer::ThrottleLayer;
+use crate::cluster::throttle::{Concurrency, DEFAULT_MAX_CONCURRENCY, Throttle};
 use crate::controller::{self, ControllerConfig, PruneGuard};
 use crate::metrics::Metrics;
 use crate::server::{self, Provider, ServerConfig, ServerState, WebhookSecrets};
 use anyhow::Context as _;
 use kube::Client;
+use kube::client::ClientBuilder;
 use tollgate_emulator::Transport;
 use tollgate_source::{Auth, Secret, SourceConfig};
+use tower::buffer::BufferLayer;
 use tracing::{info, warn};
 
 use super::connect::{self, ClusterArgs};
@@ -67,9 +71,17 @@ pub struct Args {
     /// Removing more than this percentage of the promotions in one commit needs confirmation.
     #[arg(long, env = "TOLLGATE_PRUNE_MAX_SHARE", default_value_t = 50, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub prune_max_share: u32,
-    /// How many promotions step concurrently.
-    #[arg(long, env = "TOLLGATE_CONCURRENCY", default_value_t = 16)]
-    pub concurrency: usize,
+    /// Fixed concurrency: step this many promotions at once (each sends its API requests one
+    /// after another). Unset (the default): adaptive, see --max-concurrency.
+    #[arg(long, env = "TOLLGATE_CONCURRENCY", value_parser = clap::value_parser!(u32).range(1..))]
+    pub concurrency: Option<u32>,
+    /// Ceiling of adaptive concurrency. By default tollgate adapts how many API requests it keeps
+    /// in flight (watches and Leases aside): more while throughput grows, fewer when latency
+    /// rises without it or the server answers 429 or 5xx; a 429's Retry-After delays the retry
+    /// of the step that got it. 256 was the best fixed value on a real kube-apiserver.
+    #[arg(long, env = "TOLLGATE_MAX_CONCURRENCY", default_value_t = DEFAULT_MAX_CONCURRENCY as u32,
+          value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "concurrency")]
+    pub max_concurrency: u32,
     #[command(flatten)]
     pub election: ElectionArgs,
     #[command(flatten)]
@@ -297,7 +309,12 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => (connect::config(&args.cluster).await?, None),
     };
-    let client = controller_client(kube_config.clone())?;
+    let concurrency = Concurrency::from_flags(
+        args.concurrency.map(|n| n as usize),
+        args.max_concurrency as usize,
+    );
+    let throttle = concurrency.throttle(metrics.throttle());
+    let client = controller_client(kube_config.clone(), &throttle)?;
 
     let config = ControllerConfig {
         source,
@@ -307,7 +324,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             max_share_percent: args.prune_max_share,
             confirmed: args.confirm_prune,
         },
-        concurrency: args.concurrency,
+        concurrency: concurrency.steps(),
+        throttle,
         instance: std::env::var("POD_NAME").ok(),
         metrics: metrics.clone(),
     };
@@ -488,7 +506,15 @@ pub async fn shutdown_signal() {
 /// up to minutes inside one request (15 attempts from 5 ms, doubling), which held a step started
 /// during an API-server outage for many seconds after the server was back, and blocked the loop
 /// meanwhile. Refused steps are retried by the controller instead, 200 ms doubling to 2 s.
-pub fn controller_client(mut config: kube::Config) -> anyhow::Result<Client> {
+pub fn controller_client(
+    mut config: kube::Config,
+    throttle: &Arc<Throttle>,
+) -> anyhow::Result<Client> {
     config.default_retry = false;
-    Client::try_from(config).context("building the Kubernetes client")
+    let builder = ClientBuilder::try_from(config).context("building the Kubernetes client")?;
+    Ok(builder
+        // Under the throttle, so a request waiting for a slot does not hold up the others.
+        .with_layer(&BufferLayer::new(1024))
+        .with_layer(&ThrottleLayer::new(throttle.clone()))
+        .build())
 }

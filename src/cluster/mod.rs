@@ -11,5 +11,6 @@ pub mod lean;
 pub mod observe;
 pub mod resources;
 pub mod statuses;
+pub mod throttle;
 pub mod watch;
 pub mod writer;

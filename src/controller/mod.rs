@@ -37,6 +37,7 @@ use crate::cluster::observe::{
 };
 use crate::cluster::resources;
 use crate::cluster::statuses::{self, StatusCache, convert_state};
+use crate::cluster::throttle::Throttle;
 use crate::cluster::watch::{IndexedBy, Touch, WatchHealth, WatchSpec, spawn_watch};
 use crate::cluster::writer::ClusterWriter;
 use crate::metrics::{Metrics, ReconcileResult};
@@ -53,8 +54,11 @@ pub struct ControllerConfig {
     pub poll_interval: Duration,
     pub dry_run: bool,
     pub guard: PruneGuard,
-    /// How many promotions step concurrently in one batch.
+    /// How many promotions step concurrently in one batch. With adaptive concurrency this is the
+    /// ceiling, so the steps never bound the requests the throttle would allow.
     pub concurrency: usize,
+    /// The client's throttle: a failed step is retried no sooner than the server asked.
+    pub throttle: Arc<Throttle>,
     /// Reported as the event source instance (e.g. the pod name).
     pub instance: Option<String>,
     pub metrics: Arc<Metrics>,
@@ -252,6 +256,9 @@ struct LoopState {
     all_dirty: bool,
     timers: Timers,
     failures: HashMap<String, u32>,
+    /// Promotions whose step failed while the server asked clients to hold off (a 429's
+    /// Retry-After): not stepped before then, whatever touches them meanwhile.
+    retry_not_before: HashMap<String, chrono::DateTime<Utc>>,
     git_synced: bool,
     was_leader: bool,
 }
@@ -268,6 +275,7 @@ impl LoopState {
             all_dirty: false,
             timers: Timers::default(),
             failures: HashMap::new(),
+            retry_not_before: HashMap::new(),
             git_synced: false,
             was_leader: false,
         }
@@ -456,10 +464,15 @@ impl LoopState {
         } else {
             std::mem::take(&mut self.dirty).into_iter().collect()
         };
+        let now = Utc::now();
+        // Their timers are set for when the server allowed them.
+        let names: Vec<String> = names
+            .into_iter()
+            .filter(|name| self.retry_not_before.get(name).is_none_or(|at| *at <= now))
+            .collect();
         if names.is_empty() {
             return;
         }
-        let now = Utc::now();
         let jobs: Vec<(String, GitPresence)> = names
             .into_iter()
             .filter_map(|name| {
@@ -514,6 +527,7 @@ impl LoopState {
                         ctx.metrics.observe_promotion(&name, &status, Utc::now());
                     }
                     self.failures.remove(&name);
+                    self.retry_not_before.remove(&name);
                     if actions > 0 || status_written {
                         debug!(promotion = %name, actions, status_written, "stepped");
                     }
@@ -523,6 +537,7 @@ impl LoopState {
                     ctx.metrics.reconcile(ReconcileResult::Ok);
                     ctx.metrics.forget_promotion(&name);
                     self.failures.remove(&name);
+                    self.retry_not_before.remove(&name);
                     self.removed.remove(&name);
                     self.timers.set(&name, None);
                 }
@@ -536,7 +551,9 @@ impl LoopState {
                     }
                     let attempts = self.failures.entry(name.clone()).or_insert(0);
                     *attempts += 1;
-                    let backoff = retry_backoff(*attempts, error.is_transient());
+                    // A 429's Retry-After; kube drops headers, so the throttle remembers it.
+                    let hold_off = self.config.throttle.hold_off(std::time::Instant::now());
+                    let backoff = retry_backoff(*attempts, error.is_transient()).max(hold_off);
                     if matches!(error.cluster_error(), Some(ClusterError::NotLeader)) {
                         debug!(promotion = %name, "lost leadership mid-step");
                     } else {
@@ -545,6 +562,9 @@ impl LoopState {
                     let at = Utc::now()
                         + chrono::Duration::from_std(backoff).unwrap_or(chrono::Duration::zero());
                     self.timers.set(&name, Some(at));
+                    if !hold_off.is_zero() {
+                        self.retry_not_before.insert(name, at);
+                    }
                 }
             }
         }

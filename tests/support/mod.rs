@@ -13,6 +13,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 use tollgate::cluster::leader::LeaderGate;
 use tollgate::cluster::resources;
+use tollgate::cluster::throttle::{Concurrency, Throttle};
 use tollgate::controller::{self, ControllerConfig, ControllerHandle, PruneGuard};
 use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet};
 use tollgate_source::SourceConfig;
@@ -56,7 +57,12 @@ pub struct World {
     pub source_path: String,
     /// Shared by every controller the world starts.
     pub metrics: std::sync::Arc<tollgate::metrics::Metrics>,
+    /// The throttle of `client` (adaptive, as by default).
+    pub throttle: std::sync::Arc<Throttle>,
 }
+
+/// How many promotions the test controllers step at once (the adaptive ceiling too).
+pub const STEP_CONCURRENCY: usize = 8;
 
 impl World {
     pub async fn start(repo: TestRepo, fleet: &str) -> World {
@@ -76,7 +82,13 @@ impl World {
         .await
         .expect("emulator starts");
         let uri = emulator.url().parse().expect("emulator URL");
-        let client = tollgate::cli::run::controller_client(Config::new(uri)).expect("client");
+        let metrics = std::sync::Arc::new(tollgate::metrics::Metrics::new());
+        let throttle = Concurrency::Adaptive {
+            ceiling: STEP_CONCURRENCY,
+        }
+        .throttle(metrics.throttle());
+        let client =
+            tollgate::cli::run::controller_client(Config::new(uri), &throttle).expect("client");
         World {
             repo,
             emulator,
@@ -85,7 +97,8 @@ impl World {
             cache: tempfile::tempdir().expect("temp dir"),
             guard: PruneGuard::default(),
             source_path: String::new(),
-            metrics: std::sync::Arc::new(tollgate::metrics::Metrics::new()),
+            metrics,
+            throttle,
         }
     }
 
@@ -101,7 +114,8 @@ impl World {
             poll_interval: Duration::from_secs(5),
             dry_run: false,
             guard: self.guard,
-            concurrency: 8,
+            concurrency: STEP_CONCURRENCY,
+            throttle: self.throttle.clone(),
             instance: None,
             metrics: self.metrics.clone(),
         }
