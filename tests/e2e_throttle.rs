@@ -241,3 +241,36 @@ async fn under_the_servers_inflight_limit_a_rollout_completes_with_few_429s_and_
     let _ = stop.send(());
     election.await.expect("election ends");
 }
+
+/// A write refused with 429 is sent again after the server's Retry-After within the same step
+/// (through the lease gate again), instead of failing the step and waiting for the next batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_write_is_sent_again_within_its_step() {
+    let repo = TestRepo::new();
+    repo.write(
+        "promotions/kyverno.yaml",
+        &seed("05-kyverno-rollout-auto-v1.yaml", "1s"),
+    );
+    repo.commit("Add kyverno rollout");
+    let mut world = World::without_controller(repo, &fleet_yaml(2, "100ms")).await;
+    world.emulator.set_retry_after_seconds(1);
+    world.emulator.set_error_code(429);
+    world.emulator.set_error_rate("patch", 1.0);
+    world.start_controller().await;
+    world
+        .eventually("the first apply is refused with 429", || async {
+            (world.emulator.request_counts().verb("patch") > 0).then_some(())
+        })
+        .await;
+    world.emulator.set_error_rate("patch", 0.0);
+    world.wait_phase("kyverno-rollout-auto", "Completed").await;
+    let metrics = world.metrics.encode();
+    assert!(
+        !metrics.contains("result=\"error\""),
+        "a step failed on the 429 instead of sending the write again:\n{metrics}"
+    );
+    assert!(
+        metrics.contains("tollgate_api_throttled_total "),
+        "{metrics}"
+    );
+}

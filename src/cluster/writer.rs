@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
@@ -18,6 +19,25 @@ use super::errors::{ClusterError, classify};
 use super::leader::LeaderGate;
 use super::lean::LeanObject;
 use super::resources::{self, FIELD_MANAGER};
+
+/// How many times one write refused with 429 is sent again (after the server's Retry-After).
+pub const THROTTLED_RETRIES: u32 = 3;
+
+/// The longest wait for one throttled write: a server asking for more fails the step instead,
+/// and the controller retries the step no sooner than the Retry-After (the throttle remembers it).
+const MAX_THROTTLED_WAIT: Duration = Duration::from_secs(5);
+
+/// What a 429 asks to wait: `details.retryAfterSeconds`, else 1 s (kube-apiserver's
+/// `Retry-After` for its in-flight limit, sent as a header that kube's client does not keep).
+fn throttled_wait(status: &kube::core::Status) -> Duration {
+    let seconds = status
+        .details
+        .as_ref()
+        .map(|d| d.retry_after_seconds)
+        .filter(|s| *s > 0)
+        .unwrap_or(1);
+    Duration::from_secs(u64::from(seconds)).min(MAX_THROTTLED_WAIT)
+}
 
 #[derive(Clone)]
 pub struct ClusterWriter {
@@ -52,10 +72,47 @@ impl ClusterWriter {
         }
     }
 
-    /// Sends `request` only within the lease: kube's client retries 429/503/504 on its own, and
-    /// such a retry must not leave after the deadline the gate was checked against, so the
-    /// request (and any retry still pending) is dropped when the lease expires locally.
-    async fn leased<T>(
+    /// Sends the request made by `request` only within the lease: kube's client retries
+    /// 429/503/504 on its own when configured to, and such a retry must not leave after the
+    /// deadline the gate was checked against, so the request (and any retry still pending) is
+    /// dropped when the lease expires locally.
+    ///
+    /// A 429 (the server's in-flight limit or its priority-and-fairness queues) is sent again
+    /// after the server's `retryAfterSeconds` (1 s when it does not say, as kube-apiserver
+    /// answers), at most [`THROTTLED_RETRIES`] times, each time through the gate again: the step
+    /// goes on instead of failing whole and waiting for the next batch. Nothing else is retried
+    /// here (the controller retries failed steps).
+    async fn leased<T, F>(
+        &self,
+        request: impl Fn() -> F,
+    ) -> Result<Result<T, kube::Error>, ClusterError>
+    where
+        F: Future<Output = Result<T, kube::Error>>,
+    {
+        let mut retries = 0;
+        loop {
+            let result = self.leased_once(request()).await?;
+            let wait = match &result {
+                Err(kube::Error::Api(status)) if status.code == 429 => throttled_wait(status),
+                _ => return Ok(result),
+            };
+            let within_lease = self
+                .leader
+                .remaining()
+                .is_none_or(|remaining| wait < remaining);
+            if retries >= THROTTLED_RETRIES || !within_lease {
+                return Ok(result);
+            }
+            retries += 1;
+            debug!(
+                wait_ms = wait.as_millis() as u64,
+                retries, "API server throttled a write; sending it again after its Retry-After"
+            );
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    async fn leased_once<T>(
         &self,
         request: impl Future<Output = Result<T, kube::Error>>,
     ) -> Result<Result<T, kube::Error>, ClusterError> {
@@ -91,8 +148,9 @@ impl ClusterWriter {
             });
         }
         let params = PatchParams::apply(FIELD_MANAGER).force();
+        let patch = Patch::Apply(object);
         let applied = self
-            .leased(self.profiles.patch(name, &params, &Patch::Apply(object)))
+            .leased(|| self.profiles.patch(name, &params, &patch))
             .await?
             .map_err(|e| classify(e, "apply", "clusterprofiles", name))?;
         debug!(profile = name, "applied ClusterProfile");
@@ -107,10 +165,8 @@ impl ClusterWriter {
             info!(profile = name, "dry-run: would delete ClusterProfile");
             return Ok(None);
         }
-        match self
-            .leased(self.profiles.delete(name, &DeleteParams::background()))
-            .await?
-        {
+        let params = DeleteParams::background();
+        match self.leased(|| self.profiles.delete(name, &params)).await? {
             Ok(either) => Ok(either.left()),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
             Err(e) => Err(classify(e, "delete", "clusterprofiles", name)),
@@ -139,7 +195,8 @@ impl ClusterWriter {
                 });
         }
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        self.leased(self.state.patch(name, &params, &Patch::Apply(&object)))
+        let patch = Patch::Apply(&object);
+        self.leased(|| self.state.patch(name, &params, &patch))
             .await?
             .map_err(|e| classify(e, "apply", "gitpromotions", name))
     }
@@ -169,11 +226,9 @@ impl ClusterWriter {
             spec: None,
             status: Some(status),
         };
+        let params = PostParams::default();
         let written = self
-            .leased(
-                self.state
-                    .replace_status(name, &PostParams::default(), &data),
-            )
+            .leased(|| self.state.replace_status(name, &params, &data))
             .await?
             .map_err(|e| classify(e, "update status of", "gitpromotions", name))?;
         Ok(written.resource_version())
@@ -193,14 +248,12 @@ impl ClusterWriter {
         if self.dry_run {
             return Ok(resource_version);
         }
-        let patch = serde_json::json!({
+        let patch = Patch::Merge(serde_json::json!({
             "metadata": {"resourceVersion": resource_version, "annotations": {key: value}}
-        });
+        }));
+        let params = PatchParams::default();
         let written = self
-            .leased(
-                self.state
-                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch)),
-            )
+            .leased(|| self.state.patch(name, &params, &patch))
             .await?
             .map_err(|e| classify(e, "annotate", "gitpromotions", name))?;
         Ok(written.resource_version())
@@ -212,10 +265,8 @@ impl ClusterWriter {
             info!(promotion = name, "dry-run: would delete GitPromotion");
             return Ok(());
         }
-        match self
-            .leased(self.state.delete(name, &DeleteParams::background()))
-            .await?
-        {
+        let params = DeleteParams::background();
+        match self.leased(|| self.state.delete(name, &params)).await? {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
             Err(e) => Err(classify(e, "delete", "gitpromotions", name)),
