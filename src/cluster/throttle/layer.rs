@@ -3,7 +3,8 @@
 //! Watches and Lease requests are exempt: a watch holds its request open for minutes (it would
 //! take a slot for nothing), and a lease renewal must never queue behind writes, or a busy leader
 //! would lose its lease. Nothing is retried here: a write retried after a wait could land after
-//! the lease that allowed it expired; the controller retries whole steps instead.
+//! the lease that allowed it expired. The writer sends a write refused with 429 again, through
+//! its lease check (`cluster::writer`), and the controller retries failed steps.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
