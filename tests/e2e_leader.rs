@@ -9,55 +9,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
+use support::elected::{Elected, election};
 use support::{TestRepo, World, fleet_yaml, seed};
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tollgate::cluster::leader::{ElectionConfig, LeaderGate, run_election};
-
-/// One replica's election task and the switch that stops it (releasing the lease).
-struct Elected {
-    gate: LeaderGate,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-}
-
-impl Elected {
-    fn start(world: &World, config: ElectionConfig) -> Elected {
-        let gate = LeaderGate::follower();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(run_election(
-            world.client.clone(),
-            config,
-            gate.clone(),
-            async move {
-                let _ = stopped.await;
-            },
-        ));
-        Elected {
-            gate,
-            stop: Some(stop),
-            task,
-        }
-    }
-
-    /// A graceful shutdown: steps down and releases the lease.
-    async fn shut_down(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        self.task.await.expect("election task ends");
-    }
-}
-
-fn election(identity: &str) -> ElectionConfig {
-    ElectionConfig {
-        lease_name: "tollgate-leader".into(),
-        lease_namespace: "default".into(),
-        identity: identity.into(),
-        duration: Duration::from_secs(3),
-        grace: Duration::from_secs(1),
-    }
-}
+use tollgate::cluster::leader::{ElectionConfig, LeaderGate};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_writes_and_a_successor_finishes_the_rollout() {
@@ -98,7 +53,7 @@ async fn only_the_leader_writes_and_a_successor_finishes_the_rollout() {
     );
 
     // Kill the leader: its controller and its election task, without releasing the lease.
-    elections[leader].task.abort();
+    elections[leader].crash();
     gates[leader].step_down();
     let (handle, task) = replicas.remove(leader);
     handle.shutdown();

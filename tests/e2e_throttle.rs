@@ -7,22 +7,13 @@ use std::time::Duration;
 
 use kube::Api;
 use kube::api::{DynamicObject, ListParams};
+use support::elected::{Elected, election};
 use support::{STEP_CONCURRENCY, TestRepo, World, fleet_yaml, seed};
 use tollgate::cli::run::controller_client;
-use tollgate::cluster::leader::{ElectionConfig, LeaderGate, run_election};
+use tollgate::cluster::leader::ElectionConfig;
 use tollgate::cluster::resources;
 use tollgate::cluster::throttle::Concurrency;
 use tollgate::controller::{self, ControllerConfig};
-
-fn election(identity: &str) -> ElectionConfig {
-    ElectionConfig {
-        lease_name: "tollgate-leader".into(),
-        lease_namespace: "default".into(),
-        identity: identity.into(),
-        duration: Duration::from_secs(3),
-        grace: Duration::from_secs(1),
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overload_answers_shrink_the_limit_and_the_rollout_completes_after() {
@@ -70,19 +61,10 @@ async fn lease_requests_and_watches_pass_a_full_throttle() {
         held.push(world.throttle.acquire().await);
     }
 
-    let gate = LeaderGate::follower();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let election = tokio::spawn(run_election(
-        world.client.clone(),
-        election("replica-a"),
-        gate.clone(),
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let elected = Elected::start(&world, election("replica-a"));
     world
         .eventually("the lease is taken past the full throttle", || async {
-            gate.is_leader().then_some(())
+            elected.gate.is_leader().then_some(())
         })
         .await;
     let profiles: Api<DynamicObject> =
@@ -107,8 +89,7 @@ async fn lease_requests_and_watches_pass_a_full_throttle() {
         .expect("list task")
         .expect("the list is served once slots free");
 
-    let _ = stop.send(());
-    election.await.expect("election ends");
+    elected.shut_down().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -183,8 +164,6 @@ async fn under_the_servers_inflight_limit_a_rollout_completes_with_few_429s_and_
     let url = world.emulator.url().parse().expect("emulator URL");
     world.client = controller_client(kube::Config::new(url), &world.throttle).expect("client");
 
-    let gate = LeaderGate::follower();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     // Nearer the deployed 15 s than the 3 s of the other tests: this one loads a debug build on a
     // shared machine, and the property is that leases do not queue behind writes.
     let lease = ElectionConfig {
@@ -192,14 +171,8 @@ async fn under_the_servers_inflight_limit_a_rollout_completes_with_few_429s_and_
         grace: Duration::from_secs(2),
         ..election("replica-a")
     };
-    let election = tokio::spawn(run_election(
-        world.client.clone(),
-        lease,
-        gate.clone(),
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let elected = Elected::start(&world, lease);
+    let gate = elected.gate.clone();
     world
         .eventually("the replica leads", || async {
             gate.is_leader().then_some(())
@@ -238,8 +211,7 @@ async fn under_the_servers_inflight_limit_a_rollout_completes_with_few_429s_and_
 
     handle.shutdown();
     task.await.expect("controller ends");
-    let _ = stop.send(());
-    election.await.expect("election ends");
+    elected.shut_down().await;
 }
 
 /// A write refused with 429 is sent again after the server's Retry-After within the same step

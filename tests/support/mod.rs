@@ -2,6 +2,8 @@
 //! controller loop in-process, observed only through the Kubernetes API.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod elected;
+
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::Command;
