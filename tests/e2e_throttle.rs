@@ -15,15 +15,21 @@ use tollgate::cluster::resources;
 use tollgate::cluster::throttle::Concurrency;
 use tollgate::controller::{self, ControllerConfig};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn overload_answers_shrink_the_limit_and_the_rollout_completes_after() {
+/// The seed kyverno rollout (dev, staging, prod; 1 s delays) on two clusters per env, with the
+/// controller not started yet.
+async fn kyverno_world() -> World {
     let repo = TestRepo::new();
     repo.write(
         "promotions/kyverno.yaml",
         &seed("05-kyverno-rollout-auto-v1.yaml", "1s"),
     );
     repo.commit("Add kyverno rollout");
-    let mut world = World::without_controller(repo, &fleet_yaml(2, "100ms")).await;
+    World::without_controller(repo, &fleet_yaml(2, "100ms")).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overload_answers_shrink_the_limit_and_the_rollout_completes_after() {
+    let mut world = kyverno_world().await;
     let initial = world.throttle.limit().expect("adaptive by default");
     assert_eq!(initial, STEP_CONCURRENCY);
     // Every patch (the profiles' server-side apply among them) is refused as overloaded until
@@ -95,13 +101,7 @@ async fn lease_requests_and_watches_pass_a_full_throttle() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429s_retry_after_delays_that_promotions_retry() {
     const RETRY_AFTER: Duration = Duration::from_secs(3);
-    let repo = TestRepo::new();
-    repo.write(
-        "promotions/kyverno.yaml",
-        &seed("05-kyverno-rollout-auto-v1.yaml", "1s"),
-    );
-    repo.commit("Add kyverno rollout");
-    let mut world = World::without_controller(repo, &fleet_yaml(2, "100ms")).await;
+    let mut world = kyverno_world().await;
     world
         .emulator
         .set_retry_after_seconds(RETRY_AFTER.as_secs());
@@ -218,13 +218,7 @@ async fn under_the_servers_inflight_limit_a_rollout_completes_with_few_429s_and_
 /// (through the lease gate again), instead of failing the step and waiting for the next batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttled_write_is_sent_again_within_its_step() {
-    let repo = TestRepo::new();
-    repo.write(
-        "promotions/kyverno.yaml",
-        &seed("05-kyverno-rollout-auto-v1.yaml", "1s"),
-    );
-    repo.commit("Add kyverno rollout");
-    let mut world = World::without_controller(repo, &fleet_yaml(2, "100ms")).await;
+    let mut world = kyverno_world().await;
     world.emulator.set_retry_after_seconds(1);
     world.emulator.set_error_code(429);
     world.emulator.set_error_rate("patch", 1.0);

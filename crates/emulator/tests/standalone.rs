@@ -150,14 +150,7 @@ async fn standalone_writes_kubeconfig_and_state_file_across_restart() {
                 let _ = stopped.await;
             },
         ));
-        let config = eventually("kubeconfig written", || async {
-            let text = std::fs::read_to_string(&kubeconfig).ok()?;
-            let parsed = kube::config::Kubeconfig::from_yaml(&text).ok()?;
-            kube::Config::from_custom_kubeconfig(parsed, &Default::default())
-                .await
-                .ok()
-        })
-        .await;
+        let config = config_from(&kubeconfig).await;
         let client = kube::Client::try_from(config).unwrap();
         let api = profiles(&client);
         if round == 0 {
@@ -212,14 +205,7 @@ async fn standalone_enforces_its_mutating_inflight_limit() {
             let _ = stopped.await;
         },
     ));
-    let config = eventually("kubeconfig written", || async {
-        let text = std::fs::read_to_string(&kubeconfig).ok()?;
-        let parsed = kube::config::Kubeconfig::from_yaml(&text).ok()?;
-        kube::Config::from_custom_kubeconfig(parsed, &Default::default())
-            .await
-            .ok()
-    })
-    .await;
+    let config = config_from(&kubeconfig).await;
     let mut config = config;
     config.default_retry = false;
     let api = profiles(&kube::Client::try_from(config).unwrap());
@@ -240,4 +226,16 @@ async fn standalone_enforces_its_mutating_inflight_limit() {
     assert_eq!(error_code(&error), Some(429), "{error:?}");
     stop.send(()).unwrap();
     server.await.unwrap().unwrap();
+}
+
+/// The client configuration in the kubeconfig the standalone emulator writes, once written.
+async fn config_from(kubeconfig: &std::path::Path) -> kube::Config {
+    eventually("kubeconfig written", || async {
+        let text = std::fs::read_to_string(kubeconfig).ok()?;
+        let parsed = kube::config::Kubeconfig::from_yaml(&text).ok()?;
+        kube::Config::from_custom_kubeconfig(parsed, &Default::default())
+            .await
+            .ok()
+    })
+    .await
 }
