@@ -24,7 +24,7 @@ use crate::input::{Desired, StepInput};
 use crate::messages;
 use crate::never_valid;
 use crate::new_snapshot::{self, Choice};
-use crate::observed::Observed;
+use crate::observed::{Observed, ObservedProfile};
 use crate::output::{Action, EngineEvent, StepOutput};
 use crate::removal;
 use crate::rollback;
@@ -233,6 +233,14 @@ impl<'i, 'a> Run<'i, 'a> {
 
     fn observed(&self) -> &'a Observed {
         self.input.observed
+    }
+
+    /// `profile` as observed, when this promotion owns it and it is not being deleted.
+    fn own_live_profile(&self, profile: &str) -> Option<&'a ObservedProfile> {
+        self.observed()
+            .profiles
+            .get(profile)
+            .filter(|p| p.is_owned_by(self.name()) && !p.deleting)
     }
 
     fn now(&self) -> DateTime<Utc> {
@@ -739,12 +747,7 @@ impl<'i, 'a> Run<'i, 'a> {
 
     /// Features whose ClusterSummary status must be newer than an apply of `spec` to `profile`.
     fn fresh_features(&self, profile: &str, spec: &Value, hash: &str) -> Vec<String> {
-        let previous = self
-            .observed()
-            .profiles
-            .get(profile)
-            .filter(|p| p.is_owned_by(self.name()) && !p.deleting);
-        fresh_after_apply(previous, spec, hash)
+        fresh_after_apply(self.own_live_profile(profile), spec, hash)
     }
 
     /// Look at the current stage and run its steps ([`crate::stage`]); the outcome becomes the
@@ -919,12 +922,7 @@ impl<'i, 'a> Run<'i, 'a> {
     /// step of this run whose status was never persisted (a conflict, an outage); what it
     /// replaced is then what the persisted status says the stage ran.
     fn replaced_snapshot(&self, stage: &str, profile: &str) -> Option<u64> {
-        let carried = self
-            .observed()
-            .profiles
-            .get(profile)
-            .filter(|p| p.is_owned_by(self.name()) && !p.deleting)
-            .and_then(|p| p.snapshot_index)?;
+        let carried = self.own_live_profile(profile)?.snapshot_index?;
         if carried != self.snapshot.index {
             return Some(carried);
         }
@@ -958,10 +956,7 @@ impl<'i, 'a> Run<'i, 'a> {
             .map(|stage| StageAhead {
                 name: stage.name.clone(),
                 snapshot_index: self
-                    .observed()
-                    .profiles
-                    .get(&stage_profile_name(self.name(), &stage.name))
-                    .filter(|p| p.is_owned_by(self.name()) && !p.deleting)
+                    .own_live_profile(&stage_profile_name(self.name(), &stage.name))
                     .and_then(|p| p.snapshot_index),
             })
             .collect();
