@@ -263,12 +263,11 @@ fn outcome(status: &PromotionStatus) -> (RunOutcome, Option<DateTime<Utc>>) {
 }
 
 impl StageRecord {
-    fn entered(stage: &StageStatus) -> Self {
+    /// A stage entered at `applied_at`, with no later transition yet.
+    pub fn new(name: String, applied_at: DateTime<Utc>) -> Self {
         StageRecord {
-            name: stage.name.clone(),
-            applied_at: stage
-                .last_update_reconciled_time
-                .unwrap_or(stage.applied_at),
+            name,
+            applied_at,
             provisioned_at: None,
             awaiting_approval_since: None,
             awaiting_window_since: None,
@@ -277,6 +276,13 @@ impl StageRecord {
             restored_at: None,
             restored_to: None,
         }
+    }
+
+    fn entered(stage: &StageStatus) -> Self {
+        let applied_at = stage
+            .last_update_reconciled_time
+            .unwrap_or(stage.applied_at);
+        StageRecord::new(stage.name.clone(), applied_at)
     }
 
     /// Keep the first instant of every transition `stage` shows.

@@ -14,17 +14,7 @@ fn t(minute: i64) -> DateTime<Utc> {
 }
 
 fn stage(name: &str, applied: i64) -> StageRecord {
-    StageRecord {
-        name: name.to_string(),
-        applied_at: t(applied),
-        provisioned_at: None,
-        awaiting_approval_since: None,
-        awaiting_window_since: None,
-        succeeded_at: None,
-        failed_at: None,
-        restored_at: None,
-        restored_to: None,
-    }
+    StageRecord::new(name.to_string(), t(applied))
 }
 
 fn run(index: u64, started: i64, outcome: RunOutcome, stages: Vec<StageRecord>) -> RunRecord {
