@@ -40,6 +40,10 @@ pub struct InflightLimits {
     pub mutating: Option<usize>,
 }
 
+/// The verbs that write: the mutating class of the in-flight limit, and what
+/// [`crate::RequestCounts::writes`] adds up.
+pub const MUTATING_VERBS: [&str; 4] = ["create", "update", "patch", "delete"];
+
 /// The real server's classes of requests for its in-flight limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequestClass {
@@ -53,7 +57,7 @@ impl RequestClass {
     pub fn of(verb: &str) -> Self {
         match verb {
             "watch" => Self::LongRunning,
-            "create" | "update" | "patch" | "delete" => Self::Mutating,
+            _ if MUTATING_VERBS.contains(&verb) => Self::Mutating,
             _ => Self::ReadOnly,
         }
     }

@@ -127,7 +127,7 @@ impl RequestCounts {
 
     /// create + update + patch + delete.
     pub fn writes(&self) -> u64 {
-        ["create", "update", "patch", "delete"]
+        crate::faults::MUTATING_VERBS
             .iter()
             .map(|v| self.verb(v))
             .sum()
