@@ -222,7 +222,7 @@ impl ApiState {
             namespace: String::new(),
             name: crd_name.clone(),
         };
-        let versions = match self.store.get_shared(&key) {
+        let versions = match self.store.get(&key) {
             Some(crd) => {
                 let resource_version = crd["metadata"]["resourceVersion"]
                     .as_str()

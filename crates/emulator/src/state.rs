@@ -249,7 +249,7 @@ impl ApiState {
     /// The stored version itself, shared: committed versions are never changed in place.
     pub fn get(&self, target: Target<'_>, name: &str) -> Result<Arc<Value>, ApiError> {
         self.store
-            .get_shared(&target.key(name))
+            .get(&target.key(name))
             .ok_or_else(|| target.not_found(name))
     }
 
@@ -486,7 +486,7 @@ impl ApiState {
         body: Value,
         manager: &str,
     ) -> Result<Arc<Value>, ApiError> {
-        let old = match self.store.get_shared(&target.key(name)) {
+        let old = match self.store.get(&target.key(name)) {
             Some(old) => old,
             None => {
                 return match kind {

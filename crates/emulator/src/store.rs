@@ -205,11 +205,6 @@ impl Store {
             .map(|(key, stored)| self.parsed(key, stored))
     }
 
-    /// Same as [`Store::get`].
-    pub fn get_shared(&self, key: &ObjectKey) -> Option<Arc<Value>> {
-        self.get(key)
-    }
-
     /// The stored version with its JSON.
     pub fn get_stored(&self, key: &ObjectKey) -> Option<&Stored> {
         self.objects.get(key)

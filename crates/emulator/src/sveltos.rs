@@ -323,7 +323,7 @@ fn reconcile_profile(
     // Shared, not copied: the writes below replace the stored version, never change it in place.
     let profile = state
         .store
-        .get_shared(&store_key(PROFILES, &(String::new(), name.to_string())));
+        .get(&store_key(PROFILES, &(String::new(), name.to_string())));
     let Some(profile) = profile else {
         // Gone: its summaries are withdrawn at once.
         tracking.forget_selection(name);
