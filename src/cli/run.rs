@@ -77,8 +77,9 @@ pub struct Args {
     pub concurrency: Option<u32>,
     /// Ceiling of adaptive concurrency. By default tollgate adapts how many API requests it keeps
     /// in flight (watches and Leases aside): more while throughput grows, fewer when latency
-    /// rises without it or the server answers 429 or 5xx; a 429's Retry-After delays the retry
-    /// of the step that got it. 256 was the best fixed value on a real kube-apiserver.
+    /// rises without it or the server answers 429 or 5xx. A write refused with 429 is sent again
+    /// after its Retry-After (at most 3 times); a step that still fails is retried no sooner.
+    /// 256 was the best fixed value on a real kube-apiserver.
     #[arg(long, env = "TOLLGATE_MAX_CONCURRENCY", default_value_t = DEFAULT_MAX_CONCURRENCY as u32,
           value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "concurrency")]
     pub max_concurrency: u32,
@@ -505,7 +506,8 @@ pub async fn shutdown_signal() {
 /// The controller's client, without kube's built-in retry of 429/503/504: that retry backs off
 /// up to minutes inside one request (15 attempts from 5 ms, doubling), which held a step started
 /// during an API-server outage for many seconds after the server was back, and blocked the loop
-/// meanwhile. Refused steps are retried by the controller instead, 200 ms doubling to 2 s.
+/// meanwhile. Refused steps are retried by the controller instead, 200 ms doubling to 2 s; only
+/// a 429 is sent again within the step, by the writer after its Retry-After (`cluster::writer`).
 pub fn controller_client(
     mut config: kube::Config,
     throttle: &Arc<Throttle>,
