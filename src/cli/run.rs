@@ -79,7 +79,8 @@ pub struct Args {
     /// in flight (watches and Leases aside): more while throughput grows, fewer when latency
     /// rises without it or the server answers 429 or 5xx. A write refused with 429 is sent again
     /// after its Retry-After (at most 3 times); a step that still fails is retried no sooner.
-    /// 256 was the best fixed value on a real kube-apiserver.
+    /// It starts at a quarter of this ceiling. 256 was the best fixed value on a real
+    /// kube-apiserver.
     #[arg(long, env = "TOLLGATE_MAX_CONCURRENCY", default_value_t = DEFAULT_MAX_CONCURRENCY as u32,
           value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "concurrency")]
     pub max_concurrency: u32,
