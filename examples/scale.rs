@@ -258,6 +258,8 @@ impl EmulatorProcess {
             ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            // A heap profiler preloaded into the harness profiles the controller, not the emulator.
+            .env_remove("LD_PRELOAD")
             .spawn()
             .expect("emulator child starts");
         let input = child.stdin.take().expect("child stdin");
