@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use kube::ResourceExt;
+use serde::Deserialize;
 use tollgate_engine::PromotionStatus;
 use tracing::warn;
 
@@ -23,8 +24,9 @@ pub struct PersistedState {
     pub resource_version: Option<String>,
     pub uid: Option<String>,
     pub annotations: BTreeMap<String, String>,
-    /// `None` when the object has no status yet, or one this version cannot read.
-    pub status: Option<PromotionStatus>,
+    /// `None` when the object has no status yet, or one this version cannot read. Shared: our own
+    /// record of a write and the watched object showing it hold one copy.
+    pub status: Option<Arc<PromotionStatus>>,
 }
 
 impl PersistedState {
@@ -39,8 +41,8 @@ pub fn convert_state(object: &LeanObject) -> Option<(Option<String>, PersistedSt
     let name = object.name_any();
     let status = match &object.status {
         None => None,
-        Some(value) => match serde_json::from_value::<PromotionStatus>(value.clone()) {
-            Ok(status) => Some(status),
+        Some(value) => match PromotionStatus::deserialize(value) {
+            Ok(status) => Some(Arc::new(status)),
             Err(error) => {
                 warn!(promotion = %name, %error, "cannot read the persisted status; the next step starts a new run");
                 None
@@ -85,6 +87,22 @@ impl StatusCache {
         self.own().insert(name.to_string(), state);
     }
 
+    /// A watched GitPromotion as the watch caches it. When it shows our own write (same
+    /// resourceVersion, same status) it shares our record's status: at a cold start of 10,000
+    /// promotions the watch lags every write, and both copies were alive for each promotion.
+    pub fn convert_watched(&self, object: &LeanObject) -> Option<(Option<String>, PersistedState)> {
+        let (index, mut state) = convert_state(object)?;
+        let name = index.as_deref()?;
+        if let Some(mine) = self.own().get(name)
+            && mine.resource_version == state.resource_version
+            && let (Some(ours), Some(seen)) = (&mine.status, &state.status)
+            && ours == seen
+        {
+            state.status = Some(ours.clone());
+        }
+        Some((index, state))
+    }
+
     /// On gaining leadership another replica may have written since our last write: the watched
     /// objects become authoritative again.
     pub fn clear_own(&self) {
@@ -104,6 +122,10 @@ impl StatusCache {
                 .get(&(String::new(), name.clone()))
                 .is_none_or(|seen| seen.resource_version != mine.resource_version)
         });
+        // A cold start fills the map with every promotion; its table would stay that size.
+        if own.capacity() > 64 && own.len() < own.capacity() / 4 {
+            own.shrink_to_fit();
+        }
     }
 
     pub fn forget_own(&self, name: &str) {
@@ -157,5 +179,57 @@ mod tests {
             Some("5"),
             "the watch has not shown our write yet: ours still wins"
         );
+    }
+
+    fn status(phase: &str) -> PromotionStatus {
+        serde_json::from_value(serde_json::json!({"hashScheme": 1, "phase": phase}))
+            .expect("valid status")
+    }
+
+    fn watched(version: &str, status: &PromotionStatus) -> LeanObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "tollgate.dev/v1alpha1", "kind": "GitPromotion",
+            "metadata": {"name": "p", "resourceVersion": version},
+            "status": status,
+        }))
+        .expect("valid object")
+    }
+
+    fn own(version: &str, status: &PromotionStatus) -> PersistedState {
+        PersistedState {
+            status: Some(Arc::new(status.clone())),
+            ..state(version)
+        }
+    }
+
+    #[test]
+    fn the_watch_showing_our_own_write_shares_its_status() {
+        let cache = StatusCache::default();
+        let progressing = status("Progressing");
+        cache.record_own("p", own("7", &progressing));
+        let (_, seen) = cache
+            .convert_watched(&watched("7", &progressing))
+            .expect("converted");
+        let ours = cache.own().get("p").and_then(|s| s.status.clone());
+        assert!(
+            Arc::ptr_eq(&seen.status.expect("status"), &ours.expect("ours")),
+            "one copy for both"
+        );
+    }
+
+    #[test]
+    fn a_watched_status_other_than_our_write_keeps_its_own_content() {
+        let cache = StatusCache::default();
+        cache.record_own("p", own("7", &status("Progressing")));
+        // Another writer's version, and (however unlikely) our version with other content.
+        for version in ["8", "7"] {
+            let (_, seen) = cache
+                .convert_watched(&watched(version, &status("Completed")))
+                .expect("converted");
+            let seen = seen.status.expect("status");
+            assert_eq!(*seen, status("Completed"));
+            let ours = cache.own().get("p").and_then(|s| s.status.clone());
+            assert!(!Arc::ptr_eq(&seen, &ours.expect("ours")));
+        }
     }
 }

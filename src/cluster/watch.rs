@@ -45,7 +45,7 @@ pub enum IndexedBy {
 /// Converts a watched object into the cached value and the promotion it belongs to (if any).
 /// `None` skips the object (not ours, or not decodable — logged by the converter). `K` is what the
 /// watch decodes: a lean type with only the fields the converter reads (see `cluster::lean`).
-pub type Convert<T, K> = fn(&K) -> Option<(Option<String>, T)>;
+pub type Convert<T, K> = Box<dyn Fn(&K) -> Option<(Option<String>, T)> + Send + Sync>;
 
 /// The watches that currently fail, by resource, for status, readiness and metrics. A change of
 /// state (failing, recovered) is logged once, at warn and info.

@@ -36,7 +36,7 @@ use crate::cluster::observe::{
     convert_sveltos_cluster,
 };
 use crate::cluster::resources;
-use crate::cluster::statuses::{self, StatusCache, convert_state};
+use crate::cluster::statuses::{self, StatusCache};
 use crate::cluster::throttle::Throttle;
 use crate::cluster::watch::{IndexedBy, Touch, WatchHealth, WatchSpec, spawn_watch};
 use crate::cluster::writer::ClusterWriter;
@@ -127,7 +127,7 @@ pub async fn start(
                 api: all(resources::cluster_profile()),
                 config: watcher::Config::default(),
                 cache: caches.profiles.clone(),
-                convert: convert_profile,
+                convert: Box::new(convert_profile),
                 indexed_by: IndexedBy::Promotion,
             },
             touch_tx.clone(),
@@ -140,7 +140,7 @@ pub async fn start(
                 api: Api::<SummaryObject>::all_with(client.clone(), &resources::cluster_summary()),
                 config: watcher::Config::default(),
                 cache: caches.summaries.clone(),
-                convert: convert_summary_object,
+                convert: Box::new(convert_summary_object),
                 indexed_by: IndexedBy::Profile,
             },
             touch_tx.clone(),
@@ -152,7 +152,7 @@ pub async fn start(
                 api: all(resources::sveltos_cluster()),
                 config: watcher::Config::default(),
                 cache: caches.clusters.clone(),
-                convert: convert_sveltos_cluster,
+                convert: Box::new(convert_sveltos_cluster),
                 indexed_by: IndexedBy::Nothing,
             },
             touch_tx.clone(),
@@ -164,7 +164,10 @@ pub async fn start(
                 api: all(resources::git_promotion()),
                 config: watcher::Config::default(),
                 cache: statuses.watched.clone(),
-                convert: convert_state,
+                convert: {
+                    let statuses = statuses.clone();
+                    Box::new(move |object| statuses.convert_watched(object))
+                },
                 indexed_by: IndexedBy::Promotion,
             },
             touch_tx.clone(),
@@ -179,7 +182,7 @@ pub async fn start(
                 api: all(resources::capi_cluster()),
                 config: watcher::Config::default(),
                 cache: caches.clusters.clone(),
-                convert: convert_capi_cluster,
+                convert: Box::new(convert_capi_cluster),
                 indexed_by: IndexedBy::Nothing,
             },
             touch_tx.clone(),

@@ -167,7 +167,7 @@ pub async fn reconcile(
         desired,
         approvals,
         observed: &observed,
-        status: persisted.as_ref().and_then(|p| p.status.as_ref()),
+        status: persisted.as_ref().and_then(|p| p.status.as_deref()),
         now,
         policy: policy.as_deref(),
         history,
@@ -202,7 +202,9 @@ pub async fn reconcile(
         }
         return Ok(Outcome::Forgotten);
     }
-    let before = persisted.as_ref().and_then(|p| p.status.as_ref());
+    let before = persisted.as_ref().and_then(|p| p.status.as_deref());
+    // Shared with the status cache's record of this write (no copy per step).
+    let status = Arc::new(status);
     let progress_only = actions.is_empty()
         && events.is_empty()
         && tollgate_engine::progress::only_progress_differs(before, &status);
@@ -302,7 +304,7 @@ async fn persist(
     name: &str,
     file: &str,
     persisted: Option<&PersistedState>,
-    status: &tollgate_engine::PromotionStatus,
+    status: &Arc<tollgate_engine::PromotionStatus>,
 ) -> Result<bool, ReconcileError> {
     if persisted.and_then(|p| p.status.as_ref()) == Some(status) {
         return Ok(false);

@@ -20,7 +20,7 @@ pub fn status_source(cache: Arc<StatusCache>) -> StatusSource {
             .into_iter()
             .filter_map(|name| {
                 let status = cache.get(&name)?.status?;
-                Some((name, status))
+                Some((name, Arc::unwrap_or_clone(status)))
             })
             .collect()
     })
@@ -72,7 +72,7 @@ mod tests {
             resource_version: Some("7".to_string()),
             uid: None,
             annotations: BTreeMap::new(),
-            status,
+            status: status.map(Arc::new),
         }
     }
 
