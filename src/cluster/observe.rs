@@ -11,12 +11,12 @@ use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tollgate_engine::{FeatureSummary, Observed, ObservedCluster, ObservedProfile};
+use tollgate_engine::{Observed, ObservedCluster, ObservedProfile};
 use tollgate_render::PROMOTION_LABEL;
 
 use super::cache::IndexedCache;
 use super::lean::LeanObject;
-pub use stored_summary::{Features, StoredSummary};
+pub use stored_summary::StoredSummary;
 pub use summary_object::SummaryObject;
 
 mod intern;
@@ -127,24 +127,28 @@ pub fn convert_summary_object(object: &SummaryObject) -> Option<(Option<String>,
         .and_then(|s| s.feature_summaries.as_deref())
         .unwrap_or_default()
         .iter()
-        .map(|f| FeatureSummary {
-            feature_id: strings.intern(f.feature_id.as_deref().unwrap_or_default()),
-            status: strings.intern(f.status.as_deref().unwrap_or_default()),
-            last_applied_time: f.last_applied_time.as_deref().and_then(parse_time),
-            failure_message: f.failure_message.as_deref().map(Box::from),
+        .map(|f| {
+            (
+                strings.feature_label(
+                    f.feature_id.as_deref().unwrap_or_default(),
+                    f.status.as_deref().unwrap_or_default(),
+                ),
+                f.last_applied_time.as_deref().and_then(parse_time),
+                f.failure_message.as_deref().map(Box::from),
+            )
         })
         .collect();
-    let summary = StoredSummary {
-        cluster_name: strings.intern(
+    let summary = StoredSummary::new(
+        strings.intern(
             spec.and_then(|s| s.cluster_name.as_deref())
                 .unwrap_or_default(),
         ),
-        spec: spec_shared,
+        spec_shared,
         features,
-        failure_message: status
+        status
             .and_then(|s| s.failure_message.as_deref())
             .map(Box::from),
-    };
+    );
     Some((Some(profile_name.clone()), summary))
 }
 
@@ -270,9 +274,9 @@ mod tests {
             Arc::ptr_eq(&converted.spec, &again.spec),
             "equal specs are shared"
         );
-        assert!(converted.features[0].is_provisioned());
+        assert!(converted.features()[0].is_provisioned());
         assert_eq!(
-            converted.features[0]
+            converted.features()[0]
                 .last_applied_time
                 .map(|t| t.to_rfc3339()),
             Some("2025-10-07T10:00:00+00:00".to_string())
@@ -304,16 +308,16 @@ mod tests {
             *from_lean.1.spec,
             json!({"helmCharts": [{"chartName": "a"}]})
         );
-        assert_eq!(from_lean.1.features.len(), 1);
-        assert_eq!(&*from_lean.1.features[0].feature_id, "Helm");
+        assert_eq!(from_lean.1.features().len(), 1);
+        assert_eq!(&*from_lean.1.features()[0].feature_id, "Helm");
         assert_eq!(
-            from_lean.1.features[0].failure_message.as_deref(),
+            from_lean.1.features()[0].failure_message.as_deref(),
             Some("chart")
         );
-        assert!(from_lean.1.features[0].last_applied_time.is_some());
+        assert!(from_lean.1.features()[0].last_applied_time.is_some());
         assert_eq!(from_lean.0.as_deref(), Some("p-dev"));
-        assert_eq!(from_lean.1.failure_message.as_deref(), Some("boom"));
-        assert!(from_lean.1.features[0].is_failed());
+        assert_eq!(from_lean.1.failure_message(), Some("boom"));
+        assert!(from_lean.1.features()[0].is_failed());
     }
 
     #[test]
@@ -325,7 +329,7 @@ mod tests {
         }))
         .expect("lean decode");
         let (_, summary) = convert_summary_object(&bare).expect("converted");
-        assert!(summary.features.is_empty());
+        assert!(summary.features().is_empty());
         assert_eq!(&*summary.cluster_name, "");
         assert!(summary.spec.is_null());
         let unlabelled: SummaryObject =
@@ -347,7 +351,14 @@ mod tests {
         let (_, a) = convert_summary_object(&summary("a")).expect("converted");
         let (_, b) = convert_summary_object(&summary("b")).expect("converted");
         assert!(Arc::ptr_eq(&a.cluster_name, &b.cluster_name));
-        assert!(Arc::ptr_eq(&a.features[0].status, &b.features[0].status));
+        assert!(Arc::ptr_eq(
+            &a.features()[0].status,
+            &b.features()[0].status
+        ));
+        assert!(Arc::ptr_eq(
+            &a.features()[0].feature_id,
+            &b.features()[0].feature_id
+        ));
     }
 
     #[test]

@@ -13,14 +13,47 @@ const MIN_PRUNE_AT: usize = 1024;
 pub struct Interner {
     strings: HashSet<Arc<str>>,
     prune_at: usize,
+    labels: Vec<Arc<FeatureLabel>>,
 }
+
+/// A feature and its status, as ClusterSummaries report them: a handful of distinct pairs across
+/// a whole fleet, so each summary's feature holds one pointer to a shared pair.
+#[derive(Debug, PartialEq, Eq)]
+pub struct FeatureLabel {
+    pub feature_id: Arc<str>,
+    pub status: Arc<str>,
+}
+
+/// Distinct pairs beyond which the ones nobody holds are dropped (a fleet has a few dozen).
+const MIN_LABELS_PRUNE_AT: usize = 64;
 
 impl Interner {
     fn new() -> Self {
         Interner {
             strings: HashSet::new(),
             prune_at: MIN_PRUNE_AT,
+            labels: Vec::new(),
         }
+    }
+
+    /// The shared pair of `feature_id` and `status`.
+    pub fn feature_label(&mut self, feature_id: &str, status: &str) -> Arc<FeatureLabel> {
+        if let Some(shared) = self
+            .labels
+            .iter()
+            .find(|l| &*l.feature_id == feature_id && &*l.status == status)
+        {
+            return shared.clone();
+        }
+        let label = Arc::new(FeatureLabel {
+            feature_id: self.intern(feature_id),
+            status: self.intern(status),
+        });
+        if self.labels.len() >= MIN_LABELS_PRUNE_AT {
+            self.labels.retain(|l| Arc::strong_count(l) > 1);
+        }
+        self.labels.push(label.clone());
+        label
     }
 
     /// The shared copy of `text`.
@@ -64,6 +97,26 @@ mod tests {
         assert!(Arc::ptr_eq(&a, &b));
         assert_eq!(&*a, "Provisioned");
         assert!(!Arc::ptr_eq(&a, &interner.intern("Failed")));
+    }
+
+    #[test]
+    fn feature_labels_are_shared_and_pruned_once_nobody_holds_them() {
+        let mut interner = Interner::new();
+        let a = interner.feature_label("Helm", "Provisioned");
+        assert!(Arc::ptr_eq(
+            &a,
+            &interner.feature_label("Helm", "Provisioned")
+        ));
+        assert!(!Arc::ptr_eq(&a, &interner.feature_label("Helm", "Failed")));
+        assert_eq!((&*a.feature_id, &*a.status), ("Helm", "Provisioned"));
+        for i in 0..MIN_LABELS_PRUNE_AT * 2 {
+            interner.feature_label("Helm", &format!("odd-{i}"));
+        }
+        assert!(interner.labels.len() <= MIN_LABELS_PRUNE_AT + 1);
+        assert!(Arc::ptr_eq(
+            &a,
+            &interner.feature_label("Helm", "Provisioned")
+        ));
     }
 
     #[test]
