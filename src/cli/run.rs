@@ -76,7 +76,7 @@ pub struct Args {
     #[arg(long, env = "TOLLGATE_CONCURRENCY", value_parser = clap::value_parser!(u32).range(1..))]
     pub concurrency: Option<u32>,
     /// Ceiling of adaptive concurrency. By default tollgate adapts how many API requests it keeps
-    /// in flight (watches and Leases aside): more while throughput grows, fewer when latency
+    /// in flight (watches, Leases and Events aside): more while throughput grows, fewer when latency
     /// rises without it or the server answers 429 or 5xx. A write refused with 429 is sent again
     /// after its Retry-After (at most 3 times); a step that still fails is retried no sooner.
     /// It starts at a quarter of this ceiling. 256 was the best fixed value on a real

@@ -1,10 +1,11 @@
 //! The tower layer that puts the controller's API requests through a [`Throttle`].
 //!
-//! Watches and Lease requests are exempt: a watch holds its request open for minutes (it would
-//! take a slot for nothing), and a lease renewal must never queue behind writes, or a busy leader
-//! would lose its lease. Nothing is retried here: a write retried after a wait could land after
-//! the lease that allowed it expired. The writer sends a write refused with 429 again, through
-//! its lease check (`cluster::writer`), and the controller retries failed steps.
+//! Watches, Lease requests and Events are exempt: a watch holds its request open for minutes (it
+//! would take a slot for nothing), a lease renewal must never queue behind writes, or a busy
+//! leader would lose its lease, and Events are bounded by their senders. Nothing is retried
+//! here: a write retried after a wait could land after the lease that allowed it expired. The
+//! writer sends a write refused with 429 again, through its lease check (`cluster::writer`), and
+//! the controller retries failed steps.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -82,7 +83,10 @@ fn retry_after_of<B>(response: &Response<B>) -> Option<Duration> {
     retry_after::parse(value.to_str().ok()?)
 }
 
-/// Watches and coordination.k8s.io (Leases) bypass the throttle.
+/// Watches, coordination.k8s.io (Leases) and events.k8s.io (Events) bypass the throttle.
+/// Events have a bound of their own (one request per sender, `cluster::events`), and in the
+/// throttle they took slots the steps' writes needed: with the limit at its ceiling the default
+/// ran slower than the same number of fixed steps, whose Events came on top.
 pub fn is_exempt<B>(request: &Request<B>) -> bool {
     let uri = request.uri();
     let watch = uri.query().is_some_and(|query| {
@@ -90,7 +94,10 @@ pub fn is_exempt<B>(request: &Request<B>) -> bool {
             .split('&')
             .any(|p| p == "watch=true" || p == "watch=1")
     });
-    watch || uri.path().starts_with("/apis/coordination.k8s.io/")
+    let path = uri.path();
+    watch
+        || path.starts_with("/apis/coordination.k8s.io/")
+        || path.starts_with("/apis/events.k8s.io/")
 }
 
 #[cfg(test)]
@@ -102,12 +109,15 @@ mod tests {
     }
 
     #[test]
-    fn watches_and_leases_are_exempt() {
+    fn watches_leases_and_events_are_exempt() {
         assert!(is_exempt(&request(
             "/apis/config.projectsveltos.io/v1beta1/clusterprofiles?resourceVersion=5&watch=true"
         )));
         assert!(is_exempt(&request(
             "/apis/coordination.k8s.io/v1/namespaces/tollgate/leases/tollgate"
+        )));
+        assert!(is_exempt(&request(
+            "/apis/events.k8s.io/v1/namespaces/tollgate/events"
         )));
     }
 
