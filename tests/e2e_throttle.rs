@@ -5,8 +5,10 @@ mod support;
 
 use std::time::Duration;
 
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Api;
-use kube::api::{DynamicObject, ListParams};
+use kube::api::{DynamicObject, ListParams, PostParams};
 use support::elected::{Elected, election};
 use support::{STEP_CONCURRENCY, TestRepo, World, fleet_yaml, seed};
 use tollgate::cli::run::controller_client;
@@ -58,7 +60,7 @@ async fn overload_answers_shrink_the_limit_and_the_rollout_completes_after() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lease_requests_and_watches_pass_a_full_throttle() {
+async fn lease_requests_watches_and_events_pass_a_full_throttle() {
     let world = World::without_controller(TestRepo::new(), &fleet_yaml(1, "100ms")).await;
     let limit = world.throttle.limit().expect("adaptive by default");
     // Every slot taken, as by writes queued behind a slow server.
@@ -82,6 +84,28 @@ async fn lease_requests_and_watches_pass_a_full_throttle() {
     .await
     .expect("a watch starts past the full throttle");
     assert!(watch.is_ok(), "watch: {:?}", watch.err());
+    // Events have their own bound (their senders) and must not wait for a step's slot.
+    let events: Api<Event> = Api::namespaced(world.client.clone(), "default");
+    let event = Event {
+        metadata: ObjectMeta {
+            name: Some("past-the-throttle".into()),
+            ..ObjectMeta::default()
+        },
+        event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+        type_: Some("Normal".into()),
+        reason: Some("Test".into()),
+        action: Some("Test".into()),
+        reporting_controller: Some("tollgate".into()),
+        reporting_instance: Some("test".into()),
+        ..Event::default()
+    };
+    let created = tokio::time::timeout(
+        support::PATIENCE,
+        events.create(&PostParams::default(), &event),
+    )
+    .await
+    .expect("an Event is sent past the full throttle");
+    assert!(created.is_ok(), "event: {:?}", created.err());
 
     // A list is throttled: it waits for a slot, and gets one when a slot frees.
     let list = tokio::spawn({
