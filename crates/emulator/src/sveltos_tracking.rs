@@ -129,7 +129,7 @@ impl Tracking {
         }
         // Labels only: the selection view, without parsing every summary.
         for (key, summary) in store.range_stored(SUMMARIES, None, None) {
-            if let Some(profile) = summary.view["metadata"]["labels"][LABEL_PROFILE_NAME].as_str() {
+            if let Some(profile) = summary.view.label(LABEL_PROFILE_NAME) {
                 self.file_summary((key.namespace.clone(), key.name.clone()), profile);
             }
         }
@@ -160,7 +160,7 @@ impl Tracking {
         }
         let label = store
             .get_stored(&store_key(SUMMARIES, &key))
-            .and_then(|s| s.view["metadata"]["labels"][LABEL_PROFILE_NAME].as_str())
+            .and_then(|s| s.view.label(LABEL_PROFILE_NAME))
             .map(str::to_string);
         if let Some(profile) = label {
             self.file_summary(key, &profile);
