@@ -279,18 +279,9 @@ pub fn write_entries_reusing(object: &mut Value, entries: &[ManagedEntry], read_
     let list: Vec<Value> = entries
         .iter()
         .filter(|e| !e.fields.is_empty())
-        .map(|e| {
-            if let Some(raw) = unchanged_source(e, read_from) {
-                return raw.clone();
-            }
-            let mut entry = json!({
-                "manager": e.manager, "operation": e.operation, "apiVersion": e.api_version,
-                "time": e.time, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(&e.fields),
-            });
-            if let Some(sub) = &e.subresource {
-                entry["subresource"] = json!(sub);
-            }
-            entry
+        .map(|e| match unchanged_source(e, read_from) {
+            Some(raw) => raw.clone(),
+            None => rendered_entry(e),
         })
         .collect();
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -300,6 +291,17 @@ pub fn write_entries_reusing(object: &mut Value, entries: &[ManagedEntry], read_
             meta.insert("managedFields".into(), Value::Array(list));
         }
     }
+}
+
+fn rendered_entry(e: &ManagedEntry) -> Value {
+    let mut entry = json!({
+        "manager": e.manager, "operation": e.operation, "apiVersion": e.api_version,
+        "time": e.time, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(&e.fields),
+    });
+    if let Some(sub) = &e.subresource {
+        entry["subresource"] = json!(sub);
+    }
+    entry
 }
 
 /// Who is writing, and how.
@@ -415,11 +417,12 @@ fn keep_empty_maps(node: &Value, prefix: &mut FieldPath, scope: Scope, result: &
 }
 
 /// The common write of a controller that owns what it changes (a status writer setting its own
-/// status again): when every changed leaf is a leaf the writer's `Update` entry owns and no
-/// other entry owns anything overlapping it, ownership stays as it is and only the entry's time
-/// moves. Sets `new`'s managedFields to exactly what the general path renders and returns true
-/// then, without parsing or rendering FieldsV1 (most of a status write's cost at fleet scale);
-/// returns false, changing nothing, in every other case.
+/// status again, or for the first time): when no other entry owns anything overlapping a
+/// changed leaf, and every changed leaf is one the writer's `Update` entry owns (or it has no
+/// entry yet), ownership moves nowhere: only the entry's time moves (or its entry is added).
+/// Sets `new`'s managedFields to exactly what the general path renders and returns true then,
+/// without parsing or rendering the other entries' FieldsV1 (most of a status write's cost at
+/// fleet scale); returns false, changing nothing, in every other case.
 fn restamp_own_entry(
     old: &Value,
     new: &mut Value,
@@ -449,14 +452,27 @@ fn restamp_own_entry(
             return false;
         }
     }
-    let Some(own) = own else {
-        return false;
-    };
     let sent_back = new["metadata"].get("managedFields") == Some(&old["metadata"]["managedFields"]);
     if !sent_back {
         new["metadata"]["managedFields"] = old["metadata"]["managedFields"].clone();
     }
-    new["metadata"]["managedFields"][own]["time"] = Value::from(writer.now.as_str());
+    let Some(list) = new["metadata"]["managedFields"].as_array_mut() else {
+        return false;
+    };
+    match own {
+        Some(own) => list[own]["time"] = Value::from(writer.now.as_str()),
+        // The writer's first write of these fields: its entry comes last, as the general path
+        // appends it.
+        None => list.push(rendered_entry(&ManagedEntry {
+            manager: writer.manager.to_string(),
+            operation: "Update".into(),
+            subresource: subresource.map(str::to_string),
+            api_version: writer.api_version.clone(),
+            time: writer.now.clone(),
+            fields: changed.clone(),
+            source: None,
+        })),
+    }
     true
 }
 
@@ -883,6 +899,15 @@ mod tests {
         non_canonical["metadata"]["managedFields"][1]["fieldsV1"]["f:status"]["."] = json!({});
         let mut non_canonical_new = non_canonical.clone();
         non_canonical_new["status"]["phase"] = json!("Provisioned");
+        let mut first_status = old.clone();
+        first_status["metadata"]["managedFields"]
+            .as_array_mut()
+            .unwrap()
+            .pop();
+        let mut first_status_new = first_status.clone();
+        first_status_new["status"]["phase"] = json!("Provisioned");
+        let mut takes_spec = old.clone();
+        takes_spec["spec"]["a"] = json!(2);
         let mut provisioned = old.clone();
         provisioned["status"]["phase"] = json!("Provisioned");
         provisioned["status"]["list"] = json!([1, 2]);
@@ -899,10 +924,17 @@ mod tests {
                 false,
             ),
             (&old, &foreign_managed_fields, "addon-controller", true),
+            (&first_status, &first_status_new, "addon-controller", true),
             (&old, &provisioned, "addon-controller", true),
         ];
-        for (before, after, manager, shortcut) in cases {
-            let writer = status_writer(manager);
+        let main_cases = [(&old, &takes_spec, "editor", false)];
+        let cases = cases.into_iter().map(|case| (case, Scope::StatusOnly));
+        let main_cases = main_cases.into_iter().map(|case| (case, Scope::MainOnly));
+        for ((before, after, manager, shortcut), scope) in cases.chain(main_cases) {
+            let writer = Writer {
+                scope,
+                ..status_writer(manager)
+            };
             let changes = leaf_changes(before, after, writer.scope);
             let mut restamped = after.clone();
             let taken = changes.removed.is_empty()
