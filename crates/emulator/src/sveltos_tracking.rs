@@ -4,7 +4,7 @@
 //! At fleet scale (10,000 profiles, 1,000 clusters, 100,000s of summaries) a pass over everything
 //! per change is minutes of CPU; with this a change costs the profiles it concerns.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::Value;
 use tokio::time::Instant;
@@ -88,6 +88,9 @@ pub struct Tracking {
     /// those instead of the whole fleet.
     clusters_by_label: HashMap<(String, String), BTreeSet<Key>>,
     cluster_labels: HashMap<Key, Vec<(String, String)>>,
+    /// Clusters with `spec.paused: true`: every pass over a profile asks for each of its
+    /// clusters, and reading the cluster object each time parsed it again at fleet scale.
+    paused: HashSet<Key>,
 }
 
 impl Tracking {
@@ -124,6 +127,7 @@ impl Tracking {
         self.selections.clear();
         self.clusters_by_label.clear();
         self.cluster_labels.clear();
+        self.paused.clear();
         for (key, cluster) in store.range(CLUSTERS, None, None) {
             self.file_cluster_labels((key.namespace.clone(), key.name.clone()), Some(&cluster));
         }
@@ -186,7 +190,13 @@ impl Tracking {
         }
     }
 
+    /// Files the cluster's labels (and whether it is paused), or forgets them when it is gone.
     fn file_cluster_labels(&mut self, key: Key, cluster: Option<&Value>) {
+        if cluster.is_some_and(|c| c["spec"]["paused"].as_bool() == Some(true)) {
+            self.paused.insert(key.clone());
+        } else {
+            self.paused.remove(&key);
+        }
         for label in self.cluster_labels.remove(&key).unwrap_or_default() {
             if let Some(members) = self.clusters_by_label.get_mut(&label) {
                 members.remove(&key);
@@ -260,6 +270,11 @@ impl Tracking {
         let matching = selection.matching.iter().cloned().collect();
         self.selections.insert(profile.to_string(), selection);
         matching
+    }
+
+    /// Whether the cluster is paused, as of the changes taken in.
+    pub fn is_paused(&self, cluster: &Key) -> bool {
+        self.paused.contains(cluster)
     }
 
     pub fn forget_selection(&mut self, profile: &str) {
