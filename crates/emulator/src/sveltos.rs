@@ -1028,6 +1028,12 @@ mod tests {
                 variants.push(variant);
             };
             edit(&|m| m["labels"]["extra"] = json!("1"));
+            edit(&|m| {
+                m["labels"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove(LABEL_PROFILE_NAME);
+            });
             edit(&|m| m["labels"][LABEL_CLUSTER_NAME] = json!("c2"));
             edit(&|m| m["labels"][LABEL_CLUSTER_TYPE] = json!("overridden"));
             edit(&|m| m["labels"] = json!(null));
