@@ -583,16 +583,20 @@ pub struct LeafChanges {
 }
 
 pub fn leaf_changes(old: &Value, new: &Value, scope: Scope) -> LeafChanges {
+    /// Walks `new` where it differs from `old`. Each child is compared once, by its parent,
+    /// before the walk goes down into it (comparing each node again on the way down compared
+    /// a whole object twice per write).
     fn walk(old: Option<&Value>, new: &Value, prefix: &mut FieldPath, out: &mut LeafChanges) {
-        if old == Some(new) {
-            // Equal subtrees: no leaf changed and every old leaf still has a value.
-            return;
-        }
         match new {
             Value::Object(map) => {
                 for (key, child) in map {
+                    let old_child = old.and_then(|o| o.get(key));
+                    if old_child == Some(child) {
+                        // Equal subtrees: no leaf changed and every old leaf still has a value.
+                        continue;
+                    }
                     prefix.push(key.clone());
-                    walk(old.and_then(|o| o.get(key)), child, prefix, out);
+                    walk(old_child, child, prefix, out);
                     prefix.pop();
                 }
                 if let Some(Value::Object(old_map)) = old {
@@ -605,6 +609,7 @@ pub fn leaf_changes(old: &Value, new: &Value, scope: Scope) -> LeafChanges {
                     }
                 }
             }
+            _ if old == Some(new) => {}
             _ => {
                 if !prefix.is_empty() {
                     out.changed.insert(prefix.clone());

@@ -249,14 +249,15 @@ impl Tracking {
     /// The profile's ready matching clusters in (namespace, name) order; recomputed only when its
     /// selection fields changed (cluster changes update the cached result in place).
     pub fn matching(&mut self, profile: &str, spec: &Value, store: &Store) -> Vec<Key> {
-        let selector_source = spec.get("clusterSelector").cloned().unwrap_or_default();
-        let refs_source = spec.get("clusterRefs").cloned().unwrap_or_default();
+        let selector_source = spec.get("clusterSelector").unwrap_or(&Value::Null);
+        let refs_source = spec.get("clusterRefs").unwrap_or(&Value::Null);
         if let Some(selection) = self.selections.get(profile)
-            && selection.selector_source == selector_source
-            && selection.refs_source == refs_source
+            && selection.selector_source == *selector_source
+            && selection.refs_source == *refs_source
         {
             return selection.matching.iter().cloned().collect();
         }
+        let (selector_source, refs_source) = (selector_source.clone(), refs_source.clone());
         let mut selection = Selection::new(selector_source, refs_source);
         selection.matching = self
             .candidates(&selection, store)
