@@ -291,5 +291,13 @@ mod tests {
         table.sweep();
         assert_eq!(table.len(), before - 1, "only b's labels were b's own");
         assert_eq!(kept.parse(), summary("a", "c1"));
+        // What a's version still holds stays interned: a new version shares it again.
+        let again = StoredJson::encode(&summary("a", "c1"), &mut table);
+        assert!(
+            kept.chunks()
+                .zip(again.chunks())
+                .all(|(a, b)| Arc::ptr_eq(a, b))
+        );
+        assert_eq!(table.len(), before - 1);
     }
 }
