@@ -21,6 +21,7 @@ pub mod stand_in_inbox;
 pub mod standalone;
 pub mod state;
 pub mod store;
+pub mod stored_json;
 pub mod sveltos;
 mod sveltos_tracking;
 pub mod tls;

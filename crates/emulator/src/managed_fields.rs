@@ -279,18 +279,9 @@ pub fn write_entries_reusing(object: &mut Value, entries: &[ManagedEntry], read_
     let list: Vec<Value> = entries
         .iter()
         .filter(|e| !e.fields.is_empty())
-        .map(|e| {
-            if let Some(raw) = unchanged_source(e, read_from) {
-                return raw.clone();
-            }
-            let mut entry = json!({
-                "manager": e.manager, "operation": e.operation, "apiVersion": e.api_version,
-                "time": e.time, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(&e.fields),
-            });
-            if let Some(sub) = &e.subresource {
-                entry["subresource"] = json!(sub);
-            }
-            entry
+        .map(|e| match unchanged_source(e, read_from) {
+            Some(raw) => raw.clone(),
+            None => rendered_entry(e),
         })
         .collect();
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -300,6 +291,17 @@ pub fn write_entries_reusing(object: &mut Value, entries: &[ManagedEntry], read_
             meta.insert("managedFields".into(), Value::Array(list));
         }
     }
+}
+
+fn rendered_entry(e: &ManagedEntry) -> Value {
+    let mut entry = json!({
+        "manager": e.manager, "operation": e.operation, "apiVersion": e.api_version,
+        "time": e.time, "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(&e.fields),
+    });
+    if let Some(sub) = &e.subresource {
+        entry["subresource"] = json!(sub);
+    }
+    entry
 }
 
 /// Who is writing, and how.
@@ -414,6 +416,137 @@ fn keep_empty_maps(node: &Value, prefix: &mut FieldPath, scope: Scope, result: &
     }
 }
 
+/// The common write of a controller that owns what it changes (a status writer setting its own
+/// status again, or for the first time): when no other entry owns anything overlapping a
+/// changed leaf, and every changed leaf is one the writer's `Update` entry owns (or it has no
+/// entry yet), ownership moves nowhere: only the entry's time moves (or its entry is added).
+/// Sets `new`'s managedFields to exactly what the general path renders and returns true then,
+/// without parsing or rendering the other entries' FieldsV1 (most of a status write's cost at
+/// fleet scale); returns false, changing nothing, in every other case.
+fn restamp_own_entry(
+    old: &Value,
+    new: &mut Value,
+    changed: &FieldSet,
+    writer: &Writer<'_>,
+) -> bool {
+    let Some(entries) = old["metadata"]["managedFields"].as_array() else {
+        return false;
+    };
+    let subresource = writer.scope.subresource();
+    let mut own = None;
+    for (index, entry) in entries.iter().enumerate() {
+        // Entries are written back verbatim only when canonical and owning something.
+        let Some(fields) = canonical_fields(entry) else {
+            return false;
+        };
+        let is_own = entry["manager"].as_str() == Some(writer.manager)
+            && entry["operation"].as_str() == Some("Update")
+            && entry["subresource"].as_str() == subresource;
+        if is_own {
+            let owns_exactly = changed.iter().all(|path| owned_leaf(fields, path));
+            if own.is_some() || !owns_exactly || !in_render_order(entry) {
+                return false;
+            }
+            own = Some(index);
+        } else if changed.iter().any(|path| owns_overlapping(fields, path)) {
+            return false;
+        }
+    }
+    let sent_back = new["metadata"].get("managedFields") == Some(&old["metadata"]["managedFields"]);
+    if !sent_back {
+        new["metadata"]["managedFields"] = old["metadata"]["managedFields"].clone();
+    }
+    let Some(list) = new["metadata"]["managedFields"].as_array_mut() else {
+        return false;
+    };
+    match own {
+        Some(own) => list[own]["time"] = Value::from(writer.now.as_str()),
+        // The writer's first write of these fields: its entry comes last, as the general path
+        // appends it.
+        None => list.push(rendered_entry(&ManagedEntry {
+            manager: writer.manager.to_string(),
+            operation: "Update".into(),
+            subresource: subresource.map(str::to_string),
+            api_version: writer.api_version.clone(),
+            time: writer.now.clone(),
+            fields: changed.clone(),
+            source: None,
+        })),
+    }
+    true
+}
+
+/// An entry's FieldsV1 when the entry is canonical (what `write_entries` renders: the six or
+/// seven keys, FieldsV1 of `f:` keys only) and owns at least one field.
+fn canonical_fields(entry: &Value) -> Option<&Value> {
+    let map = entry.as_object()?;
+    let has_subresource = map.contains_key("subresource");
+    let strings = ["manager", "operation", "apiVersion", "time"]
+        .iter()
+        .chain(has_subresource.then_some(&"subresource"))
+        .all(|key| map.get(*key).is_some_and(Value::is_string));
+    let fields = map.get("fieldsV1")?;
+    let canonical = strings
+        && map.len() == 6 + usize::from(has_subresource)
+        && map.get("fieldsType").and_then(Value::as_str) == Some("FieldsV1")
+        && fields_v1_is_canonical(fields)
+        && fields.as_object().is_some_and(|m| !m.is_empty());
+    canonical.then_some(fields)
+}
+
+/// Whether the entry's keys, and its FieldsV1's at every level, are in the order
+/// `write_entries` renders them (FieldsV1 comes from a sorted set of paths).
+fn in_render_order(entry: &Value) -> bool {
+    fn sorted(fields: &Value) -> bool {
+        fields.as_object().is_some_and(|map| {
+            map.keys().zip(map.keys().skip(1)).all(|(a, b)| a < b) && map.values().all(sorted)
+        })
+    }
+    const ORDER: [&str; 7] = [
+        "manager",
+        "operation",
+        "apiVersion",
+        "time",
+        "fieldsType",
+        "fieldsV1",
+        "subresource",
+    ];
+    entry.as_object().is_some_and(|map| {
+        map.keys()
+            .map(String::as_str)
+            .eq(ORDER.iter().copied().take(map.len()))
+    }) && sorted(&entry["fieldsV1"])
+}
+
+/// The FieldsV1 node of `path` in canonical FieldsV1 (where owned leaves are empty maps).
+fn fields_node<'a>(fields: &'a Value, path: &[String]) -> Option<&'a Value> {
+    path.iter()
+        .try_fold(fields, |node, name| node.get(format!("f:{name}").as_str()))
+}
+
+/// Whether canonical FieldsV1 owns a field overlapping `path`: `path` itself, a field inside
+/// it, or a field it lies in (an owned leaf on the way down).
+fn owns_overlapping(fields: &Value, path: &[String]) -> bool {
+    let mut node = fields;
+    for (depth, name) in path.iter().enumerate() {
+        let is_owned_leaf = depth > 0 && node.as_object().is_some_and(Map::is_empty);
+        if is_owned_leaf {
+            return true;
+        }
+        match node.get(format!("f:{name}").as_str()) {
+            Some(child) => node = child,
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Whether canonical FieldsV1 owns exactly the leaf `path` and nothing inside it.
+fn owned_leaf(fields: &Value, path: &[String]) -> bool {
+    !path.is_empty()
+        && fields_node(fields, path).is_some_and(|node| node.as_object().is_some_and(Map::is_empty))
+}
+
 /// Sets `new`'s managedFields to `old`'s (what rewriting unchanged entries produces; entries
 /// without fields are dropped there, as `write_entries` does).
 fn copy_managed_fields(old: &Value, new: &mut Value) {
@@ -450,16 +583,20 @@ pub struct LeafChanges {
 }
 
 pub fn leaf_changes(old: &Value, new: &Value, scope: Scope) -> LeafChanges {
+    /// Walks `new` where it differs from `old`. Each child is compared once, by its parent,
+    /// before the walk goes down into it (comparing each node again on the way down compared
+    /// a whole object twice per write).
     fn walk(old: Option<&Value>, new: &Value, prefix: &mut FieldPath, out: &mut LeafChanges) {
-        if old == Some(new) {
-            // Equal subtrees: no leaf changed and every old leaf still has a value.
-            return;
-        }
         match new {
             Value::Object(map) => {
                 for (key, child) in map {
+                    let old_child = old.and_then(|o| o.get(key));
+                    if old_child == Some(child) {
+                        // Equal subtrees: no leaf changed and every old leaf still has a value.
+                        continue;
+                    }
                     prefix.push(key.clone());
-                    walk(old.and_then(|o| o.get(key)), child, prefix, out);
+                    walk(old_child, child, prefix, out);
                     prefix.pop();
                 }
                 if let Some(Value::Object(old_map)) = old {
@@ -472,6 +609,7 @@ pub fn leaf_changes(old: &Value, new: &Value, scope: Scope) -> LeafChanges {
                     }
                 }
             }
+            _ if old == Some(new) => {}
             _ => {
                 if !prefix.is_empty() {
                     out.changed.insert(prefix.clone());
@@ -500,6 +638,21 @@ pub fn record_update(old: &Value, new: &mut Value, writer: &Writer<'_>) {
         copy_managed_fields(old, new);
         return;
     }
+    if removed.is_empty() && restamp_own_entry(old, new, &changed, writer) {
+        return;
+    }
+    move_ownership(old, new, writer, changed, &removed);
+}
+
+/// [`record_update`]'s general case: reads every entry, takes the touched fields from their
+/// owners and renders the entries again.
+fn move_ownership(
+    old: &Value,
+    new: &mut Value,
+    writer: &Writer<'_>,
+    changed: FieldSet,
+    removed: &FieldSet,
+) {
     let mut entries = read_entries(old);
     let subresource = writer.scope.subresource();
     for entry in entries.iter_mut() {
@@ -693,6 +846,134 @@ mod tests {
         let mut rendered = applied.clone();
         write_entries(&mut rendered, &read_entries(&applied));
         assert_eq!(same, rendered);
+    }
+
+    fn status_writer(manager: &str) -> Writer<'_> {
+        Writer {
+            scope: Scope::StatusOnly,
+            now: "2026-01-02T00:00:00Z".into(),
+            ..writer(manager)
+        }
+    }
+
+    /// `record_update` as it is without its shortcut: every entry read and rendered again.
+    fn recorded_in_general(old: &Value, new: &Value, writer: &Writer<'_>) -> Value {
+        let mut result = new.clone();
+        let LeafChanges { changed, removed } = leaf_changes(old, new, writer.scope);
+        move_ownership(old, &mut result, writer, changed, &removed);
+        result
+    }
+
+    /// A summary as the stand-in keeps it: the main entry, and its own status entry.
+    fn with_status(status: Value) -> Value {
+        let base = json!({"metadata": {"name": "x"}});
+        let mut object = apply(
+            &base,
+            &json!({"spec": {"a": 1}}),
+            &writer("tollgate"),
+            false,
+        )
+        .unwrap();
+        let mut written = object.clone();
+        written["status"] = status;
+        record_update(&object, &mut written, &status_writer("addon-controller"));
+        object = written;
+        object
+    }
+
+    #[test]
+    fn a_writer_restamping_only_its_own_fields_gets_what_the_general_path_renders() {
+        let old = with_status(json!({"phase": "Provisioning", "list": [1]}));
+        // Cases the shortcut must decline, each against the general path.
+        let mut other_owner = old.clone();
+        other_owner["status"]["phase"] = json!("Failed");
+        let mut gone = old.clone();
+        gone["status"].as_object_mut().unwrap().remove("list");
+        let mut new_leaf = old.clone();
+        new_leaf["status"]["extra"] = json!(true);
+        let mut leaf_to_map = old.clone();
+        leaf_to_map["status"]["phase"] = json!({"inner": 1});
+        let mut foreign_managed_fields = old.clone();
+        foreign_managed_fields["metadata"]["managedFields"] = json!([]);
+        let mut unsorted = old.clone();
+        let own = &mut unsorted["metadata"]["managedFields"][1];
+        own["fieldsV1"]["f:status"] = json!({"f:phase": {}, "f:list": {}});
+        let mut unsorted_new = unsorted.clone();
+        unsorted_new["status"]["phase"] = json!("Provisioned");
+        let mut non_canonical = old.clone();
+        non_canonical["metadata"]["managedFields"][1]["fieldsV1"]["f:status"]["."] = json!({});
+        let mut non_canonical_new = non_canonical.clone();
+        non_canonical_new["status"]["phase"] = json!("Provisioned");
+        let mut first_status = old.clone();
+        first_status["metadata"]["managedFields"]
+            .as_array_mut()
+            .unwrap()
+            .pop();
+        let mut first_status_new = first_status.clone();
+        first_status_new["status"]["phase"] = json!("Provisioned");
+        let mut takes_spec = old.clone();
+        takes_spec["spec"]["a"] = json!(2);
+        let mut provisioned = old.clone();
+        provisioned["status"]["phase"] = json!("Provisioned");
+        provisioned["status"]["list"] = json!([1, 2]);
+        let cases = [
+            (&old, &other_owner, "another manager", false),
+            (&old, &gone, "addon-controller", false),
+            (&old, &new_leaf, "addon-controller", false),
+            (&old, &leaf_to_map, "addon-controller", false),
+            (&unsorted, &unsorted_new, "addon-controller", false),
+            (
+                &non_canonical,
+                &non_canonical_new,
+                "addon-controller",
+                false,
+            ),
+            (&old, &foreign_managed_fields, "addon-controller", true),
+            (&first_status, &first_status_new, "addon-controller", true),
+            (&old, &provisioned, "addon-controller", true),
+        ];
+        let main_cases = [(&old, &takes_spec, "editor", false)];
+        let cases = cases.into_iter().map(|case| (case, Scope::StatusOnly));
+        let main_cases = main_cases.into_iter().map(|case| (case, Scope::MainOnly));
+        for ((before, after, manager, shortcut), scope) in cases.chain(main_cases) {
+            let writer = Writer {
+                scope,
+                ..status_writer(manager)
+            };
+            let changes = leaf_changes(before, after, writer.scope);
+            let mut restamped = after.clone();
+            let taken = changes.removed.is_empty()
+                && restamp_own_entry(before, &mut restamped, &changes.changed, &writer);
+            assert_eq!(taken, shortcut, "{manager}: {after}");
+            let mut recorded = after.clone();
+            record_update(before, &mut recorded, &writer);
+            assert_eq!(
+                serde_json::to_string(&recorded).unwrap(),
+                serde_json::to_string(&recorded_in_general(before, after, &writer)).unwrap(),
+                "{manager}: {after}"
+            );
+        }
+        // The shortcut's own case: one entry per manager and subresource, its time moved.
+        let mut recorded = provisioned.clone();
+        record_update(&old, &mut recorded, &status_writer("addon-controller"));
+        let entries = read_entries(&recorded);
+        let slots: Vec<(&str, Option<&str>, &str)> = entries
+            .iter()
+            .map(|e| {
+                (
+                    e.manager.as_str(),
+                    e.subresource.as_deref(),
+                    e.time.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            slots,
+            [
+                ("tollgate", None, "2026-01-01T00:00:00Z"),
+                ("addon-controller", Some("status"), "2026-01-02T00:00:00Z")
+            ]
+        );
     }
 
     #[test]

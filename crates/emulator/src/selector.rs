@@ -143,7 +143,12 @@ impl LabelSelector {
     /// Whether an object's `metadata.labels` satisfy every requirement.
     pub fn matches(&self, object: &Value) -> bool {
         let labels = &object["metadata"]["labels"];
-        let get = |k: &str| labels.get(k).and_then(Value::as_str);
+        self.matches_labels(|k| labels.get(k).and_then(Value::as_str))
+    }
+
+    /// Whether labels, looked up by `get` (None: absent or not a string), satisfy every
+    /// requirement.
+    pub fn matches_labels<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.requirements.iter().all(|r| match r {
             Requirement::Equals(k, v) => get(k) == Some(v.as_str()),
             Requirement::NotEquals(k, v) => get(k) != Some(v.as_str()),
@@ -185,9 +190,18 @@ impl FieldSelector {
     }
 
     pub fn matches(&self, object: &Value) -> bool {
+        let field = |key: &str| object["metadata"][key].as_str().unwrap_or("");
+        self.matches_identity(field("name"), field("namespace"))
+    }
+
+    /// Whether an object of this name and namespace (empty when absent) matches.
+    pub fn matches_identity(&self, name: &str, namespace: &str) -> bool {
         self.terms.iter().all(|(field, value, equal)| {
-            let key = field.trim_start_matches("metadata.");
-            let actual = object["metadata"][key].as_str().unwrap_or("");
+            let actual = if field == "metadata.name" {
+                name
+            } else {
+                namespace
+            };
             (actual == value) == *equal
         })
     }

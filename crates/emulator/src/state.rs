@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::body::Bytes;
 use base64::Engine as _;
 use chrono::{SecondsFormat, Utc};
 use serde_json::{Value, json};
@@ -19,6 +18,7 @@ use crate::schema_validation::SchemaAdmission;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::stand_in_inbox::{StandInChange, StandInInbox};
 use crate::store::{ChangeKind, ObjectKey, Store};
+use crate::stored_json::StoredJson;
 use crate::write_log::{LoggedWrite, WriteLog};
 
 /// The kind of a PATCH body.
@@ -80,7 +80,7 @@ pub struct ObjectList {
     pub api_version: String,
     pub metadata: Value,
     /// The items' JSON, as serialised at their commit.
-    pub items: Vec<Bytes>,
+    pub items: Vec<StoredJson>,
 }
 
 impl ObjectList {
@@ -100,7 +100,7 @@ impl ObjectList {
             if index > 0 {
                 bytes.push(b',');
             }
-            bytes.extend_from_slice(item);
+            item.write_to(&mut bytes);
         }
         bytes.extend_from_slice(b"]}");
         bytes
@@ -108,11 +108,7 @@ impl ObjectList {
 
     /// The items parsed (for the rare answers that rework them: tables, core/v1 Events).
     pub fn objects(&self) -> Vec<Value> {
-        // Every item was serialised from a Value, so it parses back.
-        self.items
-            .iter()
-            .map(|item| serde_json::from_slice(item).unwrap_or_default())
-            .collect()
+        self.items.iter().map(StoredJson::parse).collect()
     }
 
     /// The list as one JSON value.
@@ -268,8 +264,7 @@ impl ApiState {
             .store
             .range_stored(&resource, namespace, after.as_ref())
         {
-            let view = &*stored.view;
-            if !(options.labels.matches(view) && options.fields.matches(view)) {
+            if !stored.view.selected_by(&options.labels, &options.fields) {
                 continue;
             }
             if options.limit.is_some_and(|limit| items.len() >= limit) {

@@ -498,18 +498,53 @@ fn withdraw_deleted(
     }
 }
 
-fn is_paused(state: &ApiState, key: &Key) -> bool {
-    state
-        .store
-        .get(&store_key(CLUSTERS, key))
-        .is_some_and(|c| c["spec"]["paused"].as_bool() == Some(true))
-}
-
-/// Whether the summary's labels, annotations and owner references differ from `metadata`'s.
-fn metadata_differs(summary: &Value, metadata: &Value) -> bool {
-    ["labels", "annotations", "ownerReferences"]
-        .iter()
-        .any(|field| summary["metadata"].get(*field) != metadata.get(*field))
+/// Whether the summary's labels, annotations and owner references differ from what
+/// [`summary_metadata`] gives, compared in place: building that metadata for every summary on
+/// every pass over a profile was a visible share of the stand-in's work.
+fn metadata_differs(summary: &Value, view: &ProfileView<'_>, cluster: &str) -> bool {
+    let metadata = &summary["metadata"];
+    let profile_meta = &view.profile["metadata"];
+    let profile_labels = profile_meta["labels"].as_object();
+    let expected_label = |key: &str| match key {
+        LABEL_PROFILE_NAME => Some(view.name),
+        LABEL_CLUSTER_NAME => Some(cluster),
+        LABEL_CLUSTER_TYPE => Some("Sveltos"),
+        _ => None,
+    };
+    let profile_only = profile_labels
+        .into_iter()
+        .flatten()
+        .filter(|(key, _)| expected_label(key).is_none())
+        .count();
+    let labels_equal = metadata["labels"].as_object().is_some_and(|labels| {
+        labels.len() == profile_only + 3
+            && labels.iter().all(|(key, value)| match expected_label(key) {
+                Some(expected) => value.as_str() == Some(expected),
+                None => profile_labels.and_then(|p| p.get(key)) == Some(value),
+            })
+    });
+    let annotations_equal = match profile_meta["annotations"]
+        .as_object()
+        .filter(|a| !a.is_empty())
+    {
+        Some(annotations) => metadata["annotations"].as_object() == Some(annotations),
+        None => metadata.get("annotations").is_none(),
+    };
+    let owner_equal = metadata["ownerReferences"]
+        .as_array()
+        .is_some_and(|owners| match owners.as_slice() {
+            [owner] => {
+                owner.as_object().is_some_and(|o| o.len() == 6)
+                    && owner["apiVersion"] == view.profile["apiVersion"]
+                    && owner["kind"] == "ClusterProfile"
+                    && owner["name"] == view.name
+                    && owner["uid"] == profile_meta["uid"]
+                    && owner["controller"] == true
+                    && owner["blockOwnerDeletion"] == true
+            }
+            _ => false,
+        });
+    !(labels_equal && annotations_equal && owner_equal)
 }
 
 /// Creates and updates the profile's summaries and advances their statuses. Returns the summaries
@@ -528,7 +563,7 @@ fn sync_summaries(
     let paused: BTreeSet<&Key> = view
         .matching
         .iter()
-        .filter(|c| is_paused(state, c))
+        .filter(|c| tracking.is_paused(c))
         .collect();
     let active = view.matching.len() - paused.len();
     let budget = max_update(&view.profile["spec"]["maxUpdate"], active);
@@ -553,10 +588,10 @@ fn sync_summaries(
             namespace,
             status: false,
         };
-        let metadata = summary_metadata(view, namespace, cluster);
         let existing = state.store.get(&store_key(SUMMARIES, &key));
         let replacement = match existing {
             None => {
+                let metadata = summary_metadata(view, namespace, cluster);
                 let spec = summary_spec(namespace, cluster, view.desired_spec.clone());
                 let object = json!({"apiVersion": types.summaries.api_version(), "kind": "ClusterSummary", "metadata": metadata, "spec": spec});
                 if let Err(error) = state.create(target, object, FIELD_MANAGER) {
@@ -577,7 +612,8 @@ fn sync_summaries(
                                 true
                             }
                         });
-                if may_update || metadata_differs(&summary, &metadata) {
+                if may_update || metadata_differs(&summary, view, cluster) {
+                    let metadata = summary_metadata(view, namespace, cluster);
                     let mut updated = Value::clone(&summary);
                     for field in ["labels", "annotations", "ownerReferences"] {
                         match metadata.get(field) {
@@ -758,10 +794,9 @@ fn next_status(
         name_of(summary).to_string(),
     );
     let spec = &summary["spec"]["clusterProfileSpec"];
-    let old: Vec<Value> = summary["status"]["featureSummaries"]
+    let old: &[Value] = summary["status"]["featureSummaries"]
         .as_array()
-        .cloned()
-        .unwrap_or_default();
+        .map_or(&[], Vec::as_slice);
     let needed = features_of(spec);
     let mut entries = Vec::new();
     for (feature, field) in &needed {
@@ -808,7 +843,7 @@ fn next_status(
         };
         entries.push(entry);
     }
-    if entries == old {
+    if entries.as_slice() == old {
         return (None, armed);
     }
     let mut status = summary["status"].as_object().cloned().unwrap_or_default();
@@ -956,6 +991,69 @@ mod tests {
                 .as_str()
                 .is_some_and(|t| t != "2026-01-01T00:00:00Z")
         );
+    }
+
+    /// The definition `metadata_differs` must agree with: build the metadata, compare fields.
+    fn metadata_differs_by_definition(
+        summary: &Value,
+        view: &ProfileView<'_>,
+        cluster: &str,
+    ) -> bool {
+        let metadata = summary_metadata(view, "fleet", cluster);
+        ["labels", "annotations", "ownerReferences"]
+            .iter()
+            .any(|field| summary["metadata"].get(*field) != metadata.get(*field))
+    }
+
+    #[test]
+    fn summary_metadata_is_compared_in_place_like_the_built_metadata() {
+        let profile = json!({"apiVersion": "config.projectsveltos.io/v1beta1", "metadata": {
+            "name": "p", "uid": "u-1", "labels": {"team": "a", LABEL_CLUSTER_TYPE: "overridden"},
+            "annotations": {"note": "x"}}});
+        let bare =
+            json!({"apiVersion": "config.projectsveltos.io/v1beta1", "metadata": {"name": "p"}});
+        for profile in [&profile, &bare] {
+            let view = ProfileView {
+                profile,
+                name: "p",
+                matching: Vec::new(),
+                desired_spec: Value::Null,
+                desired_hashes: std::cell::OnceCell::new(),
+            };
+            let exact = json!({"metadata": summary_metadata(&view, "fleet", "c1")});
+            let mut variants = vec![exact.clone()];
+            let mut edit = |change: &dyn Fn(&mut Value)| {
+                let mut variant = exact.clone();
+                change(&mut variant["metadata"]);
+                variants.push(variant);
+            };
+            edit(&|m| m["labels"]["extra"] = json!("1"));
+            edit(&|m| {
+                m["labels"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove(LABEL_PROFILE_NAME);
+            });
+            edit(&|m| m["labels"][LABEL_CLUSTER_NAME] = json!("c2"));
+            edit(&|m| m["labels"][LABEL_CLUSTER_TYPE] = json!("overridden"));
+            edit(&|m| m["labels"] = json!(null));
+            edit(&|m| m["annotations"] = json!({"note": "y"}));
+            edit(&|m| m["annotations"] = json!({}));
+            edit(&|m| {
+                m.as_object_mut().unwrap().remove("annotations");
+            });
+            edit(&|m| m["ownerReferences"][0]["uid"] = json!("u-2"));
+            edit(&|m| m["ownerReferences"][0]["extra"] = json!(true));
+            edit(&|m| m["ownerReferences"] = json!([]));
+            for variant in &variants {
+                assert_eq!(
+                    metadata_differs(variant, &view, "c1"),
+                    metadata_differs_by_definition(variant, &view, "c1"),
+                    "{variant}"
+                );
+            }
+            assert!(!metadata_differs(&exact, &view, "c1"));
+        }
     }
 
     #[test]

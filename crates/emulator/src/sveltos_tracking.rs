@@ -4,7 +4,7 @@
 //! At fleet scale (10,000 profiles, 1,000 clusters, 100,000s of summaries) a pass over everything
 //! per change is minutes of CPU; with this a change costs the profiles it concerns.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::Value;
 use tokio::time::Instant;
@@ -88,6 +88,9 @@ pub struct Tracking {
     /// those instead of the whole fleet.
     clusters_by_label: HashMap<(String, String), BTreeSet<Key>>,
     cluster_labels: HashMap<Key, Vec<(String, String)>>,
+    /// Clusters with `spec.paused: true`: every pass over a profile asks for each of its
+    /// clusters, and reading the cluster object each time parsed it again at fleet scale.
+    paused: HashSet<Key>,
 }
 
 impl Tracking {
@@ -124,12 +127,13 @@ impl Tracking {
         self.selections.clear();
         self.clusters_by_label.clear();
         self.cluster_labels.clear();
+        self.paused.clear();
         for (key, cluster) in store.range(CLUSTERS, None, None) {
             self.file_cluster_labels((key.namespace.clone(), key.name.clone()), Some(&cluster));
         }
         // Labels only: the selection view, without parsing every summary.
         for (key, summary) in store.range_stored(SUMMARIES, None, None) {
-            if let Some(profile) = summary.view["metadata"]["labels"][LABEL_PROFILE_NAME].as_str() {
+            if let Some(profile) = summary.view.label(LABEL_PROFILE_NAME) {
                 self.file_summary((key.namespace.clone(), key.name.clone()), profile);
             }
         }
@@ -160,7 +164,7 @@ impl Tracking {
         }
         let label = store
             .get_stored(&store_key(SUMMARIES, &key))
-            .and_then(|s| s.view["metadata"]["labels"][LABEL_PROFILE_NAME].as_str())
+            .and_then(|s| s.view.label(LABEL_PROFILE_NAME))
             .map(str::to_string);
         if let Some(profile) = label {
             self.file_summary(key, &profile);
@@ -186,7 +190,13 @@ impl Tracking {
         }
     }
 
+    /// Files the cluster's labels (and whether it is paused), or forgets them when it is gone.
     fn file_cluster_labels(&mut self, key: Key, cluster: Option<&Value>) {
+        if cluster.is_some_and(|c| c["spec"]["paused"].as_bool() == Some(true)) {
+            self.paused.insert(key.clone());
+        } else {
+            self.paused.remove(&key);
+        }
         for label in self.cluster_labels.remove(&key).unwrap_or_default() {
             if let Some(members) = self.clusters_by_label.get_mut(&label) {
                 members.remove(&key);
@@ -239,14 +249,15 @@ impl Tracking {
     /// The profile's ready matching clusters in (namespace, name) order; recomputed only when its
     /// selection fields changed (cluster changes update the cached result in place).
     pub fn matching(&mut self, profile: &str, spec: &Value, store: &Store) -> Vec<Key> {
-        let selector_source = spec.get("clusterSelector").cloned().unwrap_or_default();
-        let refs_source = spec.get("clusterRefs").cloned().unwrap_or_default();
+        let selector_source = spec.get("clusterSelector").unwrap_or(&Value::Null);
+        let refs_source = spec.get("clusterRefs").unwrap_or(&Value::Null);
         if let Some(selection) = self.selections.get(profile)
-            && selection.selector_source == selector_source
-            && selection.refs_source == refs_source
+            && selection.selector_source == *selector_source
+            && selection.refs_source == *refs_source
         {
             return selection.matching.iter().cloned().collect();
         }
+        let (selector_source, refs_source) = (selector_source.clone(), refs_source.clone());
         let mut selection = Selection::new(selector_source, refs_source);
         selection.matching = self
             .candidates(&selection, store)
@@ -260,6 +271,11 @@ impl Tracking {
         let matching = selection.matching.iter().cloned().collect();
         self.selections.insert(profile.to_string(), selection);
         matching
+    }
+
+    /// Whether the cluster is paused, as of the changes taken in.
+    pub fn is_paused(&self, cluster: &Key) -> bool {
+        self.paused.contains(cluster)
     }
 
     pub fn forget_selection(&mut self, profile: &str) {

@@ -425,7 +425,7 @@ fn stored_reply(state: &ApiState, target: Target<'_>, code: u16, object: Arc<Val
                 .parsed()
                 .is_some_and(|kept| Arc::ptr_eq(&kept, &object)) =>
         {
-            Reply::Stored(code, stored.json.clone())
+            Reply::Stored(code, stored.json.to_bytes())
         }
         _ => Reply::Object(code, object),
     }

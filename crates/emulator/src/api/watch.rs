@@ -108,14 +108,14 @@ fn render(event: WatchEvent, convert: Option<Convert>) -> Bytes {
     let (kind, json) = event;
     if let Some(convert) = convert.filter(|_| kind != "ERROR") {
         // Only core/v1 Event watches convert: they parse the stored shape back.
-        let object: Value = serde_json::from_slice(&json).unwrap_or_default();
+        let object = json.parse();
         return event_line(&json!({"type": kind, "object": convert(&object)}));
     }
     let mut bytes = Vec::with_capacity(json.len() + 32);
     bytes.extend_from_slice(b"{\"type\":\"");
     bytes.extend_from_slice(kind.as_bytes());
     bytes.extend_from_slice(b"\",\"object\":");
-    bytes.extend_from_slice(&json);
+    json.write_to(&mut bytes);
     bytes.extend_from_slice(b"}\n");
     Bytes::from(bytes)
 }
