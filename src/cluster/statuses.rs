@@ -37,7 +37,7 @@ impl PersistedState {
     }
 }
 
-pub fn convert_state(object: &LeanObject) -> Option<(Option<String>, PersistedState)> {
+fn convert_state(object: &LeanObject) -> Option<(Option<String>, PersistedState)> {
     let name = object.name_any();
     let status = match &object.status {
         None => None,

@@ -108,7 +108,7 @@ impl StoredSummary {
             cluster_name: self.cluster_name.clone(),
             spec: self.spec.clone(),
             features: self.features(),
-            failure_message: self.failures.as_ref().and_then(|f| f.summary.clone()),
+            failure_message: self.failure_message().map(Box::from),
         }
     }
 
