@@ -5,125 +5,190 @@
 //! thousands at fleet scale). Objects are converted once per watch event, not once per step.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, RwLock};
 
+use hashbrown::HashTable;
+use member_key::{MemberKey, MemberKeys};
 use members::Members;
 
+mod member_key;
 mod members;
 
 /// The identity of a watched object: namespace ("" when cluster-scoped) and name.
 pub type ObjectKey = (String, String);
 
-/// A key as stored: the namespace is shared by every object in it, and the name by the two maps
-/// that hold the object (at fleet scale the keys weighed as much as the objects).
-pub type SharedKey = (Arc<str>, Arc<str>);
-
-/// name → the index key the object is filed under (`None`: not indexed), for one namespace.
-type FiledNames = HashMap<Arc<str>, Option<Arc<str>>>;
-
-/// The objects, by index key, and where each one is filed.
-struct Content<T> {
-    /// By namespace.
-    filed: HashMap<Arc<str>, FiledNames>,
+/// The objects, by index key.
+struct Groups<T> {
     /// index key → the objects filed under it, in key order.
     by_index: HashMap<Arc<str>, Members<T>>,
     unindexed: Members<T>,
+    /// The members' keys, relative to their index keys.
+    keys: MemberKeys,
+}
+
+impl<T> Default for Groups<T> {
+    fn default() -> Self {
+        Groups {
+            by_index: HashMap::new(),
+            unindexed: Members::default(),
+            keys: MemberKeys::default(),
+        }
+    }
+}
+
+impl<T> Groups<T> {
+    fn group(&self, index: Option<&str>) -> Option<&Members<T>> {
+        match index {
+            Some(index) => self.by_index.get(index),
+            None => Some(&self.unindexed),
+        }
+    }
+
+    fn get(&self, index: Option<&str>, namespace: &str, name: &str) -> Option<&T> {
+        let key = self.keys.find(index, namespace, name)?;
+        self.group(index)?.get(key)
+    }
+
+    /// Files `value` under `index`; returns the index key as stored.
+    fn insert(
+        &mut self,
+        index: Option<String>,
+        namespace: &str,
+        name: &str,
+        value: T,
+    ) -> Option<Arc<str>> {
+        let key = self.keys.intern(index.as_deref(), namespace, name);
+        let Some(index) = index else {
+            self.unindexed.insert(key, value);
+            return None;
+        };
+        let index = match self.by_index.get_key_value(index.as_str()) {
+            Some((shared, _)) => shared.clone(),
+            None => Arc::from(index),
+        };
+        self.by_index
+            .entry(index.clone())
+            .or_default()
+            .insert(key, value);
+        Some(index)
+    }
+
+    fn remove(&mut self, index: Option<&str>, namespace: &str, name: &str) {
+        let Some(key) = self.keys.find(index, namespace, name).cloned() else {
+            return;
+        };
+        let removed = match index {
+            None => self.unindexed.remove(&key),
+            Some(index) => {
+                let Some(members) = self.by_index.get_mut(index) else {
+                    return;
+                };
+                let removed = members.remove(&key);
+                if members.is_empty() {
+                    self.by_index.remove(index);
+                }
+                removed
+            }
+        };
+        // The removed member's copy goes first, so that `release` sees the table's and ours.
+        drop(removed);
+        self.keys.release(key);
+    }
+
+    /// Every member with the index key it is filed under.
+    fn entries(&self) -> impl Iterator<Item = (Option<&Arc<str>>, &Arc<MemberKey>, &T)> {
+        self.by_index
+            .iter()
+            .flat_map(|(index, members)| members.iter().map(move |(k, v)| (Some(index), k, v)))
+            .chain(self.unindexed.iter().map(|(k, v)| (None, k, v)))
+    }
+}
+
+/// Where one object is filed. The object's name is not kept here: a candidate with the name's
+/// hash is confirmed by its group holding the name.
+struct Filed {
+    hash: u64,
+    index: Option<Arc<str>>,
+}
+
+/// The objects, by index key, and where each one is filed.
+struct Content<T> {
+    filed: HashTable<Filed>,
+    groups: Groups<T>,
+    hasher: RandomState,
 }
 
 impl<T> Default for Content<T> {
     fn default() -> Self {
         Content {
-            filed: HashMap::new(),
-            by_index: HashMap::new(),
-            unindexed: Members::default(),
+            filed: HashTable::new(),
+            groups: Groups::default(),
+            hasher: RandomState::new(),
         }
     }
 }
 
 impl<T> Content<T> {
+    fn hash(&self, namespace: &str, name: &str) -> u64 {
+        self.hasher.hash_one((namespace, name))
+    }
+
     /// Inserts or replaces; returns the index the object was filed under before, if any.
-    fn insert(&mut self, key: ObjectKey, index: Option<String>, value: T) -> Option<Arc<str>> {
-        let (namespace, name) = key;
-        let namespace = match self.filed.get_key_value(namespace.as_str()) {
-            Some((shared, _)) => shared.clone(),
-            None => Arc::from(namespace),
-        };
-        let names = self.filed.entry(namespace.clone()).or_default();
-        let (name, old_index) = match names.remove_entry(name.as_str()) {
-            Some((shared, old_index)) => (shared, Some(old_index)),
-            None => (Arc::from(name), None),
-        };
-        let key = (namespace, name);
+    fn insert(
+        &mut self,
+        (namespace, name): ObjectKey,
+        index: Option<String>,
+        value: T,
+    ) -> Option<Arc<str>> {
+        let old_index = self.take_filed(&namespace, &name);
         if let Some(old_index) = &old_index {
-            self.remove_member(old_index.as_ref(), &key);
+            self.groups.remove(old_index.as_deref(), &namespace, &name);
         }
-        let index = match index {
-            Some(index) => {
-                let index = match self.by_index.get_key_value(index.as_str()) {
-                    Some((shared, _)) => shared.clone(),
-                    None => Arc::from(index),
-                };
-                self.by_index
-                    .entry(index.clone())
-                    .or_default()
-                    .insert(key.clone(), value);
-                Some(index)
-            }
-            None => {
-                self.unindexed.insert(key.clone(), value);
-                None
-            }
-        };
-        let (namespace, name) = key;
-        self.filed.entry(namespace).or_default().insert(name, index);
+        let hash = self.hash(&namespace, &name);
+        let index = self.groups.insert(index, &namespace, &name, value);
+        self.filed
+            .insert_unique(hash, Filed { hash, index }, |filed| filed.hash);
         old_index.flatten()
+    }
+
+    /// Removes where `(namespace, name)` is filed; returns that (`Some(None)`: not indexed).
+    fn take_filed(&mut self, namespace: &str, name: &str) -> Option<Option<Arc<str>>> {
+        let hash = self.hash(namespace, name);
+        let groups = &self.groups;
+        let entry = self
+            .filed
+            .find_entry(hash, |filed| {
+                filed.hash == hash
+                    && groups
+                        .get(filed.index.as_deref(), namespace, name)
+                        .is_some()
+            })
+            .ok()?;
+        let (filed, _) = entry.remove();
+        if self.filed.capacity() > 64 && self.filed.len() < self.filed.capacity() / 4 {
+            self.filed.shrink_to_fit(|filed| filed.hash);
+        }
+        Some(filed.index)
     }
 
     /// Removes; returns the index the object was filed under, if any.
     fn remove(&mut self, (namespace, name): &ObjectKey) -> Option<Arc<str>> {
-        let (shared_namespace, _) = self.filed.get_key_value(namespace.as_str())?;
-        let shared_namespace = shared_namespace.clone();
-        let names = self.filed.get_mut(namespace.as_str())?;
-        let (shared_name, index) = names.remove_entry(name.as_str())?;
-        if names.is_empty() {
-            self.filed.remove(namespace.as_str());
-        }
-        self.remove_member(index.as_ref(), &(shared_namespace, shared_name));
+        let index = self.take_filed(namespace, name)?;
+        self.groups.remove(index.as_deref(), namespace, name);
         index
     }
 
-    fn remove_member(&mut self, index: Option<&Arc<str>>, key: &SharedKey) {
-        let Some(index) = index else {
-            self.unindexed.remove(key);
-            return;
-        };
-        if let Some(members) = self.by_index.get_mut(index) {
-            members.remove(key);
-            if members.is_empty() {
-                self.by_index.remove(index);
-            }
-        }
-    }
-
     fn get(&self, (namespace, name): &ObjectKey) -> Option<&T> {
-        let (namespace, names) = self.filed.get_key_value(namespace.as_str())?;
-        let (name, index) = names.get_key_value(name.as_str())?;
-        let key = (namespace.clone(), name.clone());
-        match index {
-            Some(index) => self.by_index.get(index)?.get(&key),
-            None => self.unindexed.get(&key),
-        }
-    }
-
-    fn entries(&self) -> impl Iterator<Item = (&SharedKey, &T)> {
-        self.by_index
-            .values()
-            .flat_map(Members::iter)
-            .chain(self.unindexed.iter())
+        let hash = self.hash(namespace, name);
+        self.filed
+            .iter_hash(hash)
+            .filter(|filed| filed.hash == hash)
+            .find_map(|filed| self.groups.get(filed.index.as_deref(), namespace, name))
     }
 
     fn len(&self) -> usize {
-        self.by_index.values().map(Members::len).sum::<usize>() + self.unindexed.len()
+        self.filed.len()
     }
 }
 
@@ -211,9 +276,10 @@ impl<T> IndexedCache<T> {
         let previous = std::mem::replace(&mut inner.content, relisted);
         inner.ready = true;
         let mut touched: Vec<String> = previous
+            .groups
             .by_index
             .keys()
-            .chain(inner.content.by_index.keys())
+            .chain(inner.content.groups.by_index.keys())
             .map(|index| index.to_string())
             .collect();
         touched.sort();
@@ -239,20 +305,25 @@ impl<T> IndexedCache<T> {
     {
         self.read()
             .content
+            .groups
             .by_index
             .get(index)
             .map(|m| m.iter().map(|(_, value)| value.clone()).collect())
             .unwrap_or_default()
     }
 
-    /// Calls `visit` with the index key as stored, then with every object filed under it and its
-    /// key, in key order, under the read lock: for values that do not repeat their own key and
-    /// index, and are rebuilt from them.
-    pub fn visit_indexed(&self, index: &str, mut visit: impl FnMut(&Arc<str>, &SharedKey, &T)) {
+    /// Calls `visit` with the index key as stored, then with the namespace and name of every
+    /// object filed under it and the object, in key order, under the read lock: for values that
+    /// do not repeat their own key and index, and are rebuilt from them.
+    pub fn visit_indexed(
+        &self,
+        index: &str,
+        mut visit: impl FnMut(&Arc<str>, &Arc<str>, &str, &T),
+    ) {
         let inner = self.read();
-        if let Some((index, members)) = inner.content.by_index.get_key_value(index) {
+        if let Some((index, members)) = inner.content.groups.by_index.get_key_value(index) {
             for (key, value) in members.iter() {
-                visit(index, key, value);
+                visit(index, key.namespace(), &key.name(Some(index)), value);
             }
         }
     }
@@ -263,19 +334,25 @@ impl<T> IndexedCache<T> {
     {
         self.read()
             .content
+            .groups
             .entries()
-            .map(|(_, value)| value.clone())
+            .map(|(_, _, value)| value.clone())
             .collect()
     }
 
-    /// Every object in key order, with the generation it was read at.
+    /// Every object in (namespace, name) order, with the generation it was read at.
     pub fn all_sorted(&self) -> (u64, Vec<T>)
     where
         T: Clone,
     {
         let inner = self.read();
-        let mut entries: Vec<(&SharedKey, &T)> = inner.content.entries().collect();
-        entries.sort_by(|a, b| a.0.cmp(b.0));
+        let mut entries: Vec<((&str, String), &T)> = inner
+            .content
+            .groups
+            .entries()
+            .map(|(index, key, value)| ((&**key.namespace(), key.name(index.map(|i| &**i))), value))
+            .collect();
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
         let values = entries
             .into_iter()
             .map(|(_, value)| value.clone())
@@ -291,6 +368,7 @@ impl<T> IndexedCache<T> {
     pub fn index_keys(&self) -> Vec<String> {
         self.read()
             .content
+            .groups
             .by_index
             .keys()
             .map(|index| index.to_string())
@@ -379,5 +457,98 @@ mod tests {
         assert_eq!(values, [1, 2]);
         cache.remove(&key("a"));
         assert!(cache.generation() > generation);
+    }
+
+    #[test]
+    fn names_that_follow_their_index_key_cost_no_key_of_their_own() {
+        let cache = IndexedCache::default();
+        for profile in ["p1", "p2", "p3"] {
+            for cluster in ["c1", "c2"] {
+                let name = format!("{profile}-sveltos-{cluster}");
+                cache.upsert(("fleet".into(), name), Some(profile.into()), 0);
+            }
+        }
+        assert_eq!(cache.len(), 6);
+        assert_eq!(cache.read().content.groups.keys.sizes(), (2, 1));
+        let mut seen = Vec::new();
+        cache.visit_indexed("p2", |index, namespace, name, _| {
+            seen.push(format!("{index} {namespace}/{name}"));
+        });
+        assert_eq!(seen, ["p2 fleet/p2-sveltos-c1", "p2 fleet/p2-sveltos-c2"]);
+    }
+
+    #[test]
+    fn an_object_moved_to_an_index_its_name_does_not_follow_is_found_and_removed() {
+        let cache = IndexedCache::default();
+        let key = ("ns".to_string(), "p1-c1".to_string());
+        cache.upsert(key.clone(), Some("p1".into()), 1);
+        assert_eq!(cache.upsert(key.clone(), Some("q".into()), 2), ["p1", "q"]);
+        assert_eq!(cache.get(&key), Some(2));
+        assert_eq!(cache.upsert(key.clone(), None, 3), ["q"]);
+        assert_eq!(cache.get(&key), Some(3));
+        assert_eq!(cache.remove(&key), Vec::<String>::new());
+        assert_eq!(cache.get(&key), None);
+        assert!(cache.is_empty());
+        assert_eq!(cache.read().content.groups.keys.sizes(), (0, 0));
+    }
+
+    use proptest::prelude::*;
+
+    /// Names that do and do not follow the index keys, in two namespaces.
+    fn operation() -> impl Strategy<Value = (bool, usize, usize, Option<usize>, u8)> {
+        (
+            any::<bool>(),
+            0..2usize,
+            0..6usize,
+            proptest::option::of(0..3usize),
+            any::<u8>(),
+        )
+    }
+
+    const NAMES: [&str; 6] = ["p", "p-a", "p-a-b", "q-a", "pa", "a"];
+    const INDEXES: [&str; 3] = ["p", "q", "p-a"];
+
+    proptest! {
+        /// The cache answers as a plain map of (namespace, name) → (index, value) would.
+        #[test]
+        fn the_cache_agrees_with_a_plain_map(operations in proptest::collection::vec(operation(), 1..60)) {
+            let cache = IndexedCache::default();
+            let mut model: std::collections::BTreeMap<ObjectKey, (Option<String>, u8)> =
+                std::collections::BTreeMap::new();
+            for (upsert, namespace, name, index, value) in operations {
+                let key = (["a", "b"][namespace].to_string(), NAMES[name].to_string());
+                let index = index.map(|i| INDEXES[i].to_string());
+                if upsert {
+                    cache.upsert(key.clone(), index.clone(), value);
+                    model.insert(key, (index, value));
+                } else {
+                    cache.remove(&key);
+                    model.remove(&key);
+                }
+                prop_assert_eq!(cache.len(), model.len());
+                for (key, (_, value)) in &model {
+                    prop_assert_eq!(cache.get(key), Some(*value));
+                }
+                for index in INDEXES {
+                    let expected: Vec<u8> = model
+                        .values()
+                        .filter(|(i, _)| i.as_deref() == Some(index))
+                        .map(|(_, v)| *v)
+                        .collect();
+                    let mut found = cache.indexed(index);
+                    found.sort();
+                    let mut expected = expected;
+                    expected.sort();
+                    prop_assert_eq!(found, expected);
+                }
+                let (_, sorted) = cache.all_sorted();
+                let expected: Vec<u8> = model.values().map(|(_, v)| *v).collect();
+                prop_assert_eq!(sorted, expected);
+            }
+            for key in model.keys() {
+                cache.remove(key);
+            }
+            prop_assert_eq!(cache.read().content.groups.keys.sizes(), (0, 0));
+        }
     }
 }

@@ -68,7 +68,7 @@ impl ObservedCaches {
         let mut summaries = Vec::new();
         for name in profiles.keys() {
             self.summaries
-                .visit_indexed(name, |profile, (namespace, name), summary| {
+                .visit_indexed(name, |profile, namespace, name, summary| {
                     summaries.push(summary.observed(namespace, name, profile));
                 });
         }

@@ -65,7 +65,7 @@ pub fn has_blast_radius(name: &str, git: Option<&PromotionGit>, ctx: &Context) -
     let mut owns_profiles = false;
     ctx.caches
         .profiles
-        .visit_indexed(name, |_, _, _| owns_profiles = true);
+        .visit_indexed(name, |_, _, _, _| owns_profiles = true);
     ran || owns_profiles
 }
 

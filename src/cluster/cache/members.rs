@@ -7,15 +7,17 @@
 
 use std::collections::BTreeMap;
 
-use super::SharedKey;
+use std::sync::Arc;
+
+use super::member_key::MemberKey;
 
 /// Members beyond which a group is a B-tree.
 const SMALL: usize = 32;
 
 pub enum Members<T> {
     /// Sorted by key, capacity equal to length.
-    Small(Vec<(SharedKey, T)>),
-    Large(BTreeMap<SharedKey, T>),
+    Small(Vec<(Arc<MemberKey>, T)>),
+    Large(BTreeMap<Arc<MemberKey>, T>),
 }
 
 impl<T> Default for Members<T> {
@@ -25,16 +27,16 @@ impl<T> Default for Members<T> {
 }
 
 impl<T> Members<T> {
-    pub fn insert(&mut self, key: SharedKey, value: T) {
+    pub fn insert(&mut self, key: Arc<MemberKey>, value: T) {
         match self {
-            Members::Small(members) => match members.binary_search_by(|(k, _)| k.cmp(&key)) {
+            Members::Small(members) => match members.binary_search_by(|(k, _)| (**k).cmp(&key)) {
                 Ok(at) => members[at].1 = value,
                 Err(at) if members.len() < SMALL => {
                     members.reserve_exact(1);
                     members.insert(at, (key, value));
                 }
                 Err(_) => {
-                    let mut tree: BTreeMap<SharedKey, T> = members.drain(..).collect();
+                    let mut tree: BTreeMap<Arc<MemberKey>, T> = members.drain(..).collect();
                     tree.insert(key, value);
                     *self = Members::Large(tree);
                 }
@@ -45,30 +47,33 @@ impl<T> Members<T> {
         }
     }
 
-    pub fn remove(&mut self, key: &SharedKey) {
+    /// Removes the member of `key`; returns its key as stored, and its value.
+    pub fn remove(&mut self, key: &MemberKey) -> Option<(Arc<MemberKey>, T)> {
         match self {
             Members::Small(members) => {
-                if let Ok(at) = members.binary_search_by(|(k, _)| k.cmp(key)) {
-                    members.remove(at);
-                    members.shrink_to_fit();
-                }
+                let at = members.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
+                let removed = members.remove(at);
+                members.shrink_to_fit();
+                Some(removed)
             }
             Members::Large(tree) => {
-                tree.remove(key);
+                let removed = tree.remove_entry(key);
                 // Back to a vector well below the threshold, so a group hovering at the
                 // threshold does not convert back and forth.
                 if tree.len() <= SMALL / 2 {
-                    let members: Vec<(SharedKey, T)> = std::mem::take(tree).into_iter().collect();
+                    let members: Vec<(Arc<MemberKey>, T)> =
+                        std::mem::take(tree).into_iter().collect();
                     *self = Members::Small(members);
                 }
+                removed
             }
         }
     }
 
-    pub fn get(&self, key: &SharedKey) -> Option<&T> {
+    pub fn get(&self, key: &MemberKey) -> Option<&T> {
         match self {
             Members::Small(members) => members
-                .binary_search_by(|(k, _)| k.cmp(key))
+                .binary_search_by(|(k, _)| (**k).cmp(key))
                 .ok()
                 .map(|at| &members[at].1),
             Members::Large(tree) => tree.get(key),
@@ -82,6 +87,7 @@ impl<T> Members<T> {
         }
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         match self {
             Members::Small(members) => members.len(),
@@ -90,7 +96,7 @@ impl<T> Members<T> {
     }
 
     /// Every member in key order.
-    pub fn iter(&self) -> Box<dyn Iterator<Item = (&SharedKey, &T)> + '_> {
+    pub fn iter(&self) -> Box<dyn Iterator<Item = (&Arc<MemberKey>, &T)> + '_> {
         match self {
             Members::Small(members) => Box::new(members.iter().map(|(k, v)| (k, v))),
             Members::Large(tree) => Box::new(tree.iter()),
@@ -102,10 +108,8 @@ impl<T> Members<T> {
 mod tests {
     use super::*;
 
-    use std::sync::Arc;
-
-    fn key(name: &str) -> SharedKey {
-        (Arc::from("ns"), Arc::from(name))
+    fn key(name: &str) -> Arc<MemberKey> {
+        MemberKey::unindexed("ns", name)
     }
 
     #[test]
@@ -148,7 +152,10 @@ mod tests {
         };
         assert_eq!(vector.capacity(), vector.len());
         assert_eq!(
-            members.iter().map(|(k, _)| &*k.1).collect::<Vec<_>>(),
+            members
+                .iter()
+                .map(|(k, _)| k.name(None))
+                .collect::<Vec<_>>(),
             ["b", "c"]
         );
     }

@@ -98,12 +98,12 @@ impl StoredSummary {
     pub fn observed(
         &self,
         namespace: &Arc<str>,
-        name: &Arc<str>,
+        name: &str,
         profile: &Arc<str>,
     ) -> ObservedSummary {
         ObservedSummary {
             namespace: namespace.clone(),
-            name: name.clone(),
+            name: Arc::from(name),
             profile_name: profile.clone(),
             cluster_name: self.cluster_name.clone(),
             spec: self.spec.clone(),
