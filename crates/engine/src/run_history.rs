@@ -223,7 +223,7 @@ fn update(run: &mut RunRecord, status: &PromotionStatus) {
                 &mut run.stages[last]
             }
         };
-        record.observe(stage, status.failure.as_ref());
+        record.observe(stage, status.failure.as_deref());
     }
     let (outcome, ended_at) = outcome(status);
     // A finished run stays finished: a completed run that corrects drift, or whose file turns

@@ -117,12 +117,12 @@ impl StageRun<'_, '_> {
             self.snapshot,
             self.stage,
             self.checks,
-            self.st.waves.as_ref(),
+            self.st.waves.as_deref(),
         )
     }
 
     fn render_object(&self, checks: &[Value]) -> Value {
-        waves::main_object(self.snapshot, self.stage, checks, self.st.waves.as_ref())
+        waves::main_object(self.snapshot, self.stage, checks, self.st.waves.as_deref())
     }
 
     /// 1. Keep the stage's main profile applied with the run's spec and snapshot.
@@ -164,7 +164,7 @@ impl StageRun<'_, '_> {
         let now = self.now;
         if !complete {
             self.st.set_failure(Some(completion.message.clone()), now);
-            let message = match self.st.waves.as_ref().filter(|w| w.in_progress()) {
+            let message = match self.st.waves.as_deref().filter(|w| w.in_progress()) {
                 Some(w) => format!("wave {}/{}: {}", w.reached, w.total(), completion.message),
                 None => completion.message,
             };
@@ -173,7 +173,7 @@ impl StageRun<'_, '_> {
         if self
             .st
             .waves
-            .as_ref()
+            .as_deref()
             .is_some_and(WaveProgress::in_progress)
         {
             return Err(self.next_wave());
@@ -212,7 +212,7 @@ impl StageRun<'_, '_> {
         let policy = self.policy.clone();
         let policy = policy.as_ref();
         // While waves remain, the reached waves' clusters are judged (the budget is theirs).
-        let reached = waves::reached(self.st.waves.as_ref());
+        let reached = waves::reached(self.st.waves.as_deref());
         let deadline = policy
             .and_then(|p| p.progress_deadline)
             .and_then(|d| chrono::Duration::from_std(d).ok())
@@ -477,10 +477,10 @@ impl StageRun<'_, '_> {
             .as_ref()
             .is_none_or(|p| p.spec_hash != hash)
         {
-            self.st.preverification = Some(AppliedProfile {
+            self.st.preverification = Some(Box::new(AppliedProfile {
                 applied_at: self.now,
                 spec_hash: hash.clone(),
-            });
+            }));
         }
         let applied_now = self
             .observed
@@ -511,7 +511,7 @@ impl StageRun<'_, '_> {
             self.snapshot,
             self.stage,
             post_checks,
-            self.st.waves.as_ref(),
+            self.st.waves.as_deref(),
         );
         let with_checks_hash = spec_hash(&with_checks);
         if with_checks_hash != self.st.applied_spec_hash {
@@ -557,7 +557,7 @@ impl StageRun<'_, '_> {
 
     fn preverification_problem(&self) -> Option<String> {
         let (spec, applied_now) = self.preverification.as_ref()?;
-        let applied = self.st.preverification.as_ref()?;
+        let applied = self.st.preverification.as_deref()?;
         let pre = completion::check(
             &AppliedExpectation {
                 profile: &self.profiles.preverification,
@@ -584,7 +584,7 @@ impl StageRun<'_, '_> {
 
     /// The completion check of the main profile against its latest recorded apply.
     fn check_main(&self, spec: &Value) -> Completion {
-        let reached = waves::reached(self.st.waves.as_ref());
+        let reached = waves::reached(self.st.waves.as_deref());
         completion::check(
             &self.main_expectation(spec, reached.as_deref()),
             self.observed,

@@ -484,7 +484,7 @@ impl<'i, 'a> Run<'i, 'a> {
             }
             OnFailure::Halt => Vec::new(),
         };
-        self.status.failure = Some(RunFailure {
+        self.status.failure = Some(Box::new(RunFailure {
             stage: stage.to_string(),
             snapshot_index: index,
             reason: exceeded.reason,
@@ -492,7 +492,7 @@ impl<'i, 'a> Run<'i, 'a> {
             on_failure: exceeded.on_failure.as_str().to_string(),
             clusters: exceeded.clusters,
             rollback,
-        });
+        }));
     }
 
     /// Re-apply the main profile of every stage this run applied in an earlier step (its apply is
@@ -522,7 +522,7 @@ impl<'i, 'a> Run<'i, 'a> {
                 (Some(trigger), true) => trigger.post_delay_health_checks(),
                 _ => &[],
             };
-            let spec = waves::main_spec(self.snapshot, stage, checks, st.waves.as_ref());
+            let spec = waves::main_spec(self.snapshot, stage, checks, st.waves.as_deref());
             // Without appended checks the spec is pinned by the run's hashes, so the recorded
             // hash is its hash (no need to compute it); with them, a trigger edit within the run
             // may have changed the checks, and then what was applied is not known.
@@ -538,7 +538,7 @@ impl<'i, 'a> Run<'i, 'a> {
             };
             let fields = drift::drifted_fields(&expected, self.observed().profiles.get(&profile));
             if !fields.is_empty() {
-                let object = waves::main_object(self.snapshot, stage, checks, st.waves.as_ref());
+                let object = waves::main_object(self.snapshot, stage, checks, st.waves.as_deref());
                 drifted.push((profile, object, fields));
             }
         }
@@ -728,7 +728,7 @@ impl<'i, 'a> Run<'i, 'a> {
             not_provisioned: Vec::new(),
             not_provisioned_unlisted: 0,
             skipped: false,
-            waves,
+            waves: waves.map(Box::new),
         });
         self.status.current_stage_name = Some(stage.name.clone());
         self.status.last_promotion_time = Some(now);
@@ -861,7 +861,7 @@ impl<'i, 'a> Run<'i, 'a> {
         let mut wanted_hash = recorded_hash;
         let mut re_recorded_fresh = None;
         if checks_applied {
-            let spec = waves::main_spec(self.snapshot, stage, checks, waves.as_ref());
+            let spec = waves::main_spec(self.snapshot, stage, checks, waves.as_deref());
             let current_hash = spec_hash(&spec);
             if current_hash != wanted_hash {
                 re_recorded_fresh = Some(self.fresh_features(&main, &spec, &current_hash));

@@ -51,7 +51,7 @@ fn nothing_applied_after_a_halt() {
     h.settle();
     let status = h.status().clone();
     assert_eq!(status.phase, Phase::Failed, "{:?}", status.message);
-    let failure = status.failure.as_ref().expect("a run failure");
+    let failure = status.failure.as_deref().expect("a run failure");
     assert_eq!(failure.stage, "s2");
     assert_eq!(failure.on_failure, "Halt");
     assert!(failure.clusters.iter().any(|c| c.cluster == "default/s2-1"
@@ -116,7 +116,7 @@ fn no_stage_fails_before_its_deadline() {
     // At the deadline the slow cluster is TimedOut, which spends the budget.
     h.settle_at(deadline);
     assert_eq!(h.status().phase, Phase::Failed);
-    let failure = h.status().failure.as_ref().unwrap();
+    let failure = h.status().failure.as_deref().unwrap();
     assert_eq!(failure.clusters[0].state, ClusterState::TimedOut);
     assert_eq!(failure.clusters[0].since, deadline);
     assert!(reasons(&h).contains(&"ClusterTimedOut"));

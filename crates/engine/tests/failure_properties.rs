@@ -76,7 +76,7 @@ fn check_step(
 ) -> Result<(), TestCaseError> {
     let now = h.world.now;
     let failed_before = before
-        .and_then(|b| b.failure.as_ref())
+        .and_then(|b| b.failure.as_deref())
         .filter(|f| f.snapshot_index == h.snapshot.index);
     if let Some(failure) = failed_before {
         for action in actions {
@@ -90,7 +90,7 @@ fn check_step(
             }
         }
     }
-    if let Some(failure) = after.failure.as_ref().filter(|_| failed_before.is_none()) {
+    if let Some(failure) = after.failure.as_deref().filter(|_| failed_before.is_none()) {
         let st = after
             .stage(&failure.stage)
             .expect("the failed stage is in status");

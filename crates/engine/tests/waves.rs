@@ -153,7 +153,7 @@ fn a_wave_over_its_budget_fails_the_stage_and_stops_the_waves() {
         "wave 3 never starts"
     );
     assert_eq!(
-        h.status().failure.as_ref().map(|f| f.stage.as_str()),
+        h.status().failure.as_deref().map(|f| f.stage.as_str()),
         Some("prod")
     );
 }

@@ -189,7 +189,7 @@ fn phase_since(status: &PromotionStatus) -> Option<DateTime<Utc>> {
     match status.phase {
         Phase::Paused => status.paused_since,
         Phase::Failed | Phase::RollingBack | Phase::RolledBack if status.failure.is_some() => {
-            status.failure.as_ref().map(|f| f.at)
+            status.failure.as_deref().map(|f| f.at)
         }
         Phase::Completed => status.stages.last().and_then(|s| s.succeeded_at),
         _ => status.last_promotion_time,
@@ -280,7 +280,7 @@ fn waiting_state(
 ) -> String {
     let counts = &stage.counts;
     if stage.provisioned_at.is_none()
-        && let Some(waves) = stage.waves.as_ref().filter(|w| w.total() > 1)
+        && let Some(waves) = stage.waves.as_deref().filter(|w| w.total() > 1)
     {
         let wave = format!("wave {}/{}", waves.reached, waves.total());
         let pausing = current && status.phase == Phase::Waiting && waves.wave_done_at.is_some();
