@@ -96,6 +96,18 @@ impl<T> Groups<T> {
         self.keys.release(key);
     }
 
+    /// The index key `(namespace, name)` is filed under, if the name is that key or starts with
+    /// it and a `-`. An object is filed once, so at most one prefix holds it.
+    fn index_in_name(&self, namespace: &str, name: &str) -> Option<Arc<str>> {
+        let ends = name.match_indices('-').map(|(at, _)| at);
+        ends.chain(std::iter::once(name.len())).find_map(|end| {
+            let prefix = &name[..end];
+            let (index, members) = self.by_index.get_key_value(prefix)?;
+            let key = self.keys.find(Some(prefix), namespace, name)?;
+            members.get(key).map(|_| index.clone())
+        })
+    }
+
     /// Every member with the index key it is filed under.
     fn entries(&self) -> impl Iterator<Item = (Option<&Arc<str>>, &Arc<MemberKey>, &T)> {
         self.by_index
@@ -105,26 +117,32 @@ impl<T> Groups<T> {
     }
 }
 
-/// Where one object is filed. The object's name is not kept here: a candidate with the name's
-/// hash is confirmed by its group holding the name.
+/// Where one object whose name does not follow its index key is filed. The name is not kept
+/// here: a candidate with the name's hash is confirmed by its group holding the name.
 struct Filed {
     hash: u64,
     index: Option<Arc<str>>,
 }
 
 /// The objects, by index key, and where each one is filed.
+///
+/// An object whose name is its index key, or starts with it and a `-` (every generated name), is
+/// found by trying the name's prefixes up to each `-` as index keys: nothing records where it
+/// is. Only the others (hand-made names, objects without an index) are recorded, by hash.
 struct Content<T> {
-    filed: HashTable<Filed>,
     groups: Groups<T>,
+    whole_names: HashTable<Filed>,
     hasher: RandomState,
+    len: usize,
 }
 
 impl<T> Default for Content<T> {
     fn default() -> Self {
         Content {
-            filed: HashTable::new(),
             groups: Groups::default(),
+            whole_names: HashTable::new(),
             hasher: RandomState::new(),
+            len: 0,
         }
     }
 }
@@ -141,23 +159,34 @@ impl<T> Content<T> {
         index: Option<String>,
         value: T,
     ) -> Option<Arc<str>> {
-        let old_index = self.take_filed(&namespace, &name);
-        if let Some(old_index) = &old_index {
-            self.groups.remove(old_index.as_deref(), &namespace, &name);
-        }
-        let hash = self.hash(&namespace, &name);
+        let old_index = self.take(&namespace, &name);
+        let follows = member_key::follows_index(index.as_deref(), &name);
         let index = self.groups.insert(index, &namespace, &name, value);
-        self.filed
-            .insert_unique(hash, Filed { hash, index }, |filed| filed.hash);
+        if !follows {
+            let hash = self.hash(&namespace, &name);
+            self.whole_names
+                .insert_unique(hash, Filed { hash, index }, |filed| filed.hash);
+        }
+        self.len += 1;
         old_index.flatten()
     }
 
-    /// Removes where `(namespace, name)` is filed; returns that (`Some(None)`: not indexed).
-    fn take_filed(&mut self, namespace: &str, name: &str) -> Option<Option<Arc<str>>> {
+    /// Removes `(namespace, name)`; returns the index it was filed under (`Some(None)`: none).
+    fn take(&mut self, namespace: &str, name: &str) -> Option<Option<Arc<str>>> {
+        let index = match self.groups.index_in_name(namespace, name) {
+            Some(index) => Some(index),
+            None => self.take_whole_name(namespace, name)?,
+        };
+        self.groups.remove(index.as_deref(), namespace, name);
+        self.len -= 1;
+        Some(index)
+    }
+
+    fn take_whole_name(&mut self, namespace: &str, name: &str) -> Option<Option<Arc<str>>> {
         let hash = self.hash(namespace, name);
         let groups = &self.groups;
         let entry = self
-            .filed
+            .whole_names
             .find_entry(hash, |filed| {
                 filed.hash == hash
                     && groups
@@ -166,29 +195,31 @@ impl<T> Content<T> {
             })
             .ok()?;
         let (filed, _) = entry.remove();
-        if self.filed.capacity() > 64 && self.filed.len() < self.filed.capacity() / 4 {
-            self.filed.shrink_to_fit(|filed| filed.hash);
+        let table = &mut self.whole_names;
+        if table.capacity() > 64 && table.len() < table.capacity() / 4 {
+            table.shrink_to_fit(|filed| filed.hash);
         }
         Some(filed.index)
     }
 
     /// Removes; returns the index the object was filed under, if any.
     fn remove(&mut self, (namespace, name): &ObjectKey) -> Option<Arc<str>> {
-        let index = self.take_filed(namespace, name)?;
-        self.groups.remove(index.as_deref(), namespace, name);
-        index
+        self.take(namespace, name)?
     }
 
     fn get(&self, (namespace, name): &ObjectKey) -> Option<&T> {
+        if let Some(index) = self.groups.index_in_name(namespace, name) {
+            return self.groups.get(Some(&index), namespace, name);
+        }
         let hash = self.hash(namespace, name);
-        self.filed
+        self.whole_names
             .iter_hash(hash)
             .filter(|filed| filed.hash == hash)
             .find_map(|filed| self.groups.get(filed.index.as_deref(), namespace, name))
     }
 
     fn len(&self) -> usize {
-        self.filed.len()
+        self.len
     }
 }
 
@@ -380,7 +411,7 @@ impl<T> IndexedCache<T> {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.read().content.filed.is_empty()
+        self.read().content.len == 0
     }
 }
 
@@ -470,6 +501,11 @@ mod tests {
         }
         assert_eq!(cache.len(), 6);
         assert_eq!(cache.read().content.groups.keys.sizes(), (2, 1));
+        assert_eq!(
+            cache.read().content.whole_names.len(),
+            0,
+            "nothing records where they are"
+        );
         let mut seen = Vec::new();
         cache.visit_indexed("p2", |index, namespace, name, _| {
             seen.push(format!("{index} {namespace}/{name}"));
@@ -484,6 +520,7 @@ mod tests {
         cache.upsert(key.clone(), Some("p1".into()), 1);
         assert_eq!(cache.upsert(key.clone(), Some("q".into()), 2), ["p1", "q"]);
         assert_eq!(cache.get(&key), Some(2));
+        assert_eq!(cache.read().content.whole_names.len(), 1);
         assert_eq!(cache.upsert(key.clone(), None, 3), ["q"]);
         assert_eq!(cache.get(&key), Some(3));
         assert_eq!(cache.remove(&key), Vec::<String>::new());
@@ -549,6 +586,7 @@ mod tests {
                 cache.remove(key);
             }
             prop_assert_eq!(cache.read().content.groups.keys.sizes(), (0, 0));
+            prop_assert_eq!(cache.read().content.whole_names.len(), 0);
         }
     }
 }

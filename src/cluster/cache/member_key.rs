@@ -50,6 +50,11 @@ impl<'a> FormRef<'a> {
     }
 }
 
+/// Whether `name` is kept relative to `index` (it is the key, or starts with it and a `-`).
+pub fn follows_index(index: Option<&str>, name: &str) -> bool {
+    !matches!(FormRef::of(index, name), FormRef::Whole(_))
+}
+
 impl NameForm {
     fn as_ref(&self) -> FormRef<'_> {
         match self {
