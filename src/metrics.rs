@@ -18,7 +18,10 @@ use std::sync::atomic::AtomicU64;
 use tollgate_engine::{Phase, PromotionStatus};
 
 use crate::cluster::throttle::ThrottleMetrics;
+use phases::PhaseGauges;
 use tracing::error;
+
+mod phases;
 
 /// Every phase, so the phase gauge always has one series per phase (1 for the current one).
 pub const ALL_PHASES: [Phase; 11] = [
@@ -132,7 +135,7 @@ pub struct Metrics {
     apply_errors: Family<PromotionLabels, Counter>,
     drift_corrections: Family<PromotionLabels, Counter>,
     current_stage_index: Family<PromotionLabels, Gauge>,
-    phase: Family<PhaseLabels, Gauge>,
+    phase: PhaseGauges,
     time_in_stage: Family<PromotionLabels, SecondsGauge>,
     approval_wait: Family<PromotionLabels, SecondsGauge>,
     webhook_requests: Family<WebhookLabels, Counter>,
@@ -217,12 +220,8 @@ impl Metrics {
             "Zero-based index of the stage a promotion is currently running",
             current_stage_index.clone(),
         );
-        let phase = Family::<PhaseLabels, Gauge>::default();
-        registry.register(
-            "promotion_phase",
-            "1 for the phase a promotion is in, 0 for every other phase",
-            phase.clone(),
-        );
+        let phase = PhaseGauges::default();
+        registry.register_collector(Box::new(phase.clone()));
         let time_in_stage = Family::<PromotionLabels, SecondsGauge>::default();
         registry.register_with_unit(
             "promotion_time_in_stage",
@@ -413,15 +412,7 @@ impl Metrics {
                 self.current_stage_index.remove(&labels);
             }
         }
-        for phase in &ALL_PHASES {
-            let value = i64::from(*phase == status.phase);
-            self.phase
-                .get_or_create(&PhaseLabels {
-                    promotion: labels.promotion.clone(),
-                    phase: phase_name(phase),
-                })
-                .set(value);
-        }
+        self.phase.set(&labels.promotion, &status.phase);
         let live = LiveSince {
             stage_started: status.last_promotion_time,
             approval_since: approval_wait_start(status),
@@ -522,12 +513,7 @@ impl Metrics {
         self.current_stage_index.remove(&labels);
         self.time_in_stage.remove(&labels);
         self.approval_wait.remove(&labels);
-        for phase in &ALL_PHASES {
-            self.phase.remove(&PhaseLabels {
-                promotion: promotion.clone(),
-                phase: phase_name(phase),
-            });
-        }
+        self.phase.remove(&promotion);
         for stage in stages {
             self.stage_transitions.remove(&StageLabels {
                 promotion: promotion.clone(),
@@ -685,6 +671,41 @@ mod tests {
             after.contains(r#"tollgate_stage_transitions_total{promotion="kept",stage="prod"} 1"#)
         );
         assert!(after.contains(r#"tollgate_promotion_time_in_stage_seconds{promotion="kept"}"#));
+    }
+
+    #[test]
+    fn every_phase_has_a_series_and_only_the_current_one_reads_1() {
+        let metrics = Metrics::new();
+        let now = Utc::now();
+        let status = |phase: &str| -> PromotionStatus {
+            serde_json::from_value(serde_json::json!({"hashScheme": 1, "phase": phase}))
+                .expect("a status")
+        };
+        metrics.observe_promotion("web", &status("Progressing"), now);
+        metrics.observe_promotion("web", &status("Completed"), now);
+        let text = metrics.encode();
+        let series: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("tollgate_promotion_phase{"))
+            .collect();
+        assert_eq!(series.len(), ALL_PHASES.len(), "{text}");
+        for phase in &ALL_PHASES {
+            let value = if phase_name(phase) == "Completed" {
+                1
+            } else {
+                0
+            };
+            let line = format!(
+                r#"tollgate_promotion_phase{{promotion="web",phase="{}"}} {value}"#,
+                phase_name(phase)
+            );
+            assert!(series.contains(&line.as_str()), "{line} in {text}");
+        }
+        assert_eq!(
+            text.matches("# TYPE tollgate_promotion_phase gauge")
+                .count(),
+            1
+        );
     }
 
     #[test]
