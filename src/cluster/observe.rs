@@ -138,11 +138,14 @@ pub fn convert_summary_object(object: &SummaryObject) -> Option<(Option<String>,
             )
         })
         .collect();
+    let cluster = spec
+        .and_then(|s| s.cluster_name.as_deref())
+        .unwrap_or_default();
+    let name = metadata.name.as_deref().unwrap_or_default();
+    let cluster_name = (stored_summary::cluster_in_name(name, profile_name) != Some(cluster))
+        .then(|| strings.intern(cluster));
     let summary = StoredSummary::new(
-        strings.intern(
-            spec.and_then(|s| s.cluster_name.as_deref())
-                .unwrap_or_default(),
-        ),
+        cluster_name,
         spec_shared,
         features,
         status
@@ -267,7 +270,12 @@ mod tests {
         }));
         let (index, converted) = convert_summary_object(&summary).expect("converted");
         assert_eq!(index.as_deref(), Some("p-dev"));
-        assert_eq!(&*converted.cluster_name, "c1");
+        assert_eq!(&*converted.cluster_name("p-dev-sveltos-c1", "p-dev"), "c1");
+        assert_eq!(
+            &*converted.cluster_name("any", "p-dev"),
+            "",
+            "the name gives the cluster: it is not kept"
+        );
         assert_eq!(*converted.spec, json!({"tier": 100}));
         let (_, again) = convert_summary_object(&summary).expect("converted");
         assert!(
@@ -303,7 +311,10 @@ mod tests {
         assert_eq!(lean.metadata.resource_version.as_deref(), Some("42"));
         assert!(lean.metadata.managed_fields.is_none());
         let from_lean = convert_summary_object(&lean).expect("converted");
-        assert_eq!(&*from_lean.1.cluster_name, "c1");
+        assert_eq!(
+            &*from_lean.1.cluster_name("p-dev-sveltos-c1", "p-dev"),
+            "c1"
+        );
         assert_eq!(
             *from_lean.1.spec,
             json!({"helmCharts": [{"chartName": "a"}]})
@@ -330,7 +341,7 @@ mod tests {
         .expect("lean decode");
         let (_, summary) = convert_summary_object(&bare).expect("converted");
         assert!(summary.features().is_empty());
-        assert_eq!(&*summary.cluster_name, "");
+        assert_eq!(&*summary.cluster_name("s", "p"), "");
         assert!(summary.spec.is_null());
         let unlabelled: SummaryObject =
             serde_json::from_value(json!({"metadata": {"name": "x"}})).expect("lean decode");
@@ -350,7 +361,10 @@ mod tests {
         };
         let (_, a) = convert_summary_object(&summary("a")).expect("converted");
         let (_, b) = convert_summary_object(&summary("b")).expect("converted");
-        assert!(Arc::ptr_eq(&a.cluster_name, &b.cluster_name));
+        assert!(Arc::ptr_eq(
+            &a.cluster_name("a", "p-shared"),
+            &b.cluster_name("b", "p-shared")
+        ));
         assert!(Arc::ptr_eq(
             &a.features()[0].status,
             &b.features()[0].status

@@ -2,9 +2,12 @@
 //!
 //! A fleet holds hundreds of thousands of summaries, so the cached form keeps only what is not
 //! already known from where it is filed: the namespace and name are the cache key and the profile
-//! is the index, so none of them is stored again. What is kept is packed: a feature is an interned
-//! (feature, status) pair and a time stamp, and failure messages (rare) share one optional box.
-//! The engine's `ObservedSummary` is rebuilt from the three when a promotion is observed.
+//! is the index, so none of them is stored again, and neither is the cluster's name when the
+//! summary's name gives it (Sveltos names a summary `<profile>-sveltos-<cluster>`, or `-capi-`).
+//! What is kept is packed: the spec is interned, the first feature is an interned (feature,
+//! status) pair and a time stamp, and whatever most summaries lack (more features, failure
+//! messages, a cluster name of its own) shares one optional box. 32 bytes in all.
+//! The engine's `ObservedSummary` is rebuilt from these when a promotion is observed.
 
 use std::sync::Arc;
 
@@ -16,23 +19,33 @@ use super::intern::FeatureLabel;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoredSummary {
-    /// `spec.clusterName` (the cluster lives in the summary's namespace). Interned.
-    pub cluster_name: Arc<str>,
     /// `spec.clusterProfileSpec`. Interned: every summary of a profile carries the same spec.
     pub spec: Arc<Value>,
-    features: Features,
-    /// `status.failureMessage` and the features' failure messages, when there is any.
-    failures: Option<Box<Failures>>,
+    first: Option<StoredFeature>,
+    rare: Option<Box<Rare>>,
+}
+
+/// What most summaries do not have.
+#[derive(Clone, Debug, PartialEq)]
+struct Rare {
+    /// `spec.clusterName`, when the summary's name does not give it. Interned.
+    cluster_name: Option<Arc<str>>,
+    /// The features after the first.
+    more: Box<[StoredFeature]>,
+    /// `status.failureMessage`.
+    failure_message: Option<Box<str>>,
+    /// The features' failure messages by position; empty when none has one.
+    feature_messages: Box<[Option<Box<str>>]>,
 }
 
 /// One feature as read from a summary: its interned label, `lastAppliedTime`, `failureMessage`.
 pub type FeatureFields = (Arc<FeatureLabel>, Option<DateTime<Utc>>, Option<Box<str>>);
 
-/// A summary's failure messages: its own, and its features' by position.
-#[derive(Clone, Debug, PartialEq)]
-struct Failures {
-    summary: Option<Box<str>>,
-    features: Box<[Option<Box<str>>]>,
+/// The cluster a summary named `name` of `profile` is for, by Sveltos's naming.
+pub fn cluster_in_name<'a>(name: &'a str, profile: &str) -> Option<&'a str> {
+    let rest = name.strip_prefix(profile)?.strip_prefix('-')?;
+    rest.strip_prefix("sveltos-")
+        .or_else(|| rest.strip_prefix("capi-"))
 }
 
 /// One feature of a summary: 16 bytes where the engine's [`FeatureSummary`] takes 64.
@@ -62,36 +75,39 @@ impl Stamp {
 
 impl StoredSummary {
     /// Packs a summary's fields; `features` pairs each interned label with its time and message.
+    /// `cluster_name`: `None` when the summary's name gives it (see [`cluster_in_name`]).
     pub fn new(
-        cluster_name: Arc<str>,
+        cluster_name: Option<Arc<str>>,
         spec: Arc<Value>,
         features: Vec<FeatureFields>,
         failure_message: Option<Box<str>>,
     ) -> StoredSummary {
         let mut messages = Vec::with_capacity(features.len());
-        let stored: Features = features
-            .into_iter()
-            .map(|(label, time, message)| {
-                messages.push(message);
-                StoredFeature {
-                    label,
-                    last_applied: Stamp::new(time),
-                }
-            })
-            .collect();
-        let failures =
-            (failure_message.is_some() || messages.iter().any(Option::is_some)).then(|| {
-                Box::new(Failures {
-                    summary: failure_message,
-                    features: messages.into_boxed_slice(),
-                })
-            });
-        StoredSummary {
-            cluster_name,
-            spec,
-            features: stored,
-            failures,
+        let mut stored = features.into_iter().map(|(label, time, message)| {
+            messages.push(message);
+            StoredFeature {
+                label,
+                last_applied: Stamp::new(time),
+            }
+        });
+        let first = stored.next();
+        let more: Box<[StoredFeature]> = stored.collect();
+        if messages.iter().all(Option::is_none) {
+            messages.clear();
         }
+        let rare = (cluster_name.is_some()
+            || !more.is_empty()
+            || failure_message.is_some()
+            || !messages.is_empty())
+        .then(|| {
+            Box::new(Rare {
+                cluster_name,
+                more,
+                failure_message,
+                feature_messages: messages.into_boxed_slice(),
+            })
+        });
+        StoredSummary { spec, first, rare }
     }
 
     /// The engine's view of this summary, filed under `(namespace, name)` for `profile`.
@@ -105,61 +121,46 @@ impl StoredSummary {
             namespace: namespace.clone(),
             name: Arc::from(name),
             profile_name: profile.clone(),
-            cluster_name: self.cluster_name.clone(),
+            cluster_name: self.cluster_name(name, profile),
             spec: self.spec.clone(),
             features: self.features(),
             failure_message: self.failure_message().map(Box::from),
         }
     }
 
+    /// `spec.clusterName` of the summary named `name` of `profile`.
+    pub fn cluster_name(&self, name: &str, profile: &str) -> Arc<str> {
+        match self.rare.as_ref().and_then(|r| r.cluster_name.as_ref()) {
+            Some(cluster) => cluster.clone(),
+            None => Arc::from(cluster_in_name(name, profile).unwrap_or_default()),
+        }
+    }
+
     /// The features as the engine reads them, in the summary's order.
     pub fn features(&self) -> Vec<FeatureSummary> {
-        let messages = self.failures.as_ref().map(|f| &f.features);
-        self.features
-            .as_slice()
+        let more = self.rare.as_ref().map_or(&[][..], |r| &r.more[..]);
+        let messages = self
+            .rare
+            .as_ref()
+            .map_or(&[][..], |r| &r.feature_messages[..]);
+        self.first
             .iter()
+            .chain(more)
             .enumerate()
             .map(|(at, feature)| FeatureSummary {
                 feature_id: feature.label.feature_id.clone(),
                 status: feature.label.status.clone(),
                 last_applied_time: feature.last_applied.time(),
-                failure_message: messages.and_then(|m| m.get(at).cloned().flatten()),
+                failure_message: messages.get(at).cloned().flatten(),
             })
             .collect()
     }
 
     /// `status.failureMessage`.
     pub fn failure_message(&self) -> Option<&str> {
-        self.failures.as_ref().and_then(|f| f.summary.as_deref())
-    }
-}
-
-/// A summary's features. Most summaries report one feature (a profile deploying Helm
-/// charts only, say): that one is kept inline rather than in an allocation of its own.
-#[derive(Clone, Debug, PartialEq)]
-enum Features {
-    One(StoredFeature),
-    Other(Box<[StoredFeature]>),
-}
-
-impl Features {
-    fn as_slice(&self) -> &[StoredFeature] {
-        match self {
-            Features::One(feature) => std::slice::from_ref(feature),
-            Features::Other(features) => features,
-        }
-    }
-}
-
-impl FromIterator<StoredFeature> for Features {
-    fn from_iter<I: IntoIterator<Item = StoredFeature>>(features: I) -> Self {
-        let mut features: Vec<StoredFeature> = features.into_iter().collect();
-        if features.len() == 1
-            && let Some(only) = features.pop()
-        {
-            return Features::One(only);
-        }
-        Features::Other(features.into_boxed_slice())
+        self.rare
+            .as_ref()
+            .and_then(|r| r.failure_message.as_deref())
     }
 }
 
@@ -196,8 +197,7 @@ mod tests {
                     )
                 })
                 .collect();
-            let summary =
-                StoredSummary::new(Arc::from("c1"), Arc::new(Value::Null), features, None);
+            let summary = StoredSummary::new(None, Arc::new(Value::Null), features, None);
             let read = summary.features();
             let read_ids: Vec<&str> = read.iter().map(|f| &*f.feature_id).collect();
             assert_eq!(read_ids, ids);
@@ -213,18 +213,18 @@ mod tests {
     }
 
     #[test]
-    fn a_summary_without_failures_holds_no_failure_box() {
+    fn a_summary_with_one_feature_named_after_its_cluster_holds_no_box() {
         let plain = StoredSummary::new(
-            Arc::from("c1"),
+            None,
             Arc::new(Value::Null),
             vec![(label("Helm", "Provisioning"), None, None)],
             None,
         );
-        assert!(plain.failures.is_none());
+        assert!(plain.rare.is_none());
         assert_eq!(plain.features()[0].last_applied_time, None);
         assert_eq!(plain.failure_message(), None);
         let failed = StoredSummary::new(
-            Arc::from("c1"),
+            None,
             Arc::new(Value::Null),
             vec![(label("Helm", "Failed"), None, None)],
             Some(Box::from("cluster unreachable")),
@@ -235,8 +235,25 @@ mod tests {
 
     #[test]
     fn a_stored_summary_is_packed() {
-        // One feature inline, failures boxed: a fleet of 400,000 summaries weighs this each.
-        assert!(std::mem::size_of::<StoredSummary>() <= 56);
+        // One feature inline, the rest boxed: a fleet of 400,000 summaries weighs this each.
+        assert!(std::mem::size_of::<StoredSummary>() <= 32);
         assert_eq!(std::mem::size_of::<StoredFeature>(), 16);
+    }
+
+    #[test]
+    fn the_cluster_comes_from_the_name_sveltos_gives_a_summary_or_is_kept() {
+        assert_eq!(cluster_in_name("web-dev-sveltos-c1", "web-dev"), Some("c1"));
+        assert_eq!(cluster_in_name("web-dev-capi-c-1", "web-dev"), Some("c-1"));
+        assert_eq!(cluster_in_name("web-dev-other-c1", "web-dev"), None);
+        assert_eq!(cluster_in_name("web-devsveltos-c1", "web-dev"), None);
+        let named = StoredSummary::new(None, Arc::new(Value::Null), Vec::new(), None);
+        assert_eq!(&*named.cluster_name("web-dev-capi-c-1", "web-dev"), "c-1");
+        let kept = StoredSummary::new(
+            Some(Arc::from("c9")),
+            Arc::new(Value::Null),
+            Vec::new(),
+            None,
+        );
+        assert_eq!(&*kept.cluster_name("hand-made", "web-dev"), "c9");
     }
 }
