@@ -160,7 +160,7 @@ pub async fn reconcile(
     // plan
     let StepOutput {
         actions,
-        status,
+        mut status,
         events,
         wake_at,
     } = tollgate_engine::step(&StepInput {
@@ -203,6 +203,7 @@ pub async fn reconcile(
         return Ok(Outcome::Forgotten);
     }
     let before = persisted.as_ref().and_then(|p| p.status.as_deref());
+    status.shrink_to_fit();
     // Shared with the status cache's record of this write (no copy per step).
     let status = Arc::new(status);
     let progress_only = actions.is_empty()

@@ -36,6 +36,7 @@ pub mod run_history;
 mod stage;
 mod stage_status;
 pub mod status;
+mod status_memory;
 pub mod step;
 pub mod subset;
 #[cfg(any(test, feature = "testing"))]
