@@ -109,9 +109,9 @@ pub struct PromotionStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicyRef>,
     /// Set when a stage of the current run failed under its policy: the run is halted or rolled
-    /// back, and its snapshot is never applied again (a new commit starts a new run). Boxed, as
-    /// are a stage's `preverification` and `waves`: rarely set, and inline they made every status
-    /// a third larger (10,000 promotions keep theirs in memory).
+    /// back, and its snapshot is never applied again (a new commit starts a new run).
+    // Boxed, as are a stage's `preverification` and `waves`: rarely set, and inline they made
+    // every status a third larger (10,000 promotions keep theirs in memory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<Box<RunFailure>>,
     /// Conditions the controller reports through the engine (see `conditions`).
