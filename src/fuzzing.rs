@@ -118,7 +118,7 @@ fn check_valid_promotion(promotion: &tollgate_manifest::ClusterPromotion, limits
 
     let snapshot = Snapshot {
         index: 1,
-        hashes,
+        hashes: hashes.into(),
         commit: CommitInfo {
             sha: "0".repeat(40),
             seq: 0,

@@ -274,7 +274,7 @@ pub fn commit(seq: u64) -> CommitInfo {
 pub fn snapshot(promotion: ClusterPromotion, index: u64, commit: CommitInfo) -> Snapshot {
     Snapshot {
         index,
-        hashes: SpecHashes::of(&promotion),
+        hashes: Arc::new(SpecHashes::of(&promotion)),
         commit: commit.into(),
         rollback_of: None,
         promotion: Arc::new(promotion),

@@ -36,7 +36,7 @@ pub struct Snapshot {
     /// 1-based; increases by one each time the promotion's (profileSpec hash, stages hash) changes
     /// along first-parent history.
     pub index: u64,
-    pub hashes: SpecHashes,
+    pub hashes: Arc<SpecHashes>,
     /// The first commit (in first-parent order) carrying this content. Shared: one commit's
     /// info is built once and referenced by every snapshot and approval event it makes.
     pub commit: Arc<CommitInfo>,

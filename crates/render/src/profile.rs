@@ -206,7 +206,7 @@ mod tests {
         .unwrap();
         Snapshot {
             index: 1,
-            hashes: SpecHashes::of(&promotion),
+            hashes: Arc::new(SpecHashes::of(&promotion)),
             commit: CommitInfo {
                 sha: "a".repeat(40),
                 seq: 0,

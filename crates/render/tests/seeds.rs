@@ -60,7 +60,7 @@ fn snapshot_of(promotion: ClusterPromotion) -> Snapshot {
         .with_timezone(&Utc);
     Snapshot {
         index: 3,
-        hashes: SpecHashes::of(&promotion),
+        hashes: std::sync::Arc::new(SpecHashes::of(&promotion)),
         commit: CommitInfo {
             sha: "0123456789abcdef0123456789abcdef01234567".to_string(),
             seq: 7,

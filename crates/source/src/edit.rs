@@ -743,7 +743,7 @@ pub fn approve(
         name: name.to_string(),
         problem,
     };
-    if SpecHashes::of(&result) != current.hashes {
+    if SpecHashes::of(&result) != *current.hashes {
         return Err(verification("has different content hashes".to_string()));
     }
     if result.metadata.annotations.get(&key) != Some(&value) {
@@ -937,7 +937,7 @@ fn verify_rollback(
         name: result.metadata.name.clone(),
         problem,
     };
-    if SpecHashes::of(result) != snapshot.hashes {
+    if SpecHashes::of(result) != *snapshot.hashes {
         return Err(verification(format!(
             "does not have the content hashes of snapshot #{index}"
         )));

@@ -75,7 +75,7 @@ pub(crate) struct PromotionHistory {
 pub(crate) enum Summary {
     Absent,
     Valid {
-        hashes: SpecHashes,
+        hashes: Arc<SpecHashes>,
         promotion: Arc<ClusterPromotion>,
     },
     Invalid(Vec<Diagnostic>),
@@ -288,7 +288,7 @@ impl PromotionHistory {
                     self.approvals.reserve_exact(events.len());
                 }
                 self.approvals.extend(events);
-                let hashes = SpecHashes::of(&promotion);
+                let hashes = Arc::new(SpecHashes::of(&promotion));
                 // A promotion restored after it was gone from git starts a new run (a new
                 // snapshot, even with the same content): the removal ended the earlier run, and
                 // its approvals, consumed or not, must not carry over (DESIGN D2).
