@@ -478,12 +478,21 @@ fn walk_object(
                 .or(node.additional.as_deref())
                 .is_some_and(|s| !s.nullable))
     });
-    for (name, child) in &node.properties {
-        if let Some(default) = &child.default
-            && !object.contains_key(name)
-        {
-            object.insert(name.clone(), default.clone());
+    let defaults: Vec<(&String, &Value)> = node
+        .properties
+        .iter()
+        .filter(|(name, _)| !object.contains_key(name))
+        .filter_map(|(name, child)| Some((name, child.default.as_ref()?)))
+        .collect();
+    if !defaults.is_empty() {
+        // Sized once: inserting one by one doubles the map's storage, and the defaulted
+        // profileSpec of every promotion is kept for as long as its snapshot.
+        let mut defaulted = Map::with_capacity(object.len() + defaults.len());
+        defaulted.extend(std::mem::take(object));
+        for (name, default) in defaults {
+            defaulted.insert(name.clone(), default.clone());
         }
+        *object = defaulted;
     }
     for (name, value) in object.iter_mut() {
         if path.is_root() && name == "metadata" {
