@@ -3,7 +3,8 @@
 //!
 //! `cargo run --release --example scale -- --promotions N --stages S --clusters M
 //!  [--shards 100] [--quiet-secs 10] [--poll-ms 100] [--changes 5] [--latency-ms 20]
-//!  [--request-latency-ms 0] [--max-inflight N] [--concurrency N | --max-concurrency 256]`
+//!  [--request-latency-ms 0] [--max-inflight N] [--concurrency N | --max-concurrency 256]
+//!  [--distinct-specs]`
 //!
 //! `--latency-ms` is the fleet's provisioning latency; `--request-latency-ms` delays every API
 //! answer of the emulator (a slower server); `--max-inflight N` makes it answer 429 (Retry-After
@@ -13,6 +14,8 @@
 //!
 //! Clusters carry `shard=<i % shards>`; promotion p's stage s selects shard `(p*S + s) % shards`,
 //! so each stage matches M/shards clusters and the fleet holds N × S × M/shards ClusterSummaries.
+//! All promotions deploy the same chart unless `--distinct-specs` gives each its own version, as
+//! in a real fleet, where no two generated profiles carry the same spec.
 //!
 //! The emulator runs in a child process (this binary with `--emulator-child`), so this process's
 //! RSS and CPU are the controller's (plus the harness's main thread, reported apart). The child
@@ -79,6 +82,9 @@ struct Args {
     /// 0: no limit.
     max_inflight: u64,
     concurrency: Concurrency,
+    /// Every promotion its own chart version, so no two generated profile specs are equal (as in
+    /// a real fleet); otherwise all share one chart and the caches hold 100 distinct specs.
+    distinct_specs: bool,
     emulator_child: bool,
 }
 
@@ -116,6 +122,7 @@ impl Args {
                 },
                 arg(&args, "--max-concurrency", DEFAULT_MAX_CONCURRENCY as u64) as usize,
             ),
+            distinct_specs: args.iter().any(|a| a == "--distinct-specs"),
             emulator_child: args.iter().any(|a| a == "--emulator-child"),
         };
         if parsed.promotions == 0 || parsed.stages == 0 || parsed.shards == 0 {
@@ -544,9 +551,14 @@ fn main() {
     git(repo.path(), &["config", "user.name", "Scale"]);
     git(repo.path(), &["config", "user.email", "scale@example.com"]);
     for p in 0..args.promotions {
+        // p0 stays at 1.0.0 either way: the one-file changes bump it to 1.0.<n>.
+        let version = match args.distinct_specs {
+            true => format!("1.{p}.0"),
+            false => "1.0.0".to_string(),
+        };
         std::fs::write(
             repo.path().join(format!("p{p}.yaml")),
-            promotion(p, args.stages, args.shards, "1.0.0"),
+            promotion(p, args.stages, args.shards, &version),
         )
         .expect("write promotion");
     }
@@ -681,6 +693,7 @@ fn main() {
         "stages": args.stages,
         "clusters": args.clusters,
         "shards": args.shards,
+        "distinct_specs": args.distinct_specs,
         "cluster_summaries_expected": args.promotions * args.stages * args.clusters.div_ceil(args.shards),
         "setup_ms": setup_ms,
         "cold_start_to_every_stage1_profile_ms": cold_first_stage.map(|d| d.as_millis() as u64),
