@@ -96,15 +96,15 @@ impl<T> Groups<T> {
         self.keys.release(key);
     }
 
-    /// The index key `(namespace, name)` is filed under, if the name is that key or starts with
-    /// it and a `-`. An object is filed once, so at most one prefix holds it.
-    fn index_in_name(&self, namespace: &str, name: &str) -> Option<Arc<str>> {
+    /// The index key `(namespace, name)` is filed under and the object, if the name is that key
+    /// or starts with it and a `-`. An object is filed once, so at most one prefix holds it.
+    fn filed_in_name(&self, namespace: &str, name: &str) -> Option<(&Arc<str>, &T)> {
         let ends = name.match_indices('-').map(|(at, _)| at);
         ends.chain(std::iter::once(name.len())).find_map(|end| {
             let prefix = &name[..end];
             let (index, members) = self.by_index.get_key_value(prefix)?;
             let key = self.keys.find(Some(prefix), namespace, name)?;
-            members.get(key).map(|_| index.clone())
+            members.get(key).map(|value| (index, value))
         })
     }
 
@@ -173,8 +173,8 @@ impl<T> Content<T> {
 
     /// Removes `(namespace, name)`; returns the index it was filed under (`Some(None)`: none).
     fn take(&mut self, namespace: &str, name: &str) -> Option<Option<Arc<str>>> {
-        let index = match self.groups.index_in_name(namespace, name) {
-            Some(index) => Some(index),
+        let index = match self.groups.filed_in_name(namespace, name) {
+            Some((index, _)) => Some(index.clone()),
             None => self.take_whole_name(namespace, name)?,
         };
         self.groups.remove(index.as_deref(), namespace, name);
@@ -208,8 +208,8 @@ impl<T> Content<T> {
     }
 
     fn get(&self, (namespace, name): &ObjectKey) -> Option<&T> {
-        if let Some(index) = self.groups.index_in_name(namespace, name) {
-            return self.groups.get(Some(&index), namespace, name);
+        if let Some((_, value)) = self.groups.filed_in_name(namespace, name) {
+            return Some(value);
         }
         let hash = self.hash(namespace, name);
         self.whole_names

@@ -28,14 +28,7 @@ impl PhaseGauges {
     }
 
     pub fn set(&self, promotion: &Arc<str>, phase: &Phase) {
-        let mut phases = self.phases();
-        match phases.get_mut(promotion) {
-            Some(known) if known == phase => {}
-            Some(known) => *known = phase.clone(),
-            None => {
-                phases.insert(promotion.clone(), phase.clone());
-            }
-        }
+        self.phases().insert(promotion.clone(), phase.clone());
     }
 
     pub fn remove(&self, promotion: &str) {
