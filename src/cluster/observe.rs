@@ -5,13 +5,15 @@
 //! (`projectsveltos.io/cluster-profile-name`, which Sveltos always sets), clusters not at all.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, LazyLock, Mutex, RwLock, Weak};
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tollgate_engine::{Observed, ObservedCluster, ObservedProfile};
+use tollgate_engine::observed::WeakSpec;
+use tollgate_engine::{Observed, ObservedCluster, ObservedProfile, ObservedSpec};
+use tollgate_model::hash::canonical_json;
 use tollgate_render::PROMOTION_LABEL;
 
 use super::cache::IndexedCache;
@@ -155,10 +157,10 @@ pub fn convert_summary_object(object: &SummaryObject) -> Option<(Option<String>,
     Some((Some(profile_name.clone()), summary))
 }
 
-/// Specs held by cached profiles and summaries, by the SHA-256 of their JSON text (the text
-/// itself weighed as much as the spec).
+/// Specs held by cached profiles and summaries, by the SHA-256 of their canonical text (a key
+/// of 32 bytes instead of a second copy of the text).
 struct SpecInterner {
-    specs: HashMap<[u8; 32], Weak<Value>>,
+    specs: HashMap<[u8; 32], WeakSpec>,
     /// Dropped specs are pruned when the map outgrows this.
     prune_at: usize,
 }
@@ -172,16 +174,17 @@ static SPECS: LazyLock<Mutex<SpecInterner>> = LazyLock::new(|| {
 
 /// One shared copy per distinct spec: a profile and all its summaries carry the same spec once
 /// in sync (at 400,000 summaries per-summary copies were most of the controller's memory).
-fn intern_spec(spec: &Value) -> Arc<Value> {
-    let key: [u8; 32] = Sha256::digest(spec.to_string().as_bytes()).into();
+fn intern_spec(spec: &Value) -> ObservedSpec {
+    let text = canonical_json(spec);
+    let key: [u8; 32] = Sha256::digest(text.as_bytes()).into();
     let mut interner = SPECS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(shared) = interner.specs.get(&key).and_then(Weak::upgrade) {
+    if let Some(shared) = interner.specs.get(&key).and_then(WeakSpec::upgrade) {
         return shared;
     }
-    let shared = Arc::new(spec.clone());
-    interner.specs.insert(key, Arc::downgrade(&shared));
+    let shared = ObservedSpec::from_canonical(&text);
+    interner.specs.insert(key, shared.downgrade());
     if interner.specs.len() > interner.prune_at {
-        interner.specs.retain(|_, spec| spec.strong_count() > 0);
+        interner.specs.retain(|_, spec| !spec.is_dropped());
         interner.prune_at = (interner.specs.len() * 2).max(1024);
     }
     shared
@@ -276,12 +279,9 @@ mod tests {
             "",
             "the name gives the cluster: it is not kept"
         );
-        assert_eq!(*converted.spec, json!({"tier": 100}));
+        assert_eq!(converted.spec.value(), json!({"tier": 100}));
         let (_, again) = convert_summary_object(&summary).expect("converted");
-        assert!(
-            Arc::ptr_eq(&converted.spec, &again.spec),
-            "equal specs are shared"
-        );
+        assert!(converted.spec.shares(&again.spec), "equal specs are shared");
         assert!(converted.features()[0].is_provisioned());
         assert_eq!(
             converted.features()[0]
@@ -316,7 +316,7 @@ mod tests {
             "c1"
         );
         assert_eq!(
-            *from_lean.1.spec,
+            from_lean.1.spec.value(),
             json!({"helmCharts": [{"chartName": "a"}]})
         );
         assert_eq!(from_lean.1.features().len(), 1);
@@ -422,10 +422,11 @@ mod tests {
             observed.summaries[0].failure_message.as_deref(),
             Some("boom")
         );
-        assert!(Arc::ptr_eq(
-            &observed.summaries[0].spec,
-            &observed.profiles["p-s1"].spec
-        ));
+        assert!(
+            observed.summaries[0]
+                .spec
+                .shares(&observed.profiles["p-s1"].spec)
+        );
     }
 
     #[test]
@@ -445,8 +446,8 @@ mod tests {
         let (index, profile) = convert_profile(&profile).expect("converted");
         assert_eq!(index.as_deref(), Some("p"));
         let (_, summary) = convert_summary_object(&summary).expect("converted");
-        assert!(Arc::ptr_eq(&profile.spec, &summary.spec));
-        assert_eq!(*profile.spec, spec);
+        assert!(profile.spec.shares(&summary.spec));
+        assert_eq!(profile.spec.value(), spec);
     }
 
     #[test]

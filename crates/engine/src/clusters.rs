@@ -11,9 +11,8 @@ use chrono::{DateTime, Utc};
 use tollgate_model::model::LabelSelector;
 
 use crate::completion::{
-    AppliedExpectation, first_field_out_of_sync, profile_current, summary_problem, whole_second,
+    AppliedExpectation, SummaryCriteria, profile_current, summary_problem, whole_second,
 };
-use crate::features::required_features;
 use crate::messages;
 use crate::observed::{Observed, ObservedSummary};
 use crate::status::{CLUSTERS_LISTED, ClusterCondition, ClusterState, StageCounts};
@@ -114,7 +113,7 @@ pub(crate) fn report(
         .map(|s| (cluster_key(&s.namespace, &s.cluster_name), s))
         .collect();
     let current = profile_current(expected, observed);
-    let required = required_features(expected.spec);
+    let criteria = SummaryCriteria::new(expected);
     let mut report = ClusterReport::default();
     let state_of = |key: &str| -> (ClusterState, Option<String>) {
         let Some(summary) = summaries.get(key) else {
@@ -126,7 +125,7 @@ pub(crate) fn report(
                 Some(messages::waiting_for_profile(expected.profile)),
             );
         }
-        summary_state(summary, expected, &required)
+        summary_state(summary, expected, &criteria)
     };
     let note = |report: &mut ClusterReport, key: &str, state, message| {
         let (state, message) = judging.timed(state, message);
@@ -234,9 +233,9 @@ impl Judging<'_> {
 fn summary_state(
     summary: &ObservedSummary,
     expected: &AppliedExpectation<'_>,
-    required: &[&str],
+    criteria: &SummaryCriteria<'_>,
 ) -> (ClusterState, Option<String>) {
-    if let Some(field) = first_field_out_of_sync(expected.spec, &summary.spec) {
+    if let Some(field) = criteria.in_sync.first_field_out_of_sync(&summary.spec) {
         return (
             ClusterState::Provisioning,
             Some(messages::not_in_sync(field, &summary.name)),
@@ -261,7 +260,7 @@ fn summary_state(
         );
         return (ClusterState::Failed, Some(message));
     }
-    match summary_problem(summary, expected, required) {
+    match summary_problem(summary, expected, criteria) {
         None => (ClusterState::Provisioned, None),
         Some(problem) => (ClusterState::Provisioning, Some(problem)),
     }

@@ -14,6 +14,7 @@ use tollgate_model::model::LabelSelector;
 use crate::features::required_features;
 use crate::messages;
 use crate::observed::{Observed, ObservedSummary};
+use crate::observed_spec::InSyncCheck;
 use crate::status::StageCounts;
 use crate::subset::carries;
 
@@ -79,13 +80,13 @@ pub fn check(expected: &AppliedExpectation<'_>, observed: &Observed) -> Completi
 
     // The reported problem is the first failing summary in (namespace, name) order, so the
     // message does not depend on the order the watches listed them in.
-    let required = required_features(expected.spec);
+    let criteria = SummaryCriteria::new(expected);
     let mut first_failing: Option<(&ObservedSummary, String)> = None;
     for summary in &summaries {
         if summary_failed(summary) {
             counts.failed += 1;
         }
-        match summary_problem(summary, expected, &required) {
+        match summary_problem(summary, expected, &criteria) {
             None => counts.provisioned += 1,
             Some(problem) => {
                 let earlier = first_failing.as_ref().is_none_or(|(first, _)| {
@@ -152,17 +153,34 @@ fn summary_failed(summary: &ObservedSummary) -> bool {
     summary.failure_message.is_some() || summary.features.iter().any(|f| f.is_failed())
 }
 
+/// What every summary of one expected apply is judged against, worked out once per check.
+pub(crate) struct SummaryCriteria<'e> {
+    /// The features a summary must report.
+    pub required: Vec<&'static str>,
+    pub in_sync: InSyncCheck<'e>,
+}
+
+impl<'e> SummaryCriteria<'e> {
+    pub(crate) fn new(expected: &AppliedExpectation<'e>) -> Self {
+        SummaryCriteria {
+            required: required_features(expected.spec),
+            in_sync: InSyncCheck::new(expected.spec),
+        }
+    }
+}
+
 /// The first reason this summary does not count as provisioned for the expected apply.
 pub(crate) fn summary_problem(
     summary: &ObservedSummary,
     expected: &AppliedExpectation<'_>,
-    required: &[&str],
+    criteria: &SummaryCriteria<'_>,
 ) -> Option<String> {
-    if let Some(field) = first_field_out_of_sync(expected.spec, &summary.spec) {
+    if let Some(field) = criteria.in_sync.first_field_out_of_sync(&summary.spec) {
         return Some(messages::not_in_sync(field, &summary.name));
     }
     let all_provisioned = summary.features.iter().all(|f| f.is_provisioned());
-    let required_present = required
+    let required_present = criteria
+        .required
         .iter()
         .all(|id| summary.features.iter().any(|f| &*f.feature_id == *id));
     let fresh = expected.fresh_features.iter().all(|id| {

@@ -33,9 +33,12 @@ pub fn drifted_fields(expected: &Expected<'_>, observed: Option<&ObservedProfile
         return vec!["deleted".to_string()];
     };
     let mut fields = Vec::new();
-    if let Some(spec) = expected.spec.as_object() {
+    if let Some(spec) = expected.spec.as_object()
+        && !observed.spec.is(expected.spec)
+    {
+        let observed_spec = observed.spec.value();
         for (key, value) in spec {
-            if !carries(value, observed.spec.get(key)) {
+            if !carries(value, observed_spec.get(key)) {
                 fields.push(format!("spec.{key}"));
             }
         }
@@ -69,11 +72,10 @@ pub fn drifted_fields(expected: &Expected<'_>, observed: Option<&ObservedProfile
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use serde_json::json;
 
     use super::*;
+    use crate::observed::ObservedSpec;
 
     fn expected() -> Value {
         json!({
@@ -103,7 +105,7 @@ mod tests {
             "p-dev".to_string(),
             |key| metadata["labels"][key].as_str(),
             |key| metadata["annotations"][key].as_str(),
-            Arc::new(object["spec"].clone()),
+            ObservedSpec::of(&object["spec"]),
             false,
         )
     }

@@ -43,7 +43,7 @@ pub(crate) fn fresh_after_apply(
 ) -> Vec<String> {
     match previous {
         Some(p) if p.applied_spec_hash() == Some(hash) => Vec::new(),
-        Some(p) => changed_features(Some(&p.spec), spec),
+        Some(p) => changed_features(Some(&p.spec.value()), spec),
         None => changed_features(None, spec),
     }
 }

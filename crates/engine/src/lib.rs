@@ -27,6 +27,7 @@ mod never_valid;
 mod new_snapshot;
 pub mod notices;
 pub mod observed;
+mod observed_spec;
 pub mod output;
 pub mod preview;
 pub mod progress;
@@ -45,7 +46,9 @@ mod waves;
 
 pub use input::{Desired, StepInput};
 pub use notices::{Notice, notices};
-pub use observed::{FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSummary};
+pub use observed::{
+    FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSpec, ObservedSummary,
+};
 pub use output::{Action, EngineEvent, EventType, StepOutput};
 pub use preview::{GateVerdict, Preview, PreviewInput, RunChange, preview};
 pub use run_history::{RunHistory, RunOutcome, RunRecord, StageRecord};

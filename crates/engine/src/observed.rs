@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+pub use crate::observed_spec::{ObservedSpec, WeakSpec};
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 use tollgate_render::{
     MANAGED_BY_LABEL, MANAGED_BY_VALUE, PROMOTION_LABEL, SNAPSHOT_INDEX_ANNOTATION,
     SPEC_HASH_ANNOTATION, STAGE_LABEL, VERIFICATION_LABEL,
@@ -45,7 +45,7 @@ pub struct ObservedProfile {
     /// without keeping the strings.
     pub snapshot_annotations: u64,
     /// Shared with the ClusterSummaries that carry the same spec (the controller interns both).
-    pub spec: Arc<Value>,
+    pub spec: ObservedSpec,
     /// `metadata.deletionTimestamp` is set: add-ons are being withdrawn.
     pub deleting: bool,
 }
@@ -56,7 +56,7 @@ impl ObservedProfile {
         name: String,
         label: impl Fn(&str) -> Option<&'a str>,
         annotation: impl Fn(&str) -> Option<&'a str>,
-        spec: Arc<Value>,
+        spec: ObservedSpec,
         deleting: bool,
     ) -> Self {
         ObservedProfile {
@@ -106,7 +106,7 @@ pub struct ObservedSummary {
     /// `spec.clusterName` (the cluster lives in `namespace`).
     pub cluster_name: Arc<str>,
     /// `spec.clusterProfileSpec`. Shared: every summary of a profile carries the same spec.
-    pub spec: Arc<Value>,
+    pub spec: ObservedSpec,
     pub features: Vec<FeatureSummary>,
     /// `status.failureMessage`: errors that are not feature-specific.
     pub failure_message: Option<Box<str>>,

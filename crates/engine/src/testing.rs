@@ -17,7 +17,7 @@ use tollgate_model::snapshot::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot
 use crate::features::{changed_features, required_features};
 use crate::input::{Desired, StepInput};
 use crate::observed::{
-    FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSummary,
+    FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSpec, ObservedSummary,
 };
 use crate::output::{Action, EngineEvent, StepOutput};
 use crate::status::PromotionStatus;
@@ -131,7 +131,7 @@ impl World {
                     name.clone(),
                     |key| labels.get(key).map(String::as_str),
                     |key| annotations.get(key).map(String::as_str),
-                    Arc::new(object.get("spec").cloned().unwrap_or(Value::Null)),
+                    ObservedSpec::of(object.get("spec").unwrap_or(&Value::Null)),
                     false,
                 );
                 self.observed.profiles.insert(name.clone(), profile);
@@ -153,13 +153,12 @@ impl World {
         let mut wanted: Vec<ObservedSummary> = Vec::new();
         for profile in self.observed.profiles.values().filter(|p| !p.deleting) {
             // Sveltos: an absent or empty selector selects nothing; `clusterRefs` name clusters.
-            let selector: Option<LabelSelector> = profile
-                .spec
+            let spec = profile.spec.value();
+            let selector: Option<LabelSelector> = spec
                 .get("clusterSelector")
                 .and_then(|s| serde_json::from_value(s.clone()).ok())
                 .filter(|s: &LabelSelector| !s.is_empty());
-            let refs: Vec<(&str, &str)> = profile
-                .spec
+            let refs: Vec<(&str, &str)> = spec
                 .get("clusterRefs")
                 .and_then(Value::as_array)
                 .map(|refs| {
@@ -189,13 +188,13 @@ impl World {
                     name: name.as_str().into(),
                     profile_name: profile.name.as_str().into(),
                     cluster_name: cluster.name.as_str().into(),
-                    spec: Arc::new(Value::Null),
+                    spec: ObservedSpec::null(),
                     features: Vec::new(),
                     failure_message: None,
                 });
-                let old_spec = previous.map(|s| &*s.spec).filter(|s| !s.is_null());
-                let redeploy = changed_features(old_spec, &profile.spec);
-                let required = required_features(&profile.spec);
+                let old_spec = previous.map(|s| s.spec.value()).filter(|s| !s.is_null());
+                let redeploy = changed_features(old_spec.as_ref(), &spec);
+                let required = required_features(&spec);
                 summary
                     .features
                     .retain(|f| required.contains(&&*f.feature_id));

@@ -34,7 +34,7 @@ fn chart_of(h: &Harness, stage: &str) -> String {
     h.world
         .profile(&profile_name(stage))
         .map(|p| {
-            p.spec["helmCharts"][0]["chartVersion"]
+            p.spec.value()["helmCharts"][0]["chartVersion"]
                 .as_str()
                 .unwrap_or_default()
                 .to_string()

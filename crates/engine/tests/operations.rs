@@ -5,7 +5,7 @@ mod common;
 use chrono::Duration;
 use common::*;
 use serde_json::json;
-use tollgate_engine::observed::ObservedProfile;
+use tollgate_engine::observed::{ObservedProfile, ObservedSpec};
 use tollgate_engine::{Action, Phase, PromotionStatus};
 use tollgate_manifest::snapshot::PAUSED_ANNOTATION;
 
@@ -89,7 +89,7 @@ fn foreign(name: &str) -> ObservedProfile {
         name.to_string(),
         |key| (key == "team").then_some("payments"),
         |_| None,
-        json!({"clusterSelector": {"matchLabels": {"env": "s2"}}}).into(),
+        ObservedSpec::of(&json!({"clusterSelector": {"matchLabels": {"env": "s2"}}})),
         false,
     )
 }

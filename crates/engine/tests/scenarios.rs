@@ -271,7 +271,7 @@ fn s05_profile_spec_change_mid_rollout_restarts_progressively() {
     ));
     h.settle();
     assert_eq!(h.status().current_stage_name.as_deref(), Some("s3"));
-    let old_s2 = h.profile_spec_of(&profile_name("s2")).clone();
+    let old_s2 = h.profile_spec_of(&profile_name("s2"));
 
     h.commit_content(
         promotion_with(
@@ -297,7 +297,7 @@ fn s05_profile_spec_change_mid_rollout_restarts_progressively() {
         h.profile_spec_of(&profile_name("s1"))["helmCharts"][0]["chartVersion"],
         "3.7.0"
     );
-    assert_eq!(h.profile_spec_of(&profile_name("s2")), &old_s2);
+    assert_eq!(h.profile_spec_of(&profile_name("s2")), old_s2);
     assert!(
         restart
             .events
@@ -415,7 +415,8 @@ fn s08_post_delay_health_checks_are_appended_and_gate_the_advance() {
         applied_names(&out.actions),
         vec![profile_name("s1").as_str()]
     );
-    let names: Vec<&str> = h.profile_spec_of(&profile_name("s1"))["validateHealths"]
+    let spec = h.profile_spec_of(&profile_name("s1"));
+    let names: Vec<&str> = spec["validateHealths"]
         .as_array()
         .unwrap()
         .iter()
@@ -473,7 +474,10 @@ fn s09_pre_verification_profile_lives_between_delay_end_and_advance() {
     h.later(Duration::minutes(2));
     let pre_profile = h.world.profile(&pre_name).unwrap();
     assert!(pre_profile.verification);
-    assert_eq!(pre_profile.spec["policyRefs"][0]["name"], "validation-job");
+    assert_eq!(
+        pre_profile.spec.value()["policyRefs"][0]["name"],
+        "validation-job"
+    );
     assert!(!h.has_profile(&profile_name("s2")));
 
     h.edit_triggers(|p| set_approved(p, "s1", true));

@@ -12,15 +12,14 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use serde_json::Value;
-use tollgate_engine::{FeatureSummary, ObservedSummary};
+use tollgate_engine::{FeatureSummary, ObservedSpec, ObservedSummary};
 
 use super::intern::FeatureLabel;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoredSummary {
     /// `spec.clusterProfileSpec`. Interned: every summary of a profile carries the same spec.
-    pub spec: Arc<Value>,
+    pub spec: ObservedSpec,
     first: Option<StoredFeature>,
     rare: Option<Box<Rare>>,
 }
@@ -78,7 +77,7 @@ impl StoredSummary {
     /// `cluster_name`: `None` when the summary's name gives it (see [`cluster_in_name`]).
     pub fn new(
         cluster_name: Option<Arc<str>>,
-        spec: Arc<Value>,
+        spec: ObservedSpec,
         features: Vec<FeatureFields>,
         failure_message: Option<Box<str>>,
     ) -> StoredSummary {
@@ -197,7 +196,7 @@ mod tests {
                     )
                 })
                 .collect();
-            let summary = StoredSummary::new(None, Arc::new(Value::Null), features, None);
+            let summary = StoredSummary::new(None, ObservedSpec::null(), features, None);
             let read = summary.features();
             let read_ids: Vec<&str> = read.iter().map(|f| &*f.feature_id).collect();
             assert_eq!(read_ids, ids);
@@ -216,7 +215,7 @@ mod tests {
     fn a_summary_with_one_feature_named_after_its_cluster_holds_no_box() {
         let plain = StoredSummary::new(
             None,
-            Arc::new(Value::Null),
+            ObservedSpec::null(),
             vec![(label("Helm", "Provisioning"), None, None)],
             None,
         );
@@ -225,7 +224,7 @@ mod tests {
         assert_eq!(plain.failure_message(), None);
         let failed = StoredSummary::new(
             None,
-            Arc::new(Value::Null),
+            ObservedSpec::null(),
             vec![(label("Helm", "Failed"), None, None)],
             Some(Box::from("cluster unreachable")),
         );
@@ -246,11 +245,11 @@ mod tests {
         assert_eq!(cluster_in_name("web-dev-capi-c-1", "web-dev"), Some("c-1"));
         assert_eq!(cluster_in_name("web-dev-other-c1", "web-dev"), None);
         assert_eq!(cluster_in_name("web-devsveltos-c1", "web-dev"), None);
-        let named = StoredSummary::new(None, Arc::new(Value::Null), Vec::new(), None);
+        let named = StoredSummary::new(None, ObservedSpec::null(), Vec::new(), None);
         assert_eq!(&*named.cluster_name("web-dev-capi-c-1", "web-dev"), "c-1");
         let kept = StoredSummary::new(
             Some(Arc::from("c9")),
-            Arc::new(Value::Null),
+            ObservedSpec::null(),
             Vec::new(),
             None,
         );

@@ -160,8 +160,8 @@ impl Harness {
         self.world.profile(name).is_some()
     }
 
-    pub fn profile_spec_of(&self, name: &str) -> &Value {
-        &self.world.profile(name).unwrap().spec
+    pub fn profile_spec_of(&self, name: &str) -> Value {
+        self.world.profile(name).unwrap().spec.value()
     }
 
     /// Stepping again once everything took effect changes nothing (the idempotence contract).
