@@ -40,7 +40,7 @@ fn pause_holds_everything_and_resume_keeps_served_delays() {
 
     // A new snapshot while paused: no restart apply, "restart pending".
     let mut changed = (*h.snapshot.promotion).clone();
-    changed.spec.profile_spec.0.insert("tier".into(), json!(42));
+    changed.spec.profile_spec.insert("tier", json!(42));
     let old_snapshot = h.snapshot.clone();
     h.commit_content(changed, 90);
     let out = h.later(Duration::minutes(20));

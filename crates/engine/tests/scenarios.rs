@@ -219,7 +219,7 @@ fn s04_manual_gate_waits_for_approval_and_consumes_it() {
 
     // The next run (a new snapshot) needs a new approval even though `approved: true` remains.
     let mut next = (*h.snapshot.promotion).clone();
-    next.spec.profile_spec.0.insert("tier".into(), json!(90));
+    next.spec.profile_spec.insert("tier", json!(90));
     h.commit_content(next, 20);
     h.settle();
     assert_eq!(h.status().current_stage_name.as_deref(), Some("s1"));
@@ -242,7 +242,7 @@ fn s04b_manual_gate_without_automatic_reset_keeps_approving() {
     assert!(h.has_profile(&profile_name("s2")));
     assert!(h.status().consumed_approvals.is_empty());
     let mut next = (*h.snapshot.promotion).clone();
-    next.spec.profile_spec.0.insert("tier".into(), json!(90));
+    next.spec.profile_spec.insert("tier", json!(90));
     h.commit_content(next, 20);
     let out = h.settle();
     assert_eq!(out.status.phase, Phase::Completed);

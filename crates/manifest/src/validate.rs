@@ -56,7 +56,7 @@ pub fn validate_document(
         .map_err(|e| e.to_string())
         .and_then(|mut promotion| {
             match profile_spec {
-                Some(Value::Object(map)) => promotion.spec.profile_spec = ProfileSpec(map),
+                Some(Value::Object(map)) => promotion.spec.profile_spec = ProfileSpec::from(map),
                 None => {}
                 Some(other) => return Err(format!("profileSpec is {other}, not an object")),
             }

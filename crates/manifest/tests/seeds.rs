@@ -142,10 +142,10 @@ fn defaults_are_applied_and_unknown_profile_fields_preserved() {
     let profile = &promotion.spec.profile_spec;
     assert_eq!(profile.sync_mode(), "Continuous");
     assert_eq!(profile.tier(), 100);
-    assert_eq!(profile.0.get("maxUpdate"), Some(&serde_json::json!(3)));
+    assert_eq!(profile.get("maxUpdate"), Some(serde_json::json!(3)));
     assert_eq!(
-        profile.0.get("stopMatchingBehavior"),
-        Some(&serde_json::json!("WithdrawPolicies"))
+        profile.get("stopMatchingBehavior"),
+        Some(serde_json::json!("WithdrawPolicies"))
     );
     // The policy ref gets its own defaults (deploymentType) as the API server would.
     assert_eq!(

@@ -51,7 +51,7 @@ impl SpecHashes {
 
 pub fn profile_spec_hash(spec: &ProfileSpec) -> String {
     let mut canonical = Vec::with_capacity(4096);
-    write_canonical_object(&spec.0, &mut canonical);
+    write_canonical_object(&spec.to_map(), &mut canonical);
     digest_base64(&canonical)
 }
 

@@ -12,6 +12,7 @@ pub mod hash;
 pub mod label_map;
 pub mod model;
 pub mod policy;
+pub mod profile_spec;
 pub mod snapshot;
 pub mod window;
 

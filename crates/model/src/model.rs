@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::label_map::LabelMap;
+pub use crate::profile_spec::ProfileSpec;
 
 pub const API_GROUP: &str = "config.projectsveltos.io";
 pub const API_VERSION: &str = "config.projectsveltos.io/v1beta1";
@@ -44,45 +45,6 @@ pub struct ClusterPromotionSpec {
     pub stages: Vec<Stage>,
     #[serde(default)]
     pub preserve_cluster_profiles_on_delete: bool,
-}
-
-/// The shared add-on configuration, copied into every generated ClusterProfile.
-///
-/// Kept as a JSON object (CRD defaults applied) rather than typed: tollgate copies it verbatim and
-/// reads only a few fields through the accessors below.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct ProfileSpec(pub Map<String, Value>);
-
-impl ProfileSpec {
-    fn list(&self, field: &str) -> &[Value] {
-        self.0
-            .get(field)
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
-    }
-    pub fn helm_charts(&self) -> &[Value] {
-        self.list("helmCharts")
-    }
-    pub fn policy_refs(&self) -> &[Value] {
-        self.list("policyRefs")
-    }
-    pub fn kustomization_refs(&self) -> &[Value] {
-        self.list("kustomizationRefs")
-    }
-    pub fn validate_healths(&self) -> &[Value] {
-        self.list("validateHealths")
-    }
-    pub fn sync_mode(&self) -> &str {
-        self.0
-            .get("syncMode")
-            .and_then(Value::as_str)
-            .unwrap_or("Continuous")
-    }
-    pub fn tier(&self) -> i64 {
-        self.0.get("tier").and_then(Value::as_i64).unwrap_or(100)
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

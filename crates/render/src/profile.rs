@@ -13,7 +13,7 @@ use crate::names::{preverification_profile_name, stage_profile_name};
 ///
 /// Checks whose name is already present are skipped, as upstream: the name is a check's identity.
 pub fn stage_profile_spec(snapshot: &Snapshot, stage: &Stage, appended_checks: &[Value]) -> Value {
-    let mut spec = snapshot.promotion.spec.profile_spec.0.clone();
+    let mut spec = snapshot.promotion.spec.profile_spec.to_map();
     spec.insert(
         "clusterSelector".to_string(),
         selector_value(&stage.cluster_selector),
@@ -124,7 +124,7 @@ pub fn render_preverification_profile(snapshot: &Snapshot, stage: &Stage) -> Val
 
 /// The `spec` of the pre-verification profile (see [`render_preverification_profile`]).
 pub fn preverification_spec(snapshot: &Snapshot, stage: &Stage) -> Value {
-    let profile_spec = &snapshot.promotion.spec.profile_spec.0;
+    let profile_spec = &snapshot.promotion.spec.profile_spec.to_map();
     let mut spec = Map::new();
     spec.insert("syncMode".to_string(), json!("Continuous"));
     for copied in ["tier", "continueOnConflict", "continueOnError"] {

@@ -185,7 +185,7 @@ fn parse_then_render_loses_no_profile_spec_field() {
                     .unwrap()["clusterSelector"]
             );
             // Exactly the parsed profileSpec (with its CRD defaults) and the selector.
-            let mut expected = snapshot.promotion.spec.profile_spec.0.clone();
+            let mut expected = snapshot.promotion.spec.profile_spec.to_map();
             expected.insert(
                 "clusterSelector".to_string(),
                 spec["clusterSelector"].clone(),

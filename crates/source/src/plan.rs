@@ -445,11 +445,11 @@ fn describe_changes(plan: &mut PromotionPlan, old: &ClusterPromotion, new: &Clus
         }
     }
     plan.chart_changes = chart_changes(
-        old.spec.profile_spec.helm_charts(),
-        new.spec.profile_spec.helm_charts(),
+        &old.spec.profile_spec.helm_charts(),
+        &new.spec.profile_spec.helm_charts(),
     );
-    let old_spec = &old.spec.profile_spec.0;
-    let new_spec = &new.spec.profile_spec.0;
+    let old_spec = &old.spec.profile_spec.to_map();
+    let new_spec = &new.spec.profile_spec.to_map();
     let fields: BTreeSet<&String> = old_spec.keys().chain(new_spec.keys()).collect();
     plan.profile_fields_changed = fields
         .into_iter()
