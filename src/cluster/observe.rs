@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tollgate_engine::observed::WeakSpec;
+use tollgate_engine::observed::{SpecField, WeakField, WeakSpec};
 use tollgate_engine::{Observed, ObservedCluster, ObservedProfile, ObservedSpec};
 use tollgate_model::hash::canonical_json;
 use tollgate_render::PROMOTION_LABEL;
@@ -157,36 +157,69 @@ pub fn convert_summary_object(object: &SummaryObject) -> Option<(Option<String>,
     Some((Some(profile_name.clone()), summary))
 }
 
-/// Specs held by cached profiles and summaries, by the SHA-256 of their canonical text (a key
-/// of 32 bytes instead of a second copy of the text).
+/// Specs held by cached profiles and summaries, and their fields, by the SHA-256 of their
+/// canonical text (a key of 32 bytes instead of a second copy of the text).
 struct SpecInterner {
-    specs: HashMap<[u8; 32], WeakSpec>,
-    /// Dropped specs are pruned when the map outgrows this.
+    specs: WeakTable<WeakSpec>,
+    fields: WeakTable<WeakField>,
+}
+
+/// Weak handles by key; dropped ones are pruned when the map outgrows `prune_at`.
+struct WeakTable<W> {
+    handles: HashMap<[u8; 32], W>,
     prune_at: usize,
+}
+
+impl<W> WeakTable<W> {
+    fn new() -> Self {
+        WeakTable {
+            handles: HashMap::new(),
+            prune_at: 1024,
+        }
+    }
+
+    fn insert(&mut self, key: [u8; 32], handle: W, is_dropped: impl Fn(&W) -> bool) {
+        self.handles.insert(key, handle);
+        if self.handles.len() > self.prune_at {
+            self.handles.retain(|_, handle| !is_dropped(handle));
+            self.prune_at = (self.handles.len() * 2).max(1024);
+        }
+    }
 }
 
 static SPECS: LazyLock<Mutex<SpecInterner>> = LazyLock::new(|| {
     Mutex::new(SpecInterner {
-        specs: HashMap::new(),
-        prune_at: 1024,
+        specs: WeakTable::new(),
+        fields: WeakTable::new(),
     })
 });
 
+fn text_key(text: &str) -> [u8; 32] {
+    Sha256::digest(text.as_bytes()).into()
+}
+
 /// One shared copy per distinct spec: a profile and all its summaries carry the same spec once
-/// in sync (at 400,000 summaries per-summary copies were most of the controller's memory).
+/// in sync (at 400,000 summaries per-summary copies were most of the controller's memory). A new
+/// spec shares the fields it has in common with the specs already held.
 fn intern_spec(spec: &Value) -> ObservedSpec {
-    let text = canonical_json(spec);
-    let key: [u8; 32] = Sha256::digest(text.as_bytes()).into();
+    let key = text_key(&canonical_json(spec));
     let mut interner = SPECS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(shared) = interner.specs.get(&key).and_then(WeakSpec::upgrade) {
+    if let Some(shared) = interner.specs.handles.get(&key).and_then(WeakSpec::upgrade) {
         return shared;
     }
-    let shared = ObservedSpec::from_canonical(&text);
-    interner.specs.insert(key, shared.downgrade());
-    if interner.specs.len() > interner.prune_at {
-        interner.specs.retain(|_, spec| !spec.is_dropped());
-        interner.prune_at = (interner.specs.len() * 2).max(1024);
-    }
+    let fields = &mut interner.fields;
+    let shared = ObservedSpec::with_fields(spec, |text| {
+        let key = text_key(&text);
+        if let Some(field) = fields.handles.get(&key).and_then(WeakField::upgrade) {
+            return field;
+        }
+        let field = SpecField::new(text);
+        fields.insert(key, field.downgrade(), WeakField::is_dropped);
+        field
+    });
+    interner
+        .specs
+        .insert(key, shared.downgrade(), WeakSpec::is_dropped);
     shared
 }
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub use crate::observed_spec::{ObservedSpec, WeakSpec};
+pub use crate::observed_spec::{ObservedSpec, SpecField, WeakField, WeakSpec};
 use chrono::{DateTime, Utc};
 use tollgate_render::{
     MANAGED_BY_LABEL, MANAGED_BY_VALUE, PROMOTION_LABEL, SNAPSHOT_INDEX_ANNOTATION,

@@ -2,9 +2,11 @@
 //!
 //! A fleet whose promotions differ (each its own chart version) holds one distinct spec per
 //! generated profile: 40,000 at 10,000 promotions of four stages. As trees they were 147 MB of the
-//! controller's heap (an object entry with `preserve_order` costs ~110 bytes before its strings);
-//! as text they weigh about a tenth. Nearly every comparison is with the spec tollgate applied,
-//! which is the same text; only a spec that differs is parsed (see [`InSyncCheck`]).
+//! controller's heap (an object entry with `preserve_order` costs ~110 bytes before its strings).
+//! As text, one field per piece, they share what they have in common: the four stages of a
+//! promotion differ only in their selector, and most fields are the same everywhere. Nearly
+//! every comparison is with the spec tollgate applied, which is the same text; only a spec that
+//! differs is parsed (see [`InSyncCheck`]).
 
 use std::cell::RefCell;
 use std::fmt;
@@ -16,23 +18,48 @@ use tollgate_model::hash::canonical_json;
 use crate::completion::first_field_out_of_sync;
 
 /// Canonical JSON (keys sorted, no whitespace) of a spec. Cheap to clone; the controller
-/// interns it, so a profile and all its summaries share one copy.
-#[derive(Clone, PartialEq, Eq)]
-// `Arc<Box<str>>`, not `Arc<str>`: a thin pointer keeps the summary cache's entries at 32 bytes;
-// the extra allocation is per distinct spec, not per summary.
-pub struct ObservedSpec(Arc<Box<str>>);
+/// interns it, so a profile and all its summaries share one copy, and its fields, so specs that
+/// differ in one field share the others.
+#[derive(Clone)]
+pub struct ObservedSpec(Arc<SpecText>);
 
-static NULL: LazyLock<ObservedSpec> = LazyLock::new(|| ObservedSpec::from_canonical("null"));
+enum SpecText {
+    /// An object: its fields' text in key order, `{` + fields joined by `,` + `}`.
+    Object(Box<[SpecField]>),
+    /// Anything else (`null` when there is no spec).
+    Other(Box<str>),
+}
+
+/// One top-level field of a spec as canonical text: `"key":value`.
+#[derive(Clone, PartialEq, Eq)]
+// `Arc<Box<str>>`, not `Arc<str>`: a spec holds one pointer per field, and a thin one halves them.
+pub struct SpecField(Arc<Box<str>>);
+
+static NULL: LazyLock<ObservedSpec> =
+    LazyLock::new(|| ObservedSpec(Arc::new(SpecText::Other(Box::from("null")))));
 
 impl ObservedSpec {
-    /// The spec of `value`, canonicalised.
+    /// The spec of `value`, canonicalised, sharing nothing.
     pub fn of(value: &Value) -> ObservedSpec {
-        ObservedSpec::from_canonical(&canonical_json(value))
+        ObservedSpec::with_fields(value, SpecField::new)
     }
 
-    /// A spec from text already canonical ([`canonical_json`]).
-    pub fn from_canonical(text: &str) -> ObservedSpec {
-        ObservedSpec(Arc::new(Box::from(text)))
+    /// The spec of `value`, each field's text passed through `field` (an interner may return a
+    /// shared copy of an equal field).
+    pub fn with_fields(value: &Value, mut field: impl FnMut(String) -> SpecField) -> ObservedSpec {
+        let text = match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort_unstable();
+                SpecText::Object(
+                    keys.into_iter()
+                        .map(|key| field(field_text(key, &map[key.as_str()])))
+                        .collect(),
+                )
+            }
+            other => SpecText::Other(canonical_json(other).into_boxed_str()),
+        };
+        ObservedSpec(Arc::new(text))
     }
 
     /// No spec (`null`): an object without one.
@@ -41,18 +68,59 @@ impl ObservedSpec {
     }
 
     pub fn is_null(&self) -> bool {
-        self.text() == "null"
+        matches!(&*self.0, SpecText::Other(text) if &**text == "null")
     }
 
-    /// The canonical JSON text.
-    pub fn text(&self) -> &str {
-        &self.0
+    /// The canonical JSON text ([`canonical_json`]).
+    pub fn text(&self) -> String {
+        match &*self.0 {
+            SpecText::Object(fields) => {
+                let mut text = String::from("{");
+                for (i, field) in fields.iter().enumerate() {
+                    if i > 0 {
+                        text.push(',');
+                    }
+                    text.push_str(field.text());
+                }
+                text.push('}');
+                text
+            }
+            SpecText::Other(text) => text.to_string(),
+        }
+    }
+
+    /// Whether [`Self::text`] is `canonical`, without building it.
+    fn has_text(&self, canonical: &str) -> bool {
+        let fields = match &*self.0 {
+            SpecText::Object(fields) => fields,
+            SpecText::Other(text) => return **text == *canonical,
+        };
+        let Some(mut rest) = canonical.strip_prefix('{') else {
+            return false;
+        };
+        for (i, field) in fields.iter().enumerate() {
+            let after_comma = if i == 0 {
+                Some(rest)
+            } else {
+                rest.strip_prefix(',')
+            };
+            match after_comma.and_then(|r| r.strip_prefix(field.text())) {
+                Some(after) => rest = after,
+                None => return false,
+            }
+        }
+        rest == "}"
     }
 
     /// The spec as a tree: parsed on each call, for the rare comparison that needs one.
     pub fn value(&self) -> Value {
-        // The text was written by `canonical_json`, so it parses; `Null` only guards the type.
-        serde_json::from_str(self.text()).unwrap_or(Value::Null)
+        // The text is canonical JSON, so it parses; `Null` only guards the type.
+        serde_json::from_str(&self.text()).unwrap_or(Value::Null)
+    }
+
+    /// Exactly `value` (so it carries all of it), without parsing.
+    pub fn is(&self, value: &Value) -> bool {
+        self.has_text(&canonical_json(value))
     }
 
     /// The same shared copy (not merely equal text).
@@ -64,15 +132,33 @@ impl ObservedSpec {
     pub fn downgrade(&self) -> WeakSpec {
         WeakSpec(Arc::downgrade(&self.0))
     }
+}
 
-    /// Exactly `value` (so it carries all of it), without parsing.
-    pub fn is(&self, value: &Value) -> bool {
-        self.text() == canonical_json(value)
+/// `"key":value`, canonical.
+fn field_text(key: &str, value: &Value) -> String {
+    let mut text = Value::String(key.to_string()).to_string();
+    text.push(':');
+    text.push_str(&canonical_json(value));
+    text
+}
+
+impl SpecField {
+    pub fn new(text: String) -> SpecField {
+        SpecField(Arc::new(text.into_boxed_str()))
+    }
+
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+
+    /// A handle that does not keep the field alive, for an interner.
+    pub fn downgrade(&self) -> WeakField {
+        WeakField(Arc::downgrade(&self.0))
     }
 }
 
 /// An [`ObservedSpec`] held without keeping it alive.
-pub struct WeakSpec(Weak<Box<str>>);
+pub struct WeakSpec(Weak<SpecText>);
 
 impl WeakSpec {
     /// The spec, while anything still holds it.
@@ -86,6 +172,30 @@ impl WeakSpec {
     }
 }
 
+/// A [`SpecField`] held without keeping it alive.
+pub struct WeakField(Weak<Box<str>>);
+
+impl WeakField {
+    /// The field, while any spec still holds it.
+    pub fn upgrade(&self) -> Option<SpecField> {
+        self.0.upgrade().map(SpecField)
+    }
+
+    /// No spec holds the field any more.
+    pub fn is_dropped(&self) -> bool {
+        self.0.strong_count() == 0
+    }
+}
+
+/// Equal text.
+impl PartialEq for ObservedSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.shares(other) || self.text() == other.text()
+    }
+}
+
+impl Eq for ObservedSpec {}
+
 impl Default for ObservedSpec {
     fn default() -> Self {
         ObservedSpec::null()
@@ -94,7 +204,7 @@ impl Default for ObservedSpec {
 
 impl fmt::Debug for ObservedSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.text())
+        f.write_str(&self.text())
     }
 }
 
@@ -117,7 +227,7 @@ impl<'e> InSyncCheck<'e> {
 
     /// The first field of the expected spec that `observed` does not carry, in upstream's order.
     pub(crate) fn first_field_out_of_sync(&self, observed: &ObservedSpec) -> Option<&'e str> {
-        if observed.text() == self.canonical {
+        if observed.has_text(&self.canonical) {
             return None;
         }
         if let Some((seen, field)) = self.last.borrow().as_ref()
@@ -169,6 +279,49 @@ mod tests {
             check.first_field_out_of_sync(&ObservedSpec::of(&applied)),
             None
         );
+    }
+
+    #[test]
+    fn the_text_is_canonical_json_and_is_matched_without_building_it() {
+        let values = [
+            json!({}),
+            json!({"b": [1, {"d": 2, "c": "é\\\""}], "a": "x"}),
+            json!(null),
+            json!([1, 2]),
+        ];
+        for value in values {
+            let spec = ObservedSpec::of(&value);
+            assert_eq!(spec.text(), canonical_json(&value));
+            assert!(spec.is(&value), "{value}");
+            assert_eq!(spec.value(), value);
+        }
+        let spec = ObservedSpec::of(&json!({"a": 1, "b": 2}));
+        assert!(!spec.is(&json!({"a": 1})));
+        assert!(!spec.is(&json!({"a": 1, "b": 2, "c": 3})));
+        assert!(!spec.is(&json!({"a": 1, "b": 23})));
+        assert!(!spec.is(&json!({"a": 12, "b": 2})));
+        assert!(!spec.is(&json!(null)));
+        assert!(!ObservedSpec::of(&json!({"a": 1})).is(&json!({"a": 12})));
+    }
+
+    #[test]
+    fn specs_built_through_one_interner_share_their_equal_fields() {
+        let mut seen: Vec<SpecField> = Vec::new();
+        let mut intern = |text: String| {
+            if let Some(field) = seen.iter().find(|f| f.text() == text) {
+                return field.clone();
+            }
+            let field = SpecField::new(text);
+            seen.push(field.clone());
+            field
+        };
+        let s1 =
+            ObservedSpec::with_fields(&json!({"tier": 100, "clusterSelector": "s1"}), &mut intern);
+        let s2 =
+            ObservedSpec::with_fields(&json!({"tier": 100, "clusterSelector": "s2"}), &mut intern);
+        assert_ne!(s1, s2);
+        assert_eq!(seen.len(), 3, "tier is held once");
+        assert_eq!(s1.text(), r#"{"clusterSelector":"s1","tier":100}"#);
     }
 
     #[test]
