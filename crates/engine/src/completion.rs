@@ -239,6 +239,7 @@ pub(crate) fn first_field_out_of_sync<'e>(expected: &'e Value, actual: &Value) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::observed::ObservedSpec;
     use serde_json::json;
 
     #[test]
@@ -251,5 +252,91 @@ mod tests {
         );
         let actual = json!({"tier": 90, "helmCharts": [{"chartVersion": "2"}]});
         assert_eq!(first_field_out_of_sync(&expected, &actual), Some("tier"));
+    }
+
+    /// A Provisioned summary of cluster `c` in namespace `fleet`, carrying `spec`.
+    fn summary(cluster: &str, spec: &Value, at: DateTime<Utc>) -> ObservedSummary {
+        ObservedSummary {
+            namespace: "fleet".into(),
+            name: format!("p-s1-sveltos-{cluster}").into(),
+            profile_name: "p-s1".into(),
+            cluster_name: cluster.into(),
+            spec: ObservedSpec::of(spec),
+            features: vec![crate::observed::FeatureSummary {
+                feature_id: "Helm".into(),
+                status: crate::observed::PROVISIONED.into(),
+                last_applied_time: Some(at),
+                failure_message: None,
+            }],
+            failure_message: None,
+        }
+    }
+
+    #[test]
+    fn a_summary_with_an_older_spec_is_not_in_sync_and_one_with_server_defaults_is() {
+        use std::collections::BTreeMap;
+        use std::sync::Arc;
+
+        use tollgate_model::label_map::LabelMap;
+
+        use crate::observed::{ObservedCluster, ObservedProfile};
+
+        let at: DateTime<Utc> = "2026-11-25T10:00:00Z".parse().unwrap();
+        let applied = json!({"tier": 100, "helmCharts": [{"chartVersion": "2"}]});
+        let defaulted = json!({"tier": 100, "maxUpdate": "100%",
+            "helmCharts": [{"chartVersion": "2", "helmChartAction": "Install"}]});
+        let older = json!({"tier": 100, "helmCharts": [{"chartVersion": "1"}]});
+        let labels = BTreeMap::from([("env".to_string(), "s1".to_string())]);
+        let clusters = ["a", "b", "c", "d"].map(|name| ObservedCluster {
+            namespace: "fleet".into(),
+            name: name.into(),
+            labels: labels.clone(),
+            ready: true,
+            ..Default::default()
+        });
+        let profile = ObservedProfile::from_metadata(
+            "p-s1".into(),
+            |key| (key == tollgate_render::MANAGED_BY_LABEL).then_some("tollgate"),
+            |key| (key == tollgate_render::SPEC_HASH_ANNOTATION).then_some("h2"),
+            ObservedSpec::of(&applied),
+            false,
+        );
+        let mut observed = Observed {
+            profiles: BTreeMap::from([("p-s1".to_string(), profile)]),
+            summaries: vec![
+                summary("a", &applied, at),
+                summary("b", &defaulted, at),
+                summary("c", &older, at),
+                summary("d", &older, at),
+            ],
+            clusters: Arc::new(clusters.to_vec()),
+        };
+        let selector = LabelSelector {
+            match_labels: LabelMap::from_iter([("env".to_string(), "s1".to_string())]),
+            ..Default::default()
+        };
+        let expected = AppliedExpectation {
+            profile: "p-s1",
+            selector: &selector,
+            spec: &applied,
+            spec_hash: "h2",
+            applied_at: at,
+            fresh_features: &[],
+            being_applied: false,
+            targets: None,
+        };
+        let completion = check(&expected, &observed);
+        assert!(!completion.complete);
+        assert_eq!(completion.counts.provisioned, 2, "{completion:?}");
+        assert_eq!(
+            completion.message,
+            "ClusterSummary HelmCharts p-s1-sveltos-c is not in sync."
+        );
+        for lagging in &mut observed.summaries[2..] {
+            lagging.spec = ObservedSpec::of(&defaulted);
+        }
+        let completion = check(&expected, &observed);
+        assert!(completion.complete, "{completion:?}");
+        assert_eq!(completion.message, messages::ALL_DEPLOYED);
     }
 }
