@@ -4,24 +4,23 @@
 //! lookups. Profiles are indexed by the promotion label, summaries by the profile they belong to
 //! (`projectsveltos.io/cluster-profile-name`, which Sveltos always sets), clusters not at all.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, LazyLock, Mutex, RwLock};
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
 
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
-use tollgate_engine::observed::{SpecField, WeakField, WeakSpec};
-use tollgate_engine::{Observed, ObservedCluster, ObservedProfile, ObservedSpec};
-use tollgate_model::hash::canonical_json;
+use tollgate_engine::{Observed, ObservedCluster, ObservedProfile};
 use tollgate_render::PROMOTION_LABEL;
 
 use super::cache::IndexedCache;
 use super::lean::LeanObject;
+use spec_interner::intern_spec;
 pub use stored_summary::StoredSummary;
 pub use summary_object::SummaryObject;
 
 mod intern;
+mod spec_interner;
 mod stored_summary;
 mod summary_object;
 
@@ -155,72 +154,6 @@ pub fn convert_summary_object(object: &SummaryObject) -> Option<(Option<String>,
             .map(Box::from),
     );
     Some((Some(profile_name.clone()), summary))
-}
-
-/// Specs held by cached profiles and summaries, and their fields, by the SHA-256 of their
-/// canonical text (a key of 32 bytes instead of a second copy of the text).
-struct SpecInterner {
-    specs: WeakTable<WeakSpec>,
-    fields: WeakTable<WeakField>,
-}
-
-/// Weak handles by key; dropped ones are pruned when the map outgrows `prune_at`.
-struct WeakTable<W> {
-    handles: HashMap<[u8; 32], W>,
-    prune_at: usize,
-}
-
-impl<W> WeakTable<W> {
-    fn new() -> Self {
-        WeakTable {
-            handles: HashMap::new(),
-            prune_at: 1024,
-        }
-    }
-
-    fn insert(&mut self, key: [u8; 32], handle: W, is_dropped: impl Fn(&W) -> bool) {
-        self.handles.insert(key, handle);
-        if self.handles.len() > self.prune_at {
-            self.handles.retain(|_, handle| !is_dropped(handle));
-            self.prune_at = (self.handles.len() * 2).max(1024);
-        }
-    }
-}
-
-static SPECS: LazyLock<Mutex<SpecInterner>> = LazyLock::new(|| {
-    Mutex::new(SpecInterner {
-        specs: WeakTable::new(),
-        fields: WeakTable::new(),
-    })
-});
-
-fn text_key(text: &str) -> [u8; 32] {
-    Sha256::digest(text.as_bytes()).into()
-}
-
-/// One shared copy per distinct spec: a profile and all its summaries carry the same spec once
-/// in sync (at 400,000 summaries per-summary copies were most of the controller's memory). A new
-/// spec shares the fields it has in common with the specs already held.
-fn intern_spec(spec: &Value) -> ObservedSpec {
-    let key = text_key(&canonical_json(spec));
-    let mut interner = SPECS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(shared) = interner.specs.handles.get(&key).and_then(WeakSpec::upgrade) {
-        return shared;
-    }
-    let fields = &mut interner.fields;
-    let shared = ObservedSpec::with_fields(spec, |text| {
-        let key = text_key(&text);
-        if let Some(field) = fields.handles.get(&key).and_then(WeakField::upgrade) {
-            return field;
-        }
-        let field = SpecField::new(text);
-        fields.insert(key, field.downgrade(), WeakField::is_dropped);
-        field
-    });
-    interner
-        .specs
-        .insert(key, shared.downgrade(), WeakSpec::is_dropped);
-    shared
 }
 
 pub fn convert_sveltos_cluster(object: &LeanObject) -> Option<(Option<String>, ObservedCluster)> {

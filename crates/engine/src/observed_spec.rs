@@ -90,7 +90,7 @@ impl ObservedSpec {
     }
 
     /// Whether [`Self::text`] is `canonical`, without building it.
-    fn has_text(&self, canonical: &str) -> bool {
+    pub fn has_text(&self, canonical: &str) -> bool {
         let fields = match &*self.0 {
             SpecText::Object(fields) => fields,
             SpecText::Other(text) => return **text == *canonical,
