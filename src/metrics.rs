@@ -19,9 +19,11 @@ use tollgate_engine::{Phase, PromotionStatus};
 
 use crate::cluster::throttle::ThrottleMetrics;
 use phases::PhaseGauges;
+use promotion_series::{PromotionSeries, Series, count_transition, shared_name};
 use tracing::error;
 
 mod phases;
+mod promotion_series;
 
 /// Every phase, so the phase gauge always has one series per phase (1 for the current one).
 pub const ALL_PHASES: [Phase; 11] = [
@@ -131,7 +133,6 @@ pub struct Metrics {
     reconciles: Family<ResultLabels, Counter>,
     git_syncs: Family<ResultLabels, Counter>,
     git_sync_duration: Histogram,
-    stage_transitions: Family<StageLabels, Counter>,
     apply_errors: Family<PromotionLabels, Counter>,
     drift_corrections: Family<PromotionLabels, Counter>,
     current_stage_index: Family<PromotionLabels, Gauge>,
@@ -155,10 +156,10 @@ pub struct Metrics {
     /// approval. The two duration gauges are computed from these at scrape time, so they grow
     /// between steps instead of freezing at the last one.
     live_since: Mutex<HashMap<Arc<str>, LiveSince>>,
-    /// Every promotion with series, by its name as the series share it, with the stages that have
-    /// a transition series: a `Family` cannot list its label sets, and forgetting a promotion
-    /// must remove all of them.
-    promotions: Mutex<HashMap<Arc<str>, Vec<Arc<str>>>>,
+    /// Every promotion with series, by its name as the series share it, with its stage
+    /// transition counts: a `Family` cannot list its label sets, and forgetting a promotion must
+    /// remove all of them.
+    promotions: PromotionSeries,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -196,12 +197,8 @@ impl Metrics {
             Unit::Seconds,
             git_sync_duration.clone(),
         );
-        let stage_transitions = Family::<StageLabels, Counter>::default();
-        registry.register(
-            "stage_transitions",
-            "Stages started, by promotion and stage",
-            stage_transitions.clone(),
-        );
+        let promotions = PromotionSeries::default();
+        registry.register_collector(Box::new(promotions.clone()));
         let apply_errors = Family::<PromotionLabels, Counter>::default();
         registry.register(
             "apply_errors",
@@ -309,7 +306,6 @@ impl Metrics {
             reconciles,
             git_syncs,
             git_sync_duration,
-            stage_transitions,
             apply_errors,
             drift_corrections,
             current_stage_index,
@@ -324,7 +320,7 @@ impl Metrics {
             watch_failing,
             watched: Mutex::new(Vec::new()),
             live_since: Mutex::new(HashMap::new()),
-            promotions: Mutex::new(HashMap::new()),
+            promotions,
         }
     }
 
@@ -368,23 +364,7 @@ impl Metrics {
     }
 
     pub fn stage_transition(&self, promotion: &str, stage: &str) {
-        let (promotion, stage) = {
-            let mut promotions = self.promotions();
-            let promotion = shared_name(&mut promotions, promotion);
-            let stages = promotions.entry(promotion.clone()).or_default();
-            let stage = match stages.iter().find(|s| ***s == *stage) {
-                Some(known) => known.clone(),
-                None => {
-                    let stage: Arc<str> = Arc::from(stage);
-                    stages.push(stage.clone());
-                    stage
-                }
-            };
-            (promotion, stage)
-        };
-        self.stage_transitions
-            .get_or_create(&StageLabels { promotion, stage })
-            .inc();
+        count_transition(&mut self.promotions(), promotion, stage);
     }
 
     pub fn apply_error(&self, promotion: &str) {
@@ -498,7 +478,7 @@ impl Metrics {
 
     /// Removes every series of a promotion (it is gone from git and from the cluster).
     pub fn forget_promotion(&self, promotion: &str) {
-        let Some((promotion, stages)) = self.promotions().remove_entry(promotion) else {
+        let Some((promotion, _)) = self.promotions().remove_entry(promotion) else {
             return;
         };
         let labels = PromotionLabels {
@@ -514,12 +494,6 @@ impl Metrics {
         self.time_in_stage.remove(&labels);
         self.approval_wait.remove(&labels);
         self.phase.remove(&promotion);
-        for stage in stages {
-            self.stage_transitions.remove(&StageLabels {
-                promotion: promotion.clone(),
-                stage,
-            });
-        }
     }
 
     /// `result`: accepted, bad_signature, missing_signature, too_large, ignored, not_configured,
@@ -582,11 +556,8 @@ impl Metrics {
         self.leader.set(i64::from(leader));
     }
 
-    fn promotions(&self) -> MutexGuard<'_, HashMap<Arc<str>, Vec<Arc<str>>>> {
-        // The map holds no invariant a panic could break halfway.
-        self.promotions
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn promotions(&self) -> MutexGuard<'_, Series> {
+        self.promotions.lock()
     }
 
     fn promotion_labels(&self, promotion: &str) -> PromotionLabels {
@@ -594,16 +565,6 @@ impl Metrics {
             promotion: shared_name(&mut self.promotions(), promotion),
         }
     }
-}
-
-/// The promotion's name as its series share it, registering the promotion if it has none yet.
-fn shared_name(promotions: &mut HashMap<Arc<str>, Vec<Arc<str>>>, promotion: &str) -> Arc<str> {
-    if let Some((shared, _)) = promotions.get_key_value(promotion) {
-        return shared.clone();
-    }
-    let shared: Arc<str> = Arc::from(promotion);
-    promotions.insert(shared.clone(), Vec::new());
-    shared
 }
 
 /// The instants the duration gauges count from.
