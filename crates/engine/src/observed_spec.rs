@@ -190,7 +190,12 @@ impl WeakField {
 /// Equal text.
 impl PartialEq for ObservedSpec {
     fn eq(&self, other: &Self) -> bool {
-        self.shares(other) || self.text() == other.text()
+        match (&*self.0, &*other.0) {
+            (SpecText::Object(mine), SpecText::Object(theirs)) => mine == theirs,
+            (SpecText::Other(mine), SpecText::Other(theirs)) => mine == theirs,
+            // An object's text is never that of anything else.
+            _ => false,
+        }
     }
 }
 
