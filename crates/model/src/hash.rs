@@ -140,7 +140,8 @@ fn digest_base64(canonical: &[u8]) -> String {
 pub fn canonical_json(value: &Value) -> String {
     let mut out = Vec::new();
     write_canonical(value, &mut out);
-    String::from_utf8_lossy(&out).into_owned()
+    // serde_json writes UTF-8; the lossy path only guards the type (and copied every time).
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 fn write_canonical(value: &Value, out: &mut Vec<u8>) {
