@@ -13,7 +13,7 @@ use std::fmt;
 use std::sync::{Arc, LazyLock, Weak};
 
 use serde_json::Value;
-use tollgate_model::hash::canonical_json;
+use tollgate_model::hash::{canonical_field, canonical_json};
 
 use crate::completion::first_field_out_of_sync;
 
@@ -53,7 +53,7 @@ impl ObservedSpec {
                 keys.sort_unstable();
                 SpecText::Object(
                     keys.into_iter()
-                        .map(|key| field(field_text(key, &map[key.as_str()])))
+                        .map(|key| field(canonical_field(key, &map[key.as_str()])))
                         .collect(),
                 )
             }
@@ -132,14 +132,6 @@ impl ObservedSpec {
     pub fn downgrade(&self) -> WeakSpec {
         WeakSpec(Arc::downgrade(&self.0))
     }
-}
-
-/// `"key":value`, canonical.
-fn field_text(key: &str, value: &Value) -> String {
-    let mut text = Value::String(key.to_string()).to_string();
-    text.push(':');
-    text.push_str(&canonical_json(value));
-    text
 }
 
 impl SpecField {

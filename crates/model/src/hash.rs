@@ -140,7 +140,11 @@ fn digest_base64(canonical: &[u8]) -> String {
 pub fn canonical_json(value: &Value) -> String {
     let mut out = Vec::new();
     write_canonical(value, &mut out);
-    // serde_json writes UTF-8; the lossy path only guards the type (and copied every time).
+    into_string(out)
+}
+
+/// serde_json writes UTF-8; the lossy path only guards the type (and copied every time).
+fn into_string(out: Vec<u8>) -> String {
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
@@ -169,11 +173,23 @@ fn write_canonical_object(map: &Map<String, Value>, out: &mut Vec<u8>) {
         if i > 0 {
             out.push(b',');
         }
-        write_json(key, out);
-        out.push(b':');
-        write_canonical(value, out);
+        write_canonical_field(key, value, out);
     }
     out.push(b'}');
+}
+
+/// One field of a canonical object, `"key":value`: a canonical object is `{`, its fields in key
+/// order joined by `,`, and `}`.
+pub fn canonical_field(key: &str, value: &Value) -> String {
+    let mut out = Vec::new();
+    write_canonical_field(key, value, &mut out);
+    into_string(out)
+}
+
+fn write_canonical_field(key: &str, value: &Value, out: &mut Vec<u8>) {
+    write_json(key, out);
+    out.push(b':');
+    write_canonical(value, out);
 }
 
 /// serde_json's compact form of a string or scalar, as `Value`'s `Display` writes it.

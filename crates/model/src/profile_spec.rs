@@ -22,11 +22,6 @@ impl ProfileSpec {
         serde_json::from_str(&self.0).unwrap_or_default()
     }
 
-    /// The compact JSON text, keys in the order written.
-    pub fn as_json(&self) -> &str {
-        &self.0
-    }
-
     /// One field's value.
     pub fn get(&self, field: &str) -> Option<Value> {
         self.to_map().remove(field)
