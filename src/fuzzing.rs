@@ -130,7 +130,7 @@ fn check_valid_promotion(promotion: &tollgate_manifest::ClusterPromotion, limits
             subject: "fuzz".into(),
         }
         .into(),
-        rollback_of: None,
+        same_content_as: None,
         promotion: Arc::new(promotion.clone()),
         file: SPEC_FILE.into(),
     };

@@ -26,7 +26,7 @@ mod phases;
 mod promotion_series;
 
 /// Every phase, so the phase gauge always has one series per phase (1 for the current one).
-pub const ALL_PHASES: [Phase; 11] = [
+pub const ALL_PHASES: [Phase; 12] = [
     Phase::Progressing,
     Phase::Waiting,
     Phase::Paused,
@@ -35,6 +35,7 @@ pub const ALL_PHASES: [Phase; 11] = [
     Phase::RollingBack,
     Phase::RolledBack,
     Phase::Invalid,
+    Phase::Held,
     Phase::RemovalHeld,
     Phase::Removing,
     Phase::Removed,

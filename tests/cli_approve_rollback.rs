@@ -417,7 +417,7 @@ fn rollback_restores_snapshot_content_on_a_new_branch() {
     );
     let restored = fixture.current(branch, "app");
     assert_eq!(restored.hashes, first.hashes);
-    assert_eq!(restored.rollback_of, Some(1));
+    assert_eq!(restored.same_content_as, Some(1));
     assert_eq!(
         fixture.current(branch, "other").hashes,
         fixture.current("main", "other").hashes
@@ -431,7 +431,10 @@ fn rollback_restores_snapshot_content_on_a_new_branch() {
         .expect("run plan");
     let plan_text = text(&plan.stdout);
     assert!(plan.status.success(), "{plan_text}\n{}", text(&plan.stderr));
-    assert!(plan_text.contains("rollback to #1"), "{plan_text}");
+    assert!(
+        plan_text.contains("same content as snapshot #1: a rollback if #1 completed its run"),
+        "{plan_text}"
+    );
     assert!(plan_text.contains("RESTART"), "{plan_text}");
 }
 
@@ -598,7 +601,7 @@ fn reverted_after_approval() -> (Fixture, String) {
 fn approval_after_a_revert_is_a_fresh_value_naming_the_restored_snapshot() {
     let (fixture, revert) = reverted_after_approval();
     let current = fixture.current("main", "app");
-    assert_eq!((current.index, current.rollback_of), (3, Some(1)));
+    assert_eq!((current.index, current.same_content_as), (3, Some(1)));
     assert_eq!(
         current.commit.sha, revert,
         "the revert introduced snapshot #3"
@@ -747,7 +750,7 @@ fn rollback_restores_content_and_keeps_the_tips_metadata() {
     let branch = "tollgate/rollback-app-to-1";
     let restored = fixture.current(branch, "app");
     assert_eq!(restored.hashes, first.hashes, "snapshot #1's spec");
-    assert_eq!(restored.rollback_of, Some(1));
+    assert_eq!(restored.same_content_as, Some(1));
     assert_eq!(
         restored.promotion.metadata, tip.promotion.metadata,
         "the tip's metadata: still paused, labels and annotations kept"

@@ -108,7 +108,8 @@ fn table_lists_snapshots_rollbacks_and_approvals() {
         short_sha(&fixture.v1),
         "Alice Author",
         "app v2",
-        "rollback to #1",
+        // Without the cluster, git can only tell that #3 has #1's content.
+        "same content as #1",
         "current",
         "Approvals:",
         "approved: true",
@@ -147,8 +148,11 @@ fn json_is_a_stable_document() {
     assert_eq!(snapshots.len(), 3);
     assert_eq!(snapshots[0]["commit"]["sha"], fixture.v1.as_str());
     assert_eq!(snapshots[0]["commit"]["seq"], 0);
-    assert_eq!(snapshots[0]["rollbackOf"], Value::Null);
-    assert_eq!(snapshots[2]["rollbackOf"], 1);
+    assert_eq!(snapshots[0]["sameContentAs"], Value::Null);
+    assert_eq!(snapshots[2]["sameContentAs"], 1);
+    // Whether #3 was a rollback is the cluster's to say (`--kubeconfig`); git alone cannot.
+    assert_eq!(snapshots[2]["rollbackOf"], Value::Null);
+    assert_eq!(snapshots[2]["run"], Value::Null);
     assert_eq!(snapshots[2]["snapshotId"], snapshots[0]["snapshotId"]);
     assert_eq!(snapshots[1]["file"], "deploy/app.yaml");
     assert_eq!(

@@ -34,11 +34,21 @@ async fn a_merged_rollback_of_a_paused_promotion_stays_paused() {
         &seed("05-kyverno-rollout-auto-v1.yaml", "1s"),
     );
     repo.commit("Kyverno 3.5.2");
-    let v2 = seed("06-kyverno-rollout-auto-v2.yaml", "1s");
-    repo.write("kyverno.yaml", &v2);
-    repo.commit("Kyverno 3.6.2");
     let world = World::start(repo, &fleet_yaml(1, "100ms")).await;
+    // #1 runs to completion here: content a rollback may restore.
     world.wait_phase(NAME, "Completed").await;
+    let v2 = seed("06-kyverno-rollout-auto-v2.yaml", "1s");
+    world.repo.write("kyverno.yaml", &v2);
+    world.repo.commit("Kyverno 3.6.2");
+    world.poke();
+    world
+        .eventually("#2 completes", || async {
+            world
+                .status(NAME)
+                .await
+                .filter(|s| s["snapshotIndex"] == 2 && s["phase"] == "Completed")
+        })
+        .await;
     world.repo.write("kyverno.yaml", &paused(&v2));
     world.repo.commit("Pause Kyverno");
     world.poke();

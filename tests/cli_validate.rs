@@ -597,7 +597,13 @@ fn an_annotation_naming_a_missing_policy_is_an_error_at_the_annotation() {
         diagnostics[0]["path"],
         "metadata.annotations[tollgate.dev/policy]"
     );
-    assert!(message(&diagnostics[0]).contains("\"fleet-typo\", which does not exist"));
+    assert!(
+        message(&diagnostics[0]).contains(
+            "\"fleet-typo\", which is not among the validated files; pass the directory that holds it"
+        ),
+        "{}",
+        message(&diagnostics[0])
+    );
 }
 
 #[test]

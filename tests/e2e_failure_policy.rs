@@ -217,26 +217,20 @@ async fn a_policy_change_mid_run_governs_it_from_the_next_step() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conflicting_policies_are_an_error_naming_both_files_and_the_run_goes_on() {
+async fn conflicting_policies_hold_the_promotion_naming_both_files_until_one_is_named() {
     let repo = TestRepo::new();
     repo.write("web.yaml", &web("1.0.0"));
     repo.write("policies/a.yaml", &policy("first").to_yaml());
     repo.write("policies/b.yaml", &policy("second").to_yaml());
     repo.commit("two policies selecting everything");
     let world = World::start(repo, &three_envs().to_yaml()).await;
-    let status = world.wait_phase(WEB, "Invalid").await;
-    let error = str_at(&status, "/invalidSpec")
-        .unwrap_or_default()
-        .to_string();
+    // Fail closed: without a policy nothing starts (it used to roll out with none).
+    let status = world.wait_phase(WEB, "Held").await;
+    let error = str_at(&status, "/message").unwrap_or_default().to_string();
     for expected in ["policies/a.yaml", "policies/b.yaml", "first", "second"] {
         assert!(error.contains(expected), "missing {expected:?} in {error}");
     }
-    // The run goes on without a policy: every stage gets its profile.
-    world
-        .eventually("the prod profile", || async {
-            world.profile("web-prod").await
-        })
-        .await;
+    assert!(world.profile("web-dev").await.is_none(), "nothing applied");
     // Naming one resolves the conflict.
     let named = promotion(WEB)
         .annotation("tollgate.dev/policy", "first")

@@ -1,5 +1,7 @@
 //! `tollgate history NAME`: the snapshots of one promotion from git (index, commit, author, date,
-//! subject, hashes, rollback markers) and its approval events.
+//! subject, hashes, equal-content markers) and its approval events. With `--kubeconfig` or
+//! `--context`, what each snapshot's run did, from the GitPromotion's status: completed,
+//! rejected (and why), superseded, never ran, and which runs were rollbacks.
 //! Exit 0 found, 1 unknown promotion, 2 repository errors.
 
 use std::path::{Path, PathBuf};
@@ -7,7 +9,11 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use kube::Api;
+use kube::api::DynamicObject;
 use serde_json::{Value, json};
+use tollgate_engine::PromotionStatus;
+use tollgate_engine::lineage::{self, SnapshotRun};
 use tollgate_manifest::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot};
 use tollgate_source::{GitSource, PromotionView, SourceConfig, current_branch};
 
@@ -38,6 +44,10 @@ pub struct Args {
     /// Credentials for a remote `--repo`, as `tollgate run` takes them.
     #[command(flatten)]
     pub git_auth: super::run::GitAuthArgs,
+    /// The management cluster whose GitPromotion says what each snapshot's run did. Read only
+    /// when `--kubeconfig` or `--context` is given; a failed read is a warning.
+    #[command(flatten)]
+    pub cluster: super::connect::ClusterArgs,
 }
 
 const EXIT_UNKNOWN: u8 = 1;
@@ -80,15 +90,99 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_UNKNOWN));
     }
     let approvals = source.approvals(&args.name);
+    let runs = read_status(&args);
     let output = match args.output {
         OutputFormat::Json => {
-            let document = json_document(&args, &branch, source.head(), view, snapshots, approvals);
+            let git = Git {
+                head: source.head(),
+                view,
+                snapshots,
+                approvals,
+            };
+            let document = json_document(&args, &branch, &git, runs.as_ref());
             format!("{}\n", serde_json::to_string_pretty(&document)?)
         }
-        OutputFormat::Table => render_table(view, snapshots, approvals),
+        OutputFormat::Table => render_table(view, snapshots, approvals, runs.as_ref()),
     };
     super::write_stdout(&output)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What git says of the promotion.
+struct Git<'a> {
+    head: Option<&'a CommitInfo>,
+    view: Option<&'a PromotionView>,
+    snapshots: &'a [Snapshot],
+    approvals: &'a [ApprovalEvent],
+}
+
+/// The promotion's status from the cluster, when one was named and could be read.
+fn read_status(args: &Args) -> Option<PromotionStatus> {
+    if args.cluster.kubeconfig.is_none() && args.cluster.context.is_none() {
+        return None;
+    }
+    let read = super::block_on(async {
+        let client = super::connect::client(&args.cluster).await?;
+        let api: Api<DynamicObject> =
+            Api::all_with(client, &crate::cluster::resources::git_promotion());
+        let object = api.get_opt(&args.name).await?;
+        let status = object.and_then(|o| o.data.get("status").cloned());
+        Ok(status
+            .map(serde_json::from_value::<PromotionStatus>)
+            .transpose()?)
+    });
+    match read {
+        Ok(status) => status,
+        Err(error) => {
+            eprintln!(
+                "warning: cannot read the GitPromotion {:?}: {}",
+                args.name,
+                super::error_chain(&error)
+            );
+            None
+        }
+    }
+}
+
+/// What the status tells of a snapshot's run, in words.
+fn run_note(status: &PromotionStatus, index: u64) -> (String, Option<u64>) {
+    let (run, rollback_of) = lineage::snapshot_run(status, index);
+    let when = |at: &chrono::DateTime<chrono::Utc>| at.format("%Y-%m-%d %H:%M").to_string();
+    let note = match run {
+        SnapshotRun::Running => "running".to_string(),
+        SnapshotRun::Completed { at } => format!("completed {}", when(&at)),
+        SnapshotRun::Rejected { at, reason } if reason.is_empty() => {
+            format!("rejected {}", when(&at))
+        }
+        SnapshotRun::Rejected { at, reason } => format!("rejected {}: {reason}", when(&at)),
+        SnapshotRun::Superseded => "superseded".to_string(),
+        SnapshotRun::Waiting => "waiting".to_string(),
+        SnapshotRun::NeverRan => "never ran".to_string(),
+        SnapshotRun::Unknown => String::new(),
+    };
+    (note, rollback_of)
+}
+
+/// The note column: the run (with the cluster), rollback or equal-content markers, current.
+fn snapshot_notes(
+    snapshot: &Snapshot,
+    current: Option<u64>,
+    status: Option<&PromotionStatus>,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let run = status.map(|status| run_note(status, snapshot.index));
+    match (&run, snapshot.same_content_as) {
+        (Some((_, Some(to))), _) => notes.push(format!("rollback to #{to}")),
+        (_, Some(same)) => notes.push(format!("same content as #{same}")),
+        _ => {}
+    }
+    if let Some((note, _)) = run.filter(|(note, _)| !note.is_empty()) {
+        notes.push(note);
+    }
+    if Some(snapshot.index) == current {
+        notes.push("current".to_string());
+    }
+    notes
 }
 
 fn status(view: Option<&PromotionView>) -> &'static str {
@@ -124,6 +218,7 @@ fn render_table(
     view: Option<&PromotionView>,
     snapshots: &[Snapshot],
     approvals: &[ApprovalEvent],
+    runs: Option<&PromotionStatus>,
 ) -> String {
     let current = view
         .and_then(PromotionView::effective_snapshot)
@@ -141,13 +236,7 @@ fn render_table(
         "note",
     ]);
     for snapshot in snapshots {
-        let mut notes = Vec::new();
-        if let Some(earlier) = snapshot.rollback_of {
-            notes.push(format!("rollback to #{earlier}"));
-        }
-        if Some(snapshot.index) == current {
-            notes.push("current".to_string());
-        }
+        let notes = snapshot_notes(snapshot, current, runs);
         table.add_row(vec![
             format!("#{}", snapshot.index),
             short_sha(&snapshot.commit).to_string(),
@@ -213,11 +302,15 @@ fn render_table(
 fn json_document(
     args: &Args,
     branch: &str,
-    head: Option<&CommitInfo>,
-    view: Option<&PromotionView>,
-    snapshots: &[Snapshot],
-    approvals: &[ApprovalEvent],
+    git: &Git<'_>,
+    runs: Option<&PromotionStatus>,
 ) -> Value {
+    let Git {
+        head,
+        view,
+        snapshots,
+        approvals,
+    } = *git;
     let errors = match view {
         Some(PromotionView::Invalid { errors, .. }) => json!(errors),
         _ => json!([]),
@@ -225,12 +318,15 @@ fn json_document(
     let snapshots: Vec<Value> = snapshots
         .iter()
         .map(|s| {
+            let run = runs.map(|status| run_note(status, s.index));
             json!({
                 "index": s.index,
                 "snapshotId": s.id(),
                 "profileSpecHash": s.hashes.profile_spec,
                 "stagesHash": s.hashes.stages,
-                "rollbackOf": s.rollback_of,
+                "sameContentAs": s.same_content_as,
+                "rollbackOf": run.as_ref().and_then(|(_, to)| *to),
+                "run": run.map(|(note, _)| note),
                 "file": s.file,
                 "commit": s.commit,
             })

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
+use tollgate_engine::lineage::Lineage;
 use tollgate_engine::{Desired, GateVerdict, Preview, PreviewInput, RunChange, preview};
 use tollgate_source::plan::{
     BaseChoice, ChartChange, ChartRef, MergeBase, PlanStatus, PromotionPlan, RangePlan, Revision,
@@ -196,6 +197,7 @@ fn preview_of(plan: &PromotionPlan) -> Preview {
         after,
         approvals: &plan.approvals,
         status: None,
+        history: &[],
     })
 }
 
@@ -268,17 +270,47 @@ fn headline(planned: &Planned<'_>) -> String {
         RunChange::Invalid { keeps: None } => "INVALID at `to`: nothing runs".to_string(),
         RunChange::Removed => "removed".to_string(),
     };
-    if let Some(index) = rollback_of(&planned.preview) {
-        let _ = write!(line, "; rollback to #{index}");
+    if let Some(note) = lineage_note(&planned.preview) {
+        let _ = write!(line, "; {note}");
     }
     line
 }
 
 fn rollback_of(preview: &Preview) -> Option<u64> {
-    match preview.run {
-        RunChange::Restarts { rollback_of, .. } => rollback_of,
+    match &preview.run {
+        RunChange::Restarts {
+            lineage: Some(lineage),
+            ..
+        } => lineage.rollback_to(),
         _ => None,
     }
+}
+
+/// What content equal to an earlier snapshot's means for this change: a rollback only when that
+/// content completed a run (the engine's rule, `lineage`); unknown without the live status.
+fn lineage_note(preview: &Preview) -> Option<String> {
+    let RunChange::Restarts {
+        same_content_as,
+        lineage,
+        ..
+    } = &preview.run
+    else {
+        return None;
+    };
+    let same = (*same_content_as)?;
+    Some(match lineage {
+        Some(Lineage::Rollback { to }) => format!("rollback to #{to}"),
+        Some(Lineage::RejectedContent { of, at, reason }) => format!(
+            "same content as snapshot #{of}, rejected at {}: {reason}; a new change, not a rollback",
+            at.format("%Y-%m-%d %H:%M UTC")
+        ),
+        Some(Lineage::Forward) => format!(
+            "same content as snapshot #{same}, which never completed a run here: a new change, not a rollback"
+        ),
+        None => format!(
+            "same content as snapshot #{same}: a rollback if #{same} completed its run (the cluster was not read)"
+        ),
+    })
 }
 
 fn gate_text(stage: &str, verdict: &GateVerdict) -> String {
@@ -349,11 +381,8 @@ fn details(planned: &Planned<'_>) -> Vec<(&'static str, String)> {
         (Some(old), None) => rows.push(("snapshot", format!("{} (at from)", id(old)))),
         (None, None) => {}
     }
-    if let Some(index) = rollback_of(preview) {
-        rows.push((
-            "rollback",
-            format!("rollback to #{index}: same content as snapshot #{index}"),
-        ));
+    if let Some(note) = lineage_note(preview) {
+        rows.push(("rollback", note));
     }
     if touched(planned) {
         if let Some(policy) = &plan.policy {
@@ -600,6 +629,10 @@ fn promotion_json(planned: &Planned<'_>) -> Value {
         "snapshotFrom": plan.snapshot_from(),
         "snapshotTo": plan.snapshot_to(),
         "rollbackTo": rollback_of(preview),
+        "sameContentAs": match preview.run {
+            RunChange::Restarts { same_content_as, .. } => same_content_as,
+            _ => None,
+        },
         "stagesRerun": preview.stages_run,
         "approvals": gates,
         "prunes": preview.pruned,

@@ -301,17 +301,17 @@ mod policies {
                 let Some(promotion) = &document.promotion else {
                     continue;
                 };
-                match set.choose(promotion) {
+                match set.choose(promotion, &file.file) {
                     Ok(Some(policy)) => governed
                         .entry(policy.name().to_string())
                         .or_default()
                         .push(promotion),
                     Ok(None) => {}
-                    Err(message) => diagnostics.push(choice_error(
+                    Err(problem) => diagnostics.push(choice_error(
                         &file.file,
                         document,
                         promotion,
-                        message,
+                        not_among_inputs(promotion, &places).unwrap_or(problem.message),
                         text_of(&file.file),
                     )),
                 }
@@ -362,6 +362,21 @@ mod policies {
 
     /// A promotion whose policy cannot be chosen: at its annotation when it names a policy, else
     /// at its name.
+    /// A promotion whose annotation names a policy no validated file defines: it may well be
+    /// defined in a file that was not passed; say so rather than "does not exist".
+    fn not_among_inputs(
+        promotion: &ClusterPromotion,
+        places: &BTreeMap<&str, Vec<PolicyAt<'_>>>,
+    ) -> Option<String> {
+        let name = promotion.metadata.annotations.get(POLICY_ANNOTATION)?;
+        if places.contains_key(name.as_str()) {
+            return None;
+        }
+        Some(format!(
+            "annotation {POLICY_ANNOTATION} names RolloutPolicy {name:?}, which is not among the validated files; pass the directory that holds it (tollgate validate DIR) to check it, or add it"
+        ))
+    }
+
     fn choice_error(
         file: &str,
         document: &ParsedPromotion,

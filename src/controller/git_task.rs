@@ -13,7 +13,9 @@ use tokio::sync::mpsc;
 use tollgate_manifest::snapshot::short_sha;
 use tollgate_manifest::{ApprovalEvent, CommitInfo, Snapshot};
 use tollgate_model::RolloutPolicy;
-use tollgate_source::{Change, GitSource, Poker, PolicySet, PromotionView, SourceConfig};
+use tollgate_source::{
+    Change, GitSource, Poker, PolicyProblem, PolicySet, PromotionView, SourceConfig,
+};
 use tracing::{debug, info, warn};
 
 use super::error::ControllerError;
@@ -26,8 +28,9 @@ pub struct PromotionGit {
     /// Every snapshot of the promotion, oldest first: a rollback restores earlier ones.
     pub history: Vec<Snapshot>,
     /// The RolloutPolicy governing it (`policies.choose` on its effective snapshot), or why
-    /// none could be chosen (two policies select it, its annotation names none).
-    pub policy: Result<Option<Arc<RolloutPolicy>>, String>,
+    /// it cannot be resolved (two policies select it, its annotation names none, its policy's
+    /// file is broken): the controller then fails closed.
+    pub policy: Result<Option<Arc<RolloutPolicy>>, PolicyProblem>,
 }
 
 /// The outcome of one sync, as far as the controller cares.
@@ -201,7 +204,7 @@ fn snapshot_of(
     view: &PromotionView,
 ) -> Arc<PromotionGit> {
     let policy = match view.effective_snapshot() {
-        Some(snapshot) => policies.choose(&snapshot.promotion),
+        Some(snapshot) => policies.choose(&snapshot.promotion, &snapshot.file),
         None => Ok(None),
     };
     Arc::new(PromotionGit {

@@ -12,6 +12,7 @@ use tollgate_engine::{Action, Desired, StepInput, StepOutput};
 
 use crate::cluster::watch::WatchHealth;
 use tollgate_manifest::Snapshot;
+use tollgate_model::RolloutPolicy;
 use tollgate_render::{preverification_profile_name, stage_profile_name};
 use tollgate_source::PromotionView;
 use tracing::{debug, info};
@@ -83,7 +84,6 @@ pub async fn reconcile(
     // observe
     let persisted = ctx.statuses.get(name);
     let invalid_text;
-    let policy_error;
     let (desired, file) = match presence {
         GitPresence::RemovalHeld { git, reason } => {
             let last = git.view.effective_snapshot();
@@ -96,26 +96,17 @@ pub async fn reconcile(
             )
         }
         GitPresence::Present(git) => match &git.view {
-            PromotionView::Valid { snapshot } => {
-                // No policy can be chosen: shown like an invalid file; the run goes on without.
-                policy_error = git
-                    .policy
-                    .as_ref()
-                    .err()
-                    .map(|e| format!("{}: {e}", snapshot.file));
-                (
-                    Desired::Snapshot {
-                        current: snapshot,
-                        invalid: policy_error.as_deref(),
-                    },
-                    snapshot.file.clone(),
-                )
-            }
+            PromotionView::Valid { snapshot } => (
+                Desired::Snapshot {
+                    current: snapshot,
+                    invalid: None,
+                },
+                snapshot.file.clone(),
+            ),
             PromotionView::Invalid { errors, last_good } => {
                 invalid_text = errors
                     .iter()
                     .map(ToString::to_string)
-                    .chain(git.policy.as_ref().err().cloned())
                     .collect::<Vec<_>>()
                     .join("; ");
                 match last_good {
@@ -152,9 +143,10 @@ pub async fn reconcile(
         GitPresence::RemovalHeld { .. } | GitPresence::Removed { .. } => &[],
     };
     let watch_problem = ctx.watch_health.problem();
-    let (history, policy): (&[tollgate_manifest::Snapshot], _) = match presence {
-        GitPresence::Present(git) => (&git.history, git.policy.as_ref().ok().cloned().flatten()),
-        GitPresence::RemovalHeld { .. } | GitPresence::Removed { .. } => (&[], None),
+    let status_before = persisted.as_ref().and_then(|p| p.status.as_deref());
+    let (history, (policy, policy_problem)): (&[tollgate_manifest::Snapshot], _) = match presence {
+        GitPresence::Present(git) => (&git.history, governing_policy(git, status_before)),
+        GitPresence::RemovalHeld { .. } | GitPresence::Removed { .. } => (&[], (None, None)),
     };
 
     // plan
@@ -167,11 +159,12 @@ pub async fn reconcile(
         desired,
         approvals,
         observed: &observed,
-        status: persisted.as_ref().and_then(|p| p.status.as_deref()),
+        status: status_before,
         now,
         policy: policy.as_deref(),
         history,
         watch_problem: watch_problem.as_deref(),
+        policy_problem: policy_problem.as_deref(),
     });
 
     // apply
@@ -256,6 +249,23 @@ pub async fn reconcile(
         actions: actions.len(),
         status_written,
     })
+}
+
+/// The policy the engine steps under, and why it cannot be resolved if it cannot: then the last
+/// valid version of the policy that governed the run (fail closed: nothing new starts).
+fn governing_policy(
+    git: &PromotionGit,
+    status: Option<&tollgate_engine::PromotionStatus>,
+) -> (Option<Arc<RolloutPolicy>>, Option<String>) {
+    match &git.policy {
+        Ok(policy) => (policy.clone(), None),
+        Err(problem) => {
+            let governed = status
+                .and_then(|s| s.policy.as_ref())
+                .map(|p| p.name.as_str());
+            (problem.last_valid(governed), Some(problem.message.clone()))
+        }
+    }
 }
 
 async fn execute(ctx: &Context, action: &Action) -> Result<(), ReconcileError> {

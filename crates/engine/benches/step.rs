@@ -86,6 +86,7 @@ fn bench_step(c: &mut Criterion) {
             policy: None,
             history: &[],
             watch_problem: None,
+            policy_problem: None,
         };
         let output = step(&input);
         assert!(output.actions.is_empty(), "not at steady state");

@@ -16,8 +16,13 @@ pub struct StepInput<'a> {
     /// The status persisted after the last step whose actions all succeeded; `None` = never ran.
     pub status: Option<&'a PromotionStatus>,
     pub now: DateTime<Utc>,
-    /// The RolloutPolicy governing the promotion; `None`: stages wait forever (upstream).
+    /// The RolloutPolicy governing the promotion; `None`: stages wait forever (upstream). With a
+    /// `policy_problem`, the last valid version of the policy that governed the run, if any.
     pub policy: Option<&'a RolloutPolicy>,
+    /// Why the policy governing the promotion cannot be resolved now (two policies select it, its
+    /// annotation names a missing policy, its policy's file does not parse), naming file, line and
+    /// the fix. Fails closed: the run in progress goes on under `policy`, nothing new starts.
+    pub policy_problem: Option<&'a str>,
     /// The promotion's snapshots in git (oldest first): a rollback restores earlier ones.
     pub history: &'a [Snapshot],
     /// Why a watch of the cluster fails, if one does: `observed` may be stale. Reported in the

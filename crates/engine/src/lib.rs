@@ -22,6 +22,7 @@ mod effects;
 pub mod features;
 mod gate;
 pub mod input;
+pub mod lineage;
 pub mod messages;
 mod never_valid;
 mod new_snapshot;

@@ -57,6 +57,7 @@ mod tests {
             policy: None,
             history: &[],
             watch_problem: None,
+            policy_problem: None,
         };
         let out = step(&input);
         assert!(out.actions.is_empty());
@@ -89,6 +90,7 @@ mod tests {
             policy: None,
             history: &[],
             watch_problem: None,
+            policy_problem: None,
         };
         let first_error = "p.yaml:8:21: mapping values are not allowed in this context";
         let first = step(&input(first_error, None));

@@ -5,8 +5,12 @@
 //!   failed under its policy); then the newest starts, and the snapshots in between are superseded.
 //! - `Queue`: the running run finishes; then the next snapshot in commit order runs, and so on.
 //!
-//! A rollback (content equal to an earlier snapshot) always takes effect at once, and so does
-//! `onFailure: Rollback` (it is part of the running run).
+//! A rollback (content equal to an earlier snapshot that completed here: `lineage`) always takes
+//! effect at once, and so does `onFailure: Rollback` (it is part of the running run).
+//!
+//! While the policy governing the promotion cannot be resolved (a conflict, a missing or broken
+//! policy), nothing new starts: the running run goes on under its last valid policy and the newest
+//! snapshot waits (fail closed).
 
 use tollgate_model::policy::OnNewSnapshot;
 use tollgate_model::snapshot::Snapshot;
@@ -16,22 +20,31 @@ use crate::status::{Phase, PromotionStatus, runs_content_of};
 
 /// The snapshot this step runs, and the newest one when it waits for that run to finish.
 pub(crate) struct Choice<'a> {
-    pub run: &'a Snapshot,
+    /// `None`: nothing may run (a policy problem, and no run of an earlier snapshot to go on).
+    pub run: Option<&'a Snapshot>,
     pub waiting: Option<&'a Snapshot>,
     pub policy: OnNewSnapshot,
 }
 
-pub(crate) fn choose<'a>(input: &StepInput<'a>, newest: &'a Snapshot) -> Choice<'a> {
+/// `newest_is_rollback`: the newest snapshot restores known-good content (see `lineage`).
+pub(crate) fn choose<'a>(
+    input: &StepInput<'a>,
+    newest: &'a Snapshot,
+    newest_is_rollback: bool,
+) -> Choice<'a> {
     let policy = input
         .policy
         .map(|p| p.spec.on_new_snapshot)
         .unwrap_or_default();
+    if input.policy_problem.is_some() {
+        return held_by_policy(input, newest, policy);
+    }
     let newest_now = Choice {
-        run: newest,
+        run: Some(newest),
         waiting: None,
         policy,
     };
-    if policy == OnNewSnapshot::Restart || newest.rollback_of.is_some() {
+    if policy == OnNewSnapshot::Restart || newest_is_rollback {
         return newest_now;
     }
     let Some(status) = input.status else {
@@ -50,7 +63,7 @@ pub(crate) fn choose<'a>(input: &StepInput<'a>, newest: &'a Snapshot) -> Choice<
     }
     if !finished(status, running) {
         return Choice {
-            run: running,
+            run: Some(running),
             waiting: Some(newest),
             policy,
         };
@@ -65,8 +78,39 @@ pub(crate) fn choose<'a>(input: &StepInput<'a>, newest: &'a Snapshot) -> Choice<
         _ => newest,
     };
     Choice {
-        run: next,
+        run: Some(next),
         waiting: (next.index != newest.index).then_some(newest),
+        policy,
+    }
+}
+
+/// With a policy problem: the run the status describes goes on (finished or not), and the newest
+/// snapshot waits unless it is that run's content.
+fn held_by_policy<'a>(
+    input: &StepInput<'a>,
+    newest: &'a Snapshot,
+    policy: OnNewSnapshot,
+) -> Choice<'a> {
+    let running = input
+        .status
+        .and_then(|status| running_snapshot(status, input.history));
+    let runs_newest = input.status.is_some_and(|status| {
+        runs_content_of(
+            status.profile_spec_hash.as_deref(),
+            status.stages_hash.as_deref(),
+            newest,
+        )
+    });
+    if runs_newest {
+        return Choice {
+            run: Some(newest),
+            waiting: None,
+            policy,
+        };
+    }
+    Choice {
+        run: running,
+        waiting: Some(newest),
         policy,
     }
 }

@@ -9,6 +9,7 @@ use tollgate_render::{preverification_profile_name, stage_profile_name};
 use crate::approval;
 use crate::gate;
 use crate::input::Desired;
+use crate::lineage::Lineage;
 use crate::status::{Approver, PromotionStatus, runs_content_of};
 
 #[derive(Clone, Copy, Debug)]
@@ -23,6 +24,9 @@ pub struct PreviewInput<'a> {
     /// The live status, when the cluster is known: which run goes on, which stages it passed,
     /// which approvals it consumed. Without it the preview assumes the run of `before`.
     pub status: Option<&'a PromotionStatus>,
+    /// The promotion's snapshots up to the end of the range (oldest first): with the status, they
+    /// tell a rollback from recommitted rejected content.
+    pub history: &'a [Snapshot],
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -44,12 +48,15 @@ pub struct Preview {
 pub enum RunChange {
     /// A new promotion: its first run starts at stage 1.
     Starts,
-    /// Content changed: the pipeline restarts at stage 1, with the content of an earlier
-    /// snapshot when `rollback_of` is set.
+    /// Content changed: the pipeline restarts at stage 1.
     Restarts {
         profile_spec_changed: bool,
         stages_changed: bool,
-        rollback_of: Option<u64>,
+        /// The content equals this earlier snapshot's (a git fact, not a verdict).
+        same_content_as: Option<u64>,
+        /// With the live status: whether that makes it a rollback, or recommitted rejected
+        /// content ([`crate::lineage`]); `None` without the status (unknown).
+        lineage: Option<Lineage>,
     },
     /// Same content: the running pipeline goes on; trigger and annotation edits apply in place.
     Continues,
@@ -169,7 +176,10 @@ fn run_change(input: &PreviewInput<'_>, after: &Snapshot) -> RunChange {
     RunChange::Restarts {
         profile_spec_changed: profile_spec != Some(after.hashes.profile_spec.as_str()),
         stages_changed: stages != Some(after.hashes.stages.as_str()),
-        rollback_of: after.rollback_of,
+        same_content_as: after.same_content_as,
+        lineage: input
+            .status
+            .map(|status| crate::lineage::judge(Some(status), input.history, after)),
     }
 }
 
@@ -277,6 +287,7 @@ mod tests {
             },
             approvals,
             status: None,
+            history: &[],
         }
     }
 
@@ -293,7 +304,8 @@ mod tests {
                 profile_spec_changed: true,
                 // `approved` is not content: the stages hash leaves it out.
                 stages_changed: false,
-                rollback_of: None
+                same_content_as: None,
+                lineage: None,
             }
         );
         assert_eq!(out.stages_run, ["dev", "prod"]);
@@ -368,13 +380,41 @@ mod tests {
         assert_eq!(out.kept, ["p-dev", "p-prod"]);
         assert!(out.pruned.is_empty());
 
-        let mut reverted = snapshot(manifest("0.9.0", json!(null), false), 3, commit(30));
-        reverted.rollback_of = Some(1);
-        let out = preview(&input(Some(&before), &reverted, &[]));
+        // A revert: the same content as #1. Without the live status nobody can tell whether #1
+        // completed (a rollback) or not; with a status where #1 completed, it is a rollback.
+        let newer = snapshot(manifest("1.1.0", json!(null), false), 2, commit(20));
+        let mut reverted = snapshot(manifest("1.0.0", json!(null), false), 3, commit(30));
+        reverted.same_content_as = Some(1);
+        let out = preview(&input(Some(&newer), &reverted, &[]));
         assert!(matches!(
             out.run,
             RunChange::Restarts {
-                rollback_of: Some(1),
+                same_content_as: Some(1),
+                lineage: None,
+                ..
+            }
+        ));
+        let mut status = crate::status::PromotionStatus::empty();
+        status.snapshot_index = Some(1);
+        status.snapshot_id = Some(before.id().to_string());
+        crate::lineage::record(
+            &mut status,
+            crate::lineage::Verdict::Completed,
+            chrono::DateTime::UNIX_EPOCH,
+        );
+        status.profile_spec_hash = Some(newer.hashes.profile_spec.clone());
+        status.stages_hash = Some(newer.hashes.stages.clone());
+        status.snapshot_index = Some(2);
+        let history = [before.clone(), newer.clone(), reverted.clone()];
+        let out = preview(&PreviewInput {
+            status: Some(&status),
+            history: &history,
+            ..input(Some(&newer), &reverted, &[])
+        });
+        assert!(matches!(
+            out.run,
+            RunChange::Restarts {
+                lineage: Some(Lineage::Rollback { to: 1 }),
                 ..
             }
         ));

@@ -34,6 +34,10 @@ pub enum Phase {
     RolledBack,
     /// HEAD's file is invalid; the last good snapshot keeps running.
     Invalid,
+    /// A new snapshot waits because the RolloutPolicy governing the promotion cannot be resolved
+    /// (a conflict, a missing or broken policy): nothing new starts until it is fixed; a run in
+    /// progress goes on under its last valid policy.
+    Held,
     /// Gone from git, but the blast-radius guard holds the removal: frozen until confirmed.
     RemovalHeld,
     /// Gone from git; generated profiles are being deleted.
@@ -54,6 +58,7 @@ impl Phase {
             Phase::RollingBack => "RollingBack",
             Phase::RolledBack => "RolledBack",
             Phase::Invalid => "Invalid",
+            Phase::Held => "Held",
             Phase::RemovalHeld => "RemovalHeld",
             Phase::Removing => "Removing",
             Phase::Removed => "Removed",
@@ -136,6 +141,10 @@ pub struct PromotionStatus {
     /// reaches them, and `stages` lists only the stages started in the current run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stages_ahead: Vec<StageAhead>,
+    /// What each recent content did when it ran here (completed or rejected), newest last,
+    /// bounded: only completed content is restored as a rollback (see `lineage`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verdicts: Vec<crate::lineage::ContentVerdict>,
 }
 
 /// A stage the current run has not reached yet.
@@ -242,6 +251,7 @@ impl PromotionStatus {
             blackout_until: None,
             runs: RunHistory::default(),
             stages_ahead: Vec::new(),
+            verdicts: Vec::new(),
         }
     }
 
@@ -529,6 +539,6 @@ mod tests {
     #[test]
     fn rare_parts_of_a_status_are_boxed() {
         assert!(std::mem::size_of::<StageStatus>() <= 440);
-        assert!(std::mem::size_of::<PromotionStatus>() <= 456);
+        assert!(std::mem::size_of::<PromotionStatus>() <= 480);
     }
 }

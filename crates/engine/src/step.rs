@@ -21,6 +21,7 @@ use crate::drift;
 use crate::effects::Effects;
 use crate::features::fresh_after_apply;
 use crate::input::{Desired, StepInput};
+use crate::lineage::{self, Lineage, Verdict};
 use crate::messages;
 use crate::never_valid;
 use crate::new_snapshot::{self, Choice};
@@ -58,6 +59,8 @@ pub mod reasons {
     pub const WAVE_STARTED: &str = "WaveStarted";
     pub const WAVE_COMPLETED: &str = "WaveCompleted";
     pub const SNAPSHOTS_SUPERSEDED: &str = "SnapshotsSuperseded";
+    pub const POLICY_INVALID: &str = "PolicyInvalid";
+    pub const REJECTED_CONTENT_RECOMMITTED: &str = "RejectedContentRecommitted";
 }
 
 /// Evaluate the promotion once. See the module documentation for the contract.
@@ -113,22 +116,101 @@ fn coalesce_handoffs(events: &mut Vec<EngineEvent>) {
 /// snapshot waits, the next run starts in the same step (after the first one's actions, if any,
 /// took effect: then the engine asks to be woken at once).
 fn run_snapshot(input: &StepInput<'_>, newest: &Snapshot, invalid: Option<&str>) -> StepOutput {
-    let choice = new_snapshot::choose(input, newest);
+    let newest_lineage = judge(input.status, input.history, newest);
+    let choice = new_snapshot::choose(input, newest, newest_lineage.rollback_to().is_some());
+    let mut output = match choice.run {
+        Some(run) => run_chosen(input, newest, run, &choice, invalid),
+        None => held_without_run(input, newest, invalid),
+    };
+    tell_conditions(input, newest, &newest_lineage, &mut output);
+    output
+}
+
+/// [`lineage::judge`], skipped for content git has not seen before (most steps).
+fn judge(status: Option<&PromotionStatus>, history: &[Snapshot], snapshot: &Snapshot) -> Lineage {
+    match snapshot.same_content_as {
+        Some(_) => lineage::judge(status, history, snapshot),
+        None => Lineage::Forward,
+    }
+}
+
+/// The conditions beside the phase: the governing policy, and recommitted rejected content;
+/// each told once by a Warning event when it appears or changes.
+fn tell_conditions(
+    input: &StepInput<'_>,
+    newest: &Snapshot,
+    newest_lineage: &Lineage,
+    output: &mut StepOutput,
+) {
+    let problem = input.policy_problem;
+    if conditions::set_policy_valid(&mut output.status, problem, input.now)
+        && let Some(problem) = problem
+    {
+        output.events.push(EngineEvent::warning(
+            reasons::POLICY_INVALID,
+            problem.to_string(),
+        ));
+    }
+    let status = &output.status;
+    let halted = status.failure.is_some()
+        && runs_content_of(
+            status.profile_spec_hash.as_deref(),
+            status.stages_hash.as_deref(),
+            newest,
+        );
+    let note = newest_lineage.rejected_note(newest, halted);
+    if conditions::set_rejected_content(&mut output.status, note.as_deref(), input.now)
+        && let Some(note) = &note
+    {
+        output.events.push(EngineEvent::warning(
+            reasons::REJECTED_CONTENT_RECOMMITTED,
+            capitalized(note),
+        ));
+    }
+    if let Some(note) = note
+        && output.status.snapshot_index != Some(newest.index)
+    {
+        append_message(&mut output.status, &note);
+    }
+}
+
+/// Nothing runs and nothing may start (a policy problem before any run): say why.
+fn held_without_run(input: &StepInput<'_>, newest: &Snapshot, invalid: Option<&str>) -> StepOutput {
+    let mut status = input.status.cloned().unwrap_or_else(PromotionStatus::empty);
+    status.hash_scheme = HASH_SCHEME;
+    status.invalid_spec = invalid.map(str::to_string);
+    status.next_wake_up = None;
+    status.message = None;
+    let output = StepOutput {
+        actions: Vec::new(),
+        status,
+        events: Vec::new(),
+        wake_at: None,
+    };
+    held_by_policy(output, newest, input.policy_problem.unwrap_or_default())
+}
+
+/// Runs `run` (the snapshot [`new_snapshot::choose`] picked); when that run finishes in this step
+/// and a newer snapshot waits, the next run starts in the same step.
+fn run_chosen<'a>(
+    input: &StepInput<'a>,
+    newest: &'a Snapshot,
+    run: &'a Snapshot,
+    choice: &Choice<'a>,
+    invalid: Option<&str>,
+) -> StepOutput {
     // An older run that goes on reads the file's current metadata: its pause annotation, and the
     // approval annotations people write at HEAD for it.
-    let running = choice.waiting.map(|_| choice.run.with_metadata_of(newest));
-    let choice = match &running {
-        Some(running) => Choice {
-            run: running,
-            ..choice
-        },
-        None => choice,
-    };
-    let mut first = Run::new(input, &choice, invalid).run();
+    let running = choice.waiting.map(|_| run.with_metadata_of(newest));
+    let run = running.as_ref().unwrap_or(run);
+    let mut first = Run::new(input, run, choice, invalid).run();
     let Some(waiting) = choice.waiting else {
         return first;
     };
-    if !new_snapshot::finished(&first.status, choice.run) {
+    if let Some(problem) = input.policy_problem {
+        return held_by_policy(first, waiting, problem);
+    }
+    if !new_snapshot::finished(&first.status, run) {
         return queued(first, waiting, choice.policy);
     }
     if !first.actions.is_empty() {
@@ -142,11 +224,11 @@ fn run_snapshot(input: &StepInput<'_>, newest: &Snapshot, invalid: Option<&str>)
         status: Some(&first.status),
         ..*input
     };
-    let next = new_snapshot::choose(&then, newest);
-    if next.run.index == choice.run.index {
+    let next = new_snapshot::choose(&then, newest, judge_rollback(&then, newest));
+    let Some(next_run) = next.run.filter(|next| next.index != run.index) else {
         return queued(first, waiting, choice.policy);
-    }
-    let mut second = Run::new(&then, &next, invalid).run();
+    };
+    let mut second = Run::new(&then, next_run, &next, invalid).run();
     let mut events = first.events;
     events.append(&mut second.events);
     second.events = events;
@@ -154,6 +236,12 @@ fn run_snapshot(input: &StepInput<'_>, newest: &Snapshot, invalid: Option<&str>)
         Some(waiting) => queued(second, waiting, next.policy),
         None => second,
     }
+}
+
+fn judge_rollback(input: &StepInput<'_>, snapshot: &Snapshot) -> bool {
+    judge(input.status, input.history, snapshot)
+        .rollback_to()
+        .is_some()
 }
 
 /// Says in status that `waiting` waits for the running run.
@@ -164,11 +252,38 @@ fn queued(mut output: StepOutput, waiting: &Snapshot, policy: OnNewSnapshot) -> 
         waiting.index,
         policy.as_str()
     );
-    output.status.message = Some(match output.status.message.take() {
-        Some(message) => format!("{message}; {note}"),
-        None => note,
+    append_message(&mut output.status, &note);
+    output
+}
+
+/// Says in status that `waiting` is held by a policy problem: phase `Held`, unless the run that
+/// goes on failed or is paused (that phase says more), and the problem first in the message.
+fn held_by_policy(mut output: StepOutput, waiting: &Snapshot, problem: &str) -> StepOutput {
+    let status = &mut output.status;
+    status.queued_snapshot = Some(waiting.index);
+    let quiet = matches!(
+        status.phase,
+        Phase::Progressing | Phase::Waiting | Phase::Completed | Phase::Invalid
+    );
+    if quiet {
+        status.phase = Phase::Held;
+    }
+    let held = format!(
+        "snapshot #{} is held until the RolloutPolicy is fixed: {problem}",
+        waiting.index
+    );
+    status.message = Some(match status.message.take() {
+        Some(running) => format!("{held}; meanwhile {running}"),
+        None => held,
     });
     output
+}
+
+fn append_message(status: &mut PromotionStatus, note: &str) {
+    status.message = Some(match status.message.take() {
+        Some(message) => format!("{message}; {note}"),
+        None => note.to_string(),
+    });
 }
 
 /// How a stage is entered: as the first stage of a new run (which may replace an earlier run),
@@ -190,6 +305,8 @@ enum Flow {
 struct Run<'i, 'a> {
     input: &'i StepInput<'a>,
     snapshot: &'a Snapshot,
+    /// How the snapshot relates to content that ran here (used when its run starts).
+    lineage: Lineage,
     /// The newest snapshot in git: its annotations (pause) hold whichever snapshot runs.
     newest: &'a Snapshot,
     on_new_snapshot: OnNewSnapshot,
@@ -199,8 +316,12 @@ struct Run<'i, 'a> {
 }
 
 impl<'i, 'a> Run<'i, 'a> {
-    fn new(input: &'i StepInput<'a>, choice: &Choice<'a>, invalid: Option<&str>) -> Self {
-        let snapshot = choice.run;
+    fn new(
+        input: &'i StepInput<'a>,
+        snapshot: &'a Snapshot,
+        choice: &Choice<'a>,
+        invalid: Option<&str>,
+    ) -> Self {
         let mut status = input.status.cloned().unwrap_or_else(PromotionStatus::empty);
         status.hash_scheme = HASH_SCHEME;
         status.queued_snapshot = None;
@@ -216,9 +337,19 @@ impl<'i, 'a> Run<'i, 'a> {
             ));
         }
         status.invalid_spec = invalid.map(str::to_string);
+        let starts = !runs_content_of(
+            status.profile_spec_hash.as_deref(),
+            status.stages_hash.as_deref(),
+            snapshot,
+        );
+        let lineage = match starts {
+            true => judge(input.status, input.history, snapshot),
+            false => Lineage::Forward,
+        };
         Run {
             input,
             snapshot,
+            lineage,
             newest: choice.waiting.unwrap_or(snapshot),
             on_new_snapshot: choice.policy,
             promotion: &snapshot.promotion,
@@ -245,6 +376,14 @@ impl<'i, 'a> Run<'i, 'a> {
 
     fn now(&self) -> DateTime<Utc> {
         self.input.now
+    }
+
+    /// The run restores known-good content (see `lineage`): it passes blackouts and queues.
+    fn is_rollback(&self) -> bool {
+        match self.same_run() {
+            true => self.status.rollback_of.is_some(),
+            false => self.lineage.rollback_to().is_some(),
+        }
     }
 
     /// The status describes a run of the current snapshot.
@@ -405,7 +544,7 @@ impl<'i, 'a> Run<'i, 'a> {
     /// The blackout in force now, if it holds stage starts of this run (a rollback's are not held:
     /// restoring known-good content is what a freeze is for).
     fn blackout(&self) -> Option<ActiveBlackout> {
-        if self.snapshot.rollback_of.is_some() {
+        if self.is_rollback() {
             return None;
         }
         let policy = self.input.policy?;
@@ -493,6 +632,7 @@ impl<'i, 'a> Run<'i, 'a> {
             clusters: exceeded.clusters,
             rollback,
         }));
+        lineage::record(&mut self.status, Verdict::Rejected, now);
     }
 
     /// Re-apply the main profile of every stage this run applied in an earlier step (its apply is
@@ -616,15 +756,18 @@ impl<'i, 'a> Run<'i, 'a> {
         self.status.snapshot_index = Some(snapshot.index);
         self.status.snapshot_commit = Some(snapshot.commit.sha.clone());
         self.status.snapshot_id = Some(snapshot.hashes.snapshot_id.clone());
-        self.status.rollback_of = snapshot.rollback_of;
+        let rollback_to = self.lineage.rollback_to();
+        self.status.rollback_of = rollback_to;
         self.status.invalid_spec = previous.invalid_spec;
+        self.status.verdicts = previous.verdicts;
+        self.status.conditions = previous.conditions;
         self.status.consumed_approvals = previous.consumed_approvals;
         self.status.superseded_snapshots = previous.superseded_snapshots;
         self.status.runs = previous.runs;
         if self.on_new_snapshot == OnNewSnapshot::FinishCurrent {
             self.record_superseded(previous.snapshot_index);
         }
-        if let (Some(failure), Some(earlier)) = (&previous.failure, snapshot.rollback_of)
+        if let (Some(failure), Some(earlier)) = (&previous.failure, rollback_to)
             && !failure.rollback.is_empty()
         {
             self.effects.events.push(EngineEvent::normal(
@@ -637,7 +780,7 @@ impl<'i, 'a> Run<'i, 'a> {
                 ),
             ));
         }
-        if let Some(earlier) = snapshot.rollback_of {
+        if let Some(earlier) = rollback_to {
             self.effects.events.push(EngineEvent::normal(
                 reasons::ROLLBACK,
                 format!(
@@ -894,6 +1037,10 @@ impl<'i, 'a> Run<'i, 'a> {
             if !deletes.contains(&name) {
                 deletes.push(name);
             }
+        }
+        if self.status.phase == Phase::Completed {
+            let now = self.now();
+            lineage::record(&mut self.status, Verdict::Completed, now);
         }
         if self.status.invalid_spec.is_some()
             && matches!(

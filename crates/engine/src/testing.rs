@@ -44,6 +44,8 @@ pub struct World {
     pub history: Vec<Snapshot>,
     /// What the controller says about its watches.
     pub watch_problem: Option<String>,
+    /// Why the governing policy cannot be resolved (`policy` is then its last valid version).
+    pub policy_problem: Option<String>,
 }
 
 impl World {
@@ -59,6 +61,7 @@ impl World {
             policy: None,
             history: Vec::new(),
             watch_problem: None,
+            policy_problem: None,
         }
     }
 
@@ -96,6 +99,7 @@ impl World {
             policy: self.policy.as_ref(),
             history: &self.history,
             watch_problem: self.watch_problem.as_deref(),
+            policy_problem: self.policy_problem.as_deref(),
         })
     }
 
@@ -275,7 +279,7 @@ pub fn snapshot(promotion: ClusterPromotion, index: u64, commit: CommitInfo) -> 
         index,
         hashes: Arc::new(SpecHashes::of(&promotion)),
         commit: commit.into(),
-        rollback_of: None,
+        same_content_as: None,
         promotion: Arc::new(promotion),
         file: "promotions.yaml".to_string(),
     }

@@ -173,7 +173,6 @@ fn d2_an_approval_is_not_reused_by_the_next_run() {
     h.settle();
     let _ = original;
     h.commit_content(with_annotation, 30);
-    h.snapshot.rollback_of = Some(1);
     h.settle();
     assert_eq!(h.status().current_stage_name.as_deref(), Some("s2"));
     assert_eq!(h.status().phase, Phase::Waiting);

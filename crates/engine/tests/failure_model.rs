@@ -283,7 +283,6 @@ fn a_revert_acknowledges_the_rollback() {
     h.settle();
     assert_eq!(h.status().phase, Phase::RolledBack);
     h.commit_content(three_stages("1.0.0"), 40);
-    h.snapshot.rollback_of = Some(1);
     h.settle();
     assert!(reasons(&h).contains(&"RollbackAcknowledged"));
     assert_eq!(h.status().phase, Phase::Completed);

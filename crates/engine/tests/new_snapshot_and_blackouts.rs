@@ -149,16 +149,172 @@ fn queue_runs_every_snapshot_to_completion_in_commit_order() {
 fn a_rollback_takes_effect_at_once_whatever_the_policy() {
     for on_new in ["FinishCurrent", "Queue"] {
         let mut h = at_the_gate(json!({"onNewSnapshot": on_new}));
-        h.commit_content(pipeline("0.9.0"), 20);
-        h.snapshot.rollback_of = Some(1);
+        approve(&mut h, "s2", 15);
         h.settle();
-        assert_eq!(h.status().snapshot_index, Some(2), "{on_new}");
-        assert_eq!(chart_of(&h, "s1"), "0.9.0", "{on_new}");
+        assert_eq!(h.status().phase, Phase::Completed, "{on_new}");
+        // #2 runs to the gate, #3 waits for it; then a revert to #1's (completed) content.
+        h.commit_content(pipeline("2.0.0"), 20);
+        h.settle();
+        h.later(Duration::minutes(10));
+        h.commit_content(pipeline("3.0.0"), 30);
+        h.settle();
+        assert_eq!(h.status().queued_snapshot, Some(3), "{on_new}");
+        h.commit_content(pipeline("1.0.0"), 40);
+        h.settle();
+        assert_eq!(h.status().snapshot_index, Some(4), "{on_new}");
+        assert_eq!(h.status().rollback_of, Some(1), "{on_new}");
+        assert_eq!(chart_of(&h, "s1"), "1.0.0", "{on_new}");
         assert_eq!(h.status().queued_snapshot, None);
     }
 }
 
-/// Brings a run of #1 into `phase`; whether the run is finished there.
+#[test]
+fn content_of_a_snapshot_that_never_ran_is_a_forward_change() {
+    // #1 runs to the gate; #2 and #3 land while it waits (Queue: they wait too); #4 brings back
+    // #2's content, which never ran here: not a rollback, so it waits its turn.
+    let mut h = at_the_gate(json!({"onNewSnapshot": "Queue"}));
+    h.commit_content(pipeline("2.0.0"), 20);
+    h.settle();
+    h.commit_content(pipeline("3.0.0"), 30);
+    h.settle();
+    h.commit_content(pipeline("2.0.0"), 40);
+    assert_eq!(h.snapshot.same_content_as, Some(2));
+    h.settle();
+    assert_eq!(h.status().snapshot_index, Some(1), "#1 still runs");
+    assert_eq!(h.status().rollback_of, None);
+    assert!(!reasons(&h).contains(&"Rollback"), "{:?}", reasons(&h));
+}
+
+#[test]
+fn a_first_rollout_whose_content_equals_an_earlier_commit_is_no_rollback() {
+    // The middle of a fast-forwarded pull request: the controller never saw #1 or #2.
+    let mut h = Harness::new(pipeline("1.0.0"));
+    h.commit_content(pipeline("2.0.0"), 20);
+    h.commit_content(pipeline("1.0.0"), 30);
+    assert_eq!(h.snapshot.same_content_as, Some(1));
+    h.step();
+    assert_eq!(h.status().snapshot_index, Some(3));
+    assert_eq!(h.status().rollback_of, None);
+    assert!(!reasons(&h).contains(&"Rollback"), "{:?}", reasons(&h));
+}
+
+/// #1 completes; #2 fails in s1 and is rolled back (onFailure: Rollback).
+fn rejected_second_snapshot(spec: Value) -> Harness {
+    let mut h = Harness::new(pipeline("1.0.0"));
+    h.world.policy = Some(policy(spec));
+    h.settle();
+    h.later(Duration::minutes(10));
+    approve(&mut h, "s2", 15);
+    h.settle();
+    assert_eq!(h.status().phase, Phase::Completed);
+    h.world.failing_clusters.insert("s1-1".to_string());
+    h.commit_content(pipeline("2.0.0"), 20);
+    h.settle();
+    h.world.failing_clusters.clear();
+    h.settle();
+    assert_eq!(
+        h.status().phase,
+        Phase::RolledBack,
+        "{:?}",
+        h.status().message
+    );
+    h
+}
+
+#[test]
+fn recommitted_rejected_content_obeys_a_blackout_and_is_warned() {
+    let mut h = rejected_second_snapshot(json!({"onFailure": "Rollback"}));
+    // The revert acknowledges the rollback (#3 = #1's content) ...
+    h.commit_content(pipeline("1.0.0"), 30);
+    h.settle();
+    assert_eq!(h.status().rollback_of, Some(1));
+    h.world.policy = Some(policy(json!({
+        "onFailure": "Rollback",
+        "blackouts": [{"from": "2025-10-07", "to": "2025-10-09", "reason": "freeze"}],
+    })));
+    // ... and a revert of the revert brings #2's content back, during the freeze.
+    h.commit_content(pipeline("2.0.0"), 40);
+    assert_eq!(h.snapshot.same_content_as, Some(2));
+    let out = h.step();
+    assert!(out.actions.is_empty(), "held: {:?}", out.actions);
+    assert_eq!(chart_of(&h, "s1"), "1.0.0");
+    assert_eq!(h.status().snapshot_index, Some(3), "#4 waits");
+    let warned: Vec<&str> = h
+        .world
+        .events
+        .iter()
+        .filter(|e| e.reason == "RejectedContentRecommitted")
+        .map(|e| e.note.as_str())
+        .collect();
+    assert_eq!(warned.len(), 1, "{:?}", h.world.events);
+    assert!(
+        warned[0].contains("content of snapshot #2, rejected at 2025-10-07"),
+        "{}",
+        warned[0]
+    );
+    let message = h.status().message.clone().unwrap_or_default();
+    assert!(message.contains("blackout"), "{message}");
+    assert!(message.contains("rejected at"), "{message}");
+    let condition = tollgate_engine::conditions::problem(h.status(), "RejectedContent");
+    assert!(condition.is_some(), "{:?}", h.status().conditions);
+    // Told once, not at every step.
+    h.settle();
+    let told = h
+        .world
+        .events
+        .iter()
+        .filter(|e| e.reason == "RejectedContentRecommitted")
+        .count();
+    assert_eq!(told, 1);
+}
+
+#[test]
+fn rejected_content_pushed_again_at_once_is_not_applied_again() {
+    let mut h = rejected_second_snapshot(json!({"onFailure": "Rollback"}));
+    let applied = h.world.executed.len();
+    h.commit_content(pipeline("2.0.0"), 30);
+    h.settle();
+    assert_eq!(
+        h.world.executed.len(),
+        applied,
+        "{:?}",
+        &h.world.executed[applied..]
+    );
+    assert_eq!(h.status().phase, Phase::RolledBack);
+    let message = h.status().message.clone().unwrap_or_default();
+    assert!(message.contains("not applied again"), "{message}");
+    assert!(reasons(&h).contains(&"RejectedContentRecommitted"));
+}
+
+#[test]
+fn recommitted_rejected_content_waits_its_turn_like_any_change() {
+    let mut h =
+        rejected_second_snapshot(json!({"onFailure": "Rollback", "onNewSnapshot": "Queue"}));
+    // #3 restores #1 (a rollback, acknowledged), and runs to the gate.
+    h.commit_content(pipeline("1.0.0"), 30);
+    h.settle();
+    assert_eq!(h.status().rollback_of, Some(1));
+    h.commit_content(pipeline("2.0.0"), 40);
+    h.settle();
+    assert_eq!(h.status().snapshot_index, Some(3), "#4 queued behind #3");
+    assert_eq!(h.status().queued_snapshot, Some(4));
+}
+
+#[test]
+fn a_revert_to_what_the_stages_run_now_is_a_rollback_even_if_it_never_completed() {
+    // #1 runs to the gate (never completes); #2 restarts s1; reverting to #1 restores s1 at once.
+    let mut h = at_the_gate(json!({"blackouts": [
+        {"from": "2025-10-07T10:15:00Z", "to": "2025-10-09", "reason": "freeze"}]}));
+    h.commit_content(pipeline("2.0.0"), 20);
+    h.settle();
+    assert_eq!(chart_of(&h, "s1"), "2.0.0");
+    h.world.now = t("2025-10-07T10:20:00Z");
+    h.commit_content(pipeline("1.0.0"), 30);
+    h.settle();
+    assert_eq!(h.status().rollback_of, Some(1), "{:?}", h.status().message);
+    assert_eq!(chart_of(&h, "s1"), "1.0.0");
+}
+
 fn reach(h: &mut Harness, phase: &str) -> bool {
     match phase {
         "provisioning" => {
@@ -277,6 +433,10 @@ fn no_stage_starts_inside_a_blackout_and_the_engine_wakes_at_its_end() {
 fn a_new_run_waits_for_the_blackout_but_a_rollback_does_not() {
     let mut h = Harness::new(pipeline("1.0.0"));
     h.settle();
+    h.later(Duration::minutes(10));
+    approve(&mut h, "s2", 15);
+    h.settle();
+    assert_eq!(h.status().phase, Phase::Completed, "#1 is known good");
     h.commit_content(pipeline("2.0.0"), 20);
     h.settle();
     h.world.policy = Some(policy(json!({"blackouts": [{
@@ -296,7 +456,6 @@ fn a_new_run_waits_for_the_blackout_but_a_rollback_does_not() {
     );
     // A revert to #1's content during the freeze: restoring known-good content is not held.
     h.commit_content(pipeline("1.0.0"), 40);
-    h.snapshot.rollback_of = Some(1);
     h.settle();
     assert_eq!(h.status().snapshot_index, Some(4), "a rollback is not held");
     assert_eq!(chart_of(&h, "s1"), "1.0.0");

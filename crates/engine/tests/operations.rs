@@ -158,7 +158,6 @@ fn rollback_is_marked_in_status_and_events() {
     h.commit_content(promotion_with(profile_spec("2.0.0"), stages.clone()), 20);
     h.settle();
     h.commit_content(promotion_with(profile_spec("1.0.0"), stages), 30);
-    h.snapshot.rollback_of = Some(1);
     let out = h.settle();
     assert_eq!(out.status.rollback_of, Some(1));
     assert_eq!(out.status.snapshot_index, Some(3));

@@ -182,7 +182,6 @@ fn a_failure_with_rollback_records_the_failed_stage_and_the_restores() {
 
     // Reverting to #1's content starts a rollback run.
     h.commit_content(three("1.0.0"), 30);
-    h.snapshot.rollback_of = Some(1);
     h.settle_at(t("2025-10-07T10:20:00Z"));
     let runs = &h.status().runs;
     assert_eq!(runs.len(), 3);

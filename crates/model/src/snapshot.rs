@@ -40,8 +40,11 @@ pub struct Snapshot {
     /// The first commit (in first-parent order) carrying this content. Shared: one commit's
     /// info is built once and referenced by every snapshot and approval event it makes.
     pub commit: Arc<CommitInfo>,
-    /// Set when these hashes equal those of an earlier snapshot: a rollback (typically `git revert`).
-    pub rollback_of: Option<u64>,
+    /// Set when these hashes equal those of an earlier snapshot (the first one): a git fact, not a
+    /// verdict. Whether it is a rollback depends on what that content did when it ran, which the
+    /// engine knows (`tollgate_engine::lineage`): only content that completed a run, or that the
+    /// stages run now, is restored as a rollback.
+    pub same_content_as: Option<u64>,
     /// The promotion as of the newest commit that carries this snapshot's content. Trigger edits
     /// (which do not change the hashes) show up here without creating a new snapshot.
     pub promotion: Arc<ClusterPromotion>,

@@ -218,7 +218,7 @@ mod tests {
                 subject: String::new(),
             }
             .into(),
-            rollback_of: None,
+            same_content_as: None,
             promotion: Arc::new(promotion),
             file: String::new(),
         }

@@ -72,7 +72,7 @@ fn snapshot_of(promotion: ClusterPromotion) -> Snapshot {
             subject: "roll out".to_string(),
         }
         .into(),
-        rollback_of: None,
+        same_content_as: None,
         promotion: Arc::new(promotion),
         file: "promotions.yaml".to_string(),
     }

@@ -300,7 +300,7 @@ impl PromotionHistory {
                         last.file = file;
                     }
                     _ => {
-                        let rollback_of = self
+                        let same_content_as = self
                             .snapshots
                             .iter()
                             .find(|s| s.hashes == hashes)
@@ -316,7 +316,7 @@ impl PromotionHistory {
                             index,
                             hashes,
                             commit: Arc::clone(commit),
-                            rollback_of,
+                            same_content_as,
                             promotion: Arc::clone(&promotion),
                             file,
                         });
@@ -794,7 +794,7 @@ mod tests {
 
     fn snapshot_of(index: &HistoryIndex, name: &str) -> (u64, Option<u64>) {
         let last = index.promotions[name].snapshots.last().expect("snapshot");
-        (last.index, last.rollback_of)
+        (last.index, last.same_content_as)
     }
 
     #[test]

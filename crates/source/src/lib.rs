@@ -28,7 +28,7 @@ pub use blob::{Diagnostic, Limits};
 pub use config::{Auth, Secret, SourceConfig};
 pub use error::{SourceError, redact_url};
 pub use poker::Poker;
-pub use policies::PolicySet;
+pub use policies::{PolicyProblem, PolicySet};
 pub use repo::current_branch;
 pub use report::{Change, PromotionView, SyncReport};
 pub use source::GitSource;

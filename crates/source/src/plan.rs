@@ -323,9 +323,9 @@ pub fn plan_range_in(
                 plan.approvals = history.approvals.clone();
             }
             if let Some(snapshot) = &plan.after {
-                match policies.choose(&snapshot.promotion) {
+                match policies.choose(&snapshot.promotion, &snapshot.file) {
                     Ok(policy) => plan.policy = policy,
-                    Err(error) => plan.policy_error = Some(error),
+                    Err(problem) => plan.policy_error = Some(problem.message),
                 }
             }
             Some(plan)

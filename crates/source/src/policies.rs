@@ -35,8 +35,11 @@ impl PolicyFile {
 pub(crate) struct PolicyIndex {
     /// Files that define policies (or did, before they stopped parsing), by path.
     files: BTreeMap<String, PolicyFile>,
-    /// Each name's last valid version and its file, while some file defines the name.
-    last_valid: BTreeMap<String, (Arc<RolloutPolicy>, String)>,
+    /// Each name's last valid version, its file and line, while some file defines the name.
+    last_valid: BTreeMap<String, (Arc<RolloutPolicy>, String, u32)>,
+    /// The last valid version of each name no file defines any more: a run it governed goes on
+    /// under it while its promotion's policy cannot be resolved (fail closed).
+    retired: BTreeMap<String, Arc<RolloutPolicy>>,
 }
 
 impl PolicyIndex {
@@ -74,7 +77,9 @@ impl PolicyIndex {
         let definers: Vec<(&str, &PolicyFile)> = self.definers(name).collect();
         let valid = match definers.as_slice() {
             [] => {
-                self.last_valid.remove(name);
+                if let Some((policy, _, _)) = self.last_valid.remove(name) {
+                    self.retired.insert(name.to_string(), policy);
+                }
                 return;
             }
             [(path, file)] => {
@@ -83,17 +88,19 @@ impl PolicyIndex {
                     (
                         Some(PolicyDoc {
                             outcome: Ok(policy),
+                            line,
                             ..
                         }),
                         None,
                         None,
-                    ) => Some((Arc::clone(policy), path.to_string())),
+                    ) => Some((Arc::clone(policy), path.to_string(), *line)),
                     _ => None,
                 }
             }
             _ => None,
         };
         if let Some(valid) = valid {
+            self.retired.remove(name);
             self.last_valid.insert(name.to_string(), valid);
         }
     }
@@ -103,7 +110,12 @@ impl PolicyIndex {
         let policies = self
             .last_valid
             .values()
-            .map(|(policy, file)| (Arc::clone(policy), file.clone()))
+            .map(|(policy, file, _)| (Arc::clone(policy), file.clone()))
+            .collect();
+        let lines = self
+            .last_valid
+            .iter()
+            .map(|(name, (_, _, line))| (name.clone(), *line))
             .collect();
         let mut errors = Vec::new();
         let mut duplicates: BTreeSet<&str> = BTreeSet::new();
@@ -126,7 +138,54 @@ impl PolicyIndex {
             errors.extend(self.duplicate_errors(name));
         }
         errors.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
-        PolicySet::new(policies, errors).with_unusable(self.unusable())
+        let troubled = self.troubled(&errors);
+        let mut set = PolicySet::new(policies, errors).with_unusable(self.unusable());
+        let inner = Arc::make_mut(&mut set.inner);
+        inner.lines = lines;
+        inner.troubled = troubled;
+        inner.retired = self.retired.clone();
+        set
+    }
+
+    /// Names whose definition at head has an error (a file that does not parse, an invalid
+    /// document, a second definition), each with its first error: such a name keeps its last
+    /// valid version, and a promotion it governs holds new snapshots until it is fixed.
+    fn troubled(&self, errors: &[Diagnostic]) -> BTreeMap<String, Diagnostic> {
+        let mut troubled = BTreeMap::new();
+        for (path, file) in &self.files {
+            let names_in_error: Vec<&str> = match &file.broken {
+                Some((names, _)) => names.iter().map(String::as_str).collect(),
+                None => file
+                    .docs
+                    .iter()
+                    .filter(|d| d.outcome.is_err())
+                    .filter_map(|d| d.name.as_deref())
+                    .collect(),
+            };
+            let first_error = errors.iter().find(|d| &d.file == path);
+            for name in names_in_error {
+                if let Some(error) = first_error {
+                    troubled
+                        .entry(name.to_string())
+                        .or_insert_with(|| error.clone());
+                }
+            }
+        }
+        for error in errors.iter().filter(|d| d.code == "duplicate-policy-name") {
+            for name in self
+                .files
+                .get(&error.file)
+                .into_iter()
+                .flat_map(PolicyFile::names)
+            {
+                if self.is_defined_twice(name) {
+                    troubled
+                        .entry(name.to_string())
+                        .or_insert_with(|| error.clone());
+                }
+            }
+        }
+        troubled
     }
 
     /// Names defined at head without a valid version, each with the first file defining it.
@@ -218,6 +277,34 @@ struct PolicySetInner {
     errors: Vec<Diagnostic>,
     /// Names defined at head without a valid version, each with a file defining it.
     unusable: BTreeMap<String, String>,
+    /// The line each valid policy's document starts at, by name.
+    lines: BTreeMap<String, u32>,
+    /// Names whose definition at head has errors, with the first one (see `PolicyIndex`).
+    troubled: BTreeMap<String, Diagnostic>,
+    /// Last valid versions of names no file defines any more.
+    retired: BTreeMap<String, Arc<RolloutPolicy>>,
+}
+
+/// Why the policy governing a promotion cannot be resolved now. The controller fails closed on
+/// it: the run in progress goes on under its last valid policy, nothing new starts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicyProblem {
+    /// What is wrong, where (file and line) and how to fix it.
+    pub message: String,
+    /// The chosen policy when only its file is broken: its last valid version.
+    pub chosen: Option<Arc<RolloutPolicy>>,
+    /// The policies at head, for the last valid version of the one that governed a run.
+    pub set: PolicySet,
+}
+
+impl PolicyProblem {
+    /// The last valid version of the policy to keep a run going under: the chosen one, or the
+    /// one that governed the run (`governed`, the name in its status), if git ever had it.
+    pub fn last_valid(&self, governed: Option<&str>) -> Option<Arc<RolloutPolicy>> {
+        self.chosen
+            .clone()
+            .or_else(|| self.set.last_valid(governed?))
+    }
 }
 
 /// The policies at the branch head. Cheap to clone.
@@ -234,7 +321,7 @@ impl PolicySet {
             inner: Arc::new(PolicySetInner {
                 policies,
                 errors,
-                unusable: BTreeMap::new(),
+                ..PolicySetInner::default()
             }),
         }
     }
@@ -271,36 +358,76 @@ impl PolicySet {
             .map(|(_, file)| file)
     }
 
-    /// The policy governing a promotion: [`choose_policy`], with errors turned into text naming
-    /// the policies' files.
-    pub fn choose(
-        &self,
-        promotion: &ClusterPromotion,
-    ) -> Result<Option<Arc<RolloutPolicy>>, String> {
-        let chosen = choose_policy(&promotion.metadata, self.policies().map(|(p, _)| &**p));
-        match chosen {
-            Ok(None) => Ok(None),
-            Ok(Some(chosen)) => Ok(self
-                .policies()
-                .find(|(policy, _)| std::ptr::eq(&***policy, chosen))
-                .map(|(policy, _)| Arc::clone(policy))),
-            Err(error) => Err(self.describe(&error)),
+    /// `file:line` of a valid policy's document.
+    fn place_of(&self, name: &str) -> String {
+        let file = self.file_of(name).unwrap_or("?");
+        match self.inner.lines.get(name) {
+            Some(line) => format!("{file}:{line}"),
+            None => file.to_string(),
         }
     }
 
-    fn describe(&self, error: &PolicyChoiceError) -> String {
-        let file = |name: &str| self.file_of(name).unwrap_or("?");
+    /// The last valid version of `name`, whether a file still defines it or not.
+    pub fn last_valid(&self, name: &str) -> Option<Arc<RolloutPolicy>> {
+        self.policies()
+            .find(|(policy, _)| policy.name() == name)
+            .map(|(policy, _)| Arc::clone(policy))
+            .or_else(|| self.inner.retired.get(name).cloned())
+    }
+
+    /// The policy governing a promotion: [`choose_policy`]. A conflict, a missing name, or a
+    /// chosen policy whose definition at head has errors is a [`PolicyProblem`] naming files,
+    /// lines and the fix. `file` is the promotion's file (where its annotation is written).
+    pub fn choose(
+        &self,
+        promotion: &ClusterPromotion,
+        file: &str,
+    ) -> Result<Option<Arc<RolloutPolicy>>, PolicyProblem> {
+        let chosen = choose_policy(&promotion.metadata, self.policies().map(|(p, _)| &**p));
+        let problem = |message: String, chosen: Option<Arc<RolloutPolicy>>| PolicyProblem {
+            message,
+            chosen,
+            set: self.clone(),
+        };
+        match chosen {
+            Ok(None) => Ok(None),
+            Ok(Some(chosen)) => {
+                let chosen = self
+                    .policies()
+                    .find(|(policy, _)| std::ptr::eq(&***policy, chosen))
+                    .map(|(policy, _)| Arc::clone(policy));
+                match chosen.as_ref().and_then(|c| self.troubled(c.name())) {
+                    Some(message) => Err(problem(message, chosen)),
+                    None => Ok(chosen),
+                }
+            }
+            Err(error) => Err(problem(self.describe(&error, file), None)),
+        }
+    }
+
+    /// The error of a chosen policy whose definition at head is broken, and the fix.
+    fn troubled(&self, name: &str) -> Option<String> {
+        let error = self.inner.troubled.get(name)?;
+        Some(format!(
+            "RolloutPolicy {name:?} has an error at {}:{}:{} ({}: {}); its last valid version governs the run in progress: fix the file",
+            error.file, error.line, error.column, error.path, error.message
+        ))
+    }
+
+    fn describe(&self, error: &PolicyChoiceError, file: &str) -> String {
         match error {
             PolicyChoiceError::Conflict { first, second } => format!(
-                "RolloutPolicies {first:?} ({}) and {second:?} ({}) both select this promotion: name one with the annotation {POLICY_ANNOTATION}, or narrow a selector",
-                file(first),
-                file(second)
+                "RolloutPolicies {first:?} ({}) and {second:?} ({}) both select this promotion ({file}): name one with the annotation {POLICY_ANNOTATION}, or narrow a selector",
+                self.place_of(first),
+                self.place_of(second)
             ),
             PolicyChoiceError::Missing(name) => match self.inner.unusable.get(name) {
-                Some(file) => format!(
-                    "annotation {POLICY_ANNOTATION} names RolloutPolicy {name:?}, which {file} defines but which has no valid version: fix the errors reported for it"
+                Some(defined) => format!(
+                    "{file}: annotation {POLICY_ANNOTATION} names RolloutPolicy {name:?}, which {defined} defines but which has no valid version: fix the errors reported for it"
                 ),
-                None => error.to_string(),
+                None => format!(
+                    "{file}: annotation {POLICY_ANNOTATION} names RolloutPolicy {name:?}, which no file defines: add it, or correct the annotation"
+                ),
             },
         }
     }
@@ -380,10 +507,100 @@ mod tests {
             "spec": {"stages": []},
         }))
         .expect("promotion");
-        let error = index.set().choose(&promotion).expect_err("unusable");
+        let error = index
+            .set()
+            .choose(&promotion, "app.yaml")
+            .expect_err("unusable")
+            .message;
         assert!(
             error.contains("\"a\", which p.yaml defines but which has no valid version"),
             "{error}"
+        );
+    }
+
+    fn app(annotation: Option<&str>) -> ClusterPromotion {
+        let annotations = match annotation {
+            Some(name) => serde_json::json!({POLICY_ANNOTATION: name}),
+            None => serde_json::json!({}),
+        };
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+            "metadata": {"name": "app", "annotations": annotations},
+            "spec": {"stages": []},
+        }))
+        .expect("promotion")
+    }
+
+    #[test]
+    fn a_chosen_policy_whose_file_stops_parsing_is_a_problem_with_its_last_valid_version() {
+        let mut index = PolicyIndex::default();
+        apply(&mut index, &[("p.yaml", Some(&policy("a", "1m")))]);
+        let chosen = index.set().choose(&app(Some("a")), "app.yaml");
+        assert!(matches!(chosen, Ok(Some(_))));
+        apply(&mut index, &[("p.yaml", Some("kind: [\n"))]);
+        let problem = index
+            .set()
+            .choose(&app(Some("a")), "app.yaml")
+            .expect_err("broken");
+        assert!(
+            problem
+                .message
+                .starts_with("RolloutPolicy \"a\" has an error at p.yaml:1:"),
+            "{}",
+            problem.message
+        );
+        assert!(
+            problem.message.ends_with("fix the file"),
+            "{}",
+            problem.message
+        );
+        let last = problem.last_valid(None).expect("last valid version");
+        assert_eq!(
+            last.spec
+                .progress_deadline
+                .as_ref()
+                .map(|d| d.value.as_secs()),
+            Some(60)
+        );
+        // An invalid document (not a syntax error) is a problem too.
+        apply(&mut index, &[("p.yaml", Some(&policy("a", "forever")))]);
+        let problem = index.set().choose(&app(Some("a")), "app.yaml");
+        assert!(problem.is_err(), "{problem:?}");
+        apply(&mut index, &[("p.yaml", Some(&policy("a", "2m")))]);
+        assert!(matches!(
+            index.set().choose(&app(Some("a")), "app.yaml"),
+            Ok(Some(_))
+        ));
+    }
+
+    #[test]
+    fn a_removed_policy_keeps_its_last_valid_version_for_the_run_it_governed() {
+        let mut index = PolicyIndex::default();
+        apply(&mut index, &[("p.yaml", Some(&policy("a", "1m")))]);
+        apply(&mut index, &[("p.yaml", None)]);
+        let set = index.set();
+        assert_eq!(set.policies().count(), 0, "not selectable any more");
+        let problem = set
+            .choose(&app(Some("a")), "app.yaml")
+            .expect_err("missing");
+        assert!(
+            problem.message.contains("which no file defines"),
+            "{}",
+            problem.message
+        );
+        assert!(problem.last_valid(None).is_none(), "nothing chosen");
+        assert!(
+            problem.last_valid(Some("a")).is_some(),
+            "the governing one is kept"
+        );
+        apply(&mut index, &[("q.yaml", Some(&policy("a", "3m")))]);
+        assert_eq!(
+            index.set().last_valid("a").and_then(|p| p
+                .spec
+                .progress_deadline
+                .as_ref()
+                .map(|d| d.value.as_secs())),
+            Some(180)
         );
     }
 

@@ -12,7 +12,7 @@ fn snapshot_summary(
     source
         .history(name)
         .iter()
-        .map(|s| (s.index, s.commit.sha.clone(), s.rollback_of))
+        .map(|s| (s.index, s.commit.sha.clone(), s.same_content_as))
         .collect()
 }
 

@@ -60,7 +60,9 @@ fn a_policy_added_changed_broken_fixed_and_removed_across_commits() {
         in_force(&set),
         [("fleet".into(), "policies/fleet.yaml".into(), 600)]
     );
-    let chosen = set.choose(&app_promotion(&source)).expect("no conflict");
+    let chosen = set
+        .choose(&app_promotion(&source), "app.yaml")
+        .expect("no conflict");
     assert_eq!(chosen.map(|p| p.name().to_string()), Some("fleet".into()));
 
     repo.write("app.yaml", &Manifest::new("app", "1.1.0").yaml());
@@ -96,7 +98,7 @@ fn a_policy_added_changed_broken_fixed_and_removed_across_commits() {
     repo.commit("remove policy");
     let (changed, set) = sync_policies(&mut source);
     assert!(changed && set.is_empty());
-    assert_eq!(set.choose(&app_promotion(&source)), Ok(None));
+    assert_eq!(set.choose(&app_promotion(&source), "app.yaml"), Ok(None));
 }
 
 #[test]
@@ -176,10 +178,13 @@ fn two_selecting_policies_conflict_by_file_and_the_annotation_resolves_it() {
     repo.commit("two policies select app");
     let mut source = repo.source();
     let (_, set) = sync_policies(&mut source);
-    let conflict = set.choose(&app_promotion(&source)).expect_err("conflict");
+    let conflict = set
+        .choose(&app_promotion(&source), "app.yaml")
+        .expect_err("conflict")
+        .message;
     assert!(
         conflict.starts_with(
-            "RolloutPolicies \"a\" (policies/a.yaml) and \"b\" (policies/b.yaml) both select this promotion: "
+            "RolloutPolicies \"a\" (policies/a.yaml:1) and \"b\" (policies/b.yaml:1) both select this promotion (app.yaml): "
         ),
         "{conflict}"
     );
@@ -189,7 +194,7 @@ fn two_selecting_policies_conflict_by_file_and_the_annotation_resolves_it() {
     repo.commit("name b");
     let (_, set) = sync_policies(&mut source);
     let chosen = set
-        .choose(&app_promotion(&source))
+        .choose(&app_promotion(&source), "app.yaml")
         .expect("annotation wins");
     assert_eq!(chosen.map(|p| p.name().to_string()), Some("b".into()));
 
@@ -197,8 +202,14 @@ fn two_selecting_policies_conflict_by_file_and_the_annotation_resolves_it() {
     repo.write("app.yaml", &missing.yaml());
     repo.commit("name c");
     let (_, set) = sync_policies(&mut source);
-    let error = set.choose(&app_promotion(&source)).expect_err("missing");
-    assert!(error.contains("\"c\", which does not exist"), "{error}");
+    let error = set
+        .choose(&app_promotion(&source), "app.yaml")
+        .expect_err("missing")
+        .message;
+    assert!(
+        error.contains("app.yaml: annotation tollgate.dev/policy names RolloutPolicy \"c\", which no file defines: add it, or correct the annotation"),
+        "{error}"
+    );
 }
 
 #[test]

@@ -6,6 +6,7 @@
 //! redraws; text too long for its column is cut with `…`, and no line is wider than the screen.
 
 use chrono::{DateTime, Utc};
+use tollgate_engine::conditions;
 use tollgate_engine::{Phase, PromotionStatus, StageAhead, StageStatus};
 
 use super::Shown;
@@ -199,6 +200,12 @@ fn phase_since(status: &PromotionStatus) -> Option<DateTime<Utc>> {
 /// The promotion's message where the stage lines cannot say it: failures, rollbacks, an invalid
 /// file at HEAD, a held removal, a snapshot queued behind the run.
 fn notable_message(status: &PromotionStatus) -> Option<String> {
+    if let Some(problem) = conditions::problem(status, conditions::POLICY_VALID) {
+        return Some(format!("policy problem: {}", first_line(&problem.message)));
+    }
+    if let Some(rejected) = conditions::problem(status, conditions::REJECTED_CONTENT) {
+        return Some(first_line(&rejected.message).to_string());
+    }
     if let Some(queued) = status.queued_snapshot {
         return Some(format!(
             "snapshot #{queued} is queued: it starts when this run finishes"

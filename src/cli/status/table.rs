@@ -4,6 +4,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{ContentArrangement, Table};
+use tollgate_engine::conditions;
 use tollgate_engine::{Phase, PromotionStatus, RunFailure, StageStatus};
 
 use super::Shown;
@@ -99,6 +100,14 @@ pub(super) fn render_detail(promotion: &Shown) -> String {
         ("Next wake-up", status.next_wake_up.map(|t| time(Some(t)))),
         ("Paused since", status.paused_since.map(|t| time(Some(t)))),
         ("Invalid spec", status.invalid_spec.clone()),
+        (
+            "Policy error",
+            conditions::problem(status, conditions::POLICY_VALID).map(|c| c.message.clone()),
+        ),
+        (
+            "Warning",
+            conditions::problem(status, conditions::REJECTED_CONTENT).map(|c| c.message.clone()),
+        ),
         (
             "Policy",
             status

@@ -135,9 +135,17 @@ impl Harness {
     }
 
     /// New content committed at first-parent position `seq`: a new snapshot.
+    /// Like git history: content equal to an earlier snapshot's names it (`same_content_as`).
     pub fn commit_content(&mut self, promotion: ClusterPromotion, seq: u64) {
         let index = self.snapshot.index + 1;
-        self.snapshot = testing::snapshot(promotion, index, testing::commit(seq));
+        let mut snapshot = testing::snapshot(promotion, index, testing::commit(seq));
+        snapshot.same_content_as = self
+            .world
+            .history
+            .iter()
+            .find(|s| s.hashes == snapshot.hashes)
+            .map(|s| s.index);
+        self.snapshot = snapshot;
         self.world.history.push(self.snapshot.clone());
     }
 
