@@ -55,7 +55,9 @@ async fn a_repeated_event_extends_its_series_and_another_note_is_another_event()
     .expect("client");
     let publisher = EventPublisher::new(client.clone(), None, false);
     let events: Api<Event> = Api::namespaced(client, "default");
-    let provisioning = |note: &str| EngineEvent::normal("Provisioning", note.to_string());
+    let provisioning = |note: &str| {
+        EngineEvent::normal(tollgate_engine::EventReason::Provisioning, note.to_string())
+    };
 
     publisher.publish("p", None, &provisioning("stage dev provisioned"));
     until(&events, "p", &[("stage dev provisioned", 1)]).await;

@@ -80,10 +80,10 @@ impl EventPublisher {
     /// Logs the event and queues it for the API server.
     pub fn publish(&self, promotion: &str, uid: Option<&str>, event: &EngineEvent) {
         if self.dry_run {
-            info!(promotion, reason = event.reason, note = %event.note, "dry-run: event (not published)");
+            info!(promotion, reason = event.reason.as_str(), note = %event.note, "dry-run: event (not published)");
             return;
         }
-        info!(promotion, reason = event.reason, note = %event.note, "event");
+        info!(promotion, reason = event.reason.as_str(), note = %event.note, "event");
         let Some(queue) =
             shard_of(promotion, self.queues.len()).and_then(|shard| self.queues.get(shard))
         else {
@@ -99,7 +99,12 @@ impl EventPublisher {
                 mpsc::error::TrySendError::Full(_) => "the event queue is full",
                 mpsc::error::TrySendError::Closed(_) => "the event publisher stopped",
             };
-            warn!(promotion, reason = event.reason, why, "event dropped");
+            warn!(
+                promotion,
+                reason = event.reason.as_str(),
+                why,
+                "event dropped"
+            );
         }
     }
 }
@@ -200,7 +205,7 @@ impl SeriesSender {
     async fn run(mut self, mut received: mpsc::Receiver<Queued>) {
         while let Some(queued) = received.recv().await {
             let promotion = queued.promotion.clone();
-            let reason = queued.event.reason;
+            let reason = queued.event.reason.as_str();
             if let Err(error) = self.send(queued).await {
                 warn!(promotion, reason, %error, "could not publish event");
             }
@@ -213,7 +218,7 @@ impl SeriesSender {
         let key = SeriesKey {
             promotion: queued.promotion,
             warning: queued.event.event_type == EventType::Warning,
-            reason: queued.event.reason,
+            reason: queued.event.reason.as_str(),
             note: queued.event.note,
         };
         let id = key.id();

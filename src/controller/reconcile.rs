@@ -229,7 +229,7 @@ pub async fn reconcile(
     // events (only once the step is durable)
     let uid = ctx.statuses.get(name).and_then(|p| p.uid);
     for event in &events {
-        if event.reason == tollgate_engine::step::reasons::DRIFT_CORRECTED {
+        if event.reason == tollgate_engine::EventReason::DriftCorrected {
             ctx.metrics.drift_corrected(name);
         }
         ctx.events.publish(name, uid.as_deref(), event);

@@ -34,7 +34,8 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// The Event reason of a refused delivery (secret file unreadable, request rejected).
-pub const NOTIFICATION_FAILED: &str = "NotificationFailed";
+pub const NOTIFICATION_FAILED: tollgate_engine::EventReason =
+    tollgate_engine::EventReason::NotificationFailed;
 
 pub type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 

@@ -5,13 +5,13 @@
 use tollgate_model::model::{ManualTrigger, Stage, Trigger};
 use tollgate_model::window::{Window, WindowState};
 
+use crate::activity::StageActivity;
 use crate::approval;
 use crate::messages;
 use crate::output::EngineEvent;
+use crate::output::EventReason;
 use crate::stage::{Hold, StageRun};
 use crate::status::ConsumedApproval;
-use crate::status::Phase;
-use crate::step::reasons;
 
 /// The gate let the stage pass; an approval it used must be recorded as consumed.
 pub(crate) struct Passed {
@@ -29,7 +29,7 @@ pub(crate) fn pass(run: &mut StageRun<'_, '_>, trigger: &Trigger) -> Result<Pass
                     run.st.awaiting_window_since.get_or_insert(run.now);
                     run.effects.wake(opens_at);
                     return Err(Hold::Wait(
-                        Phase::Waiting,
+                        StageActivity::AwaitingWindow { until: opens_at },
                         format!(
                             "waiting for the promotion window to open at {}",
                             messages::timestamp(opens_at)
@@ -49,10 +49,10 @@ pub(crate) fn pass(run: &mut StageRun<'_, '_>, trigger: &Trigger) -> Result<Pass
                 run.st.awaiting_approval_since.get_or_insert(run.now);
                 let reason =
                     approval::wanted(run.snapshot, stage, manual, run.approvals, run.consumed);
-                return Err(Hold::Wait(Phase::Waiting, reason));
+                return Err(Hold::Wait(StageActivity::AwaitingApproval, reason));
             };
             run.effects.events.push(EngineEvent::normal(
-                reasons::APPROVED,
+                EventReason::ApprovalUsed,
                 approval::used_note(stage, run.snapshot, &valid.approver),
             ));
             run.st.approver = Some(Box::new(valid.approver));

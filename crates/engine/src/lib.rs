@@ -13,6 +13,7 @@
 //!   status: timestamps change on transitions only, so steady state writes nothing.
 #![forbid(unsafe_code)]
 
+pub mod activity;
 pub mod approval;
 mod clusters;
 pub mod completion;
@@ -50,7 +51,7 @@ pub use notices::{Notice, notices};
 pub use observed::{
     FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSpec, ObservedSummary,
 };
-pub use output::{Action, EngineEvent, EventType, StepOutput};
+pub use output::{Action, EngineEvent, EventReason, EventType, StepOutput};
 pub use preview::{GateVerdict, Preview, PreviewInput, RunChange, preview};
 pub use run_history::{RunHistory, RunOutcome, RunRecord, StageRecord};
 pub use status::{

@@ -4,11 +4,11 @@
 use tollgate_model::hash::HASH_SCHEME;
 
 use crate::input::StepInput;
-use crate::output::{EngineEvent, StepOutput};
+use crate::output::{EngineEvent, EventReason, StepOutput};
 use crate::status::{Phase, PromotionStatus};
 
 /// Event reason for a promotion whose file in git is invalid.
-pub(crate) const INVALID_SPEC: &str = "InvalidSpec";
+pub(crate) const INVALID_SPEC: EventReason = EventReason::InvalidSpec;
 
 pub(crate) fn step_never_valid(input: &StepInput<'_>, error: &str) -> StepOutput {
     let mut status = input.status.cloned().unwrap_or_else(PromotionStatus::empty);

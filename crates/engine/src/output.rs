@@ -41,23 +41,103 @@ pub enum EventType {
     Warning,
 }
 
+/// Why the engine tells something: a Kubernetes event's `reason` (the note carries upstream's
+/// text where there is one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventReason {
+    Provisioning,
+    Provisioned,
+    Rollback,
+    ApprovalUsed,
+    Paused,
+    Resumed,
+    Blocked,
+    Removing,
+    RemovalHeld,
+    DriftCorrected,
+    StageSkipped,
+    StageFailed,
+    BudgetExceeded,
+    ClusterTimedOut,
+    RollingBack,
+    RolledBack,
+    StageRestored,
+    RollbackAcknowledged,
+    Blackout,
+    WaveStarted,
+    WaveCompleted,
+    SnapshotsSuperseded,
+    PolicyInvalid,
+    RejectedContentRecommitted,
+    InvalidSpec,
+    /// Told by the controller's notifier: a notice given up.
+    NotificationFailed,
+}
+
+impl EventReason {
+    /// The reason as the event spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventReason::Provisioning => "Provisioning",
+            EventReason::Provisioned => "Provisioned",
+            EventReason::Rollback => "Rollback",
+            EventReason::ApprovalUsed => "ApprovalUsed",
+            EventReason::Paused => "Paused",
+            EventReason::Resumed => "Resumed",
+            EventReason::Blocked => "Blocked",
+            EventReason::Removing => "Removing",
+            EventReason::RemovalHeld => "RemovalHeld",
+            EventReason::DriftCorrected => "DriftCorrected",
+            EventReason::StageSkipped => "StageSkipped",
+            EventReason::StageFailed => "StageFailed",
+            EventReason::BudgetExceeded => "BudgetExceeded",
+            EventReason::ClusterTimedOut => "ClusterTimedOut",
+            EventReason::RollingBack => "RollingBack",
+            EventReason::RolledBack => "RolledBack",
+            EventReason::StageRestored => "StageRestored",
+            EventReason::RollbackAcknowledged => "RollbackAcknowledged",
+            EventReason::Blackout => "Blackout",
+            EventReason::WaveStarted => "WaveStarted",
+            EventReason::WaveCompleted => "WaveCompleted",
+            EventReason::SnapshotsSuperseded => "SnapshotsSuperseded",
+            EventReason::PolicyInvalid => "PolicyInvalid",
+            EventReason::RejectedContentRecommitted => "RejectedContentRecommitted",
+            EventReason::InvalidSpec => "InvalidSpec",
+            EventReason::NotificationFailed => "NotificationFailed",
+        }
+    }
+}
+
+impl std::fmt::Display for EventReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Lets tests and views compare a reason with its spelling.
+impl PartialEq<&str> for EventReason {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// A Kubernetes event about the promotion.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EngineEvent {
     pub event_type: EventType,
-    pub reason: &'static str,
+    pub reason: EventReason,
     pub note: String,
 }
 
 impl EngineEvent {
-    pub fn normal(reason: &'static str, note: String) -> Self {
+    pub fn normal(reason: EventReason, note: String) -> Self {
         EngineEvent {
             event_type: EventType::Normal,
             reason,
             note,
         }
     }
-    pub fn warning(reason: &'static str, note: String) -> Self {
+    pub fn warning(reason: EventReason, note: String) -> Self {
         EngineEvent {
             event_type: EventType::Warning,
             reason,

@@ -5,9 +5,9 @@ use tollgate_model::hash::HASH_SCHEME;
 use tollgate_model::snapshot::Snapshot;
 
 use crate::input::StepInput;
+use crate::output::EventReason;
 use crate::output::{Action, EngineEvent, StepOutput};
 use crate::status::{Phase, PromotionStatus};
-use crate::step::reasons;
 
 /// Gone from git, removal held by the guard: frozen like a pause (nothing applied, nothing
 /// deleted), so the removed promotion neither advances to another stage nor loses its profiles
@@ -18,7 +18,7 @@ pub(crate) fn step_held(input: &StepInput<'_>, reason: &str) -> StepOutput {
     let mut events = Vec::new();
     if status.phase != Phase::RemovalHeld || status.message.as_ref() != Some(&message) {
         events.push(EngineEvent::warning(
-            reasons::REMOVAL_HELD,
+            EventReason::RemovalHeld,
             format!("Removed from git, removal held: {reason}"),
         ));
     }
@@ -60,7 +60,7 @@ pub(crate) fn step_removed(
         ));
         if first_time {
             events.push(EngineEvent::normal(
-                reasons::REMOVING,
+                EventReason::Removing,
                 "Removed from git; generated ClusterProfiles are kept (preserveClusterProfilesOnDelete)"
                     .to_string(),
             ));
@@ -93,7 +93,7 @@ pub(crate) fn step_removed(
     }
     if first_time && !owned.is_empty() {
         events.push(EngineEvent::normal(
-            reasons::REMOVING,
+            EventReason::Removing,
             format!(
                 "Removed from git; deleting {} generated ClusterProfiles",
                 owned.len()

@@ -17,8 +17,8 @@ use crate::features::fresh_after_apply;
 use crate::messages;
 use crate::observed::Observed;
 use crate::output::EngineEvent;
+use crate::output::EventReason;
 use crate::status::{RestoredStage, RunFailure, StageStatus};
-use crate::step::reasons;
 
 /// The run's stages in restore order: the failing stage (the last one started) first.
 pub(crate) fn plan(stages: &[StageStatus], run: u64) -> Vec<RestoredStage> {
@@ -83,7 +83,7 @@ impl Restore<'_> {
             }
             entry.restored_at = Some(self.now);
             effects.events.push(EngineEvent::normal(
-                reasons::STAGE_RESTORED,
+                EventReason::StageRestored,
                 match entry.to_snapshot {
                     Some(index) => format!("Stage {} restored to snapshot #{index}", entry.name),
                     None => format!("Stage {} withdrawn (it had no profile before)", entry.name),

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use tollgate_model::policy::OnFailure;
 use tollgate_model::snapshot::short_sha;
 
+use crate::activity::StageActivity;
 use crate::status::{PromotionStatus, RunFailure, StageStatus};
 
 /// Runs kept, newest last.
@@ -57,7 +58,36 @@ pub struct RunRecord {
     /// The stages the run entered, in the order entered.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stages: Vec<StageRecord>,
+    /// Stage starts a blackout held (the stage was not entered yet), at most [`HOLDS_KEPT`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_starts: Vec<HeldStart>,
 }
+
+/// A stage start held by a blackout.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldStart {
+    pub stage: String,
+    pub since: DateTime<Utc>,
+    pub until: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One activity of a stage in a run, from `since` until the next one's `since` (or the run's
+/// end, or now).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivitySpan {
+    pub activity: StageActivity,
+    pub since: DateTime<Utc>,
+}
+
+/// Held stage starts kept per run.
+pub const HOLDS_KEPT: usize = 8;
+/// Activity spans kept per stage and run: the first one and the newest (a stage of many waves
+/// loses its middle ones).
+pub const SPANS_KEPT: usize = 32;
 
 /// The transitions of one stage in one run. Each instant is the first one seen: a wait that is
 /// cleared once it passes keeps its start here.
@@ -85,6 +115,9 @@ pub struct StageRecord {
     pub restored_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restored_to: Option<u64>,
+    /// What the stage did, in order: each activity the engine named and since when.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub activities: Vec<ActivitySpan>,
 }
 
 /// The run history as kept in status. Shared, not copied: every step starts from a clone of the
@@ -198,6 +231,7 @@ fn new_run(status: &PromotionStatus, index: u64, now: DateTime<Utc>) -> RunRecor
         ended_at: None,
         outcome: RunOutcome::Running,
         stages: Vec::new(),
+        held_starts: Vec::new(),
     }
 }
 
@@ -225,12 +259,38 @@ fn update(run: &mut RunRecord, status: &PromotionStatus) {
         };
         record.observe(stage, status.failure.as_deref());
     }
+    note_held_starts(run, status);
     let (outcome, ended_at) = outcome(status);
     // A finished run stays finished: a completed run that corrects drift, or whose file turns
     // invalid, did complete.
     if run.outcome == RunOutcome::Running || outcome != RunOutcome::Running {
         run.outcome = outcome;
         run.ended_at = ended_at;
+    }
+}
+
+/// Stage starts a blackout holds now, once per hold.
+fn note_held_starts(run: &mut RunRecord, status: &PromotionStatus) {
+    for ahead in &status.stages_ahead {
+        let StageActivity::Blackout { until, reason, .. } = &ahead.activity else {
+            continue;
+        };
+        let since = ahead.activity_since.unwrap_or(*until);
+        let known = run
+            .held_starts
+            .iter()
+            .any(|h| h.stage == ahead.name && h.since == since);
+        if known {
+            continue;
+        }
+        run.held_starts.push(HeldStart {
+            stage: ahead.name.clone(),
+            since,
+            until: *until,
+            reason: reason.clone(),
+        });
+        let excess = run.held_starts.len().saturating_sub(HOLDS_KEPT);
+        run.held_starts.drain(..excess);
     }
 }
 
@@ -275,14 +335,26 @@ impl StageRecord {
             failed_at: None,
             restored_at: None,
             restored_to: None,
+            activities: Vec::new(),
         }
     }
 
+    /// A stage first seen entered: it started provisioning when it was applied (a status from
+    /// before the history, or whose history was lost, shows a later activity already).
     fn entered(stage: &StageStatus) -> Self {
         let applied_at = stage
             .last_update_reconciled_time
             .unwrap_or(stage.applied_at);
-        StageRecord::new(stage.name.clone(), applied_at)
+        let mut record = StageRecord::new(stage.name.clone(), applied_at);
+        let provisioning = match &stage.activity {
+            StageActivity::Provisioning { wave } => StageActivity::Provisioning { wave: *wave },
+            _ => StageActivity::Provisioning { wave: None },
+        };
+        record.activities.push(ActivitySpan {
+            activity: provisioning,
+            since: applied_at,
+        });
+        record
     }
 
     /// Keep the first instant of every transition `stage` shows.
@@ -294,6 +366,7 @@ impl StageRecord {
         );
         keep_first(&mut self.awaiting_window_since, stage.awaiting_window_since);
         keep_first(&mut self.succeeded_at, stage.succeeded_at);
+        self.note_activity(stage);
         let Some(failure) = failure else {
             return;
         };
@@ -306,6 +379,32 @@ impl StageRecord {
         {
             self.restored_at = restore.restored_at;
             self.restored_to = restore.to_snapshot;
+        }
+    }
+}
+
+impl StageRecord {
+    /// Appends the stage's activity when it is a new one; the same one (a soak whose end
+    /// moved) is updated in place.
+    fn note_activity(&mut self, stage: &StageStatus) {
+        if stage.activity == StageActivity::Pending {
+            return;
+        }
+        match self.activities.last_mut() {
+            Some(span) if span.activity.same_kind(&stage.activity) => {
+                if span.activity != stage.activity {
+                    span.activity = stage.activity.clone();
+                }
+            }
+            _ => {
+                self.activities.push(ActivitySpan {
+                    activity: stage.activity.clone(),
+                    since: stage.activity_since,
+                });
+                if self.activities.len() > SPANS_KEPT {
+                    self.activities.remove(1);
+                }
+            }
         }
     }
 }

@@ -17,6 +17,7 @@ use tollgate_model::snapshot::{ApprovalEvent, Snapshot};
 use tollgate_render::profile::preverification_spec;
 use tollgate_render::{render_preverification_profile, snapshot_digest, spec_hash};
 
+use crate::activity::{StageActivity, WaveOf};
 use crate::clusters::{self, ClusterReport, Judging};
 use crate::completion::{self, AppliedExpectation, Completion};
 use crate::effects::Effects;
@@ -25,18 +26,18 @@ use crate::gate;
 use crate::messages;
 use crate::observed::Observed;
 use crate::output::EngineEvent;
+use crate::output::EventReason;
 use crate::status::{
-    AppliedProfile, ClusterCondition, ClusterState, ConsumedApproval, Phase, StageStatus,
-    WaveProgress,
+    AppliedProfile, ClusterCondition, ClusterState, ConsumedApproval, StageStatus, WaveProgress,
 };
-use crate::step::reasons;
 use crate::waves;
 
 /// Why the stage does not move on in this step.
 #[derive(Debug)]
 pub(crate) enum Hold {
-    /// Waiting for something (Sveltos, time, a person): the phase and the reason.
-    Wait(Phase, String),
+    /// Waiting for something (Sveltos, time, a person): what the stage does meanwhile (which
+    /// makes the promotion's phase) and why, in words.
+    Wait(StageActivity, String),
     /// The stage cannot go on without a fix by the user; recorded as its failure.
     Failed(String),
     /// More clusters failed or timed out than the stage's RolloutPolicy tolerates: the run fails.
@@ -164,11 +165,12 @@ impl StageRun<'_, '_> {
         let now = self.now;
         if !complete {
             self.st.set_failure(Some(completion.message.clone()), now);
-            let message = match self.st.waves.as_deref().filter(|w| w.in_progress()) {
-                Some(w) => format!("wave {}/{}: {}", w.reached, w.total(), completion.message),
+            let wave = self.wave_reached();
+            let message = match wave {
+                Some(w) => format!("wave {}/{}: {}", w.wave, w.of, completion.message),
                 None => completion.message,
             };
-            return Err(Hold::Wait(Phase::Progressing, message));
+            return Err(Hold::Wait(StageActivity::Provisioning { wave }, message));
         }
         if self
             .st
@@ -187,16 +189,25 @@ impl StageRun<'_, '_> {
         if empty && self.st.members.as_ref().is_none_or(Vec::is_empty) {
             self.st.skipped = true;
             self.effects.events.push(EngineEvent::warning(
-                reasons::STAGE_SKIPPED,
+                EventReason::StageSkipped,
                 messages::stage_skipped(&self.stage.name),
             ));
         }
         self.st.provisioned_message = Some(completion.message);
         self.effects.events.push(EngineEvent::normal(
-            reasons::PROVISIONED,
+            EventReason::Provisioned,
             messages::stage_provisioned(&self.stage.name),
         ));
         Ok(())
+    }
+
+    /// The wave reached while waves remain to be started.
+    fn wave_reached(&self) -> Option<WaveOf> {
+        let waves = self.st.waves.as_deref().filter(|w| w.in_progress())?;
+        Some(WaveOf {
+            wave: waves.reached,
+            of: waves.total(),
+        })
     }
 
     /// The per-cluster view of the stage, and whether it is complete: without a policy every
@@ -241,6 +252,7 @@ impl StageRun<'_, '_> {
             (report, judged.map_or(0, <[String]>::len))
         };
         report.write_counts(&mut self.st.counts);
+        self.count_members(reached.as_deref());
         self.tell_timed_out(&report);
         self.st.deadline = deadline;
         self.st.not_provisioned_unlisted = report.unlisted;
@@ -262,7 +274,11 @@ impl StageRun<'_, '_> {
         };
         self.st.allowed_failures = Some(allowed);
         if report.failures() > allowed {
-            let exceeded = self.exceeded(&report, allowed, members, policy.on_failure);
+            let budget = match canary {
+                true => "the canary's budget 0 (a canary tolerates no failure)".to_string(),
+                false => format!("maxFailures {allowed}"),
+            };
+            let exceeded = self.exceeded(&report, &budget, members, policy.on_failure);
             self.st.not_provisioned = report.listed;
             return Err(Hold::Exceeded(exceeded));
         }
@@ -274,6 +290,21 @@ impl StageRun<'_, '_> {
         let settled = report.settled();
         self.st.not_provisioned = report.listed;
         Ok(settled)
+    }
+
+    /// Counts against the stage's members, every wave included: the members fixed at its start
+    /// while a policy governs, else the clusters matching now.
+    fn count_members(&mut self, reached: Option<&[String]>) {
+        let counts = &mut self.st.counts;
+        let members = match &self.st.members {
+            Some(members) => u32::try_from(members.len()).unwrap_or(u32::MAX),
+            None => counts.matching_clusters,
+        };
+        counts.members = members;
+        counts.later_waves = match reached {
+            Some(reached) => members.saturating_sub(u32::try_from(reached.len()).unwrap_or(0)),
+            None => 0,
+        };
     }
 
     /// The reached waves are provisioned. After the pause, and outside a blackout, the next wave
@@ -289,13 +320,16 @@ impl StageRun<'_, '_> {
             .and_then(|w| w.pause.as_ref())
             .map(|p| p.value);
         let Some(waves) = self.st.waves.as_mut() else {
-            return Hold::Wait(Phase::Progressing, "no waves".into());
+            return Hold::Wait(
+                StageActivity::Provisioning { wave: None },
+                "no waves".into(),
+            );
         };
         let (reached, total) = (waves.reached, waves.total());
         if waves.wave_done_at.is_none() {
             waves.wave_done_at = Some(now);
             self.effects.events.push(EngineEvent::normal(
-                reasons::WAVE_COMPLETED,
+                EventReason::WaveCompleted,
                 format!("Stage {stage}: wave {reached}/{total} provisioned"),
             ));
         }
@@ -311,16 +345,38 @@ impl StageRun<'_, '_> {
                 reached + 1,
                 ends.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
             );
-            return Hold::Wait(Phase::Waiting, text);
+            let wave = WaveOf {
+                wave: reached,
+                of: total,
+            };
+            return Hold::Wait(StageActivity::WavePause { wave, until: ends }, text);
         }
         if let Some(blackout) = &self.blackout {
             self.effects.wake(blackout.until);
+            if !matches!(self.st.activity, StageActivity::Blackout { .. }) {
+                self.effects.events.push(EngineEvent::normal(
+                    EventReason::Blackout,
+                    format!(
+                        "Stage {stage}: wave {}/{total} held: {}",
+                        reached + 1,
+                        blackout.describe()
+                    ),
+                ));
+            }
             let text = format!(
                 "wave {}/{total} waits: {}",
                 reached + 1,
                 blackout.describe()
             );
-            return Hold::Wait(Phase::Waiting, text);
+            let held = StageActivity::Blackout {
+                until: blackout.until,
+                reason: blackout.reason.clone(),
+                wave: Some(WaveOf {
+                    wave: reached + 1,
+                    of: total,
+                }),
+            };
+            return Hold::Wait(held, text);
         }
         waves.reached += 1;
         waves.wave_done_at = None;
@@ -358,14 +414,18 @@ impl StageRun<'_, '_> {
             String::new()
         };
         self.effects.events.push(EngineEvent::normal(
-            reasons::WAVE_STARTED,
+            EventReason::WaveStarted,
             format!(
                 "Stage {stage}: wave {}/{total} started: {shown}{more}",
                 reached + 1
             ),
         ));
+        let wave = Some(WaveOf {
+            wave: reached + 1,
+            of: total,
+        });
         Hold::Wait(
-            Phase::Progressing,
+            StageActivity::Provisioning { wave },
             format!(
                 "wave {}/{total}: provisioning {} cluster(s)",
                 reached + 1,
@@ -400,7 +460,7 @@ impl StageRun<'_, '_> {
             String::new()
         };
         self.effects.events.push(EngineEvent::warning(
-            reasons::CLUSTER_TIMED_OUT,
+            EventReason::ClusterTimedOut,
             format!(
                 "Stage {}: {} cluster(s) not Provisioned by the deadline: {shown}{more}",
                 self.stage.name,
@@ -412,7 +472,7 @@ impl StageRun<'_, '_> {
     fn exceeded(
         &self,
         report: &ClusterReport,
-        allowed: u32,
+        budget: &str,
         members: usize,
         on_failure: OnFailure,
     ) -> Exceeded {
@@ -428,7 +488,7 @@ impl StageRun<'_, '_> {
             .join("; ");
         Exceeded {
             reason: format!(
-                "{} of {members} clusters failed or timed out ({} failed, {} timed out), over maxFailures {allowed}: {first}",
+                "{} of {members} clusters failed or timed out ({} failed, {} timed out), over {budget}: {first}",
                 report.failures(),
                 report.failed,
                 report.timed_out,
@@ -457,7 +517,8 @@ impl StageRun<'_, '_> {
         let text = messages::delayed(delay.value, ends_at);
         self.st.describe(&text, self.now);
         self.effects.wake(ends_at);
-        Err(Hold::Wait(Phase::Waiting, lowercase_first(&text)))
+        let soaking = StageActivity::Soaking { until: ends_at };
+        Err(Hold::Wait(soaking, lowercase_first(&text)))
     }
 
     /// 4. The pre-verification profile, from the end of the delay until the stage is left.
@@ -550,7 +611,7 @@ impl StageRun<'_, '_> {
         self.st.set_failure(Some(problem.clone()), now);
         self.st.describe(waiting_text, now);
         Err(Hold::Wait(
-            Phase::Progressing,
+            StageActivity::HealthChecks,
             format!("waiting for health checks to pass: {problem}"),
         ))
     }

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tollgate_model::hash::HASH_SCHEME;
 
+use crate::activity::StageActivity;
 use crate::run_history::RunHistory;
 
 /// Newest consumed approvals kept in status; older ones belong to runs long gone.
@@ -155,6 +156,16 @@ pub struct StageAhead {
     /// The snapshot its ClusterProfile carries (from an earlier run); `None`: it has none yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_index: Option<u64>,
+    /// `Pending`, or `Blackout` when a blackout holds its start.
+    #[serde(default)]
+    pub activity: StageActivity,
+    /// Since when (a blackout's start of the hold); `None` for `Pending`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity_since: Option<DateTime<Utc>>,
+}
+
+fn epoch() -> DateTime<Utc> {
+    DateTime::<Utc>::UNIX_EPOCH
 }
 
 /// How many superseded snapshot numbers the status keeps.
@@ -288,6 +299,12 @@ pub fn runs_content_of(
 #[serde(rename_all = "camelCase")]
 pub struct StageStatus {
     pub name: String,
+    /// What the stage is doing now (named by the engine; every view reads this).
+    #[serde(default)]
+    pub activity: StageActivity,
+    /// Since when it does that.
+    #[serde(default = "epoch")]
+    pub activity_since: DateTime<Utc>,
     /// When the stage was started in this run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_update_reconciled_time: Option<DateTime<Utc>>,
@@ -484,7 +501,15 @@ pub struct AppliedProfile {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StageCounts {
-    /// Ready, unpaused clusters matching the stage selector.
+    /// The clusters the stage is judged over: its members, fixed when it started (every wave),
+    /// while a policy governs; else the clusters matching now. Views count against this.
+    #[serde(default)]
+    pub members: u32,
+    /// Members in waves not reached yet (waiting for their wave).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub later_waves: u32,
+    /// Ready, unpaused clusters matching the stage selector (the waves reached, while waves
+    /// remain).
     pub matching_clusters: u32,
     pub summaries: u32,
     /// ClusterSummaries carrying the applied spec with every feature freshly Provisioned.
@@ -538,7 +563,8 @@ mod tests {
     /// 10,000 promotions keep their statuses in memory: the rare parts stay boxed.
     #[test]
     fn rare_parts_of_a_status_are_boxed() {
-        assert!(std::mem::size_of::<StageStatus>() <= 440);
+        // 504 since stages carry their activity (+64 bytes: 2.5 MB at 10,000 promotions of 4 stages).
+        assert!(std::mem::size_of::<StageStatus>() <= 512);
         assert!(std::mem::size_of::<PromotionStatus>() <= 480);
     }
 }

@@ -16,6 +16,7 @@ use tollgate_render::{
     preverification_profile_name, snapshot_digest, spec_hash, stage_profile_name,
 };
 
+use crate::activity::{self, StageActivity, WaveOf};
 use crate::conditions;
 use crate::drift;
 use crate::effects::Effects;
@@ -26,7 +27,7 @@ use crate::messages;
 use crate::never_valid;
 use crate::new_snapshot::{self, Choice};
 use crate::observed::{Observed, ObservedProfile};
-use crate::output::{Action, EngineEvent, StepOutput};
+use crate::output::{Action, EngineEvent, EventReason, StepOutput};
 use crate::removal;
 use crate::rollback;
 use crate::stage::{Exceeded, Hold, StageProfiles, StageRun, lowercase_first};
@@ -34,34 +35,6 @@ use crate::status::{
     Phase, PolicyRef, PromotionStatus, RunFailure, StageAhead, StageStatus, runs_content_of,
 };
 use crate::waves;
-
-/// Event reasons (the note carries upstream's text where there is one).
-pub mod reasons {
-    pub const PROVISIONING: &str = "Provisioning";
-    pub const PROVISIONED: &str = "Provisioned";
-    pub const ROLLBACK: &str = "Rollback";
-    pub const APPROVED: &str = "ApprovalUsed";
-    pub const PAUSED: &str = "Paused";
-    pub const RESUMED: &str = "Resumed";
-    pub const BLOCKED: &str = "Blocked";
-    pub const REMOVING: &str = "Removing";
-    pub const REMOVAL_HELD: &str = "RemovalHeld";
-    pub const DRIFT_CORRECTED: &str = "DriftCorrected";
-    pub const STAGE_SKIPPED: &str = "StageSkipped";
-    pub const STAGE_FAILED: &str = "StageFailed";
-    pub const BUDGET_EXCEEDED: &str = "BudgetExceeded";
-    pub const CLUSTER_TIMED_OUT: &str = "ClusterTimedOut";
-    pub const ROLLING_BACK: &str = "RollingBack";
-    pub const ROLLED_BACK: &str = "RolledBack";
-    pub const STAGE_RESTORED: &str = "StageRestored";
-    pub const ROLLBACK_ACKNOWLEDGED: &str = "RollbackAcknowledged";
-    pub const BLACKOUT: &str = "Blackout";
-    pub const WAVE_STARTED: &str = "WaveStarted";
-    pub const WAVE_COMPLETED: &str = "WaveCompleted";
-    pub const SNAPSHOTS_SUPERSEDED: &str = "SnapshotsSuperseded";
-    pub const POLICY_INVALID: &str = "PolicyInvalid";
-    pub const REJECTED_CONTENT_RECOMMITTED: &str = "RejectedContentRecommitted";
-}
 
 /// Evaluate the promotion once. See the module documentation for the contract.
 pub fn step(input: &StepInput<'_>) -> StepOutput {
@@ -91,17 +64,20 @@ fn drop_unphased_stage_events(before: Option<&PromotionStatus>, output: &mut Ste
     }
     output
         .events
-        .retain(|e| e.reason != reasons::PROVISIONING && e.reason != reasons::PROVISIONED);
+        .retain(|e| e.reason != EventReason::Provisioning && e.reason != EventReason::Provisioned);
 }
 
 /// A stage provisioned and the next one started in the same step is one transition: one event
 /// ("Stage dev provisioned; provisioning stage staging"), not two (API-server economy).
 fn coalesce_handoffs(events: &mut Vec<EngineEvent>) {
-    while let Some(done) = events.iter().position(|e| e.reason == reasons::PROVISIONED) {
+    while let Some(done) = events
+        .iter()
+        .position(|e| e.reason == EventReason::Provisioned)
+    {
         let Some(next) = events
             .iter()
             .skip(done + 1)
-            .position(|e| e.reason == reasons::PROVISIONING)
+            .position(|e| e.reason == EventReason::Provisioning)
             .map(|offset| done + 1 + offset)
         else {
             return;
@@ -147,7 +123,7 @@ fn tell_conditions(
         && let Some(problem) = problem
     {
         output.events.push(EngineEvent::warning(
-            reasons::POLICY_INVALID,
+            EventReason::PolicyInvalid,
             problem.to_string(),
         ));
     }
@@ -163,7 +139,7 @@ fn tell_conditions(
         && let Some(note) = &note
     {
         output.events.push(EngineEvent::warning(
-            reasons::REJECTED_CONTENT_RECOMMITTED,
+            EventReason::RejectedContentRecommitted,
             capitalized(note),
         ));
     }
@@ -211,12 +187,12 @@ fn run_chosen<'a>(
         return held_by_policy(first, waiting, problem);
     }
     if !new_snapshot::finished(&first.status, run) {
-        return queued(first, waiting, choice.policy);
+        return queued(first, waiting, choice.policy, input.history);
     }
     if !first.actions.is_empty() {
         first.wake_at = Some(input.now);
         first.status.next_wake_up = first.wake_at;
-        return queued(first, waiting, choice.policy);
+        return queued(first, waiting, choice.policy, input.history);
     }
     // The finished run's record is closed before the next run starts (the history is carried).
     crate::run_history::record(input.status, &mut first.status, input.now);
@@ -226,14 +202,14 @@ fn run_chosen<'a>(
     };
     let next = new_snapshot::choose(&then, newest, judge_rollback(&then, newest));
     let Some(next_run) = next.run.filter(|next| next.index != run.index) else {
-        return queued(first, waiting, choice.policy);
+        return queued(first, waiting, choice.policy, input.history);
     };
     let mut second = Run::new(&then, next_run, &next, invalid).run();
     let mut events = first.events;
     events.append(&mut second.events);
     second.events = events;
     match next.waiting {
-        Some(waiting) => queued(second, waiting, next.policy),
+        Some(waiting) => queued(second, waiting, next.policy, input.history),
         None => second,
     }
 }
@@ -245,11 +221,37 @@ fn judge_rollback(input: &StepInput<'_>, snapshot: &Snapshot) -> bool {
 }
 
 /// Says in status that `waiting` waits for the running run.
-fn queued(mut output: StepOutput, waiting: &Snapshot, policy: OnNewSnapshot) -> StepOutput {
+fn queued(
+    mut output: StepOutput,
+    waiting: &Snapshot,
+    policy: OnNewSnapshot,
+    history: &[Snapshot],
+) -> StepOutput {
     output.status.queued_snapshot = Some(waiting.index);
+    let running = output.status.snapshot_index.unwrap_or(0);
+    // Queue runs every one of them in turn; FinishCurrent only the newest.
+    let mut waits: Vec<u64> = match policy {
+        OnNewSnapshot::Queue => history
+            .iter()
+            .map(|s| s.index)
+            .filter(|&i| i > running && i <= waiting.index)
+            .collect(),
+        _ => Vec::new(),
+    };
+    if waits.is_empty() {
+        waits.push(waiting.index);
+    }
+    let named = waits
+        .iter()
+        .map(|i| format!("#{i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (noun, verb) = match waits.len() {
+        1 => ("snapshot", "waits"),
+        _ => ("snapshots", "wait"),
+    };
     let note = format!(
-        "snapshot #{} waits for this run to finish (onNewSnapshot: {})",
-        waiting.index,
+        "{noun} {named} {verb} for this run to finish (onNewSnapshot: {})",
         policy.as_str()
     );
     append_message(&mut output.status, &note);
@@ -313,6 +315,8 @@ struct Run<'i, 'a> {
     promotion: &'a ClusterPromotion,
     status: PromotionStatus,
     effects: Effects,
+    /// A blackout holding the next stage's start in this step (the stage ahead shows it).
+    blackout_hold: Option<ActiveBlackout>,
 }
 
 impl<'i, 'a> Run<'i, 'a> {
@@ -324,6 +328,7 @@ impl<'i, 'a> Run<'i, 'a> {
     ) -> Self {
         let mut status = input.status.cloned().unwrap_or_else(PromotionStatus::empty);
         status.hash_scheme = HASH_SCHEME;
+        activity::name_unnamed(&mut status);
         status.queued_snapshot = None;
         status.blackout_until = None;
         let mut effects = Effects::default();
@@ -355,6 +360,7 @@ impl<'i, 'a> Run<'i, 'a> {
             promotion: &snapshot.promotion,
             status,
             effects,
+            blackout_hold: None,
         }
     }
 
@@ -416,7 +422,7 @@ impl<'i, 'a> Run<'i, 'a> {
         }
         if self.status.paused_since.take().is_some() {
             self.effects.events.push(EngineEvent::normal(
-                reasons::RESUMED,
+                EventReason::Resumed,
                 "Pipeline resumed: tollgate.dev/paused removed".to_string(),
             ));
         }
@@ -497,6 +503,7 @@ impl<'i, 'a> Run<'i, 'a> {
             now: self.now(),
         }
         .progress(&mut failure, &mut self.effects);
+        self.note_rollback_activities(&failure);
         match progress {
             rollback::Progress::Waiting(what) => {
                 self.status.phase = Phase::RollingBack;
@@ -509,7 +516,7 @@ impl<'i, 'a> Run<'i, 'a> {
                     .is_some_and(|s| s.phase == Phase::RolledBack);
                 if !was_done {
                     self.effects.events.push(EngineEvent::warning(
-                        reasons::ROLLED_BACK,
+                        EventReason::RolledBack,
                         format!(
                             "Snapshot #{} rolled back after stage {} failed; {}",
                             failure.snapshot_index,
@@ -541,6 +548,32 @@ impl<'i, 'a> Run<'i, 'a> {
         }
     }
 
+    /// Each stage a failure rollback restores: rolling back until restored, then restored to
+    /// the snapshot it runs again.
+    fn note_rollback_activities(&mut self, failure: &RunFailure) {
+        let now = self.now();
+        for entry in &failure.rollback {
+            let Some(st) = self.status.stage_mut(&entry.name) else {
+                continue;
+            };
+            let restoring = match entry.restored_at {
+                Some(at) => (
+                    StageActivity::Restored {
+                        snapshot: entry.to_snapshot,
+                    },
+                    at,
+                ),
+                None => (StageActivity::RollingBack, now),
+            };
+            activity::set(
+                &mut st.activity,
+                &mut st.activity_since,
+                restoring.0,
+                restoring.1,
+            );
+        }
+    }
+
     /// The blackout in force now, if it holds stage starts of this run (a rollback's are not held:
     /// restoring known-good content is what a freeze is for).
     fn blackout(&self) -> Option<ActiveBlackout> {
@@ -560,7 +593,7 @@ impl<'i, 'a> Run<'i, 'a> {
             .is_some_and(|s| s.blackout_until == Some(blackout.until));
         if !held_before {
             self.effects.events.push(EngineEvent::normal(
-                reasons::BLACKOUT,
+                EventReason::Blackout,
                 format!("{}: {waits}", capitalized(&blackout.describe())),
             ));
         }
@@ -568,6 +601,7 @@ impl<'i, 'a> Run<'i, 'a> {
         self.status.message = Some(format!("{}: {waits}", blackout.describe()));
         self.status.blackout_until = Some(blackout.until);
         self.effects.wake(blackout.until);
+        self.blackout_hold = Some(blackout.clone());
     }
 
     /// No actions; woken when a time-based hold ends.
@@ -600,11 +634,11 @@ impl<'i, 'a> Run<'i, 'a> {
         let now = self.now();
         let index = self.snapshot.index;
         self.effects.events.push(EngineEvent::warning(
-            reasons::BUDGET_EXCEEDED,
+            EventReason::BudgetExceeded,
             format!("Stage {stage}: {}", exceeded.reason),
         ));
         self.effects.events.push(EngineEvent::warning(
-            reasons::STAGE_FAILED,
+            EventReason::StageFailed,
             format!(
                 "Stage {stage} failed with snapshot #{index}; onFailure: {}",
                 exceeded.on_failure.as_str()
@@ -612,11 +646,15 @@ impl<'i, 'a> Run<'i, 'a> {
         ));
         if let Some(st) = self.status.stage_mut(stage) {
             st.set_failure(Some(exceeded.reason.clone()), now);
+            let failed = StageActivity::Failed {
+                reason: exceeded.reason.clone(),
+            };
+            activity::set(&mut st.activity, &mut st.activity_since, failed, now);
         }
         let rollback = match exceeded.on_failure {
             OnFailure::Rollback => {
                 self.effects.events.push(EngineEvent::normal(
-                    reasons::ROLLING_BACK,
+                    EventReason::RollingBack,
                     format!("Rolling back snapshot #{index}, stage {stage} first"),
                 ));
                 rollback::plan(&self.status.stages, index)
@@ -685,7 +723,7 @@ impl<'i, 'a> Run<'i, 'a> {
         for (profile, object, fields) in drifted {
             let fields = fields.join(", ");
             self.effects.events.push(EngineEvent::warning(
-                reasons::DRIFT_CORRECTED,
+                EventReason::DriftCorrected,
                 format!("ClusterProfile {profile} drifted from what tollgate applied ({fields}): re-applied"),
             ));
             if self.status.phase == Phase::Completed {
@@ -704,7 +742,7 @@ impl<'i, 'a> Run<'i, 'a> {
         if self.status.paused_since.is_none() {
             self.status.paused_since = Some(now);
             self.effects.events.push(EngineEvent::normal(
-                reasons::PAUSED,
+                EventReason::Paused,
                 "Pipeline paused by tollgate.dev/paused".to_string(),
             ));
         }
@@ -718,6 +756,17 @@ impl<'i, 'a> Run<'i, 'a> {
         };
         self.status.phase = Phase::Paused;
         self.status.message = Some(message);
+        if let Some(current) = self.status.current_stage_name.clone()
+            && let Some(st) = self.status.stage_mut(&current)
+            && !st.activity.is_final()
+        {
+            activity::set(
+                &mut st.activity,
+                &mut st.activity_since,
+                StageActivity::Paused,
+                now,
+            );
+        }
         self.held_output()
     }
 
@@ -727,7 +776,7 @@ impl<'i, 'a> Run<'i, 'a> {
         if self.status.message.as_deref() != Some(reason.as_str()) {
             self.effects
                 .events
-                .push(EngineEvent::warning(reasons::BLOCKED, reason.clone()));
+                .push(EngineEvent::warning(EventReason::Blocked, reason.clone()));
         }
         self.status.phase = Phase::Failed;
         self.status.message = Some(reason);
@@ -762,7 +811,7 @@ impl<'i, 'a> Run<'i, 'a> {
         self.status.verdicts = previous.verdicts;
         self.status.conditions = previous.conditions;
         self.status.consumed_approvals = previous.consumed_approvals;
-        self.status.superseded_snapshots = previous.superseded_snapshots;
+        // Only this run's: the ones it skips over (FinishCurrent), not every earlier run's.
         self.status.runs = previous.runs;
         if self.on_new_snapshot == OnNewSnapshot::FinishCurrent {
             self.record_superseded(previous.snapshot_index);
@@ -771,7 +820,7 @@ impl<'i, 'a> Run<'i, 'a> {
             && !failure.rollback.is_empty()
         {
             self.effects.events.push(EngineEvent::normal(
-                reasons::ROLLBACK_ACKNOWLEDGED,
+                EventReason::RollbackAcknowledged,
                 format!(
                     "Snapshot #{} (commit {}) brings back the content of #{earlier}: acknowledges the rollback of #{}",
                     snapshot.index,
@@ -782,7 +831,7 @@ impl<'i, 'a> Run<'i, 'a> {
         }
         if let Some(earlier) = rollback_to {
             self.effects.events.push(EngineEvent::normal(
-                reasons::ROLLBACK,
+                EventReason::Rollback,
                 format!(
                     "Rolling back to the content of snapshot #{earlier} (snapshot #{}, commit {})",
                     snapshot.index,
@@ -810,7 +859,7 @@ impl<'i, 'a> Run<'i, 'a> {
             .collect::<Vec<_>>()
             .join(", ");
         self.effects.events.push(EngineEvent::normal(
-            reasons::SNAPSHOTS_SUPERSEDED,
+            EventReason::SnapshotsSuperseded,
             format!(
                 "Snapshot(s) {list} superseded by #{} (onNewSnapshot: FinishCurrent)",
                 self.snapshot.index
@@ -841,8 +890,14 @@ impl<'i, 'a> Run<'i, 'a> {
         let hash = spec_hash(&spec);
         let fresh_features = self.fresh_features(&profile, &spec, &hash);
         let replaced_snapshot = self.replaced_snapshot(&stage.name, &profile);
+        let first_wave = waves.as_ref().filter(|w| w.in_progress()).map(|w| WaveOf {
+            wave: w.reached,
+            of: w.total(),
+        });
         self.status.stages.push(StageStatus {
             name: stage.name.clone(),
+            activity: StageActivity::Provisioning { wave: first_wave },
+            activity_since: now,
             last_update_reconciled_time: Some(now),
             last_successful_applied_time: None,
             last_status_check_time: None,
@@ -883,7 +938,7 @@ impl<'i, 'a> Run<'i, 'a> {
         };
         self.effects
             .events
-            .push(EngineEvent::normal(reasons::PROVISIONING, note));
+            .push(EngineEvent::normal(EventReason::Provisioning, note));
         // The apply itself is queued by `progress_current_stage`, which sees the observed
         // profile does not carry this spec yet.
     }
@@ -963,7 +1018,9 @@ impl<'i, 'a> Run<'i, 'a> {
                 }
                 advance(&mut self.status, &current, now)
             }
-            Err(Hold::Wait(phase, reason)) => hold(&mut self.status, &current, phase, reason),
+            Err(Hold::Wait(activity, reason)) => {
+                hold(&mut self.status, &current, activity, reason, now)
+            }
             Err(Hold::Failed(reason)) => hold_failed(&mut self.status, &current, reason, now),
             Err(Hold::Exceeded(exceeded)) => {
                 self.fail_run(&current, exceeded);
@@ -1100,14 +1157,43 @@ impl<'i, 'a> Run<'i, 'a> {
             .iter()
             .skip(after)
             .filter(|stage| self.status.stage(&stage.name).is_none())
-            .map(|stage| StageAhead {
-                name: stage.name.clone(),
-                snapshot_index: self
-                    .own_live_profile(&stage_profile_name(self.name(), &stage.name))
-                    .and_then(|p| p.snapshot_index),
+            .enumerate()
+            .map(|(i, stage)| {
+                let held = self.blackout_hold.as_ref().filter(|_| i == 0);
+                self.stage_ahead(stage, held)
             })
             .collect();
         self.status.stages_ahead = ahead;
+    }
+
+    /// A stage the run has not reached: pending, or held by `blackout` (since the hold began).
+    fn stage_ahead(&self, stage: &Stage, blackout: Option<&ActiveBlackout>) -> StageAhead {
+        let (activity, activity_since) = match blackout {
+            Some(blackout) => {
+                let held = StageActivity::Blackout {
+                    until: blackout.until,
+                    reason: blackout.reason.clone(),
+                    wave: None,
+                };
+                let since = self
+                    .input
+                    .status
+                    .and_then(|s| s.stages_ahead.iter().find(|a| a.name == stage.name))
+                    .filter(|a| a.activity.same_kind(&held))
+                    .and_then(|a| a.activity_since)
+                    .unwrap_or(self.now());
+                (held, Some(since))
+            }
+            None => (StageActivity::Pending, None),
+        };
+        StageAhead {
+            name: stage.name.clone(),
+            snapshot_index: self
+                .own_live_profile(&stage_profile_name(self.name(), &stage.name))
+                .and_then(|p| p.snapshot_index),
+            activity,
+            activity_since,
+        }
     }
 
     /// Profiles of this promotion that must go: those of stages no longer in the spec, and every
@@ -1140,12 +1226,20 @@ impl<'i, 'a> Run<'i, 'a> {
     }
 }
 
-/// Wait: record why, for the stage and the promotion.
-fn hold(status: &mut PromotionStatus, stage: &str, phase: Phase, reason: String) -> Flow {
-    status.phase = phase;
+/// Wait: record what the stage does and why, for the stage and the promotion (whose phase the
+/// activity makes).
+fn hold(
+    status: &mut PromotionStatus,
+    stage: &str,
+    activity: StageActivity,
+    reason: String,
+    now: DateTime<Utc>,
+) -> Flow {
+    status.phase = activity.phase();
     status.message = Some(format!("stage {stage}: {reason}"));
     if let Some(st) = status.stage_mut(stage) {
         st.waiting_reason = Some(reason);
+        activity::set(&mut st.activity, &mut st.activity_since, activity, now);
     }
     Flow::Hold
 }
@@ -1160,12 +1254,20 @@ fn hold_failed(
     if let Some(st) = status.stage_mut(stage) {
         st.set_failure(Some(reason.clone()), now);
     }
-    hold(status, stage, Phase::Failed, reason)
+    let failed = StageActivity::Failed {
+        reason: reason.clone(),
+    };
+    hold(status, stage, failed, reason, now)
 }
 
 /// The stage's trigger held: mark it succeeded (§4.12 "Successfully provisioned").
 fn advance(status: &mut PromotionStatus, stage: &str, now: DateTime<Utc>) -> Flow {
     if let Some(st) = status.stage_mut(stage) {
+        let done = match st.skipped {
+            true => StageActivity::Skipped,
+            false => StageActivity::Completed,
+        };
+        activity::set(&mut st.activity, &mut st.activity_since, done, now);
         st.succeeded_at = Some(now);
         st.last_successful_applied_time = Some(now);
         st.last_status_check_time = Some(now);

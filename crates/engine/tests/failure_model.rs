@@ -33,7 +33,7 @@ fn applies(actions: &[Action]) -> Vec<&str> {
 }
 
 fn reasons(h: &Harness) -> Vec<&'static str> {
-    h.world.events.iter().map(|e| e.reason).collect()
+    h.world.events.iter().map(|e| e.reason.as_str()).collect()
 }
 
 fn chart_of(h: &Harness, stage: &str) -> String {

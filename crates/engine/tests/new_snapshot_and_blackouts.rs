@@ -43,7 +43,7 @@ fn chart_of(h: &Harness, stage: &str) -> String {
 }
 
 fn reasons(h: &Harness) -> Vec<&'static str> {
-    h.world.events.iter().map(|e| e.reason).collect()
+    h.world.events.iter().map(|e| e.reason.as_str()).collect()
 }
 
 /// Approves the running snapshot at stage `stage` as people do: the annotation, set at HEAD in

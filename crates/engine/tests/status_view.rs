@@ -12,6 +12,8 @@ fn ahead(name: &str, snapshot_index: Option<u64>) -> StageAhead {
     StageAhead {
         name: name.to_string(),
         snapshot_index,
+        activity: tollgate_engine::activity::StageActivity::Pending,
+        activity_since: None,
     }
 }
 

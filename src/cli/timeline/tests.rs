@@ -26,6 +26,7 @@ fn run(index: u64, started: i64, outcome: RunOutcome, stages: Vec<StageRecord>) 
         ended_at: None,
         outcome,
         stages,
+        held_starts: Vec::new(),
     }
 }
 
