@@ -15,6 +15,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 use std::sync::atomic::AtomicU64;
+use tollgate_engine::activity::StageActivity;
 use tollgate_engine::{Phase, PromotionStatus};
 
 use crate::cluster::throttle::ThrottleMetrics;
@@ -580,12 +581,11 @@ fn seconds_since(start: DateTime<Utc>, now: DateTime<Utc>) -> f64 {
     millis as f64 / 1000.0
 }
 
-/// When the current stage started waiting for approval, if it is waiting for one (the engine's
-/// typed field: no status text is parsed here).
+/// When the current stage started waiting for approval, if it is waiting for one: the activity
+/// the engine names (no status text is parsed, no field re-interpreted here).
 fn approval_wait_start(status: &PromotionStatus) -> Option<DateTime<Utc>> {
-    status
-        .stage(status.current_stage_name.as_deref()?)?
-        .awaiting_approval_since
+    let stage = status.stage(status.current_stage_name.as_deref()?)?;
+    (stage.activity == StageActivity::AwaitingApproval).then_some(stage.activity_since)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::completion::{
     AppliedExpectation, SummaryCriteria, profile_current, summary_problem, whole_second,
 };
 use crate::messages;
-use crate::observed::{Observed, ObservedSummary};
+use crate::observed::{Observed, ObservedSummary, cluster_key};
 use crate::status::{CLUSTERS_LISTED, ClusterCondition, ClusterState, StageCounts};
 
 /// What a stage's clusters show in one step.
@@ -71,11 +71,6 @@ pub(crate) struct Judging<'a> {
     pub now: DateTime<Utc>,
     /// The conditions listed by the previous step: a state keeps its `since`.
     pub previous: &'a [ClusterCondition],
-}
-
-/// `namespace/name` of a cluster.
-pub(crate) fn cluster_key(namespace: &str, name: &str) -> String {
-    format!("{namespace}/{name}")
 }
 
 /// The clusters matching the stage now (ready, unpaused, selected), sorted.

@@ -16,7 +16,6 @@ use crate::messages;
 use crate::observed::{Observed, ObservedSummary};
 use crate::observed_spec::InSyncCheck;
 use crate::status::StageCounts;
-use crate::subset::carries;
 
 /// What tollgate applied to one profile, to be checked against what Sveltos reports.
 #[derive(Clone, Copy, Debug)]
@@ -39,7 +38,7 @@ impl AppliedExpectation<'_> {
     /// The profile targets this cluster now (its selector, and its reached waves if any).
     pub(crate) fn targets_cluster(&self, namespace: &str, name: &str) -> bool {
         self.targets.is_none_or(|keys| {
-            keys.binary_search(&crate::clusters::cluster_key(namespace, name))
+            keys.binary_search(&crate::observed::cluster_key(namespace, name))
                 .is_ok()
         })
     }
@@ -205,41 +204,11 @@ pub(crate) fn whole_second(t: chrono::DateTime<chrono::Utc>) -> chrono::DateTime
     chrono::DurationRound::duration_trunc(t, chrono::TimeDelta::seconds(1)).unwrap_or(t)
 }
 
-/// Upstream compares these three first, in this order; every other field tollgate set follows.
-const FIRST_COMPARED: [&str; 3] = ["helmCharts", "policyRefs", "kustomizationRefs"];
-
-/// Fields that choose *which* clusters, not *what* is deployed to them. A ClusterSummary is about
-/// one cluster already chosen, and Sveltos need not copy them into `clusterProfileSpec`.
-const SELECTION_FIELDS: [&str; 3] = ["clusterSelector", "clusterRefs", "setRefs"];
-
-pub(crate) fn first_field_out_of_sync<'e>(expected: &'e Value, actual: &Value) -> Option<&'e str> {
-    // Usually everything carries: one pass, and the field order only matters for the message.
-    if carries(expected, Some(actual)) {
-        return None;
-    }
-    let expected = expected.as_object()?;
-    let fields = FIRST_COMPARED
-        .iter()
-        .filter_map(|f| expected.get_key_value(*f))
-        .chain(
-            expected
-                .iter()
-                .filter(|(k, _)| !FIRST_COMPARED.contains(&k.as_str()))
-                .filter(|(k, _)| !SELECTION_FIELDS.contains(&k.as_str())),
-        );
-    for (field, value) in fields {
-        let carried = actual.get(field.as_str());
-        if !carries(value, carried) {
-            return Some(field.as_str());
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::observed::ObservedSpec;
+    use crate::subset::first_field_out_of_sync;
     use serde_json::json;
 
     #[test]

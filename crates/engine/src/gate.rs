@@ -10,7 +10,7 @@ use crate::approval;
 use crate::messages;
 use crate::output::EngineEvent;
 use crate::output::EventReason;
-use crate::stage::{Hold, StageRun};
+use crate::stage_run::{Hold, StageRun};
 use crate::status::ConsumedApproval;
 
 /// The gate let the stage pass; an approval it used must be recorded as consumed.

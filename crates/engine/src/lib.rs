@@ -31,12 +31,16 @@ pub mod notices;
 pub mod observed;
 mod observed_spec;
 pub mod output;
+mod phase;
+pub mod pipeline;
 pub mod preview;
 pub mod progress;
 mod removal;
 mod rollback;
 pub mod run_history;
+mod run_recording;
 mod stage;
+mod stage_run;
 mod stage_status;
 pub mod status;
 mod status_memory;
@@ -44,6 +48,7 @@ pub mod step;
 pub mod subset;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+mod verdict;
 mod waves;
 
 pub use input::{Desired, StepInput};

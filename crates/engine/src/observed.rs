@@ -152,3 +152,8 @@ impl ObservedCluster {
         self.ready && !self.paused && selector.matches(&self.labels)
     }
 }
+
+/// `namespace/name` of a cluster.
+pub(crate) fn cluster_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}

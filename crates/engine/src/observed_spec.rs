@@ -15,7 +15,7 @@ use std::sync::{Arc, LazyLock, Weak};
 use serde_json::Value;
 use tollgate_model::hash::{canonical_field, canonical_json};
 
-use crate::completion::first_field_out_of_sync;
+use crate::subset::first_field_out_of_sync;
 
 /// Canonical JSON (keys sorted, no whitespace) of a spec. Cheap to clone; the controller
 /// interns it, so a profile and all its summaries share one copy, and its fields, so specs that

@@ -10,62 +10,11 @@ use serde::{Deserialize, Serialize};
 use tollgate_model::hash::HASH_SCHEME;
 
 use crate::activity::StageActivity;
+pub use crate::phase::Phase;
 use crate::run_history::RunHistory;
 
 /// Newest consumed approvals kept in status; older ones belong to runs long gone.
 pub const CONSUMED_APPROVALS_KEPT: usize = 32;
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum Phase {
-    /// A stage is being provisioned.
-    Progressing,
-    /// Provisioned, waiting for a delay, a window or an approval.
-    Waiting,
-    /// `tollgate.dev/paused: "true"`.
-    Paused,
-    /// The last stage succeeded.
-    Completed,
-    /// The pipeline cannot go on without a fix: a foreign profile in the way, or a stage that
-    /// failed under its RolloutPolicy (`onFailure: Halt`); nothing further is applied.
-    Failed,
-    /// A stage failed under its RolloutPolicy (`onFailure: Rollback`): the stages that got the
-    /// rejected snapshot are being restored, the failing stage first.
-    RollingBack,
-    /// The rollback is done: the stages run what they ran before the rejected snapshot.
-    RolledBack,
-    /// HEAD's file is invalid; the last good snapshot keeps running.
-    Invalid,
-    /// A new snapshot waits because the RolloutPolicy governing the promotion cannot be resolved
-    /// (a conflict, a missing or broken policy): nothing new starts until it is fixed; a run in
-    /// progress goes on under its last valid policy.
-    Held,
-    /// Gone from git, but the blast-radius guard holds the removal: frozen until confirmed.
-    RemovalHeld,
-    /// Gone from git; generated profiles are being deleted.
-    Removing,
-    /// Gone from git; nothing left to do.
-    Removed,
-}
-
-impl Phase {
-    /// The phase as the status spells it.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Phase::Progressing => "Progressing",
-            Phase::Waiting => "Waiting",
-            Phase::Paused => "Paused",
-            Phase::Completed => "Completed",
-            Phase::Failed => "Failed",
-            Phase::RollingBack => "RollingBack",
-            Phase::RolledBack => "RolledBack",
-            Phase::Invalid => "Invalid",
-            Phase::Held => "Held",
-            Phase::RemovalHeld => "RemovalHeld",
-            Phase::Removing => "Removing",
-            Phase::Removed => "Removed",
-        }
-    }
-}
 
 /// Run state and status, owned by the tollgate engine.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -145,7 +94,7 @@ pub struct PromotionStatus {
     /// What each recent content did when it ran here (completed or rejected), newest last,
     /// bounded: only completed content is restored as a rollback (see `lineage`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub verdicts: Vec<crate::lineage::ContentVerdict>,
+    pub verdicts: Vec<crate::verdict::ContentVerdict>,
 }
 
 /// A stage the current run has not reached yet.

@@ -45,7 +45,7 @@ pub fn step(input: &StepInput<'_>) -> StepOutput {
         Desired::RemovalHeld { reason, .. } => removal::step_held(input, reason),
     };
     conditions::set_watch_health(&mut output.status, input.watch_problem, input.now);
-    crate::run_history::record(input.status, &mut output.status, input.now);
+    crate::run_recording::record(input.status, &mut output.status, input.now);
     coalesce_handoffs(&mut output.events);
     drop_unphased_stage_events(input.status, &mut output);
     output
@@ -195,7 +195,7 @@ fn run_chosen<'a>(
         return queued(first, waiting, choice.policy, input.history);
     }
     // The finished run's record is closed before the next run starts (the history is carried).
-    crate::run_history::record(input.status, &mut first.status, input.now);
+    crate::run_recording::record(input.status, &mut first.status, input.now);
     let then = StepInput {
         status: Some(&first.status),
         ..*input
@@ -328,7 +328,7 @@ impl<'i, 'a> Run<'i, 'a> {
     ) -> Self {
         let mut status = input.status.cloned().unwrap_or_else(PromotionStatus::empty);
         status.hash_scheme = HASH_SCHEME;
-        activity::name_unnamed(&mut status);
+        crate::pipeline::name_unnamed(&mut status);
         status.queued_snapshot = None;
         status.blackout_until = None;
         let mut effects = Effects::default();

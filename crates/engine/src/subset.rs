@@ -43,6 +43,37 @@ fn is_zero(value: &Value) -> bool {
     }
 }
 
+/// Upstream compares these three first, in this order; every other field tollgate set follows.
+const FIRST_COMPARED: [&str; 3] = ["helmCharts", "policyRefs", "kustomizationRefs"];
+
+/// Fields that choose *which* clusters, not *what* is deployed to them. A ClusterSummary is about
+/// one cluster already chosen, and Sveltos need not copy them into `clusterProfileSpec`.
+const SELECTION_FIELDS: [&str; 3] = ["clusterSelector", "clusterRefs", "setRefs"];
+
+pub(crate) fn first_field_out_of_sync<'e>(expected: &'e Value, actual: &Value) -> Option<&'e str> {
+    // Usually everything carries: one pass, and the field order only matters for the message.
+    if carries(expected, Some(actual)) {
+        return None;
+    }
+    let expected = expected.as_object()?;
+    let fields = FIRST_COMPARED
+        .iter()
+        .filter_map(|f| expected.get_key_value(*f))
+        .chain(
+            expected
+                .iter()
+                .filter(|(k, _)| !FIRST_COMPARED.contains(&k.as_str()))
+                .filter(|(k, _)| !SELECTION_FIELDS.contains(&k.as_str())),
+        );
+    for (field, value) in fields {
+        let carried = actual.get(field.as_str());
+        if !carries(value, carried) {
+            return Some(field.as_str());
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

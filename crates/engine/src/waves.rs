@@ -13,7 +13,7 @@ use tollgate_model::policy::Waves;
 use tollgate_model::snapshot::Snapshot;
 use tollgate_render::{ClusterRef, render_stage_profile_for, stage_profile_spec_for};
 
-use crate::clusters::cluster_key;
+use crate::observed::cluster_key;
 use crate::observed::{Observed, ObservedCluster};
 use crate::status::WaveProgress;
 
