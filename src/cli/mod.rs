@@ -10,6 +10,8 @@ pub mod approve;
 pub mod client_certificate;
 pub mod connect;
 pub mod crd;
+// Without the `embedded` feature, the same names say that the embedded cluster is not built in.
+#[cfg_attr(not(feature = "embedded"), path = "embedded_absent.rs")]
 pub mod embedded;
 pub mod emulator;
 pub mod history;

@@ -17,7 +17,6 @@ use crate::server::{self, Provider, ServerConfig, ServerState, WebhookSecrets};
 use anyhow::Context as _;
 use kube::Client;
 use kube::client::ClientBuilder;
-use tollgate_emulator::Transport;
 use tollgate_source::{Auth, Secret, SourceConfig};
 use tower::buffer::BufferLayer;
 use tracing::{info, warn};
@@ -300,13 +299,10 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
 
     let (kube_config, embedded_cluster) = match &args.embedded {
         Some(fleet_file) => {
-            let transport = match args.embedded_insecure_http {
-                true => Transport::PlainHttp,
-                false => Transport::Tls,
-            };
             let kubeconfig = args.embedded_kubeconfig.clone();
-            let cluster = embedded::start(fleet_file, transport, kubeconfig, &cache_dir).await?;
-            let config = embedded::controller_config(&cluster.emulator).await?;
+            let insecure_http = args.embedded_insecure_http;
+            let (config, cluster) =
+                embedded::start_for_run(fleet_file, insecure_http, kubeconfig, &cache_dir).await?;
             (config, Some(cluster))
         }
         None => (connect::config(&args.cluster).await?, None),

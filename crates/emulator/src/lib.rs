@@ -7,6 +7,7 @@ pub mod api;
 pub mod api_error;
 pub mod failure_rules;
 pub mod faults;
+mod field_causes;
 pub mod fleet;
 pub mod kubeconfig;
 pub mod managed_fields;

@@ -882,7 +882,7 @@ mod tests {
 
     #[test]
     fn a_status_write_keeps_everything_but_the_status_from_the_stored_object() {
-        let resource = Registry::builtin(&[])
+        let resource = Registry::builtin()
             .find_qualified("clustersummaries.config.projectsveltos.io")
             .cloned()
             .unwrap();
