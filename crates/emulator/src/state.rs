@@ -146,6 +146,8 @@ pub struct ApiState {
     pub stand_in_inbox: StandInInbox,
     /// Custom resource schemas and the `fieldValidation` of the request being served.
     pub(crate) schema_admission: SchemaAdmission,
+    /// The `User-Agent` of the request being served, for the write log (none outside requests).
+    pub(crate) request_user_agent: Option<Arc<str>>,
 }
 
 pub fn now_rfc3339() -> String {
@@ -212,6 +214,7 @@ impl ApiState {
                 changes: Vec::new(),
             },
             schema_admission: SchemaAdmission::default(),
+            request_user_agent: None,
         }
     }
 
@@ -453,6 +456,7 @@ impl ApiState {
             resource: target.resource.qualified_plural(),
             status_subresource: target.status,
             field_manager: manager.to_string(),
+            user_agent: self.request_user_agent.clone(),
             resource_version: version,
             object: Arc::clone(object),
         });

@@ -385,8 +385,9 @@ pub(crate) fn patch_kind(request: &ResourceRequest<'_>) -> Result<PatchKind, Api
 }
 
 /// Serves a resource request with its `fieldValidation` directive in force for the writes it
-/// makes; returns the warnings those writes raised, for `Warning` headers. The directive lives in
-/// the state only while the lock is held, so writes by the Sveltos stand-in never see it.
+/// makes; returns the warnings those writes raised, for `Warning` headers. The directive (and the
+/// User-Agent the write log records) live in the state only while the lock is held, so writes by
+/// the Sveltos stand-in never see them.
 fn resource_request(
     shared: &Shared,
     request: ResourceRequest<'_>,
@@ -403,7 +404,9 @@ fn resource_request(
     };
     let mut state = lock(&shared.state);
     state.schema_admission.begin_request(directive);
+    state.request_user_agent = Some(Arc::from(request.user_agent));
     let reply = serve_resource(&mut state, request);
+    state.request_user_agent = None;
     let warnings = state.schema_admission.end_request();
     (reply, warnings)
 }
