@@ -67,9 +67,9 @@ impl<'a> FieldPath<'a> {
         matches!(self, FieldPath::Root)
     }
 
-    pub fn to_owned(&self) -> SchemaPath {
+    pub fn to_path(self) -> SchemaPath {
         let mut segments = Vec::new();
-        let mut current = self;
+        let mut current = &self;
         loop {
             match current {
                 FieldPath::Root => break,
@@ -98,7 +98,7 @@ mod tests {
         let spec = root.key("spec");
         let stages = spec.key("stages");
         let first = stages.index(1);
-        let owned = first.key("name").to_owned();
+        let owned = first.key("name").to_path();
         assert_eq!(
             owned.segments(),
             [
@@ -108,8 +108,8 @@ mod tests {
                 PathSegment::Key("name".into())
             ]
         );
-        assert!(root.to_owned().segments().is_empty());
-        assert!(spec.to_owned().is_fields(&["spec"]));
+        assert!(root.to_path().segments().is_empty());
+        assert!(spec.to_path().is_fields(&["spec"]));
         assert!(!owned.is_fields(&["spec", "stages"]));
         assert!(owned.parent().parent().is_fields(&["spec", "stages"]));
     }

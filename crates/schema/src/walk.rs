@@ -42,7 +42,7 @@ fn expected(node: &SchemaNode) -> Expected {
 impl Walker<'_> {
     fn push(&mut self, path: &FieldPath<'_>, kind: ViolationKind) {
         self.findings.violations.push(Violation {
-            path: path.to_owned(),
+            path: path.to_path(),
             kind,
         });
     }
@@ -220,7 +220,7 @@ impl Walker<'_> {
             Some(child) => !value.is_null() || child.nullable,
             None if !prune || allowed(name) => true,
             None => {
-                pruned.push(path.to_owned().child(name));
+                pruned.push(path.to_path().child(name));
                 false
             }
         });
