@@ -280,6 +280,7 @@ fn describe_structure(path: &SchemaPath, kind: ViolationKind) -> (&'static str, 
             format!("Duplicate value: {}", quoted(&item)),
         ),
         ViolationKind::RuleFailed { code, message } => (code, message),
+        // Every kind is worded above; a kind the validator gains later still reports, plainly.
         other => ("schema", format!("{other:?}")),
     }
 }
