@@ -291,32 +291,31 @@ fn image_build_features(dockerfile: &str) -> Vec<String> {
     flags
 }
 
-/// The packages `cargo tree` lists for the binary's normal dependencies with these flags (no
-/// network: the lock file and the local registry cache answer).
+/// The packages `cargo tree` lists for the binary's normal dependencies with these flags: from
+/// the lock file and the local registry cache (which building the tests filled), or, should the
+/// cache lack a package, with the network.
 fn normal_dependencies(flags: &[String]) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let output = std::process::Command::new(env!("CARGO"))
-        .current_dir(root)
-        .args([
-            "tree",
-            "--offline",
-            "--locked",
-            "-p",
-            "tollgate",
-            "-e",
-            "normal",
-        ])
-        .args(["--prefix", "none", "--format", "{p}"])
-        .args(flags)
-        .output()
-        .expect("cargo runs");
-    let listed = String::from_utf8_lossy(&output.stdout).into_owned();
+    let tree = |network: &[&str]| {
+        std::process::Command::new(env!("CARGO"))
+            .current_dir(root)
+            .args(["tree", "--locked", "-p", "tollgate", "-e", "normal"])
+            .args(["--prefix", "none", "--format", "{p}"])
+            .args(network)
+            .args(flags)
+            .output()
+            .expect("cargo runs")
+    };
+    let mut output = tree(&["--offline"]);
+    if !output.status.success() {
+        output = tree(&[]);
+    }
     assert!(
         output.status.success(),
         "cargo tree {flags:?}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    listed
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// The image carries no emulated cluster: built with the Dockerfile's flags, the binary does not
