@@ -131,6 +131,7 @@ async fn main() {
     let emulator = Emulator::start(EmulatorConfig {
         fleet,
         write_log_capacity: None,
+        crds: vec![tollgate::cluster::crd::git_promotion_crd_json()],
         ..EmulatorConfig::default()
     })
     .await

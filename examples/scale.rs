@@ -351,6 +351,7 @@ fn emulator_child(args: &Args) {
             // Only the newest writes are needed (the one-file change); the log holds whole objects.
             write_log_capacity: Some(2_000),
             watch_history: 10_000,
+            crds: vec![tollgate::cluster::crd::git_promotion_crd_json()],
             ..EmulatorConfig::default()
         }))
         .expect("emulator starts");

@@ -63,7 +63,7 @@ async fn emulator(without_types: &[&str]) -> EmulatorHandle {
     Emulator::start(EmulatorConfig {
         fleet,
         without_types: without_types.iter().map(ToString::to_string).collect(),
-        ..EmulatorConfig::default()
+        ..support::emulator_config()
     })
     .await
     .expect("emulator starts")

@@ -209,3 +209,83 @@ fn a_lease_grace_not_shorter_than_the_lease_is_refused() {
         "{stderr}"
     );
 }
+
+/// Every request of a replica names it: `tollgate/<version> (<identity>)`. The API server records
+/// its writes under that User-Agent; status and Lease writes, which name no field manager, are
+/// managed by `tollgate` (not `unknown`), and server-side apply keeps the manager `tollgate`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_write_of_a_replica_carries_its_versioned_user_agent() {
+    use tollgate_emulator::{Emulator, EmulatorConfig, Fleet};
+
+    let repo = TestRepo::new();
+    repo.write(
+        "kyverno.yaml",
+        &seed("05-kyverno-rollout-auto-v1.yaml", "100ms"),
+    );
+    repo.commit("Kyverno 3.5.2");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let fleet = Fleet::parse(&fleet_yaml(1, "100ms"), Path::new("fleet.yaml")).expect("fleet");
+    let emulator = Emulator::start(EmulatorConfig {
+        fleet,
+        ..support::emulator_config()
+    })
+    .await
+    .expect("emulator starts");
+    let kubeconfig = dir.path().join("kubeconfig");
+    emulator.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let blocking = {
+        let dir = dir.path().to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            let (mut replica, _) = start_replica(&dir, &repo, &kubeconfig, "replica-a");
+            eventually("snapshot 1 rolled out", || {
+                (snapshot_index(&kubeconfig)? == 1).then_some(())
+            });
+            terminate(&mut replica);
+        })
+    };
+    blocking.await.expect("the replica ran");
+
+    let agent = format!("tollgate/{} (replica-a)", env!("CARGO_PKG_VERSION"));
+    let writes = emulator.write_log();
+    let by = |resource: &str| {
+        writes
+            .iter()
+            .filter(|w| w.resource == resource)
+            .collect::<Vec<_>>()
+    };
+    let leases = by("leases.coordination.k8s.io");
+    let statuses: Vec<_> = by("gitpromotions.tollgate.dev")
+        .into_iter()
+        .filter(|w| w.status_subresource)
+        .collect();
+    let applies: Vec<_> = by("clusterprofiles.config.projectsveltos.io")
+        .into_iter()
+        .filter(|w| w.verb == "apply")
+        .collect();
+    for (what, written) in [
+        ("Lease", &leases),
+        ("GitPromotion status", &statuses),
+        ("ClusterProfile apply", &applies),
+    ] {
+        assert!(!written.is_empty(), "the replica wrote no {what}");
+        for write in written {
+            assert_eq!(
+                (write.user_agent.as_str(), write.field_manager.as_str()),
+                (agent.as_str(), "tollgate"),
+                "{what} {} {}",
+                write.verb,
+                write.name
+            );
+        }
+    }
+    let anonymous: Vec<String> = writes
+        .iter()
+        .filter(|w| w.field_manager == "unknown")
+        .map(|w| format!("{} {} {}", w.verb, w.resource, w.name))
+        .collect();
+    assert!(
+        anonymous.is_empty(),
+        "writes without a manager: {anonymous:?}"
+    );
+    emulator.shutdown().await;
+}

@@ -268,3 +268,80 @@ fn the_image_is_stripped_non_root_and_built_from_the_source_only() {
         );
     }
 }
+
+/// The feature flags of the image's `cargo build` (`--no-default-features`, `--features …`).
+fn image_build_features(dockerfile: &str) -> Vec<String> {
+    let build = dockerfile
+        .lines()
+        .find(|line| line.contains("cargo build"))
+        .expect("the Dockerfile builds with cargo");
+    let mut flags = Vec::new();
+    let mut words = build.split_whitespace();
+    while let Some(word) = words.next() {
+        match word {
+            "--no-default-features" | "--all-features" => flags.push(word.to_string()),
+            "--features" | "-F" => {
+                flags.push(word.to_string());
+                flags.extend(words.next().map(str::to_string));
+            }
+            _ if word.starts_with("--features=") => flags.push(word.to_string()),
+            _ => {}
+        }
+    }
+    flags
+}
+
+/// The packages `cargo tree` lists for the binary's normal dependencies with these flags: from
+/// the lock file and the local registry cache (which building the tests filled), or, should the
+/// cache lack a package, with the network.
+fn normal_dependencies(flags: &[String]) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tree = |network: &[&str]| {
+        std::process::Command::new(env!("CARGO"))
+            .current_dir(root)
+            .args(["tree", "--locked", "-p", "tollgate", "-e", "normal"])
+            .args(["--prefix", "none", "--format", "{p}"])
+            .args(network)
+            .args(flags)
+            .output()
+            .expect("cargo runs")
+    };
+    let mut output = tree(&["--offline"]);
+    if !output.status.success() {
+        output = tree(&[]);
+    }
+    assert!(
+        output.status.success(),
+        "cargo tree {flags:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The image carries no emulated cluster: built with the Dockerfile's flags, the binary does not
+/// depend on tollgate-emulator (which a default build does, for `run --embedded`).
+#[test]
+fn the_image_is_built_without_the_emulator() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).expect("Dockerfile");
+    let flags = image_build_features(&dockerfile);
+    let has_emulator = |tree: &str| {
+        tree.lines()
+            .any(|line| line.starts_with("tollgate-emulator "))
+    };
+    assert!(
+        has_emulator(&normal_dependencies(&[])),
+        "a default build has the embedded cluster"
+    );
+    let image = normal_dependencies(&flags);
+    assert!(
+        !has_emulator(&image),
+        "the image's build ({flags:?}) depends on tollgate-emulator:\n{image}"
+    );
+    assert!(
+        image
+            .lines()
+            .any(|line| line.starts_with("tollgate-manifest ")),
+        "{image}"
+    );
+}

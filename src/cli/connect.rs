@@ -8,6 +8,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 use super::client_certificate;
+use crate::cluster::user_agent;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ClusterArgs {
@@ -70,7 +71,7 @@ pub async fn config(args: &ClusterArgs) -> anyhow::Result<Config> {
         context: args.context.clone(),
         ..KubeConfigOptions::default()
     };
-    let config = match (&args.kubeconfig, kubeconfig_env()) {
+    let mut config = match (&args.kubeconfig, kubeconfig_env()) {
         (Some(path), _) => {
             let kubeconfig = Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -89,6 +90,7 @@ pub async fn config(args: &ClusterArgs) -> anyhow::Result<Config> {
             .context("no kubeconfig found and not running in a cluster")?,
     };
     client_certificate::check(&config.auth_info)?;
+    user_agent::identify(&mut config, &user_agent::this_host());
     Ok(config)
 }
 
@@ -100,9 +102,11 @@ pub async fn config_from_kubeconfig_text(text: &str, context: &str) -> anyhow::R
         context: Some(context.to_string()),
         ..KubeConfigOptions::default()
     };
-    Config::from_custom_kubeconfig(kubeconfig, &options)
+    let mut config = Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
-        .with_context(|| format!("loading the embedded kubeconfig's context {context}"))
+        .with_context(|| format!("loading the embedded kubeconfig's context {context}"))?;
+    user_agent::identify(&mut config, &user_agent::this_host());
+    Ok(config)
 }
 
 /// A client for a plain-HTTP loopback API server (the embedded emulator).
@@ -115,5 +119,7 @@ pub fn config_for_url(url: &str) -> anyhow::Result<Config> {
     let uri = url
         .parse()
         .with_context(|| format!("invalid API server URL {url}"))?;
-    Ok(Config::new(uri))
+    let mut config = Config::new(uri);
+    user_agent::identify(&mut config, &user_agent::this_host());
+    Ok(config)
 }

@@ -1,6 +1,7 @@
 //! `tollgate run --embedded FLEET`: the in-process management cluster, its kubeconfig (one per
 //! run, never a shared file another run overwrites) and the short block that tells a newcomer how
-//! to reach it.
+//! to reach it. Built with the `embedded` cargo feature (on by default; the container image is
+//! built without it, see `embedded_absent.rs`).
 
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -29,6 +30,31 @@ impl Drop for EmbeddedCluster {
     }
 }
 
+/// The emulator as tollgate runs it: serving tollgate's own CRD besides the built-in types, as
+/// a management cluster where `tollgate crd | kubectl apply -f -` was run.
+pub fn emulator_config() -> EmulatorConfig {
+    EmulatorConfig {
+        crds: vec![crate::cluster::crd::git_promotion_crd_json()],
+        ..EmulatorConfig::default()
+    }
+}
+
+/// `run --embedded`: the cluster, and the configuration the controller reaches it with.
+pub async fn start_for_run(
+    fleet_file: &Path,
+    insecure_http: bool,
+    kubeconfig: Option<PathBuf>,
+    cache_dir: &Path,
+) -> anyhow::Result<(kube::Config, EmbeddedCluster)> {
+    let transport = match insecure_http {
+        true => Transport::PlainHttp,
+        false => Transport::Tls,
+    };
+    let cluster = start(fleet_file, transport, kubeconfig, cache_dir).await?;
+    let config = controller_config(&cluster.emulator).await?;
+    Ok((config, cluster))
+}
+
 pub async fn start(
     fleet_file: &Path,
     transport: Transport,
@@ -49,7 +75,7 @@ pub async fn start(
     let emulator = Emulator::start(EmulatorConfig {
         fleet,
         transport,
-        ..EmulatorConfig::default()
+        ..emulator_config()
     })
     .await?;
     if let Some(parent) = path.parent() {

@@ -1,13 +1,9 @@
 //! `tollgate emulator`: the embedded management cluster as a standalone server, for demos and for
-//! pointing kubectl or `tollgate status` at.
+//! pointing kubectl or `tollgate status` at (in builds with the `embedded` feature, the default).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
-
-use anyhow::Context as _;
-use tollgate_emulator::{ServingFaults, StandaloneConfig, Transport, run_standalone};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -41,7 +37,18 @@ pub struct Args {
     pub request_latency_ms: u64,
 }
 
+#[cfg(not(feature = "embedded"))]
+pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("tollgate emulator: {}", super::embedded::NOT_BUILT_IN)
+}
+
+#[cfg(feature = "embedded")]
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    use std::time::Duration;
+
+    use anyhow::Context as _;
+    use tollgate_emulator::{ServingFaults, StandaloneConfig, Transport, run_standalone};
+
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -52,6 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     runtime.block_on(run_standalone(StandaloneConfig {
         fleet: args.fleet,
+        crds: vec![crate::cluster::crd::git_promotion_crd_json()],
         listen: args.listen,
         kubeconfig: args.kubeconfig,
         state_file: args.state_file,

@@ -10,6 +10,8 @@ pub mod approve;
 pub mod client_certificate;
 pub mod connect;
 pub mod crd;
+// Without the `embedded` feature, the same names say that the embedded cluster is not built in.
+#[cfg_attr(not(feature = "embedded"), path = "embedded_absent.rs")]
 pub mod embedded;
 pub mod emulator;
 pub mod history;
@@ -178,7 +180,9 @@ pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
 }
 
 /// An error and its causes, `: `-separated, leaving out a cause its parent already quotes (our
-/// error types print their source inline, which `{:#}` would repeat).
+/// error types print their source inline, which `{:#}` would repeat). A cluster error ends the
+/// chain: it quotes what the API server or the transport said, which its sources (kube's error
+/// and below) repeat in other words.
 pub fn error_chain(error: &anyhow::Error) -> String {
     let mut shown = String::new();
     let mut previous = String::new();
@@ -189,6 +193,9 @@ pub fn error_chain(error: &anyhow::Error) -> String {
                 shown.push_str(": ");
             }
             shown.push_str(&text);
+        }
+        if cause.is::<crate::cluster::errors::ClusterError>() {
+            break;
         }
         previous = text;
     }
@@ -216,6 +223,24 @@ mod error_chain_tests {
         );
         let plain = anyhow::Error::new(std::io::Error::other("disk full")).context("writing");
         assert_eq!(error_chain(&plain), "writing: disk full");
+    }
+
+    #[test]
+    fn a_cluster_error_is_shown_once_without_its_kube_source() {
+        let status =
+            kube::core::Status::failure("gitpromotions is forbidden", "Forbidden").with_code(403);
+        let error = crate::cluster::errors::classify(
+            kube::Error::Api(Box::new(status)),
+            "list",
+            "gitpromotions",
+            "",
+        );
+        let error = anyhow::Error::new(error).context("reading the promotions");
+        assert_eq!(
+            error_chain(&error),
+            "reading the promotions: RBAC forbids tollgate to list gitpromotions: gitpromotions \
+             is forbidden (see deploy/ for the ClusterRole)"
+        );
     }
 }
 

@@ -11,13 +11,13 @@ use crate::cluster::fetch_request::{FetchRelay, start_relay, watch_fetch_request
 use crate::cluster::leader::{ElectionConfig, LeaderGate, run_election};
 use crate::cluster::throttle::layer::ThrottleLayer;
 use crate::cluster::throttle::{Concurrency, DEFAULT_MAX_CONCURRENCY, Throttle};
+use crate::cluster::user_agent;
 use crate::controller::{self, ControllerConfig, PruneGuard};
 use crate::metrics::Metrics;
 use crate::server::{self, Provider, ServerConfig, ServerState, WebhookSecrets};
 use anyhow::Context as _;
 use kube::Client;
 use kube::client::ClientBuilder;
-use tollgate_emulator::Transport;
 use tollgate_source::{Auth, Secret, SourceConfig};
 use tower::buffer::BufferLayer;
 use tracing::{info, warn};
@@ -298,19 +298,18 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     };
     source.auth = args.git_auth.to_auth()?;
 
-    let (kube_config, embedded_cluster) = match &args.embedded {
+    let (mut kube_config, embedded_cluster) = match &args.embedded {
         Some(fleet_file) => {
-            let transport = match args.embedded_insecure_http {
-                true => Transport::PlainHttp,
-                false => Transport::Tls,
-            };
             let kubeconfig = args.embedded_kubeconfig.clone();
-            let cluster = embedded::start(fleet_file, transport, kubeconfig, &cache_dir).await?;
-            let config = embedded::controller_config(&cluster.emulator).await?;
+            let insecure_http = args.embedded_insecure_http;
+            let (config, cluster) =
+                embedded::start_for_run(fleet_file, insecure_http, kubeconfig, &cache_dir).await?;
             (config, Some(cluster))
         }
         None => (connect::config(&args.cluster).await?, None),
     };
+    // Each replica's requests name it, as its Lease does.
+    user_agent::identify(&mut kube_config, &args.election.identity());
     let concurrency = Concurrency::from_flags(
         args.concurrency.map(|n| n as usize),
         args.max_concurrency as usize,
@@ -514,6 +513,7 @@ pub fn controller_client(
     throttle: &Arc<Throttle>,
 ) -> anyhow::Result<Client> {
     config.default_retry = false;
+    user_agent::identify_if_anonymous(&mut config);
     let builder = ClientBuilder::try_from(config).context("building the Kubernetes client")?;
     Ok(builder
         // Under the throttle, so a request waiting for a slot does not hold up the others.

@@ -75,6 +75,13 @@ pub fn git_promotion_crd() -> CustomResourceDefinition {
     GitPromotion::crd()
 }
 
+/// [`git_promotion_crd`] as the JSON object a cluster stores (how the embedded management
+/// cluster takes the CRDs it serves).
+pub fn git_promotion_crd_json() -> serde_json::Value {
+    // A k8s-openapi object has string keys only: it always serializes.
+    serde_json::to_value(git_promotion_crd()).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};

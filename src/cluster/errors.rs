@@ -1,5 +1,7 @@
 //! Errors talking to the management cluster, classified so that the controller and the user can
-//! tell a retryable blip from a misconfiguration.
+//! tell a retryable blip from a misconfiguration. Each keeps the kube error as its source, so the
+//! chain down to the transport's error (a refused connection, a TLS failure) stays inspectable;
+//! the message already quotes what matters of it.
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -12,6 +14,8 @@ pub enum ClusterError {
         resource: String,
         crd: String,
         message: String,
+        #[source]
+        source: KubeSource,
     },
     #[error(
         "RBAC forbids tollgate to {verb} {resource}{}: {message} (see deploy/ for the ClusterRole)",
@@ -22,12 +26,16 @@ pub enum ClusterError {
         resource: String,
         name: String,
         message: String,
+        #[source]
+        source: KubeSource,
     },
     #[error("conflict writing {resource} {name:?}: {message}")]
     Conflict {
         resource: String,
         name: String,
         message: String,
+        #[source]
+        source: KubeSource,
     },
     #[error("the API server rejected {verb} {resource}{}: {message}", named(.name))]
     Rejected {
@@ -35,6 +43,8 @@ pub enum ClusterError {
         resource: String,
         name: String,
         message: String,
+        #[source]
+        source: KubeSource,
     },
     #[error("cannot reach the management cluster to {verb} {resource}{}: {message}", named(.name))]
     Unavailable {
@@ -42,12 +52,30 @@ pub enum ClusterError {
         resource: String,
         name: String,
         message: String,
+        #[source]
+        source: KubeSource,
     },
     #[error("cannot decode {what}: {message}")]
     Decode { what: String, message: String },
 }
 
+/// The kube error a [`ClusterError`] was classified from: boxed (it is large, and most of the
+/// variants' size), as a trait object so that walking the chain meets `kube::Error` itself.
+pub type KubeSource = Box<dyn std::error::Error + Send + Sync>;
+
 impl ClusterError {
+    /// The kube error this error was classified from, if it was.
+    pub fn kube_error(&self) -> Option<&kube::Error> {
+        match self {
+            ClusterError::CrdMissing { source, .. }
+            | ClusterError::Forbidden { source, .. }
+            | ClusterError::Conflict { source, .. }
+            | ClusterError::Rejected { source, .. }
+            | ClusterError::Unavailable { source, .. } => source.downcast_ref(),
+            ClusterError::NotLeader | ClusterError::Decode { .. } => None,
+        }
+    }
+
     /// Whether retrying the same request later can succeed without a human.
     pub fn is_transient(&self) -> bool {
         matches!(
@@ -61,53 +89,58 @@ impl ClusterError {
     }
 }
 
-/// Turns a kube error into the variant a user can act on.
+/// Turns a kube error into the variant a user can act on; the kube error stays its source.
 pub fn classify(error: kube::Error, verb: &str, resource: &str, name: &str) -> ClusterError {
     let (verb, resource, name) = (verb.to_string(), resource.to_string(), name.to_string());
-    match error {
-        kube::Error::Api(status) => {
-            let message = status.message.clone();
-            match status.code {
-                403 => ClusterError::Forbidden {
-                    verb,
-                    resource,
-                    name,
-                    message,
-                },
-                409 => ClusterError::Conflict {
-                    resource,
-                    name,
-                    message,
-                },
-                // A 404 on a named write of a collection that should exist, with reason NotFound and
-                // no object details, means the type itself is not served.
-                404 if status.details.as_ref().is_none_or(|d| d.name.is_empty()) => {
-                    ClusterError::CrdMissing {
-                        crd: crd_of(&resource),
-                        resource,
-                        message,
-                    }
-                }
-                429 | 500..=599 => ClusterError::Unavailable {
-                    verb,
-                    resource,
-                    name,
-                    message,
-                },
-                _ => ClusterError::Rejected {
-                    verb,
-                    resource,
-                    name,
-                    message,
-                },
-            }
-        }
+    let kube::Error::Api(status) = &error else {
         // With the causes: "client error (Connect)" alone hides the "Connection refused" below it.
-        other => ClusterError::Unavailable {
+        return ClusterError::Unavailable {
             verb,
             resource,
             name,
-            message: with_causes(&other),
+            message: with_causes(&error),
+            source: Box::new(error),
+        };
+    };
+    let message = status.message.clone();
+    // A 404 on a named write of a collection that should exist, with reason NotFound and no
+    // object details, means the type itself is not served.
+    let type_missing = status.details.as_ref().is_none_or(|d| d.name.is_empty());
+    let code = status.code;
+    let source: KubeSource = Box::new(error);
+    match code {
+        403 => ClusterError::Forbidden {
+            verb,
+            resource,
+            name,
+            message,
+            source,
+        },
+        409 => ClusterError::Conflict {
+            resource,
+            name,
+            message,
+            source,
+        },
+        404 if type_missing => ClusterError::CrdMissing {
+            crd: crd_of(&resource),
+            resource,
+            message,
+            source,
+        },
+        429 | 500..=599 => ClusterError::Unavailable {
+            verb,
+            resource,
+            name,
+            message,
+            source,
+        },
+        _ => ClusterError::Rejected {
+            verb,
+            resource,
+            name,
+            message,
+            source,
         },
     }
 }
@@ -142,5 +175,76 @@ fn crd_of(resource: &str) -> String {
             "gitpromotions.tollgate.dev (`tollgate crd | kubectl apply -f -`)".into()
         }
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    fn api_error(code: u16, message: &str) -> kube::Error {
+        let status = kube::core::Status::failure(message, "Conflict").with_code(code);
+        kube::Error::Api(Box::new(status))
+    }
+
+    /// The kube error under a classified error, as a caller walking the chain finds it.
+    fn kube_source(error: &ClusterError) -> &kube::Error {
+        error
+            .source()
+            .and_then(|source| source.downcast_ref::<kube::Error>())
+            .expect("the kube error is the source")
+    }
+
+    #[test]
+    fn an_api_error_keeps_its_status_as_source() {
+        let error = classify(
+            api_error(409, "the object has been modified"),
+            "patch",
+            "gitpromotions",
+            "web",
+        );
+        assert!(matches!(error, ClusterError::Conflict { .. }), "{error:?}");
+        assert_eq!(
+            error.to_string(),
+            "conflict writing gitpromotions \"web\": the object has been modified"
+        );
+        let kube::Error::Api(status) = kube_source(&error) else {
+            panic!("not the API error");
+        };
+        assert_eq!(status.code, 409);
+        assert!(
+            error
+                .kube_error()
+                .is_some_and(|e| std::ptr::eq(e, kube_source(&error)))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_found_down_the_chain() {
+        // A port nothing listens on: bound, then closed.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let uri = format!("http://127.0.0.1:{port}").parse().expect("uri");
+        let client = kube::Client::try_from(kube::Config::new(uri)).expect("client");
+        let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
+        let refused = namespaces
+            .list(&Default::default())
+            .await
+            .expect_err("nothing listens");
+        let error = classify(refused, "list", "namespaces", "");
+        assert!(error.is_transient(), "{error}");
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+        let mut kinds = Vec::new();
+        while let Some(current) = cause {
+            if let Some(io) = current.downcast_ref::<std::io::Error>() {
+                kinds.push(io.kind());
+            }
+            cause = current.source();
+        }
+        assert_eq!(kinds, [std::io::ErrorKind::ConnectionRefused], "{error}");
     }
 }

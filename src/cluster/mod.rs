@@ -12,5 +12,6 @@ pub mod observe;
 pub mod resources;
 pub mod statuses;
 pub mod throttle;
+pub mod user_agent;
 pub mod watch;
 pub mod writer;

@@ -591,6 +591,7 @@ mod tests {
             } else {
                 "tollgate".into()
             },
+            user_agent: String::new(),
             resource_version: 0,
             object,
         }

@@ -115,6 +115,7 @@ mod tests {
             namespace: String::new(),
             name: name.into(),
             field_manager: "tollgate".into(),
+            user_agent: String::new(),
             resource_version: 0,
             object,
         }

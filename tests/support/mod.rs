@@ -63,6 +63,14 @@ pub struct World {
     pub throttle: std::sync::Arc<Throttle>,
 }
 
+/// The emulator as tollgate runs it: serving the GitPromotion CRD besides the built-in types.
+pub fn emulator_config() -> EmulatorConfig {
+    EmulatorConfig {
+        crds: vec![tollgate::cluster::crd::git_promotion_crd_json()],
+        ..EmulatorConfig::default()
+    }
+}
+
 /// How many promotions the test controllers step at once (the adaptive ceiling too).
 pub const STEP_CONCURRENCY: usize = 8;
 
@@ -79,7 +87,7 @@ impl World {
         let fleet = Fleet::parse(fleet, Path::new("test-fleet.yaml")).expect("valid fleet");
         let emulator = Emulator::start(EmulatorConfig {
             fleet,
-            ..EmulatorConfig::default()
+            ..emulator_config()
         })
         .await
         .expect("emulator starts");

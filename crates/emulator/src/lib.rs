@@ -2,16 +2,22 @@
 //! tollgate's embedded management cluster: a loopback HTTP(S) server speaking the Kubernetes REST
 //! subset tollgate uses (discovery, CRUD, server-side apply, watches, status subresources), backed
 //! by memory, plus a stand-in for Sveltos's addon-controller, a fleet file, and fault injection.
+//!
+//! A test double, not a product: it serves the built-in and Sveltos types (their CRDs vendored
+//! under `crds/`) and the CRDs its caller passes in ([`EmulatorConfig::crds`]); it validates
+//! custom resources with the validator tollgate's manifest checks use (`tollgate-schema`); what
+//! kubectl alone needs is the optional [`kubectl`] module (cargo feature `kubectl`, default on).
 
 pub mod api;
 pub mod api_error;
 pub mod failure_rules;
 pub mod faults;
+mod field_causes;
 pub mod fleet;
 pub mod kubeconfig;
+pub mod kubectl;
 pub mod managed_fields;
 pub mod patch;
-pub mod protobuf;
 pub mod registry;
 mod schema_validation;
 pub mod selector;

@@ -1,5 +1,5 @@
 //! The served resource types. Data-driven so that creating a CustomResourceDefinition registers a
-//! new type exactly like the pre-registered Sveltos and tollgate ones.
+//! new type exactly like the built-in Sveltos ones and the CRDs a caller passes in at start.
 
 use serde_json::Value;
 
@@ -55,22 +55,14 @@ impl PrinterColumn {
     }
 }
 
-/// tollgate's own CRD, as `tollgate crd` prints it (a test keeps the file equal to that output):
-/// the built-in GitPromotion type takes its printer columns from it.
-const GIT_PROMOTION_CRD: &str = include_str!("../../../deploy/crd.yaml");
-
-/// The printer columns of `version` in a CRD given as YAML (none if it cannot be read).
-fn crd_printer_columns(crd_yaml: &str, version: &str) -> Vec<PrinterColumn> {
-    let Ok(crd) = serde_saphyr::from_str::<Value>(crd_yaml) else {
-        return Vec::new();
+/// `plural.group` of a CRD object: the name of the CRD and of the type it declares.
+pub fn crd_name(crd: &Value) -> Option<String> {
+    let spec = &crd["spec"];
+    let (Some(group), Some(plural)) = (spec["group"].as_str(), spec["names"]["plural"].as_str())
+    else {
+        return None;
     };
-    crd["spec"]["versions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|v| v["name"].as_str() == Some(version))
-        .map(PrinterColumn::from_crd_version)
-        .unwrap_or_default()
+    Some(format!("{plural}.{group}"))
 }
 
 impl ResourceType {
@@ -136,9 +128,8 @@ pub struct Registry {
 pub const CRD_QUALIFIED_PLURAL: &str = "customresourcedefinitions.apiextensions.k8s.io";
 
 impl Registry {
-    /// The types tollgate and Sveltos need, minus those named in `without` (by any name
-    /// [`ResourceType::is_named`] accepts), so a test can start without e.g. ClusterSummary.
-    pub fn builtin(without: &[String]) -> Self {
+    /// The built-in types: the core and Kubernetes types tollgate uses, and Sveltos's.
+    pub fn builtin() -> Self {
         let sveltos = "config.projectsveltos.io";
         let types = vec![
             ResourceType::new("", "v1", "Namespace", "namespaces", &["ns"], false, true),
@@ -198,28 +189,17 @@ impl Registry {
                 true,
                 true,
             ),
-            ResourceType {
-                printer_columns: crd_printer_columns(GIT_PROMOTION_CRD, "v1alpha1"),
-                ..ResourceType::new(
-                    "tollgate.dev",
-                    "v1alpha1",
-                    "GitPromotion",
-                    "gitpromotions",
-                    &["gp"],
-                    false,
-                    true,
-                )
-            },
         ];
-        Self {
-            types: types
-                .into_iter()
-                .filter(|t| {
-                    t.plural == "customresourcedefinitions"
-                        || !without.iter().any(|w| t.is_named(w))
-                })
-                .collect(),
-        }
+        Self { types }
+    }
+
+    /// These types minus those named in `without` (by any name [`ResourceType::is_named`]
+    /// accepts), so a test can start without e.g. ClusterSummary; CRDs are always served.
+    pub fn without(mut self, without: &[String]) -> Self {
+        self.types.retain(|t| {
+            t.plural == "customresourcedefinitions" || !without.iter().any(|w| t.is_named(w))
+        });
+        self
     }
 
     pub fn types(&self) -> &[ResourceType] {
@@ -332,12 +312,13 @@ mod tests {
 
     #[test]
     fn builtin_can_leave_out_a_type() {
-        let all = Registry::builtin(&[]);
+        let all = Registry::builtin();
         assert!(
             all.find("config.projectsveltos.io", "v1beta1", "clustersummaries")
                 .is_some()
         );
-        let without = Registry::builtin(&["clustersummaries.config.projectsveltos.io".to_string()]);
+        let without =
+            Registry::builtin().without(&["clustersummaries.config.projectsveltos.io".to_string()]);
         assert!(
             without
                 .find("config.projectsveltos.io", "v1beta1", "clustersummaries")
@@ -351,22 +332,27 @@ mod tests {
     }
 
     #[test]
-    fn the_builtin_git_promotion_type_has_the_crds_printer_columns() {
-        let registry = Registry::builtin(&[]);
-        let gp = registry
-            .find("tollgate.dev", "v1alpha1", "gitpromotions")
-            .unwrap();
-        let names: Vec<&str> = gp.printer_columns.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(
-            names,
-            ["Stage", "Phase", "Snapshot", "Commit", "Message", "Age"]
-        );
-        assert_eq!(gp.printer_columns[1].json_path, ".status.phase");
+    fn a_registered_crd_brings_its_printer_columns() {
+        let mut registry = Registry::builtin();
+        let crd = json!({"spec": {"group": "example.com", "scope": "Cluster",
+            "names": {"kind": "Gadget", "plural": "gadgets"},
+            "versions": [{"name": "v1", "additionalPrinterColumns": [
+                {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                {"name": "Nameless", "type": "string"}]}]}});
+        assert!(registry.register_crd(&crd));
+        assert_eq!(crd_name(&crd).as_deref(), Some("gadgets.example.com"));
+        let gadget = registry.find("example.com", "v1", "gadgets").unwrap();
+        let columns: Vec<(&str, &str)> = gadget
+            .printer_columns
+            .iter()
+            .map(|c| (c.name.as_str(), c.json_path.as_str()))
+            .collect();
+        assert_eq!(columns, [("Phase", ".status.phase")]);
     }
 
     #[test]
     fn crd_registers_served_versions() {
-        let mut registry = Registry::builtin(&[]);
+        let mut registry = Registry::builtin();
         let crd = json!({"spec": {"group": "example.com", "scope": "Namespaced",
             "names": {"kind": "Widget", "plural": "widgets", "shortNames": ["wd"]},
             "versions": [{"name": "v1", "served": true, "subresources": {"status": {}}},

@@ -20,19 +20,39 @@
 //! Formats: `date-time` and `byte` strings, and the `int32`/`int64` ranges of integers, which
 //! kube-apiserver checks since 1.36 (kubernetes/kubernetes#136582; `uint32`/`uint64` are not
 //! checked there either). Not done (the real server does): CRD defaulting and CEL rules.
+//!
+//! The validator is `tollgate-schema`, which tollgate's manifest checks use too; this module picks
+//! the server's choices ([`CHECKS`]) and words what it finds as the server does
+//! ([`crate::field_causes`]). Schemas come from the CRD objects stored, else from the CRDs served
+//! from the start: the Sveltos ones vendored under `crds/`, and those the caller passes in
+//! ([`crate::EmulatorConfig::crds`]).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, OnceLock};
 
-use base64::Engine as _;
-use regex::Regex;
-use serde_json::{Map, Number, Value};
+use serde_json::Value;
+use tollgate_schema::{Checks, CrdRule, StructuralSchema, UnknownFields};
 
 use crate::api_error::{ApiError, FieldCause};
-use crate::registry::{CRD_QUALIFIED_PLURAL, ResourceType};
+use crate::field_causes::{field_cause, field_path};
+use crate::registry::{CRD_QUALIFIED_PLURAL, ResourceType, crd_name};
 use crate::state::{ApiState, Target};
 use crate::store::ObjectKey;
+
+/// The server's choices: unknown fields pruned (then warned about or refused per the request),
+/// `5.0` an integer; no defaulting, list-type or CEL checks (not done by the emulator).
+const CHECKS: Checks = Checks {
+    unknown_fields: UnknownFields::Prune,
+    defaults: false,
+    list_types: false,
+    integral_floats: true,
+};
+
+/// No CEL rule is checked.
+fn no_cel_rules(_rule: &str) -> Option<CrdRule> {
+    None
+}
 
 /// The `fieldValidation` directive of a write request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,11 +98,28 @@ pub struct SchemaAdmission {
     request: Option<RequestValidation>,
     /// CRD name → (its resourceVersion when compiled, version name → schema).
     compiled: HashMap<String, (String, CompiledVersions)>,
+    /// CRD name → schemas, of the CRDs the caller passed in (served from the start).
+    passed_in: HashMap<String, CompiledVersions>,
 }
 
-type CompiledVersions = Arc<Vec<(String, Arc<SchemaNode>)>>;
+type CompiledVersions = Arc<Vec<(String, Arc<StructuralSchema>)>>;
 
 impl SchemaAdmission {
+    /// Admission for the CRDs a caller passes in, compiled now: a CRD that does not compile is
+    /// refused at start, not found out at the first write.
+    pub fn with_crds(crds: &[Value]) -> Result<Self, String> {
+        let mut passed_in = HashMap::new();
+        for crd in crds {
+            let name = crd_name(crd).ok_or("a CRD without spec.group and spec.names.plural")?;
+            let versions = compile_crd(crd).map_err(|e| format!("CRD {name}: {e}"))?;
+            passed_in.insert(name, Arc::new(versions));
+        }
+        Ok(Self {
+            passed_in,
+            ..Self::default()
+        })
+    }
+
     /// Puts a request's directive in force for the writes it makes (the caller holds the state
     /// lock for the whole request, so no other write can see it).
     pub fn begin_request(&mut self, directive: FieldValidation) {
@@ -142,22 +179,23 @@ impl ApiState {
         let Some(schema) = self.schema_for(target.resource)? else {
             return Ok(());
         };
-        let mut findings = Findings::default();
-        walk_root(&schema, object, &mut findings);
+        let findings = schema.validate(object, &CHECKS);
         let name = object["metadata"]["name"].as_str().unwrap_or_default();
-        if !findings.unknown.is_empty() {
+        if !findings.pruned.is_empty() {
             // Sorted, as the real server reports them (its maps have no order).
-            findings.unknown.sort();
-            self.answer_unknown_fields(target, name, verb, &findings.unknown)?;
+            let mut unknown: Vec<String> = findings.pruned.iter().map(field_path).collect();
+            unknown.sort();
+            self.answer_unknown_fields(target, name, verb, &unknown)?;
         }
-        if findings.errors.is_empty() {
+        if findings.violations.is_empty() {
             return Ok(());
         }
+        let causes: Vec<FieldCause> = findings.violations.iter().map(field_cause).collect();
         Err(ApiError::FieldsInvalid {
             kind: target.resource.kind.clone(),
             group: target.resource.group.clone(),
             name: name.to_string(),
-            causes: findings.errors,
+            causes,
         })
     }
 
@@ -211,8 +249,11 @@ impl ApiState {
     }
 
     /// The schema of a type's version: from its CRD object if one is stored (recompiled when the
-    /// CRD changes), else from the CRDs embedded for the types served from the start.
-    fn schema_for(&mut self, resource: &ResourceType) -> Result<Option<Arc<SchemaNode>>, ApiError> {
+    /// CRD changes), else from the CRDs of the types served from the start.
+    fn schema_for(
+        &mut self,
+        resource: &ResourceType,
+    ) -> Result<Option<Arc<StructuralSchema>>, ApiError> {
         if resource.group.is_empty() {
             return Ok(None);
         }
@@ -242,9 +283,12 @@ impl ApiState {
                     }
                 }
             }
-            None => match embedded_schemas(&crd_name) {
-                Some(versions) => versions,
-                None => return Ok(None),
+            None => match self.schema_admission.passed_in.get(&crd_name) {
+                Some(versions) => Arc::clone(versions),
+                None => match vendored_schemas(&crd_name) {
+                    Some(versions) => versions,
+                    None => return Ok(None),
+                },
             },
         };
         Ok(versions
@@ -254,8 +298,8 @@ impl ApiState {
     }
 }
 
-/// The CRDs of the custom types the emulator serves from the start, by CRD name.
-const EMBEDDED_CRDS: [(&str, &str); 5] = [
+/// The CRDs of the Sveltos types the emulator serves from the start, by CRD name.
+const VENDORED_CRDS: [(&str, &str); 4] = [
     (
         "clusterprofiles.config.projectsveltos.io",
         include_str!("../crds/config.projectsveltos.io_clusterprofiles.yaml"),
@@ -272,37 +316,33 @@ const EMBEDDED_CRDS: [(&str, &str); 5] = [
         "sveltosclusters.lib.projectsveltos.io",
         include_str!("../crds/lib.projectsveltos.io_sveltosclusters.yaml"),
     ),
-    (
-        "gitpromotions.tollgate.dev",
-        include_str!("../../../deploy/crd.yaml"),
-    ),
 ];
 
 /// Compiled once per process, on first use (the YAML is large; most emulators touch few types).
-static EMBEDDED_COMPILED: [OnceLock<Result<CompiledVersions, String>>; 5] =
-    [const { OnceLock::new() }; 5];
+static VENDORED_COMPILED: [OnceLock<Result<CompiledVersions, String>>; 4] =
+    [const { OnceLock::new() }; 4];
 
-fn embedded_schemas(crd_name: &str) -> Option<CompiledVersions> {
-    let index = EMBEDDED_CRDS
+fn vendored_schemas(crd_name: &str) -> Option<CompiledVersions> {
+    let index = VENDORED_CRDS
         .iter()
         .position(|(name, _)| *name == crd_name)?;
-    let compiled = EMBEDDED_COMPILED[index].get_or_init(|| {
-        let crd: Value = serde_saphyr::from_str(EMBEDDED_CRDS[index].1)
-            .map_err(|e| format!("embedded CRD {crd_name} is not YAML: {e}"))?;
+    let compiled = VENDORED_COMPILED[index].get_or_init(|| {
+        let crd: Value = serde_saphyr::from_str(VENDORED_CRDS[index].1)
+            .map_err(|e| format!("vendored CRD {crd_name} is not YAML: {e}"))?;
         compile_crd(&crd).map(Arc::new)
     });
     match compiled {
         Ok(versions) => Some(Arc::clone(versions)),
         Err(error) => {
-            // Unit-tested never to happen; a broken embedded CRD must not pass writes silently.
-            tracing::error!(%error, "embedded CRD does not compile; its type is not validated");
+            // Unit-tested never to happen; a broken vendored CRD must not pass writes silently.
+            tracing::error!(%error, "vendored CRD does not compile; its type is not validated");
             None
         }
     }
 }
 
 /// Every version of a CRD object that has an `openAPIV3Schema`, compiled.
-fn compile_crd(crd: &Value) -> Result<Vec<(String, Arc<SchemaNode>)>, String> {
+fn compile_crd(crd: &Value) -> Result<Vec<(String, Arc<StructuralSchema>)>, String> {
     let mut versions = Vec::new();
     for version in crd["spec"]["versions"].as_array().into_iter().flatten() {
         let (Some(name), Some(schema)) = (
@@ -311,462 +351,11 @@ fn compile_crd(crd: &Value) -> Result<Vec<(String, Arc<SchemaNode>)>, String> {
         ) else {
             continue;
         };
-        let node = SchemaNode::compile(schema, &format!("{name}.schema.openAPIV3Schema"))?;
-        versions.push((name.to_string(), Arc::new(node)));
+        let compiled = StructuralSchema::compile(schema, no_cel_rules)
+            .map_err(|e| format!("{name}.schema.openAPIV3Schema.{e}"))?;
+        versions.push((name.to_string(), Arc::new(compiled)));
     }
     Ok(versions)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum JsonType {
-    Object,
-    Array,
-    String,
-    Integer,
-    Number,
-    Boolean,
-}
-
-impl JsonType {
-    fn parse(text: &str) -> Option<Self> {
-        Some(match text {
-            "object" => Self::Object,
-            "array" => Self::Array,
-            "string" => Self::String,
-            "integer" => Self::Integer,
-            "number" => Self::Number,
-            "boolean" => Self::Boolean,
-            _ => return None,
-        })
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Self::Object => "object",
-            Self::Array => "array",
-            Self::String => "string",
-            Self::Integer => "integer",
-            Self::Number => "number",
-            Self::Boolean => "boolean",
-        }
-    }
-
-    fn accepts(self, value: &Value) -> bool {
-        match (self, value) {
-            (Self::Object, Value::Object(_))
-            | (Self::Array, Value::Array(_))
-            | (Self::String, Value::String(_))
-            | (Self::Number, Value::Number(_))
-            | (Self::Boolean, Value::Bool(_)) => true,
-            (Self::Integer, Value::Number(n)) => is_integral(n),
-            _ => false,
-        }
-    }
-}
-
-/// JSON integers, and floats with an integral value (`5.0`), as the real server's decoder reads.
-fn is_integral(n: &Number) -> bool {
-    n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
-}
-
-/// The name the real server gives a value's type in messages.
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_f64() => "number",
-        Value::Number(_) => "integer",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Format {
-    DateTime,
-    Byte,
-    Int32,
-    Int64,
-}
-
-impl Format {
-    fn name(self) -> &'static str {
-        match self {
-            Self::DateTime => "date-time",
-            Self::Byte => "byte",
-            Self::Int32 => "int32",
-            Self::Int64 => "int64",
-        }
-    }
-}
-
-/// One compiled schema node; only what validation and pruning read.
-#[derive(Debug, Default)]
-struct SchemaNode {
-    ty: Option<JsonType>,
-    nullable: bool,
-    int_or_string: bool,
-    preserve_unknown: bool,
-    embedded_resource: bool,
-    properties: HashMap<String, SchemaNode>,
-    additional: Option<Box<SchemaNode>>,
-    items: Option<Box<SchemaNode>>,
-    required: Vec<String>,
-    enum_values: Vec<Value>,
-    pattern: Option<(String, Regex)>,
-    format: Option<Format>,
-    minimum: Option<f64>,
-    maximum: Option<f64>,
-    min_length: Option<usize>,
-    max_length: Option<usize>,
-    min_items: Option<usize>,
-    max_items: Option<usize>,
-}
-
-impl SchemaNode {
-    fn compile(schema: &Value, at: &str) -> Result<Self, String> {
-        let flag = |key: &str| schema[key].as_bool().unwrap_or(false);
-        let count = |key: &str| schema[key].as_u64().and_then(|n| usize::try_from(n).ok());
-        let mut node = Self {
-            ty: schema["type"].as_str().and_then(JsonType::parse),
-            nullable: flag("nullable"),
-            int_or_string: flag("x-kubernetes-int-or-string"),
-            preserve_unknown: flag("x-kubernetes-preserve-unknown-fields"),
-            embedded_resource: flag("x-kubernetes-embedded-resource"),
-            required: schema["required"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|r| r.as_str().map(str::to_string))
-                .collect(),
-            enum_values: schema["enum"].as_array().cloned().unwrap_or_default(),
-            format: match schema["format"].as_str() {
-                Some("date-time") => Some(Format::DateTime),
-                Some("byte") => Some(Format::Byte),
-                Some("int32") => Some(Format::Int32),
-                Some("int64") => Some(Format::Int64),
-                _ => None,
-            },
-            minimum: schema["minimum"].as_f64(),
-            maximum: schema["maximum"].as_f64(),
-            min_length: count("minLength"),
-            max_length: count("maxLength"),
-            min_items: count("minItems"),
-            max_items: count("maxItems"),
-            ..Self::default()
-        };
-        if let Some(pattern) = schema["pattern"].as_str() {
-            let regex = Regex::new(pattern)
-                .map_err(|e| format!("{at}.pattern {pattern:?} does not compile: {e}"))?;
-            node.pattern = Some((pattern.to_string(), regex));
-        }
-        for (name, child) in schema["properties"].as_object().into_iter().flatten() {
-            let child = Self::compile(child, &format!("{at}.properties.{name}"))?;
-            node.properties.insert(name.clone(), child);
-        }
-        if schema["additionalProperties"].is_object() {
-            let child = Self::compile(
-                &schema["additionalProperties"],
-                &format!("{at}.additionalProperties"),
-            )?;
-            node.additional = Some(Box::new(child));
-        }
-        if schema["items"].is_object() {
-            node.items = Some(Box::new(Self::compile(
-                &schema["items"],
-                &format!("{at}.items"),
-            )?));
-        }
-        Ok(node)
-    }
-}
-
-/// What a walk found: field errors (422) and unknown fields, already pruned.
-#[derive(Default)]
-struct Findings {
-    errors: Vec<FieldCause>,
-    unknown: Vec<String>,
-}
-
-/// A field path kept as a stack while walking; rendered (`spec.stages[0].name`) only for errors.
-struct FieldPath<'a> {
-    segments: Vec<Segment<'a>>,
-}
-
-enum Segment<'a> {
-    Key(&'a str),
-    OwnedKey(String),
-    Index(usize),
-}
-
-impl FieldPath<'_> {
-    fn render(&self) -> String {
-        let mut out = String::new();
-        for segment in &self.segments {
-            match segment {
-                Segment::Key(key) => push_key(&mut out, key),
-                Segment::OwnedKey(key) => push_key(&mut out, key),
-                Segment::Index(index) => {
-                    let _ = write!(out, "[{index}]");
-                }
-            }
-        }
-        out
-    }
-
-    fn render_child(&self, key: &str) -> String {
-        let mut out = self.render();
-        push_key(&mut out, key);
-        out
-    }
-}
-
-fn push_key(out: &mut String, key: &str) {
-    if !out.is_empty() {
-        out.push('.');
-    }
-    out.push_str(key);
-}
-
-/// Fields the real server allows at the root of every object (and of embedded resources) without
-/// the schema declaring them; `metadata` is validated as ObjectMeta, not by the schema.
-const OBJECT_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
-
-fn walk_root(schema: &SchemaNode, object: &mut Value, findings: &mut Findings) {
-    let mut path = FieldPath {
-        segments: Vec::new(),
-    };
-    match object {
-        Value::Object(map) => walk_object(schema, map, true, &mut path, findings),
-        other => walk(schema, other, &mut path, findings),
-    }
-}
-
-fn walk<'s>(
-    node: &'s SchemaNode,
-    value: &mut Value,
-    path: &mut FieldPath<'s>,
-    findings: &mut Findings,
-) {
-    if value.is_null() {
-        // Only reached for nullable fields and list items: non-nullable fields are pruned.
-        if !node.nullable && (node.ty.is_some() || node.int_or_string) {
-            let expected = node.ty.map_or("integer,string", JsonType::name);
-            type_error(path, "null", expected, findings);
-        }
-        return;
-    }
-    if node.int_or_string {
-        match value {
-            // Patterns and lengths constrain the string form only (`maxUpdate: 10%`).
-            Value::String(text) => check_string(node, text, path, findings),
-            Value::Number(n) if is_integral(n) => {}
-            other => type_error(path, type_name(other), "integer,string", findings),
-        }
-        return;
-    }
-    if let Some(ty) = node.ty
-        && !ty.accepts(value)
-    {
-        type_error(path, type_name(value), ty.name(), findings);
-        return;
-    }
-    if !node.enum_values.is_empty() && !node.enum_values.contains(value) {
-        let supported: Vec<String> = node.enum_values.iter().map(quoted).collect();
-        findings.errors.push(FieldCause {
-            reason: "FieldValueNotSupported",
-            field: path.render(),
-            message: format!(
-                "Unsupported value: {}: supported values: {}",
-                quoted(value),
-                supported.join(", ")
-            ),
-        });
-    }
-    match value {
-        Value::String(text) => check_string(node, text, path, findings),
-        Value::Number(number) => check_number(node, number, path, findings),
-        Value::Array(items) => walk_array(node, items, path, findings),
-        Value::Object(map) => walk_object(node, map, node.embedded_resource, path, findings),
-        Value::Bool(_) | Value::Null => {}
-    }
-}
-
-fn type_error(path: &FieldPath<'_>, actual: &str, expected: &str, findings: &mut Findings) {
-    let field = path.render();
-    findings.errors.push(FieldCause {
-        reason: "FieldValueTypeInvalid",
-        message: format!(
-            "Invalid value: {actual:?}: {field} in body must be of type {expected}: {actual:?}"
-        ),
-        field,
-    });
-}
-
-fn invalid(path: &FieldPath<'_>, shown: String, detail: &str, findings: &mut Findings) {
-    let field = path.render();
-    findings.errors.push(FieldCause {
-        reason: "FieldValueInvalid",
-        message: format!("Invalid value: {shown}: {field} in body {detail}"),
-        field,
-    });
-}
-
-/// A value as the real server prints it in messages: strings quoted, the rest as JSON.
-fn quoted(value: &Value) -> String {
-    match value {
-        Value::String(s) => format!("{s:?}"),
-        other => other.to_string(),
-    }
-}
-
-fn check_string(node: &SchemaNode, text: &str, path: &FieldPath<'_>, findings: &mut Findings) {
-    if node.min_length.is_some() || node.max_length.is_some() {
-        let length = text.chars().count();
-        if let Some(min) = node.min_length.filter(|min| length < *min) {
-            let detail = format!("should be at least {min} chars long");
-            invalid(path, format!("{text:?}"), &detail, findings);
-        }
-        if let Some(max) = node.max_length.filter(|max| length > *max) {
-            findings.errors.push(FieldCause {
-                reason: "FieldValueTooLong",
-                field: path.render(),
-                message: format!(
-                    "Too long: may not be more than {max} {}",
-                    if max == 1 { "byte" } else { "bytes" }
-                ),
-            });
-        }
-    }
-    if let Some((pattern, regex)) = &node.pattern
-        && !regex.is_match(text)
-    {
-        let detail = format!("should match '{pattern}'");
-        invalid(path, format!("{text:?}"), &detail, findings);
-    }
-    let format_ok = match node.format {
-        Some(Format::DateTime) => chrono::DateTime::parse_from_rfc3339(text).is_ok(),
-        Some(Format::Byte) => base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .is_ok(),
-        _ => true,
-    };
-    if let Some(format) = node.format.filter(|_| !format_ok) {
-        let field = path.render();
-        findings.errors.push(FieldCause {
-            reason: "FieldValueTypeInvalid",
-            message: format!(
-                "Invalid value: {text:?}: {field} in body must be of type {}: {text:?}",
-                format.name()
-            ),
-            field,
-        });
-    }
-}
-
-fn check_number(node: &SchemaNode, number: &Number, path: &FieldPath<'_>, findings: &mut Findings) {
-    let Some(value) = number.as_f64() else { return };
-    if let Some(min) = node.minimum.filter(|min| value < *min) {
-        let detail = format!("should be greater than or equal to {min}");
-        invalid(path, number.to_string(), &detail, findings);
-    }
-    if let Some(max) = node.maximum.filter(|max| value > *max) {
-        let detail = format!("should be less than or equal to {max}");
-        invalid(path, number.to_string(), &detail, findings);
-    }
-    let fits = match node.format {
-        Some(Format::Int32) => number
-            .as_f64()
-            .is_some_and(|n| (f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&n)),
-        Some(Format::Int64) => number.is_i64() || number.is_f64(),
-        _ => true,
-    };
-    if let Some(format) = node.format.filter(|_| !fits) {
-        let field = path.render();
-        findings.errors.push(FieldCause {
-            reason: "FieldValueTypeInvalid",
-            message: format!(
-                "Invalid value: {number}: {field} in body must be of type {}",
-                format.name()
-            ),
-            field,
-        });
-    }
-}
-
-fn walk_array<'s>(
-    node: &'s SchemaNode,
-    items: &mut [Value],
-    path: &mut FieldPath<'s>,
-    findings: &mut Findings,
-) {
-    if let Some(min) = node.min_items.filter(|min| items.len() < *min) {
-        let detail = format!("should have at least {min} items");
-        invalid(path, items.len().to_string(), &detail, findings);
-    }
-    if let Some(max) = node.max_items.filter(|max| items.len() > *max) {
-        findings.errors.push(FieldCause {
-            reason: "FieldValueTooMany",
-            field: path.render(),
-            message: format!("Too many: {}: must have at most {max} items", items.len()),
-        });
-    }
-    let Some(item_schema) = &node.items else {
-        return;
-    };
-    for (index, item) in items.iter_mut().enumerate() {
-        path.segments.push(Segment::Index(index));
-        walk(item_schema, item, path, findings);
-        path.segments.pop();
-    }
-}
-
-fn walk_object<'s>(
-    node: &'s SchemaNode,
-    map: &mut Map<String, Value>,
-    object_fields_allowed: bool,
-    path: &mut FieldPath<'s>,
-    findings: &mut Findings,
-) {
-    let is_root = path.segments.is_empty();
-    let allowed = |name: &str| object_fields_allowed && OBJECT_FIELDS.contains(&name);
-    map.retain(|name, value| {
-        let declared = node.properties.get(name).or(node.additional.as_deref());
-        match declared {
-            // The real server drops nulls of fields that are not nullable before validating.
-            Some(child) => !value.is_null() || child.nullable,
-            None if allowed(name) || node.preserve_unknown => true,
-            None => {
-                findings.unknown.push(path.render_child(name));
-                false
-            }
-        }
-    });
-    for (name, value) in map.iter_mut() {
-        if is_root && name == "metadata" {
-            continue;
-        }
-        if let Some((key, child)) = node.properties.get_key_value(name.as_str()) {
-            path.segments.push(Segment::Key(key));
-            walk(child, value, path, findings);
-        } else if let Some(additional) = node.additional.as_deref() {
-            path.segments.push(Segment::OwnedKey(name.clone()));
-            walk(additional, value, path, findings);
-        } else {
-            continue;
-        }
-        path.segments.pop();
-    }
-    for name in &node.required {
-        if !map.contains_key(name) {
-            findings.errors.push(FieldCause {
-                reason: "FieldValueRequired",
-                field: path.render_child(name),
-                message: "Required value".into(),
-            });
-        }
-    }
 }
 
 #[cfg(test)]
@@ -774,21 +363,24 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn schema(openapi: Value) -> SchemaNode {
-        SchemaNode::compile(&openapi, "test").unwrap()
+    fn schema(openapi: Value) -> StructuralSchema {
+        StructuralSchema::compile(&openapi, no_cel_rules).unwrap()
     }
 
-    fn check(node: &SchemaNode, mut object: Value) -> (Value, Findings) {
-        let mut findings = Findings::default();
-        walk_root(node, &mut object, &mut findings);
-        (object, findings)
+    /// The causes of a validation, and the unknown fields it pruned.
+    fn check(node: &StructuralSchema, mut object: Value) -> (Value, Vec<FieldCause>, Vec<String>) {
+        let findings = node.validate(&mut object, &CHECKS);
+        let causes = findings.violations.iter().map(field_cause).collect();
+        let mut unknown: Vec<String> = findings.pruned.iter().map(field_path).collect();
+        unknown.sort();
+        (object, causes, unknown)
     }
 
     #[test]
-    fn every_embedded_crd_compiles_and_covers_its_builtin_type() {
-        let registry = crate::registry::Registry::builtin(&[]);
-        for (name, _) in EMBEDDED_CRDS {
-            let versions = embedded_schemas(name).unwrap_or_else(|| panic!("{name} compiles"));
+    fn every_vendored_crd_compiles_and_covers_its_builtin_type() {
+        let registry = crate::registry::Registry::builtin();
+        for (name, _) in VENDORED_CRDS {
+            let versions = vendored_schemas(name).unwrap_or_else(|| panic!("{name} compiles"));
             let served = registry
                 .find_qualified(name)
                 .unwrap_or_else(|| panic!("{name} is served from the start"));
@@ -808,7 +400,7 @@ mod tests {
             // Outside the project checkout (e.g. a Docker build) there is nothing to compare to.
             return;
         }
-        for (name, text) in &EMBEDDED_CRDS[..4] {
+        for (name, text) in &VENDORED_CRDS {
             let (plural, group) = name.split_once('.').unwrap_or_default();
             let file = shared.join(format!("{group}_{plural}.yaml"));
             let original = std::fs::read_to_string(&file).unwrap();
@@ -818,6 +410,26 @@ mod tests {
                 file.display()
             );
         }
+    }
+
+    #[test]
+    fn a_crd_passed_in_that_does_not_compile_is_refused_by_name() {
+        let crd = json!({"spec": {"group": "example.com", "names": {"plural": "widgets"},
+            "versions": [{"name": "v1", "schema": {"openAPIV3Schema": {"type": "object",
+                "properties": {"size": {"type": "string", "pattern": "(unclosed"}}}}}]}});
+        let Err(error) = SchemaAdmission::with_crds(&[crd]) else {
+            panic!("a CRD with a broken pattern is accepted");
+        };
+        assert!(
+            error.starts_with(
+                "CRD widgets.example.com: v1.schema.openAPIV3Schema.properties.size.pattern"
+            ),
+            "{error}"
+        );
+        let Err(error) = SchemaAdmission::with_crds(&[json!({"spec": {}})]) else {
+            panic!("a CRD without names is accepted");
+        };
+        assert!(error.contains("spec.group"), "{error}");
     }
 
     #[test]
@@ -835,13 +447,13 @@ mod tests {
             "spec": {"type": "object", "properties": {
                 "list": {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}}}},
                 "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}));
-        let (pruned, findings) = check(
+        let (pruned, causes, unknown) = check(
             &node,
             json!({"apiVersion": "v", "kind": "K", "metadata": {"name": "n", "x": 1},
                    "spec": {"foo": 1, "list": [{"a": "x", "b": 2}], "free": {"any": 1}}, "bar": 2}),
         );
-        assert_eq!(findings.unknown, ["bar", "spec.foo", "spec.list[0].b"]);
-        assert!(findings.errors.is_empty());
+        assert_eq!(unknown, ["bar", "spec.foo", "spec.list[0].b"]);
+        assert!(causes.is_empty());
         assert_eq!(
             pruned,
             json!({"apiVersion": "v", "kind": "K", "metadata": {"name": "n", "x": 1},
@@ -856,11 +468,11 @@ mod tests {
             "required": ["a"],
             "properties": {"a": {"type": "string"}, "b": {"type": "string", "nullable": true}}}}}),
         );
-        let (pruned, findings) = check(&node, json!({"spec": {"a": null, "b": null}}));
+        let (pruned, causes, _) = check(&node, json!({"spec": {"a": null, "b": null}}));
         assert_eq!(pruned, json!({"spec": {"b": null}}));
-        assert_eq!(findings.errors.len(), 1);
-        assert_eq!(findings.errors[0].field, "spec.a");
-        assert_eq!(findings.errors[0].message, "Required value");
+        assert_eq!(causes.len(), 1);
+        assert_eq!(causes[0].field, "spec.a");
+        assert_eq!(causes[0].message, "Required value");
     }
 
     #[test]
@@ -873,16 +485,16 @@ mod tests {
             "hash": {"type": "string", "format": "byte"},
             "count": {"type": "integer", "format": "int32"}}}}}),
         );
-        let (_, ok) = check(
+        let (_, ok, unknown) = check(
             &node,
             json!({"spec": {"labels": {"k": "v"}, "max": "10%", "at": "2026-01-01T00:00:00Z", "hash": "aGk=", "count": 5}}),
         );
-        assert!(ok.errors.is_empty() && ok.unknown.is_empty());
-        let (_, bad) = check(
+        assert!(ok.is_empty() && unknown.is_empty());
+        let (_, bad, _) = check(
             &node,
             json!({"spec": {"labels": {"k": "long"}, "max": true, "at": "soon", "hash": "!", "count": 2_147_483_648_u64}}),
         );
-        let fields: Vec<&str> = bad.errors.iter().map(|e| e.field.as_str()).collect();
+        let fields: Vec<&str> = bad.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(
             fields,
             [
@@ -894,12 +506,17 @@ mod tests {
             ]
         );
         assert_eq!(
-            bad.errors[4].message,
+            bad[4].message,
             "Invalid value: 2147483648: spec.count in body must be of type int32"
         );
         assert_eq!(
-            bad.errors[1].message,
+            bad[1].message,
             "Invalid value: \"boolean\": spec.max in body must be of type integer,string: \"boolean\""
+        );
+        assert_eq!(bad[0].message, "Too long: may not be more than 3 bytes");
+        assert_eq!(
+            bad[2].message,
+            "Invalid value: \"soon\": spec.at in body must be of type date-time: \"soon\""
         );
     }
 }

@@ -14,6 +14,7 @@ use crate::api_error::ApiError;
 use crate::failure_rules::FailureRule;
 use crate::fleet::{Feature, Fleet, FleetBehaviour, FleetCluster};
 use crate::registry::{CRD_QUALIFIED_PLURAL, Registry};
+use crate::schema_validation::SchemaAdmission;
 use crate::shared::{Shared, lock};
 use crate::state::{ApiState, PatchKind, Target};
 use crate::tls::{Authenticator, TlsAuthority, TlsCredentials, TlsListener, TlsPeer};
@@ -44,6 +45,10 @@ pub struct EmulatorConfig {
     /// Default plain HTTP (fast tests); the CLI serves TLS.
     pub transport: Transport,
     pub fleet: Fleet,
+    /// CustomResourceDefinitions served from the start besides the built-in types, as if
+    /// installed before the first request (tollgate passes its GitPromotion CRD): their types
+    /// are served, and their schemas enforced, without CRD objects in the store.
+    pub crds: Vec<Value>,
     /// Types not to serve (plural, `plural.group`, kind or short name), e.g. `clustersummaries`
     /// to exercise "Sveltos CRD missing" paths.
     pub without_types: Vec<String>,
@@ -66,6 +71,7 @@ impl Default for EmulatorConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             transport: Transport::PlainHttp,
             fleet: Fleet::default(),
+            crds: Vec::new(),
             without_types: Vec::new(),
             watch_history: 100_000,
             write_log_capacity: Some(100_000),
@@ -102,6 +108,8 @@ pub enum EmulatorError {
     StateFile { path: PathBuf, message: String },
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    #[error("cannot serve the CRD passed in: {0}")]
+    Crd(String),
 }
 
 /// Request counts by (verb, resource), e.g. `("patch", "clusterprofiles.config.projectsveltos.io")`.
@@ -155,11 +163,13 @@ impl Emulator {
                 source,
             })?;
         let mut state = ApiState::new(
-            Registry::builtin(&config.without_types),
+            served_types(&config)?,
             config.watch_history,
             config.write_log_capacity,
             config.seed,
         );
+        state.schema_admission =
+            SchemaAdmission::with_crds(&config.crds).map_err(EmulatorError::Crd)?;
         if let Some(initial) = &config.initial_state {
             state
                 .store
@@ -221,6 +231,20 @@ impl Emulator {
             sveltos,
         })
     }
+}
+
+/// The built-in types and those of the CRDs passed in, minus the types left out.
+fn served_types(config: &EmulatorConfig) -> Result<Registry, EmulatorError> {
+    let mut registry = Registry::builtin();
+    for crd in &config.crds {
+        if !registry.register_crd(crd) {
+            let name = crd["metadata"]["name"].as_str().unwrap_or("without a name");
+            return Err(EmulatorError::Crd(format!(
+                "{name}: spec.group, spec.names.kind, spec.names.plural and spec.versions are required"
+            )));
+        }
+    }
+    Ok(registry.without(&config.without_types))
 }
 
 /// Completes when `shutdown` turns true (or its sender is gone).

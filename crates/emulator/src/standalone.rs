@@ -100,6 +100,8 @@ pub struct ServingFaults {
 pub struct StandaloneConfig {
     /// The fleet file.
     pub fleet: PathBuf,
+    /// CRDs served from the start besides the built-in types ([`EmulatorConfig::crds`]).
+    pub crds: Vec<Value>,
     /// Loopback address (default a free port on 127.0.0.1).
     pub listen: Option<SocketAddr>,
     /// Where the kubeconfig is written.
@@ -128,6 +130,7 @@ pub async fn run_standalone_until(
 ) -> Result<(), EmulatorError> {
     let StandaloneConfig {
         fleet,
+        crds,
         listen,
         kubeconfig,
         state_file,
@@ -142,6 +145,7 @@ pub async fn run_standalone_until(
     let transport = resumed_transport(transport, state_file.as_deref())?;
     let mut config = EmulatorConfig {
         fleet,
+        crds,
         initial_state,
         transport,
         ..EmulatorConfig::default()

@@ -146,6 +146,8 @@ pub struct ApiState {
     pub stand_in_inbox: StandInInbox,
     /// Custom resource schemas and the `fieldValidation` of the request being served.
     pub(crate) schema_admission: SchemaAdmission,
+    /// The `User-Agent` of the request being served, for the write log (none outside requests).
+    pub(crate) request_user_agent: Option<Arc<str>>,
 }
 
 pub fn now_rfc3339() -> String {
@@ -212,6 +214,7 @@ impl ApiState {
                 changes: Vec::new(),
             },
             schema_admission: SchemaAdmission::default(),
+            request_user_agent: None,
         }
     }
 
@@ -453,6 +456,7 @@ impl ApiState {
             resource: target.resource.qualified_plural(),
             status_subresource: target.status,
             field_manager: manager.to_string(),
+            user_agent: self.request_user_agent.clone(),
             resource_version: version,
             object: Arc::clone(object),
         });
@@ -882,7 +886,7 @@ mod tests {
 
     #[test]
     fn a_status_write_keeps_everything_but_the_status_from_the_stored_object() {
-        let resource = Registry::builtin(&[])
+        let resource = Registry::builtin()
             .find_qualified("clustersummaries.config.projectsveltos.io")
             .cloned()
             .unwrap();

@@ -19,6 +19,9 @@ pub struct WriteRecord {
     pub namespace: String,
     pub name: String,
     pub field_manager: String,
+    /// The `User-Agent` of the request that wrote; empty for the emulator's own writes (the
+    /// Sveltos stand-in, fleet changes) and for clients that send none.
+    pub user_agent: String,
     pub resource_version: u64,
     /// The object after the write (for deletes: as it was removed).
     pub object: Value,
@@ -33,6 +36,8 @@ pub struct LoggedWrite {
     pub resource: String,
     pub status_subresource: bool,
     pub field_manager: String,
+    /// Shared by the writes of one request.
+    pub user_agent: Option<Arc<str>>,
     pub resource_version: u64,
     pub object: Arc<Value>,
 }
@@ -51,6 +56,7 @@ impl LoggedWrite {
                 .to_string(),
             name: metadata["name"].as_str().unwrap_or_default().to_string(),
             field_manager: self.field_manager.clone(),
+            user_agent: self.user_agent.as_deref().unwrap_or_default().to_string(),
             resource_version: self.resource_version,
             object: Value::clone(&self.object),
         }
@@ -103,6 +109,7 @@ mod tests {
             resource: "things".into(),
             status_subresource: false,
             field_manager: "m".into(),
+            user_agent: None,
             resource_version: version,
             object: Arc::new(serde_json::json!({"metadata": {"name": "a", "namespace": "ns"}})),
         }

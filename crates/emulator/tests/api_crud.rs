@@ -384,7 +384,7 @@ async fn creating_a_crd_serves_a_new_type() {
 async fn a_type_can_be_left_out() {
     let config = EmulatorConfig {
         without_types: vec!["clustersummaries".into()],
-        ..EmulatorConfig::default()
+        ..common::config()
     };
     let (handle, client) = start_with(config).await;
     let error = summaries(&client)
@@ -394,6 +394,50 @@ async fn a_type_can_be_left_out() {
     assert_eq!(error_code(&error), Some(404));
     assert!(profiles(&client).list(&ListParams::default()).await.is_ok());
     handle.shutdown().await;
+}
+
+/// The emulator serves the CRDs its caller passes in, and no type of tollgate's of its own; a CRD
+/// it cannot serve stops it at start.
+#[tokio::test]
+async fn crds_passed_in_are_served_with_their_schemas_and_only_they() {
+    let git_promotions = || resource("tollgate.dev", "v1alpha1", "GitPromotion", "gitpromotions");
+    let (bare, client) = start_with(EmulatorConfig::default()).await;
+    let api: Api<DynamicObject> = Api::all_with(client, &git_promotions());
+    let error = api.list(&ListParams::default()).await.unwrap_err();
+    assert_eq!(error_code(&error), Some(404));
+    bare.shutdown().await;
+
+    let (handle, client) = start(Fleet::default()).await;
+    let api: Api<DynamicObject> = Api::all_with(client, &git_promotions());
+    let without_spec: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "tollgate.dev/v1alpha1", "kind": "GitPromotion", "metadata": {"name": "web"}}))
+    .unwrap();
+    let refused = api
+        .create(&PostParams::default(), &without_spec)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error_code(&refused),
+        Some(422),
+        "the CRD's schema requires spec"
+    );
+    handle.shutdown().await;
+
+    let mut nameless = common::git_promotion_crd();
+    nameless["spec"]["names"] = json!({});
+    let config = EmulatorConfig {
+        crds: vec![nameless],
+        ..EmulatorConfig::default()
+    };
+    let Err(error) = tollgate_emulator::Emulator::start(config).await else {
+        panic!("a CRD without names is served");
+    };
+    assert!(
+        error
+            .to_string()
+            .contains("gitpromotions.tollgate.dev: spec.group, spec.names.kind"),
+        "{error}"
+    );
 }
 
 #[tokio::test]

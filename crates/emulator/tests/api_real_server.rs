@@ -48,7 +48,7 @@ async fn expect_expired(api: &Api<Lease>, version: &str) {
 async fn a_watch_older_than_the_retained_history_of_its_type_gets_410_expired() {
     let (handle, client) = start_with(EmulatorConfig {
         watch_history: 3,
-        ..EmulatorConfig::default()
+        ..common::config()
     })
     .await;
     let api: Api<Lease> = Api::namespaced(client, "default");
@@ -157,7 +157,7 @@ async fn restart(continuous: bool) {
     let (restarted, client) = start_with(EmulatorConfig {
         initial_state: Some(saved),
         continuous_resource_versions: continuous,
-        ..EmulatorConfig::default()
+        ..common::config()
     })
     .await;
     let api: Api<Lease> = Api::namespaced(client, "default");

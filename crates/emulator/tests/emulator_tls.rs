@@ -28,7 +28,7 @@ async fn start_tls() -> EmulatorHandle {
     Emulator::start(EmulatorConfig {
         fleet,
         transport: Transport::Tls,
-        ..EmulatorConfig::default()
+        ..common::config()
     })
     .await
     .expect("emulator starts")
@@ -304,6 +304,7 @@ async fn tls_restarted_standalone_emulator_keeps_its_clients_credentials() {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let standalone = tollgate_emulator::StandaloneConfig {
             fleet: fleet.clone(),
+            crds: vec![common::git_promotion_crd()],
             listen: Some(listen),
             kubeconfig: kubeconfig.clone(),
             state_file: Some(state.clone()),

@@ -93,7 +93,7 @@ async fn state_json_restores_objects_and_types() {
     let config = EmulatorConfig {
         fleet,
         initial_state: Some(saved),
-        ..EmulatorConfig::default()
+        ..common::config()
     };
     let (restarted, client) = start_with(config).await;
     let kept = profiles(&client).get("kept").await.unwrap();
@@ -138,6 +138,7 @@ async fn standalone_writes_kubeconfig_and_state_file_across_restart() {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let standalone = tollgate_emulator::StandaloneConfig {
             fleet: fleet_path.clone(),
+            crds: vec![common::git_promotion_crd()],
             listen: None,
             kubeconfig: kubeconfig.clone(),
             state_file: Some(state.clone()),
@@ -189,6 +190,7 @@ async fn standalone_enforces_its_mutating_inflight_limit() {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let standalone = tollgate_emulator::StandaloneConfig {
         fleet: fleet_path,
+        crds: vec![common::git_promotion_crd()],
         listen: None,
         kubeconfig: kubeconfig.clone(),
         state_file: None,

@@ -3,13 +3,7 @@
 //! embedded CRD has one, so a CRD update cannot silently drop a check.
 
 use serde_json::{Map, Value};
-
-/// One implemented rule: a stable diagnostic code and the check (true = valid).
-#[derive(Clone, Copy)]
-pub struct CrdRule {
-    pub code: &'static str,
-    pub check: fn(&Map<String, Value>) -> bool,
-}
+use tollgate_schema::{CrdRule, normalize_rule};
 
 fn has(object: &Map<String, Value>, field: &str) -> bool {
     object.contains_key(field)
@@ -94,12 +88,8 @@ const RULES: &[(&str, CrdRule)] = &[
     ),
 ];
 
-/// Whitespace is normalised because the CRD folds long rules over several lines.
-pub fn normalize_rule(rule: &str) -> String {
-    rule.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// The implementation of a rule, by its (normalised) text.
+/// The implementation of a rule, by its text (whitespace normalised: the CRD folds long rules
+/// over several lines).
 pub fn implementation(rule: &str) -> Option<CrdRule> {
     let normalized = normalize_rule(rule);
     RULES

@@ -1,12 +1,9 @@
 //! The HTTP front: one handler that parses the path, applies faults, counts the request and
 //! dispatches to discovery, reads, watches or writes.
 
-pub mod core_events;
 pub mod discovery;
-pub mod json_path;
 pub mod route;
-pub mod table;
-mod watch;
+pub(crate) mod watch;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,6 +18,7 @@ use serde_json::Value;
 
 use crate::api_error::ApiError;
 use crate::faults::{FaultDecision, InflightSlot, RequestClass};
+use crate::kubectl;
 use crate::schema_validation::{self, FieldValidation};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::shared::{Shared, lock};
@@ -259,17 +257,17 @@ async fn handle(
     }
 }
 
-struct ResourceRequest<'a> {
-    path: ResourcePath,
-    verb: &'static str,
-    query: HashMap<String, String>,
-    accept: &'a str,
-    content_type: &'a str,
-    user_agent: &'a str,
-    body: Bytes,
+pub(crate) struct ResourceRequest<'a> {
+    pub(crate) path: ResourcePath,
+    pub(crate) verb: &'static str,
+    pub(crate) query: HashMap<String, String>,
+    pub(crate) accept: &'a str,
+    pub(crate) content_type: &'a str,
+    pub(crate) user_agent: &'a str,
+    pub(crate) body: Bytes,
 }
 
-enum Reply {
+pub(crate) enum Reply {
     Json(u16, Value),
     /// A stored version, serialised outside the state lock without being copied.
     Object(u16, Arc<Value>),
@@ -280,20 +278,15 @@ enum Reply {
 }
 
 /// The object of a create or update body: JSON, YAML where allowed, or kubectl's protobuf.
-fn parse_object_body(body: &Bytes, content_type: &str) -> Result<Value, ApiError> {
+pub(crate) fn parse_object_body(body: &Bytes, content_type: &str) -> Result<Value, ApiError> {
     let media_type = content_type.split(';').next().unwrap_or_default().trim();
-    if media_type == crate::protobuf::MEDIA_TYPE {
-        return crate::protobuf::decode(body).map_err(|error| match error {
-            crate::protobuf::ProtobufError::UnsupportedKind { .. } => {
-                ApiError::UnsupportedMediaType(error.to_string())
-            }
-            other => ApiError::BadRequest(other.to_string()),
-        });
+    if media_type == kubectl::PROTOBUF_MEDIA_TYPE {
+        return kubectl::decode_protobuf(body);
     }
     parse_body(body, true)
 }
 
-fn parse_body(body: &Bytes, allow_yaml: bool) -> Result<Value, ApiError> {
+pub(crate) fn parse_body(body: &Bytes, allow_yaml: bool) -> Result<Value, ApiError> {
     match serde_json::from_slice::<Value>(body) {
         Ok(value) => Ok(value),
         Err(json_error) if allow_yaml => {
@@ -311,7 +304,7 @@ fn parse_body(body: &Bytes, allow_yaml: bool) -> Result<Value, ApiError> {
     }
 }
 
-fn list_options(query: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
+pub(crate) fn list_options(query: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
     let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let fields = FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))
@@ -335,7 +328,7 @@ fn list_options(query: &HashMap<String, String>) -> Result<ListOptions, ApiError
 
 /// The field manager of a write: the `fieldManager` parameter, or like the real server the
 /// client's user agent up to the first `/`.
-fn field_manager(request: &ResourceRequest<'_>) -> String {
+pub(crate) fn field_manager(request: &ResourceRequest<'_>) -> String {
     match request.query.get("fieldManager") {
         Some(manager) if !manager.is_empty() => manager.clone(),
         _ => request
@@ -349,7 +342,7 @@ fn field_manager(request: &ResourceRequest<'_>) -> String {
 }
 
 /// The query of a watch; watching one object by path is a watch with a name field selector.
-fn watch_query(request: &ResourceRequest<'_>) -> HashMap<String, String> {
+pub(crate) fn watch_query(request: &ResourceRequest<'_>) -> HashMap<String, String> {
     let mut query = request.query.clone();
     if let Some(name) = &request.path.name {
         let by_name = format!("metadata.name={name}");
@@ -363,7 +356,7 @@ fn watch_query(request: &ResourceRequest<'_>) -> HashMap<String, String> {
 }
 
 /// The PATCH kind a Content-Type names.
-fn patch_kind(request: &ResourceRequest<'_>) -> Result<PatchKind, ApiError> {
+pub(crate) fn patch_kind(request: &ResourceRequest<'_>) -> Result<PatchKind, ApiError> {
     let media_type = request
         .content_type
         .split(';')
@@ -392,8 +385,9 @@ fn patch_kind(request: &ResourceRequest<'_>) -> Result<PatchKind, ApiError> {
 }
 
 /// Serves a resource request with its `fieldValidation` directive in force for the writes it
-/// makes; returns the warnings those writes raised, for `Warning` headers. The directive lives in
-/// the state only while the lock is held, so writes by the Sveltos stand-in never see it.
+/// makes; returns the warnings those writes raised, for `Warning` headers. The directive (and the
+/// User-Agent the write log records) live in the state only while the lock is held, so writes by
+/// the Sveltos stand-in never see them.
 fn resource_request(
     shared: &Shared,
     request: ResourceRequest<'_>,
@@ -410,7 +404,9 @@ fn resource_request(
     };
     let mut state = lock(&shared.state);
     state.schema_admission.begin_request(directive);
+    state.request_user_agent = Some(Arc::from(request.user_agent));
     let reply = serve_resource(&mut state, request);
+    state.request_user_agent = None;
     let warnings = state.schema_admission.end_request();
     (reply, warnings)
 }
@@ -464,8 +460,8 @@ fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<
         ));
     }
     let namespace = request.path.namespace.clone().unwrap_or_default();
-    if let Some(storage) = core_events::storage(&resource, &state.registry) {
-        return core_events::request(state, &request, &storage, &namespace);
+    if let Some(reply) = kubectl::serve_core_events(state, &request, &resource, &namespace) {
+        return reply;
     }
     let target = Target {
         resource: &resource,
@@ -483,24 +479,23 @@ fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<
     match request.verb {
         "get" => {
             let object = state.get(target, &named("get")?)?;
-            if table::wants_table(request.accept) {
+            let table = kubectl::table_for(request.accept, &resource, || {
                 let metadata =
                     serde_json::json!({"resourceVersion": object["metadata"]["resourceVersion"]});
-                return Ok(Reply::Json(
-                    200,
-                    table::table(&resource, std::slice::from_ref(&*object), &metadata),
-                ));
+                (vec![Value::clone(&object)], metadata)
+            });
+            if let Some(table) = table {
+                return Ok(Reply::Json(200, table));
             }
             Ok(stored_reply(state, target, 200, object))
         }
         "list" => {
             let list = state.list(target, &list_options(&request.query)?)?;
-            if table::wants_table(request.accept) {
-                let items = list.objects();
-                return Ok(Reply::Json(
-                    200,
-                    table::table(&resource, &items, &list.metadata),
-                ));
+            let table = kubectl::table_for(request.accept, &resource, || {
+                (list.objects(), list.metadata.clone())
+            });
+            if let Some(table) = table {
+                return Ok(Reply::Json(200, table));
             }
             Ok(Reply::List(list))
         }

@@ -8,6 +8,20 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet};
 
+/// tollgate's GitPromotion CRD, as deployed: the emulator serves what its caller passes in, and
+/// these tests exercise it on the CRD tollgate passes.
+pub fn git_promotion_crd() -> serde_json::Value {
+    serde_saphyr::from_str(include_str!("../../../../deploy/crd.yaml")).expect("deploy/crd.yaml")
+}
+
+/// The configuration tollgate starts its emulator with (the defaults, serving GitPromotions).
+pub fn config() -> EmulatorConfig {
+    EmulatorConfig {
+        crds: vec![git_promotion_crd()],
+        ..EmulatorConfig::default()
+    }
+}
+
 pub async fn start_with(config: EmulatorConfig) -> (EmulatorHandle, Client) {
     let handle = Emulator::start(config).await.expect("emulator starts");
     let client = client_for(&handle);
@@ -15,11 +29,7 @@ pub async fn start_with(config: EmulatorConfig) -> (EmulatorHandle, Client) {
 }
 
 pub async fn start(fleet: Fleet) -> (EmulatorHandle, Client) {
-    start_with(EmulatorConfig {
-        fleet,
-        ..EmulatorConfig::default()
-    })
-    .await
+    start_with(EmulatorConfig { fleet, ..config() }).await
 }
 
 /// A client straight from the URL (no kubeconfig file), without kube's transparent retries so

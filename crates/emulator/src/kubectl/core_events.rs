@@ -6,9 +6,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{
+use super::table;
+use crate::api::{
     Reply, ResourceRequest, field_manager, list_options, parse_body, parse_object_body, patch_kind,
-    table, watch, watch_query,
+    watch, watch_query,
 };
 use crate::api_error::ApiError;
 use crate::patch;
@@ -25,7 +26,7 @@ pub fn storage(resource: &ResourceType, registry: &Registry) -> Option<ResourceT
 }
 
 /// A core/v1 Events request, carried out on the events.k8s.io/v1 storage.
-pub(super) fn request(
+pub(crate) fn request(
     state: &mut ApiState,
     request: &ResourceRequest<'_>,
     storage: &ResourceType,

@@ -8,9 +8,6 @@
 
 use serde_json::{Map, Value, json};
 
-/// Media type of protobuf bodies, without parameters.
-pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
-
 const MAGIC: &[u8] = b"k8s\0";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
