@@ -329,6 +329,7 @@ impl Replica {
         let state = ServerState {
             metrics: std::sync::Arc::new(tollgate::metrics::Metrics::new()),
             ready: handle.ready.clone(),
+            startup: handle.startup.clone(),
             poker: handle.poker.clone(),
             statuses: server::status_api::status_source(handle.statuses.clone()),
             leader: self.elected.gate.clone(),

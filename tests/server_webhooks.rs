@@ -35,6 +35,7 @@ fn harness(secrets: WebhookSecrets, max_body_bytes: usize) -> Harness {
     let state = ServerState {
         metrics: metrics.clone(),
         ready,
+        startup: watch::channel(tollgate::controller::Startup::Started).1,
         poker: poker.clone(),
         statuses: Arc::new(Vec::new),
         leader: LeaderGate::always(),
