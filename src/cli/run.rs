@@ -473,7 +473,12 @@ fn start_lease_tasks(
         election.lease_name.clone(),
         poker,
     ));
-    let (relay, _relay_task) = start_relay(client.clone(), namespace, &election.lease_name);
+    let (relay, _relay_task) = start_relay(
+        client.clone(),
+        namespace,
+        &election.lease_name,
+        gate.clone(),
+    );
     Ok((relay, task))
 }
 
