@@ -117,7 +117,7 @@ pub async fn start(
         else {
             // The git thread may be blocked sending to the loop that never ran: close first.
             drop(git_rx);
-            drop(git);
+            stop_git(git).await;
             return;
         };
         let caches = Arc::new(ObservedCaches::default());
@@ -153,12 +153,22 @@ pub async fn start(
             .run(ctx, git_rx, touch_rx, ready_tx, shutdown_rx)
             .await;
         notifier.drain(NOTIFY_DRAIN_TIMEOUT).await;
-        drop(git);
+        stop_git(git).await;
         for watch in watches {
             watch.abort();
         }
     });
     Ok((handle, task))
+}
+
+/// Stops the git thread without blocking the runtime: stopping joins the thread, which first
+/// finishes the sync it is in (seconds on a large repository or a slow remote). Joined on a
+/// worker, that stalled every task queued behind it, an embedded API server and the lease
+/// deadlines included.
+async fn stop_git(git: GitThread) {
+    if let Err(error) = tokio::task::spawn_blocking(move || drop(git)).await {
+        warn!(%error, "stopping the git thread failed");
+    }
 }
 
 /// The watches feeding the caches: Sveltos' types, tollgate's own state objects, and Cluster
