@@ -76,7 +76,7 @@ struct Cause {
 
 impl Cause {
     fn of(error: &ClusterError) -> Cause {
-        let (kind, resource) = match error {
+        let (kind, resource): (CauseKind, &str) = match error {
             ClusterError::Unavailable { resource, .. } => (CauseKind::Unreachable, resource),
             ClusterError::Forbidden { resource, .. } => (CauseKind::Forbidden, resource),
             ClusterError::CrdMissing { resource, .. } => (CauseKind::CrdMissing, resource),
@@ -84,11 +84,11 @@ impl Cause {
                 (CauseKind::Refused, resource)
             }
             ClusterError::Decode { what, .. } => (CauseKind::Refused, what),
-            ClusterError::NotLeader => (CauseKind::Refused, &String::new()),
+            ClusterError::NotLeader => (CauseKind::Refused, ""),
         };
         Cause {
             kind,
-            resource: resource.clone(),
+            resource: resource.to_string(),
             text: error.to_string(),
         }
     }
