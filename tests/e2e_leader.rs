@@ -291,8 +291,12 @@ struct Replica {
 
 impl Replica {
     async fn start(world: &World, identity: &str) -> Replica {
+        Replica::start_with(world, election(identity)).await
+    }
+
+    async fn start_with(world: &World, election: ElectionConfig) -> Replica {
         use tollgate::cluster::fetch_request::{start_relay, watch_fetch_requests};
-        let elected = Elected::start(world, election(identity));
+        let elected = Elected::start(world, election);
         let cache = tempfile::tempdir().expect("cache dir");
         let mut config = world.controller_config();
         let url = format!("file://{}", world.repo.path().display());
@@ -308,7 +312,12 @@ impl Replica {
             "tollgate-leader".into(),
             handle.poker.clone(),
         ));
-        let (relay, _) = start_relay(world.client.clone(), "default", "tollgate-leader");
+        let (relay, _) = start_relay(
+            world.client.clone(),
+            "default",
+            "tollgate-leader",
+            elected.gate.clone(),
+        );
         Replica {
             elected,
             controller: (handle, task),
@@ -329,6 +338,7 @@ impl Replica {
         let state = ServerState {
             metrics: std::sync::Arc::new(tollgate::metrics::Metrics::new()),
             ready: handle.ready.clone(),
+            startup: handle.startup.clone(),
             poker: handle.poker.clone(),
             statuses: server::status_api::status_source(handle.statuses.clone()),
             leader: self.elected.gate.clone(),
@@ -422,6 +432,91 @@ async fn a_webhook_on_the_standby_makes_the_leader_fetch() {
     assert!(
         fetch_stamp(&world).await.is_some(),
         "the standby stamped the Lease"
+    );
+    for replica in replicas {
+        replica.controller.0.shutdown();
+        replica.elected.shut_down().await;
+    }
+}
+
+fn signed(body: &[u8], secret: &[u8]) -> String {
+    format!(
+        "sha256={}",
+        tollgate::server::signature::hmac_sha256_hex(secret, body)
+    )
+}
+
+/// Issue #29: a push webhook reaches the standby while the API server is down. It is answered
+/// 202, so it must not be dropped: once the server is back the leader fetches and rolls the
+/// commit out. Its poll is an hour away and its 30 s lease outlasts the outage (it stays the
+/// leader, and nothing else pokes its git), so only the relayed request can explain the fetch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_on_the_standby_during_an_outage_rolls_out_once_the_server_is_back() {
+    const LEASES: &str = "leases.coordination.k8s.io";
+    let repo = TestRepo::new();
+    repo.write(
+        "kyverno.yaml",
+        &seed("05-kyverno-rollout-auto-v1.yaml", "100ms"),
+    );
+    repo.commit("Kyverno 3.5.2");
+    let world = World::without_controller(repo, &fleet_yaml(1, "100ms")).await;
+    let long_lease = |identity: &str| ElectionConfig {
+        duration: Duration::from_secs(30),
+        grace: Duration::from_secs(5),
+        ..election(identity)
+    };
+    let replicas = [
+        Replica::start_with(&world, long_lease("replica-0")).await,
+        Replica::start_with(&world, long_lease("replica-1")).await,
+    ];
+    let leader = world
+        .eventually("a leader is elected", || async {
+            replicas.iter().position(|r| r.elected.gate.is_leader())
+        })
+        .await;
+    let standby = &replicas[1 - leader];
+    let addr = standby.serve_webhooks("relay-secret").await;
+    world.wait_phase("kyverno-rollout-auto", "Completed").await;
+    world.repo.write(
+        "kyverno.yaml",
+        &seed("06-kyverno-rollout-auto-v2.yaml", "100ms"),
+    );
+    world.repo.commit("Kyverno 3.6.2");
+
+    let stamps_before = world.emulator.request_counts().get("patch", LEASES);
+    world.emulator.outage_start();
+    let body: &'static [u8] = br#"{"ref": "refs/heads/main"}"#;
+    assert_eq!(
+        post_webhook(&addr, &signed(body, b"relay-secret"), body).await,
+        202
+    );
+    world
+        .eventually(
+            "the standby's request reaches the (unavailable) API server",
+            || async {
+                (world.emulator.request_counts().get("patch", LEASES) > stamps_before).then_some(())
+            },
+        )
+        .await;
+    // The server stays away a while longer: the request must survive more than one refusal.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    world.emulator.outage_end();
+
+    world
+        .eventually("the leader rolls out the pushed commit", || async {
+            world
+                .status("kyverno-rollout-auto")
+                .await
+                .filter(|s| s["snapshotIndex"] == 2)
+        })
+        .await;
+    assert!(
+        replicas[leader].elected.gate.is_leader(),
+        "the leader kept its lease, so no new term explains the fetch"
+    );
+    assert!(
+        fetch_stamp(&world).await.is_some(),
+        "the standby stamped the Lease once the server was back"
     );
     for replica in replicas {
         replica.controller.0.shutdown();

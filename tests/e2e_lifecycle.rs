@@ -206,3 +206,55 @@ async fn api_outage_mid_rollout_is_survived() {
     let status = world.wait_phase("kyverno-rollout-auto", "Completed").await;
     assert_eq!(status["currentStageName"], "production");
 }
+
+/// Stopping a controller whose git thread is stuck in a fetch (a remote that accepts the
+/// connection and says nothing) must not block the runtime: the thread is joined off the
+/// workers. Joined on one, it froze every task behind it until the fetch timed out, the API
+/// server of `run --embedded` and the lease deadlines included. On a single-threaded runtime the
+/// controller's task must still be stopping when another task gets its turn.
+#[tokio::test(flavor = "current_thread")]
+async fn stopping_during_a_hung_fetch_does_not_block_the_runtime() {
+    use tollgate::cluster::leader::LeaderGate;
+    use tollgate_source::SourceConfig;
+    use tollgate_source::timeouts::NetworkTimeouts;
+
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = silent.local_addr().expect("address");
+    let (accepted_tx, accepted_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in silent.incoming() {
+            held.push(stream);
+            let _ = accepted_tx.send(());
+        }
+    });
+    let world = World::without_controller(TestRepo::new(), &fleet_yaml(1, "100ms")).await;
+    let mut config = world.controller_config();
+    let url = format!("http://{addr}/fleet.git");
+    config.source = SourceConfig::new(url, "main", "", world.cache.path());
+    config.source.timeouts = NetworkTimeouts {
+        connect: Duration::from_secs(5),
+        io: Duration::from_secs(5),
+    };
+    let (handle, mut task) =
+        tollgate::controller::start(world.client.clone(), config, LeaderGate::always())
+            .await
+            .expect("controller starts");
+    tokio::task::spawn_blocking(move || accepted_rx.recv())
+        .await
+        .expect("accept thread")
+        .expect("the git thread connects to the silent remote");
+
+    handle.shutdown();
+    let stopped_first = tokio::select! {
+        biased;
+        _ = &mut task => true,
+        () = tokio::time::sleep(Duration::from_millis(500)) => false,
+    };
+    assert!(
+        !stopped_first,
+        "the controller's stop held the only runtime thread until the hung fetch timed out"
+    );
+    task.await
+        .expect("the controller stops once the fetch times out");
+}

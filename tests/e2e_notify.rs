@@ -528,6 +528,20 @@ async fn a_new_leader_does_not_repeat_what_the_old_one_told() {
     let (b, b_task) = world.spawn_replica(second.clone()).await;
     world.wait_phase(WEB, "Completed").await;
     assert_eq!(wait_told(&world, &receiver, 7).await, pairs(FULL_ROLLOUT));
+    // A notice is delivered, then recorded by the leader: moved before the record lands, the
+    // new leader would rightly tell it again (at least once). Moved once all seven are recorded.
+    world
+        .eventually("the old leader records its deliveries", || async {
+            let object = world.git_promotion(WEB).await?;
+            let recorded = object
+                .metadata
+                .annotations?
+                .get(tollgate::notify::dedup::NOTIFIED_ANNOTATION)?
+                .split(',')
+                .count();
+            (recorded >= FULL_ROLLOUT.len()).then_some(())
+        })
+        .await;
 
     // Leadership moves while a profile drifts: the new leader corrects it and completes the
     // same run again, without telling it again.

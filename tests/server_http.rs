@@ -303,6 +303,7 @@ fn state_with(
     let state = ServerState {
         metrics: metrics.clone(),
         ready,
+        startup: watch::channel(tollgate::controller::Startup::Started).1,
         poker: Poker::new(),
         statuses: Arc::new(move || {
             statuses
@@ -694,6 +695,38 @@ async fn readyz_flips_from_503_to_200_when_ready() {
     h.ready.send(true).expect("receiver alive");
     let (status, _, _) = get(&h.router, "/readyz").await;
     assert_eq!(status, StatusCode::OK);
+}
+
+/// A controller waiting for its management cluster (a restart, missing RBAC or CRD) is alive but
+/// not ready, and `/readyz` says what it waits for and what fixes it, whatever the other flags.
+#[tokio::test]
+async fn readyz_says_what_a_starting_controller_waits_for_and_the_fix() {
+    use tollgate::controller::Startup;
+    let (mut state, ready, _, _) = state_with(Vec::new());
+    let (startup_tx, startup) = watch::channel(Startup::Connecting);
+    state.startup = startup;
+    let router = router(state, &ServerConfig::new(([127, 0, 0, 1], 0).into()));
+    ready.send(true).expect("receiver alive");
+    let (status, _, text) = get(&router, "/readyz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        text.contains("connecting to the management cluster"),
+        "{text}"
+    );
+    startup_tx.send_replace(Startup::Waiting {
+        cause: "RBAC forbids tollgate to list clusterprofiles".into(),
+        fix: "apply the ClusterRole".into(),
+    });
+    let (status, _, text) = get(&router, "/readyz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        text.contains("RBAC forbids tollgate to list clusterprofiles")
+            && text.contains("fix: apply the ClusterRole"),
+        "{text}"
+    );
+    assert_eq!(get(&router, "/healthz").await.0, StatusCode::OK);
+    startup_tx.send_replace(Startup::Started);
+    assert_eq!(get(&router, "/readyz").await.0, StatusCode::OK);
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@ use axum::http::{Request, Response, StatusCode};
 use futures::StreamExt;
 use http_body_util::BodyExt;
 use tokio::sync::watch;
+use tollgate::cluster::fetch_request::{FetchRelay, start_relay};
 use tollgate::cluster::leader::LeaderGate;
 use tollgate::metrics::Metrics;
 use tollgate::server::signature::hmac_sha256_hex;
@@ -29,16 +30,27 @@ struct Harness {
 }
 
 fn harness(secrets: WebhookSecrets, max_body_bytes: usize) -> Harness {
+    harness_on(secrets, max_body_bytes, LeaderGate::always(), None)
+}
+
+/// A replica leading or not (`leader`), relaying to the leader through `fetch_relay`.
+fn harness_on(
+    secrets: WebhookSecrets,
+    max_body_bytes: usize,
+    leader: LeaderGate,
+    fetch_relay: Option<FetchRelay>,
+) -> Harness {
     let poker = Poker::new();
     let metrics = Arc::new(Metrics::new());
     let (_ready_tx, ready) = watch::channel(true);
     let state = ServerState {
         metrics: metrics.clone(),
         ready,
+        startup: watch::channel(tollgate::controller::Startup::Started).1,
         poker: poker.clone(),
         statuses: Arc::new(Vec::new),
-        leader: LeaderGate::always(),
-        fetch_relay: None,
+        leader,
+        fetch_relay,
         branch: "main".to_string(),
         watch_health: Default::default(),
     };
@@ -143,6 +155,38 @@ fn webhook_count(metrics: &Metrics, provider: &str, result: &str) -> u64 {
         .find_map(|line| line.strip_prefix(&wanted))
         .map(|value| value.parse().expect("counter value"))
         .unwrap_or(0)
+}
+
+// ---- A standby ----
+
+/// A verified webhook on a standby is handed to the relay, which keeps it until the leader has
+/// it. A relay that cannot take it any more (its task is gone) must not be acknowledged and
+/// dropped: 503, so the git host sends it again.
+#[tokio::test]
+async fn a_standby_that_cannot_keep_a_webhook_answers_503_for_the_git_host_to_retry() {
+    // Never contacted: the relay's task is stopped before any request.
+    let config = kube::Config::new("http://127.0.0.1:9".parse().expect("uri"));
+    let client = kube::Client::try_from(config).expect("client");
+    let (relay, relay_task) =
+        start_relay(client, "default", "tollgate-leader", LeaderGate::follower());
+    relay_task.abort();
+    let _ = relay_task.await;
+    let h = harness_on(
+        all_secrets(),
+        1024 * 1024,
+        LeaderGate::follower(),
+        Some(relay),
+    );
+    let body = br#"{"ref": "refs/heads/main"}"#.to_vec();
+    let signature = format!(
+        "sha256={}",
+        hmac_sha256_hex(GENERIC_SECRET.as_bytes(), &body)
+    );
+    let (status, text) = send(&h.router, generic_request(body, Some(signature))).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{text}");
+    assert!(text.contains("send the webhook again"), "{text}");
+    assert_eq!(webhook_count(&h.metrics, "generic", "unavailable"), 1);
+    assert_eq!(webhook_count(&h.metrics, "generic", "accepted"), 0);
 }
 
 // ---- GitHub ----

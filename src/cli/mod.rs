@@ -113,12 +113,16 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 pub fn init_logging(global: &GlobalArgs) {
-    // kube's client logs every failed request at ERROR; tollgate reports (or retries) each one
-    // itself with what it was doing, so that line is a duplicate unless asked for by name.
-    let spec = match global.log.contains("kube_client") {
-        true => global.log.clone(),
-        false => format!("{},kube_client::client::builder=off", global.log),
-    };
+    // kube's client logs every failed request at ERROR, and its watcher every 403 at WARN, at
+    // each retry; tollgate reports each failing request and watch itself, once per change of
+    // state and with what it was doing, so those lines are duplicates unless asked for by name.
+    let mut spec = global.log.clone();
+    if !global.log.contains("kube_client") {
+        spec.push_str(",kube_client::client::builder=off");
+    }
+    if !global.log.contains("kube_runtime") {
+        spec.push_str(",kube_runtime::watcher=error");
+    }
     let filter = tracing_subscriber::EnvFilter::try_new(&spec)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     // Colour only on a terminal: escape codes in a pod's log are noise to every log pipeline.

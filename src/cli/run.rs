@@ -334,6 +334,8 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         Some(_) => LeaderGate::follower(),
         None => LeaderGate::always(),
     };
+    // Returns at once: the controller waits for the management cluster in its task, with the
+    // server below answering /healthz and saying on /readyz what it waits for.
     let (handle, task) = controller::start(client.clone(), config, gate.clone())
         .await
         .context("starting the controller")?;
@@ -357,6 +359,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             let state = ServerState {
                 metrics: metrics.clone(),
                 ready: handle.ready.clone(),
+                startup: handle.startup.clone(),
                 poker: handle.poker.clone(),
                 statuses: server::status_api::status_source(handle.statuses.clone()),
                 leader: gate.clone(),
@@ -469,7 +472,12 @@ fn start_lease_tasks(
         election.lease_name.clone(),
         poker,
     ));
-    let (relay, _relay_task) = start_relay(client.clone(), namespace, &election.lease_name);
+    let (relay, _relay_task) = start_relay(
+        client.clone(),
+        namespace,
+        &election.lease_name,
+        gate.clone(),
+    );
     Ok((relay, task))
 }
 

@@ -3,16 +3,14 @@
 
 use crate::cluster::errors::ClusterError;
 
+/// Why a controller cannot start: only usage errors. What the management cluster answers is
+/// waited out (see `controller::startup`).
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
     #[error("opening the git source: {0}")]
     Source(#[from] tollgate_source::SourceError),
     #[error("starting the git thread: {0}")]
     GitThread(std::io::Error),
-    #[error("connecting to the management cluster: {0}")]
-    Connect(String),
-    #[error("the management cluster is not usable: {0}")]
-    Preflight(ClusterError),
 }
 
 /// Why one promotion's step did not complete. Retried with backoff; the last one is logged and

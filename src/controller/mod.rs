@@ -11,6 +11,7 @@ pub mod git_task;
 pub mod guard;
 pub mod progress_writes;
 pub mod reconcile;
+pub mod startup;
 pub mod timers;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -20,14 +21,14 @@ use std::time::Duration;
 use chrono::Utc;
 use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::Api;
 use kube::runtime::watcher;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tollgate_source::{Poker, SourceConfig};
 use tracing::{debug, info, warn};
 
-use crate::cluster::errors::{ClusterError, classify};
+use crate::cluster::errors::ClusterError;
 use crate::cluster::events::EventPublisher;
 use crate::cluster::leader::LeaderGate;
 use crate::cluster::lean::LeanObject;
@@ -45,6 +46,7 @@ pub use error::{ControllerError, ReconcileError};
 use git_task::{GitThread, GitUpdate, PromotionGit};
 pub use guard::PruneGuard;
 use reconcile::{Context, GitPresence, Origin, Outcome};
+pub use startup::{Served, Startup};
 use timers::Timers;
 
 #[derive(Debug, Clone)]
@@ -71,6 +73,8 @@ pub struct ControllerHandle {
     pub poker: Poker,
     /// True once git synced and every watch listed once.
     pub ready: watch::Receiver<bool>,
+    /// Whether the controller still waits for the management cluster, and why.
+    pub startup: watch::Receiver<Startup>,
     /// Last watch error per resource.
     pub watch_health: WatchHealth,
     /// The persisted status of every promotion (for the status API).
@@ -84,40 +88,99 @@ impl ControllerHandle {
     }
 }
 
-/// Checks that the management cluster serves what tollgate needs, so that a missing Sveltos CRD
-/// or a missing RBAC rule is one clear error at start instead of a silent stall.
-pub async fn preflight(client: &Client) -> Result<(), ControllerError> {
-    for (resource, plural) in [
-        (resources::cluster_profile(), "clusterprofiles"),
-        (resources::cluster_summary(), "clustersummaries"),
-        (resources::sveltos_cluster(), "sveltosclusters"),
-        (resources::git_promotion(), "gitpromotions"),
-    ] {
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        api.list(&ListParams::default().limit(1))
-            .await
-            .map_err(|e| ControllerError::Preflight(classify(e, "list", plural, "")))?;
-    }
-    Ok(())
-}
-
-async fn capi_served(client: &Client) -> bool {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resources::capi_cluster());
-    api.list(&ListParams::default().limit(1)).await.is_ok()
-}
-
-/// Starts the watches, the git thread and the loop. Returns once they run; the loop task ends on
-/// [`ControllerHandle::shutdown`].
+/// Starts the git thread at once, then, in the returned task, waits for the management cluster
+/// (see [`startup`]) before it starts the watches and the loop. Fails only on a usage error (the
+/// repository cannot be opened): nothing the cluster answers stops it. The task ends on
+/// [`ControllerHandle::shutdown`], waiting or running.
 pub async fn start(
     client: Client,
     config: ControllerConfig,
     leader: LeaderGate,
 ) -> Result<(ControllerHandle, JoinHandle<()>), ControllerError> {
-    preflight(&client).await?;
-    let caches = Arc::new(ObservedCaches::default());
+    let (git_tx, git_rx) = mpsc::channel(64);
+    let git = GitThread::start(config.source.clone(), config.poll_interval, git_tx)?;
     let statuses = Arc::new(StatusCache::default());
     let health = WatchHealth::default();
-    let (touch_tx, touch_rx) = mpsc::unbounded_channel();
+    let (ready_tx, ready_rx) = watch::channel(false);
+    let (startup_tx, startup_rx) = watch::channel(Startup::Connecting);
+    let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
+    let handle = ControllerHandle {
+        poker: git.poker.clone(),
+        ready: ready_rx,
+        startup: startup_rx,
+        watch_health: health.clone(),
+        statuses: statuses.clone(),
+        shutdown: shutdown_tx,
+    };
+    let task = tokio::spawn(async move {
+        let Some(served) = startup::wait_for_cluster(&client, &startup_tx, &mut shutdown_rx).await
+        else {
+            // The git thread may be blocked sending to the loop that never ran: close first.
+            drop(git_rx);
+            stop_git(git).await;
+            return;
+        };
+        let caches = Arc::new(ObservedCaches::default());
+        let (touch_tx, touch_rx) = mpsc::unbounded_channel();
+        let watches = spawn_watches(&client, &caches, &statuses, &health, served, touch_tx);
+        let origin = Origin {
+            repository: tollgate_source::redact_url(&config.source.repo),
+            branch: config.source.branch.clone(),
+            path: config.source.path.clone(),
+        };
+        let writer = ClusterWriter::new(client.clone(), leader.clone(), config.dry_run);
+        let events = EventPublisher::new(client, config.instance.clone(), config.dry_run);
+        let notifier = crate::notify::Notifier::new(
+            writer.clone(),
+            statuses.clone(),
+            events.clone(),
+            config.metrics.clone(),
+            leader.clone(),
+        );
+        let ctx = Arc::new(Context {
+            caches,
+            statuses,
+            writer,
+            events,
+            notifier: notifier.clone(),
+            origin,
+            metrics: config.metrics.clone(),
+            watch_health: health,
+            progress_writes: Default::default(),
+        });
+        let mut state = LoopState::new(config, leader);
+        state
+            .run(ctx, git_rx, touch_rx, ready_tx, shutdown_rx)
+            .await;
+        notifier.drain(NOTIFY_DRAIN_TIMEOUT).await;
+        stop_git(git).await;
+        for watch in watches {
+            watch.abort();
+        }
+    });
+    Ok((handle, task))
+}
+
+/// Stops the git thread without blocking the runtime: stopping joins the thread, which first
+/// finishes the sync it is in (seconds on a large repository or a slow remote). Joined on a
+/// worker, that stalled every task queued behind it, an embedded API server and the lease
+/// deadlines included.
+async fn stop_git(git: GitThread) {
+    if let Err(error) = tokio::task::spawn_blocking(move || drop(git)).await {
+        warn!(%error, "stopping the git thread failed");
+    }
+}
+
+/// The watches feeding the caches: Sveltos' types, tollgate's own state objects, and Cluster
+/// API's clusters when served.
+fn spawn_watches(
+    client: &Client,
+    caches: &Arc<ObservedCaches>,
+    statuses: &Arc<StatusCache>,
+    health: &WatchHealth,
+    served: Served,
+    touch_tx: mpsc::UnboundedSender<Touch>,
+) -> Vec<JoinHandle<()>> {
     // Decoded lean: nothing tollgate reads needs managed fields (see `cluster::lean`).
     let all = |ar| Api::<LeanObject>::all_with(client.clone(), &ar);
     let mut watches = vec![
@@ -174,7 +237,7 @@ pub async fn start(
             health.clone(),
         ),
     ];
-    if capi_served(&client).await {
+    if served.capi_clusters {
         info!("Cluster API is served: CAPI clusters are matched too");
         watches.push(spawn_watch(
             WatchSpec {
@@ -185,60 +248,11 @@ pub async fn start(
                 convert: Box::new(convert_capi_cluster),
                 indexed_by: IndexedBy::Nothing,
             },
-            touch_tx.clone(),
+            touch_tx,
             health.clone(),
         ));
     }
-
-    let (git_tx, git_rx) = mpsc::channel(64);
-    let origin = Origin {
-        repository: tollgate_source::redact_url(&config.source.repo),
-        branch: config.source.branch.clone(),
-        path: config.source.path.clone(),
-    };
-    let git = GitThread::start(config.source.clone(), config.poll_interval, git_tx)?;
-    let (ready_tx, ready_rx) = watch::channel(false);
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let handle = ControllerHandle {
-        poker: git.poker.clone(),
-        ready: ready_rx,
-        watch_health: health.clone(),
-        statuses: statuses.clone(),
-        shutdown: shutdown_tx,
-    };
-    let writer = ClusterWriter::new(client.clone(), leader.clone(), config.dry_run);
-    let events = EventPublisher::new(client, config.instance.clone(), config.dry_run);
-    let notifier = crate::notify::Notifier::new(
-        writer.clone(),
-        statuses.clone(),
-        events.clone(),
-        config.metrics.clone(),
-        leader.clone(),
-    );
-    let ctx = Arc::new(Context {
-        caches,
-        statuses,
-        writer,
-        events,
-        notifier,
-        origin,
-        metrics: config.metrics.clone(),
-        watch_health: health.clone(),
-        progress_writes: Default::default(),
-    });
-    let task = tokio::spawn(async move {
-        let mut state = LoopState::new(config, leader);
-        let notifier = ctx.notifier.clone();
-        state
-            .run(ctx, git_rx, touch_rx, ready_tx, shutdown_rx)
-            .await;
-        notifier.drain(NOTIFY_DRAIN_TIMEOUT).await;
-        drop(git);
-        for watch in watches {
-            watch.abort();
-        }
-    });
-    Ok((handle, task))
+    watches
 }
 
 /// How long a graceful stop waits for queued notifications.

@@ -24,6 +24,7 @@ use tracing::{info, warn};
 use crate::cluster::fetch_request::FetchRelay;
 use crate::cluster::leader::LeaderGate;
 use crate::cluster::watch::WatchHealth;
+use crate::controller::Startup;
 use crate::metrics::Metrics;
 pub use error::ServerError;
 pub use webhook::Provider;
@@ -92,6 +93,8 @@ pub struct ServerState {
     pub metrics: Arc<Metrics>,
     /// True once git synced and every initial watch listed.
     pub ready: watch::Receiver<bool>,
+    /// Whether the controller still waits for the management cluster, and why (`/readyz`).
+    pub startup: watch::Receiver<Startup>,
     /// Asks the git task for a sync (webhooks).
     pub poker: Poker,
     pub statuses: StatusSource,

@@ -16,8 +16,14 @@ pub(super) async fn healthz() -> &'static str {
 }
 
 /// `GET /readyz`: ready once git synced and every initial watch listed, so that a rollout of
-/// the controller itself waits for a replica that knows the state of the world.
+/// the controller itself waits for a replica that knows the state of the world. A replica still
+/// waiting for the management cluster says for what, and what fixes it.
 pub(super) async fn readyz(State(app): State<AppState>) -> Response {
+    let waiting = app.state.startup.borrow().not_ready_reason();
+    if let Some(reason) = waiting {
+        let text = format!("not ready: {reason}\n");
+        return (StatusCode::SERVICE_UNAVAILABLE, text).into_response();
+    }
     let failing = app.state.watch_health.failing_beyond_grace();
     if let Some((resource, failure)) = failing.first() {
         let text = format!(

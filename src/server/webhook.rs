@@ -107,6 +107,9 @@ pub enum Outcome {
     MissingSignature,
     BadSignature,
     BadPayload,
+    /// Verified, but on a standby that cannot hand the fetch to the leader: refused so that
+    /// the git host sends it again, rather than acknowledged and dropped.
+    RelayUnavailable,
 }
 
 impl Outcome {
@@ -120,6 +123,7 @@ impl Outcome {
             Outcome::Unreadable | Outcome::BadPayload => "bad_payload",
             Outcome::MissingSignature => "missing_signature",
             Outcome::BadSignature => "bad_signature",
+            Outcome::RelayUnavailable => "unavailable",
         }
     }
 
@@ -132,6 +136,7 @@ impl Outcome {
             Outcome::Timeout => StatusCode::REQUEST_TIMEOUT,
             Outcome::Unreadable | Outcome::BadPayload => StatusCode::BAD_REQUEST,
             Outcome::MissingSignature | Outcome::BadSignature => StatusCode::UNAUTHORIZED,
+            Outcome::RelayUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -148,6 +153,9 @@ impl Outcome {
             Outcome::MissingSignature => "missing signature\n",
             Outcome::BadSignature => "invalid signature\n",
             Outcome::BadPayload => "invalid push payload: no ref\n",
+            Outcome::RelayUnavailable => {
+                "this replica cannot reach the leader now; send the webhook again\n"
+            }
         }
     }
 }
@@ -174,20 +182,25 @@ pub(super) async fn receive_named(
 }
 
 async fn receive(app: &AppState, provider: Provider, headers: &HeaderMap, body: Body) -> Response {
-    let outcome = decide(app, provider, headers, body).await;
+    let mut outcome = decide(app, provider, headers, body).await;
     if outcome == Outcome::Accepted {
         app.state.poker.poke();
         // A standby cannot write: the leader must fetch, and only a verified request may ask it.
+        // The relay keeps the request until the leader has it; one it cannot take is refused.
         if let Some(relay) = &app.state.fetch_relay
             && !app.state.leader.is_leader()
+            && relay.request().is_err()
         {
-            relay.request();
+            outcome = Outcome::RelayUnavailable;
         }
     }
     app.state.metrics.webhook(provider.name(), outcome.label());
     match outcome {
         Outcome::Accepted => info!(provider = provider.name(), "webhook: git sync requested"),
-        Outcome::MissingSignature | Outcome::BadSignature | Outcome::NotConfigured => {
+        Outcome::MissingSignature
+        | Outcome::BadSignature
+        | Outcome::NotConfigured
+        | Outcome::RelayUnavailable => {
             warn!(
                 provider = provider.name(),
                 result = outcome.label(),
@@ -322,6 +335,8 @@ mod tests {
         ] {
             assert!(outcome.status().is_client_error(), "{outcome:?}");
         }
+        // Not the sender's fault: a 5xx, which git hosts may send again.
+        assert!(Outcome::RelayUnavailable.status().is_server_error());
     }
 
     #[test]

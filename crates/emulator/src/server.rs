@@ -406,9 +406,15 @@ impl EmulatorHandle {
         lock(&self.shared.state).request_counts.clear();
     }
 
-    /// Successful writes, oldest first (bounded by `EmulatorConfig::write_log_capacity`).
+    /// Successful writes, oldest first (bounded by `EmulatorConfig::write_log_capacity`). The
+    /// objects are copied after the server's lock is released: a test reading the log while
+    /// clients write must not stall every request meanwhile (thousands of objects take a while).
     pub fn write_log(&self) -> Vec<WriteRecord> {
-        lock(&self.shared.state).write_log.records()
+        let shared = lock(&self.shared.state).write_log.shared();
+        shared
+            .iter()
+            .map(crate::write_log::LoggedWrite::to_record)
+            .collect()
     }
 
     /// The newest successful write (copies one object, where `write_log` copies them all).

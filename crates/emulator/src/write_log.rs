@@ -43,7 +43,7 @@ pub struct LoggedWrite {
 }
 
 impl LoggedWrite {
-    fn to_record(&self) -> WriteRecord {
+    pub fn to_record(&self) -> WriteRecord {
         let metadata = &self.object["metadata"];
         WriteRecord {
             time: self.time,
@@ -92,6 +92,12 @@ impl WriteLog {
         self.records.iter().map(LoggedWrite::to_record).collect()
     }
 
+    /// Every kept write, oldest first, sharing the objects: cheap enough to take under the
+    /// server's lock, and copied with [`LoggedWrite::to_record`] outside it.
+    pub fn shared(&self) -> Vec<LoggedWrite> {
+        self.records.iter().cloned().collect()
+    }
+
     /// The newest write, if any.
     pub fn last(&self) -> Option<WriteRecord> {
         self.records.back().map(LoggedWrite::to_record)
@@ -135,5 +141,15 @@ mod tests {
         let mut unbounded = WriteLog::new(None);
         (1..=3).for_each(|v| unbounded.push(record(v)));
         assert_eq!(unbounded.records().len(), 3);
+    }
+
+    #[test]
+    fn the_shared_log_copies_no_object_and_converts_to_the_same_records() {
+        let mut log = WriteLog::new(None);
+        log.push(record(1));
+        let shared = log.shared();
+        assert!(Arc::ptr_eq(&shared[0].object, &log.records[0].object));
+        let converted: Vec<WriteRecord> = shared.iter().map(LoggedWrite::to_record).collect();
+        assert_eq!(converted, log.records());
     }
 }

@@ -87,7 +87,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     follow::watch(&watched, args.output, events).await
 }
 
-/// The GitPromotions to show. Errors are classified as `run`'s preflight does, so a missing CRD
+/// The GitPromotions to show. Errors are classified as `run`'s start-up check does, so a missing CRD
 /// or a forbidden verb reads as a plain hint, not as a raw API error.
 pub(super) async fn fetch(
     api: &Api<DynamicObject>,
