@@ -15,11 +15,12 @@ mod support;
 
 use std::time::Duration;
 
+use chaos_support::blackout_invariants::{BlackoutWindow, check_blackouts};
 use chaos_support::failure_invariants::check_failures;
 use chaos_support::invariants::{self, Violation};
 use chaos_support::wave_invariants::check_waves;
 use chaos_support::{PromotionPlan, SeededRng, fleet_yaml};
-use chrono::Utc;
+use chrono::{Timelike, Utc};
 use support::{PATIENCE, TestRepo, World};
 use tollgate::cluster::leader::{ElectionConfig, LeaderGate, run_election};
 use tollgate::cluster::resources;
@@ -64,6 +65,8 @@ struct Injected {
     list_failures: u32,
     bumps: u32,
     approvals: u32,
+    /// Blackouts committed during the schedule, for the blackout invariant.
+    blackouts: Vec<BlackoutWindow>,
 }
 
 /// The outage (3 s) outlasts the lease's validity window (4 s - 2 s): the replica stops writing
@@ -389,7 +392,8 @@ async fn inject_faults(
             continue;
         }
         if !done.broken && elapsed >= schedule.broken_at {
-            break_governed(world, plans, &governed);
+            let freeze = break_governed(world, plans, &governed);
+            injected.blackouts.push(freeze);
             done.broken = true;
             continue;
         }
@@ -505,7 +509,17 @@ fn bump(world: &mut World, plans: &mut [PromotionPlan], bumped: &[usize]) {
     })
 }
 
-fn break_governed(world: &mut World, plans: &[PromotionPlan], governed: &[usize]) {
+/// The failing chart for the governed promotions, in the same commit as a blackout of the `halt`
+/// tier that began a second ago and lasts [`FREEZE`]: their new runs must wait for its end.
+fn break_governed(
+    world: &mut World,
+    plans: &[PromotionPlan],
+    governed: &[usize],
+) -> BlackoutWindow {
+    let from =
+        Utc::now().with_nanosecond(0).unwrap_or_else(Utc::now) - chrono::Duration::seconds(1);
+    let to = from + chrono::Duration::from_std(FREEZE).unwrap_or_default();
+    let stamp = |t: chrono::DateTime<Utc>| t.format("%Y-%m-%dT%H:%M:%S").to_string();
     // git runs as a child process: not on a worker the controller and the API server share.
     tokio::task::block_in_place(|| {
         for i in governed {
@@ -513,10 +527,27 @@ fn break_governed(world: &mut World, plans: &[PromotionPlan], governed: &[usize]
             let manifest = plan.manifest(chaos_support::FAILING_CHART, false);
             world.repo.write(&format!("{}.yaml", plan.name), &manifest);
         }
-        world.repo.commit("a chart the odd groups fail");
+        let policies = chaos_support::policies_with_halt_blackout(&stamp(from), &stamp(to));
+        world.repo.write("policies.yaml", &policies);
+        world
+            .repo
+            .commit("a chart the odd groups fail, during a freeze of the halt tier");
         world.poke();
-    })
+    });
+    BlackoutWindow {
+        promotions: governed
+            .iter()
+            .map(|i| &plans[*i])
+            .filter(|p| p.tier == Some("halt"))
+            .map(|p| p.name.clone())
+            .collect(),
+        from,
+        to,
+    }
 }
+
+/// How long the blackout committed with the failing chart lasts.
+const FREEZE: Duration = Duration::from_secs(8);
 
 fn approve(world: &mut World, plan: &mut PromotionPlan) {
     // git runs as a child process: not on a worker the controller and the API server share.
@@ -564,6 +595,11 @@ fn check_history(world: &World, plans: &[PromotionPlan], injected: &Injected, se
         .map(|v: Violation| v.to_string())
         .chain(check_failures(&log).into_iter().map(|v| v.to_string()))
         .chain(check_waves(&log).into_iter().map(|v| v.to_string()))
+        .chain(
+            check_blackouts(&log, &injected.blackouts)
+                .into_iter()
+                .map(|v| v.to_string()),
+        )
         .collect();
     if !violations.is_empty() {
         dump_log(&log, seed);

@@ -2,6 +2,7 @@
 //! select one group each, and the plan the invariant checker compares the write log against.
 #![allow(dead_code)] // the unit tests of `invariants` use a subset
 
+pub mod blackout_invariants;
 pub mod failure_invariants;
 pub mod invariants;
 pub mod wave_invariants;
@@ -99,6 +100,16 @@ spec:
     s1:
       waves: {size: 1, pause: 1s}
 ";
+
+/// [`POLICIES`] with a blackout on the `halt` tier from `from` to `to` (UTC, whole seconds).
+pub fn policies_with_halt_blackout(from: &str, to: &str) -> String {
+    POLICIES.replace(
+        "  onFailure: Halt\n",
+        &format!(
+            "  onFailure: Halt\n  blackouts:\n  - {{from: \"{from}\", to: \"{to}\", timeZone: UTC, reason: chaos freeze}}\n"
+        ),
+    )
+}
 
 impl PromotionPlan {
     /// Generated promotion `index`: 2–4 stages, each selecting one group; some stages wait 1–2 s;
