@@ -1,10 +1,12 @@
-//! What was delivered, so that nothing is told twice: across a drift correction that takes a
-//! promotion out of Completed and back, across restarts and across leader changes.
+//! What each endpoint is done with, so that nothing is told twice: across a drift correction that
+//! takes a promotion out of Completed and back, across restarts and across leader changes.
 //!
-//! A delivery's key is `<endpoint>:<notice id>`. Delivered keys are kept in memory and recorded
-//! on the GitPromotion in the annotation `tollgate.dev/notified` (newest last, the last
-//! [`KEYS_KEPT`]), written by the leader only (the writer is lease-gated). A new process or a new
-//! leader reads the annotation from its watch cache and skips what is recorded there.
+//! A notice is settled for an endpoint when it was delivered, given up on (`NotificationFailed`),
+//! or dropped as an older state of its stage. The key is `<endpoint>:<notice id>`. Settled keys
+//! are kept in memory and recorded on the GitPromotion in the annotation `tollgate.dev/notified`
+//! (newest last, the last [`KEYS_KEPT`]), written by the leader only (the writer is lease-gated):
+//! one merge patch for every key settled while the previous patch was on its way. A new process
+//! or a new leader reads the annotation from its watch cache and skips what is recorded there.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -16,7 +18,7 @@ use crate::cluster::errors::ClusterError;
 use crate::cluster::statuses::{PersistedState, StatusCache};
 use crate::cluster::writer::ClusterWriter;
 
-/// The annotation recording delivered notifications (comma-separated keys, newest last).
+/// The annotation recording settled notifications (comma-separated keys, newest last).
 pub const NOTIFIED_ANNOTATION: &str = "tollgate.dev/notified";
 
 /// Keys kept per promotion: a run tells a handful per stage and endpoint.
@@ -29,32 +31,32 @@ pub fn key(endpoint: &str, notice_id: &str) -> String {
     format!("{endpoint}:{notice_id}")
 }
 
-pub struct DeliveredLog {
+pub struct SettledLog {
     writer: ClusterWriter,
     statuses: Arc<StatusCache>,
-    delivered: Mutex<HashMap<String, VecDeque<String>>>,
+    settled: Mutex<HashMap<String, VecDeque<String>>>,
     /// Serialises the annotation's read-modify-write across endpoint workers.
     recording: tokio::sync::Mutex<()>,
 }
 
-impl DeliveredLog {
+impl SettledLog {
     pub fn new(writer: ClusterWriter, statuses: Arc<StatusCache>) -> Self {
-        DeliveredLog {
+        SettledLog {
             writer,
             statuses,
-            delivered: Mutex::new(HashMap::new()),
+            settled: Mutex::new(HashMap::new()),
             recording: tokio::sync::Mutex::new(()),
         }
     }
 
-    fn delivered(&self) -> std::sync::MutexGuard<'_, HashMap<String, VecDeque<String>>> {
-        self.delivered.lock().unwrap_or_else(|e| e.into_inner())
+    fn settled(&self) -> std::sync::MutexGuard<'_, HashMap<String, VecDeque<String>>> {
+        self.settled.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether `key` was delivered, by this process or as recorded on the GitPromotion.
+    /// Whether `key` is settled, by this process or as recorded on the GitPromotion.
     pub fn contains(&self, promotion: &str, key: &str) -> bool {
         if self
-            .delivered()
+            .settled()
             .get(promotion)
             .is_some_and(|keys| keys.iter().any(|k| k == key))
         {
@@ -65,12 +67,12 @@ impl DeliveredLog {
             .is_some_and(|state| recorded(&state).any(|k| k == key))
     }
 
-    /// Remembers a delivery and records it on the GitPromotion (best effort: a failure to record
-    /// is logged; the in-memory log still prevents a repeat within this process).
+    /// Remembers a settled notice and records it on the GitPromotion (best effort: a failure to
+    /// record is logged; the in-memory log still prevents a repeat within this process).
     pub async fn record(&self, promotion: &str, key: &str) {
         {
-            let mut delivered = self.delivered();
-            let keys = delivered.entry(promotion.to_string()).or_default();
+            let mut settled = self.settled();
+            let keys = settled.entry(promotion.to_string()).or_default();
             keys.push_back(key.to_string());
             if keys.len() > KEYS_KEPT {
                 keys.pop_front();
@@ -85,11 +87,11 @@ impl DeliveredLog {
                     tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
                 }
                 Err(ClusterError::NotLeader) => {
-                    debug!(promotion, "not leading: delivery not recorded");
+                    debug!(promotion, "not leading: settled notification not recorded");
                     return;
                 }
                 Err(error) => {
-                    warn!(promotion, %error, "cannot record a delivered notification; a new leader may repeat it");
+                    warn!(promotion, %error, "cannot record a settled notification; a new leader may repeat it");
                     return;
                 }
             }
@@ -104,13 +106,13 @@ impl DeliveredLog {
         if keys.iter().any(|k| k == key) {
             return Ok(()); // a write waiting before ours recorded it with its own
         }
-        // Every key delivered and not yet recorded, in one write: deliveries finishing together
+        // Every key settled and not yet recorded, in one write: deliveries finishing together
         // (one per endpoint) cost one patch, not one each.
         let pending: Vec<String> = self
-            .delivered()
+            .settled()
             .get(promotion)
-            .map(|delivered| {
-                delivered
+            .map(|settled| {
+                settled
                     .iter()
                     .filter(|k| !keys.contains(k))
                     .cloned()

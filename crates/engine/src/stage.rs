@@ -314,6 +314,7 @@ impl StageRun<'_, '_> {
             return Hold::Wait(Phase::Waiting, text);
         }
         if let Some(blackout) = &self.blackout {
+            waves.held_until = Some(blackout.until);
             self.effects.wake(blackout.until);
             let text = format!(
                 "wave {}/{total} waits: {}",
@@ -324,6 +325,7 @@ impl StageRun<'_, '_> {
         }
         waves.reached += 1;
         waves.wave_done_at = None;
+        waves.held_until = None;
         waves.wave_started_at = now;
         let started: Vec<String> = waves
             .clusters

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tollgate_model::hash::HASH_SCHEME;
 
+use crate::notices::Notice;
 use crate::run_history::RunHistory;
 
 /// Newest consumed approvals kept in status; older ones belong to runs long gone.
@@ -128,6 +129,10 @@ pub struct PromotionStatus {
     /// While a blackout holds the next stage start: when it ends (the engine wakes then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blackout_until: Option<DateTime<Utc>>,
+    /// While a blackout holds a stage start: the stage and the snapshot it would run.
+    // Boxed, as `pending_notices`: rarely set, 8 bytes where it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blackout_holds: Option<Box<HeldStart>>,
     /// The recent runs, newest last, bounded (see `run_history`): what `tollgate timeline` draws.
     #[serde(default, skip_serializing_if = "RunHistory::is_empty")]
     pub runs: RunHistory,
@@ -136,6 +141,13 @@ pub struct PromotionStatus {
     /// reaches them, and `stages` lists only the stages started in the current run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stages_ahead: Vec<StageAhead>,
+    /// Notices owed to the RolloutPolicy's notify endpoints, oldest first: written by the
+    /// controller with the transition that produced them, before they are sent, so a restart or a
+    /// new leader sends them. A notice stays until every endpoint listening to it has it (or gave
+    /// up on it), and goes at a later status write; bounded.
+    // Boxed (8 bytes where unset, as for most promotions); never an empty list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_notices: Option<Box<Vec<Notice>>>,
 }
 
 /// A stage the current run has not reached yet.
@@ -240,13 +252,25 @@ impl PromotionStatus {
             queued_snapshot: None,
             superseded_snapshots: Vec::new(),
             blackout_until: None,
+            blackout_holds: None,
             runs: RunHistory::default(),
             stages_ahead: Vec::new(),
+            pending_notices: None,
         }
     }
 
     pub fn stage(&self, name: &str) -> Option<&StageStatus> {
         self.stages.iter().find(|s| s.name == name)
+    }
+
+    /// The notices owed to notify endpoints (see `pending_notices`), oldest first.
+    pub fn pending_notices(&self) -> &[Notice] {
+        self.pending_notices.as_deref().map_or(&[], Vec::as_slice)
+    }
+
+    /// Sets the notices owed; an empty list is no list.
+    pub fn set_pending_notices(&mut self, notices: Vec<Notice>) {
+        self.pending_notices = (!notices.is_empty()).then(|| Box::new(notices));
     }
 
     pub(crate) fn stage_mut(&mut self, name: &str) -> Option<&mut StageStatus> {
@@ -366,6 +390,17 @@ pub struct StageStatus {
     pub waves: Option<Box<WaveProgress>>,
 }
 
+/// A stage start a blackout holds: which stage, with which snapshot (a new run's, when the hold
+/// is at its start).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldStart {
+    pub stage: String,
+    pub snapshot_index: u64,
+    /// Full SHA of the commit that introduced that snapshot.
+    pub snapshot_commit: String,
+}
+
 /// The waves of a stage, fixed when it started, and how far they got.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -386,6 +421,9 @@ pub struct WaveProgress {
     /// When the latest wave's clusters were all provisioned: the pause runs from here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wave_done_at: Option<DateTime<Utc>>,
+    /// While a blackout holds the next wave: when it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_until: Option<DateTime<Utc>>,
 }
 
 impl WaveProgress {
@@ -529,6 +567,7 @@ mod tests {
     #[test]
     fn rare_parts_of_a_status_are_boxed() {
         assert!(std::mem::size_of::<StageStatus>() <= 440);
-        assert!(std::mem::size_of::<PromotionStatus>() <= 456);
+        // 456 before the two rare notify-era fields (boxed: 8 bytes each where unset).
+        assert!(std::mem::size_of::<PromotionStatus>() <= 472);
     }
 }

@@ -60,6 +60,7 @@ pub(crate) fn start(
         capi_clusters,
         wave_started_at: now,
         wave_done_at: None,
+        held_until: None,
     })
 }
 
