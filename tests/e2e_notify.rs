@@ -1118,3 +1118,85 @@ async fn sigkill_during_a_retry_then_restart_delivers_the_notice_once() {
     assert_eq!(delivered_pairs(&receiver)[..7], pairs(FULL_ROLLOUT)[..]);
     assert_each_accepted_once(&receiver);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_commit_status_is_never_sent_after_the_stages_success() {
+    let receiver = Receiver::start(Answer::WhileUp).await;
+    let secrets = Secrets::new();
+    let github = secrets.file("gh", &receiver.url("/github/repos/o/r"), Some(TOKEN));
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0"));
+    repo.write(
+        "policy.yaml",
+        &policy("fleet-defaults")
+            .notify("gh", "github", &github, &["StageStarted", "StageCompleted"])
+            .to_yaml(),
+    );
+    let sha = repo.commit("web 1.0.0, statuses to a forge that is down");
+    let mut world = World::start(repo, &three_envs().to_yaml()).await;
+    let status = world.wait_phase(WEB, "Completed").await;
+    world
+        .eventually("an attempt while the forge is down", || async {
+            (!receiver.got().is_empty()).then_some(())
+        })
+        .await;
+    world.stop_controller().await;
+    // As if the stopped process had got dev's `success` through and not its `pending`.
+    let pending = status["pendingNotices"].as_array().cloned().unwrap_or_default();
+    let dev_success = pending
+        .iter()
+        .find(|n| n["kind"] == "StageCompleted" && n["stage"] == "dev")
+        .and_then(|n| n["id"].as_str())
+        .expect("dev's success is pending");
+    let api: Api<DynamicObject> =
+        Api::all_with(world.client.clone(), &resources::git_promotion());
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        "tollgate.dev/notified": format!("gh:{dev_success}"),
+    }}});
+    api.patch(WEB, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("annotate");
+    receiver.set_up(true);
+    world.start_controller().await;
+    let accepted = |receiver: &Receiver| -> Vec<String> {
+        receiver
+            .under("/github/repos/o/r")
+            .iter()
+            .filter(|r| r.answered.is_some_and(|c| c.is_success()))
+            .filter(|r| r.path.ends_with(sha.as_str()))
+            .map(|r| {
+                let body = r.json();
+                format!(
+                    "{} {}",
+                    body["context"].as_str().unwrap_or_default(),
+                    body["state"].as_str().unwrap_or_default()
+                )
+            })
+            .collect()
+    };
+    let statuses = world
+        .eventually("staging's and prod's statuses", || async {
+            let got = accepted(&receiver);
+            (got.len() >= 4).then_some(got)
+        })
+        .await;
+    assert_eq!(
+        statuses,
+        [
+            "tollgate/staging pending",
+            "tollgate/staging success",
+            "tollgate/prod pending",
+            "tollgate/prod success"
+        ],
+        "dev's late pending would have overwritten its success"
+    );
+    world
+        .eventually("the older state counted as dropped", || async {
+            world
+                .metrics
+                .encode()
+                .contains("tollgate_notifications_dropped_total{endpoint=\"gh\"} 1")
+                .then_some(())
+        })
+        .await;
+}
