@@ -956,10 +956,11 @@ async fn waves_and_a_blackout_are_told_and_are_no_commit_status_of_their_own() {
             assert_eq!(s.path, format!("/github/repos/o/r/statuses/{sha}"));
             let body = s.json();
             let description = body["description"].as_str().unwrap_or_default();
-            let wave = description
-                .contains("wave")
-                .then_some(" (wave)")
-                .unwrap_or("");
+            let wave = if description.contains("wave") {
+                " (wave)"
+            } else {
+                ""
+            };
             format!(
                 "{} {}{wave}",
                 body["context"].as_str().unwrap_or_default(),
@@ -1142,14 +1143,16 @@ async fn a_pending_commit_status_is_never_sent_after_the_stages_success() {
         .await;
     world.stop_controller().await;
     // As if the stopped process had got dev's `success` through and not its `pending`.
-    let pending = status["pendingNotices"].as_array().cloned().unwrap_or_default();
+    let pending = status["pendingNotices"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let dev_success = pending
         .iter()
         .find(|n| n["kind"] == "StageCompleted" && n["stage"] == "dev")
         .and_then(|n| n["id"].as_str())
         .expect("dev's success is pending");
-    let api: Api<DynamicObject> =
-        Api::all_with(world.client.clone(), &resources::git_promotion());
+    let api: Api<DynamicObject> = Api::all_with(world.client.clone(), &resources::git_promotion());
     let patch = serde_json::json!({"metadata": {"annotations": {
         "tollgate.dev/notified": format!("gh:{dev_success}"),
     }}});

@@ -67,20 +67,29 @@ impl SettledLog {
             .is_some_and(|state| recorded(&state).any(|k| k == key))
     }
 
-    /// Remembers a settled notice and records it on the GitPromotion (best effort: a failure to
-    /// record is logged; the in-memory log still prevents a repeat within this process).
-    pub async fn record(&self, promotion: &str, key: &str) {
-        {
-            let mut settled = self.settled();
-            let keys = settled.entry(promotion.to_string()).or_default();
-            keys.push_back(key.to_string());
-            if keys.len() > KEYS_KEPT {
-                keys.pop_front();
-            }
+    /// Remembers a settled notice, in memory only: [`SettledLog::flush`] records it.
+    pub fn remember(&self, promotion: &str, key: &str) {
+        let mut settled = self.settled();
+        let keys = settled.entry(promotion.to_string()).or_default();
+        keys.push_back(key.to_string());
+        if keys.len() > KEYS_KEPT {
+            keys.pop_front();
         }
+    }
+
+    /// Remembers a settled notice and records it on the GitPromotion at once.
+    pub async fn record(&self, promotion: &str, key: &str) {
+        self.remember(promotion, key);
+        self.flush(promotion).await;
+    }
+
+    /// Records every key of `promotion` remembered and not yet on the GitPromotion, in one patch
+    /// (best effort: a failure to record is logged; the in-memory log still prevents a repeat
+    /// within this process).
+    pub async fn flush(&self, promotion: &str) {
         let _one_at_a_time = self.recording.lock().await;
         for attempt in 1..=RECORD_ATTEMPTS {
-            match self.write(promotion, key).await {
+            match self.write(promotion).await {
                 Ok(()) => return,
                 Err(ClusterError::Conflict { .. }) if attempt < RECORD_ATTEMPTS => {
                     // Our own status write (or the watch) moved the object: re-read and retry.
@@ -98,16 +107,13 @@ impl SettledLog {
         }
     }
 
-    async fn write(&self, promotion: &str, key: &str) -> Result<(), ClusterError> {
+    async fn write(&self, promotion: &str) -> Result<(), ClusterError> {
         let Some(mut state) = self.statuses.get(promotion) else {
             return Ok(()); // no GitPromotion (yet): nothing to annotate
         };
         let mut keys: Vec<String> = recorded(&state).map(str::to_string).collect();
-        if keys.iter().any(|k| k == key) {
-            return Ok(()); // a write waiting before ours recorded it with its own
-        }
-        // Every key settled and not yet recorded, in one write: deliveries finishing together
-        // (one per endpoint) cost one patch, not one each.
+        // Every key settled and not yet recorded, in one write: the notices of one pass and
+        // deliveries finishing together (one per endpoint) cost one patch, not one each.
         let pending: Vec<String> = self
             .settled()
             .get(promotion)
@@ -119,6 +125,9 @@ impl SettledLog {
                     .collect()
             })
             .unwrap_or_default();
+        if pending.is_empty() {
+            return Ok(()); // a write waiting before ours recorded them with its own
+        }
         keys.extend(pending);
         let excess = keys.len().saturating_sub(KEYS_KEPT);
         keys.drain(..excess);

@@ -189,9 +189,10 @@ impl Run {
                 continue;
             }
             if let Outcome::Left = self.deliver(pending, index, uid).await {
-                return;
+                break;
             }
         }
+        self.flush(promotion).await;
     }
 
     fn settled(&self, notice: &Notice) -> bool {
@@ -199,9 +200,15 @@ impl Run {
         self.shared.log.contains(&notice.promotion, &key)
     }
 
-    async fn settle(&self, notice: &Notice) {
+    /// In memory at once (nothing is sent twice); on the GitPromotion when the pass over the
+    /// promotion ends or waits ([`Run::flush`]).
+    fn settle(&self, notice: &Notice) {
         let key = key(&self.endpoint.name, &notice.id);
-        self.shared.log.record(&notice.promotion, &key).await;
+        self.shared.log.remember(&notice.promotion, &key);
+    }
+
+    async fn flush(&self, promotion: &str) {
+        self.shared.log.flush(promotion).await;
     }
 
     /// One notice, until it is settled or left: an attempt, then retries with backoff until
@@ -224,53 +231,66 @@ impl Run {
             if self.mode() == Mode::Retired {
                 return Outcome::Left;
             }
-            let why = {
-                let _turn = self.turn.lock().await;
-                if self.settled(notice) {
-                    return Outcome::Settled;
-                }
-                let settled = |endpoint: &str, id: &str| {
-                    self.shared
-                        .log
-                        .contains(&notice.promotion, &key(endpoint, id))
-                };
-                if superseded(pending, index, &self.endpoint, settled) {
-                    drop(_turn);
-                    return self.drop_stale(notice).await;
-                }
-                let started = std::time::Instant::now();
-                match attempt_once(&self.endpoint, notice, &self.shared.client).await {
-                    Ok(()) => {
-                        self.shared
-                            .metrics
-                            .notification_sent(name, started.elapsed());
-                        info!(endpoint = name, promotion = %notice.promotion, event = notice.kind.as_str(), stage = %notice.stage, "notification delivered");
-                        drop(_turn);
-                        self.settle(notice).await;
-                        return Outcome::Settled;
-                    }
-                    Err(Failure::GiveUp(why)) => {
-                        drop(_turn);
-                        return self.give_up(notice, uid, why).await;
-                    }
-                    Err(Failure::Retry(why)) => why,
-                }
+            let why = match self.attempt(pending, index, uid).await {
+                Ok(outcome) => return outcome,
+                Err(why) => why,
             };
             let now = chrono::Utc::now();
             let left = deadline.map_or(Duration::MAX, |d| (d - now).to_std().unwrap_or_default());
             if left.is_zero() {
-                let for_how_long = humantime(self.endpoint.retry_for());
+                let retry_for = humantime(self.endpoint.retry_for());
                 let why =
-                    format!("{why}; still failing {for_how_long} after the transition (retryFor)");
-                return self.give_up(notice, uid, why).await;
+                    format!("{why}; still failing {retry_for} after the transition (retryFor)");
+                return self.give_up(notice, uid, why);
             }
             if self.mode() == Mode::Closing {
                 debug!(endpoint = name, %why, "stopping: notification left pending for the next process");
                 return Outcome::Left;
             }
-            debug!(endpoint = name, %why, retry_in_ms = backoff.min(left).as_millis() as u64, "notification failed; retrying");
-            self.pause(backoff.min(left)).await;
+            let wait = backoff.min(left);
+            debug!(endpoint = name, %why, retry_in_ms = wait.as_millis() as u64, "notification failed; retrying");
+            // What this pass settled is recorded before a wait that may be long.
+            self.flush(&notice.promotion).await;
+            self.pause(wait).await;
             backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// One attempt, in the endpoint's turn, unless the notice is settled or stale by now.
+    /// `Err`: why it failed, and another attempt may succeed.
+    async fn attempt(
+        &self,
+        pending: &[Notice],
+        index: usize,
+        uid: Option<&str>,
+    ) -> Result<Outcome, String> {
+        let notice = &pending[index];
+        let name = self.endpoint.name.as_str();
+        let turn = self.turn.lock().await;
+        if self.settled(notice) {
+            return Ok(Outcome::Settled);
+        }
+        let settled = |endpoint: &str, id: &str| {
+            self.shared
+                .log
+                .contains(&notice.promotion, &key(endpoint, id))
+        };
+        if superseded(pending, index, &self.endpoint, settled) {
+            return Ok(self.drop_stale(notice));
+        }
+        let started = std::time::Instant::now();
+        let result = attempt_once(&self.endpoint, notice, &self.shared.client).await;
+        drop(turn);
+        match result {
+            Ok(()) => {
+                let took = started.elapsed();
+                self.shared.metrics.notification_sent(name, took);
+                info!(endpoint = name, promotion = %notice.promotion, event = notice.kind.as_str(), stage = %notice.stage, "notification delivered");
+                self.settle(notice);
+                Ok(Outcome::Settled)
+            }
+            Err(Failure::GiveUp(why)) => Ok(self.give_up(notice, uid, why)),
+            Err(Failure::Retry(why)) => Err(why),
         }
     }
 
@@ -283,15 +303,15 @@ impl Run {
         }
     }
 
-    async fn drop_stale(&self, notice: &Notice) -> Outcome {
+    fn drop_stale(&self, notice: &Notice) -> Outcome {
         let name = self.endpoint.name.as_str();
         self.shared.metrics.notification_dropped(name);
         info!(endpoint = name, promotion = %notice.promotion, event = notice.kind.as_str(), stage = %notice.stage, "notification dropped: a newer state of the stage was delivered");
-        self.settle(notice).await;
+        self.settle(notice);
         Outcome::Settled
     }
 
-    async fn give_up(&self, notice: &Notice, uid: Option<&str>, why: String) -> Outcome {
+    fn give_up(&self, notice: &Notice, uid: Option<&str>, why: String) -> Outcome {
         let name = self.endpoint.name.as_str();
         self.shared.metrics.notification_failed(name);
         warn!(endpoint = name, promotion = %notice.promotion, event = notice.kind.as_str(), %why, "notification not delivered");
@@ -306,7 +326,7 @@ impl Run {
                 ),
             ),
         );
-        self.settle(notice).await;
+        self.settle(notice);
         Outcome::Settled
     }
 }
