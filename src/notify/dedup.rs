@@ -8,7 +8,7 @@
 //! one merge patch for every key settled while the previous patch was on its way. A new process
 //! or a new leader reads the annotation from its watch cache and skips what is recorded there.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -65,6 +65,19 @@ impl SettledLog {
         self.statuses
             .get(promotion)
             .is_some_and(|state| recorded(&state).any(|k| k == key))
+    }
+
+    /// What is settled for `promotion` now, read once (for checking many keys).
+    pub fn view(&self, promotion: &str) -> SettledView {
+        let mut keys: HashSet<String> = self
+            .settled()
+            .get(promotion)
+            .map(|keys| keys.iter().cloned().collect())
+            .unwrap_or_default();
+        if let Some(state) = self.statuses.get(promotion) {
+            keys.extend(recorded(&state).map(str::to_string));
+        }
+        SettledView { keys }
     }
 
     /// Remembers a settled notice, in memory only: [`SettledLog::flush`] records it.
@@ -148,6 +161,17 @@ impl SettledLog {
             .insert(NOTIFIED_ANNOTATION.to_string(), value);
         self.statuses.record_own(promotion, state);
         Ok(())
+    }
+}
+
+/// The keys settled for one promotion at one moment.
+pub struct SettledView {
+    keys: HashSet<String>,
+}
+
+impl SettledView {
+    pub fn contains(&self, endpoint: &str, notice_id: &str) -> bool {
+        self.keys.contains(&key(endpoint, notice_id))
     }
 }
 

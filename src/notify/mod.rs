@@ -38,7 +38,7 @@ use crate::cluster::leader::LeaderGate;
 use crate::cluster::statuses::StatusCache;
 use crate::cluster::writer::ClusterWriter;
 use crate::metrics::Metrics;
-use dedup::{SettledLog, key};
+use dedup::SettledLog;
 use pending::listens;
 use worker::{Mode, Shared, Worker};
 
@@ -136,13 +136,8 @@ impl Notifier {
         for notice in &mut new {
             notice.author = author.map(str::to_string);
         }
-        let settled = |endpoint: &str, id: &str| {
-            inner
-                .shared
-                .log
-                .contains(step.promotion, &key(endpoint, id))
-        };
-        let owed = pending::owed(carried, new, endpoints, settled);
+        let settled = inner.shared.log.view(step.promotion);
+        let owed = pending::owed(carried, new, endpoints, |e, id| settled.contains(e, id));
         for (notice, owed_to) in &owed.evicted {
             for endpoint in owed_to {
                 inner.shared.metrics.notification_dropped(endpoint);
@@ -168,13 +163,10 @@ impl Notifier {
         if pending.is_empty() {
             return;
         }
+        let settled = inner.shared.log.view(promotion);
         for endpoint in &policy.spec.notify {
             let owed = pending.iter().any(|notice| {
-                listens(endpoint, notice)
-                    && !inner
-                        .shared
-                        .log
-                        .contains(promotion, &key(&endpoint.name, &notice.id))
+                listens(endpoint, notice) && !settled.contains(&endpoint.name, &notice.id)
             });
             if owed {
                 inner.enqueue(policy.name(), endpoint, promotion);

@@ -11,6 +11,7 @@ use tollgate_model::policy::NotifyEvent;
 
 use super::*;
 use crate::cluster::statuses::PersistedState;
+use dedup::key;
 
 const PROMOTION: &str = "web";
 

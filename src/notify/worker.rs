@@ -270,12 +270,10 @@ impl Run {
         if self.settled(notice) {
             return Ok(Outcome::Settled);
         }
-        let settled = |endpoint: &str, id: &str| {
-            self.shared
-                .log
-                .contains(&notice.promotion, &key(endpoint, id))
-        };
-        if superseded(pending, index, &self.endpoint, settled) {
+        let settled = self.shared.log.view(&notice.promotion);
+        if superseded(pending, index, &self.endpoint, |e, id| {
+            settled.contains(e, id)
+        }) {
             return Ok(self.drop_stale(notice));
         }
         let started = std::time::Instant::now();
