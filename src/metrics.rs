@@ -280,13 +280,13 @@ impl Metrics {
         let notifications_failed = Family::<EndpointLabels, Counter>::default();
         registry.register(
             "notifications_failed",
-            "Notifications given up on (retries spent, a 4xx answer, an unreadable addressSecretFile), by endpoint",
+            "Notifications given up on (still failing retryFor after their transition, a 4xx answer, an unreadable addressSecretFile), by endpoint",
             notifications_failed.clone(),
         );
         let notifications_dropped = Family::<EndpointLabels, Counter>::default();
         registry.register(
             "notifications_dropped",
-            "Notifications dropped because the endpoint's queue was full, by endpoint",
+            "Notifications not sent on purpose: an older state of a stage after a newer one was delivered, or evicted from the bounded record of pending notices, by endpoint",
             notifications_dropped.clone(),
         );
         let notification_latency: LatencyFamily =

@@ -6,6 +6,7 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -14,7 +15,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
-use support::{TestRepo, World};
+use std::process::Stdio;
+
+use support::{KillOnDrop, TestRepo, World, http, tollgate_binary};
 use tempfile::TempDir;
 use tollgate::cluster::leader::LeaderGate;
 use tollgate::cluster::resources;
@@ -30,6 +33,8 @@ struct Received {
     path: String,
     headers: HeaderMap,
     body: Bytes,
+    /// What it answered (a hanging answer: none yet).
+    answered: Option<StatusCode>,
 }
 
 impl Received {
@@ -52,18 +57,24 @@ enum Answer {
     Hang,
     /// 400 to everything: the request itself is wrong.
     Refuse,
+    /// 503 while the receiver is down (see [`Receiver::set_up`]), 200 once it is up.
+    WhileUp,
 }
 
 #[derive(Clone)]
 struct Receiver {
     addr: SocketAddr,
     got: Arc<Mutex<Vec<Received>>>,
+    up: Arc<AtomicBool>,
 }
+
+type ReceiverState = (Arc<Mutex<Vec<Received>>>, Answer, Arc<AtomicBool>);
 
 impl Receiver {
     async fn start(answer: Answer) -> Receiver {
         let got = Arc::new(Mutex::new(Vec::new()));
-        let state = (got.clone(), answer);
+        let up = Arc::new(AtomicBool::new(false));
+        let state: ReceiverState = (got.clone(), answer, up.clone());
         let app = Router::new().fallback(record).with_state(state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -72,7 +83,12 @@ impl Receiver {
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        Receiver { addr, got }
+        Receiver { addr, got, up }
+    }
+
+    /// For [`Answer::WhileUp`]: whether it answers 200 (up) or 503 (down).
+    fn set_up(&self, up: bool) {
+        self.up.store(up, Ordering::SeqCst);
     }
 
     fn url(&self, path: &str) -> String {
@@ -92,29 +108,42 @@ impl Receiver {
 }
 
 async fn record(
-    State((got, answer)): State<(Arc<Mutex<Vec<Received>>>, Answer)>,
+    State((got, answer, up)): State<ReceiverState>,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> StatusCode {
-    let first = {
-        let mut got = got.lock().expect("receiver log");
-        got.push(Received {
+    let code = {
+        let mut log = got.lock().expect("receiver log");
+        let first = log.is_empty();
+        let code = answer_of(answer, first, &up);
+        log.push(Received {
             path: uri.path().to_string(),
             headers,
             body,
+            answered: code,
         });
-        got.len() == 1
+        code
     };
-    match answer {
-        Answer::Ok => StatusCode::CREATED,
-        Answer::FailFirst if first => StatusCode::INTERNAL_SERVER_ERROR,
-        Answer::FailFirst => StatusCode::OK,
-        Answer::Refuse => StatusCode::BAD_REQUEST,
-        Answer::Hang => {
+    match code {
+        Some(code) => code,
+        None => {
             std::future::pending::<()>().await;
             StatusCode::OK
         }
+    }
+}
+
+/// `None`: never answers.
+fn answer_of(answer: Answer, first: bool, up: &AtomicBool) -> Option<StatusCode> {
+    match answer {
+        Answer::Ok => Some(StatusCode::CREATED),
+        Answer::FailFirst if first => Some(StatusCode::INTERNAL_SERVER_ERROR),
+        Answer::FailFirst => Some(StatusCode::OK),
+        Answer::Refuse => Some(StatusCode::BAD_REQUEST),
+        Answer::WhileUp if up.load(Ordering::SeqCst) => Some(StatusCode::OK),
+        Answer::WhileUp => Some(StatusCode::SERVICE_UNAVAILABLE),
+        Answer::Hang => None,
     }
 }
 
@@ -713,4 +742,478 @@ async fn a_manual_gate_is_told_as_approval_needed_once() {
         waiting["reason"].is_string(),
         "what it waits for: {waiting}"
     );
+}
+
+/// (event, stage, id) of every generic webhook payload the receiver accepted (2xx), in order.
+fn delivered(receiver: &Receiver) -> Vec<(String, String, String)> {
+    receiver
+        .under("/hook")
+        .iter()
+        .filter(|r| r.answered.is_some_and(|c| c.is_success()))
+        .map(|r| {
+            let body = r.json();
+            let field = |name: &str| body[name].as_str().unwrap_or_default().to_string();
+            (field("event"), field("stage"), field("id"))
+        })
+        .collect()
+}
+
+fn delivered_pairs(receiver: &Receiver) -> Vec<(String, String)> {
+    delivered(receiver)
+        .into_iter()
+        .map(|(event, stage, _)| (event, stage))
+        .collect()
+}
+
+/// Each accepted id once: nothing told twice.
+fn assert_each_accepted_once(receiver: &Receiver) {
+    let ids: Vec<String> = delivered(receiver).into_iter().map(|d| d.2).collect();
+    let unique: BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(
+        unique.len(),
+        ids.len(),
+        "delivered twice: {:?}",
+        delivered_pairs(receiver)
+    );
+}
+
+/// Whether the receiver accepted a notice of snapshot #2 (the sentinel commit's run): the
+/// notices of a promotion go out oldest first, so anything owed before it has gone out.
+fn sentinel_accepted(receiver: &Receiver) -> bool {
+    receiver
+        .under("/hook")
+        .iter()
+        .any(|r| r.answered.is_some_and(|c| c.is_success()) && r.json()["snapshot"]["index"] == 2)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_down_for_60_s_gets_every_notice_afterwards() {
+    let receiver = Receiver::start(Answer::WhileUp).await;
+    let down_since = tokio::time::Instant::now();
+    let secrets = Secrets::new();
+    let repo = web_with_hook(&receiver, &secrets);
+    let world = World::start(repo, &three_envs().to_yaml()).await;
+    world.wait_phase(WEB, "Completed").await;
+    world
+        .eventually(
+            "the first notice retried while the receiver is down",
+            || async { (receiver.under("/hook").len() >= 3).then_some(()) },
+        )
+        .await;
+    tokio::time::sleep_until(down_since + std::time::Duration::from_secs(60)).await;
+    assert!(delivered(&receiver).is_empty(), "the receiver was down");
+    receiver.set_up(true);
+    let got = world
+        .eventually("every notice, once the receiver is back", || async {
+            let got = delivered_pairs(&receiver);
+            (got.len() >= 7).then_some(got)
+        })
+        .await;
+    assert_eq!(got, pairs(FULL_ROLLOUT));
+    world.repo.write("web.yaml", &web("2.0.0"));
+    world.repo.commit("web 2.0.0");
+    world.poke();
+    world
+        .eventually("the sentinel run's first notice", || async {
+            sentinel_accepted(&receiver).then_some(())
+        })
+        .await;
+    assert_eq!(delivered_pairs(&receiver)[..7], pairs(FULL_ROLLOUT)[..]);
+    assert_each_accepted_once(&receiver);
+    let metrics = world.metrics.encode();
+    assert!(
+        !metrics.contains("tollgate_notifications_failed_total{endpoint=\"hook\"}"),
+        "nothing given up within retryFor (1h by default): {metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notice_failing_for_longer_than_retry_for_is_given_up_visibly() {
+    let receiver = Receiver::start(Answer::WhileUp).await;
+    let secrets = Secrets::new();
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0"));
+    repo.write(
+        "policy.yaml",
+        &webhook_policy(&receiver, &secrets)
+            .notify_retry_for("3s")
+            .to_yaml(),
+    );
+    repo.commit("web 1.0.0, told to a receiver that stays down");
+    let world = World::start(repo, &three_envs().to_yaml()).await;
+    world.wait_phase(WEB, "Completed").await;
+    world
+        .eventually("all 7 notices given up", || async {
+            world
+                .metrics
+                .encode()
+                .contains("tollgate_notifications_failed_total{endpoint=\"hook\"} 7")
+                .then_some(())
+        })
+        .await;
+    let note = world
+        .eventually("a NotificationFailed event", || async {
+            world
+                .events_of(WEB)
+                .await
+                .into_iter()
+                .find(|(reason, _)| reason == "NotificationFailed")
+                .map(|(_, note)| note)
+        })
+        .await;
+    assert!(note.contains("retryFor") && note.contains("3s"), "{note}");
+    assert!(note.contains("endpoint hook"), "{note}");
+    let first_id = receiver.under("/hook")[0].json()["id"].clone();
+    let attempts = receiver
+        .under("/hook")
+        .iter()
+        .filter(|r| r.json()["id"] == first_id)
+        .count();
+    assert!(attempts >= 3, "retried with backoff, not once: {attempts}");
+    assert!(
+        !world
+            .metrics
+            .encode()
+            .contains("tollgate_notifications_sent_total{endpoint=\"hook\"}"),
+        "nothing was delivered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waves_and_a_blackout_are_told_and_are_no_commit_status_of_their_own() {
+    let receiver = Receiver::start(Answer::Ok).await;
+    let secrets = Secrets::new();
+    let hook = secrets.file("hook", &receiver.url("/hook"), Some(HMAC_KEY));
+    let github = secrets.file("gh", &receiver.url("/github/repos/o/r"), Some(TOKEN));
+    let now = chrono::Utc::now();
+    let format = "%Y-%m-%dT%H:%M:%S";
+    let from = (now - chrono::Duration::hours(1))
+        .format(format)
+        .to_string();
+    let to = (now + chrono::Duration::seconds(4))
+        .format(format)
+        .to_string();
+    let wave_events = ["BlackoutHeld", "WaveStarted", "WaveCompleted", "Completed"];
+    let status_events = [
+        "BlackoutHeld",
+        "WaveStarted",
+        "WaveCompleted",
+        "StageStarted",
+        "StageCompleted",
+    ];
+    let yaml = policy("fleet-defaults")
+        .blackout(&from, &to, Some("UTC"), Some("freeze"))
+        .notify("hook", "webhook", &hook, &wave_events)
+        .notify("gh", "github", &github, &status_events)
+        .to_yaml()
+        .replace(
+            "spec:\n",
+            "spec:\n  stages:\n    prod:\n      waves:\n        size: 1\n",
+        );
+    let repo = TestRepo::new();
+    let two_stages = promotion(WEB)
+        .chart("web", "1.0.0")
+        .stage(stage("dev").selector("env", "dev").auto())
+        .stage(stage("prod").selector("env", "prod").auto());
+    repo.write("web.yaml", &two_stages.to_yaml());
+    repo.write("policy.yaml", &yaml);
+    let sha = repo.commit("web 1.0.0 during a freeze, prod in waves");
+    let fleet = fleet_of_envs(&["dev", "prod"], 2, "50ms");
+    let world = World::start(repo, &fleet.to_yaml()).await;
+    world.wait_phase(WEB, "Completed").await;
+    let told = wait_told(&world, &receiver, 6).await;
+    assert_eq!(
+        told,
+        pairs(&[
+            ("BlackoutHeld", "dev"),
+            ("WaveStarted", "prod"),
+            ("WaveCompleted", "prod"),
+            ("WaveStarted", "prod"),
+            ("WaveCompleted", "prod"),
+            ("Completed", "prod"),
+        ])
+    );
+    let hooks = receiver.under("/hook");
+    let validator = schema();
+    for request in &hooks {
+        let body = request.json();
+        let errors: Vec<String> = validator
+            .iter_errors(&body)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(errors.is_empty(), "{body}: {errors:?}");
+    }
+    let held = hooks[0].json();
+    assert_eq!(held["snapshot"]["index"], 1, "{held}");
+    assert!(
+        held["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("freeze") && r.contains("waits to start")),
+        "{held}"
+    );
+    let second_wave = hooks[3].json();
+    assert!(
+        second_wave["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("wave 2/2 started: ")),
+        "{second_wave}"
+    );
+    // Commit statuses: the waves update the stage's pending status; a blackout posts none.
+    let statuses: Vec<String> = world
+        .eventually("the statuses of both stages", || async {
+            let got = receiver.under("/github/repos/o/r");
+            (got.len() >= 8).then_some(got)
+        })
+        .await
+        .iter()
+        .map(|s| {
+            assert_eq!(s.path, format!("/github/repos/o/r/statuses/{sha}"));
+            let body = s.json();
+            let description = body["description"].as_str().unwrap_or_default();
+            let wave = if description.contains("wave") {
+                " (wave)"
+            } else {
+                ""
+            };
+            format!(
+                "{} {}{wave}",
+                body["context"].as_str().unwrap_or_default(),
+                body["state"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            "tollgate/dev pending",
+            "tollgate/dev success",
+            "tollgate/prod pending",
+            "tollgate/prod pending (wave)",
+            "tollgate/prod pending (wave)",
+            "tollgate/prod pending (wave)",
+            "tollgate/prod pending (wave)",
+            "tollgate/prod success",
+        ]
+    );
+}
+
+/// A free loopback address.
+fn free_addr() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    format!("127.0.0.1:{port}")
+}
+
+/// The emulator as its own process (it outlives the controllers killed below).
+async fn emulator_process(dir: &std::path::Path, fleet: &str) -> (KillOnDrop, std::path::PathBuf) {
+    let fleet_file = dir.join("fleet.yaml");
+    std::fs::write(&fleet_file, fleet).expect("fleet");
+    let kubeconfig = dir.join("kubeconfig");
+    let addr = free_addr();
+    let child = tollgate_binary()
+        .args(["emulator", "--fleet"])
+        .arg(&fleet_file)
+        .args(["--listen", &addr, "--kubeconfig"])
+        .arg(&kubeconfig)
+        .arg("--insecure-http")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("emulator starts");
+    let process = KillOnDrop(child);
+    until("the emulator answers", || {
+        (kubeconfig.exists() && http(&addr, "GET", "/version", &[], b"").is_some()).then_some(())
+    })
+    .await;
+    (process, kubeconfig)
+}
+
+/// `tollgate run` as a real process; its log goes to `<dir>/<name>.log`.
+fn controller_process(
+    dir: &std::path::Path,
+    repo: &TestRepo,
+    kubeconfig: &std::path::Path,
+    name: &str,
+) -> KillOnDrop {
+    let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file");
+    let child = tollgate_binary()
+        .args(["--log", "info", "run", "--repo"])
+        .arg(repo.path())
+        .args(["--branch", "main", "--interval", "1s", "--kubeconfig"])
+        .arg(kubeconfig)
+        .arg("--cache-dir")
+        .arg(dir.join(format!("cache-{name}")))
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .spawn()
+        .expect("tollgate run starts");
+    KillOnDrop(child)
+}
+
+/// Polls `check` until it yields, or fails the test after [`support::PATIENCE`].
+async fn until<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = tokio::time::Instant::now() + support::PATIENCE;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_a_retry_then_restart_delivers_the_notice_once() {
+    let receiver = Receiver::start(Answer::WhileUp).await;
+    receiver.set_up(true);
+    let secrets = Secrets::new();
+    let repo = TestRepo::new();
+    let mut p = promotion(WEB).chart("web", "1.0.0");
+    for env in ["dev", "staging", "prod"] {
+        p = p.stage(stage(env).selector("env", env).delay("2s"));
+    }
+    repo.write("web.yaml", &p.to_yaml());
+    repo.write(
+        "policy.yaml",
+        &webhook_policy(&receiver, &secrets).to_yaml(),
+    );
+    repo.commit("web 1.0.0, 2s per stage");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_emulator, kubeconfig) = emulator_process(dir.path(), &three_envs().to_yaml()).await;
+    let mut first = controller_process(dir.path(), &repo, &kubeconfig, "first");
+
+    // dev's start is delivered; then the receiver goes down during dev's 2 s soak, and the next
+    // notice (dev completed) is being retried when the controller is killed.
+    until("dev's start delivered", || {
+        (!delivered(&receiver).is_empty()).then_some(())
+    })
+    .await;
+    receiver.set_up(false);
+    until("a notice retried while the receiver is down", || {
+        let refused = receiver
+            .under("/hook")
+            .iter()
+            .filter(|r| r.answered == Some(StatusCode::SERVICE_UNAVAILABLE))
+            .count();
+        (refused >= 3).then_some(())
+    })
+    .await;
+    first.0.kill().expect("SIGKILL");
+    first.0.wait().expect("killed");
+    let delivered_before = delivered(&receiver).len();
+    assert_eq!(
+        delivered_pairs(&receiver),
+        pairs(&FULL_ROLLOUT[..1]),
+        "nothing else went out while the receiver was down"
+    );
+
+    receiver.set_up(true);
+    let _second = controller_process(dir.path(), &repo, &kubeconfig, "second");
+    let got = until("every notice, after the restart", || {
+        let got = delivered_pairs(&receiver);
+        (got.len() >= 7).then_some(got)
+    })
+    .await;
+    assert_eq!(
+        got,
+        pairs(FULL_ROLLOUT),
+        "first delivered: {delivered_before}"
+    );
+    repo.write("web.yaml", &web("2.0.0"));
+    repo.commit("web 2.0.0");
+    until("the sentinel run's first notice", || {
+        sentinel_accepted(&receiver).then_some(())
+    })
+    .await;
+    assert_eq!(delivered_pairs(&receiver)[..7], pairs(FULL_ROLLOUT)[..]);
+    assert_each_accepted_once(&receiver);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_commit_status_is_never_sent_after_the_stages_success() {
+    let receiver = Receiver::start(Answer::WhileUp).await;
+    let secrets = Secrets::new();
+    let github = secrets.file("gh", &receiver.url("/github/repos/o/r"), Some(TOKEN));
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0"));
+    repo.write(
+        "policy.yaml",
+        &policy("fleet-defaults")
+            .notify("gh", "github", &github, &["StageStarted", "StageCompleted"])
+            .to_yaml(),
+    );
+    let sha = repo.commit("web 1.0.0, statuses to a forge that is down");
+    let mut world = World::start(repo, &three_envs().to_yaml()).await;
+    let status = world.wait_phase(WEB, "Completed").await;
+    world
+        .eventually("an attempt while the forge is down", || async {
+            (!receiver.got().is_empty()).then_some(())
+        })
+        .await;
+    world.stop_controller().await;
+    // As if the stopped process had got dev's `success` through and not its `pending`.
+    let pending = status["pendingNotices"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let dev_success = pending
+        .iter()
+        .find(|n| n["kind"] == "StageCompleted" && n["stage"] == "dev")
+        .and_then(|n| n["id"].as_str())
+        .expect("dev's success is pending");
+    let api: Api<DynamicObject> = Api::all_with(world.client.clone(), &resources::git_promotion());
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        "tollgate.dev/notified": format!("gh:{dev_success}"),
+    }}});
+    api.patch(WEB, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("annotate");
+    receiver.set_up(true);
+    world.start_controller().await;
+    let accepted = |receiver: &Receiver| -> Vec<String> {
+        receiver
+            .under("/github/repos/o/r")
+            .iter()
+            .filter(|r| r.answered.is_some_and(|c| c.is_success()))
+            .filter(|r| r.path.ends_with(sha.as_str()))
+            .map(|r| {
+                let body = r.json();
+                format!(
+                    "{} {}",
+                    body["context"].as_str().unwrap_or_default(),
+                    body["state"].as_str().unwrap_or_default()
+                )
+            })
+            .collect()
+    };
+    let statuses = world
+        .eventually("staging's and prod's statuses", || async {
+            let got = accepted(&receiver);
+            (got.len() >= 4).then_some(got)
+        })
+        .await;
+    assert_eq!(
+        statuses,
+        [
+            "tollgate/staging pending",
+            "tollgate/staging success",
+            "tollgate/prod pending",
+            "tollgate/prod success"
+        ],
+        "dev's late pending would have overwritten its success"
+    );
+    world
+        .eventually("the older state counted as dropped", || async {
+            world
+                .metrics
+                .encode()
+                .contains("tollgate_notifications_dropped_total{endpoint=\"gh\"} 1")
+                .then_some(())
+        })
+        .await;
 }

@@ -150,7 +150,7 @@ fn notification_receiver() -> String {
 }
 
 /// A RolloutPolicy telling three endpoints: one that answers, one that refuses (401), one whose
-/// port is closed (connection refused, retried, given up).
+/// port is closed (connection refused, retried for 3 s, given up).
 fn notifying_policy(dir: &Path) -> String {
     let receiver = notification_receiver();
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
@@ -178,6 +178,7 @@ fn notifying_policy(dir: &Path) -> String {
         .notify("chat", "slack", &chat, &["StageStarted", "Completed"])
         .notify("hook", "webhook", &hook, &["StageStarted"])
         .notify("status", "github", &status, &["StageStarted"])
+        .notify_retry_for("3s")
         .to_yaml()
 }
 

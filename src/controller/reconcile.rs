@@ -196,13 +196,27 @@ pub async fn reconcile(
         return Ok(Outcome::Forgotten);
     }
     let before = persisted.as_ref().and_then(|p| p.status.as_deref());
-    status.shrink_to_fit();
-    // Shared with the status cache's record of this write (no copy per step).
-    let status = Arc::new(status);
     let progress_only = actions.is_empty()
         && events.is_empty()
         && tollgate_engine::progress::only_progress_differs(before, &status);
+    // The transition's notices are written with it, before they are sent (issue #29).
+    if !progress_only && before != Some(&status) {
+        let transition = crate::notify::Transition {
+            promotion: name,
+            policy: policy.as_deref(),
+            previous: before,
+            history,
+            now,
+        };
+        ctx.notifier.record(&transition, &mut status);
+    }
+    status.shrink_to_fit();
+    // Shared with the status cache's record of this write (no copy per step).
+    let status = Arc::new(status);
     if progress_only && let Some(until) = ctx.progress_writes.held_until(name, now) {
+        if let Some(before) = before {
+            ctx.notifier.after_step(name, policy.as_deref(), before);
+        }
         return Ok(Outcome::Stepped {
             wake_at: Some(wake_at.map_or(until, |at| at.min(until))),
             actions: 0,
@@ -234,16 +248,7 @@ pub async fn reconcile(
         }
         ctx.events.publish(name, uid.as_deref(), event);
     }
-    if status_written {
-        ctx.notifier.after_step(&crate::notify::Step {
-            promotion: name,
-            uid: uid.as_deref(),
-            policy: policy.as_deref(),
-            previous: before,
-            next: &status,
-            history,
-        });
-    }
+    ctx.notifier.after_step(name, policy.as_deref(), &status);
     Ok(Outcome::Stepped {
         wake_at,
         actions: actions.len(),

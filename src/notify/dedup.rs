@@ -1,12 +1,14 @@
-//! What was delivered, so that nothing is told twice: across a drift correction that takes a
-//! promotion out of Completed and back, across restarts and across leader changes.
+//! What each endpoint is done with, so that nothing is told twice: across a drift correction that
+//! takes a promotion out of Completed and back, across restarts and across leader changes.
 //!
-//! A delivery's key is `<endpoint>:<notice id>`. Delivered keys are kept in memory and recorded
-//! on the GitPromotion in the annotation `tollgate.dev/notified` (newest last, the last
-//! [`KEYS_KEPT`]), written by the leader only (the writer is lease-gated). A new process or a new
-//! leader reads the annotation from its watch cache and skips what is recorded there.
+//! A notice is settled for an endpoint when it was delivered, given up on (`NotificationFailed`),
+//! or dropped as an older state of its stage. The key is `<endpoint>:<notice id>`. Settled keys
+//! are kept in memory and recorded on the GitPromotion in the annotation `tollgate.dev/notified`
+//! (newest last, the last [`KEYS_KEPT`]), written by the leader only (the writer is lease-gated):
+//! one merge patch for every key settled while the previous patch was on its way. A new process
+//! or a new leader reads the annotation from its watch cache and skips what is recorded there.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,7 +18,7 @@ use crate::cluster::errors::ClusterError;
 use crate::cluster::statuses::{PersistedState, StatusCache};
 use crate::cluster::writer::ClusterWriter;
 
-/// The annotation recording delivered notifications (comma-separated keys, newest last).
+/// The annotation recording settled notifications (comma-separated keys, newest last).
 pub const NOTIFIED_ANNOTATION: &str = "tollgate.dev/notified";
 
 /// Keys kept per promotion: a run tells a handful per stage and endpoint.
@@ -29,32 +31,32 @@ pub fn key(endpoint: &str, notice_id: &str) -> String {
     format!("{endpoint}:{notice_id}")
 }
 
-pub struct DeliveredLog {
+pub struct SettledLog {
     writer: ClusterWriter,
     statuses: Arc<StatusCache>,
-    delivered: Mutex<HashMap<String, VecDeque<String>>>,
+    settled: Mutex<HashMap<String, VecDeque<String>>>,
     /// Serialises the annotation's read-modify-write across endpoint workers.
     recording: tokio::sync::Mutex<()>,
 }
 
-impl DeliveredLog {
+impl SettledLog {
     pub fn new(writer: ClusterWriter, statuses: Arc<StatusCache>) -> Self {
-        DeliveredLog {
+        SettledLog {
             writer,
             statuses,
-            delivered: Mutex::new(HashMap::new()),
+            settled: Mutex::new(HashMap::new()),
             recording: tokio::sync::Mutex::new(()),
         }
     }
 
-    fn delivered(&self) -> std::sync::MutexGuard<'_, HashMap<String, VecDeque<String>>> {
-        self.delivered.lock().unwrap_or_else(|e| e.into_inner())
+    fn settled(&self) -> std::sync::MutexGuard<'_, HashMap<String, VecDeque<String>>> {
+        self.settled.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether `key` was delivered, by this process or as recorded on the GitPromotion.
+    /// Whether `key` is settled, by this process or as recorded on the GitPromotion.
     pub fn contains(&self, promotion: &str, key: &str) -> bool {
         if self
-            .delivered()
+            .settled()
             .get(promotion)
             .is_some_and(|keys| keys.iter().any(|k| k == key))
         {
@@ -65,58 +67,80 @@ impl DeliveredLog {
             .is_some_and(|state| recorded(&state).any(|k| k == key))
     }
 
-    /// Remembers a delivery and records it on the GitPromotion (best effort: a failure to record
-    /// is logged; the in-memory log still prevents a repeat within this process).
-    pub async fn record(&self, promotion: &str, key: &str) {
-        {
-            let mut delivered = self.delivered();
-            let keys = delivered.entry(promotion.to_string()).or_default();
-            keys.push_back(key.to_string());
-            if keys.len() > KEYS_KEPT {
-                keys.pop_front();
-            }
+    /// What is settled for `promotion` now, read once (for checking many keys).
+    pub fn view(&self, promotion: &str) -> SettledView {
+        let mut keys: HashSet<String> = self
+            .settled()
+            .get(promotion)
+            .map(|keys| keys.iter().cloned().collect())
+            .unwrap_or_default();
+        if let Some(state) = self.statuses.get(promotion) {
+            keys.extend(recorded(&state).map(str::to_string));
         }
+        SettledView { keys }
+    }
+
+    /// Remembers a settled notice, in memory only: [`SettledLog::flush`] records it.
+    pub fn remember(&self, promotion: &str, key: &str) {
+        let mut settled = self.settled();
+        let keys = settled.entry(promotion.to_string()).or_default();
+        keys.push_back(key.to_string());
+        if keys.len() > KEYS_KEPT {
+            keys.pop_front();
+        }
+    }
+
+    /// Remembers a settled notice and records it on the GitPromotion at once.
+    pub async fn record(&self, promotion: &str, key: &str) {
+        self.remember(promotion, key);
+        self.flush(promotion).await;
+    }
+
+    /// Records every key of `promotion` remembered and not yet on the GitPromotion, in one patch
+    /// (best effort: a failure to record is logged; the in-memory log still prevents a repeat
+    /// within this process).
+    pub async fn flush(&self, promotion: &str) {
         let _one_at_a_time = self.recording.lock().await;
         for attempt in 1..=RECORD_ATTEMPTS {
-            match self.write(promotion, key).await {
+            match self.write(promotion).await {
                 Ok(()) => return,
                 Err(ClusterError::Conflict { .. }) if attempt < RECORD_ATTEMPTS => {
                     // Our own status write (or the watch) moved the object: re-read and retry.
                     tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
                 }
                 Err(ClusterError::NotLeader) => {
-                    debug!(promotion, "not leading: delivery not recorded");
+                    debug!(promotion, "not leading: settled notification not recorded");
                     return;
                 }
                 Err(error) => {
-                    warn!(promotion, %error, "cannot record a delivered notification; a new leader may repeat it");
+                    warn!(promotion, %error, "cannot record a settled notification; a new leader may repeat it");
                     return;
                 }
             }
         }
     }
 
-    async fn write(&self, promotion: &str, key: &str) -> Result<(), ClusterError> {
+    async fn write(&self, promotion: &str) -> Result<(), ClusterError> {
         let Some(mut state) = self.statuses.get(promotion) else {
             return Ok(()); // no GitPromotion (yet): nothing to annotate
         };
         let mut keys: Vec<String> = recorded(&state).map(str::to_string).collect();
-        if keys.iter().any(|k| k == key) {
-            return Ok(()); // a write waiting before ours recorded it with its own
-        }
-        // Every key delivered and not yet recorded, in one write: deliveries finishing together
-        // (one per endpoint) cost one patch, not one each.
+        // Every key settled and not yet recorded, in one write: the notices of one pass and
+        // deliveries finishing together (one per endpoint) cost one patch, not one each.
         let pending: Vec<String> = self
-            .delivered()
+            .settled()
             .get(promotion)
-            .map(|delivered| {
-                delivered
+            .map(|settled| {
+                settled
                     .iter()
                     .filter(|k| !keys.contains(k))
                     .cloned()
                     .collect()
             })
             .unwrap_or_default();
+        if pending.is_empty() {
+            return Ok(()); // a write waiting before ours recorded them with its own
+        }
         keys.extend(pending);
         let excess = keys.len().saturating_sub(KEYS_KEPT);
         keys.drain(..excess);
@@ -137,6 +161,17 @@ impl DeliveredLog {
             .insert(NOTIFIED_ANNOTATION.to_string(), value);
         self.statuses.record_own(promotion, state);
         Ok(())
+    }
+}
+
+/// The keys settled for one promotion at one moment.
+pub struct SettledView {
+    keys: HashSet<String>,
+}
+
+impl SettledView {
+    pub fn contains(&self, endpoint: &str, notice_id: &str) -> bool {
+        self.keys.contains(&key(endpoint, notice_id))
     }
 }
 

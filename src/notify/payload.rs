@@ -106,6 +106,11 @@ pub fn summary(notice: &Notice) -> String {
         NotifyEvent::RolledBack => format!("rolled back after stage {} failed", notice.stage),
         NotifyEvent::ApprovalNeeded => format!("stage {} waits for an approval", notice.stage),
         NotifyEvent::Completed => "rollout completed".to_string(),
+        NotifyEvent::WaveStarted | NotifyEvent::WaveCompleted => match &notice.reason {
+            Some(wave) => format!("stage {}: {wave}", notice.stage),
+            None => format!("stage {}: {}", notice.stage, notice.kind.as_str()),
+        },
+        NotifyEvent::BlackoutHeld => format!("stage {} held by a blackout", notice.stage),
     };
     let counts = &notice.counts;
     let mut line = format!(
@@ -118,7 +123,10 @@ pub fn summary(notice: &Notice) -> String {
     if let Some(reason) = notice.reason.as_deref().filter(|_| {
         matches!(
             notice.kind,
-            NotifyEvent::StageFailed | NotifyEvent::RolledBack | NotifyEvent::ApprovalNeeded
+            NotifyEvent::StageFailed
+                | NotifyEvent::RolledBack
+                | NotifyEvent::ApprovalNeeded
+                | NotifyEvent::BlackoutHeld
         )
     }) {
         line.push_str(&format!(" — {reason}"));
@@ -132,6 +140,9 @@ fn slack(notice: &Notice) -> Value {
         NotifyEvent::StageCompleted | NotifyEvent::Completed => ":white_check_mark:",
         NotifyEvent::StageFailed | NotifyEvent::RolledBack => ":x:",
         NotifyEvent::ApprovalNeeded => ":raised_hand:",
+        NotifyEvent::WaveStarted => ":arrow_forward:",
+        NotifyEvent::WaveCompleted => ":ballot_box_with_check:",
+        NotifyEvent::BlackoutHeld => ":no_entry:",
     };
     json!({"text": format!("{icon} {}", summary(notice))})
 }
@@ -149,7 +160,7 @@ pub fn generic(notice: &Notice, context: &Context) -> Value {
             "commit": notice.snapshot_commit,
             "author": context.author,
         },
-        "phase": notice.phase,
+        "phase": notice.phase.as_str(),
         "reason": notice.reason,
         "clusters": {
             "matching": c.matching_clusters,
@@ -171,9 +182,20 @@ pub fn generic(notice: &Notice, context: &Context) -> Value {
 /// The provider's state for a notice (`None`: this notice posts no status).
 fn state(kind: NotifyType, event: NotifyEvent) -> Option<&'static str> {
     let state = match (kind, event) {
-        (_, NotifyEvent::Completed) => return None,
-        (NotifyType::Gitlab, NotifyEvent::StageStarted) => "running",
-        (_, NotifyEvent::StageStarted | NotifyEvent::ApprovalNeeded) => "pending",
+        // The run's end is its last stage's success; a held stage has no status of its own yet
+        // (a new run's first stage waits on a commit that has none).
+        (_, NotifyEvent::Completed | NotifyEvent::BlackoutHeld) => return None,
+        (
+            NotifyType::Gitlab,
+            NotifyEvent::StageStarted | NotifyEvent::WaveStarted | NotifyEvent::WaveCompleted,
+        ) => "running",
+        (
+            _,
+            NotifyEvent::StageStarted
+            | NotifyEvent::ApprovalNeeded
+            | NotifyEvent::WaveStarted
+            | NotifyEvent::WaveCompleted,
+        ) => "pending",
         (_, NotifyEvent::StageCompleted) => "success",
         (NotifyType::Gitlab, NotifyEvent::StageFailed | NotifyEvent::RolledBack) => "failed",
         (_, NotifyEvent::StageFailed) => "failure",
@@ -230,7 +252,8 @@ mod tests {
             stage: "prod".into(),
             snapshot_index: 2,
             snapshot_commit: Some("a".repeat(40)),
-            phase: "Progressing",
+            author: None,
+            phase: tollgate_engine::Phase::Progressing,
             reason: Some("budget spent".into()),
             counts: Default::default(),
             time: Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap(),

@@ -1,126 +1,322 @@
-//! One queue and one worker task per endpoint: the rollout hands a delivery over with
-//! `try_send` and moves on; a full queue drops the delivery and counts it. The worker sends with a
-//! timeout and retries with backoff on 5xx, 429, timeouts and connection errors (never on other
-//! 4xx: the request itself is wrong), at least once per delivery within the process.
+//! One worker task per endpoint. Its queue holds promotion names, not notices: the notices owed
+//! are read from the promotion's persisted status (`pendingNotices`) when the worker gets to it,
+//! so the queue is bounded by the number of promotions and loses nothing when it is long. A
+//! promotion's notices go out in the order they happened, each retried with backoff on 5xx, 429,
+//! timeouts and connection errors (never on other 4xx: the request itself is wrong) until the
+//! endpoint's `retryFor` after its transition has passed, then given up (`NotificationFailed`).
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
-use tokio::sync::mpsc;
+use tokio::sync::{Mutex as TurnLock, watch};
 use tollgate_engine::{EngineEvent, Notice};
 use tollgate_model::policy::NotifyEndpoint;
 use tracing::{debug, info, warn};
 
-use super::dedup::{DeliveredLog, key};
-use super::payload::{self, Context, Outgoing};
-use super::secret::read_secret;
+use super::dedup::{SettledLog, key};
+use super::pending::{listens, superseded};
+use super::send::{Failure, HttpsClient, attempt_once};
 use crate::cluster::events::EventPublisher;
 use crate::cluster::leader::LeaderGate;
+use crate::cluster::statuses::StatusCache;
 use crate::metrics::Metrics;
 
-/// Deliveries waiting per endpoint.
-pub const QUEUE_PER_ENDPOINT: usize = 256;
-/// Per-request timeout when the endpoint sets none.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Attempts per delivery (the first one included).
-const ATTEMPTS: u32 = 5;
-/// First retry delay; doubles up to [`MAX_BACKOFF`].
+/// First retry delay; doubles up to [`MAX_BACKOFF`]: a receiver back from an outage is reached
+/// within that long.
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
-/// The Event reason of a refused delivery (secret file unreadable, request rejected).
+/// The Event reason of a notice given up on (secret file unreadable, request rejected, still
+/// failing `retryFor` after its transition).
 pub const NOTIFICATION_FAILED: tollgate_engine::EventReason =
     tollgate_engine::EventReason::NotificationFailed;
-
-pub type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
-
-/// One notice for one endpoint.
-pub struct Delivery {
-    pub notice: Notice,
-    pub context: Context,
-    /// The GitPromotion's uid, for the Warning event of a failed delivery.
-    pub uid: Option<String>,
-}
 
 /// What a worker shares with the notifier.
 #[derive(Clone)]
 pub struct Shared {
     /// `Err`: no TLS roots could be loaded; every delivery fails saying so.
     pub client: Result<HttpsClient, Arc<str>>,
-    pub log: Arc<DeliveredLog>,
+    pub log: Arc<SettledLog>,
+    pub statuses: Arc<StatusCache>,
     pub metrics: Arc<Metrics>,
     pub events: EventPublisher,
     pub leader: LeaderGate,
 }
 
-/// Starts the worker of `endpoint` with a queue of `capacity`; it ends when the sender is dropped
-/// and the queue is empty.
-pub fn spawn(
+/// How a worker goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Delivers, retrying until `retryFor`.
+    Running,
+    /// A graceful stop: one attempt per notice still queued, no retry (what fails stays pending
+    /// for the next process), then the worker ends.
+    Closing,
+    /// Replaced (the endpoint's configuration changed): ends at the next attempt or backoff.
+    Retired,
+}
+
+/// The handle the notifier keeps of one worker.
+pub struct Worker {
+    pub endpoint: NotifyEndpoint,
+    queue: Arc<Queue>,
+    mode: watch::Sender<Mode>,
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct Queue {
+    names: Mutex<(VecDeque<String>, HashSet<String>)>,
+    wake: tokio::sync::Notify,
+}
+
+impl Queue {
+    fn push(&self, promotion: &str) {
+        let mut guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let (names, queued) = &mut *guard;
+        if queued.insert(promotion.to_string()) {
+            names.push_back(promotion.to_string());
+            self.wake.notify_one();
+        }
+    }
+
+    fn pop(&self) -> Option<String> {
+        let mut guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let (names, queued) = &mut *guard;
+        let name = names.pop_front()?;
+        queued.remove(&name);
+        Some(name)
+    }
+
+    fn take_all(&self) -> Vec<String> {
+        let mut guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let (names, queued) = &mut *guard;
+        queued.clear();
+        names.drain(..).collect()
+    }
+}
+
+impl Worker {
+    /// Starts the worker of `endpoint`. `turn` is shared by every worker the endpoint's slot ever
+    /// has: one attempt at a time per endpoint, so a replaced worker's last attempt cannot pass a
+    /// newer state its successor sent.
+    pub fn spawn(endpoint: NotifyEndpoint, shared: Shared, turn: Arc<TurnLock<()>>) -> Worker {
+        let queue = Arc::new(Queue::default());
+        let (mode, watched) = watch::channel(Mode::Running);
+        let run = Run {
+            endpoint: endpoint.clone(),
+            shared,
+            turn,
+            mode: watched,
+        };
+        let task = tokio::spawn(run.serve(queue.clone()));
+        Worker {
+            endpoint,
+            queue,
+            mode,
+            task,
+        }
+    }
+
+    /// The promotion has notices this endpoint may owe (it is looked at once, however often it is
+    /// queued before the worker gets to it).
+    pub fn enqueue(&self, promotion: &str) {
+        self.queue.push(promotion);
+    }
+
+    pub fn set_mode(&self, mode: Mode) {
+        let _ = self.mode.send(mode);
+        self.queue.wake.notify_one();
+    }
+
+    /// The promotions queued and not yet looked at (handed to a successor).
+    pub fn take_queued(&self) -> Vec<String> {
+        self.queue.take_all()
+    }
+}
+
+struct Run {
     endpoint: NotifyEndpoint,
     shared: Shared,
-    capacity: usize,
-) -> (mpsc::Sender<Delivery>, tokio::task::JoinHandle<()>) {
-    let (queue, received) = mpsc::channel(capacity);
-    let task = tokio::spawn(run(endpoint, shared, received));
-    (queue, task)
+    turn: Arc<TurnLock<()>>,
+    mode: watch::Receiver<Mode>,
 }
 
-async fn run(endpoint: NotifyEndpoint, shared: Shared, mut received: mpsc::Receiver<Delivery>) {
-    while let Some(delivery) = received.recv().await {
-        deliver(&endpoint, &shared, &delivery).await;
+/// What became of one notice.
+enum Outcome {
+    /// Delivered, given up on, or dropped as stale: settled.
+    Settled,
+    /// Left pending (not leading, closing, retired): the next leader or process sends it.
+    Left,
+}
+
+impl Run {
+    fn mode(&self) -> Mode {
+        *self.mode.borrow()
     }
-}
 
-/// Why one attempt failed, and whether another can succeed.
-enum Failure {
-    Retry(String),
-    GiveUp(String),
-}
-
-async fn deliver(endpoint: &NotifyEndpoint, shared: &Shared, delivery: &Delivery) {
-    let notice = &delivery.notice;
-    let delivered_key = key(&endpoint.name, &notice.id);
-    let name = endpoint.name.as_str();
-    if shared.log.contains(&notice.promotion, &delivered_key) {
-        debug!(endpoint = name, id = %notice.id, "already delivered");
-        return;
-    }
-    let mut backoff = FIRST_BACKOFF;
-    for attempt in 1..=ATTEMPTS {
-        if !shared.leader.is_leader() {
-            debug!(
-                endpoint = name,
-                "not leading: notification left to the leader"
-            );
-            return;
-        }
-        let started = Instant::now();
-        let why = match attempt_once(endpoint, notice, &delivery.context, &shared.client).await {
-            Ok(()) => {
-                shared.metrics.notification_sent(name, started.elapsed());
-                info!(endpoint = name, promotion = %notice.promotion, event = notice.kind.as_str(), stage = %notice.stage, "notification delivered");
-                shared.log.record(&notice.promotion, &delivered_key).await;
+    async fn serve(mut self, queue: Arc<Queue>) {
+        loop {
+            if self.mode() == Mode::Retired {
                 return;
             }
-            Err(Failure::GiveUp(why)) => why,
-            Err(Failure::Retry(why)) if attempt < ATTEMPTS => {
-                debug!(endpoint = name, attempt, %why, "notification failed; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
+            let Some(promotion) = queue.pop() else {
+                if self.mode() == Mode::Closing {
+                    return;
+                }
+                tokio::select! {
+                    _ = queue.wake.notified() => {}
+                    _ = self.mode.changed() => {}
+                }
+                continue;
+            };
+            self.promotion(&promotion).await;
+        }
+    }
+
+    /// Sends what the promotion's persisted status owes this endpoint, oldest first.
+    async fn promotion(&self, promotion: &str) {
+        let Some(state) = self.shared.statuses.get(promotion) else {
+            return;
+        };
+        let Some(status) = state.status else {
+            return;
+        };
+        let pending = status.pending_notices();
+        let uid = state.uid.as_deref();
+        for index in 0..pending.len() {
+            let notice = &pending[index];
+            if !listens(&self.endpoint, notice) || self.settled(notice) {
                 continue;
             }
-            Err(Failure::Retry(why)) => why,
-        };
-        shared.metrics.notification_failed(name);
+            if let Outcome::Left = self.deliver(pending, index, uid).await {
+                break;
+            }
+        }
+        self.flush(promotion).await;
+    }
+
+    fn settled(&self, notice: &Notice) -> bool {
+        let key = key(&self.endpoint.name, &notice.id);
+        self.shared.log.contains(&notice.promotion, &key)
+    }
+
+    /// In memory at once (nothing is sent twice); on the GitPromotion when the pass over the
+    /// promotion ends or waits ([`Run::flush`]).
+    fn settle(&self, notice: &Notice) {
+        let key = key(&self.endpoint.name, &notice.id);
+        self.shared.log.remember(&notice.promotion, &key);
+    }
+
+    async fn flush(&self, promotion: &str) {
+        self.shared.log.flush(promotion).await;
+    }
+
+    /// One notice, until it is settled or left: an attempt, then retries with backoff until
+    /// `retryFor` after its transition.
+    async fn deliver(&self, pending: &[Notice], index: usize, uid: Option<&str>) -> Outcome {
+        let notice = &pending[index];
+        let name = self.endpoint.name.as_str();
+        let retry_for =
+            chrono::Duration::from_std(self.endpoint.retry_for()).unwrap_or(chrono::Duration::MAX);
+        let deadline = notice.time.checked_add_signed(retry_for);
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            if !self.shared.leader.is_leader() {
+                debug!(
+                    endpoint = name,
+                    "not leading: notification left to the leader"
+                );
+                return Outcome::Left;
+            }
+            if self.mode() == Mode::Retired {
+                return Outcome::Left;
+            }
+            let why = match self.attempt(pending, index, uid).await {
+                Ok(outcome) => return outcome,
+                Err(why) => why,
+            };
+            let now = chrono::Utc::now();
+            let left = deadline.map_or(Duration::MAX, |d| (d - now).to_std().unwrap_or_default());
+            if left.is_zero() {
+                let retry_for = humantime(self.endpoint.retry_for());
+                let why =
+                    format!("{why}; still failing {retry_for} after the transition (retryFor)");
+                return self.give_up(notice, uid, why);
+            }
+            if self.mode() == Mode::Closing {
+                debug!(endpoint = name, %why, "stopping: notification left pending for the next process");
+                return Outcome::Left;
+            }
+            let wait = backoff.min(left);
+            debug!(endpoint = name, %why, retry_in_ms = wait.as_millis() as u64, "notification failed; retrying");
+            // What this pass settled is recorded before a wait that may be long.
+            self.flush(&notice.promotion).await;
+            self.pause(wait).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// One attempt, in the endpoint's turn, unless the notice is settled or stale by now.
+    /// `Err`: why it failed, and another attempt may succeed.
+    async fn attempt(
+        &self,
+        pending: &[Notice],
+        index: usize,
+        uid: Option<&str>,
+    ) -> Result<Outcome, String> {
+        let notice = &pending[index];
+        let name = self.endpoint.name.as_str();
+        let turn = self.turn.lock().await;
+        if self.settled(notice) {
+            return Ok(Outcome::Settled);
+        }
+        let settled = self.shared.log.view(&notice.promotion);
+        if superseded(pending, index, &self.endpoint, |e, id| {
+            settled.contains(e, id)
+        }) {
+            return Ok(self.drop_stale(notice));
+        }
+        let started = std::time::Instant::now();
+        let result = attempt_once(&self.endpoint, notice, &self.shared.client).await;
+        drop(turn);
+        match result {
+            Ok(()) => {
+                let took = started.elapsed();
+                self.shared.metrics.notification_sent(name, took);
+                info!(endpoint = name, promotion = %notice.promotion, event = notice.kind.as_str(), stage = %notice.stage, "notification delivered");
+                self.settle(notice);
+                Ok(Outcome::Settled)
+            }
+            Err(Failure::GiveUp(why)) => Ok(self.give_up(notice, uid, why)),
+            Err(Failure::Retry(why)) => Err(why),
+        }
+    }
+
+    /// Sleeps, or less when the worker is told to stop.
+    async fn pause(&self, wait: Duration) {
+        let mut mode = self.mode.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = mode.wait_for(|m| *m != Mode::Running) => {}
+        }
+    }
+
+    fn drop_stale(&self, notice: &Notice) -> Outcome {
+        let name = self.endpoint.name.as_str();
+        self.shared.metrics.notification_dropped(name);
+        info!(endpoint = name, promotion = %notice.promotion, event = notice.kind.as_str(), stage = %notice.stage, "notification dropped: a newer state of the stage was delivered");
+        self.settle(notice);
+        Outcome::Settled
+    }
+
+    fn give_up(&self, notice: &Notice, uid: Option<&str>, why: String) -> Outcome {
+        let name = self.endpoint.name.as_str();
+        self.shared.metrics.notification_failed(name);
         warn!(endpoint = name, promotion = %notice.promotion, event = notice.kind.as_str(), %why, "notification not delivered");
-        shared.events.publish(
+        self.shared.events.publish(
             &notice.promotion,
-            delivery.uid.as_deref(),
+            uid,
             &EngineEvent::warning(
                 NOTIFICATION_FAILED,
                 format!(
@@ -129,71 +325,18 @@ async fn deliver(endpoint: &NotifyEndpoint, shared: &Shared, delivery: &Delivery
                 ),
             ),
         );
-        return;
+        self.settle(notice);
+        Outcome::Settled
     }
 }
 
-async fn attempt_once(
-    endpoint: &NotifyEndpoint,
-    notice: &Notice,
-    context: &Context,
-    client: &Result<HttpsClient, Arc<str>>,
-) -> Result<(), Failure> {
-    let client = client
-        .as_ref()
-        .map_err(|e| Failure::GiveUp(format!("no HTTP client: {e}")))?;
-    // Read at each attempt: a rotated or newly mounted secret is used at once.
-    let secret = read_secret(&endpoint.address_secret_file, endpoint.kind)
-        .map_err(|e| Failure::GiveUp(e.to_string()))?;
-    let Some(outgoing) = payload::request(endpoint.kind, &secret, notice, context) else {
-        return Ok(());
-    };
-    let timeout = endpoint
-        .timeout
-        .as_ref()
-        .map_or(DEFAULT_TIMEOUT, |t| t.value);
-    send(client, outgoing, timeout).await
-}
-
-async fn send(client: &HttpsClient, outgoing: Outgoing, timeout: Duration) -> Result<(), Failure> {
-    let mut request = hyper::Request::post(outgoing.url.as_str())
-        .header("Content-Type", "application/json")
-        .header(
-            "User-Agent",
-            concat!("tollgate/", env!("CARGO_PKG_VERSION")),
-        );
-    for (name, value) in &outgoing.headers {
-        request = request.header(*name, value.as_str());
+/// `1h`, `90s`: a duration as a person reads it.
+fn humantime(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    match secs {
+        s if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        s if s > 0 => format!("{s}s"),
+        _ => format!("{}ms", duration.as_millis()),
     }
-    // The URL is secret (a Slack webhook URL is its own credential): errors never include it.
-    let request = request
-        .body(Full::new(Bytes::from(outgoing.body)))
-        .map_err(|_| Failure::GiveUp("the address is not a valid URL".to_string()))?;
-    let exchange = async {
-        let response = client.request(request).await?;
-        let status = response.status();
-        // Read the body so the connection can be reused; its content is not needed.
-        let _ = response.into_body().collect().await;
-        Ok::<_, hyper_util::client::legacy::Error>(status)
-    };
-    match tokio::time::timeout(timeout, exchange).await {
-        Err(_) => Err(Failure::Retry(format!("no answer within {timeout:?}"))),
-        Ok(Err(error)) if error.is_connect() => Err(Failure::Retry("cannot connect".to_string())),
-        Ok(Err(_)) => Err(Failure::Retry("the connection failed".to_string())),
-        Ok(Ok(status)) if status.is_success() => Ok(()),
-        Ok(Ok(status)) if status.is_server_error() || status.as_u16() == 429 => {
-            Err(Failure::Retry(format!("answered {status}")))
-        }
-        Ok(Ok(status)) => Err(Failure::GiveUp(format!("answered {status}"))),
-    }
-}
-
-/// An HTTPS (and plain HTTP, for in-cluster receivers) client trusting the system's roots.
-pub fn https_client() -> Result<HttpsClient, std::io::Error> {
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_native_roots()?
-        .https_or_http()
-        .enable_http1()
-        .build();
-    Ok(Client::builder(TokioExecutor::new()).build(connector))
 }

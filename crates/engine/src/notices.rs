@@ -1,44 +1,26 @@
-//! What a step tells people (issue #19): the notices a status transition carries.
+//! What a step tells people (issues #19, #29): the notices a status transition carries.
 //!
 //! Derived from two persisted statuses only, so the controller never restates a rollout rule: the
-//! notices of a step are `notices(before, after)`. Each has a stable id (a hash of promotion,
-//! snapshot index, run start, stage and kind), so a transition seen twice (a drift correction
-//! after completion, a restart, a new leader) is recognised as the same notice.
+//! notices of a step are `notices(before, after, now)`. Each has a stable id (a hash of promotion,
+//! snapshot index, run start, stage and kind, and for wave and blackout notices the wave or the
+//! blackout's end), so a transition seen twice (a drift correction after completion, a restart, a
+//! new leader) is recognised as the same notice.
+//!
+//! A notice is also the durable record of a delivery still owed: the controller carries the
+//! undelivered ones in the status it writes with the transition (`pendingNotices`).
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use tollgate_model::hash::hash_value;
 use tollgate_model::policy::NotifyEvent;
 
-use crate::status::{Phase, PromotionStatus, StageCounts, StageStatus};
+use crate::activity::StageActivity;
+use crate::status::{Phase, PromotionStatus, StageCounts, StageStatus, WaveProgress};
 
 /// Characters of the base64 SHA-256 kept as a notice id (96 bits).
 const ID_CHARS: usize = 16;
 
-/// One thing worth telling about a promotion's rollout.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Notice {
-    /// Stable across restarts and replicas: hash of (promotion, snapshot index, run start,
-    /// stage, kind), URL-safe base64.
-    pub id: String,
-    pub kind: NotifyEvent,
-    pub promotion: String,
-    /// The stage it is about (for `Completed`, the last stage; for `RolledBack`, the failed one).
-    pub stage: String,
-    pub snapshot_index: u64,
-    /// Full SHA of the commit that introduced the run's snapshot.
-    pub snapshot_commit: Option<String>,
-    /// The promotion's phase after the step.
-    pub phase: &'static str,
-    /// Why, in plain words (the failure reason, the waiting reason, the status message).
-    pub reason: Option<String>,
-    /// The stage's cluster counts after the step.
-    pub counts: StageCounts,
-    /// When the transition happened (from status, never a clock read).
-    pub time: DateTime<Utc>,
-}
+pub use crate::notice::Notice;
 
 /// The run a status belongs to: its snapshot and when its first stage started.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -55,15 +37,19 @@ fn run_of(status: &PromotionStatus) -> Option<Run> {
     })
 }
 
-/// The notices of the transition from `previous` to `next` (`None`: nothing persisted before).
-/// No transition, no notice: a step at steady state tells nothing.
+/// The notices of the transition from `previous` to `next` (`None`: nothing persisted before),
+/// persisted by a step at `now`. No transition, no notice: a step at steady state tells nothing.
 pub fn notices(
     promotion: &str,
     previous: Option<&PromotionStatus>,
     next: &PromotionStatus,
+    now: DateTime<Utc>,
 ) -> Vec<Notice> {
+    let mut out: Vec<Notice> = held_start(promotion, previous, next, now)
+        .into_iter()
+        .collect();
     let Some(run) = run_of(next) else {
-        return Vec::new();
+        return out;
     };
     // The same run before, or nothing of it: every transition of `next` is then new.
     let before = previous.filter(|p| run_of(p) == Some(run));
@@ -72,30 +58,12 @@ pub fn notices(
         run,
         next,
     };
-    let mut out = Vec::new();
     for stage in &next.stages {
         let old = before.and_then(|b| b.stage(&stage.name));
-        if old.is_none()
-            && let Some(at) = stage.last_update_reconciled_time
-        {
-            let reason = stage.current_status_description.clone();
-            out.push(notice.about(NotifyEvent::StageStarted, stage, reason, at));
-        }
-        if let Some(at) = stage.awaiting_approval_since
-            && old.is_none_or(|o| o.awaiting_approval_since.is_none())
-        {
-            let reason = stage.waiting_reason.clone();
-            out.push(notice.about(NotifyEvent::ApprovalNeeded, stage, reason, at));
-        }
-        if let Some(at) = stage.succeeded_at
-            && old.is_none_or(|o| o.succeeded_at.is_none())
-        {
-            let reason = stage
-                .provisioned_message
-                .clone()
-                .or_else(|| stage.current_status_description.clone());
-            out.push(notice.about(NotifyEvent::StageCompleted, stage, reason, at));
-        }
+        stage_notices(&notice, stage, old, &mut out);
+    }
+    if let Some(held) = held_wave(&notice, previous, now) {
+        out.push(held);
     }
     if let Some(failure) = &next.failure
         && let Some(stage) = next.stage(&failure.stage)
@@ -124,6 +92,162 @@ pub fn notices(
     out
 }
 
+/// A stage's own notices, in the order they happened: started, its waves, approval, completed.
+fn stage_notices(
+    notice: &Builder<'_>,
+    stage: &StageStatus,
+    old: Option<&StageStatus>,
+    out: &mut Vec<Notice>,
+) {
+    if old.is_none()
+        && let Some(at) = stage.last_update_reconciled_time
+    {
+        let reason = stage.current_status_description.clone();
+        out.push(notice.about(NotifyEvent::StageStarted, stage, reason, at));
+    }
+    if let Some(waves) = stage.waves.as_deref() {
+        wave_notices(notice, stage, waves, old, out);
+    }
+    if let Some(at) = stage.awaiting_approval_since
+        && old.is_none_or(|o| o.awaiting_approval_since.is_none())
+    {
+        let reason = stage.waiting_reason.clone();
+        out.push(notice.about(NotifyEvent::ApprovalNeeded, stage, reason, at));
+    }
+    if let Some(at) = stage.succeeded_at
+        && old.is_none_or(|o| o.succeeded_at.is_none())
+    {
+        let reason = stage
+            .provisioned_message
+            .clone()
+            .or_else(|| stage.current_status_description.clone());
+        out.push(notice.about(NotifyEvent::StageCompleted, stage, reason, at));
+    }
+}
+
+/// A wave started (the first one with its stage); a wave's clusters all provisioned (the last
+/// wave's: when its stage is provisioned), told before the next wave starts.
+fn wave_notices(
+    notice: &Builder<'_>,
+    stage: &StageStatus,
+    waves: &WaveProgress,
+    old: Option<&StageStatus>,
+    out: &mut Vec<Notice>,
+) {
+    let total = waves.total();
+    let reached = waves.reached;
+    let old_waves = old.and_then(|o| o.waves.as_deref());
+    let old_reached = old_waves.map_or(0, |o| o.reached);
+    let done = |wave: u32, at: DateTime<Utc>| {
+        let text = format!("wave {wave}/{total} provisioned");
+        notice.about_wave(NotifyEvent::WaveCompleted, stage, wave, text, at)
+    };
+    if reached > old_reached {
+        // The previous wave completed in the step that started this one (no pause).
+        if old_waves.is_some_and(|o| o.wave_done_at.is_none()) {
+            out.push(done(old_reached, waves.wave_started_at));
+        }
+        let index = usize::try_from(reached.saturating_sub(1)).unwrap_or(usize::MAX);
+        let clusters = waves.clusters.get(index).map(|c| c.join(", "));
+        let text = format!(
+            "wave {reached}/{total} started: {}",
+            clusters.unwrap_or_default()
+        );
+        let at = waves.wave_started_at;
+        out.push(notice.about_wave(NotifyEvent::WaveStarted, stage, reached, text, at));
+    }
+    let newly_done = old_waves.is_none_or(|o| o.reached != reached || o.wave_done_at.is_none());
+    if let Some(at) = waves.wave_done_at.filter(|_| newly_done) {
+        out.push(done(reached, at));
+    }
+    if reached == total
+        && let Some(at) = stage.provisioned_at
+        && old.is_none_or(|o| o.provisioned_at.is_none())
+    {
+        out.push(done(reached, at));
+    }
+}
+
+/// A blackout newly holding a stage start (a new blackout, or another stage): told about that
+/// stage and the snapshot it would run, even before a first run exists.
+fn held_start(
+    promotion: &str,
+    previous: Option<&PromotionStatus>,
+    next: &PromotionStatus,
+    now: DateTime<Utc>,
+) -> Option<Notice> {
+    let until = next.blackout_until?;
+    let held = next.blackout_holds.as_deref()?;
+    let told_before = previous.is_some_and(|p| {
+        p.blackout_until == Some(until) && p.blackout_holds.as_deref() == Some(held)
+    });
+    if told_before {
+        return None;
+    }
+    let key = json!([
+        promotion,
+        held.snapshot_index,
+        held.stage,
+        NotifyEvent::BlackoutHeld.as_str(),
+        until.to_rfc3339()
+    ]);
+    Some(Notice {
+        id: short_id(&key),
+        kind: NotifyEvent::BlackoutHeld,
+        promotion: promotion.to_string(),
+        stage: held.stage.clone(),
+        snapshot_index: held.snapshot_index,
+        snapshot_commit: Some(held.snapshot_commit.clone()),
+        author: None,
+        phase: next.phase.clone(),
+        reason: next.message.clone(),
+        counts: StageCounts::default(),
+        time: now,
+    })
+}
+
+/// A blackout newly holding the next wave of a running stage: the stage's activity names it.
+fn held_wave(
+    notice: &Builder<'_>,
+    previous: Option<&PromotionStatus>,
+    now: DateTime<Utc>,
+) -> Option<Notice> {
+    notice.next.stages.iter().find_map(|stage| {
+        let StageActivity::Blackout {
+            until,
+            wave: Some(_),
+            ..
+        } = &stage.activity
+        else {
+            return None;
+        };
+        let before = previous
+            .and_then(|p| p.stage(&stage.name))
+            .and_then(|s| match &s.activity {
+                StageActivity::Blackout { until, .. } => Some(*until),
+                _ => None,
+            });
+        if before == Some(*until) {
+            return None;
+        }
+        let reason = stage
+            .waiting_reason
+            .clone()
+            .or_else(|| notice.next.message.clone());
+        let which = Some(json!(until.to_rfc3339()));
+        Some(Notice {
+            id: notice_id(
+                notice.promotion,
+                notice.run,
+                &stage.name,
+                NotifyEvent::BlackoutHeld,
+                which,
+            ),
+            ..notice.about(NotifyEvent::BlackoutHeld, stage, reason, now)
+        })
+    })
+}
+
 struct Builder<'a> {
     promotion: &'a str,
     run: Run,
@@ -139,29 +263,65 @@ impl Builder<'_> {
         time: DateTime<Utc>,
     ) -> Notice {
         Notice {
-            id: notice_id(self.promotion, self.run, &stage.name, kind),
+            id: notice_id(self.promotion, self.run, &stage.name, kind, None),
             kind,
             promotion: self.promotion.to_string(),
             stage: stage.name.clone(),
             snapshot_index: self.run.snapshot_index,
             snapshot_commit: self.next.snapshot_commit.clone(),
-            phase: self.next.phase.as_str(),
+            author: None,
+            phase: self.next.phase.clone(),
             reason,
             counts: stage.counts.clone(),
             time,
         }
     }
+
+    fn about_wave(
+        &self,
+        kind: NotifyEvent,
+        stage: &StageStatus,
+        wave: u32,
+        text: String,
+        time: DateTime<Utc>,
+    ) -> Notice {
+        Notice {
+            id: notice_id(
+                self.promotion,
+                self.run,
+                &stage.name,
+                kind,
+                Some(json!(wave)),
+            ),
+            ..self.about(kind, stage, Some(text), time)
+        }
+    }
 }
 
-fn notice_id(promotion: &str, run: Run, stage: &str, kind: NotifyEvent) -> String {
-    let key = json!([
+/// The id of a notice; `which` tells apart notices of one kind about one stage of one run (the
+/// wave; the blackout's end). Without it, ids are what they were before wave notices existed.
+fn notice_id(
+    promotion: &str,
+    run: Run,
+    stage: &str,
+    kind: NotifyEvent,
+    which: Option<Value>,
+) -> String {
+    let mut key = json!([
         promotion,
         run.snapshot_index,
         run.start.to_rfc3339(),
         stage,
         kind.as_str()
     ]);
-    hash_value(&key)
+    if let (Some(which), Some(key)) = (which, key.as_array_mut()) {
+        key.push(which);
+    }
+    short_id(&key)
+}
+
+fn short_id(key: &Value) -> String {
+    hash_value(key)
         .chars()
         .take(ID_CHARS)
         .map(|c| match c {

@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use tollgate_model::hash::HASH_SCHEME;
 
 use crate::activity::StageActivity;
+pub use crate::counts::StageCounts;
+use crate::notice::Notice;
 pub use crate::phase::Phase;
 use crate::run_history::RunHistory;
 
@@ -83,6 +85,10 @@ pub struct PromotionStatus {
     /// While a blackout holds the next stage start: when it ends (the engine wakes then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blackout_until: Option<DateTime<Utc>>,
+    /// While a blackout holds a stage start: the stage and the snapshot it would run.
+    // Boxed, as `pending_notices`: rarely set, 8 bytes where it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blackout_holds: Option<Box<HeldStart>>,
     /// The recent runs, newest last, bounded (see `run_history`): what `tollgate timeline` draws.
     #[serde(default, skip_serializing_if = "RunHistory::is_empty")]
     pub runs: RunHistory,
@@ -95,6 +101,13 @@ pub struct PromotionStatus {
     /// bounded: only completed content is restored as a rollback (see `lineage`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verdicts: Vec<crate::verdict::ContentVerdict>,
+    /// Notices owed to the RolloutPolicy's notify endpoints, oldest first: written by the
+    /// controller with the transition that produced them, before they are sent, so a restart or a
+    /// new leader sends them. A notice stays until every endpoint listening to it has it (or gave
+    /// up on it), and goes at a later status write; bounded.
+    // Boxed (8 bytes where unset, as for most promotions); never an empty list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_notices: Option<Box<Vec<Notice>>>,
 }
 
 /// A stage the current run has not reached yet.
@@ -209,14 +222,26 @@ impl PromotionStatus {
             queued_snapshot: None,
             superseded_snapshots: Vec::new(),
             blackout_until: None,
+            blackout_holds: None,
             runs: RunHistory::default(),
             stages_ahead: Vec::new(),
             verdicts: Vec::new(),
+            pending_notices: None,
         }
     }
 
     pub fn stage(&self, name: &str) -> Option<&StageStatus> {
         self.stages.iter().find(|s| s.name == name)
+    }
+
+    /// The notices owed to notify endpoints (see `pending_notices`), oldest first.
+    pub fn pending_notices(&self) -> &[Notice] {
+        self.pending_notices.as_deref().map_or(&[], Vec::as_slice)
+    }
+
+    /// Sets the notices owed; an empty list is no list.
+    pub fn set_pending_notices(&mut self, notices: Vec<Notice>) {
+        self.pending_notices = (!notices.is_empty()).then(|| Box::new(notices));
     }
 
     pub(crate) fn stage_mut(&mut self, name: &str) -> Option<&mut StageStatus> {
@@ -342,6 +367,17 @@ pub struct StageStatus {
     pub waves: Option<Box<WaveProgress>>,
 }
 
+/// A stage start a blackout holds: which stage, with which snapshot (a new run's, when the hold
+/// is at its start).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldStart {
+    pub stage: String,
+    pub snapshot_index: u64,
+    /// Full SHA of the commit that introduced that snapshot.
+    pub snapshot_commit: String,
+}
+
 /// The waves of a stage, fixed when it started, and how far they got.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -447,37 +483,6 @@ pub struct AppliedProfile {
     pub spec_hash: String,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct StageCounts {
-    /// The clusters the stage is judged over: its members, fixed when it started (every wave),
-    /// while a policy governs; else the clusters matching now. Views count against this.
-    #[serde(default)]
-    pub members: u32,
-    /// Members in waves not reached yet (waiting for their wave).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub later_waves: u32,
-    /// Ready, unpaused clusters matching the stage selector (the waves reached, while waves
-    /// remain).
-    pub matching_clusters: u32,
-    pub summaries: u32,
-    /// ClusterSummaries carrying the applied spec with every feature freshly Provisioned.
-    pub provisioned: u32,
-    /// Clusters with a failed feature or a failure message for the applied content.
-    pub failed: u32,
-    /// Per-cluster states (see [`ClusterState`]); members only while a policy governs.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub pending: u32,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub provisioning: u32,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub timed_out: u32,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub joined: u32,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub vanished: u32,
-}
-
 /// Who approved a manual stage: the author and committer of the approving commit.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -514,6 +519,7 @@ mod tests {
     fn rare_parts_of_a_status_are_boxed() {
         // 504 since stages carry their activity (+64 bytes: 2.5 MB at 10,000 promotions of 4 stages).
         assert!(std::mem::size_of::<StageStatus>() <= 512);
-        assert!(std::mem::size_of::<PromotionStatus>() <= 480);
+        // 496 with the verdicts (a vector) and the two boxed notify fields.
+        assert!(std::mem::size_of::<PromotionStatus>() <= 496);
     }
 }

@@ -32,7 +32,8 @@ use crate::removal;
 use crate::rollback;
 use crate::stage::{Exceeded, Hold, StageProfiles, StageRun, lowercase_first};
 use crate::status::{
-    Phase, PolicyRef, PromotionStatus, RunFailure, StageAhead, StageStatus, runs_content_of,
+    HeldStart, Phase, PolicyRef, PromotionStatus, RunFailure, StageAhead, StageStatus,
+    runs_content_of,
 };
 use crate::waves;
 
@@ -331,6 +332,7 @@ impl<'i, 'a> Run<'i, 'a> {
         crate::pipeline::name_unnamed(&mut status);
         status.queued_snapshot = None;
         status.blackout_until = None;
+        status.blackout_holds = None;
         let mut effects = Effects::default();
         // Once per distinct error, as for a never-valid promotion.
         if let Some(error) = invalid
@@ -431,7 +433,8 @@ impl<'i, 'a> Run<'i, 'a> {
         if !self.same_run() {
             if let Some(blackout) = self.blackout() {
                 let waits = format!("snapshot #{} waits to start", self.snapshot.index);
-                self.hold_for_blackout(&blackout, waits);
+                let first = self.promotion.spec.stages.first().map(|s| s.name.clone());
+                self.hold_for_blackout(&blackout, first, waits);
                 return self.held_output_waking();
             }
             if let Err(blocked) = self.start_run() {
@@ -456,7 +459,7 @@ impl<'i, 'a> Run<'i, 'a> {
                 Some(next) => {
                     if let Some(blackout) = self.blackout() {
                         let waits = format!("stage {} waits to start", next.name);
-                        self.hold_for_blackout(&blackout, waits);
+                        self.hold_for_blackout(&blackout, Some(next.name.clone()), waits);
                         break;
                     }
                     self.enter_stage(next, StageEntry::Advance)
@@ -586,7 +589,12 @@ impl<'i, 'a> Run<'i, 'a> {
 
     /// A stage start is held until the blackout ends: say so (an event when it begins) and wake
     /// at its end.
-    fn hold_for_blackout(&mut self, blackout: &ActiveBlackout, waits: String) {
+    fn hold_for_blackout(
+        &mut self,
+        blackout: &ActiveBlackout,
+        stage: Option<String>,
+        waits: String,
+    ) {
         let held_before = self
             .input
             .status
@@ -600,6 +608,13 @@ impl<'i, 'a> Run<'i, 'a> {
         self.status.phase = Phase::Waiting;
         self.status.message = Some(format!("{}: {waits}", blackout.describe()));
         self.status.blackout_until = Some(blackout.until);
+        self.status.blackout_holds = stage.map(|stage| {
+            Box::new(HeldStart {
+                stage,
+                snapshot_index: self.snapshot.index,
+                snapshot_commit: self.snapshot.commit.sha.clone(),
+            })
+        });
         self.effects.wake(blackout.until);
         self.blackout_hold = Some(blackout.clone());
     }

@@ -27,9 +27,10 @@ impl Told {
 
     fn step(&mut self) -> bool {
         let before = self.h.world.status.clone();
+        let now = self.h.world.now;
         let out = self.h.step();
         let after = self.h.status().clone();
-        self.told.extend(notices(P, before.as_ref(), &after));
+        self.told.extend(notices(P, before.as_ref(), &after, now));
         !out.actions.is_empty()
     }
 
@@ -107,7 +108,7 @@ fn no_notice_when_nothing_changed() {
     let mut t = Told::new(Harness::new(two_stages("1.0.0")));
     t.settle();
     let status = t.h.status().clone();
-    assert!(notices(P, Some(&status), &status).is_empty());
+    assert!(notices(P, Some(&status), &status, t.h.world.now).is_empty());
     let before = t.told.len();
     t.h.world.advance(Duration::hours(1));
     t.settle();
@@ -200,7 +201,7 @@ fn a_halted_failure_tells_stage_failed_with_the_reason() {
     let failed: Vec<&Notice> = t.told.iter().filter(|n| n.kind == StageFailed).collect();
     assert_eq!(failed.len(), 1, "{:?}", t.kinds());
     assert_eq!(failed[0].stage, "s2");
-    assert_eq!(failed[0].phase, "Failed");
+    assert_eq!(failed[0].phase, tollgate_engine::Phase::Failed);
     assert_eq!(failed[0].counts.failed, 1);
     assert!(failed[0].reason.as_deref().is_some_and(|r| !r.is_empty()));
     assert!(!t.kinds().contains(&of(Completed, "s2")));
@@ -245,4 +246,164 @@ fn a_rollback_tells_stage_failed_then_rolled_back_once() {
         "{:?}",
         rolled_back.reason
     );
+}
+
+#[test]
+fn waves_are_told_as_each_wave_starts_and_completes_in_order() {
+    let mut t = Told::new(Harness::new(two_stages("1.0.0")));
+    t.h.world.policy = Some(policy(
+        json!({"stages": {"s2": {"waves": {"size": 1, "pause": "2m"}}}}),
+    ));
+    t.settle();
+    assert_eq!(
+        t.kinds(),
+        [
+            of(StageStarted, "s1"),
+            of(StageCompleted, "s1"),
+            of(StageStarted, "s2"),
+            of(WaveStarted, "s2"),
+            of(WaveCompleted, "s2"),
+        ],
+        "the pause holds the second wave"
+    );
+    t.h.world.advance(Duration::minutes(3));
+    t.settle();
+    assert_eq!(
+        t.kinds()[5..],
+        [
+            of(WaveStarted, "s2"),
+            of(WaveCompleted, "s2"),
+            of(StageCompleted, "s2"),
+            of(Completed, "s2"),
+        ]
+    );
+    let reasons: Vec<&str> = t
+        .told
+        .iter()
+        .filter(|n| matches!(n.kind, WaveStarted | WaveCompleted))
+        .filter_map(|n| n.reason.as_deref())
+        .collect();
+    assert_eq!(reasons[0], "wave 1/2 started: default/s2-1");
+    assert_eq!(reasons[1], "wave 1/2 provisioned");
+    assert_eq!(reasons[2], "wave 2/2 started: default/s2-2");
+    assert_eq!(reasons[3], "wave 2/2 provisioned");
+    let ids: std::collections::BTreeSet<&str> = t.told.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(ids.len(), t.told.len(), "each wave has its own notices");
+}
+
+#[test]
+fn a_wave_without_pause_completes_before_the_next_one_starts() {
+    let mut t = Told::new(Harness::new(two_stages("1.0.0")));
+    t.h.world.policy = Some(policy(json!({"stages": {"s2": {"waves": {"size": 1}}}})));
+    t.settle();
+    let waves: Vec<(NotifyEvent, Option<String>)> = t
+        .told
+        .iter()
+        .filter(|n| matches!(n.kind, WaveStarted | WaveCompleted))
+        .map(|n| (n.kind, n.reason.clone()))
+        .collect();
+    let expected = [
+        (WaveStarted, "wave 1/2 started: default/s2-1"),
+        (WaveCompleted, "wave 1/2 provisioned"),
+        (WaveStarted, "wave 2/2 started: default/s2-2"),
+        (WaveCompleted, "wave 2/2 provisioned"),
+    ]
+    .map(|(k, r)| (k, Some(r.to_string())));
+    assert_eq!(
+        waves, expected,
+        "the completed wave is told before the next starts"
+    );
+}
+
+#[test]
+fn a_blackout_holding_a_stage_start_or_a_wave_is_told_once_each() {
+    let mut t = Told::new(Harness::new(two_stages("1.0.0")));
+    let from = t0() + Duration::minutes(5);
+    let until = t0() + Duration::minutes(65);
+    t.h.world.policy = Some(policy(json!({
+        "stages": {"s2": {"waves": {"size": 1}}},
+        "blackouts": [{
+            "from": from.format("%Y-%m-%dT%H:%M:%S").to_string(),
+            "to": until.format("%Y-%m-%dT%H:%M:%S").to_string(),
+            "reason": "incident 42",
+        }],
+    })));
+    // s2's first wave goes out; the blackout begins before its clusters are provisioned.
+    t.step();
+    t.h.world.sveltos();
+    t.step();
+    assert_eq!(t.kinds().last(), Some(&of(WaveStarted, "s2")));
+    t.h.world.advance(Duration::minutes(10));
+    t.h.world.sveltos();
+    t.step();
+    t.step();
+    t.h.world.advance(Duration::minutes(1));
+    t.step();
+    let held: Vec<&Notice> = t.told.iter().filter(|n| n.kind == BlackoutHeld).collect();
+    assert_eq!(held.len(), 1, "{:?}", t.kinds());
+    assert_eq!(held[0].stage, "s2");
+    assert!(
+        held[0]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("wave 2/2 waits") && r.contains("incident 42")),
+        "{:?}",
+        held[0].reason
+    );
+    assert_eq!(held[0].time, t0() + Duration::minutes(10));
+    t.h.world.now = until;
+    t.settle();
+    assert_eq!(t.kinds().last(), Some(&of(Completed, "s2")));
+
+    // A new run waits for the next blackout at its start: told about its first stage.
+    let from = until + Duration::minutes(30);
+    let until = from + Duration::hours(1);
+    t.h.world.policy = Some(policy(json!({"blackouts": [{
+        "from": from.format("%Y-%m-%dT%H:%M:%S").to_string(),
+        "to": until.format("%Y-%m-%dT%H:%M:%S").to_string(),
+    }]})));
+    t.h.world.now = from + Duration::minutes(1);
+    t.told.clear();
+    t.h.commit_content(two_stages("2.0.0"), 20);
+    t.step();
+    t.step();
+    assert_eq!(t.kinds(), [of(BlackoutHeld, "s1")]);
+    assert_eq!(t.told[0].snapshot_index, 2, "the snapshot that waits");
+    assert_eq!(
+        t.told[0].snapshot_commit.as_deref(),
+        Some(testing::commit(20).sha.as_str())
+    );
+    assert!(
+        t.told[0]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("snapshot #2 waits to start")),
+        "{:?}",
+        t.told[0].reason
+    );
+    t.h.world.now = until;
+    t.settle();
+    assert_eq!(t.kinds()[1], of(StageStarted, "s1"));
+    assert_eq!(t.told[1].snapshot_index, 2);
+}
+
+#[test]
+fn a_first_run_held_by_a_blackout_is_told_before_anything_ran() {
+    let mut t = Told::new(Harness::new(two_stages("1.0.0")));
+    let until = t0() + Duration::minutes(30);
+    t.h.world.policy = Some(policy(json!({"blackouts": [{
+        "from": (t0() - Duration::hours(1)).format("%Y-%m-%dT%H:%M:%S").to_string(),
+        "to": until.format("%Y-%m-%dT%H:%M:%S").to_string(),
+    }]})));
+    t.step();
+    t.h.world.advance(Duration::minutes(1));
+    t.step();
+    assert_eq!(t.kinds(), [of(BlackoutHeld, "s1")]);
+    let held = &t.told[0];
+    assert_eq!(held.snapshot_index, 1);
+    assert_eq!(held.time, t0());
+    t.h.world.now = until;
+    t.settle();
+    assert_eq!(t.kinds()[1], of(StageStarted, "s1"));
+    assert_eq!(t.kinds().last(), Some(&of(Completed, "s2")));
 }

@@ -586,6 +586,7 @@ const NOTIFY_FIELDS: &[&str] = &[
     "events",
     "targetURL",
     "timeout",
+    "retryFor",
 ];
 
 /// `spec.notify`: a list of endpoints, each named once, of a known type, reading its address
@@ -688,16 +689,28 @@ fn check_notify_fields(fields: &Map<String, Value>, item: &str, findings: &mut V
             ));
         }
     }
-    if let Some(timeout) = fields.get("timeout") {
-        let path = child_path(item, "timeout");
-        match timeout.as_str().map(parse_go_duration) {
-            Some(Ok(d)) if !d.is_zero() => {}
-            _ => findings.push(Finding::error(
-                "invalid-duration",
-                path,
-                format!("Invalid value: {timeout}: timeout must be a Go duration greater than zero, such as \"10s\""),
-            )),
+    for (field, example) in [("timeout", "10s"), ("retryFor", "1h")] {
+        if let Some(value) = fields.get(field) {
+            check_positive_duration(value, &child_path(item, field), field, example, findings);
         }
+    }
+}
+
+/// A Go duration greater than zero (`timeout`, `retryFor`).
+fn check_positive_duration(
+    value: &Value,
+    path: &str,
+    field: &str,
+    example: &str,
+    findings: &mut Vec<Finding>,
+) {
+    match value.as_str().map(parse_go_duration) {
+        Some(Ok(d)) if !d.is_zero() => {}
+        _ => findings.push(Finding::error(
+            "invalid-duration",
+            path,
+            format!("Invalid value: {value}: {field} must be a Go duration greater than zero, such as \"{example}\""),
+        )),
     }
 }
 
@@ -999,13 +1012,28 @@ mod tests {
     #[test]
     fn a_notify_endpoint_is_read_into_the_model() {
         let parsed = read(
-            "  notify:\n  - name: platform-chat\n    type: slack\n    addressSecretFile: /var/run/secrets/tollgate/slack-url\n    events: [StageStarted, StageCompleted, StageFailed, RolledBack, ApprovalNeeded, Completed]\n    targetURL: https://dash.example.com\n    timeout: 5s\n",
+            "  notify:\n  - name: platform-chat\n    type: slack\n    addressSecretFile: /var/run/secrets/tollgate/slack-url\n    events: [StageStarted, StageCompleted, StageFailed, RolledBack, ApprovalNeeded, Completed]\n    targetURL: https://dash.example.com\n    timeout: 5s\n    retryFor: 90m\n  - name: waves\n    type: webhook\n    addressSecretFile: /s\n    events: [WaveStarted, WaveCompleted, BlackoutHeld]\n",
         );
         assert_eq!(parsed.diagnostics, Vec::new());
         let policy = parsed.policy.expect("valid");
         let endpoint = &policy.spec.notify[0];
         assert_eq!(endpoint.kind, NotifyType::Slack);
         assert_eq!(endpoint.events.len(), 6);
+        assert_eq!(endpoint.retry_for().as_secs(), 90 * 60);
+        let waves = &policy.spec.notify[1];
+        assert_eq!(
+            waves.events,
+            [
+                NotifyEvent::WaveStarted,
+                NotifyEvent::WaveCompleted,
+                NotifyEvent::BlackoutHeld
+            ]
+        );
+        assert_eq!(
+            waves.retry_for(),
+            tollgate_model::policy::DEFAULT_RETRY_FOR,
+            "an hour unless set"
+        );
         assert_eq!(
             endpoint.target_url.as_deref(),
             Some("https://dash.example.com")
@@ -1039,6 +1067,30 @@ mod tests {
             parsed.diagnostics
         );
         assert!(parsed.diagnostics[2].message.contains("addressSecretFile"));
+        assert!(parsed.policy.is_none());
+    }
+
+    #[test]
+    fn a_retry_for_that_is_no_positive_go_duration_is_an_error_at_its_value() {
+        let parsed = read(
+            "  notify:\n  - name: chat\n    type: slack\n    addressSecretFile: /s\n    events: [Completed]\n    retryFor: forever\n  - name: hook\n    type: webhook\n    addressSecretFile: /h\n    events: [Completed]\n    retryFor: 0s\n",
+        );
+        assert_eq!(
+            places(&parsed),
+            [
+                (11, 15, "spec.notify[0].retryFor".into(), "invalid-duration"),
+                (16, 15, "spec.notify[1].retryFor".into(), "invalid-duration"),
+            ],
+            "{:?}",
+            parsed.diagnostics
+        );
+        assert!(
+            parsed.diagnostics[0]
+                .message
+                .contains("retryFor must be a Go duration greater than zero"),
+            "{}",
+            parsed.diagnostics[0].message
+        );
         assert!(parsed.policy.is_none());
     }
 }

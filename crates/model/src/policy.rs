@@ -289,6 +289,22 @@ pub struct NotifyEndpoint {
     /// Per-request timeout (Go duration); default 10s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<GoDuration>,
+    /// How long a notice is retried (with backoff) after the transition it tells, before it is
+    /// given up as `NotificationFailed` (Go duration); default [`DEFAULT_RETRY_FOR`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_for: Option<GoDuration>,
+}
+
+/// `retryFor` when the endpoint sets none.
+pub const DEFAULT_RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(3600);
+
+impl NotifyEndpoint {
+    /// How long a notice is retried after its transition.
+    pub fn retry_for(&self) -> std::time::Duration {
+        self.retry_for
+            .as_ref()
+            .map_or(DEFAULT_RETRY_FOR, |d| d.value)
+    }
 }
 
 /// How a notification is delivered.
@@ -344,16 +360,25 @@ pub enum NotifyEvent {
     RolledBack,
     ApprovalNeeded,
     Completed,
+    /// A wave of a waved stage started (the first wave starts with its stage).
+    WaveStarted,
+    /// Every cluster of a wave is provisioned (the last wave: with its stage).
+    WaveCompleted,
+    /// A blackout holds a stage start or a stage's next wave.
+    BlackoutHeld,
 }
 
 impl NotifyEvent {
-    pub const ALL: [NotifyEvent; 6] = [
+    pub const ALL: [NotifyEvent; 9] = [
         NotifyEvent::StageStarted,
         NotifyEvent::StageCompleted,
         NotifyEvent::StageFailed,
         NotifyEvent::RolledBack,
         NotifyEvent::ApprovalNeeded,
         NotifyEvent::Completed,
+        NotifyEvent::WaveStarted,
+        NotifyEvent::WaveCompleted,
+        NotifyEvent::BlackoutHeld,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -364,6 +389,9 @@ impl NotifyEvent {
             NotifyEvent::RolledBack => "RolledBack",
             NotifyEvent::ApprovalNeeded => "ApprovalNeeded",
             NotifyEvent::Completed => "Completed",
+            NotifyEvent::WaveStarted => "WaveStarted",
+            NotifyEvent::WaveCompleted => "WaveCompleted",
+            NotifyEvent::BlackoutHeld => "BlackoutHeld",
         }
     }
 }
