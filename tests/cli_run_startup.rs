@@ -33,7 +33,7 @@ async fn emulator(listen_port: u16, without_types: &[&str]) -> EmulatorHandle {
         listen: ([127, 0, 0, 1], listen_port).into(),
         fleet,
         without_types: without_types.iter().map(ToString::to_string).collect(),
-        ..EmulatorConfig::default()
+        ..support::emulator_config()
     })
     .await
     .expect("emulator starts")

@@ -120,6 +120,17 @@ fn the_readme_walkthrough_rolls_out_and_back_with_only_the_printed_lines() {
             .contains("#1")
             .then_some(())
     });
+    // "Once the first rollout is `Completed` (about a minute: each stage soaks 20s)"
+    // Three stages of a 20s soak each, with provisioning: more than the usual patience.
+    support::eventually_within(
+        "the first rollout completes",
+        std::time::Duration::from_secs(180),
+        || {
+            status_of("kyverno-rollout-auto")
+                .contains("Completed")
+                .then_some(())
+        },
+    );
 
     // "edit kyverno-rollout-auto.yaml: chartVersion: 3.5.2 → 3.6.2, then git commit -am …"
     let file = repo.join("kyverno-rollout-auto.yaml");

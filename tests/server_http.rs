@@ -394,6 +394,8 @@ fn awaiting_approval_status() -> Value {
                 "provisionedAt": "2026-11-20T10:00:30Z",
                 "currentStatusDescription": "Paused: Awaiting Manual Approval (2026-11-20T10:01:00Z)",
                 "awaitingApprovalSince": "2026-11-20T10:01:00Z",
+                "activity": {"kind": "AwaitingApproval"},
+                "activitySince": "2026-11-20T10:01:00Z",
             }
         ]
     })
@@ -646,6 +648,7 @@ async fn approval_wait_series_goes_away_once_approved() {
         .as_object_mut()
         .expect("stage")
         .remove("awaitingApprovalSince");
+    approved["stages"][1]["activity"] = json!({"kind": "Completed"});
     h.metrics.observe_promotion("web", &typed(&approved), now);
     let (_, _, text) = get(&h.router, "/metrics").await;
     let m = parse_exposition(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));

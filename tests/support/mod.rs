@@ -300,8 +300,17 @@ pub fn str_at<'a>(value: &'a Value, pointer: &str) -> Option<&'a str> {
 }
 
 /// Polls `check` every 200 ms until it yields a value; fails the test after [`PATIENCE`].
-pub fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = std::time::Instant::now() + PATIENCE;
+pub fn eventually<T>(what: &str, check: impl FnMut() -> Option<T>) -> T {
+    eventually_within(what, PATIENCE, check)
+}
+
+/// [`eventually`] with its own patience, for a wait the scenario itself makes long.
+pub fn eventually_within<T>(
+    what: &str,
+    patience: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = std::time::Instant::now() + patience;
     loop {
         if let Some(value) = check() {
             return value;
