@@ -14,7 +14,7 @@ use tollgate_model::snapshot::{
     APPROVE_ANNOTATION_PREFIX, ApprovalEvent, ApprovalKind, Snapshot, short_sha,
 };
 
-use crate::status::{Approver, ConsumedApproval};
+use crate::status::{Approver, ApproverKind, ConsumedApproval};
 
 /// Shortest snapshot-id prefix an annotation may use.
 pub const MIN_SNAPSHOT_ID_PREFIX: usize = 12;
@@ -55,7 +55,7 @@ pub fn find(
         && usable(event)
     {
         return Some(ValidApproval {
-            approver: approver_of("Annotation", Some(event)),
+            approver: approver_of(ApproverKind::Annotation, Some(event)),
             consumes: Some(consumption(event)),
         });
     }
@@ -66,7 +66,7 @@ pub fn find(
     let field_event = latest(events, stage, |kind| matches!(kind, ApprovalKind::Field));
     if !trigger.automatic_reset {
         return Some(ValidApproval {
-            approver: approver_of("Field", field_event),
+            approver: approver_of(ApproverKind::Field, field_event),
             consumes: None,
         });
     }
@@ -75,7 +75,7 @@ pub fn find(
         return None;
     }
     Some(ValidApproval {
-        approver: approver_of("Field", Some(event)),
+        approver: approver_of(ApproverKind::Field, Some(event)),
         consumes: Some(consumption(event)),
     })
 }
@@ -211,9 +211,9 @@ pub fn names_snapshot(value: &str, snapshot: &Snapshot) -> bool {
             && snapshot.commit.sha.to_ascii_lowercase().starts_with(&value))
 }
 
-fn approver_of(kind: &str, event: Option<&ApprovalEvent>) -> Approver {
+fn approver_of(kind: ApproverKind, event: Option<&ApprovalEvent>) -> Approver {
     Approver {
-        kind: kind.to_string(),
+        kind,
         sha: event.map(|e| e.commit.sha.clone()),
         author: event.map(|e| format!("{} <{}>", e.commit.author, e.commit.author_email)),
         committer: event.map(|e| format!("{} <{}>", e.commit.committer, e.commit.committer_email)),

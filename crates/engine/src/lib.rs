@@ -62,7 +62,7 @@ pub use output::{Action, EngineEvent, EventReason, EventType, StepOutput};
 pub use preview::{GateVerdict, Preview, PreviewInput, RunChange, preview};
 pub use run_history::{RunHistory, RunOutcome, RunRecord, StageRecord};
 pub use status::{
-    ClusterCondition, ClusterState, Condition, Phase, PolicyRef, PromotionStatus, RestoredStage,
-    RunFailure, StageAhead, StageStatus, WaveProgress,
+    ApproverKind, ClusterCondition, ClusterState, Condition, Phase, PolicyRef, PromotionStatus,
+    RestoredStage, RunFailure, StageAhead, StageStatus, WaveProgress,
 };
 pub use step::step;

@@ -131,7 +131,7 @@ fn note_held_starts(run: &mut RunRecord, status: &PromotionStatus) {
 /// How the run `status` describes stands, and when it ended.
 fn outcome(status: &PromotionStatus) -> (RunOutcome, Option<DateTime<Utc>>) {
     if let Some(failure) = &status.failure {
-        if failure.on_failure != OnFailure::Rollback.as_str() {
+        if failure.on_failure != OnFailure::Rollback {
             return (RunOutcome::Failed, Some(failure.at));
         }
         let restored: Option<Vec<DateTime<Utc>>> =

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tollgate_model::hash::HASH_SCHEME;
+use tollgate_model::policy::OnFailure;
 
 use crate::activity::StageActivity;
 pub use crate::counts::StageCounts;
@@ -165,14 +166,23 @@ pub struct RunFailure {
     /// Why, in plain words (budget, counts, the first failing clusters).
     pub reason: String,
     pub at: DateTime<Utc>,
-    /// `Halt` or `Rollback`.
-    pub on_failure: String,
+    /// What the policy said to do: halt, or roll back.
+    #[schemars(with = "OnFailureSchema")]
+    pub on_failure: OnFailure,
     /// The stage's clusters that failed or timed out (the first ones, with Sveltos' messages).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub clusters: Vec<ClusterCondition>,
     /// The stages being restored, in restore order (the failing stage first); empty for a halt.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rollback: Vec<RestoredStage>,
+}
+
+/// The schema of [`OnFailure`] (the model crate has no schema derive).
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+enum OnFailureSchema {
+    Halt,
+    Rollback,
 }
 
 /// One stage restored by a rollback.
@@ -487,8 +497,8 @@ pub struct AppliedProfile {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Approver {
-    /// `Field` (`approved: true`) or `Annotation` (`approve.tollgate.dev/<stage>`).
-    pub kind: String,
+    /// How the approval was given.
+    pub kind: ApproverKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -497,6 +507,30 @@ pub struct Approver {
     pub committer: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<DateTime<Utc>>,
+}
+
+/// How a manual stage was approved in git.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ApproverKind {
+    /// `spec.stages[i].trigger.manual.approved: true`.
+    Field,
+    /// The annotation `approve.tollgate.dev/<stage>: <snapshot id>`.
+    Annotation,
+}
+
+impl ApproverKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApproverKind::Field => "Field",
+            ApproverKind::Annotation => "Annotation",
+        }
+    }
+}
+
+impl std::fmt::Display for ApproverKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One approval event used by one run.

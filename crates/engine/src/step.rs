@@ -490,7 +490,7 @@ impl<'i, 'a> Run<'i, 'a> {
             failure.snapshot_index, failure.stage, failure.reason
         );
         self.effects.applies.clear();
-        if failure.on_failure != OnFailure::Rollback.as_str() {
+        if failure.on_failure != OnFailure::Rollback {
             self.status.phase = Phase::Failed;
             self.status.message = Some(format!(
                 "{rejected}; the run is halted: commit a fix or revert to start a new run"
@@ -681,7 +681,7 @@ impl<'i, 'a> Run<'i, 'a> {
             snapshot_index: index,
             reason: exceeded.reason,
             at: now,
-            on_failure: exceeded.on_failure.as_str().to_string(),
+            on_failure: exceeded.on_failure,
             clusters: exceeded.clusters,
             rollback,
         }));

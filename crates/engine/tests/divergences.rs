@@ -130,7 +130,7 @@ fn d2_annotation_approves_exactly_the_named_snapshot() {
     h.settle();
     assert!(h.has_profile(&profile_name("s3")));
     let approver = h.stage_status("s2").approver.clone().unwrap();
-    assert_eq!(approver.kind, "Annotation");
+    assert_eq!(approver.kind.as_str(), "Annotation");
     assert_eq!(
         approver.author.as_deref(),
         Some("author13 <author13@example.com>")

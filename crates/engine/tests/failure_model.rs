@@ -53,7 +53,7 @@ fn nothing_applied_after_a_halt() {
     assert_eq!(status.phase, Phase::Failed, "{:?}", status.message);
     let failure = status.failure.as_deref().expect("a run failure");
     assert_eq!(failure.stage, "s2");
-    assert_eq!(failure.on_failure, "Halt");
+    assert_eq!(failure.on_failure, tollgate_model::policy::OnFailure::Halt);
     assert!(failure.clusters.iter().any(|c| c.cluster == "default/s2-1"
         && c.state == ClusterState::Failed
         && c.message.as_deref() == Some("deployment failed")));

@@ -85,7 +85,7 @@ fn check_step(
                 snapshot != Some(failure.snapshot_index),
                 "rejected snapshot applied: {action:?}"
             );
-            if failure.on_failure == "Halt" {
+            if failure.on_failure == tollgate_model::policy::OnFailure::Halt {
                 prop_assert!(false, "a halted run acted: {action:?}");
             }
         }

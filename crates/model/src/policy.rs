@@ -151,6 +151,12 @@ impl OnFailure {
     }
 }
 
+impl std::fmt::Display for OnFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// `maxFailures`: a count, or a percentage (`"10%"`) of the stage's clusters at stage start,
 /// rounded down.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
