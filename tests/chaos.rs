@@ -402,7 +402,7 @@ async fn inject_faults(
         if done.broken
             && !done.fixed
             && elapsed >= schedule.fixed_at
-            && runs_failed_under_both_policies(world)
+            && time_to_fix(world, &injected.blackouts)
         {
             fix_governed(world, plans, &governed);
             done.fixed = true;
@@ -464,11 +464,12 @@ async fn inject_faults(
     }
     if !done.fixed {
         if !done.broken {
-            break_governed(world, plans, &governed);
+            let freeze = break_governed(world, plans, &governed);
+            injected.blackouts.push(freeze);
         }
         // Faults still on; the checks after convergence say so if no run ever failed.
         let deadline = tokio::time::Instant::now() + PATIENCE;
-        while !runs_failed_under_both_policies(world) && tokio::time::Instant::now() < deadline {
+        while !time_to_fix(world, &injected.blackouts) && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         fix_governed(world, plans, &governed);
@@ -571,14 +572,38 @@ fn failed_runs(log: &[tollgate_emulator::WriteRecord], on_failure: &str) -> usiz
         .count()
 }
 
-/// Whether runs have failed under both policies so far. Off the runtime's workers: copying the
-/// log takes a while, and the controller and the API server share those workers.
-fn runs_failed_under_both_policies(world: &World) -> bool {
+/// Whether runs have failed under both policies so far, the last failure at least
+/// [`FIX_AFTER_FAILURE`] ago, and the freeze of the halt tier over as long: Sveltos stamps
+/// `lastAppliedTime` in whole seconds, so a failure of the broken chart stamped in the second the
+/// fix is applied reads as the fix's own (a known limit) — a fix lands later, as a person's would.
+/// Off the runtime's workers: copying the log takes a while, and the controller and the API
+/// server share those workers.
+fn time_to_fix(world: &World, freezes: &[BlackoutWindow]) -> bool {
+    let settle = chrono::Duration::from_std(FIX_AFTER_FAILURE).unwrap_or_default();
+    let now = Utc::now();
+    if freezes.iter().any(|f| now < f.to + settle) {
+        return false;
+    }
     tokio::task::block_in_place(|| {
         let log = world.emulator.write_log();
-        failed_runs(&log, "Rollback") > 0 && failed_runs(&log, "Halt") > 0
+        let last_failure = log
+            .iter()
+            .filter(|w| w.resource.starts_with("gitpromotions."))
+            .filter(|w| {
+                w.object["status"]
+                    .get("failure")
+                    .is_some_and(|f| f.is_object())
+            })
+            .map(|w| w.time)
+            .max();
+        failed_runs(&log, "Rollback") > 0
+            && failed_runs(&log, "Halt") > 0
+            && last_failure.is_some_and(|at| now - at >= settle)
     })
 }
+
+/// How long after the last failure (and the freeze) the fix is committed.
+const FIX_AFTER_FAILURE: Duration = Duration::from_millis(2_500);
 
 /// The write log against the invariants, and proof that the schedule exercised the failure
 /// model and the waves.

@@ -193,14 +193,13 @@ async fn no_stage_starts_in_a_blackout_and_the_rollout_goes_on_at_its_end() {
         world.profile("web-dev").await.is_none(),
         "nothing starts in a blackout"
     );
-    assert!(
-        world
-            .events_of(WEB)
-            .await
-            .iter()
-            .any(|(r, _)| r == "Blackout"),
-        "a Blackout event"
-    );
+    // Events are published after the status write, asynchronously: wait for it.
+    world
+        .eventually("a Blackout event", || async {
+            let events = world.events_of(WEB).await;
+            events.iter().any(|(r, _)| r == "Blackout").then_some(())
+        })
+        .await;
     // The controller wakes at the end by itself (no commit, no poke).
     tokio::time::sleep(Duration::from_millis(100)).await;
     let done = world.wait_phase(WEB, "Completed").await;
