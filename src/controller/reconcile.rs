@@ -155,6 +155,7 @@ pub async fn reconcile(
         mut status,
         events,
         wake_at,
+        ..
     } = tollgate_engine::step(&StepInput {
         desired,
         approvals,
@@ -165,6 +166,7 @@ pub async fn reconcile(
         history,
         watch_problem: watch_problem.as_deref(),
         policy_problem: policy_problem.as_deref(),
+        measurements: &[],
     });
 
     // apply

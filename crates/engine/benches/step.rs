@@ -87,6 +87,7 @@ fn bench_step(c: &mut Criterion) {
             history: &[],
             watch_problem: None,
             policy_problem: None,
+            measurements: &[],
         };
         let output = step(&input);
         assert!(output.actions.is_empty(), "not at steady state");

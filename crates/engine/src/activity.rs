@@ -41,6 +41,15 @@ pub enum StageActivity {
     AwaitingWindow { until: DateTime<Utc> },
     /// The manual gate waits for an approval.
     AwaitingApproval,
+    /// Provisioned and soaked; analyses still measure (the next measurement at `until`, when it
+    /// is not already being taken).
+    Analyzing {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until: Option<DateTime<Utc>>,
+    },
+    /// An analysis was inconclusive: held like a manual gate until approved through git (or
+    /// replaced by a new commit).
+    AnalysisInconclusive { reason: String },
     /// A blackout holds the stage's start (or its next wave's) until `until`.
     Blackout {
         until: DateTime<Utc>,
@@ -68,7 +77,7 @@ pub enum StageActivity {
 }
 
 /// Every `kind`, in declaration order.
-const KINDS: [&str; 14] = [
+const KINDS: [&str; 16] = [
     "Pending",
     "Provisioning",
     "WavePause",
@@ -76,6 +85,8 @@ const KINDS: [&str; 14] = [
     "HealthChecks",
     "AwaitingWindow",
     "AwaitingApproval",
+    "Analyzing",
+    "AnalysisInconclusive",
     "Blackout",
     "Paused",
     "Completed",
@@ -99,12 +110,12 @@ impl JsonSchema for StageActivity {
             "properties": {
                 "kind": {"type": "string", "enum": KINDS},
                 "until": {
-                    "description": "When it ends by itself (WavePause, Soaking, AwaitingWindow, Blackout).",
+                    "description": "When it ends by itself (WavePause, Soaking, AwaitingWindow, Blackout) or the next measurement is due (Analyzing).",
                     "type": "string", "format": "date-time"
                 },
                 "wave": wave,
                 "reason": {
-                    "description": "Why (Failed; Blackout, the blackout's reason).",
+                    "description": "Why (Failed, AnalysisInconclusive; Blackout, the blackout's reason).",
                     "type": "string"
                 },
                 "snapshot": {
@@ -127,6 +138,8 @@ impl StageActivity {
             StageActivity::HealthChecks => "HealthChecks",
             StageActivity::AwaitingWindow { .. } => "AwaitingWindow",
             StageActivity::AwaitingApproval => "AwaitingApproval",
+            StageActivity::Analyzing { .. } => "Analyzing",
+            StageActivity::AnalysisInconclusive { .. } => "AnalysisInconclusive",
             StageActivity::Blackout { .. } => "Blackout",
             StageActivity::Paused => "Paused",
             StageActivity::Completed => "Completed",
@@ -144,6 +157,7 @@ impl StageActivity {
             | StageActivity::Soaking { until }
             | StageActivity::AwaitingWindow { until }
             | StageActivity::Blackout { until, .. } => Some(*until),
+            StageActivity::Analyzing { until } => *until,
             _ => None,
         }
     }
@@ -167,8 +181,9 @@ impl StageActivity {
             | StageActivity::Soaking { .. }
             | StageActivity::AwaitingWindow { .. }
             | StageActivity::AwaitingApproval
+            | StageActivity::Analyzing { .. }
             | StageActivity::Blackout { .. } => Phase::Waiting,
-            StageActivity::Paused => Phase::Paused,
+            StageActivity::Paused | StageActivity::AnalysisInconclusive { .. } => Phase::Paused,
             StageActivity::Completed | StageActivity::Skipped => Phase::Completed,
             StageActivity::Failed { .. } => Phase::Failed,
             StageActivity::RollingBack => Phase::RollingBack,

@@ -50,6 +50,29 @@ impl ClusterReport {
             .filter(|c| matches!(c.state, ClusterState::Failed | ClusterState::TimedOut))
     }
 
+    /// Provisioned clusters whose `scope: Cluster` analysis failed are Failed (`AnalysisFailed`,
+    /// counted against the budget like any failure), since their failing measurement.
+    /// Returns how many it failed.
+    pub fn fail_by_analysis(&mut self, failed: &[(String, String, DateTime<Utc>)]) -> u32 {
+        let mut newly = 0;
+        for (cluster, reason, since) in failed {
+            if self.listed.iter().any(|c| &c.cluster == cluster) {
+                continue;
+            }
+            newly += 1;
+            self.provisioned = self.provisioned.saturating_sub(1);
+            self.failed += 1;
+            self.listed.push(ClusterCondition {
+                cluster: cluster.clone(),
+                state: ClusterState::Failed,
+                message: Some(format!("AnalysisFailed: {reason}")),
+                since: *since,
+            });
+        }
+        self.listed.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+        newly
+    }
+
     /// The per-cluster counts; `failed` becomes the number of failed clusters judged (a Failed
     /// left over from earlier content is not counted).
     pub fn write_counts(&self, counts: &mut StageCounts) {

@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use crate::measurement::MeasurementDue;
 use crate::output::{Action, EngineEvent};
 
 #[derive(Default)]
@@ -12,6 +13,8 @@ pub(crate) struct Effects {
     pub deletes: Vec<String>,
     pub events: Vec<EngineEvent>,
     pub wake_at: Option<DateTime<Utc>>,
+    /// Analysis measurements due now.
+    pub measurements: Vec<MeasurementDue>,
 }
 
 impl Effects {

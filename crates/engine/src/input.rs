@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use tollgate_model::policy::RolloutPolicy;
 use tollgate_model::snapshot::{ApprovalEvent, Snapshot};
 
+use crate::measurement::Measurement;
 use crate::observed::Observed;
 use crate::status::PromotionStatus;
 
@@ -23,6 +24,9 @@ pub struct StepInput<'a> {
     /// annotation names a missing policy, its policy's file does not parse), naming file, line and
     /// the fix. Fails closed: the run in progress goes on under `policy`, nothing new starts.
     pub policy_problem: Option<&'a str>,
+    /// Analysis measurements the controller's runner took for this promotion and the step has
+    /// not recorded yet (results of other runs or already recorded ones are ignored).
+    pub measurements: &'a [Measurement],
     /// The promotion's snapshots in git (oldest first): a rollback restores earlier ones.
     pub history: &'a [Snapshot],
     /// Why a watch of the cluster fails, if one does: `observed` may be stale. Reported in the

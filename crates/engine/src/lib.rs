@@ -14,6 +14,8 @@
 #![forbid(unsafe_code)]
 
 pub mod activity;
+mod analysis;
+pub mod analysis_run;
 pub mod approval;
 mod clusters;
 pub mod completion;
@@ -25,6 +27,7 @@ pub mod features;
 mod gate;
 pub mod input;
 pub mod lineage;
+pub mod measurement;
 pub mod messages;
 mod never_valid;
 mod new_snapshot;
@@ -42,6 +45,7 @@ mod rollback;
 pub mod run_history;
 mod run_recording;
 mod stage;
+mod stage_analysis;
 mod stage_run;
 mod stage_status;
 pub mod status;

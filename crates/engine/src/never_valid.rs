@@ -28,6 +28,7 @@ pub(crate) fn step_never_valid(input: &StepInput<'_>, error: &str) -> StepOutput
         status,
         events,
         wake_at: None,
+        measurements: Vec::new(),
     }
 }
 
@@ -58,6 +59,7 @@ mod tests {
             history: &[],
             watch_problem: None,
             policy_problem: None,
+            measurements: &[],
         };
         let out = step(&input);
         assert!(out.actions.is_empty());
@@ -91,6 +93,7 @@ mod tests {
             history: &[],
             watch_problem: None,
             policy_problem: None,
+            measurements: &[],
         };
         let first_error = "p.yaml:8:21: mapping values are not allowed in this context";
         let first = step(&input(first_error, None));

@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use crate::measurement::MeasurementDue;
 use crate::status::PromotionStatus;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -13,6 +14,9 @@ pub struct StepOutput {
     pub events: Vec<EngineEvent>,
     /// The next instant at which a time-based condition changes; `None` = only input changes matter.
     pub wake_at: Option<DateTime<Utc>>,
+    /// Analysis measurements due now, for the controller's analysis runner (asked again at every
+    /// step until their result is recorded in status).
+    pub measurements: Vec<MeasurementDue>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -70,6 +74,8 @@ pub enum EventReason {
     PolicyInvalid,
     RejectedContentRecommitted,
     InvalidSpec,
+    AnalysisFailed,
+    AnalysisInconclusive,
     /// Told by the controller's notifier: a notice given up.
     NotificationFailed,
 }
@@ -103,6 +109,8 @@ impl EventReason {
             EventReason::PolicyInvalid => "PolicyInvalid",
             EventReason::RejectedContentRecommitted => "RejectedContentRecommitted",
             EventReason::InvalidSpec => "InvalidSpec",
+            EventReason::AnalysisFailed => "AnalysisFailed",
+            EventReason::AnalysisInconclusive => "AnalysisInconclusive",
             EventReason::NotificationFailed => "NotificationFailed",
         }
     }

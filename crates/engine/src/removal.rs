@@ -30,6 +30,7 @@ pub(crate) fn step_held(input: &StepInput<'_>, reason: &str) -> StepOutput {
         status,
         events,
         wake_at: None,
+        measurements: Vec::new(),
     }
 }
 
@@ -70,6 +71,7 @@ pub(crate) fn step_removed(
             status,
             events,
             wake_at: None,
+            measurements: Vec::new(),
         };
     }
 
@@ -105,5 +107,6 @@ pub(crate) fn step_removed(
         status,
         events,
         wake_at: None,
+        measurements: Vec::new(),
     }
 }

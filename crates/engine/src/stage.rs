@@ -37,17 +37,20 @@ impl StageRun<'_, '_> {
         }
         self.keep_applied();
         self.provisioned()?;
+        let analyzed = self.analyze()?;
         let Some(trigger) = self.stage.trigger.as_ref() else {
+            analyzed.done()?;
             self.next_stage_free()?;
-            return Ok(None);
+            return Ok(analyzed.consumes);
         };
         self.delay(trigger)?;
         self.preverification(trigger)?;
         self.post_delay_checks(trigger);
         self.healthy()?;
+        analyzed.done()?;
         // Never consume an approval for an advance whose apply is refused.
         self.next_stage_free()?;
-        Ok(gate::pass(self, trigger)?.consumes)
+        Ok(gate::pass(self, trigger)?.consumes.or(analyzed.consumes))
     }
 
     fn render_spec(&self) -> Value {
@@ -188,7 +191,14 @@ impl StageRun<'_, '_> {
             );
             (report, judged.map_or(0, <[String]>::len))
         };
+        let mut report = report;
+        let failed_by_analysis = match self.st.analyses.as_deref() {
+            Some(runs) => report.fail_by_analysis(&crate::analysis::failed_clusters(runs)),
+            None => 0,
+        };
         report.write_counts(&mut self.st.counts);
+        let counts = &mut self.st.counts;
+        counts.provisioned = counts.provisioned.saturating_sub(failed_by_analysis);
         self.count_members(reached.as_deref());
         self.tell_timed_out(&report);
         self.st.deadline = deadline;

@@ -10,6 +10,7 @@ use tollgate_model::snapshot::{ApprovalEvent, Snapshot};
 
 use crate::activity::StageActivity;
 use crate::effects::Effects;
+use crate::measurement::Measurement;
 use crate::observed::Observed;
 use crate::status::{ClusterCondition, ConsumedApproval, StageStatus};
 
@@ -57,6 +58,8 @@ pub(crate) struct StageRun<'a, 's> {
     pub policy: Option<StagePolicy>,
     /// A blackout in force now: no next wave starts.
     pub blackout: Option<ActiveBlackout>,
+    /// Analysis measurements the controller's runner took (see `analysis`).
+    pub measurements: &'a [Measurement],
 }
 
 /// Names of the profiles a stage step looks at, with what is known of their owners.

@@ -11,6 +11,7 @@ use tollgate_model::hash::HASH_SCHEME;
 use tollgate_model::policy::OnFailure;
 
 use crate::activity::StageActivity;
+use crate::analysis_run::AnalysisRun;
 pub use crate::counts::StageCounts;
 use crate::notice::Notice;
 pub use crate::phase::Phase;
@@ -375,6 +376,10 @@ pub struct StageStatus {
     /// A waved stage (RolloutPolicy `stages.<name>.waves`): its waves and how far they got.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waves: Option<Box<WaveProgress>>,
+    /// The stage's analysis runs (RolloutPolicy `stages.<name>.analyses`), once its clusters are
+    /// provisioned: measurements, values, verdicts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analyses: Option<Box<Vec<AnalysisRun>>>,
 }
 
 /// A stage start a blackout holds: which stage, with which snapshot (a new run's, when the hold

@@ -163,6 +163,7 @@ fn held_without_run(input: &StepInput<'_>, newest: &Snapshot, invalid: Option<&s
         status,
         events: Vec::new(),
         wake_at: None,
+        measurements: Vec::new(),
     };
     held_by_policy(output, newest, input.policy_problem.unwrap_or_default())
 }
@@ -548,6 +549,7 @@ impl<'i, 'a> Run<'i, 'a> {
             status: self.status,
             events: self.effects.events,
             wake_at: None,
+            measurements: Vec::new(),
         }
     }
 
@@ -629,6 +631,7 @@ impl<'i, 'a> Run<'i, 'a> {
             status: self.status,
             events: self.effects.events,
             wake_at,
+            measurements: Vec::new(),
         }
     }
 
@@ -641,6 +644,7 @@ impl<'i, 'a> Run<'i, 'a> {
             status: self.status,
             events: self.effects.events,
             wake_at: None,
+            measurements: Vec::new(),
         }
     }
 
@@ -942,6 +946,7 @@ impl<'i, 'a> Run<'i, 'a> {
             not_provisioned_unlisted: 0,
             skipped: false,
             waves: waves.map(Box::new),
+            analyses: None,
         });
         self.status.current_stage_name = Some(stage.name.clone());
         self.status.last_promotion_time = Some(now);
@@ -1024,6 +1029,7 @@ impl<'i, 'a> Run<'i, 'a> {
             preverification: None,
             policy: self.input.policy.map(|p| p.for_stage(&stage.name)),
             blackout,
+            measurements: self.input.measurements,
         }
         .progress();
         match outcome {
@@ -1133,6 +1139,7 @@ impl<'i, 'a> Run<'i, 'a> {
             status: self.status,
             events: self.effects.events,
             wake_at: self.effects.wake_at,
+            measurements: self.effects.measurements,
         }
     }
 

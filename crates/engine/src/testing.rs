@@ -46,6 +46,8 @@ pub struct World {
     pub watch_problem: Option<String>,
     /// Why the governing policy cannot be resolved (`policy` is then its last valid version).
     pub policy_problem: Option<String>,
+    /// Analysis measurements taken (as the controller's runner would feed them).
+    pub measurements: Vec<crate::measurement::Measurement>,
 }
 
 impl World {
@@ -62,6 +64,7 @@ impl World {
             history: Vec::new(),
             watch_problem: None,
             policy_problem: None,
+            measurements: Vec::new(),
         }
     }
 
@@ -100,6 +103,7 @@ impl World {
             history: &self.history,
             watch_problem: self.watch_problem.as_deref(),
             policy_problem: self.policy_problem.as_deref(),
+            measurements: &self.measurements,
         })
     }
 

@@ -5,6 +5,8 @@
 //! with locations, validation, Lua and CEL checks: `tollgate-manifest`) never links into it.
 #![forbid(unsafe_code)]
 
+pub mod analysis;
+pub mod analysis_template;
 pub mod blackout;
 pub mod cron;
 pub mod duration;

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+use crate::analysis::Analysis;
 use crate::blackout::Blackout;
 use crate::hash::hash_value;
 use crate::model::{GoDuration, LabelSelector, Metadata};
@@ -57,6 +58,10 @@ pub struct RolloutPolicySpec {
     /// empty, so the version (hash) of a policy without it is what it was before.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notify: Vec<NotifyEndpoint>,
+    /// Named checks stages run over their soak (`stages.<stage>.analyses`); skipped when empty,
+    /// so the version of a policy without any is what it was before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub analyses: Vec<Analysis>,
 }
 
 /// `onNewSnapshot`: what a new snapshot does while a run is in progress. A rollback (content
@@ -101,6 +106,9 @@ pub struct StageOverride {
     /// Order and pace inside the stage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waves: Option<Waves>,
+    /// Names of `spec.analyses` the stage must pass before it completes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub analyses: Vec<String>,
 }
 
 /// `stages.<name>.waves`: the stage's clusters go out in ordered waves. Membership and order are
@@ -238,6 +246,8 @@ pub struct StagePolicy {
     pub max_failures: FailureBudget,
     pub on_failure: OnFailure,
     pub waves: Option<Waves>,
+    /// The analyses the stage runs, in the order it names them (names that resolve).
+    pub analyses: Vec<Analysis>,
 }
 
 impl RolloutPolicy {
@@ -266,6 +276,15 @@ impl RolloutPolicy {
                 .unwrap_or(FailureBudget::Count(0)),
             on_failure: over.and_then(|o| o.on_failure).unwrap_or(spec.on_failure),
             waves: over.and_then(|o| o.waves.clone()),
+            analyses: over
+                .map(|o| {
+                    o.analyses
+                        .iter()
+                        .filter_map(|name| spec.analyses.iter().find(|a| &a.name == name))
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default(),
         }
     }
 

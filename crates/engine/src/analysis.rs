@@ -1,0 +1,354 @@
+//! Analysis gates of a stage (`RolloutPolicy.spec.analyses`, named in `stages.<stage>.analyses`):
+//! which measurement is due, recording the ones taken, and judging each run by its limits. Pure:
+//! the controller's analysis runner performs the queries (with timeouts and bounded concurrency)
+//! and feeds each result back as input; nothing here waits or reads a clock.
+//!
+//! Rules:
+//! - the runs start when the stage's clusters are provisioned, their first measurement due
+//!   `initialDelay` later, the next ones at exact `interval`s from there (an engine wake-up each);
+//! - `count` measurements are needed; an errored one is never a success and does not count, but
+//!   more than `consecutiveErrorLimit` errors in a row fail the run;
+//! - more failed measurements than `failureLimit` fail the run, more inconclusive ones than
+//!   `inconclusiveLimit` make it inconclusive (held until approved through git);
+//! - a dry-run analysis is measured and shown, and never decides.
+
+use chrono::{DateTime, Utc};
+use tollgate_model::analysis::{Analysis, AnalysisScope, MeasurementVerdict, Provider};
+use tollgate_model::analysis_template::{TemplateContext, render};
+use tollgate_model::snapshot::Snapshot;
+
+use crate::analysis_run::{AnalysisPhase, AnalysisRun, MEASUREMENTS_KEPT, MeasurementRecord};
+use crate::measurement::{Measurement, MeasurementDue};
+use crate::observed::Observed;
+use crate::output::{EngineEvent, EventReason};
+
+/// What a stage's analyses read.
+pub(crate) struct AnalysisInput<'a> {
+    pub promotion: &'a str,
+    pub stage: &'a str,
+    pub snapshot: &'a Snapshot,
+    pub analyses: &'a [Analysis],
+    pub measurements: &'a [Measurement],
+    pub observed: &'a Observed,
+    /// The stage's members (`namespace/name`).
+    pub members: &'a [String],
+    pub now: DateTime<Utc>,
+}
+
+/// Where the stage's deciding analyses stand after a step.
+#[derive(Debug, Default)]
+pub(crate) struct AnalysisOutcome {
+    /// A `scope: Stage` analysis failed: why.
+    pub stage_failed: Option<String>,
+    /// `scope: Cluster` analyses failed on these clusters: cluster, why, and when.
+    pub clusters_failed: Vec<(String, String, DateTime<Utc>)>,
+    /// An analysis is inconclusive: why.
+    pub inconclusive: Option<String>,
+    /// Measurements remain (of a deciding analysis): which, in words.
+    pub running: Option<String>,
+    /// When the next measurement not asked for yet is due (the engine wakes then).
+    pub next_due: Option<DateTime<Utc>>,
+    pub due: Vec<MeasurementDue>,
+    pub events: Vec<EngineEvent>,
+}
+
+/// Starts the runs (once, from `provisioned_at`), records results, asks for what is due, judges.
+pub(crate) fn progress(
+    runs: &mut Vec<AnalysisRun>,
+    input: &AnalysisInput<'_>,
+    provisioned_at: DateTime<Utc>,
+) -> AnalysisOutcome {
+    if runs.is_empty() {
+        *runs = start(input, provisioned_at);
+    }
+    let mut outcome = AnalysisOutcome::default();
+    for run in runs.iter_mut() {
+        let Some(analysis) = input.analyses.iter().find(|a| a.name == run.name) else {
+            continue;
+        };
+        let was = run.phase;
+        record(run, analysis, input);
+        if run.phase != was {
+            outcome.events.extend(told(input.stage, run));
+        }
+        if run.dry_run {
+            ask(run, analysis, input, &mut outcome);
+            continue;
+        }
+        decide(run, analysis, input, &mut outcome);
+    }
+    outcome
+}
+
+/// One run per analysis, or per member cluster under `scope: Cluster`.
+fn start(input: &AnalysisInput<'_>, provisioned_at: DateTime<Utc>) -> Vec<AnalysisRun> {
+    let mut runs = Vec::new();
+    for analysis in input.analyses {
+        let started_at = provisioned_at + to_chrono(analysis.initial_delay());
+        let clusters: Vec<Option<&String>> = match analysis.scope {
+            AnalysisScope::Stage => vec![None],
+            AnalysisScope::Cluster => input.members.iter().map(Some).collect(),
+        };
+        for cluster in clusters {
+            let (query, problem) = match resolved_query(analysis, input, cluster) {
+                Ok(query) => (query, None),
+                Err(problem) => (String::new(), Some(problem)),
+            };
+            runs.push(AnalysisRun {
+                name: analysis.name.clone(),
+                cluster: cluster.cloned(),
+                dry_run: analysis.dry_run,
+                query,
+                started_at,
+                count: analysis.count(),
+                taken: 0,
+                successful: 0,
+                failed: 0,
+                inconclusive: 0,
+                errors: 0,
+                consecutive_errors: 0,
+                phase: match problem {
+                    Some(_) => AnalysisPhase::Failed,
+                    None => AnalysisPhase::Running,
+                },
+                message: problem,
+                measurements: Vec::new(),
+            });
+        }
+    }
+    runs
+}
+
+/// The query or URL with its templates rendered for this stage (and cluster).
+fn resolved_query(
+    analysis: &Analysis,
+    input: &AnalysisInput<'_>,
+    cluster: Option<&String>,
+) -> Result<String, String> {
+    let text = match analysis.provider() {
+        Some(Provider::Prometheus(p)) => p.query.as_str(),
+        Some(Provider::Web(w)) => w.url.as_str(),
+        Some(Provider::CommitStatus(c)) => return Ok(c.contexts.join(",")),
+        None => return Err("no provider (prometheus, web or commitStatus)".into()),
+    };
+    let labels = cluster
+        .and_then(|key| key.split_once('/'))
+        .and_then(|(namespace, name)| {
+            input
+                .observed
+                .clusters
+                .iter()
+                .find(|c| c.namespace == namespace && c.name == name)
+        })
+        .map(|c| c.labels.clone())
+        .unwrap_or_default();
+    let context = TemplateContext {
+        promotion: input.promotion.to_string(),
+        stage: input.stage.to_string(),
+        cluster: cluster.cloned(),
+        clusters: input.members.to_vec(),
+        labels,
+        snapshot_index: input.snapshot.index,
+        snapshot_commit: input.snapshot.commit.sha.clone(),
+    };
+    render(text, &context).map_err(|e| e.to_string())
+}
+
+/// Records the run's next measurement, if the runner has it.
+fn record(run: &mut AnalysisRun, analysis: &Analysis, input: &AnalysisInput<'_>) {
+    if run.phase != AnalysisPhase::Running {
+        return;
+    }
+    let attempts = attempts(run);
+    let Some(taken) = input.measurements.iter().find(|m| {
+        m.key.stage == input.stage
+            && m.key.analysis == run.name
+            && m.key.cluster == run.cluster
+            && m.key.index == attempts
+            && m.key.snapshot_index == input.snapshot.index
+    }) else {
+        return;
+    };
+    match taken.verdict {
+        MeasurementVerdict::Successful => run.successful += 1,
+        MeasurementVerdict::Failed => run.failed += 1,
+        MeasurementVerdict::Inconclusive => run.inconclusive += 1,
+        MeasurementVerdict::Error => run.errors += 1,
+    }
+    run.consecutive_errors = match taken.verdict {
+        MeasurementVerdict::Error => run.consecutive_errors + 1,
+        _ => 0,
+    };
+    if taken.verdict != MeasurementVerdict::Error {
+        run.taken += 1;
+    }
+    run.measurements.push(MeasurementRecord {
+        index: attempts,
+        at: taken.taken_at,
+        value: taken.value.clone(),
+        verdict: taken.verdict,
+        error: taken.error.clone(),
+    });
+    let excess = run.measurements.len().saturating_sub(MEASUREMENTS_KEPT);
+    run.measurements.drain(..excess);
+    judge(run, analysis, taken);
+}
+
+/// Results recorded so far (errors included): the index of the next measurement.
+fn attempts(run: &AnalysisRun) -> u32 {
+    run.successful + run.failed + run.inconclusive + run.errors
+}
+
+/// The run's phase after a measurement, by its limits.
+fn judge(run: &mut AnalysisRun, analysis: &Analysis, last: &Measurement) {
+    let value = last.value.as_deref().unwrap_or("no value");
+    if run.failed > analysis.failure_limit() {
+        run.phase = AnalysisPhase::Failed;
+        run.message = Some(format!(
+            "{} failed measurement(s), over failureLimit {} (last: {value})",
+            run.failed,
+            analysis.failure_limit()
+        ));
+    } else if run.consecutive_errors > analysis.consecutive_error_limit() {
+        run.phase = AnalysisPhase::Failed;
+        run.message = Some(format!(
+            "{} errors in a row, over consecutiveErrorLimit {} (last: {})",
+            run.consecutive_errors,
+            analysis.consecutive_error_limit(),
+            last.error.as_deref().unwrap_or("error")
+        ));
+    } else if run.inconclusive > analysis.inconclusive_limit() {
+        run.phase = AnalysisPhase::Inconclusive;
+        run.message = Some(format!(
+            "{} inconclusive measurement(s), over inconclusiveLimit {} (last: {value})",
+            run.inconclusive,
+            analysis.inconclusive_limit()
+        ));
+    } else if run.taken >= run.count {
+        run.phase = AnalysisPhase::Successful;
+        run.message = Some(format!(
+            "{} of {} measurements successful (last: {value})",
+            run.successful, run.count
+        ));
+    }
+}
+
+/// What a deciding run means for the stage.
+fn decide(
+    run: &AnalysisRun,
+    analysis: &Analysis,
+    input: &AnalysisInput<'_>,
+    outcome: &mut AnalysisOutcome,
+) {
+    let why = || {
+        format!(
+            "analysis {}: {}",
+            run.name,
+            run.message.as_deref().unwrap_or("")
+        )
+    };
+    match (run.phase, &run.cluster) {
+        (AnalysisPhase::Failed, Some(cluster)) => {
+            let at = run.measurements.last().map_or(input.now, |m| m.at);
+            outcome.clusters_failed.push((cluster.clone(), why(), at));
+        }
+        (AnalysisPhase::Failed, None) => {
+            outcome.stage_failed.get_or_insert_with(why);
+        }
+        (AnalysisPhase::Inconclusive, _) => {
+            outcome.inconclusive.get_or_insert_with(why);
+        }
+        (AnalysisPhase::Running, _) => ask(run, analysis, input, outcome),
+        (AnalysisPhase::Successful, _) => {}
+    }
+}
+
+/// Asks for the run's next measurement when it is due, else notes when it will be.
+fn ask(
+    run: &AnalysisRun,
+    analysis: &Analysis,
+    input: &AnalysisInput<'_>,
+    outcome: &mut AnalysisOutcome,
+) {
+    if run.phase != AnalysisPhase::Running {
+        return;
+    }
+    let index = attempts(run);
+    let intervals = i32::try_from(index).unwrap_or(i32::MAX);
+    let due_at = run.started_at + to_chrono(analysis.interval()) * intervals;
+    if input.now >= due_at {
+        outcome.due.push(MeasurementDue {
+            stage: input.stage.to_string(),
+            analysis: run.name.clone(),
+            cluster: run.cluster.clone(),
+            index,
+            snapshot_index: input.snapshot.index,
+            due_at,
+            query: run.query.clone(),
+        });
+    } else {
+        outcome.next_due = Some(outcome.next_due.map_or(due_at, |n| n.min(due_at)));
+    }
+    if run.dry_run || outcome.running.is_some() {
+        return;
+    }
+    let on = run
+        .cluster
+        .as_deref()
+        .map(|c| format!(" on {c}"))
+        .unwrap_or_default();
+    outcome.running = Some(format!(
+        "analysis {}{on}: {} of {} measurements",
+        run.name, run.taken, run.count
+    ));
+}
+
+/// The Warning a run's end tells: failed, or inconclusive.
+fn told(stage: &str, run: &AnalysisRun) -> Option<EngineEvent> {
+    let reason = match run.phase {
+        AnalysisPhase::Failed => EventReason::AnalysisFailed,
+        AnalysisPhase::Inconclusive => EventReason::AnalysisInconclusive,
+        AnalysisPhase::Running | AnalysisPhase::Successful => return None,
+    };
+    let on = run
+        .cluster
+        .as_deref()
+        .map(|c| format!(" on {c}"))
+        .unwrap_or_default();
+    let dry = if run.dry_run {
+        " (dry run: it does not decide)"
+    } else {
+        ""
+    };
+    Some(EngineEvent::warning(
+        reason,
+        format!(
+            "Stage {stage}: analysis {}{on} {}{dry}: {}; query: {}",
+            run.name,
+            run.phase.as_str().to_lowercase(),
+            run.message.as_deref().unwrap_or(""),
+            run.query
+        ),
+    ))
+}
+
+fn to_chrono(duration: std::time::Duration) -> chrono::Duration {
+    chrono::Duration::from_std(duration).unwrap_or(chrono::Duration::MAX)
+}
+
+/// `scope: Cluster` runs of a stage that failed and decide: cluster, why, and when.
+pub(crate) fn failed_clusters(runs: &[AnalysisRun]) -> Vec<(String, String, DateTime<Utc>)> {
+    runs.iter()
+        .filter(|r| !r.dry_run && r.phase == AnalysisPhase::Failed)
+        .filter_map(|r| {
+            let cluster = r.cluster.clone()?;
+            let why = format!(
+                "analysis {}: {}",
+                r.name,
+                r.message.as_deref().unwrap_or("")
+            );
+            let at = r.measurements.last().map_or(r.started_at, |m| m.at);
+            Some((cluster, why, at))
+        })
+        .collect()
+}

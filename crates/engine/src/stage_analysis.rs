@@ -1,0 +1,165 @@
+//! The analysis step of the stage pipeline (see `stage`): once the stage's clusters are
+//! provisioned its analyses measure over the soak; a failed one fails the stage (`scope: Stage`)
+//! or its cluster (`scope: Cluster`, against the failure budget), an inconclusive one holds the
+//! stage until approved through git, and the stage is done only when every deciding analysis
+//! succeeded.
+
+use chrono::{DateTime, Utc};
+use tollgate_model::model::ManualTrigger;
+
+use crate::activity::StageActivity;
+use crate::analysis::{self, AnalysisInput};
+use crate::approval;
+use crate::output::{EngineEvent, EventReason};
+use crate::stage_run::{Exceeded, Hold, StageRun};
+use crate::status::ConsumedApproval;
+
+/// Where the stage's analyses stand after the analysis step.
+#[derive(Debug, Default)]
+pub(crate) struct Analyzed {
+    /// Measurements remain: what, and when the next one is due.
+    waiting: Option<(String, Option<DateTime<Utc>>)>,
+    /// An approval let an inconclusive analysis pass: recorded as consumed.
+    pub consumes: Option<ConsumedApproval>,
+}
+
+impl Analyzed {
+    /// The stage may go on only once its analyses are done (after its soak, they extend it).
+    pub fn done(&self) -> Result<(), Hold> {
+        match &self.waiting {
+            None => Ok(()),
+            Some((what, until)) => Err(Hold::Wait(
+                StageActivity::Analyzing { until: *until },
+                format!("waiting for analyses: {what}"),
+            )),
+        }
+    }
+}
+
+impl StageRun<'_, '_> {
+    /// 2b. The stage's analyses (none without a policy naming some).
+    pub(crate) fn analyze(&mut self) -> Result<Analyzed, Hold> {
+        let Some(policy) = self.policy.clone() else {
+            return Ok(Analyzed::default());
+        };
+        let Some(provisioned_at) = self
+            .st
+            .provisioned_at
+            .filter(|_| !policy.analyses.is_empty())
+        else {
+            return Ok(Analyzed::default());
+        };
+        let members = self.st.members.clone().unwrap_or_default();
+        let mut runs = self.st.analyses.take().map(|b| *b).unwrap_or_default();
+        let outcome = analysis::progress(
+            &mut runs,
+            &AnalysisInput {
+                promotion: self.snapshot.promotion.name(),
+                stage: &self.stage.name,
+                snapshot: self.snapshot,
+                analyses: &policy.analyses,
+                measurements: self.measurements,
+                observed: self.observed,
+                members: &members,
+                now: self.now,
+            },
+            provisioned_at,
+        );
+        self.st.analyses = Some(Box::new(runs));
+        self.effects.events.extend(outcome.events);
+        self.effects.measurements.extend(outcome.due);
+        if let Some(next) = outcome.next_due {
+            self.effects.wake(next);
+        }
+        if let Some(reason) = outcome.stage_failed {
+            return Err(Hold::Exceeded(Exceeded {
+                reason,
+                clusters: Vec::new(),
+                on_failure: policy.on_failure,
+            }));
+        }
+        self.budget_with_failed_clusters(&outcome.clusters_failed, &policy)?;
+        let consumes = match outcome.inconclusive {
+            Some(reason) => Some(self.approved_past_inconclusive(reason)?),
+            None => None,
+        };
+        Ok(Analyzed {
+            waiting: outcome.running.map(|what| (what, outcome.next_due)),
+            consumes: consumes.flatten(),
+        })
+    }
+
+    /// Clusters failed by their analysis count against the stage's budget with the others.
+    fn budget_with_failed_clusters(
+        &mut self,
+        failed: &[(String, String, DateTime<Utc>)],
+        policy: &tollgate_model::policy::StagePolicy,
+    ) -> Result<(), Hold> {
+        let new: Vec<_> = failed
+            .iter()
+            .filter(|(cluster, _, _)| {
+                !self
+                    .st
+                    .not_provisioned
+                    .iter()
+                    .any(|c| &c.cluster == cluster)
+            })
+            .collect();
+        let counts = &self.st.counts;
+        let failures = counts.failed + counts.timed_out + u32::try_from(new.len()).unwrap_or(0);
+        let allowed = self.st.allowed_failures.unwrap_or(0);
+        if failures <= allowed {
+            return Ok(());
+        }
+        let first = failed
+            .iter()
+            .take(3)
+            .map(|(cluster, why, _)| format!("{cluster} {why}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        Err(Hold::Exceeded(Exceeded {
+            reason: format!(
+                "{failures} of {} clusters failed or timed out, over maxFailures {allowed}: {first}",
+                counts.members
+            ),
+            clusters: Vec::new(),
+            on_failure: policy.on_failure,
+        }))
+    }
+
+    /// An inconclusive analysis holds the stage like a manual gate: an approval of this stage
+    /// for the run's snapshot (the annotation `approve.tollgate.dev/<stage>`) lets it go on.
+    fn approved_past_inconclusive(
+        &mut self,
+        reason: String,
+    ) -> Result<Option<ConsumedApproval>, Hold> {
+        let gate = ManualTrigger::default();
+        let found = approval::find(
+            self.snapshot,
+            &self.stage.name,
+            &gate,
+            self.approvals,
+            self.consumed,
+        );
+        let Some(valid) = found else {
+            return Err(Hold::Wait(
+                StageActivity::AnalysisInconclusive {
+                    reason: reason.clone(),
+                },
+                format!(
+                    "{reason}; approve to go on: tollgate approve {} {}",
+                    self.snapshot.promotion.name(),
+                    self.stage.name
+                ),
+            ));
+        };
+        if self.st.approver.is_none() {
+            self.effects.events.push(EngineEvent::normal(
+                EventReason::ApprovalUsed,
+                approval::used_note(&self.stage.name, self.snapshot, &valid.approver),
+            ));
+            self.st.approver = Some(Box::new(valid.approver));
+        }
+        Ok(valid.consumes)
+    }
+}
