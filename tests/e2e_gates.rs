@@ -74,7 +74,7 @@ async fn manual_gate_waits_passes_on_approval_commit_and_is_not_reused() {
     );
 
     // A new version starts a new run. `approved: true` is still in the file, but the approval was
-    // given before this run started: it is not reused (DESIGN D2).
+    // given before this run started: it is not reused (docs/architecture.md#d2-approvals-are-consumed-never-lost).
     let v2 = approved.replace("chartVersion:     3.6.2", "chartVersion:     3.7.0");
     assert_ne!(v2, approved, "the seed's chart version line changed shape");
     world.repo.write("manual.yaml", &v2);

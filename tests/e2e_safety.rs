@@ -3,7 +3,7 @@
 //!
 //! - A consumed approval is never reused: not after the promotion is removed and restored by
 //!   `git revert`, not after its tracked path vanishes and comes back, not across a controller
-//!   restart in between (DESIGN D2).
+//!   restart in between (docs/architecture.md#d2-approvals-are-consumed-never-lost).
 //! - A held removal freezes the promotion: while the blast-radius guard holds it, it advances no
 //!   stage, and status, an event and `tollgate status` say so.
 

@@ -1,6 +1,6 @@
 //! Reading an endpoint's `addressSecretFile`.
 //!
-//! Format (documented in the README): the first non-empty line is the URL; the second, when the
+//! Format (docs/notifications.md#secret-file): the first non-empty line is the URL; the second, when the
 //! type needs one, is the credential: the API token for `github`/`gitlab`/`gitea`, the HMAC
 //! secret for `webhook`; `slack` needs only the URL (the incoming-webhook URL is the secret).
 //! Lines starting with `#` are comments. For the commit-status APIs the URL is the repository's

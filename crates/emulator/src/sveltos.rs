@@ -109,7 +109,7 @@ fn features_of(spec: &Value) -> Vec<(Feature, &'static str)> {
 }
 
 /// Like Sveltos, a feature's hash covers its own content list, the health checks of that feature
-/// (so appending a check re-runs the feature's deploy, semantics §3.2) and the fields that shape
+/// (so appending a check re-runs the feature's deploy, docs/architecture.md#post-delay-health-checks) and the fields that shape
 /// every feature's deploy.
 fn feature_hash(spec: &Value, field: &str) -> String {
     let feature_id = match field {

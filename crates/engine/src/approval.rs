@@ -1,4 +1,4 @@
-//! Which approval, if any, lets the current run pass a manual stage (DESIGN D2).
+//! Which approval, if any, lets the current run pass a manual stage (docs/architecture.md#d2-approvals-are-consumed-never-lost).
 //!
 //! The controller never writes to git, so `automaticReset` is realised as consumption: an
 //! approval event advances at most one stage of one run. With `automaticReset: true` the

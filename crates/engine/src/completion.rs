@@ -1,4 +1,4 @@
-//! Is a stage's profile fully provisioned (DESIGN D4, upstream §4.6 made strict)?
+//! Is a stage's profile fully provisioned (docs/architecture.md#stage-completion made strict: #d4-no-stale-done)?
 //!
 //! Every ClusterSummary of the profile must carry every field tollgate set (subset comparison:
 //! Sveltos may add defaulted fields) and report every feature `Provisioned`, with a status written

@@ -1,6 +1,6 @@
 //! Drift on generated ClusterProfiles: a hand edit (`kubectl edit`/`replace`) of what tollgate set
 //! on a profile — spec fields, its labels, its annotations — or a hand delete. The engine
-//! re-applies the rendered object and says which fields drifted (DESIGN §8: generated objects are
+//! re-applies the rendered object and says which fields drifted (docs/operations.md#drift-correction: generated objects are
 //! owned).
 //!
 //! Only what tollgate set is compared: fields others add (server defaults, another manager's

@@ -1,6 +1,6 @@
 //! The gate at the end of a provisioned, healthy stage: the only place a trigger kind is matched.
 //! `auto` passes inside its promotion window; `manual` passes on an approval valid for this run
-//! (DESIGN D2).
+//! (docs/architecture.md#d2-approvals-are-consumed-never-lost).
 
 use tollgate_model::model::{ManualTrigger, Stage, Trigger};
 use tollgate_model::window::{Window, WindowState};

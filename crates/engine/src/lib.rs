@@ -7,7 +7,7 @@
 //! The contract with the controller ([`step`]):
 //! - execute [`StepOutput::actions`] in order; only if all succeed, persist
 //!   [`StepOutput::status`] and emit [`StepOutput::events`]; otherwise call again later with the
-//!   old status (this is how DESIGN D1 and D2 hold: state is persisted only with its apply);
+//!   old status (this is how docs/architecture.md#d1-no-silently-skipped-restart and #d2-approvals-are-consumed-never-lost hold: state is persisted only with its apply);
 //! - call again whenever an input changes, and at [`StepOutput::wake_at`];
 //! - once the actions took effect, a step on the same input returns no actions and the same
 //!   status: timestamps change on transitions only, so steady state writes nothing.

@@ -1,5 +1,5 @@
-//! User-facing texts. Upstream's where they are right (semantics §4.12), ours where upstream's
-//! mislead (DESIGN D10).
+//! User-facing texts. Upstream's where they are right (docs/architecture.md#status-fields-and-messages), ours where upstream's
+//! mislead (docs/architecture.md#d10-honest-messages).
 
 use std::time::Duration;
 

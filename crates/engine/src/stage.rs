@@ -1,4 +1,4 @@
-//! One look at the current stage, as a named pipeline of steps (semantics §4.2 steps 9–10, §4.7):
+//! One look at the current stage, as a named pipeline of steps (docs/architecture.md#a-step-stage-by-stage, #triggers):
 //!
 //! `keep_applied → provisioned → delay → preverification → post_delay_checks → healthy →
 //! next_stage_free → gate`

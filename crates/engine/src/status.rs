@@ -28,7 +28,7 @@ pub struct PromotionStatus {
     pub hash_scheme: u32,
     pub phase: Phase,
     /// Hashes of the snapshot the current run is rolling out (persisted only once its stage-1
-    /// apply succeeded: DESIGN D1).
+    /// apply succeeded: docs/architecture.md#d1-no-silently-skipped-restart).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile_spec_hash: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -269,7 +269,7 @@ impl PromotionStatus {
     }
 }
 
-/// The restart rule (semantics §4.4, D5): a run goes on while the snapshot's content hashes are
+/// The restart rule (docs/architecture.md#the-restart-rule, #d5-order-is-content): a run goes on while the snapshot's content hashes are
 /// the ones it runs; any other content starts a new run at stage 1.
 pub fn runs_content_of(
     profile_spec_hash: Option<&str>,

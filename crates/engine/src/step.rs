@@ -2,7 +2,7 @@
 //!
 //! The controller executes the returned actions in order and persists the returned status only if
 //! all succeed. So every decision is re-derived from (desired, observed, status, now): state that
-//! records an apply is only ever persisted together with that apply (DESIGN D1, D2), and running
+//! records an apply is only ever persisted together with that apply (docs/architecture.md#the-engine-contract), and running
 //! `step` again once the actions took effect yields no actions and the same status.
 
 use chrono::{DateTime, Utc};
@@ -802,7 +802,7 @@ impl<'i, 'a> Run<'i, 'a> {
         self.held_output()
     }
 
-    /// First run or restart (semantics §4.4): the run state is reset and stage 1's profile is
+    /// First run or restart (docs/architecture.md#the-restart-rule): the run state is reset and stage 1's profile is
     /// applied with the new snapshot. Later stages keep their profiles until the pipeline reaches
     /// them. The new hashes reach the persisted status only with this apply (D1).
     fn start_run(&mut self) -> Result<(), String> {

@@ -5,7 +5,7 @@ use serde_json::Value;
 /// Whether `actual` carries everything in `expected`. Objects may have extra keys (defaults
 /// Sveltos or the API server add); a key absent from `actual` is accepted when the expected value
 /// is a zero value, because Go's `omitempty` drops those when Sveltos writes it back. Lists must
-/// have the same length and carry element by element (order is content, DESIGN D5).
+/// have the same length and carry element by element (order is content, docs/architecture.md#d5-order-is-content).
 pub fn carries(expected: &Value, actual: Option<&Value>) -> bool {
     match (expected, actual) {
         (expected, None) => is_zero(expected),

@@ -1,4 +1,4 @@
-//! One test per deliberate divergence from upstream (DESIGN D1–D10). Each would fail under
+//! One test per deliberate divergence from upstream (docs/architecture.md#design-decisions). Each would fail under
 //! upstream's behaviour, as noted on it.
 
 mod common;

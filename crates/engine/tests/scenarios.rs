@@ -1,4 +1,4 @@
-//! The acceptance scenarios of sveltos-semantics §7, adapted to tollgate's labels (and "no
+//! The acceptance scenarios (docs/architecture.md#acceptance-scenarios), adapted to tollgate's labels (and "no
 //! ownerReference" where upstream sets one), driven with a fake clock.
 
 mod common;

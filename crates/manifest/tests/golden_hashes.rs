@@ -1,5 +1,5 @@
 //! The canonical hashes of every seed, pinned: a change to parsing, defaulting or the hash scheme
-//! that moves any of them would restart every running pipeline on upgrade (DESIGN D5, Q8).
+//! that moves any of them would restart every running pipeline on upgrade (docs/architecture.md#d5-order-is-content).
 //! Plus what must and must not change a hash.
 
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! Forms that deploy the same content hash the same (DESIGN D5).
+//! Forms that deploy the same content hash the same (docs/architecture.md#d5-order-is-content).
 
 use tollgate_manifest::{Limits, SpecHashes, parse_file};
 

@@ -1,5 +1,5 @@
 //! Cron schedules as accepted by `github.com/robfig/cron` v1.2.0 `ParseStandard` (what Sveltos uses
-//! for `promotionWindow`), plus a `CRON_TZ=<IANA>` / `TZ=<IANA>` prefix (DESIGN D8).
+//! for `promotionWindow`), plus a `CRON_TZ=<IANA>` / `TZ=<IANA>` prefix (docs/architecture.md#d8-windows-with-time-zones).
 //!
 //! Syntax: five fields (minute hour day-of-month month day-of-week) made of comma-separated
 //! `*`, `?`, `N`, `N-M`, `*/S`, `N/S` (meaning `N-max/S`) and `N-M/S`; month and weekday names

@@ -1,4 +1,4 @@
-//! Canonical content hashes (DESIGN D5).
+//! Canonical content hashes (docs/architecture.md#d5-order-is-content).
 //!
 //! Hash = SHA-256 of the canonical JSON of the object with CRD defaults applied, object keys
 //! sorted, list order kept, stored as standard base64 with padding (44 characters), the same wire

@@ -164,7 +164,7 @@ pub struct ManualTrigger {
     pub post_delay_health_checks: Vec<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved: Option<bool>,
-    /// CRD default `true`. In tollgate it means "an approval is consumed by one run" (DESIGN D2).
+    /// CRD default `true`. In tollgate it means "an approval is consumed by one run" (docs/architecture.md#d2-approvals-are-consumed-never-lost).
     #[serde(default = "default_true")]
     pub automatic_reset: bool,
 }

@@ -304,7 +304,7 @@ pub struct NotifyEndpoint {
     pub name: String,
     #[serde(rename = "type")]
     pub kind: NotifyType,
-    /// A file holding the URL and credentials (see the README: first line the URL, then the
+    /// A file holding the URL and credentials (docs/notifications.md#secret-file: first line the URL, then the
     /// token or HMAC secret). Read at delivery time, never stored in git.
     pub address_secret_file: String,
     pub events: Vec<NotifyEvent>,

@@ -1,9 +1,9 @@
-//! Promotion windows (`auto.promotionWindow`, semantics §2, DESIGN D8).
+//! Promotion windows (`auto.promotionWindow`, docs/architecture.md#the-window-algorithm, #d8-windows-with-time-zones).
 //!
 //! Let F be the latest firing of `from` at or before now (looking back at most 366 days, like
 //! upstream) and T the first firing of `to` strictly after F. The window is open iff
 //! `F <= now < T`. Upstream uses `F < now`; we include F because the engine wakes exactly at the
-//! opening instant (DESIGN D6) and must then see the window open, where upstream polls and is
+//! opening instant (docs/architecture.md#d6-event-driven-not-polled) and must then see the window open, where upstream polls and is
 //! always a little late anyway.
 //!
 //! A bound that never fires (30 February) is a parse error rather than an endless search.

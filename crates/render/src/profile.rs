@@ -169,7 +169,7 @@ fn object(name: String, labels: Value, snapshot: &Snapshot, spec: Value) -> Valu
         PROFILE_SPEC_HASH_ANNOTATION: snapshot.hashes.profile_spec,
         SPEC_HASH_ANNOTATION: spec_hash(&spec),
     });
-    // No ownerReferences (DESIGN D7): deleting tollgate's state must never withdraw add-ons.
+    // No ownerReferences (docs/architecture.md#d7-deleting-state-never-withdraws-add-ons): deleting tollgate's state must never withdraw add-ons.
     json!({
         "apiVersion": CLUSTER_PROFILE_API_VERSION,
         "kind": CLUSTER_PROFILE_KIND,

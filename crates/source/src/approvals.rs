@@ -1,4 +1,4 @@
-//! Approval provenance (DESIGN D2): which commit approved which stage, found by comparing a
+//! Approval provenance (docs/architecture.md#d2-approvals-are-consumed-never-lost): which commit approved which stage, found by comparing a
 //! promotion's content before and after each commit that changed it.
 
 use std::sync::Arc;

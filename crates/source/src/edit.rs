@@ -655,7 +655,7 @@ fn require_manual_stage(
 
 /// The annotation value that approves `chosen`, and a note saying which form it is and why.
 ///
-/// The controller counts an approval event only once (DESIGN D2): after a revert brings back a
+/// The controller counts an approval event only once (docs/architecture.md#d2-approvals-are-consumed-never-lost): after a revert brings back a
 /// snapshot whose id the annotation already holds, that value was consumed by the earlier run and
 /// writing it again changes nothing. The SHA of the commit that introduced the snapshot names the
 /// same snapshot with a different value, hence a new approval event.

@@ -291,7 +291,7 @@ impl PromotionHistory {
                 let hashes = Arc::new(SpecHashes::of(&promotion));
                 // A promotion restored after it was gone from git starts a new run (a new
                 // snapshot, even with the same content): the removal ended the earlier run, and
-                // its approvals, consumed or not, must not carry over (DESIGN D2).
+                // its approvals, consumed or not, must not carry over (docs/architecture.md#d2-approvals-are-consumed-never-lost).
                 let restored = std::mem::take(&mut self.removed_since_snapshot);
                 match self.snapshots.last_mut() {
                     Some(last) if last.hashes == hashes && !restored => {

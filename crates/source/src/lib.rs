@@ -1,6 +1,6 @@
 //! The git source: reads ClusterPromotion manifests from a branch of a git repository (local, or
 //! fetched into a cache), keeps per-promotion snapshot history along first-parent history, and
-//! finds approval events (DESIGN §5, D2). No Kubernetes here.
+//! finds approval events (docs/architecture.md#snapshots-and-history, #d2-approvals-are-consumed-never-lost). No Kubernetes here.
 // `deny`, not `forbid`: `timeouts.rs` holds the one audited `unsafe` block (libgit2's timeouts).
 #![deny(unsafe_code)]
 

@@ -1,4 +1,4 @@
-//! Approval provenance (DESIGN D2) from first-parent history.
+//! Approval provenance (docs/architecture.md#d2-approvals-are-consumed-never-lost) from first-parent history.
 
 mod common;
 

@@ -1,6 +1,6 @@
 //! tollgate's annotations: `tollgate.dev/paused` is `"true"` or `"false"`;
 //! `approve.tollgate.dev/<stage>` names a manual stage and holds a snapshot id prefix (12+ hex
-//! characters) or a commit SHA prefix (7+ hex characters), DESIGN D2. An approval that cannot
+//! characters) or a commit SHA prefix (7+ hex characters), docs/architecture.md#d2-approvals-are-consumed-never-lost. An approval that cannot
 //! name anything is a warning: it approves nothing, which the user must hear about.
 
 use serde_json::Value;
