@@ -185,20 +185,28 @@ impl Scheduler {
         }
     }
 
-    /// The last good snapshot of a promotion gone from git: as this process saw it, or from
-    /// its history when it was removed before this process saw it (a restart).
+    /// The last good snapshot of a promotion gone from git: as this process saw it (also when
+    /// it is gone again, as a complete listing says), or from its history when it was removed
+    /// before this process saw it (a restart).
     fn last_snapshot(
         &self,
         name: &str,
         retired: &BTreeMap<String, Arc<Vec<Snapshot>>>,
     ) -> Option<Arc<Snapshot>> {
-        match self.git.get(name) {
-            Some(git) => git.view.effective_snapshot().cloned(),
-            None => retired
-                .get(name)
-                .and_then(|history| history.last())
-                .map(|snapshot| Arc::new(snapshot.clone())),
-        }
+        let seen = match (
+            self.git.get(name),
+            self.held.get(name),
+            self.removed.get(name),
+        ) {
+            (Some(git), _, _) => git.view.effective_snapshot().cloned(),
+            (None, Some(held), _) => held.last.clone(),
+            (None, None, Some(last)) => last.clone(),
+            (None, None, None) => None,
+        };
+        seen.or_else(|| {
+            let history = retired.get(name)?;
+            history.last().map(|snapshot| Arc::new(snapshot.clone()))
+        })
     }
 
     /// A removal past the guard: from now on it is stepped as removed, with its last good

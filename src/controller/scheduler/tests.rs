@@ -540,3 +540,25 @@ fn a_failed_step_is_not_retried_before_the_server_allows_whatever_touches_it() {
         "a success lifts the hold"
     );
 }
+
+/// A complete listing (a history rebuild) that shows a removal again must not lose what this
+/// process knew of it: its last snapshot decides whether its profiles are kept.
+#[test]
+fn a_removal_listed_again_keeps_its_last_snapshot() {
+    let cluster = FakeCluster::ran(&["a", "b", "c"]);
+    let mut scheduler = started(&["a", "b", "c"], &cluster);
+    scheduler.on_git(&removal_of(&["a"]), &cluster);
+    // Its step has not finished (the API is down, say) when git's history is rebuilt.
+    scheduler.on_git(&all_valid(&["b", "c"]), &cluster);
+    let steps = scheduler.due(t(1));
+    match &steps[..] {
+        [
+            Step {
+                name,
+                presence: GitPresence::Removed { last: Some(last) },
+            },
+            ..,
+        ] => assert_eq!((name.as_str(), last.index), ("a", 1)),
+        other => panic!("{other:?}"),
+    }
+}
