@@ -20,7 +20,10 @@ fn with_preserve(manifest: &str) -> String {
 }
 
 /// Three promotions; one removed (prunes), one removed with preserve (kept). 2 of 3 is above the
-/// default 50% guard share, so they are removed in two commits.
+/// default 50% guard share, so they are removed in two commits. The preserved one is removed
+/// while the controller is down: the restarted controller never saw it in git, and reads
+/// `preserveClusterProfilesOnDelete` from git's history of it (before, it knew no snapshot of it
+/// and deleted the profiles).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_a_promotion_prunes_its_profiles_unless_preserved() {
     let repo = TestRepo::new();
@@ -31,7 +34,7 @@ async fn removing_a_promotion_prunes_its_profiles_unless_preserved() {
     );
     repo.write("c.yaml", &seed("02-test-kyverno-rollout-auto.yaml", "1s"));
     repo.commit("Three promotions");
-    let world = World::start(repo, &fleet_yaml(1, "100ms")).await;
+    let mut world = World::start(repo, &fleet_yaml(1, "100ms")).await;
     for name in [
         "kyverno-rollout-auto",
         "core-payment-processor-ci",
@@ -51,11 +54,12 @@ async fn removing_a_promotion_prunes_its_profiles_unless_preserved() {
         })
         .await;
 
+    world.stop_controller().await;
     world.repo.remove("b.yaml");
     world
         .repo
         .commit("Remove core-payment-processor-ci (preserved)");
-    world.poke();
+    world.start_controller().await;
     world
         .eventually("b's state object removed", || async {
             world
@@ -65,10 +69,17 @@ async fn removing_a_promotion_prunes_its_profiles_unless_preserved() {
                 .then_some(())
         })
         .await;
+    let kept = world.profiles_of("core-payment-processor-ci").await;
     assert_eq!(
-        world.profiles_of("core-payment-processor-ci").await.len(),
+        kept.len(),
         4,
         "preserveClusterProfilesOnDelete keeps every stage's profile (D9)"
+    );
+    // A deleted profile lingers while Sveltos' finalizer cleans up: kept means not deleted.
+    assert!(
+        kept.iter()
+            .all(|profile| profile.metadata.deletion_timestamp.is_none()),
+        "a preserved profile was deleted"
     );
     assert_eq!(
         world.profiles_of("test-kyverno-rollout").await.len(),
@@ -77,18 +88,23 @@ async fn removing_a_promotion_prunes_its_profiles_unless_preserved() {
     );
 }
 
-/// A commit that removes every promotion is held by the blast-radius guard until confirmed.
+/// A commit that removes every promotion is held by the blast-radius guard until confirmed, also
+/// when it landed while the controller was down (the promotions it removed were then never in
+/// this process's git: before the scheduler stepped held names it had no snapshot of, nothing
+/// said they were held). A removal held while running is `e2e_safety`'s
+/// `held_removal_freezes_the_promotion`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mass_removal_is_held_until_confirmed() {
+async fn mass_removal_while_the_controller_is_down_is_held_until_confirmed() {
     let repo = TestRepo::new();
     repo.write("a.yaml", &seed("05-kyverno-rollout-auto-v1.yaml", "1s"));
     repo.commit("One promotion");
-    let world = World::start(repo, &fleet_yaml(1, "100ms")).await;
+    let mut world = World::start(repo, &fleet_yaml(1, "100ms")).await;
     world.wait_phase("kyverno-rollout-auto", "Completed").await;
 
+    world.stop_controller().await;
     world.repo.remove("a.yaml");
     world.repo.commit("Remove everything");
-    world.poke();
+    world.start_controller().await;
     let status = world
         .eventually("status explains the held removal", || async {
             world.status("kyverno-rollout-auto").await.filter(|s| {

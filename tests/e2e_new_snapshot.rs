@@ -3,8 +3,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use serde_json::Value;
 use support::{TestRepo, World};
 use tollgate_fixtures::{FleetBuilder, fleet_of_envs, policy, promotion, stage};
@@ -201,7 +199,6 @@ async fn no_stage_starts_in_a_blackout_and_the_rollout_goes_on_at_its_end() {
         })
         .await;
     // The controller wakes at the end by itself (no commit, no poke).
-    tokio::time::sleep(Duration::from_millis(100)).await;
     let done = world.wait_phase(WEB, "Completed").await;
     assert!(done.get("blackoutUntil").is_none());
 }

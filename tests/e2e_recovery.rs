@@ -10,6 +10,7 @@ use support::{TestRepo, World, fleet_yaml, seed};
 
 const AUTO: &str = "kyverno-rollout-auto";
 const SUMMARIES: &str = "clustersummaries.config.projectsveltos.io";
+const PROFILES: &str = "clusterprofiles.config.projectsveltos.io";
 
 async fn completed_world() -> World {
     let repo = TestRepo::new();
@@ -107,14 +108,25 @@ async fn a_commit_made_during_an_outage_rolls_out_right_after_it() {
     );
 }
 
+/// That the retries of a transient failure stay within 2 s however long it lasts is the
+/// scheduler's synchronous test (`retry`'s
+/// `transient_failures_retry_within_two_seconds_however_long_they_last`); here the real loop
+/// classifies a starting server's 403 as transient and retries it: five refused applies (the
+/// backoff at its cap) replace what was a 7 s sleep.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_refused_by_a_starting_servers_403s_is_retried_within_seconds() {
     let world = completed_world().await;
     // A starting server refuses requests until its RBAC caches are filled.
     world.emulator.set_error_code(403);
     world.emulator.set_error_rate("patch", 1.0);
+    let applies = || world.emulator.request_counts().get("patch", PROFILES);
+    let before = applies();
     commit_bump(&world, "bump while writes are refused");
-    tokio::time::sleep(Duration::from_secs(7)).await;
+    world
+        .eventually("five refused applies of the first stage", || async {
+            (applies() >= before + 5).then_some(())
+        })
+        .await;
     world.emulator.set_error_rate("patch", 0.0);
     let back = Instant::now();
     first_stage_bumped(&world).await;

@@ -240,16 +240,11 @@ async fn held_removal_freezes_the_promotion() {
         "{events:?}"
     );
 
-    // Long past dev's provisioning and delay: a promotion that was not frozen would be at
-    // production by now.
-    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-    let status = world.status(AUTO).await.expect("status");
-    assert_eq!(status["phase"], "RemovalHeld");
-    assert_eq!(status["currentStageName"], "dev", "no stage advanced");
-    assert!(
-        world.profile(&format!("{AUTO}-staging")).await.is_none(),
-        "nothing applied past dev while held"
-    );
+    // That it stays frozen whatever wakes it (provisioned clusters, the delay's end) is the
+    // scheduler's (`a_mass_removal_is_held_and_stepped_frozen_until_confirmed_by_annotation`)
+    // and the engine's (`a_held_removal_deletes_nothing_even_without_a_snapshot`) to show,
+    // synchronously: here a 5 s sleep used to wait for it.
+    assert_eq!(status["currentStageName"], "dev", "held where it was");
 
     // The hold is visible in `tollgate status`, not only in the log.
     let output = Command::cargo_bin("tollgate")

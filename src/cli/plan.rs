@@ -11,13 +11,14 @@ use anyhow::Context as _;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tollgate_engine::lineage::Lineage;
-use tollgate_engine::{Desired, GateVerdict, Preview, PreviewInput, RunChange, preview};
+use tollgate_engine::{GateVerdict, Preview, PreviewInput, RunChange, preview};
 use tollgate_source::plan::{
     BaseChoice, ChartChange, ChartRef, MergeBase, PlanStatus, PromotionPlan, RangePlan, Revision,
     plan_range,
 };
 
 use super::connect::ClusterArgs;
+use crate::controller::desired::{InGit, Translation};
 use targets::Fleet;
 
 mod mermaid;
@@ -173,28 +174,11 @@ fn chart_change_text(change: &ChartChange) -> String {
 
 /// The engine's preview of one promotion's change: what it does to the rollout.
 fn preview_of(plan: &PromotionPlan) -> Preview {
-    const INVALID: &str = "invalid at `to`";
-    let after = match (plan.status, plan.after.as_deref()) {
-        (PlanStatus::Removed, _) => Desired::Removed {
-            promotion: &plan.name,
-            last: plan.before.as_deref(),
-        },
-        (PlanStatus::Invalid, Some(last_good)) => Desired::Snapshot {
-            current: last_good,
-            invalid: Some(INVALID),
-        },
-        (_, Some(snapshot)) => Desired::Snapshot {
-            current: snapshot,
-            invalid: None,
-        },
-        (_, None) => Desired::NeverValid {
-            promotion: &plan.name,
-            error: INVALID,
-        },
-    };
+    // Read as the controller reads git (one translation for both).
+    let after = Translation::new(&plan.name, InGit::of_plan(plan));
     preview(&PreviewInput {
         before: plan.before.as_deref(),
-        after,
+        after: after.desired(),
         approvals: &plan.approvals,
         status: None,
         history: &[],

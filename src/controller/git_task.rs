@@ -14,7 +14,7 @@ use tollgate_manifest::snapshot::short_sha;
 use tollgate_manifest::{ApprovalEvent, CommitInfo, Snapshot};
 use tollgate_model::RolloutPolicy;
 use tollgate_source::{
-    Change, GitSource, Poker, PolicyProblem, PolicySet, PromotionView, SourceConfig,
+    Change, GitSource, Poker, PolicyProblem, PolicySet, PromotionView, SourceConfig, SyncReport,
 };
 use tracing::{debug, info, warn};
 
@@ -24,9 +24,11 @@ use super::error::ControllerError;
 #[derive(Debug, Clone, PartialEq)]
 pub struct PromotionGit {
     pub view: PromotionView,
-    pub approvals: Vec<ApprovalEvent>,
-    /// Every snapshot of the promotion, oldest first: a rollback restores earlier ones.
-    pub history: Vec<Snapshot>,
+    /// Shared with the source's index, like `history`.
+    pub approvals: Arc<Vec<ApprovalEvent>>,
+    /// Every snapshot of the promotion, oldest first: a rollback restores earlier ones. Shared
+    /// with the source's index: a sync that hands it over copies nothing.
+    pub history: Arc<Vec<Snapshot>>,
     /// The RolloutPolicy governing it (`policies.choose` on its effective snapshot), or why
     /// it cannot be resolved (two policies select it, its annotation names none, its policy's
     /// file is broken): the controller then fails closed.
@@ -43,6 +45,10 @@ pub struct GitUpdate {
     /// True for the first successful sync (and after a history rebuild): `promotions` then lists
     /// every promotion, and the controller treats any it knew but that is absent as removed.
     pub complete: bool,
+    /// With a complete listing: the histories of promotions git defined before but no longer
+    /// does. A controller that learns of a removal only now (it was down when it happened) reads
+    /// their last good snapshot here (does the removal keep the profiles?).
+    pub retired: BTreeMap<String, Arc<Vec<Snapshot>>>,
     pub error: Option<String>,
     pub duration: Duration,
 }
@@ -120,80 +126,90 @@ fn sync_loop(
     while !stop.load(Ordering::SeqCst) {
         // Clear a pending poke before syncing: a poke that arrives during the sync re-triggers.
         poker.take();
-        let wait = match source.sync() {
+        let (update, wait) = match source.sync() {
             Ok(report) => {
                 let complete = complete_next || report.rebuilt;
-                let policies = source.policies();
-                if report.policies_changed {
-                    report_policy_errors(&policies);
-                }
-                let mut promotions = BTreeMap::new();
-                // A policy change re-chooses every promotion's policy.
-                if complete || report.policies_changed {
-                    for (name, view) in source.promotions() {
-                        let git = snapshot_of(&source, &policies, name, view);
-                        promotions.insert(name.to_string(), Some(git));
-                    }
-                }
-                for (name, change) in &report.changes {
-                    match change {
-                        Change::Unchanged => {}
-                        Change::Removed => {
-                            promotions.insert(name.clone(), None);
-                        }
-                        _ => {
-                            if let Some(view) = source.promotion(name) {
-                                let git = snapshot_of(&source, &policies, name, view);
-                                promotions.insert(name.clone(), Some(git));
-                            }
-                        }
-                    }
-                }
-                if report.head_moved || complete {
-                    info!(
-                        head = report.head.as_ref().map(|c| short_sha(&c.sha)),
-                        changed = promotions.len(),
-                        took_ms = report.duration.as_millis() as u64,
-                        "git synced"
-                    );
-                } else {
-                    debug!(
-                        took_us = report.duration.as_micros() as u64,
-                        "git idle sync"
-                    );
-                }
-                let update = GitUpdate {
-                    head: report.head.clone(),
-                    path_missing: report.path_missing,
-                    promotions,
-                    complete,
-                    error: None,
-                    duration: report.duration,
-                };
                 complete_next = false;
-                // Idle syncs are sent too (cheap, one per interval): they feed the sync metrics.
-                if updates.blocking_send(update).is_err() {
-                    return;
-                }
-                interval
+                (update_of(&source, &report, complete), interval)
             }
-            Err(error) => {
-                // Logged once, by the source (it knows what keeps running).
-                let update = GitUpdate {
+            // Logged once, by the source (it knows what keeps running).
+            Err(error) => (
+                GitUpdate {
                     head: source.head().cloned(),
                     path_missing: source.path_missing(),
                     promotions: BTreeMap::new(),
                     complete: false,
+                    retired: BTreeMap::new(),
                     error: Some(error.to_string()),
                     duration: Duration::ZERO,
-                };
-                if updates.blocking_send(update).is_err() {
-                    return;
-                }
-                source.retry_after().unwrap_or(interval)
-            }
+                },
+                source.retry_after().unwrap_or(interval),
+            ),
         };
+        // Idle syncs are sent too (cheap, one per interval): they feed the sync metrics.
+        if updates.blocking_send(update).is_err() {
+            return;
+        }
         poker.wait(wait);
+    }
+}
+
+/// What a successful sync changed, for the controller (everything, when `complete`).
+fn update_of(source: &GitSource, report: &SyncReport, complete: bool) -> GitUpdate {
+    let policies = source.policies();
+    if report.policies_changed {
+        report_policy_errors(&policies);
+    }
+    let mut promotions = BTreeMap::new();
+    // A policy change re-chooses every promotion's policy.
+    if complete || report.policies_changed {
+        for (name, view) in source.promotions() {
+            let git = snapshot_of(source, &policies, name, view);
+            promotions.insert(name.to_string(), Some(git));
+        }
+    }
+    for (name, change) in &report.changes {
+        match change {
+            Change::Unchanged => {}
+            Change::Removed => {
+                promotions.insert(name.clone(), None);
+            }
+            _ => {
+                if let Some(view) = source.promotion(name) {
+                    let git = snapshot_of(source, &policies, name, view);
+                    promotions.insert(name.clone(), Some(git));
+                }
+            }
+        }
+    }
+    if report.head_moved || complete {
+        info!(
+            head = report.head.as_ref().map(|c| short_sha(&c.sha)),
+            changed = promotions.len(),
+            took_ms = report.duration.as_millis() as u64,
+            "git synced"
+        );
+    } else {
+        debug!(
+            took_us = report.duration.as_micros() as u64,
+            "git idle sync"
+        );
+    }
+    let retired = match complete {
+        true => source
+            .retired()
+            .map(|(name, history)| (name.to_string(), history))
+            .collect(),
+        false => BTreeMap::new(),
+    };
+    GitUpdate {
+        head: report.head.clone(),
+        path_missing: report.path_missing,
+        promotions,
+        complete,
+        retired,
+        error: None,
+        duration: report.duration,
     }
 }
 
@@ -209,8 +225,8 @@ fn snapshot_of(
     };
     Arc::new(PromotionGit {
         view: view.clone(),
-        approvals: source.approvals(name).to_vec(),
-        history: source.history(name).to_vec(),
+        approvals: source.shared_approvals(name),
+        history: source.shared_history(name),
         policy,
     })
 }

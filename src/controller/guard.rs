@@ -6,8 +6,8 @@
 //! Only promotions that may have applied something count: one that never had a valid snapshot
 //! (a file that never parsed, say) has no blast radius, so its removal is neither held nor counted.
 
+use super::cluster_view::ClusterView;
 use super::git_task::PromotionGit;
-use super::reconcile::Context;
 
 #[derive(Debug, Clone, Copy)]
 pub struct PruneGuard {
@@ -51,22 +51,9 @@ impl PruneGuard {
 }
 
 /// Whether removing `name` could withdraw anything from the fleet: git has a valid snapshot of it
-/// (current or last good), its persisted status records a run (or cannot be read), or profiles
-/// generated for it exist.
-pub fn has_blast_radius(name: &str, git: Option<&PromotionGit>, ctx: &Context) -> bool {
-    if git.is_some_and(|git| git.view.effective_snapshot().is_some()) {
-        return true;
-    }
-    let ran = ctx.statuses.get(name).is_some_and(|persisted| {
-        persisted
-            .status
-            .is_none_or(|status| status.snapshot_index.is_some())
-    });
-    let mut owns_profiles = false;
-    ctx.caches
-        .profiles
-        .visit_indexed(name, |_, _, _, _| owns_profiles = true);
-    ran || owns_profiles
+/// (current or last good), or the cluster shows a run of it (see [`ClusterView::shows_a_run`]).
+pub fn has_blast_radius(name: &str, git: Option<&PromotionGit>, cluster: &dyn ClusterView) -> bool {
+    git.is_some_and(|git| git.view.effective_snapshot().is_some()) || cluster.shows_a_run(name)
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! One step for one promotion, as a named pipeline:
-//! `observe → plan (engine) → apply actions → update status → events`.
+//! `observe → plan (engine) → apply → persist → tell`, each step a function of its own.
 //!
 //! The engine's contract: its status may be persisted only if every action succeeded. So on the
 //! first failed action this returns an error and persists nothing; the next step recomputes the same
@@ -8,39 +8,20 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use tollgate_engine::{Action, Desired, StepInput, StepOutput};
-
-use crate::cluster::watch::WatchHealth;
-use tollgate_manifest::Snapshot;
-use tollgate_model::RolloutPolicy;
+use tollgate_engine::{Desired, EngineEvent, Observed, PromotionStatus, StepInput, StepOutput};
 use tollgate_render::{preverification_profile_name, stage_profile_name};
-use tollgate_source::PromotionView;
-use tracing::{debug, info};
+use tracing::info;
 
+use super::apply::apply;
+use super::desired::{GitPresence, StepGit};
 use super::error::ReconcileError;
-use super::git_task::PromotionGit;
-use crate::cluster::crd::GitPromotionSpec;
+use super::persist::persist;
 use crate::cluster::events::EventPublisher;
-use crate::cluster::observe::{ObservedCaches, convert_profile};
+use crate::cluster::observe::ObservedCaches;
 use crate::cluster::statuses::{PersistedState, StatusCache};
+use crate::cluster::watch::WatchHealth;
 use crate::cluster::writer::ClusterWriter;
 use crate::metrics::Metrics;
-
-/// What the controller knows about a promotion's presence in git.
-#[derive(Debug, Clone)]
-pub enum GitPresence {
-    Present(Arc<PromotionGit>),
-    /// Removed from git, but the blast-radius guard holds the removal: `git` is the promotion as
-    /// it was, `reason` says why and how to confirm.
-    RemovalHeld {
-        git: Arc<PromotionGit>,
-        reason: String,
-    },
-    /// Removed from git, past the blast-radius guard.
-    Removed {
-        last: Option<Arc<Snapshot>>,
-    },
-}
 
 /// Where the GitPromotion's spec says the promotion comes from.
 #[derive(Debug, Clone)]
@@ -70,9 +51,26 @@ pub enum Outcome {
         wake_at: Option<DateTime<Utc>>,
         actions: usize,
         status_written: bool,
+        /// The persisted status after the step (the one written, or the one kept).
+        status: Option<Arc<PromotionStatus>>,
     },
     /// Removed and fully cleaned up: the controller forgets it.
     Forgotten,
+}
+
+/// What one step starts from: the persisted state, git, and the cluster as the watches show it.
+struct Observation<'a> {
+    name: &'a str,
+    persisted: Option<PersistedState>,
+    git: StepGit<'a>,
+    observed: Observed,
+    watch_problem: Option<String>,
+}
+
+impl Observation<'_> {
+    fn status(&self) -> Option<&PromotionStatus> {
+        self.persisted.as_ref().and_then(|p| p.status.as_deref())
+    }
 }
 
 pub async fn reconcile(
@@ -81,123 +79,85 @@ pub async fn reconcile(
     presence: &GitPresence,
     now: DateTime<Utc>,
 ) -> Result<Outcome, ReconcileError> {
-    // observe
-    let persisted = ctx.statuses.get(name);
-    let invalid_text;
-    let (desired, file) = match presence {
-        GitPresence::RemovalHeld { git, reason } => {
-            let last = git.view.effective_snapshot();
-            (
-                Desired::RemovalHeld {
-                    last: last.map(|s| &**s),
-                    reason,
-                },
-                last.map(|s| s.file.clone()).unwrap_or_default(),
-            )
-        }
-        GitPresence::Present(git) => match &git.view {
-            PromotionView::Valid { snapshot } => (
-                Desired::Snapshot {
-                    current: snapshot,
-                    invalid: None,
-                },
-                snapshot.file.clone(),
-            ),
-            PromotionView::Invalid { errors, last_good } => {
-                invalid_text = errors
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                match last_good {
-                    // The last good snapshot keeps running; status shows the error.
-                    Some(snapshot) => (
-                        Desired::Snapshot {
-                            current: snapshot,
-                            invalid: Some(&invalid_text),
-                        },
-                        snapshot.file.clone(),
-                    ),
-                    None => (
-                        Desired::NeverValid {
-                            promotion: name,
-                            error: &invalid_text,
-                        },
-                        errors.first().map(|d| d.file.clone()).unwrap_or_default(),
-                    ),
-                }
-            }
-        },
-        GitPresence::Removed { last } => (
-            Desired::Removed {
-                promotion: name,
-                last: last.as_deref(),
-            },
-            String::new(),
-        ),
-    };
-    let generated = generated_names(name, &desired);
-    let observed = ctx.caches.observe(name, &generated);
-    let approvals: &[tollgate_manifest::ApprovalEvent] = match presence {
-        GitPresence::Present(git) => &git.approvals,
-        GitPresence::RemovalHeld { .. } | GitPresence::Removed { .. } => &[],
-    };
-    let watch_problem = ctx.watch_health.problem();
-    let status_before = persisted.as_ref().and_then(|p| p.status.as_deref());
-    let (history, (policy, policy_problem)): (&[tollgate_manifest::Snapshot], _) = match presence {
-        GitPresence::Present(git) => (&git.history, governing_policy(git, status_before)),
-        GitPresence::RemovalHeld { .. } | GitPresence::Removed { .. } => (&[], (None, None)),
-    };
+    let seen = observe(ctx, name, presence);
+    let planned = plan(&seen, now);
+    apply(ctx, &planned.actions).await?;
+    let removed = matches!(seen.git.translation.desired(), Desired::Removed { .. });
+    if removed && planned.actions.is_empty() {
+        return forget(ctx, &seen).await;
+    }
+    record(ctx, &seen, planned, now).await
+}
 
-    // plan
+fn observe<'a>(ctx: &Context, name: &'a str, presence: &'a GitPresence) -> Observation<'a> {
+    let persisted = ctx.statuses.get(name);
+    let status = persisted.as_ref().and_then(|p| p.status.as_deref());
+    let git = StepGit::new(name, presence, status);
+    let generated = generated_names(name, &git.translation.desired());
+    Observation {
+        name,
+        observed: ctx.caches.observe(name, &generated),
+        persisted,
+        git,
+        watch_problem: ctx.watch_health.problem(),
+    }
+}
+
+fn plan(seen: &Observation<'_>, now: DateTime<Utc>) -> StepOutput {
+    tollgate_engine::step(&StepInput {
+        desired: seen.git.translation.desired(),
+        approvals: seen.git.approvals,
+        observed: &seen.observed,
+        status: seen.status(),
+        now,
+        policy: seen.git.policy.as_deref(),
+        history: seen.git.history,
+        watch_problem: seen.watch_problem.as_deref(),
+        policy_problem: seen.git.policy_problem,
+        measurements: &[],
+    })
+}
+
+/// Removed from git and nothing left to delete: the state object goes too.
+async fn forget(ctx: &Context, seen: &Observation<'_>) -> Result<Outcome, ReconcileError> {
+    let name = seen.name;
+    if seen.persisted.is_some() {
+        ctx.writer
+            .delete_state_object(name)
+            .await
+            .map_err(ReconcileError::DeleteState)?;
+        ctx.statuses.forget_own(name);
+        ctx.progress_writes.forget(name);
+    }
+    match ctx.writer.dry_run() {
+        true => info!(
+            promotion = name,
+            "dry-run: promotion removed from git, would clean up"
+        ),
+        false => info!(
+            promotion = name,
+            "promotion removed from git and cleaned up"
+        ),
+    }
+    Ok(Outcome::Forgotten)
+}
+
+/// Persists the step's status (progress-only changes paced, see `progress_writes`), then tells.
+async fn record(
+    ctx: &Context,
+    seen: &Observation<'_>,
+    planned: StepOutput,
+    now: DateTime<Utc>,
+) -> Result<Outcome, ReconcileError> {
     let StepOutput {
         actions,
         mut status,
         events,
         wake_at,
         ..
-    } = tollgate_engine::step(&StepInput {
-        desired,
-        approvals,
-        observed: &observed,
-        status: status_before,
-        now,
-        policy: policy.as_deref(),
-        history,
-        watch_problem: watch_problem.as_deref(),
-        policy_problem: policy_problem.as_deref(),
-        measurements: &[],
-    });
-
-    // apply
-    for action in &actions {
-        execute(ctx, action).await?;
-    }
-
-    // update status
-    let removed_and_clean = matches!(desired, Desired::Removed { .. }) && actions.is_empty();
-    if removed_and_clean {
-        if persisted.is_some() {
-            ctx.writer
-                .delete_state_object(name)
-                .await
-                .map_err(ReconcileError::DeleteState)?;
-            ctx.statuses.forget_own(name);
-            ctx.progress_writes.forget(name);
-        }
-        match ctx.writer.dry_run() {
-            true => info!(
-                promotion = name,
-                "dry-run: promotion removed from git, would clean up"
-            ),
-            false => info!(
-                promotion = name,
-                "promotion removed from git and cleaned up"
-            ),
-        }
-        return Ok(Outcome::Forgotten);
-    }
-    let before = persisted.as_ref().and_then(|p| p.status.as_deref());
+    } = planned;
+    let (name, before) = (seen.name, seen.status());
+    let policy = seen.git.policy.as_deref();
     let progress_only = actions.is_empty()
         && events.is_empty()
         && tollgate_engine::progress::only_progress_differs(before, &status);
@@ -205,9 +165,9 @@ pub async fn reconcile(
     if !progress_only && before != Some(&status) {
         let transition = crate::notify::Transition {
             promotion: name,
-            policy: policy.as_deref(),
+            policy,
             previous: before,
-            history,
+            history: seen.git.history,
             now,
         };
         ctx.notifier.record(&transition, &mut status);
@@ -217,176 +177,73 @@ pub async fn reconcile(
     let status = Arc::new(status);
     if progress_only && let Some(until) = ctx.progress_writes.held_until(name, now) {
         if let Some(before) = before {
-            ctx.notifier.after_step(name, policy.as_deref(), before);
+            ctx.notifier.after_step(name, policy, before);
         }
         return Ok(Outcome::Stepped {
             wake_at: Some(wake_at.map_or(until, |at| at.min(until))),
             actions: 0,
             status_written: false,
+            status: seen.persisted.as_ref().and_then(|p| p.status.clone()),
         });
     }
-    let status_written = persist(ctx, name, &file, persisted.as_ref(), &status).await?;
-    if status_written {
+    let file = seen.git.translation.file();
+    let written = persist(ctx, name, file, seen.persisted.as_ref(), &status).await?;
+    if written.is_some() {
         ctx.progress_writes.written(name, now);
         ctx.metrics.observe_step(name, before, &status);
+        count_stage_transition(ctx, name, before, &status);
     }
-    // A stage transition: another current stage, or the same one started by a new run.
+    // The uid of the object written, or of the one that needed no write.
+    let uid = written
+        .as_ref()
+        .or(seen.persisted.as_ref())
+        .and_then(|p| p.uid.as_deref());
+    tell(ctx, seen, uid, &events, &status);
+    Ok(Outcome::Stepped {
+        wake_at,
+        actions: actions.len(),
+        status_written: written.is_some(),
+        status: Some(status),
+    })
+}
+
+/// A stage transition: another current stage, or the same one started by a new run.
+fn count_stage_transition(
+    ctx: &Context,
+    name: &str,
+    before: Option<&PromotionStatus>,
+    status: &PromotionStatus,
+) {
     let started = before.is_none_or(|p| {
         p.current_stage_name != status.current_stage_name
             || p.snapshot_index != status.snapshot_index
     });
     if let Some(stage) = status.current_stage_name.as_deref()
-        && status_written
         && started
     {
         ctx.metrics.stage_transition(name, stage);
     }
+}
 
-    // events (only once the step is durable)
-    let uid = ctx.statuses.get(name).and_then(|p| p.uid);
-    for event in &events {
+/// Events, and the notices the persisted status still owes: only once the step is durable.
+fn tell(
+    ctx: &Context,
+    seen: &Observation<'_>,
+    uid: Option<&str>,
+    events: &[EngineEvent],
+    status: &PromotionStatus,
+) {
+    let name = seen.name;
+    for event in events {
         if event.reason == tollgate_engine::EventReason::DriftCorrected {
             ctx.metrics.drift_corrected(name);
         }
-        ctx.events.publish(name, uid.as_deref(), event);
+        ctx.events.publish(name, uid, event);
     }
-    ctx.notifier.after_step(name, policy.as_deref(), &status);
-    Ok(Outcome::Stepped {
-        wake_at,
-        actions: actions.len(),
-        status_written,
-    })
+    ctx.notifier
+        .after_step(name, seen.git.policy.as_deref(), status);
 }
 
-/// The policy the engine steps under, and why it cannot be resolved if it cannot: then the last
-/// valid version of the policy that governed the run (fail closed: nothing new starts).
-fn governing_policy(
-    git: &PromotionGit,
-    status: Option<&tollgate_engine::PromotionStatus>,
-) -> (Option<Arc<RolloutPolicy>>, Option<String>) {
-    match &git.policy {
-        Ok(policy) => (policy.clone(), None),
-        Err(problem) => {
-            let governed = status
-                .and_then(|s| s.policy.as_ref())
-                .map(|p| p.name.as_str());
-            (problem.last_valid(governed), Some(problem.message.clone()))
-        }
-    }
-}
-
-async fn execute(ctx: &Context, action: &Action) -> Result<(), ReconcileError> {
-    match action {
-        Action::ApplyProfile { name, object } => {
-            let applied = ctx
-                .writer
-                .apply_profile(name, object)
-                .await
-                .map_err(|source| ReconcileError::Apply {
-                    name: name.clone(),
-                    source,
-                })?;
-            // Write-through: the next step must see this apply even if the watch lags.
-            if let Some((index, profile)) = convert_profile(&applied) {
-                ctx.caches
-                    .profiles
-                    .upsert((String::new(), name.clone()), index, profile);
-            }
-        }
-        Action::DeleteProfile { name } => {
-            let remaining =
-                ctx.writer
-                    .delete_profile(name)
-                    .await
-                    .map_err(|source| ReconcileError::Delete {
-                        name: name.clone(),
-                        source,
-                    })?;
-            let key = (String::new(), name.clone());
-            match remaining.as_ref().and_then(convert_profile) {
-                Some((index, profile)) => {
-                    ctx.caches.profiles.upsert(key, index, profile);
-                }
-                None => {
-                    ctx.caches.profiles.remove(&key);
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Writes the status if it changed; creates the GitPromotion first if needed.
-async fn persist(
-    ctx: &Context,
-    name: &str,
-    file: &str,
-    persisted: Option<&PersistedState>,
-    status: &Arc<tollgate_engine::PromotionStatus>,
-) -> Result<bool, ReconcileError> {
-    if persisted.and_then(|p| p.status.as_ref()) == Some(status) {
-        return Ok(false);
-    }
-    let (resource_version, uid, annotations) = match persisted {
-        Some(p) if p.resource_version.is_some() || ctx.writer.dry_run() => (
-            p.resource_version.clone(),
-            p.uid.clone(),
-            p.annotations.clone(),
-        ),
-        _ => {
-            let spec = GitPromotionSpec {
-                repository: Some(ctx.origin.repository.clone()),
-                branch: Some(ctx.origin.branch.clone()),
-                path: Some(ctx.origin.path.clone()),
-                file: Some(file.to_string()),
-            };
-            let created = ctx
-                .writer
-                .ensure_state_object(name, spec)
-                .await
-                .map_err(ReconcileError::EnsureState)?;
-            (
-                created.metadata.resource_version.clone(),
-                created.metadata.uid.clone(),
-                created
-                    .metadata
-                    .annotations
-                    .clone()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .collect(),
-            )
-        }
-    };
-    let value = serde_json::to_value(status).map_err(|e| {
-        ReconcileError::PersistStatus(crate::cluster::errors::ClusterError::Decode {
-            what: format!("status of {name}"),
-            message: e.to_string(),
-        })
-    })?;
-    match ctx.writer.write_status(name, resource_version, value).await {
-        Ok(new_version) => {
-            debug!(promotion = name, "status persisted");
-            ctx.statuses.record_own(
-                name,
-                PersistedState {
-                    resource_version: new_version,
-                    uid,
-                    annotations,
-                    status: Some(status.clone()),
-                },
-            );
-            Ok(true)
-        }
-        Err(error) => {
-            // On a conflict someone else wrote: let the watched object be authoritative again.
-            ctx.statuses.forget_own(name);
-            Err(ReconcileError::PersistStatus(error))
-        }
-    }
-}
-
-/// The author of the commit that introduced the run's snapshot.
 /// Every profile name the promotion could own: so that a foreign profile holding one is seen.
 fn generated_names(promotion: &str, desired: &Desired<'_>) -> Vec<String> {
     let snapshot = match desired {

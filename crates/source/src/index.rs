@@ -58,8 +58,10 @@ enum State {
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PromotionHistory {
-    pub snapshots: Vec<Snapshot>,
-    pub approvals: Vec<ApprovalEvent>,
+    /// Shared with the readers of the history (the controller keeps it per promotion): a sync
+    /// hands out a reference, and only a change of the history copies it, once.
+    pub snapshots: Arc<Vec<Snapshot>>,
+    pub approvals: Arc<Vec<ApprovalEvent>>,
     /// The newest valid content, the baseline for approval events.
     last_valid: Option<Arc<ClusterPromotion>>,
     state: State,
@@ -284,35 +286,38 @@ impl PromotionHistory {
                 let events = approval_events(self.last_valid.as_deref(), &promotion, commit);
                 // As for snapshots below: most promotions see few approvals, so the first ones
                 // are stored without a vector's spare slots.
-                if self.approvals.capacity() == 0 {
-                    self.approvals.reserve_exact(events.len());
+                if !events.is_empty() {
+                    let approvals = Arc::make_mut(&mut self.approvals);
+                    if approvals.capacity() == 0 {
+                        approvals.reserve_exact(events.len());
+                    }
+                    approvals.extend(events);
                 }
-                self.approvals.extend(events);
                 let hashes = Arc::new(SpecHashes::of(&promotion));
                 // A promotion restored after it was gone from git starts a new run (a new
                 // snapshot, even with the same content): the removal ended the earlier run, and
                 // its approvals, consumed or not, must not carry over (docs/architecture.md#d2-approvals-are-consumed-never-lost).
                 let restored = std::mem::take(&mut self.removed_since_snapshot);
-                match self.snapshots.last_mut() {
+                let snapshots = Arc::make_mut(&mut self.snapshots);
+                match snapshots.last_mut() {
                     Some(last) if last.hashes == hashes && !restored => {
                         // Trigger/annotation edit: same snapshot, newest content.
                         last.promotion = Arc::clone(&promotion);
                         last.file = file;
                     }
                     _ => {
-                        let same_content_as = self
-                            .snapshots
+                        let same_content_as = snapshots
                             .iter()
                             .find(|s| s.hashes == hashes)
                             .map(|s| s.index);
-                        let index = self.snapshots.len() as u64 + 1;
+                        let index = snapshots.len() as u64 + 1;
                         // Most promotions keep one snapshot for a long time, and a vector's
                         // first growth reserves four (over 500 bytes here): start at one, then
                         // grow as usual (amortized doubling) for promotions that change often.
-                        if self.snapshots.capacity() == 0 {
-                            self.snapshots.reserve_exact(1);
+                        if snapshots.capacity() == 0 {
+                            snapshots.reserve_exact(1);
                         }
-                        self.snapshots.push(Snapshot {
+                        snapshots.push(Snapshot {
                             index,
                             hashes,
                             commit: Arc::clone(commit),
@@ -468,6 +473,32 @@ mod tests {
 
     fn is_valid(index: &HistoryIndex, name: &str) -> bool {
         matches!(index.summary(name), Summary::Valid { .. })
+    }
+
+    #[test]
+    fn a_history_handed_out_is_shared_until_its_promotion_changes() {
+        let mut index = HistoryIndex::default();
+        apply(
+            &mut index,
+            &delta(
+                0,
+                &[
+                    ("a.yaml", Some(("a", "dev"))),
+                    ("b.yaml", Some(("b", "dev"))),
+                ],
+            ),
+        );
+        let handed_out = Arc::clone(&index.promotions["a"].snapshots);
+        let approvals = Arc::clone(&index.promotions["a"].approvals);
+        apply(&mut index, &delta(1, &[("b.yaml", Some(("b", "prod")))]));
+        assert!(
+            Arc::ptr_eq(&handed_out, &index.promotions["a"].snapshots),
+            "another promotion's commit copies nothing of a's"
+        );
+        assert!(Arc::ptr_eq(&approvals, &index.promotions["a"].approvals));
+        apply(&mut index, &delta(2, &[("a.yaml", Some(("a", "prod")))]));
+        assert_eq!(index.promotions["a"].snapshots.len(), 2);
+        assert_eq!(handed_out.len(), 1, "the reader's copy stays what it was");
     }
 
     #[test]

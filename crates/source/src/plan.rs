@@ -320,7 +320,7 @@ pub fn plan_range_in(
         .filter_map(|name| {
             let mut plan = promotion_plan(name, view(&before, name), view(&after, name))?;
             if let Some(history) = after.promotions.get(name.as_str()) {
-                plan.approvals = history.approvals.clone();
+                plan.approvals = history.approvals.to_vec();
             }
             if let Some(snapshot) = &plan.after {
                 match policies.choose(&snapshot.promotion, &snapshot.file) {

@@ -277,6 +277,36 @@ impl GitSource {
             .map_or(&[], |h| h.approvals.as_slice())
     }
 
+    /// [`Self::history`], shared: a reference to the index's own copy, which the index copies
+    /// only when the promotion's history changes while the returned one is alive. A reader that
+    /// keeps every promotion's history (the controller) holds no copy of its own.
+    pub fn shared_history(&self, name: &str) -> Arc<Vec<Snapshot>> {
+        self.index
+            .promotions
+            .get(name)
+            .map(|h| Arc::clone(&h.snapshots))
+            .unwrap_or_default()
+    }
+
+    /// Promotions git no longer defines at head but did before, with their shared history (its
+    /// last snapshot is the last good one: it says whether a removal keeps the profiles).
+    pub fn retired(&self) -> impl Iterator<Item = (&str, Arc<Vec<Snapshot>>)> {
+        self.index
+            .promotions
+            .iter()
+            .filter(|(_, history)| history.view.is_none() && !history.snapshots.is_empty())
+            .map(|(name, history)| (name.as_str(), Arc::clone(&history.snapshots)))
+    }
+
+    /// [`Self::approvals`], shared like [`Self::shared_history`].
+    pub fn shared_approvals(&self, name: &str) -> Arc<Vec<ApprovalEvent>> {
+        self.index
+            .promotions
+            .get(name)
+            .map(|h| Arc::clone(&h.approvals))
+            .unwrap_or_default()
+    }
+
     /// Files at head with errors that belong to no promotion, by path.
     pub fn file_errors(&self) -> BTreeMap<&str, &[Diagnostic]> {
         self.index.file_errors()

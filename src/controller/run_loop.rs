@@ -1,0 +1,219 @@
+//! The async shell around the [`Scheduler`]: it turns what happens (git syncs, watch touches, the
+//! lease, the clock) into the scheduler's events, carries out its commands, and runs the steps it
+//! hands out, several promotions at once. Every decision is the scheduler's; this only waits,
+//! reads the clock, and does I/O.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+
+use super::cluster_view::Cached;
+use super::error::ReconcileError;
+use super::git_task::GitUpdate;
+use super::reconcile::{self, Context, Outcome};
+use super::scheduler::{Command, Scheduler, Step, StepDone};
+use crate::cluster::errors::ClusterError;
+use crate::cluster::leader::LeaderGate;
+use crate::cluster::throttle::Throttle;
+use crate::cluster::watch::Touch;
+use crate::metrics::ReconcileResult;
+
+/// The longest one promotion's step may take (a few API requests, normally milliseconds).
+const STEP_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How often leadership is read between events: cheap, and a new leader starts with a full pass.
+const LEADER_POLL: Duration = Duration::from_millis(250);
+
+/// With no wake-up pending, the loop still wakes this often (it has nothing to do then).
+const IDLE_WAKE: Duration = Duration::from_secs(3600);
+
+pub struct Shell {
+    pub scheduler: Scheduler,
+    pub ctx: Arc<Context>,
+    pub leader: LeaderGate,
+    /// How many promotions step at once.
+    pub concurrency: usize,
+    /// The client's throttle: a failed step is retried no sooner than the server asked.
+    pub throttle: Arc<Throttle>,
+    pub ready: watch::Sender<bool>,
+}
+
+/// Where the shell's events come from.
+pub struct Inputs {
+    pub git: mpsc::Receiver<GitUpdate>,
+    pub touches: mpsc::UnboundedReceiver<Touch>,
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl Shell {
+    pub async fn run(mut self, mut inputs: Inputs) {
+        let mut leader_tick = tokio::time::interval(LEADER_POLL);
+        loop {
+            let wake = sleep_until(self.scheduler.next_wake());
+            tokio::select! {
+                _ = inputs.shutdown.changed() => break,
+                update = inputs.git.recv() => match update {
+                    Some(update) => self.on_git(update),
+                    None => break,
+                },
+                touch = inputs.touches.recv() => match touch {
+                    Some(touch) => self.on_touch(touch),
+                    None => break,
+                },
+                _ = wake => {}
+                _ = leader_tick.tick() => {}
+            }
+            // Coalesce whatever else is already queued before stepping.
+            while let Ok(update) = inputs.git.try_recv() {
+                self.on_git(update);
+            }
+            while let Ok(touch) = inputs.touches.try_recv() {
+                self.on_touch(touch);
+            }
+            if self.ctx.caches.is_ready() && self.ctx.statuses.watched.is_ready() {
+                let commands = self.scheduler.on_watches_listed();
+                self.execute(commands);
+            }
+            let commands = self.scheduler.on_lease(self.leader.is_leader());
+            self.execute(commands);
+            self.ctx.statuses.forget_caught_up();
+            let now = Utc::now();
+            let steps = self.scheduler.due(now);
+            if !steps.is_empty() {
+                self.step_batch(steps, now).await;
+            }
+        }
+        info!("controller loop stopped");
+    }
+
+    fn on_git(&mut self, update: GitUpdate) {
+        self.ctx
+            .metrics
+            .git_sync(update.duration, update.error.is_none());
+        if let Some(error) = &update.error {
+            // Logged once where it happened (the source); here it only feeds the sync metrics.
+            debug!(%error, "git source error");
+        }
+        let cluster = Cached {
+            caches: &self.ctx.caches,
+            statuses: &self.ctx.statuses,
+        };
+        let commands = self.scheduler.on_git(&update, &cluster);
+        self.execute(commands);
+    }
+
+    fn on_touch(&mut self, touch: Touch) {
+        let cluster = Cached {
+            caches: &self.ctx.caches,
+            statuses: &self.ctx.statuses,
+        };
+        self.scheduler.on_touch(touch, &cluster);
+    }
+
+    fn execute(&self, commands: Vec<Command>) {
+        for command in commands {
+            match command {
+                Command::AnnounceReady { promotions } => {
+                    info!(promotions, "initial sync complete: git and every watch");
+                    let _ = self.ready.send(true);
+                }
+                Command::TrustWatchedStatuses => self.ctx.statuses.clear_own(),
+            }
+        }
+    }
+
+    /// Steps each promotion of `steps` once, `concurrency` at a time, and reports how each ended.
+    async fn step_batch(&mut self, steps: Vec<Step>, now: DateTime<Utc>) {
+        let started = std::time::Instant::now();
+        let results: Vec<(String, Result<Outcome, ReconcileError>)> = futures::stream::iter(steps)
+            .map(|Step { name, presence }| {
+                let ctx = self.ctx.clone();
+                async move {
+                    // One hung request must not stall every promotion behind this batch. Cancelling
+                    // is safe: nothing is persisted unless the whole step completed.
+                    let step = reconcile::reconcile(&ctx, &name, &presence, now);
+                    let result = tokio::time::timeout(STEP_TIMEOUT, step)
+                        .await
+                        .unwrap_or(Err(ReconcileError::TimedOut(STEP_TIMEOUT)));
+                    (name, result)
+                }
+            })
+            .buffer_unordered(self.concurrency.max(1))
+            .collect()
+            .await;
+        debug!(
+            batch = results.len(),
+            took_ms = started.elapsed().as_millis() as u64,
+            "stepped a batch"
+        );
+        for (name, result) in results {
+            self.finish(&name, result);
+        }
+    }
+
+    /// Metrics and logs of one ended step; the scheduler learns when to come back.
+    fn finish(&mut self, name: &str, result: Result<Outcome, ReconcileError>) {
+        let metrics = &self.ctx.metrics;
+        let done = match result {
+            Ok(Outcome::Stepped {
+                wake_at,
+                actions,
+                status_written,
+                status,
+            }) => {
+                metrics.reconcile(ReconcileResult::Ok);
+                if let Some(status) = status {
+                    metrics.observe_promotion(name, &status, Utc::now());
+                }
+                if actions > 0 || status_written {
+                    debug!(promotion = %name, actions, status_written, "stepped");
+                }
+                StepDone::Stepped { wake_at }
+            }
+            Ok(Outcome::Forgotten) => {
+                metrics.reconcile(ReconcileResult::Ok);
+                metrics.forget_promotion(name);
+                StepDone::Forgotten
+            }
+            Err(error) => return self.failed(name, &error),
+        };
+        self.scheduler.on_step_done(name, done, Utc::now());
+    }
+
+    fn failed(&mut self, name: &str, error: &ReconcileError) {
+        let metrics = &self.ctx.metrics;
+        metrics.reconcile(ReconcileResult::Error);
+        if matches!(
+            error,
+            ReconcileError::Apply { .. } | ReconcileError::Delete { .. }
+        ) {
+            metrics.apply_error(name);
+        }
+        // A 429's Retry-After; kube drops headers, so the throttle remembers it.
+        let hold_off = self.throttle.hold_off(std::time::Instant::now());
+        let done = StepDone::Failed {
+            transient: error.is_transient(),
+            hold_off,
+        };
+        let Some(retry) = self.scheduler.on_step_done(name, done, Utc::now()) else {
+            return;
+        };
+        if matches!(error.cluster_error(), Some(ClusterError::NotLeader)) {
+            debug!(promotion = %name, "lost leadership mid-step");
+        } else {
+            warn!(promotion = %name, %error, attempt = retry.attempt, retry_in_ms = retry.after.as_millis() as u64, "step failed; nothing persisted, will retry");
+        }
+    }
+}
+
+fn sleep_until(wake: Option<DateTime<Utc>>) -> tokio::time::Sleep {
+    let wait = match wake {
+        Some(at) => (at - Utc::now()).to_std().unwrap_or(Duration::ZERO),
+        None => IDLE_WAKE,
+    };
+    tokio::time::sleep(wait)
+}
