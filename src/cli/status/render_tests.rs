@@ -89,15 +89,35 @@ fn flat(text: &str) -> String {
         .join(" ")
 }
 
-/// The row of `stage` in the stage table: its cells, trimmed.
-fn row<'t>(text: &'t str, stage: &str) -> Vec<&'t str> {
-    text.lines()
-        .find(|line| line.starts_with(&format!("│ {stage} ")))
-        .unwrap_or_else(|| panic!("no row for {stage} in\n{text}"))
-        .trim_matches('│')
-        .split('┆')
-        .map(str::trim)
-        .collect()
+/// The row of `stage` in the stage table: its cells, trimmed, a cell wrapped over lines joined.
+fn row(text: &str, stage: &str) -> Vec<String> {
+    let cells = |line: &str| -> Vec<String> {
+        line.trim_matches('│')
+            .split('┆')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    let mut lines = text
+        .lines()
+        .skip_while(|line| !line.starts_with(&format!("│ {stage} ")));
+    let mut row = cells(
+        lines
+            .next()
+            .unwrap_or_else(|| panic!("no row for {stage} in\n{text}")),
+    );
+    for line in lines {
+        let more = cells(line);
+        if !line.starts_with('│') || !more[0].is_empty() {
+            break;
+        }
+        for (cell, more) in row.iter_mut().zip(more) {
+            if !more.is_empty() {
+                cell.push(' ');
+                cell.push_str(&more);
+            }
+        }
+    }
+    row
 }
 
 #[test]
@@ -202,6 +222,34 @@ fn an_overview_too_narrow_for_every_column_leaves_out_the_wake_up_not_half_a_wor
     assert!(narrow.contains("│ kyverno-prog-rollout-man ┆"), "{narrow}");
     let wide = render(&[object], false, Output::Table, 160).expect("render");
     assert!(wide.contains("2026-11-20T10:05:00Z"), "{wide}");
+}
+
+#[test]
+fn a_first_run_held_before_its_first_stage_names_the_held_stage_and_no_snapshot() {
+    let held = object(
+        "billing",
+        json!({"hashScheme": 1, "phase": "Waiting",
+            "message": "blackout until 2026-11-24T18:14:00Z (incident 42): snapshot #1 waits to start",
+            "blackoutUntil": "2026-11-24T18:14:00Z",
+            "stagesAhead": [
+                {"name": "dev", "activity": {"kind": "Blackout", "until": "2026-11-24T18:14:00Z",
+                    "reason": "incident 42"}, "activitySince": "2026-11-24T17:40:00Z"},
+                {"name": "prod"}]}),
+    );
+    let text = render(std::slice::from_ref(&held), true, Output::Table, 80).expect("render");
+    assert!(text.contains("Stage:        dev\n"), "{text}");
+    assert!(text.contains("Snapshot:     none running yet\n"), "{text}");
+    assert_eq!(
+        row(&text, "dev"),
+        [
+            "dev",
+            "",
+            "",
+            "blackout until 2026-11-24T18:14:00Z (incident 42)"
+        ]
+    );
+    let overview = render(&[held], false, Output::Table, 120).expect("render");
+    assert!(overview.contains("┆ dev "), "{overview}");
 }
 
 #[test]

@@ -32,6 +32,17 @@ fn snapshot_label(status: &PromotionStatus) -> String {
     label
 }
 
+/// The run's current stage; at the start of a run held before its first stage, the held one.
+fn stage_label(status: &PromotionStatus) -> String {
+    if let Some(stage) = &status.current_stage_name {
+        return stage.clone();
+    }
+    let pipeline = status.pipeline();
+    stage_words::current(&pipeline, None)
+        .map(|view| view.name.to_string())
+        .unwrap_or_default()
+}
+
 pub(super) fn render_overview(shown: &[Shown], width: usize) -> String {
     if shown.is_empty() {
         return "no promotions\n".into();
@@ -42,7 +53,7 @@ pub(super) fn render_overview(shown: &[Shown], width: usize) -> String {
             Ok(Some(status)) => vec![
                 promotion.name.clone(),
                 status.phase.as_str().to_string(),
-                status.current_stage_name.clone().unwrap_or_default(),
+                stage_label(status),
                 snapshot_label(status),
                 status.message.clone().unwrap_or_default(),
                 time(status.next_wake_up),
@@ -89,11 +100,7 @@ pub(super) fn render_detail(promotion: &Shown, width: usize) -> String {
         Err(error) => return format!("Promotion:    {}\n{error}\n\n", promotion.name),
     };
     let pipeline = status.pipeline();
-    // At the start of a run held before its first stage, no stage is current yet: the held one.
-    let stage = status
-        .current_stage_name
-        .clone()
-        .or_else(|| stage_words::current(&pipeline, None).map(|view| view.name.to_string()));
+    let stage = Some(stage_label(status)).filter(|s| !s.is_empty());
     let snapshot = match status.snapshot_index {
         Some(_) => snapshot_label(status),
         None => "none running yet".to_string(),
