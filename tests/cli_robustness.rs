@@ -98,6 +98,13 @@ async fn output_to_a_closed_pipe_ends_quietly() {
     crd.arg("crd");
     assert_quiet_broken_pipe("crd", &run_into_closed_pipe(crd));
 
+    // clap_complete panicked on the closed pipe (exit 101).
+    for shell in ["bash", "zsh", "fish"] {
+        let mut completions = tollgate();
+        completions.args(["completions", shell]);
+        assert_quiet_broken_pipe("completions", &run_into_closed_pipe(completions));
+    }
+
     let cluster = emulator(&[]).await;
     let dir = tempfile::tempdir().expect("temp dir");
     let kubeconfig = dir.path().join("kubeconfig");
@@ -216,6 +223,32 @@ async fn an_empty_kubeconfig_variable_means_unset() {
         .arg("status");
     let output = output_of(status).await;
     assert!(output.status.success(), "{}", text(&output.stderr));
+}
+
+/// A kubeconfig that is not there is named once, in plain words: kube's own message quoted the
+/// path's debug form in quotes of its own (`'"/path"'`).
+#[test]
+fn a_missing_kubeconfig_is_named_once_without_doubled_quotes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = dir.path().join("gone.kubeconfig");
+    let by_flag = tollgate()
+        .args(["status", "--kubeconfig"])
+        .arg(&missing)
+        .output()
+        .expect("status runs");
+    let by_variable = tollgate()
+        .env("KUBECONFIG", &missing)
+        .arg("status")
+        .output()
+        .expect("status runs");
+    for output in [by_flag, by_variable] {
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(!stderr.contains("'\""), "doubled quotes: {stderr}");
+        assert!(stderr.contains("No such file or directory"), "{stderr}");
+        let named = stderr.matches(&missing.display().to_string()).count();
+        assert!(named >= 1, "the file is named: {stderr}");
+    }
 }
 
 fn openssl(dir: &Path, args: &[&str]) -> bool {

@@ -1,8 +1,9 @@
-//! End to end: `tollgate status --watch`, the real binary, against the emulator and the
-//! controller with a real git repository. On a pseudo terminal of 80×40 read back through a
-//! terminal emulator: the live view fits, draws bars, shows the snapshot each stage runs (a stage
-//! on the older snapshot stays visible while a new run starts) and relative times that tick.
-//! Piped: plain frames without escape sequences.
+//! End to end: `tollgate status --watch` and `tollgate status NAME`, the real binary, against the
+//! emulator and the controller with a real git repository. On a pseudo terminal of 80×40 read back
+//! through a terminal emulator: the live view fits, draws bars, shows the snapshot each stage runs
+//! (a stage on the older snapshot stays visible while a new run starts) and relative times that
+//! tick; `status NAME` is a table that fits without breaking a word. Piped: plain frames without
+//! escape sequences.
 
 mod support;
 
@@ -35,6 +36,13 @@ impl Terminal {
     }
 
     fn start_with(kubeconfig: &Path, extra: &[&str]) -> Terminal {
+        let mut args = vec!["status", "--watch"];
+        args.extend_from_slice(extra);
+        Terminal::run(kubeconfig, &args)
+    }
+
+    /// `tollgate ARGS --kubeconfig KUBECONFIG` on the pseudo terminal.
+    fn run(kubeconfig: &Path, args: &[&str]) -> Terminal {
         let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).expect("openpt");
         grantpt(&master).expect("grantpt");
         unlockpt(&master).expect("unlockpt");
@@ -53,14 +61,14 @@ impl Terminal {
             .open(&path)
             .expect("open the pty's terminal side");
         let child = tollgate_binary()
-            .args(["status", "--watch", "--kubeconfig"])
+            .args(args)
+            .arg("--kubeconfig")
             .arg(kubeconfig)
-            .args(extra)
             .stdin(Stdio::from(slave.try_clone().expect("dup")))
             .stdout(Stdio::from(slave))
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("tollgate status --watch starts");
+            .expect("tollgate starts");
         let screen = Arc::new(Mutex::new(vt100::Parser::new(ROWS, COLUMNS, 0)));
         let raw = Arc::new(Mutex::new(Vec::new()));
         let (screen_writer, raw_writer) = (screen.clone(), raw.clone());
@@ -189,12 +197,12 @@ async fn the_live_view_fits_80_columns_with_bars_snapshots_per_stage_and_ticking
     terminal
         .eventually("staging waits for approval with snapshot #1", |t| {
             let staging = t.stage_row("staging")?;
-            (staging.contains("waiting for approval") && staging.contains("#1")).then_some(())
+            (staging.contains("awaiting approval for") && staging.contains("#1")).then_some(())
         })
         .await;
     let dev = terminal.stage_row("dev").expect("a dev row");
     assert!(dev.contains("████████████") && dev.contains("1/1"), "{dev}");
-    assert!(dev.contains("done") && dev.contains("ago"), "{dev}");
+    assert!(dev.contains("completed") && dev.contains("ago"), "{dev}");
     let rows = terminal.rows();
     assert!(
         rows.iter()
@@ -210,7 +218,7 @@ async fn the_live_view_fits_80_columns_with_bars_snapshots_per_stage_and_ticking
         .eventually("dev soaks with #2 while staging keeps #1", |t| {
             let dev = t.stage_row("dev")?;
             let staging = t.stage_row("staging")?;
-            let soaking = dev.contains("#2") && dev.contains("soak ends in");
+            let soaking = dev.contains("#2") && dev.contains("soaking, ends in");
             (soaking && staging.contains("#1") && staging.contains("pending")).then_some(dev)
         })
         .await;
@@ -222,7 +230,7 @@ async fn the_live_view_fits_80_columns_with_bars_snapshots_per_stage_and_ticking
     terminal
         .eventually("the soak countdown ticks", |t| {
             t.stage_row("dev")
-                .filter(|dev| dev.contains("soak ends in") && *dev != soak)
+                .filter(|dev| dev.contains("soaking, ends in") && *dev != soak)
         })
         .await;
     terminal.assert_fits();
@@ -235,6 +243,36 @@ async fn the_live_view_fits_80_columns_with_bars_snapshots_per_stage_and_ticking
         header.contains("Waiting") && header.contains("#2 "),
         "{header}"
     );
+
+    // `status NAME` on the same 80 columns: a table that fits, no word broken at the edge.
+    let detail = Terminal::run(&world.kubeconfig(), &["status", NAME]);
+    let rows = detail
+        .eventually("status NAME printed its table", |t| {
+            let rows = t.rows();
+            rows.iter().any(|r| r.starts_with('└')).then_some(rows)
+        })
+        .await;
+    detail.assert_fits();
+    let cells = |stage: &str| -> Vec<String> {
+        let row = rows
+            .iter()
+            .find(|r| r.starts_with(&format!("│ {stage} ")))
+            .unwrap_or_else(|| panic!("no row for {stage}:\n{}", rows.join("\n")));
+        row.trim_matches('│')
+            .split('┆')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    // Each stage whole on its row, the snapshot it runs, its counts and what it does.
+    let dev = cells("dev");
+    assert_eq!(&dev[..3], ["dev", "#2", "1/1 provisioned"], "{dev:?}");
+    assert!(dev[3].starts_with("soaking, ends"), "{dev:?}");
+    assert_eq!(cells("staging"), ["staging", "#1", "", "pending"]);
+    // Run #1 stopped at staging's gate: production has no snapshot yet.
+    assert_eq!(cells("production"), ["production", "", "", "pending"]);
+    for row in &rows {
+        assert!(!row.contains("productio "), "a word cut at the edge: {row}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

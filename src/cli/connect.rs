@@ -1,10 +1,10 @@
 //! Connecting to the management cluster: kubeconfig (with context), in-cluster config, or a URL
 //! (the embedded emulator).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::{Client, Config};
 
 use super::client_certificate;
@@ -74,6 +74,7 @@ pub async fn config(args: &ClusterArgs) -> anyhow::Result<Config> {
     let mut config = match (&args.kubeconfig, kubeconfig_env()) {
         (Some(path), _) => {
             let kubeconfig = Kubeconfig::read_from(path)
+                .map_err(|error| without_quoted_path(error, Some(path)))
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
             Config::from_custom_kubeconfig(kubeconfig, &options)
                 .await
@@ -81,9 +82,11 @@ pub async fn config(args: &ClusterArgs) -> anyhow::Result<Config> {
         }
         (None, Some(paths)) => Config::from_kubeconfig(&options)
             .await
+            .map_err(|error| without_quoted_path(error, None))
             .with_context(|| format!("loading the kubeconfig KUBECONFIG={paths}"))?,
         (None, None) if args.context.is_some() => Config::from_kubeconfig(&options)
             .await
+            .map_err(|error| without_quoted_path(error, None))
             .context("loading the default kubeconfig")?,
         (None, None) => Config::infer()
             .await
@@ -92,6 +95,21 @@ pub async fn config(args: &ClusterArgs) -> anyhow::Result<Config> {
     client_certificate::check(&config.auth_info)?;
     user_agent::identify(&mut config, &user_agent::this_host());
     Ok(config)
+}
+
+/// kube words a kubeconfig it cannot read as `failed to read kubeconfig from '"/path"': …`: the
+/// path's `Debug` form inside quotes of its own. Here the cause alone when our context names the
+/// file (`named`), else the file plainly and the cause (the context names a list).
+fn without_quoted_path(error: KubeconfigError, named: Option<&Path>) -> anyhow::Error {
+    match error {
+        KubeconfigError::ReadConfig(source, path) if named == Some(path.as_path()) => {
+            anyhow::Error::new(source)
+        }
+        KubeconfigError::ReadConfig(source, path) => {
+            anyhow::Error::new(source).context(format!("cannot read {}", path.display()))
+        }
+        other => anyhow::Error::new(other),
+    }
 }
 
 /// The configuration a kubeconfig's text selects in `context` (the embedded emulator's, which
@@ -122,4 +140,33 @@ pub fn config_for_url(url: &str) -> anyhow::Result<Config> {
     let mut config = Config::new(uri);
     user_agent::identify(&mut config, &user_agent::this_host());
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The path is named once, plainly: kube's own message quoted its `Debug` form in quotes.
+    #[tokio::test]
+    async fn a_missing_kubeconfig_is_named_once_without_doubled_quotes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("no-such-kubeconfig");
+        let args = ClusterArgs {
+            kubeconfig: Some(path.clone()),
+            context: None,
+        };
+        let Err(error) = config(&args).await else {
+            panic!("a missing kubeconfig loads");
+        };
+        let text = crate::cli::error_chain(&error);
+        assert!(!text.contains("'\""), "doubled quotes: {text}");
+        assert!(!text.contains("\"'"), "doubled quotes: {text}");
+        assert_eq!(
+            text,
+            format!(
+                "reading kubeconfig {}: No such file or directory (os error 2)",
+                path.display()
+            )
+        );
+    }
 }

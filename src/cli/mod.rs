@@ -105,8 +105,13 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Rollback(args) => rollback::run(args),
         Command::Timeline(args) => timeline::run(args),
         Command::Completions(args) => {
+            // Into a buffer, then out through `write_stdout`: clap_complete panics when a write
+            // to stdout fails, as it does when the reader has gone (`tollgate completions bash
+            // | true`).
             let mut cmd = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(args.shell, &mut cmd, "tollgate", &mut std::io::stdout());
+            let mut script = Vec::new();
+            clap_complete::generate(args.shell, &mut cmd, "tollgate", &mut script);
+            write_stdout(&String::from_utf8_lossy(&script))?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -1,7 +1,10 @@
-//! A stage's progress as a bar of fixed width: provisioned clusters filled, failed or timed-out
-//! clusters in their own glyph (never hidden by rounding), the rest open.
+//! A stage's progress as a bar of fixed width, over the stage's members (every wave):
+//! provisioned clusters filled, failed or timed-out clusters in their own glyph (never hidden by
+//! rounding), the rest open.
 
 use tollgate_engine::status::StageCounts;
+
+use super::stage_words::{failures, members};
 
 pub const PROVISIONED: char = '█';
 pub const FAILED: char = '✗';
@@ -9,16 +12,11 @@ pub const OPEN: char = '░';
 /// A stage that matches no cluster: nothing to fill.
 pub const EMPTY: char = '·';
 
-/// Failed plus timed-out clusters: what the stage's failure budget counts.
-pub fn failures(counts: &StageCounts) -> u32 {
-    counts.failed.saturating_add(counts.timed_out)
-}
-
 /// `cells` characters for `counts`.
 pub fn bar(counts: &StageCounts, cells: usize) -> String {
     let provisioned = counts.provisioned as usize;
     let failed = failures(counts) as usize;
-    let total = (counts.matching_clusters as usize).max(provisioned + failed);
+    let total = (members(counts) as usize).max(provisioned + failed);
     if total == 0 {
         return EMPTY.to_string().repeat(cells);
     }
@@ -74,6 +72,17 @@ mod tests {
         assert_eq!(bar(&counts(3, 1, 1, 1), 12), "████✗✗✗✗✗✗✗✗");
         assert_eq!(bar(&counts(100, 99, 1, 0), 12), "███████████✗");
         assert_eq!(bar(&counts(3, 0, 3, 0), 12), "✗✗✗✗✗✗✗✗✗✗✗✗");
+    }
+
+    #[test]
+    fn a_waved_stage_fills_over_all_its_members_not_the_waves_reached() {
+        // After the canary of seven: one of seven, not one of one.
+        let canary = StageCounts {
+            members: 7,
+            later_waves: 6,
+            ..counts(1, 1, 0, 0)
+        };
+        assert_eq!(bar(&canary, 12), "█░░░░░░░░░░░");
     }
 
     #[test]

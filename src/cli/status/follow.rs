@@ -65,7 +65,12 @@ async fn frames(
             .fetch()
             .await
             .with_context(|| format!("reading GitPromotions from {}", watched.target))?;
-        let text = render(&objects, watched.name.is_some(), output)?;
+        let text = render(
+            &objects,
+            watched.name.is_some(),
+            output,
+            screen::plain_width(),
+        )?;
         if text == last {
             continue;
         }

@@ -25,18 +25,35 @@ fn promotion(name: &str, status: Value) -> Shown {
     }
 }
 
-fn counts(matching: u32, provisioned: u32, failed: u32) -> Value {
-    json!({"matchingClusters": matching, "summaries": matching,
+/// `now` plus `seconds`, as status writes it.
+fn later(seconds: i64) -> String {
+    (now() + Duration::seconds(seconds)).to_rfc3339()
+}
+
+fn counts(members: u32, provisioned: u32, failed: u32) -> Value {
+    json!({"members": members, "matchingClusters": members, "summaries": members,
            "provisioned": provisioned, "failed": failed})
 }
 
-fn stage(name: &str, snapshot: u64, extra: Value) -> Value {
+/// A stage of the current run doing `activity` since `since` seconds ago.
+fn stage(name: &str, snapshot: u64, activity: Value, since: i64, extra: Value) -> Value {
     let mut stage = json!({"name": name, "snapshotIndex": snapshot, "appliedAt": ago(600),
-                           "appliedSpecHash": "h", "counts": counts(2, 2, 0)});
+                           "appliedSpecHash": "h", "counts": counts(2, 2, 0),
+                           "activity": activity, "activitySince": ago(since)});
     if let (Some(stage), Some(extra)) = (stage.as_object_mut(), extra.as_object()) {
         stage.extend(extra.clone());
     }
     stage
+}
+
+fn completed_stage(name: &str, snapshot: u64, since: i64) -> Value {
+    stage(
+        name,
+        snapshot,
+        json!({"kind": "Completed"}),
+        since,
+        json!({}),
+    )
 }
 
 /// dev soaks with snapshot #2 while staging and production keep #1.
@@ -46,12 +63,11 @@ fn new_run_soaking() -> Shown {
         json!({"hashScheme": 1, "phase": "Waiting", "snapshotIndex": 2,
             "snapshotCommit": "a1b2c3d4e5f6a7b8", "currentStageName": "dev",
             "lastPromotionTime": ago(150),
-            "stages": [stage("dev", 2, json!({"provisionedAt": ago(48),
-                "delayEndsAt": (now() + Duration::seconds(72)).to_rfc3339(),
-                "waitingReason": "delayed"}))],
+            "stages": [stage("dev", 2, json!({"kind": "Soaking", "until": later(72)}), 150,
+                json!({}))],
             "stagesAhead": [{"name": "staging", "snapshotIndex": 1},
                             {"name": "production", "snapshotIndex": 1}],
-            "nextWakeUp": (now() + Duration::seconds(72)).to_rfc3339()}),
+            "nextWakeUp": later(72)}),
     )
 }
 
@@ -62,8 +78,8 @@ fn new_run_provisioning() -> Shown {
         json!({"hashScheme": 1, "phase": "Progressing", "snapshotIndex": 2,
             "snapshotCommit": "0f0e0d0c0b0a0908", "currentStageName": "dev",
             "lastPromotionTime": ago(20),
-            "stages": [stage("dev", 2, json!({"counts": {"matchingClusters": 3, "summaries": 3,
-                "provisioned": 1, "failed": 1}}))],
+            "stages": [stage("dev", 2, json!({"kind": "Provisioning"}), 20,
+                json!({"counts": counts(3, 1, 1)}))],
             "stagesAhead": [{"name": "production", "snapshotIndex": 1}]}),
     )
 }
@@ -75,28 +91,43 @@ fn manual_gate() -> Shown {
             "snapshotCommit": "1234567890abcdef", "currentStageName": "staging",
             "lastPromotionTime": ago(180),
             "stages": [
-                stage("dev", 1, json!({"provisionedAt": ago(400), "delayEndsAt": ago(300),
-                    "succeededAt": ago(300)})),
-                stage("staging", 1, json!({"provisionedAt": ago(190),
-                    "awaitingApprovalSince": ago(180), "waitingReason": "an approval"}))],
+                completed_stage("dev", 1, 300),
+                stage("staging", 1, json!({"kind": "AwaitingApproval"}), 180, json!({}))],
             "stagesAhead": [{"name": "production"}]}),
     )
 }
 
+/// prod failed; its rollback restored prod and is restoring dev.
 fn failed_stage() -> Shown {
     promotion(
         "web",
-        json!({"hashScheme": 1, "phase": "RolledBack", "snapshotIndex": 4,
+        json!({"hashScheme": 1, "phase": "RollingBack", "snapshotIndex": 4,
             "snapshotCommit": "89abcdef01234567", "currentStageName": "prod",
-            "message": "snapshot #4 rejected: stage prod failed: 2 of 3 clusters failed or timed out; rolled back",
+            "message": "snapshot #4 rejected: stage prod failed: 2 of 3 clusters failed or timed out; rolling back",
             "stages": [
-                stage("dev", 4, json!({"succeededAt": ago(900), "provisionedAt": ago(950)})),
-                stage("prod", 4, json!({"counts": {"matchingClusters": 3, "summaries": 3,
-                    "provisioned": 1, "failed": 1, "timedOut": 1}}))],
+                stage("dev", 4, json!({"kind": "RollingBack"}), 120,
+                    json!({"replacedSnapshot": 3})),
+                stage("prod", 4, json!({"kind": "Restored", "snapshot": 3}), 60,
+                    json!({"replacedSnapshot": 3, "counts": {"members": 3,
+                        "matchingClusters": 3, "summaries": 3,
+                        "provisioned": 1, "failed": 1, "timedOut": 1}}))],
             "failure": {"stage": "prod", "snapshotIndex": 4, "at": ago(120),
                 "reason": "2 of 3 clusters failed or timed out", "onFailure": "Rollback",
                 "rollback": [{"name": "prod", "toSnapshot": 3, "restoredAt": ago(60)},
                              {"name": "dev", "toSnapshot": 3}]}}),
+    )
+}
+
+/// dev halted: over its failure budget.
+fn halted() -> Shown {
+    promotion(
+        "api",
+        json!({"hashScheme": 1, "phase": "Failed", "snapshotIndex": 9,
+            "snapshotCommit": "abcdefabcdefabcd", "currentStageName": "dev",
+            "stages": [stage("dev", 9,
+                json!({"kind": "Failed", "reason": "2 of 3 clusters failed: over maxFailures 1"}),
+                30, json!({"counts": {"members": 3, "matchingClusters": 3, "summaries": 3,
+                    "provisioned": 1, "failed": 1, "timedOut": 1}}))]}),
     )
 }
 
@@ -105,39 +136,57 @@ fn completed() -> Shown {
         "ingress-nginx",
         json!({"hashScheme": 1, "phase": "Completed", "snapshotIndex": 7,
             "snapshotCommit": "fedcba9876543210", "currentStageName": "prod",
-            "stages": [
-                stage("dev", 7, json!({"provisionedAt": ago(4000), "succeededAt": ago(3900)})),
-                stage("prod", 7, json!({"provisionedAt": ago(3700), "succeededAt": ago(3600)}))]}),
+            "stages": [completed_stage("dev", 7, 3900), completed_stage("prod", 7, 3600)]}),
     )
 }
 
-/// A waved stage between waves, a blackout holding the next stage, a snapshot queued.
-fn waves_and_blackout() -> Shown {
+/// A waved stage of 9 members between waves (its second wave had a failure, tolerated), a
+/// snapshot queued.
+fn waves_and_a_queued_snapshot() -> Shown {
     promotion(
         "fleet-agent",
         json!({"hashScheme": 1, "phase": "Waiting", "snapshotIndex": 5,
             "snapshotCommit": "00112233445566778899", "currentStageName": "prod",
             "lastPromotionTime": ago(600), "queuedSnapshot": 6,
-            "nextWakeUp": (now() + Duration::seconds(65)).to_rfc3339(),
+            "nextWakeUp": later(65),
             "stages": [
-                stage("dev", 5, json!({"provisionedAt": ago(900), "succeededAt": ago(800)})),
-                stage("prod", 5, json!({"counts": counts(9, 3, 0), "waves": {
-                    "clusters": [["a/1"], ["a/2", "a/3"], ["a/4", "a/5", "a/6", "a/7", "a/8", "a/9"]],
-                    "reached": 2, "canary": true, "waveStartedAt": ago(300),
-                    "waveDoneAt": ago(60)}}))]}),
+                completed_stage("dev", 5, 800),
+                stage("prod", 5,
+                    json!({"kind": "WavePause", "wave": {"wave": 2, "of": 3}, "until": later(65)}),
+                    60, json!({"counts": {"members": 9, "laterWaves": 6, "matchingClusters": 3,
+                        "summaries": 3, "provisioned": 2, "failed": 1}}))]}),
     )
 }
 
-fn blackout_holds_the_next_stage() -> Shown {
+/// The third of four waves held by a blackout; a stage start held by another.
+fn blackouts() -> Shown {
     promotion(
         "payments",
         json!({"hashScheme": 1, "phase": "Waiting", "snapshotIndex": 2,
-            "snapshotCommit": "99887766554433221100", "currentStageName": "dev",
+            "snapshotCommit": "99887766554433221100", "currentStageName": "prod",
             "lastPromotionTime": ago(600),
-            "blackoutUntil": (now() + Duration::seconds(1800)).to_rfc3339(),
-            "nextWakeUp": (now() + Duration::seconds(1800)).to_rfc3339(),
-            "stages": [stage("dev", 2, json!({"provisionedAt": ago(500), "succeededAt": ago(400)}))],
-            "stagesAhead": [{"name": "prod", "snapshotIndex": 1}]}),
+            "nextWakeUp": later(2040),
+            "stages": [
+                completed_stage("dev", 2, 400),
+                stage("prod", 2, json!({"kind": "Blackout", "until": later(2040),
+                    "reason": "year-end freeze", "wave": {"wave": 3, "of": 4}}), 300,
+                    json!({"counts": {"members": 7, "laterWaves": 4, "matchingClusters": 3,
+                        "summaries": 3, "provisioned": 3, "failed": 0}}))],
+            "stagesAhead": [{"name": "edge", "snapshotIndex": 1}]}),
+    )
+}
+
+/// The first run held before its first stage: nothing runs yet.
+fn held_first_run() -> Shown {
+    promotion(
+        "billing",
+        json!({"hashScheme": 1, "phase": "Waiting",
+            "message": "blackout until 2026-11-24T18:14:00Z (incident 42): snapshot #1 waits to start",
+            "blackoutUntil": later(2040), "nextWakeUp": later(2040),
+            "stagesAhead": [
+                {"name": "dev", "activity": {"kind": "Blackout", "until": later(2040),
+                    "reason": "incident 42"}, "activitySince": ago(10)},
+                {"name": "prod"}]}),
     )
 }
 
@@ -169,36 +218,63 @@ fn draw(promotions: &[Shown], columns: usize, rows: usize) -> String {
 fn a_new_run_shows_the_later_stages_still_on_the_older_snapshot() {
     let text = draw(&[new_run_soaking()], 80, 40);
     insta::assert_snapshot!(text);
-    assert!(text.contains("soak ends in 1m12s"), "{text}");
+    assert!(text.contains("soaking, ends in 1m12s"), "{text}");
+    // Wider, the end's clock time too.
+    let wide = draw(&[new_run_soaking()], 120, 40);
+    assert!(wide.contains("soaking, ends 17:41:12 (in 1m12s)"), "{wide}");
 }
 
 #[test]
 fn a_manual_gate_says_how_long_it_has_waited() {
     let text = draw(&[manual_gate()], 80, 40);
     insta::assert_snapshot!(text);
-    assert!(text.contains("waiting for approval 3m"), "{text}");
-    assert!(text.contains("done 5m ago"), "{text}");
+    assert!(text.contains("awaiting approval for 3m"), "{text}");
+    assert!(text.contains("completed 5m ago"), "{text}");
 }
 
 #[test]
 fn a_failed_stage_shows_its_failures_distinctly_and_the_rollback() {
-    let text = draw(&[failed_stage(), new_run_provisioning()], 80, 40);
+    let text = draw(&[failed_stage(), halted(), new_run_provisioning()], 80, 40);
     insta::assert_snapshot!(text);
     assert!(text.contains("✗2"), "{text}");
-    assert!(text.contains("failed: budget exceeded"), "{text}");
+    assert!(text.contains("failed: 2 of 3 clusters failed"), "{text}");
+    assert!(text.contains("rolling back to #3"), "{text}");
+    assert!(text.contains("restored to #3"), "{text}");
 }
 
 #[test]
-fn waves_blackouts_and_a_queued_snapshot_are_said_in_words() {
+fn waves_count_every_member_and_blackouts_say_until_when_and_why() {
     let text = draw(
-        &[waves_and_blackout(), blackout_holds_the_next_stage()],
+        &[waves_and_a_queued_snapshot(), blackouts(), held_first_run()],
         80,
         40,
     );
     insta::assert_snapshot!(text);
-    assert!(text.contains("wave 2/3 done, next in 1m05s"), "{text}");
-    assert!(text.contains("held by a blackout for 30m00s"), "{text}");
+    let prod = text
+        .lines()
+        .find(|l| l.contains("wave 2/3 done"))
+        .unwrap_or_else(|| panic!("a pause between waves: {text}"));
+    // Two of nine members provisioned, one failed: the bar is not full after the first waves.
+    assert!(prod.contains("2/9 ✗1"), "{prod}");
+    assert!(prod.contains("██✗✗░"), "{prod}");
+    assert!(prod.contains("next in 1m05s"), "{prod}");
+    assert!(text.contains("wave 3/4: blackout, 34m00s left"), "{text}");
     assert!(text.contains("snapshot #6 is queued"), "{text}");
+    // At the start of a held first run: the stage held, and no snapshot running yet.
+    let held = text
+        .lines()
+        .find(|l| l.starts_with("  dev") && l.contains("blackout"))
+        .unwrap_or_else(|| panic!("the held first stage: {text}"));
+    assert!(held.contains("–"), "{held}");
+}
+
+#[test]
+fn a_wide_terminal_gets_the_clock_time_and_the_reason() {
+    let text = draw(&[blackouts()], 120, 40);
+    assert!(
+        text.contains("wave 3/4 held: blackout until 18:14:00 (year-end freeze), 34m00s left"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -239,7 +315,7 @@ fn columns_keep_their_width_when_the_content_changes() {
     let before = draw(&[new_run_provisioning()], 80, 40);
     let mut later = new_run_provisioning();
     if let Ok(Some(status)) = &mut later.status {
-        status.stages[0].counts.matching_clusters = 120;
+        status.stages[0].counts.members = 120;
         status.stages[0].counts.provisioned = 100;
         status.stages[0].counts.failed = 0;
     }

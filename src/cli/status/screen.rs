@@ -32,6 +32,15 @@ pub fn size() -> Size {
     }
 }
 
+/// The width of plain output (`status`, `status NAME`): the terminal's on stdout, however wide;
+/// 80 when stdout is not a terminal, so that piped output is the same everywhere.
+pub fn plain_width() -> usize {
+    match rustix::termios::tcgetwinsize(std::io::stdout()) {
+        Ok(size) if size.ws_col > 0 => usize::from(size.ws_col),
+        _ => DEFAULT_COLUMNS,
+    }
+}
+
 /// The bytes that replace the screen's content with `lines` (at most `rows` of them). Each line
 /// is cleared before it is written, not after: a line as wide as the screen leaves the cursor in
 /// the last column, where clearing to the end of the line would erase its last character.

@@ -1,13 +1,16 @@
-//! The plain text output: an overview table of all promotions, or one promotion in detail.
-//! Stable for scripts: no escapes, no times relative to now.
+//! The plain text output: an overview table of all promotions, or one promotion in detail, as
+//! wide as the terminal (80 columns when it cannot tell or when piped), wrapped at word
+//! boundaries. Stable for scripts: no escapes, no times relative to now.
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{ContentArrangement, Table};
 use tollgate_engine::conditions;
-use tollgate_engine::{Phase, PromotionStatus, RunFailure, StageStatus};
+use tollgate_engine::pipeline::StageView;
+use tollgate_engine::status::{ClusterCondition, StageCounts};
+use tollgate_engine::{Phase, PromotionStatus, RunFailure};
 
 use super::Shown;
+use super::fit;
+use super::stage_words::{self, Times};
 
 pub(super) use tollgate_manifest::snapshot::short_sha as short;
 
@@ -29,73 +32,85 @@ fn snapshot_label(status: &PromotionStatus) -> String {
     label
 }
 
-fn table() -> Table {
-    let mut table = Table::new();
-    table
-        .load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic);
-    table
+/// The run's current stage; at the start of a run held before its first stage, the held one.
+fn stage_label(status: &PromotionStatus) -> String {
+    if let Some(stage) = &status.current_stage_name {
+        return stage.clone();
+    }
+    let pipeline = status.pipeline();
+    stage_words::current(&pipeline, None)
+        .map(|view| view.name.to_string())
+        .unwrap_or_default()
 }
 
-pub(super) fn render_overview(shown: &[Shown]) -> String {
+pub(super) fn render_overview(shown: &[Shown], width: usize) -> String {
     if shown.is_empty() {
         return "no promotions\n".into();
     }
-    let mut table = table();
-    table.set_header([
+    let rows: Vec<Vec<String>> = shown
+        .iter()
+        .map(|promotion| match &promotion.status {
+            Ok(Some(status)) => vec![
+                promotion.name.clone(),
+                status.phase.as_str().to_string(),
+                stage_label(status),
+                snapshot_label(status),
+                status.message.clone().unwrap_or_default(),
+                time(status.next_wake_up),
+            ],
+            Ok(None) => vec![promotion.name.clone()],
+            Err(error) => vec![
+                promotion.name.clone(),
+                String::new(),
+                String::new(),
+                String::new(),
+                error.clone(),
+            ],
+        })
+        .collect();
+    let header = [
         "PROMOTION",
         "PHASE",
         "STAGE",
         "SNAPSHOT",
         "MESSAGE",
         "NEXT WAKE-UP",
-    ]);
-    for promotion in shown {
-        let row = match &promotion.status {
-            Ok(Some(status)) => [
-                promotion.name.clone(),
-                status.phase.as_str().to_string(),
-                status.current_stage_name.clone().unwrap_or_default(),
-                snapshot_label(status),
-                status.message.clone().unwrap_or_default(),
-                time(status.next_wake_up),
-            ],
-            Ok(None) => [
-                promotion.name.clone(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-            ],
-            Err(error) => [
-                promotion.name.clone(),
-                String::new(),
-                String::new(),
-                String::new(),
-                error.clone(),
-                String::new(),
-            ],
-        };
-        table.add_row(row);
+    ];
+    if fit::fits_whole_words(&header, &rows, width) {
+        return fit::table(&header, &rows, width);
     }
-    format!("{table}\n")
+    // Too narrow for every column: the wake-up goes (`status NAME` has it), not half of a time.
+    let rows: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|mut row| {
+            row.truncate(5);
+            row
+        })
+        .collect();
+    fit::table(&header[..5], &rows, width)
 }
 
-pub(super) fn render_detail(promotion: &Shown) -> String {
+/// Where the labels of the detail's first lines end.
+const LABEL: usize = 14;
+
+pub(super) fn render_detail(promotion: &Shown, width: usize) -> String {
     let status = match &promotion.status {
         Ok(Some(status)) => status,
         Ok(None) => return format!("Promotion:    {}\n(no status yet)\n\n", promotion.name),
         Err(error) => return format!("Promotion:    {}\n{error}\n\n", promotion.name),
     };
-    let mut out = format!(
-        "Promotion:    {}\nPhase:        {}\nStage:        {}\nSnapshot:     {}\n",
-        promotion.name,
-        status.phase.as_str(),
-        status.current_stage_name.as_deref().unwrap_or_default(),
-        snapshot_label(status),
-    );
+    let pipeline = status.pipeline();
+    let stage = Some(stage_label(status)).filter(|s| !s.is_empty());
+    let snapshot = match status.snapshot_index {
+        Some(_) => snapshot_label(status),
+        None => "none running yet".to_string(),
+    };
+    let mut out = String::new();
     for (label, value) in [
+        ("Promotion", Some(promotion.name.clone())),
+        ("Phase", Some(status.phase.as_str().to_string())),
+        ("Stage", stage),
+        ("Snapshot", Some(snapshot)),
         ("Message", status.message.clone()),
         ("Next wake-up", status.next_wake_up.map(|t| time(Some(t)))),
         ("Paused since", status.paused_since.map(|t| time(Some(t)))),
@@ -109,6 +124,12 @@ pub(super) fn render_detail(promotion: &Shown) -> String {
             conditions::problem(status, conditions::REJECTED_CONTENT).map(|c| c.message.clone()),
         ),
         (
+            "Queued",
+            status
+                .queued_snapshot
+                .map(|q| format!("snapshot #{q} starts when this run finishes")),
+        ),
+        (
             "Policy",
             status
                 .policy
@@ -117,84 +138,102 @@ pub(super) fn render_detail(promotion: &Shown) -> String {
         ),
     ] {
         if let Some(value) = value.filter(|v| !v.is_empty()) {
-            out.push_str(&format!("{:<14}{value}\n", format!("{label}:")));
+            out.push_str(&labelled(&format!("{label}:"), &value, width));
         }
     }
-    let mut table = table();
-    table.set_header([
-        "STAGE",
-        "SNAPSHOT",
-        "CLUSTERS",
-        "FAILED",
-        "STATUS",
-        "WAITING FOR",
-        "APPROVER",
-    ]);
-    for stage in &status.stages {
-        let approver = match stage.approver.as_deref() {
-            Some(approver) if approver.sha.is_some() => format!(
-                "{} ({}, {})",
-                approver.author.as_deref().unwrap_or_default(),
-                approver.kind,
-                short(approver.sha.as_deref().unwrap_or_default())
-            ),
-            _ => String::new(),
-        };
-        table.add_row([
-            stage.name.clone(),
-            format!("#{}", stage.snapshot_index),
-            format!(
-                "{}/{} provisioned",
-                stage.counts.provisioned, stage.counts.matching_clusters
-            ),
-            stage.counts.failed.to_string(),
-            stage.current_status_description.clone().unwrap_or_default(),
-            stage.waiting_reason.clone().unwrap_or_default(),
-            approver,
-        ]);
+    out.push_str(&render_stages(&pipeline, width));
+    for view in &pipeline {
+        out.push_str(&render_approver(view, width));
     }
-    out.push_str(&format!("{table}\n"));
     if let Some(failure) = &status.failure {
-        out.push_str(&render_failure(status, failure));
+        out.push_str(&render_failure(status, failure, width));
     }
-    for stage in &status.stages {
-        out.push_str(&render_clusters(stage));
+    for view in &pipeline {
+        out.push_str(&render_clusters(view, width));
     }
     out.push('\n');
     out
 }
 
-/// The failed stage, why, what the rollback did, and what the user does next.
-fn render_failure(status: &PromotionStatus, failure: &RunFailure) -> String {
+/// `label` then `value`, wrapped at word boundaries under the value's first column.
+fn labelled(label: &str, value: &str, width: usize) -> String {
+    let wrapped = fit::wrap(value, width.saturating_sub(LABEL).max(20));
+    let mut out = String::new();
+    for (i, line) in wrapped.lines().enumerate() {
+        let label = if i == 0 { label } else { "" };
+        out.push_str(&format!("{label:<LABEL$}{line}\n"));
+    }
+    out
+}
+
+/// Every stage of the pipeline: the snapshot it runs, its counts over its members, what it does.
+fn render_stages(pipeline: &[StageView<'_>], width: usize) -> String {
+    let rows: Vec<Vec<String>> = pipeline
+        .iter()
+        .map(|view| {
+            vec![
+                view.name.to_string(),
+                view.snapshot.map(|i| format!("#{i}")).unwrap_or_default(),
+                stage_words::counts(view).map(clusters).unwrap_or_default(),
+                stage_words::activity(view, Times::Absolute),
+            ]
+        })
+        .collect();
+    let header = ["STAGE", "SNAPSHOT", "CLUSTERS", "ACTIVITY"];
+    fit::table(&header, &rows, width)
+}
+
+/// "6/7 provisioned, 1 failed": the stage's counts over its members.
+fn clusters(counts: &StageCounts) -> String {
+    let mut text = format!(
+        "{}/{} provisioned",
+        counts.provisioned,
+        stage_words::members(counts)
+    );
+    if counts.failed > 0 {
+        text.push_str(&format!(", {} failed", counts.failed));
+    }
+    if counts.timed_out > 0 {
+        text.push_str(&format!(", {} timed out", counts.timed_out));
+    }
+    text
+}
+
+/// Who approved a manual stage of this run.
+fn render_approver(view: &StageView<'_>, width: usize) -> String {
+    let Some(approver) = view.status.and_then(|st| st.approver.as_deref()) else {
+        return String::new();
+    };
+    let Some(sha) = approver.sha.as_deref() else {
+        return String::new();
+    };
+    let value = format!(
+        "{} by {} ({}, {})",
+        view.name,
+        approver.author.as_deref().unwrap_or_default(),
+        approver.kind,
+        short(sha)
+    );
+    labelled("Approved:", &value, width)
+}
+
+/// The failed stage, why, and what the user does next (the stages' rows say what the rollback
+/// did to each).
+fn render_failure(status: &PromotionStatus, failure: &RunFailure, width: usize) -> String {
     let commit = status
         .snapshot_commit
         .as_deref()
         .map(short)
         .unwrap_or_default();
-    let mut out = format!(
-        "\nFAILED: stage {} with snapshot #{} at {} (onFailure: {})\n  {}\n",
+    let headline = format!(
+        "FAILED: stage {} with snapshot #{} at {} (onFailure: {})",
         failure.stage,
         failure.snapshot_index,
         time(Some(failure.at)),
         failure.on_failure,
-        failure.reason
     );
-    for restored in &failure.rollback {
-        let to = restored
-            .to_snapshot
-            .map_or("withdrawn".to_string(), |i| format!("snapshot #{i}"));
-        let state = if restored.restored_at.is_some() {
-            "restored"
-        } else if restored.applied_at.is_some() {
-            "restoring"
-        } else {
-            "to restore"
-        };
-        out.push_str(&format!(
-            "  rollback: stage {} → {to}: {state}\n",
-            restored.name
-        ));
-    }
+    let mut out = format!("\n{}\n", fit::wrap(&headline, width));
+    out.push_str(&indented(&failure.reason, width));
     let next = match status.phase {
         Phase::RollingBack => {
             "wait for the rollback to finish; then commit a fix, or revert to acknowledge"
@@ -207,47 +246,43 @@ fn render_failure(status: &PromotionStatus, failure: &RunFailure) -> String {
             "fix the cause and commit (a new snapshot starts a new run), or `git revert {commit}`"
         ),
     };
-    out.push_str(&format!("  next: {next}\n"));
+    out.push_str(&indented(&format!("next: {next}"), width));
+    if !failure.clusters.is_empty() {
+        out.push_str(&clusters_table(&failure.clusters, width));
+    }
     out
 }
 
-/// A stage's clusters that are not Provisioned, with why and since when.
-fn render_clusters(stage: &StageStatus) -> String {
-    if stage.not_provisioned.is_empty() && !stage.skipped {
+/// `text` wrapped at word boundaries, each line indented by two spaces.
+fn indented(text: &str, width: usize) -> String {
+    fit::wrap(text, width.saturating_sub(2).max(20))
+        .lines()
+        .map(|line| format!("  {line}\n"))
+        .collect()
+}
+
+/// A stage's clusters that are not Provisioned, with why and since when: for stages whose counts
+/// are shown (a restored stage's are of the rejected snapshot).
+fn render_clusters(view: &StageView<'_>, width: usize) -> String {
+    let (Some(stage), Some(counts)) = (view.status, stage_words::counts(view)) else {
+        return String::new();
+    };
+    if stage.not_provisioned.is_empty() {
         return String::new();
     }
-    let mut out = format!("\nStage {}:", stage.name);
-    if stage.skipped {
-        out.push_str(" Skipped: no matching clusters");
-    }
-    let counts = &stage.counts;
-    if !stage.not_provisioned.is_empty() {
-        out.push_str(&format!(
-            " {} pending, {} provisioning, {} failed, {} timed out",
-            counts.pending, counts.provisioning, counts.failed, counts.timed_out
-        ));
+    let mut line = format!(
+        "Stage {}: {} pending, {} provisioning, {} failed, {} timed out",
+        view.name, counts.pending, counts.provisioning, counts.failed, counts.timed_out
+    );
+    if counts.later_waves > 0 {
+        line.push_str(&format!(", {} in later waves", counts.later_waves));
     }
     if let Some(allowed) = stage.allowed_failures {
-        out.push_str(&format!(" (tolerated: {allowed})"));
+        line.push_str(&format!(" (tolerated: {allowed})"));
     }
-    if let Some(deadline) = stage.deadline {
-        out.push_str(&format!("; deadline {}", time(Some(deadline))));
-    }
+    let mut out = format!("\n{}", fit::wrap(&line, width));
     out.push('\n');
-    if stage.not_provisioned.is_empty() {
-        return out;
-    }
-    let mut table = table();
-    table.set_header(["CLUSTER", "STATE", "SINCE", "MESSAGE"]);
-    for cluster in &stage.not_provisioned {
-        table.add_row([
-            cluster.cluster.clone(),
-            cluster.state.as_str().to_string(),
-            time(Some(cluster.since)),
-            cluster.message.clone().unwrap_or_default(),
-        ]);
-    }
-    out.push_str(&format!("{table}\n"));
+    out.push_str(&clusters_table(&stage.not_provisioned, width));
     if stage.not_provisioned_unlisted > 0 {
         out.push_str(&format!(
             "… and {} more not Provisioned\n",
@@ -255,4 +290,19 @@ fn render_clusters(stage: &StageStatus) -> String {
         ));
     }
     out
+}
+
+fn clusters_table(clusters: &[ClusterCondition], width: usize) -> String {
+    let rows: Vec<Vec<String>> = clusters
+        .iter()
+        .map(|cluster| {
+            vec![
+                cluster.cluster.clone(),
+                cluster.state.as_str().to_string(),
+                time(Some(cluster.since)),
+                cluster.message.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    fit::table(&["CLUSTER", "STATE", "SINCE", "MESSAGE"], &rows, width)
 }
