@@ -23,8 +23,10 @@ pub struct LabelSelector {
 pub enum SelectorError {
     #[error("unable to parse requirement: {0:?}")]
     Requirement(String),
-    #[error("unsupported field selector: {0:?} (only metadata.name and metadata.namespace)")]
+    #[error("unable to parse field selector requirement: {0:?}")]
     Field(String),
+    #[error("field label not supported: {field} (supported: {supported})")]
+    FieldLabel { field: String, supported: String },
     #[error("invalid label selector object: {0}")]
     Object(String),
 }
@@ -160,7 +162,37 @@ impl LabelSelector {
     }
 }
 
-/// A field selector on `metadata.name` / `metadata.namespace` (`=`, `==`, `!=`).
+/// The fields every kind can be selected by.
+const IDENTITY_FIELDS: &[&str] = &["metadata.name", "metadata.namespace"];
+
+/// The fields Events (stored as events.k8s.io/v1) can be selected by, as the real server allows:
+/// what kubectl users type (`type=Warning`, `reason=…`, `regarding.name=…`; the core/v1 edge
+/// renames `involvedObject.*` and `reportingComponent` to these).
+pub const EVENT_FIELDS: &[&str] = &[
+    "metadata.name",
+    "metadata.namespace",
+    "type",
+    "reason",
+    "reportingController",
+    "regarding.kind",
+    "regarding.namespace",
+    "regarding.name",
+    "regarding.uid",
+    "regarding.apiVersion",
+    "regarding.resourceVersion",
+    "regarding.fieldPath",
+];
+
+/// The fields a field selector may name for objects of `kind` (others are refused, as the real
+/// server refuses them).
+pub fn selectable_fields(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "Event" => EVENT_FIELDS,
+        _ => IDENTITY_FIELDS,
+    }
+}
+
+/// A field selector (`=`, `==`, `!=`) on the fields [`selectable_fields`] allows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FieldSelector {
     /// (field path, expected value, equal?)
@@ -168,7 +200,8 @@ pub struct FieldSelector {
 }
 
 impl FieldSelector {
-    pub fn parse(text: &str) -> Result<Self, SelectorError> {
+    /// Parses `text`, allowing only the fields in `supported`.
+    pub fn parse(text: &str, supported: &[&str]) -> Result<Self, SelectorError> {
         let mut terms = Vec::new();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (field, value, equal) = if let Some((f, v)) = part.split_once("!=") {
@@ -181,29 +214,34 @@ impl FieldSelector {
                 return Err(SelectorError::Field(part.to_string()));
             };
             let field = field.trim();
-            if field != "metadata.name" && field != "metadata.namespace" {
-                return Err(SelectorError::Field(part.to_string()));
+            if !supported.contains(&field) {
+                return Err(SelectorError::FieldLabel {
+                    field: field.to_string(),
+                    supported: supported.join(", "),
+                });
             }
             terms.push((field.to_string(), value.trim().to_string(), equal));
         }
         Ok(Self { terms })
     }
 
-    pub fn matches(&self, object: &Value) -> bool {
-        let field = |key: &str| object["metadata"][key].as_str().unwrap_or("");
-        self.matches_identity(field("name"), field("namespace"))
+    /// Whether an object whose field values `value` gives (empty when absent) matches.
+    pub fn matches_fields<'v>(&self, value: impl Fn(&str) -> &'v str) -> bool {
+        self.terms
+            .iter()
+            .all(|(field, expected, equal)| (value(field) == expected) == *equal)
     }
+}
 
-    /// Whether an object of this name and namespace (empty when absent) matches.
-    pub fn matches_identity(&self, name: &str, namespace: &str) -> bool {
-        self.terms.iter().all(|(field, value, equal)| {
-            let actual = if field == "metadata.name" {
-                name
-            } else {
-                namespace
-            };
-            (actual == value) == *equal
-        })
+/// The value at a dotted `path` of `object`, as a field selector compares it: a string, a
+/// number's or boolean's text, empty when absent.
+pub fn field_value(object: &Value, path: &str) -> String {
+    let found = path.split('.').fold(object, |at, key| &at[key]);
+    match found {
+        Value::String(text) => text.clone(),
+        Value::Number(number) => number.to_string(),
+        Value::Bool(flag) => flag.to_string(),
+        _ => String::new(),
     }
 }
 
@@ -248,18 +286,36 @@ mod tests {
     }
 
     #[test]
+    fn an_unsupported_field_label_is_refused_naming_what_is_supported() {
+        let error = FieldSelector::parse("reason=Failed", IDENTITY_FIELDS).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "field label not supported: reason (supported: metadata.name, metadata.namespace)"
+        );
+        assert!(FieldSelector::parse("type=Warning,reason=Failed", EVENT_FIELDS).is_ok());
+    }
+
+    #[test]
+    fn field_values_are_read_at_their_dotted_path() {
+        let event = json!({"type": "Warning", "regarding": {"name": "p", "uid": 7}});
+        assert_eq!(field_value(&event, "regarding.name"), "p");
+        assert_eq!(field_value(&event, "regarding.uid"), "7");
+        assert_eq!(field_value(&event, "reason"), "");
+    }
+
+    #[test]
     fn field_selector_on_name_and_namespace() {
         let object = labelled(json!({}));
-        assert!(
-            FieldSelector::parse("metadata.name=a,metadata.namespace==ns")
+        let matches = |text: &str| {
+            FieldSelector::parse(text, IDENTITY_FIELDS)
                 .unwrap()
-                .matches(&object)
-        );
-        assert!(
-            !FieldSelector::parse("metadata.name!=a")
-                .unwrap()
-                .matches(&object)
-        );
-        assert!(FieldSelector::parse("spec.x=1").is_err());
+                .matches_fields(|field| match field {
+                    "metadata.name" => object["metadata"]["name"].as_str().unwrap_or(""),
+                    _ => object["metadata"]["namespace"].as_str().unwrap_or(""),
+                })
+        };
+        assert!(matches("metadata.name=a,metadata.namespace==ns"));
+        assert!(!matches("metadata.name!=a"));
+        assert!(FieldSelector::parse("spec.x=1", IDENTITY_FIELDS).is_err());
     }
 }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::api_error::ApiError;
-use crate::selector::{FieldSelector, LabelSelector};
+use crate::selector::{FieldSelector, LabelSelector, field_value, selectable_fields};
 use crate::stored_json::{ChunkTable, StoredJson};
 
 /// Identity of a stored object. Cluster-scoped objects have an empty namespace.
@@ -78,6 +78,9 @@ pub struct SelectionView {
     /// offsets of each (key, value) pair in `ends`.
     label_text: Box<str>,
     ends: Box<[(u32, u32)]>,
+    /// The other selectable fields of its kind (Events: type, reason, regarding.*, …), as
+    /// (path, value); empty for kinds selectable by name and namespace only.
+    fields: Box<[(Box<str>, Box<str>)]>,
 }
 
 impl SelectionView {
@@ -99,11 +102,31 @@ impl SelectionView {
             let offset = |at: usize| u32::try_from(at).unwrap_or(u32::MAX);
             ends.push((offset(key_end), offset(label_text.len())));
         }
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let fields = selectable_fields(kind)
+            .iter()
+            .filter(|path| !path.starts_with("metadata."))
+            .map(|path| (Box::from(*path), field_value(object, path).into_boxed_str()))
+            .collect();
         Self {
             name: text("name"),
             namespace: text("namespace"),
             label_text: label_text.into_boxed_str(),
             ends: ends.into_boxed_slice(),
+            fields,
+        }
+    }
+
+    /// The value of a selectable field (empty when absent).
+    pub fn field(&self, path: &str) -> &str {
+        match path {
+            "metadata.name" => &self.name,
+            "metadata.namespace" => &self.namespace,
+            _ => self
+                .fields
+                .iter()
+                .find(|(at, _)| **at == *path)
+                .map_or("", |(_, value)| value),
         }
     }
 
@@ -123,7 +146,7 @@ impl SelectionView {
 
     pub fn selected_by(&self, labels: &LabelSelector, fields: &FieldSelector) -> bool {
         labels.matches_labels(|key| self.label(key))
-            && fields.matches_identity(&self.name, &self.namespace)
+            && fields.matches_fields(|path| self.field(path))
     }
 }
 
@@ -762,7 +785,7 @@ mod tests {
         let selects = |labels: &str, fields: &str| {
             view.selected_by(
                 &LabelSelector::parse(labels).unwrap(),
-                &FieldSelector::parse(fields).unwrap(),
+                &FieldSelector::parse(fields, selectable_fields("Unlabelled")).unwrap(),
             )
         };
         assert!(selects("a=bc,!number,empty", "metadata.name=n"));

@@ -183,3 +183,122 @@ async fn discovery_lists_both_event_apis_and_kubectl_get_events_shows_the_note()
     }
     handle.shutdown().await;
 }
+
+/// An Event with its own type, reason and object.
+fn event_about(name: &str, object: &str, kind: &str, reason: &str) -> Event {
+    let mut event = tollgate_event(name);
+    event.type_ = Some(kind.into());
+    event.reason = Some(reason.into());
+    event.regarding.as_mut().expect("regarding").name = Some(object.into());
+    event
+}
+
+fn names<T: kube::Resource>(items: &[T]) -> Vec<String> {
+    let mut names: Vec<String> = items
+        .iter()
+        .map(|e| e.meta().name.clone().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn events_are_selected_by_the_fields_kubectl_users_type() {
+    let (handle, client) = start(Fleet::default()).await;
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let core: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    for event in [
+        event_about("web.1", "web", "Warning", "StageFailed"),
+        event_about("web.2", "web", "Normal", "StageProvisioned"),
+        event_about("api.1", "api", "Warning", "Blackout"),
+    ] {
+        events.create(&PostParams::default(), &event).await.unwrap();
+    }
+    let core_list = |fields: &'static str| {
+        let core = core.clone();
+        async move {
+            names(
+                &core
+                    .list(&ListParams::default().fields(fields))
+                    .await
+                    .unwrap()
+                    .items,
+            )
+        }
+    };
+    assert_eq!(core_list("type=Warning").await, ["api.1", "web.1"]);
+    assert_eq!(core_list("reason=Blackout").await, ["api.1"]);
+    assert_eq!(
+        core_list("involvedObject.name=web").await,
+        ["web.1", "web.2"]
+    );
+    assert_eq!(
+        core_list("involvedObject.name=web,type!=Warning").await,
+        ["web.2"]
+    );
+    assert_eq!(
+        core_list("involvedObject.kind=GitPromotion,reason==StageFailed").await,
+        ["web.1"]
+    );
+    let by_regarding = events
+        .list(&ListParams::default().fields("regarding.name=api,type=Warning"))
+        .await
+        .unwrap();
+    assert_eq!(names(&by_regarding.items), ["api.1"]);
+
+    // A field the kind cannot be selected by is refused, naming it, as the real server does.
+    let refused = core
+        .list(&ListParams::default().fields("note=x"))
+        .await
+        .unwrap_err();
+    match refused {
+        kube::Error::Api(status) => {
+            assert_eq!(status.code, 400);
+            assert!(
+                status.message.contains("field label not supported: note"),
+                "{}",
+                status.message
+            );
+        }
+        other => panic!("expected a 400, got {other:?}"),
+    }
+
+    // A watch selects the same way: only the warnings about `web` arrive.
+    let version = core
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let params = WatchParams::default()
+        .fields("involvedObject.name=web,type=Warning")
+        .timeout(10);
+    let mut watch = pin!(core.watch(&params, &version).await.unwrap());
+    events
+        .create(
+            &PostParams::default(),
+            &event_about("api.2", "api", "Warning", "Blackout"),
+        )
+        .await
+        .unwrap();
+    events
+        .create(
+            &PostParams::default(),
+            &event_about("web.3", "web", "Normal", "StageProvisioned"),
+        )
+        .await
+        .unwrap();
+    events
+        .create(
+            &PostParams::default(),
+            &event_about("web.4", "web", "Warning", "StageFailed"),
+        )
+        .await
+        .unwrap();
+    match watch.next().await {
+        Some(Ok(WatchEvent::Added(e))) => assert_eq!(e.metadata.name.as_deref(), Some("web.4")),
+        other => panic!("expected only web.4 ADDED, got {other:?}"),
+    }
+    handle.shutdown().await;
+}

@@ -19,8 +19,9 @@ use serde_json::Value;
 use crate::api_error::ApiError;
 use crate::faults::{FaultDecision, InflightSlot, RequestClass};
 use crate::kubectl;
+use crate::registry::ResourceType;
 use crate::schema_validation::{self, FieldValidation};
-use crate::selector::{FieldSelector, LabelSelector};
+use crate::selector::{FieldSelector, LabelSelector, selectable_fields};
 use crate::shared::{Shared, lock};
 use crate::state::{ApiState, ListOptions, ObjectList, PatchKind, Target};
 use route::{ResourcePath, Route};
@@ -304,11 +305,14 @@ pub(crate) fn parse_body(body: &Bytes, allow_yaml: bool) -> Result<Value, ApiErr
     }
 }
 
-pub(crate) fn list_options(query: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
+/// The list options of a request on `resource`'s objects.
+pub(crate) fn list_options(
+    query: &HashMap<String, String>,
+    resource: &ResourceType,
+) -> Result<ListOptions, ApiError> {
     let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let fields = FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))
-        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let fields = field_selector(query, resource)?;
     let limit = match query.get("limit") {
         Some(l) => Some(
             l.parse::<usize>()
@@ -324,6 +328,16 @@ pub(crate) fn list_options(query: &HashMap<String, String>) -> Result<ListOption
         limit,
         continue_token,
     })
+}
+
+/// The request's field selector, on the fields `resource`'s kind can be selected by.
+pub(crate) fn field_selector(
+    query: &HashMap<String, String>,
+    resource: &ResourceType,
+) -> Result<FieldSelector, ApiError> {
+    let text = query.get("fieldSelector").map_or("", String::as_str);
+    FieldSelector::parse(text, selectable_fields(&resource.kind))
+        .map_err(|e| ApiError::BadRequest(e.to_string()))
 }
 
 /// The field manager of a write: the `fieldManager` parameter, or like the real server the
@@ -490,7 +504,7 @@ fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<
             Ok(stored_reply(state, target, 200, object))
         }
         "list" => {
-            let list = state.list(target, &list_options(&request.query)?)?;
+            let list = state.list(target, &list_options(&request.query, &resource)?)?;
             let table = kubectl::table_for(request.accept, &resource, || {
                 (list.objects(), list.metadata.clone())
             });

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::api_error::ApiError;
 use crate::registry::ResourceType;
-use crate::selector::{FieldSelector, LabelSelector};
+use crate::selector::LabelSelector;
 use crate::state::ApiState;
 use crate::store::{WatchEvent, WatchFilter};
 
@@ -49,8 +49,7 @@ pub fn open(
 ) -> Result<WatchStream, ApiError> {
     let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let fields = FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))
-        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let fields = super::field_selector(query, resource)?;
     let timeout = query
         .get("timeoutSeconds")
         .and_then(|t| t.parse::<u64>().ok())

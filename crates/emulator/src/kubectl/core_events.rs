@@ -4,6 +4,8 @@
 //! field mapping of the real conversion (note ↔ message, regarding ↔ involvedObject,
 //! reportingController ↔ reportingComponent, deprecated* ↔ source/firstTimestamp/lastTimestamp/count).
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value, json};
 
 use super::table;
@@ -54,7 +56,8 @@ pub(crate) fn request(
             Ok(Reply::Json(200, object))
         }
         "list" => {
-            let list = state.list(target, &list_options(&request.query)?)?;
+            let query = storage_query(request.query.clone());
+            let list = state.list(target, &list_options(&query, storage)?)?;
             let items: Vec<Value> = list.objects().iter().map(to_core).collect();
             if wants_table {
                 return Ok(Reply::Json(200, table::event_table(&items, &list.metadata)));
@@ -63,7 +66,7 @@ pub(crate) fn request(
             Ok(Reply::Json(200, list))
         }
         "watch" => {
-            let query = watch_query(request);
+            let query = storage_query(watch_query(request));
             let namespace = request.path.namespace.clone();
             watch::open(state, storage, namespace, &query, Some(to_core)).map(Reply::Watch)
         }
@@ -105,6 +108,30 @@ pub(crate) fn request(
             Ok(Reply::Json(200, to_core(&deleted)))
         }
         _ => Err(ApiError::MethodNotAllowed),
+    }
+}
+
+/// A core/v1 query with its field selector's names those of the events.k8s.io/v1 storage, as the
+/// real server converts them: `involvedObject.name=x` selects what `regarding.name=x` does.
+fn storage_query(mut query: HashMap<String, String>) -> HashMap<String, String> {
+    if let Some(text) = query.get_mut("fieldSelector") {
+        *text = text
+            .split(',')
+            .map(|term| {
+                let (field, rest) = term.split_at(term.find(['=', '!']).unwrap_or(term.len()));
+                format!("{}{rest}", storage_field(field.trim()))
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+    }
+    query
+}
+
+fn storage_field(core: &str) -> String {
+    match core.strip_prefix("involvedObject.") {
+        Some(rest) => format!("regarding.{rest}"),
+        None if core == "reportingComponent" || core == "source" => "reportingController".into(),
+        None => core.to_string(),
     }
 }
 
