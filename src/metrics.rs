@@ -19,10 +19,12 @@ use tollgate_engine::activity::StageActivity;
 use tollgate_engine::{Phase, PromotionStatus};
 
 use crate::cluster::throttle::ThrottleMetrics;
+use activities::StageActivities;
 use phases::PhaseGauges;
 use promotion_series::{PromotionSeries, Series, count_transition, shared_name};
 use tracing::error;
 
+mod activities;
 mod phases;
 mod promotion_series;
 
@@ -139,6 +141,7 @@ pub struct Metrics {
     drift_corrections: Family<PromotionLabels, Counter>,
     current_stage_index: Family<PromotionLabels, Gauge>,
     phase: PhaseGauges,
+    stage_activity: StageActivities,
     time_in_stage: Family<PromotionLabels, SecondsGauge>,
     approval_wait: Family<PromotionLabels, SecondsGauge>,
     webhook_requests: Family<WebhookLabels, Counter>,
@@ -221,6 +224,8 @@ impl Metrics {
         );
         let phase = PhaseGauges::default();
         registry.register_collector(Box::new(phase.clone()));
+        let stage_activity = StageActivities::default();
+        registry.register_collector(Box::new(stage_activity.clone()));
         let time_in_stage = Family::<PromotionLabels, SecondsGauge>::default();
         registry.register_with_unit(
             "promotion_time_in_stage",
@@ -312,6 +317,7 @@ impl Metrics {
             drift_corrections,
             current_stage_index,
             phase,
+            stage_activity,
             time_in_stage,
             approval_wait,
             webhook_requests,
@@ -395,6 +401,7 @@ impl Metrics {
             }
         }
         self.phase.set(&labels.promotion, &status.phase);
+        self.stage_activity.set(&labels.promotion, status);
         let live = LiveSince {
             stage_started: status.last_promotion_time,
             approval_since: approval_wait_start(status),
@@ -496,6 +503,7 @@ impl Metrics {
         self.time_in_stage.remove(&labels);
         self.approval_wait.remove(&labels);
         self.phase.remove(&promotion);
+        self.stage_activity.remove(&promotion);
     }
 
     /// `result`: accepted, bad_signature, missing_signature, too_large, ignored, not_configured,
@@ -633,6 +641,37 @@ mod tests {
             after.contains(r#"tollgate_stage_transitions_total{promotion="kept",stage="prod"} 1"#)
         );
         assert!(after.contains(r#"tollgate_promotion_time_in_stage_seconds{promotion="kept"}"#));
+    }
+
+    #[test]
+    fn each_stage_has_one_series_naming_the_activity_the_engine_gives_it() {
+        let metrics = Metrics::new();
+        let now = Utc::now();
+        let status = |prod: serde_json::Value| -> PromotionStatus {
+            serde_json::from_value(serde_json::json!({"hashScheme": 1, "phase": "Waiting",
+                "stagesAhead": [{"name": "dev", "activity": {"kind": "Pending"}},
+                                {"name": "prod", "activity": prod,
+                                 "activitySince": "2026-11-24T17:00:00Z"}]}))
+            .expect("a status")
+        };
+        let held = serde_json::json!({"kind": "Blackout", "until": "2026-11-25T00:03:00Z"});
+        metrics.observe_promotion("web", &status(held), now);
+        metrics.observe_promotion("web", &status(serde_json::json!({"kind": "Pending"})), now);
+        let text = metrics.encode();
+        let series: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("tollgate_stage_activity{"))
+            .collect();
+        assert_eq!(
+            series,
+            [
+                r#"tollgate_stage_activity{promotion="web",stage="dev",activity="Pending"} 1"#,
+                r#"tollgate_stage_activity{promotion="web",stage="prod",activity="Pending"} 1"#,
+            ],
+            "the blackout's series is gone once the stage moved on"
+        );
+        metrics.forget_promotion("web");
+        assert!(!metrics.encode().contains("tollgate_stage_activity{"));
     }
 
     #[test]

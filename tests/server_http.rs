@@ -465,6 +465,7 @@ async fn metrics_parse_as_openmetrics_with_every_family() {
         ("tollgate_apply_errors", "counter"),
         ("tollgate_promotion_current_stage_index", "gauge"),
         ("tollgate_promotion_phase", "gauge"),
+        ("tollgate_stage_activity", "gauge"),
         ("tollgate_promotion_time_in_stage_seconds", "gauge"),
         ("tollgate_promotion_approval_wait_seconds", "gauge"),
         ("tollgate_webhook_requests", "counter"),
@@ -666,6 +667,15 @@ async fn approval_wait_series_goes_away_once_approved() {
         ),
         Some(1.0)
     );
+    // The stage's activity series moved with it: no series still says it awaits approval.
+    let activity = |kind: &str| {
+        m.value(
+            "tollgate_stage_activity",
+            &[("promotion", "web"), ("stage", "prod"), ("activity", kind)],
+        )
+    };
+    assert_eq!(activity("Completed"), Some(1.0));
+    assert_eq!(activity("AwaitingApproval"), None);
 }
 
 #[tokio::test]
