@@ -19,12 +19,15 @@ struct ActivityLabels {
     activity: &'static str,
 }
 
-/// Each promotion's stages, in pipeline order, with the kind of their activity.
+/// A promotion's stages, in pipeline order, each with the kind of its activity.
+type Pipeline = Vec<(Arc<str>, &'static str)>;
+
+/// Each promotion's pipeline.
 #[derive(Clone, Debug, Default)]
-pub struct StageActivities(Arc<Mutex<BTreeMap<Arc<str>, Vec<(Arc<str>, &'static str)>>>>);
+pub struct StageActivities(Arc<Mutex<BTreeMap<Arc<str>, Pipeline>>>);
 
 impl StageActivities {
-    fn stages(&self) -> MutexGuard<'_, BTreeMap<Arc<str>, Vec<(Arc<str>, &'static str)>>> {
+    fn stages(&self) -> MutexGuard<'_, BTreeMap<Arc<str>, Pipeline>> {
         // Plain values: a panic cannot leave the map half-updated in a way that matters.
         self.0
             .lock()
