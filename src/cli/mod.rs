@@ -253,14 +253,14 @@ mod error_chain_tests {
     }
 }
 
-/// The README's claims about the CLI, checked against the parser itself.
+/// The documented claims about the CLI (docs/operations.md#run-flags), checked against the parser.
 #[cfg(test)]
 mod readme_claims {
     use clap::CommandFactory;
 
     use super::Cli;
 
-    /// "Every flag has an environment variable (`tollgate run --help`)": the README says the
+    /// "Every flag has an environment variable (`tollgate run --help`)": docs/operations.md#run-flags says the
     /// exceptions, `--kubeconfig` and `--context`, which read KUBECONFIG as kubectl does.
     #[test]
     fn every_run_flag_has_an_environment_variable() {

@@ -8,7 +8,7 @@ use super::reconcile::Context;
 use crate::cluster::observe::convert_profile;
 
 /// Executes `actions` in order and stops at the first failure: the engine's status may be
-/// persisted only if every action succeeded (DESIGN D1, D2).
+/// persisted only if every action succeeded (docs/architecture.md#the-engine-contract).
 pub async fn apply(ctx: &Context, actions: &[Action]) -> Result<(), ReconcileError> {
     for action in actions {
         execute(ctx, action).await?;

@@ -14,7 +14,7 @@ pub enum ControllerError {
 }
 
 /// Why one promotion's step did not complete. Retried with backoff; the last one is logged and
-/// counted, and the persisted status stays as it was (DESIGN D1/D2).
+/// counted, and the persisted status stays as it was (docs/architecture.md#the-engine-contract).
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
     #[error("applying ClusterProfile {name}: {source}")]

@@ -1,4 +1,4 @@
-//! The blast-radius guard (DESIGN §6): a single sync that would remove more than a configured
+//! The blast-radius guard (docs/operations.md#blast-radius-guard): a single sync that would remove more than a configured
 //! share of the promotions — or all of them, or whose tracked path vanished — is not pruned until
 //! confirmed, by `--confirm-prune` for the whole process or by annotating the held GitPromotion
 //! `tollgate.dev/confirm-prune: "true"`.

@@ -3,7 +3,7 @@
 //!
 //! The engine's contract: its status may be persisted only if every action succeeded. So on the
 //! first failed action this returns an error and persists nothing; the next step recomputes the same
-//! actions from the same persisted state (DESIGN D1, D2).
+//! actions from the same persisted state (docs/architecture.md#the-engine-contract).
 
 use std::sync::Arc;
 
