@@ -595,6 +595,7 @@ fn main() {
         throttle: throttle.clone(),
         instance: None,
         metrics,
+        analysis: Default::default(),
     };
     let started = Instant::now();
     let started_at: DateTime<Utc> = Utc::now();

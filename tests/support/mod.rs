@@ -128,6 +128,7 @@ impl World {
             throttle: self.throttle.clone(),
             instance: None,
             metrics: self.metrics.clone(),
+            analysis: Default::default(),
         }
     }
 
