@@ -51,12 +51,18 @@ pub async fn measure(
             format!("{}/commits/{sha}/status?per_page=100", secret.url),
             vec![
                 ("Authorization".to_string(), format!("Bearer {token}")),
-                ("Accept".to_string(), "application/vnd.github+json".to_string()),
+                (
+                    "Accept".to_string(),
+                    "application/vnd.github+json".to_string(),
+                ),
                 ("X-GitHub-Api-Version".to_string(), "2022-11-28".to_string()),
             ],
         ),
         CommitStatusProvider::Gitlab => (
-            format!("{}/repository/commits/{sha}/statuses?per_page=100", secret.url),
+            format!(
+                "{}/repository/commits/{sha}/statuses?per_page=100",
+                secret.url
+            ),
             vec![("PRIVATE-TOKEN".to_string(), token)],
         ),
         CommitStatusProvider::Gitea => (
@@ -85,7 +91,11 @@ fn statuses(document: &Value) -> Result<Vec<(String, String)>, MeasureError> {
         Value::Object(_) => document["statuses"].as_array().ok_or_else(|| {
             MeasureError::Malformed("no statuses list in the combined status".to_string())
         })?,
-        _ => return Err(MeasureError::Malformed("neither a list nor an object".into())),
+        _ => {
+            return Err(MeasureError::Malformed(
+                "neither a list nor an object".into(),
+            ));
+        }
     };
     Ok(list
         .iter()
@@ -174,7 +184,13 @@ mod tests {
     #[test]
     fn listed_contexts_green_is_true_one_failed_is_false_pending_is_not_green_yet() {
         let green = judged(github(&[("e2e", "success"), ("lint", "failure")]), &["e2e"]);
-        assert!(matches!(green, Observation::Value { result: ResultValue::Bool(true), .. }));
+        assert!(matches!(
+            green,
+            Observation::Value {
+                result: ResultValue::Bool(true),
+                ..
+            }
+        ));
         let failed = judged(github(&[("e2e", "failure"), ("lint", "pending")]), &[]);
         assert_eq!(
             failed,
@@ -184,7 +200,10 @@ mod tests {
             }
         );
         let pending = judged(github(&[("lint", "success")]), &["e2e"]);
-        assert_eq!(pending, Observation::Pending("pending: e2e (not reported)".into()));
+        assert_eq!(
+            pending,
+            Observation::Pending("pending: e2e (not reported)".into())
+        );
         assert!(matches!(judged(github(&[]), &[]), Observation::NoData(_)));
     }
 
@@ -198,10 +217,14 @@ mod tests {
             judged(gitlab, &["e2e"]),
             Observation::Pending("pending: e2e (running)".into())
         );
-        let gitea = json!({"state": "success", "statuses": [{"context": "e2e", "status": "success"}]});
+        let gitea =
+            json!({"state": "success", "statuses": [{"context": "e2e", "status": "success"}]});
         assert!(matches!(
             judged(gitea, &["e2e"]),
-            Observation::Value { result: ResultValue::Bool(true), .. }
+            Observation::Value {
+                result: ResultValue::Bool(true),
+                ..
+            }
         ));
     }
 }

@@ -77,7 +77,12 @@ fn serve(queue: &mpsc::Receiver<Job>) {
         let judged = catch_unwind(AssertUnwindSafe(|| {
             judge(&job.conditions, &job.result, &mut programs)
         }))
-        .unwrap_or_else(|_| Err("the CEL evaluator failed on this condition (a bug in it); simplify the condition".to_string()));
+        .unwrap_or_else(|_| {
+            Err(
+                "the CEL evaluator failed on this condition (a bug in it); simplify the condition"
+                    .to_string(),
+            )
+        });
         let _ = job.reply.send(judged);
     }
 }
@@ -110,7 +115,8 @@ fn judge(
             ResultValue::Bool(false) => MeasurementVerdict::Failed,
             _ => MeasurementVerdict::Successful,
         },
-        (None, Some(true)) => MeasurementVerdict::Failed,
+        // Returned above; kept for a total match.
+        (_, Some(true)) => MeasurementVerdict::Failed,
     })
 }
 
@@ -156,8 +162,8 @@ fn cel_value(result: &ResultValue) -> Result<Value, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
     use MeasurementVerdict::*;
+    use serde_json::json;
 
     fn verdict(success: Option<&str>, failure: Option<&str>, result: ResultValue) -> Judgement {
         let conditions = Conditions {
@@ -169,11 +175,21 @@ mod tests {
 
     #[test]
     fn failure_first_then_success_neither_is_inconclusive() {
-        let both = |n: f64| verdict(Some("result < 0.01"), Some("result >= 0.05"), ResultValue::Number(n));
+        let both = |n: f64| {
+            verdict(
+                Some("result < 0.01"),
+                Some("result >= 0.05"),
+                ResultValue::Number(n),
+            )
+        };
         assert_eq!(both(0.001), Ok(Successful));
         assert_eq!(both(0.2), Ok(Failed));
         assert_eq!(both(0.02), Ok(Inconclusive));
-        assert_eq!(both(f64::NAN), Ok(Inconclusive), "NaN (no traffic) decides nothing");
+        assert_eq!(
+            both(f64::NAN),
+            Ok(Inconclusive),
+            "NaN (no traffic) decides nothing"
+        );
     }
 
     #[test]
@@ -186,17 +202,32 @@ mod tests {
         assert_eq!(failure(0.5), Ok(Failed));
         assert_eq!(verdict(None, None, ResultValue::Bool(false)), Ok(Failed));
         assert_eq!(verdict(None, None, ResultValue::Bool(true)), Ok(Successful));
-        assert_eq!(verdict(None, None, ResultValue::Number(3.0)), Ok(Successful));
+        assert_eq!(
+            verdict(None, None, ResultValue::Number(3.0)),
+            Ok(Successful)
+        );
     }
 
     #[test]
     fn lists_json_and_integers_bind_as_cel_values() {
         let list = ResultValue::Numbers(vec![0.01, 0.2]);
-        assert_eq!(verdict(Some("result.all(x, x < 0.1)"), None, list.clone()), Ok(Failed));
-        assert_eq!(verdict(Some("size(result) == 2"), None, list), Ok(Successful));
+        assert_eq!(
+            verdict(Some("result.all(x, x < 0.1)"), None, list.clone()),
+            Ok(Failed)
+        );
+        assert_eq!(
+            verdict(Some("size(result) == 2"), None, list),
+            Ok(Successful)
+        );
         let json = ResultValue::Json(json!({"p99": 120, "ok": true}));
-        assert_eq!(verdict(Some("result.ok && result.p99 < 200"), None, json), Ok(Successful));
-        assert_eq!(verdict(Some("result == 1"), None, ResultValue::Number(1.0)), Ok(Successful));
+        assert_eq!(
+            verdict(Some("result.ok && result.p99 < 200"), None, json),
+            Ok(Successful)
+        );
+        assert_eq!(
+            verdict(Some("result == 1"), None, ResultValue::Number(1.0)),
+            Ok(Successful)
+        );
         assert_eq!(
             verdict(Some("result > 100"), None, ResultValue::Json(json!(120))),
             Ok(Successful)
@@ -206,10 +237,14 @@ mod tests {
     #[test]
     fn a_condition_that_fails_to_compile_or_is_not_boolean_is_an_error() {
         let bad = verdict(Some("result <"), None, ResultValue::Number(1.0)).expect_err("syntax");
-        assert!(bad.starts_with("successCondition \"result <\": does not compile"), "{bad}");
+        assert!(
+            bad.starts_with("successCondition \"result <\": does not compile"),
+            "{bad}"
+        );
         let number = verdict(Some("result + 1"), None, ResultValue::Number(1.0)).expect_err("type");
         assert!(number.contains("is not a boolean"), "{number}");
-        let unknown = verdict(None, Some("latency > 1"), ResultValue::Number(1.0)).expect_err("var");
+        let unknown =
+            verdict(None, Some("latency > 1"), ResultValue::Number(1.0)).expect_err("var");
         assert!(unknown.starts_with("failureCondition"), "{unknown}");
     }
 
@@ -230,6 +265,9 @@ mod tests {
             failure: None,
         };
         let judged = judge.judge(conditions, ResultValue::Number(0.1)).await;
-        assert!(judged.is_ok() || judged.is_err(), "answered without overflowing");
+        assert!(
+            judged.is_ok() || judged.is_err(),
+            "answered without overflowing"
+        );
     }
 }

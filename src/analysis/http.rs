@@ -49,10 +49,12 @@ pub async fn get(
         let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
             .collect()
             .await
-            .map_err(|error| match error.downcast_ref::<http_body_util::LengthLimitError>() {
-                Some(_) => MeasureError::TooLarge(MAX_ANSWER_BYTES),
-                None => MeasureError::Connection("reading the answer failed".to_string()),
-            })?
+            .map_err(
+                |error| match error.downcast_ref::<http_body_util::LengthLimitError>() {
+                    Some(_) => MeasureError::TooLarge(MAX_ANSWER_BYTES),
+                    None => MeasureError::Connection("reading the answer failed".to_string()),
+                },
+            )?
             .to_bytes();
         Ok(Answer { status, body })
     };

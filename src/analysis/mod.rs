@@ -103,7 +103,11 @@ struct Job {
 }
 
 impl AnalysisRunner {
-    pub fn new(config: AnalysisConfig, leader: LeaderGate, poke: mpsc::UnboundedSender<Touch>) -> Self {
+    pub fn new(
+        config: AnalysisConfig,
+        leader: LeaderGate,
+        poke: mpsc::UnboundedSender<Touch>,
+    ) -> Self {
         let client = https_client().map_err(|e| {
             warn!(error = %e, "no system TLS roots: analyses cannot be measured");
             Arc::from(format!("no system TLS roots could be loaded ({e})"))
@@ -219,7 +223,9 @@ impl Inner {
                 };
                 (None, verdict, Some(format!("no data: {why}")))
             }
-            Ok(Observation::Pending(shown)) => (Some(shown), MeasurementVerdict::Inconclusive, None),
+            Ok(Observation::Pending(shown)) => {
+                (Some(shown), MeasurementVerdict::Inconclusive, None)
+            }
             Ok(Observation::Value { result, shown }) => {
                 let conditions = Conditions {
                     success: analysis.success_condition.clone(),

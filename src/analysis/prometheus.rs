@@ -53,9 +53,9 @@ fn read_answer(status: u16, body: &[u8]) -> Result<Observation, MeasureError> {
     if api_status == Some("error") || !(200..300).contains(&status) {
         let detail = document.as_ref().and_then(api_error);
         return Err(match (api_status, detail) {
-            (Some("error"), Some(detail)) => MeasureError::Query(format!(
-                "Prometheus answered {status}: {detail}"
-            )),
+            (Some("error"), Some(detail)) => {
+                MeasureError::Query(format!("Prometheus answered {status}: {detail}"))
+            }
             (_, detail) => MeasureError::Status { status, detail },
         });
     }
@@ -166,14 +166,22 @@ mod tests {
     fn a_scalar_or_one_sample_is_a_number_several_a_list_none_no_data() {
         let scalar = json!({"status": "success", "data": {"resultType": "scalar", "result": [1.7e9, "0.25"]}});
         assert_eq!(read(200, scalar), value(ResultValue::Number(0.25), "0.25"));
-        assert_eq!(read(200, vector_of(&["0.5"])), value(ResultValue::Number(0.5), "0.5"));
+        assert_eq!(
+            read(200, vector_of(&["0.5"])),
+            value(ResultValue::Number(0.5), "0.5")
+        );
         assert_eq!(
             read(200, vector_of(&["1", "+Inf"])),
             value(ResultValue::Numbers(vec![1.0, f64::INFINITY]), "[1, +Inf]")
         );
-        assert!(matches!(read(200, vector_of(&[])), Ok(Observation::NoData(_))));
-        let Ok(Observation::Value { result: ResultValue::Number(nan), shown }) =
-            read(200, vector_of(&["NaN"]))
+        assert!(matches!(
+            read(200, vector_of(&[])),
+            Ok(Observation::NoData(_))
+        ));
+        let Ok(Observation::Value {
+            result: ResultValue::Number(nan),
+            shown,
+        }) = read(200, vector_of(&["NaN"]))
         else {
             panic!("NaN is a number");
         };
@@ -183,7 +191,8 @@ mod tests {
 
     #[test]
     fn an_api_error_carries_prometheus_message_and_a_range_vector_is_refused() {
-        let error = json!({"status": "error", "errorType": "execution", "error": "found duplicate series"});
+        let error =
+            json!({"status": "error", "errorType": "execution", "error": "found duplicate series"});
         assert_eq!(
             read(422, error).map_err(|e| e.to_string()),
             Err("Prometheus answered 422: execution: found duplicate series".to_string())

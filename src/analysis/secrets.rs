@@ -11,7 +11,8 @@ use super::observation::MeasureError;
 const MAX_SECRET_BYTES: u64 = 64 * 1024;
 
 fn read(path: &str, field: &str) -> Result<String, MeasureError> {
-    let unreadable = |reason: String| MeasureError::Secret(format!("cannot read {field} {path}: {reason}"));
+    let unreadable =
+        |reason: String| MeasureError::Secret(format!("cannot read {field} {path}: {reason}"));
     let metadata = std::fs::metadata(path).map_err(|e| unreadable(e.kind().to_string()))?;
     if metadata.len() > MAX_SECRET_BYTES {
         return Err(unreadable(format!("larger than {MAX_SECRET_BYTES} bytes")));
@@ -62,7 +63,10 @@ fn parse_headers(path: &str, text: &str) -> Result<Vec<(String, String)>, Measur
         }
         let parsed = line.split_once(':').and_then(|(name, value)| {
             let name = name.trim();
-            let valid = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
+            let valid = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
             valid.then(|| (name.to_string(), value.trim().to_string()))
         });
         match parsed {
@@ -88,7 +92,10 @@ mod tests {
             authorization("f", "\n  alice:s3cret \n"),
             Ok("Basic YWxpY2U6czNjcmV0".to_string())
         );
-        assert_eq!(authorization("f", "tok3n\n"), Ok("Bearer tok3n".to_string()));
+        assert_eq!(
+            authorization("f", "tok3n\n"),
+            Ok("Bearer tok3n".to_string())
+        );
         let empty = authorization("/run/prom", " \n").expect_err("empty");
         assert!(empty.to_string().contains("/run/prom"), "{empty}");
         let spaced = authorization("/run/prom", "s3cret value").expect_err("spaced");
@@ -112,6 +119,11 @@ mod tests {
             "headersSecretFile /run/h: line 2 is not `Name: value`"
         );
         let missing = web_headers("/nonexistent/tollgate-headers").expect_err("missing");
-        assert!(missing.to_string().contains("cannot read headersSecretFile"), "{missing}");
+        assert!(
+            missing
+                .to_string()
+                .contains("cannot read headersSecretFile"),
+            "{missing}"
+        );
     }
 }

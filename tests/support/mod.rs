@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod elected;
+pub mod prometheus;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
