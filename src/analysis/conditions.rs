@@ -101,6 +101,13 @@ fn judge(
             .map(Some)
             .map_err(|e| format!("{field} {text:?}: {e}"))
     };
+    // NaN (a ratio over no traffic, 0/0) compares with nothing: CEL refuses the comparison, and
+    // no condition can hold, so it decides nothing.
+    if matches!(result, ResultValue::Number(n) if n.is_nan())
+        && (conditions.failure.is_some() || conditions.success.is_some())
+    {
+        return Ok(MeasurementVerdict::Inconclusive);
+    }
     let failure = holds("failureCondition", &conditions.failure)?;
     if failure == Some(true) {
         return Ok(MeasurementVerdict::Failed);
@@ -241,7 +248,8 @@ mod tests {
             bad.starts_with("successCondition \"result <\": does not compile"),
             "{bad}"
         );
-        let number = verdict(Some("result + 1"), None, ResultValue::Number(1.0)).expect_err("type");
+        let number =
+            verdict(Some("result + 1.0"), None, ResultValue::Number(1.0)).expect_err("type");
         assert!(number.contains("is not a boolean"), "{number}");
         let unknown =
             verdict(None, Some("latency > 1"), ResultValue::Number(1.0)).expect_err("var");
