@@ -167,6 +167,7 @@ async fn main() {
         throttle: tollgate::cluster::throttle::Throttle::unbounded(Default::default()),
         instance: None,
         metrics: std::sync::Arc::new(tollgate::metrics::Metrics::new()),
+        analysis: Default::default(),
     };
     let started = Instant::now();
     let (handle, _task) = controller::start(client, config, LeaderGate::always())

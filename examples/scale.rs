@@ -4,7 +4,7 @@
 //! `cargo run --release --example scale -- --promotions N --stages S --clusters M
 //!  [--shards 100] [--quiet-secs 10] [--poll-ms 100] [--changes 5] [--latency-ms 20]
 //!  [--request-latency-ms 0] [--max-inflight N] [--concurrency N | --max-concurrency 256]
-//!  [--distinct-specs]`
+//!  [--distinct-specs] [--analysis]`
 //!
 //! `--latency-ms` is the fleet's provisioning latency; `--request-latency-ms` delays every API
 //! answer of the emulator (a slower server); `--max-inflight N` makes it answer 429 (Retry-After
@@ -16,6 +16,11 @@
 //! so each stage matches M/shards clusters and the fleet holds N × S × M/shards ClusterSummaries.
 //! All promotions deploy the same chart unless `--distinct-specs` gives each its own version, as
 //! in a real fleet, where no two generated profiles carry the same spec.
+//!
+//! `--analysis` adds a RolloutPolicy with one Prometheus analysis gating every stage (issue #32),
+//! against a stub query endpoint in this process (threads `analysis-stub`, counted with the
+//! harness, not the controller) that answers every instant query at once with `0`: the
+//! controller's cost of scheduling, making and recording measurements, without a real Prometheus.
 //!
 //! The emulator runs in a child process (this binary with `--emulator-child`), so this process's
 //! RSS and CPU are the controller's (plus the harness's main thread, reported apart). The child
@@ -85,6 +90,8 @@ struct Args {
     /// Every promotion its own chart version, so no two generated profile specs are equal (as in
     /// a real fleet); otherwise all share one chart and the caches hold 100 distinct specs.
     distinct_specs: bool,
+    /// One analysis per stage against the stub query endpoint.
+    analysis: bool,
     emulator_child: bool,
 }
 
@@ -123,6 +130,7 @@ impl Args {
                 arg(&args, "--max-concurrency", DEFAULT_MAX_CONCURRENCY as u64) as usize,
             ),
             distinct_specs: args.iter().any(|a| a == "--distinct-specs"),
+            analysis: args.iter().any(|a| a == "--analysis"),
             emulator_child: args.iter().any(|a| a == "--emulator-child"),
         };
         if parsed.promotions == 0 || parsed.stages == 0 || parsed.shards == 0 {
@@ -158,6 +166,68 @@ fn promotion(index: usize, stages: usize, shards: usize, version: &str) -> Strin
         ));
     }
     yaml
+}
+
+/// The policy of `--analysis`: one Prometheus analysis on every stage, one measurement each.
+fn analysis_policy(stages: usize, address: &str) -> String {
+    let mut yaml = format!(
+        "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: scale\nspec:\n  selector: {{}}\n  analyses:\n  - name: errors\n    prometheus:\n      address: {address}\n      query: 'sum(errors{{cluster=~\"{{{{ clustersRegex }}}}\"}})'\n    successCondition: result < 0.01\n  stages:\n"
+    );
+    for stage in 0..stages {
+        yaml.push_str(&format!("    s{stage}: {{analyses: [errors]}}\n"));
+    }
+    yaml
+}
+
+/// Threads of the stub query endpoint (their CPU is the harness's).
+const STUB_THREAD: &str = "analysis-stub";
+
+/// A stub Prometheus: answers every request (keep-alive) with a one-sample vector `0` at once.
+/// Returns its address and the count of queries answered.
+fn start_query_stub() -> (String, Arc<std::sync::atomic::AtomicU64>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("stub binds");
+    let address = format!("http://{}", listener.local_addr().expect("stub address"));
+    let answered = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let count = answered.clone();
+    let body = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1700000000,"0"]}]}}"#;
+    let spawn = move || {
+        for stream in listener.incoming().flatten() {
+            let count = count.clone();
+            let serve = move || serve_stub(stream, body, &count);
+            let _ = std::thread::Builder::new()
+                .name(STUB_THREAD.into())
+                .spawn(serve);
+        }
+    };
+    std::thread::Builder::new()
+        .name(STUB_THREAD.into())
+        .spawn(spawn)
+        .expect("stub thread");
+    (address, answered)
+}
+
+fn serve_stub(stream: std::net::TcpStream, body: &str, count: &std::sync::atomic::AtomicU64) {
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut line = String::new();
+        // The request line and headers up to the blank line; GETs carry no body.
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) if line == "\r\n" => break,
+                Ok(_) => {}
+            }
+        }
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        if reader.get_mut().write_all(answer.as_bytes()).is_err() {
+            return;
+        }
+    }
 }
 
 fn fleet(clusters: usize, shards: usize, latency_ms: u64) -> Fleet {
@@ -213,7 +283,9 @@ fn cpu_by_part() -> (f64, f64) {
         else {
             continue;
         };
-        if tid == pid {
+        let stub = std::fs::read_to_string(task.path().join("comm"))
+            .is_ok_and(|comm| comm.starts_with(STUB_THREAD));
+        if tid == pid || stub {
             harness += seconds;
         } else {
             controller += seconds;
@@ -563,6 +635,14 @@ fn main() {
         )
         .expect("write promotion");
     }
+    let stub = args.analysis.then(start_query_stub);
+    if let Some((address, _)) = &stub {
+        std::fs::write(
+            repo.path().join("policy.yaml"),
+            analysis_policy(args.stages, address),
+        )
+        .expect("write policy");
+    }
     git(repo.path(), &["add", "-A"]);
     git(repo.path(), &["commit", "-q", "-m", "promotions"]);
     let setup_ms = build_started.elapsed().as_millis() as u64;
@@ -595,6 +675,7 @@ fn main() {
         throttle: throttle.clone(),
         instance: None,
         metrics,
+        analysis: Default::default(),
     };
     let started = Instant::now();
     let started_at: DateTime<Utc> = Utc::now();
@@ -695,6 +776,8 @@ fn main() {
         "clusters": args.clusters,
         "shards": args.shards,
         "distinct_specs": args.distinct_specs,
+        "analysis_per_stage": args.analysis,
+        "analysis_queries_answered": stub.as_ref().map(|(_, n)| n.load(std::sync::atomic::Ordering::Relaxed)),
         "cluster_summaries_expected": args.promotions * args.stages * args.clusters.div_ceil(args.shards),
         "setup_ms": setup_ms,
         "cold_start_to_every_stage1_profile_ms": cold_first_stage.map(|d| d.as_millis() as u64),

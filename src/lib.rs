@@ -4,6 +4,7 @@
 //! (`tollgate-model`, `tollgate-manifest`, `tollgate-engine`, `tollgate-render`, `tollgate-source`).
 #![forbid(unsafe_code)]
 
+pub mod analysis;
 pub mod cli;
 pub mod cluster;
 pub mod controller;

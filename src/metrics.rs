@@ -25,6 +25,7 @@ use promotion_series::{PromotionSeries, Series, count_transition, shared_name};
 use tracing::error;
 
 mod activities;
+mod analyses;
 mod phases;
 mod promotion_series;
 
@@ -155,6 +156,7 @@ pub struct Metrics {
     notifications_dropped: Family<EndpointLabels, Counter>,
     notification_latency: LatencyFamily,
     throttle: ThrottleMetrics,
+    analyses: analyses::AnalysisSeries,
     /// Resources whose watch has failed at some point (their gauge reads 0 once recovered).
     watched: Mutex<Vec<String>>,
     /// Per promotion: since when its current stage runs and since when it waits for an
@@ -303,9 +305,11 @@ impl Metrics {
             notification_latency.clone(),
         );
         let throttle = register_throttle(&mut registry);
+        let analyses = analyses::AnalysisSeries::register(&mut registry);
         Metrics {
             registry,
             throttle,
+            analyses,
             notifications_sent,
             notifications_failed,
             notifications_dropped,
@@ -443,6 +447,7 @@ impl Metrics {
         if newly > 0 {
             self.cluster_timeouts.get_or_create(&labels).inc_by(newly);
         }
+        self.analyses.observe(promotion, before, after);
     }
 
     fn set_durations(&self, labels: &PromotionLabels, live: &LiveSince, now: DateTime<Utc>) {
@@ -487,6 +492,7 @@ impl Metrics {
 
     /// Removes every series of a promotion (it is gone from git and from the cluster).
     pub fn forget_promotion(&self, promotion: &str) {
+        self.analyses.forget(promotion);
         let Some((promotion, _)) = self.promotions().remove_entry(promotion) else {
             return;
         };

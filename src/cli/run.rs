@@ -84,6 +84,13 @@ pub struct Args {
     #[arg(long, env = "TOLLGATE_MAX_CONCURRENCY", default_value_t = DEFAULT_MAX_CONCURRENCY as u32,
           value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "concurrency")]
     pub max_concurrency: u32,
+    /// Analysis measurements (Prometheus queries, web checks, commit statuses) made at once.
+    #[arg(long, env = "TOLLGATE_ANALYSIS_CONCURRENCY", default_value_t = crate::analysis::DEFAULT_CONCURRENCY as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub analysis_concurrency: u32,
+    /// The longest one analysis measurement may take; a slower one is an errored measurement.
+    #[arg(long, env = "TOLLGATE_ANALYSIS_TIMEOUT", default_value = "10s", value_parser = parse_interval)]
+    pub analysis_timeout: Duration,
     #[command(flatten)]
     pub election: ElectionArgs,
     #[command(flatten)]
@@ -329,6 +336,10 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         throttle,
         instance: std::env::var("POD_NAME").ok(),
         metrics: metrics.clone(),
+        analysis: crate::analysis::AnalysisConfig {
+            concurrency: args.analysis_concurrency as usize,
+            timeout: args.analysis_timeout,
+        },
     };
     let gate = match election {
         Some(_) => LeaderGate::follower(),

@@ -63,6 +63,8 @@ pub struct ControllerConfig {
     /// Reported as the event source instance (e.g. the pod name).
     pub instance: Option<String>,
     pub metrics: Arc<Metrics>,
+    /// How the analysis runner measures (issue #32).
+    pub analysis: crate::analysis::AnalysisConfig,
 }
 
 /// What the outside world (CLI, HTTP server, tests) can see of and do to a running controller.
@@ -121,9 +123,20 @@ pub async fn start(
         };
         let caches = Arc::new(ObservedCaches::default());
         let (touch_tx, touch_rx) = mpsc::unbounded_channel();
+        // Results of analyses poke their promotion through the watches' channel.
+        let analysis =
+            crate::analysis::AnalysisRunner::new(config.analysis, leader.clone(), touch_tx.clone());
         let watches =
             watches::spawn_watches(&client, &caches, &statuses, &health, served, touch_tx);
-        let ctx = Arc::new(context(client, &config, &leader, caches, statuses, health));
+        let ctx = Arc::new(context(
+            client,
+            &config,
+            &leader,
+            caches,
+            statuses,
+            health,
+            analysis.clone(),
+        ));
         let notifier = ctx.notifier.clone();
         let shell = Shell {
             scheduler: Scheduler::new(config.guard),
@@ -140,6 +153,7 @@ pub async fn start(
         };
         shell.run(inputs).await;
         notifier.drain(NOTIFY_DRAIN_TIMEOUT).await;
+        analysis.close();
         stop_git(git).await;
         for watch in watches {
             watch.abort();
@@ -156,6 +170,7 @@ fn context(
     caches: Arc<ObservedCaches>,
     statuses: Arc<StatusCache>,
     watch_health: WatchHealth,
+    analysis: crate::analysis::AnalysisRunner,
 ) -> Context {
     let origin = Origin {
         repository: tollgate_source::redact_url(&config.source.repo),
@@ -181,6 +196,7 @@ fn context(
         metrics: config.metrics.clone(),
         watch_health,
         progress_writes: Default::default(),
+        analysis,
     }
 }
 

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use tollgate_engine::measurement::Measurement;
 use tollgate_engine::{Desired, EngineEvent, Observed, PromotionStatus, StepInput, StepOutput};
 use tollgate_render::{preverification_profile_name, stage_profile_name};
 use tracing::info;
@@ -42,6 +43,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     pub watch_health: WatchHealth,
     pub progress_writes: super::progress_writes::ProgressWrites,
+    /// Makes the analysis measurements steps ask for, and keeps their results (issue #32).
+    pub analysis: crate::analysis::AnalysisRunner,
 }
 
 #[derive(Debug)]
@@ -80,13 +83,15 @@ pub async fn reconcile(
     now: DateTime<Utc>,
 ) -> Result<Outcome, ReconcileError> {
     let seen = observe(ctx, name, presence);
-    let planned = plan(&seen, now);
+    let measured = ctx.analysis.results(name);
+    let planned = plan(&seen, &measured, now);
     apply(ctx, &planned.actions).await?;
     let removed = matches!(seen.git.translation.desired(), Desired::Removed { .. });
     if removed && planned.actions.is_empty() {
+        ctx.analysis.forget(name);
         return forget(ctx, &seen).await;
     }
-    record(ctx, &seen, planned, now).await
+    record(ctx, &seen, planned, &measured, now).await
 }
 
 fn observe<'a>(ctx: &Context, name: &'a str, presence: &'a GitPresence) -> Observation<'a> {
@@ -103,7 +108,7 @@ fn observe<'a>(ctx: &Context, name: &'a str, presence: &'a GitPresence) -> Obser
     }
 }
 
-fn plan(seen: &Observation<'_>, now: DateTime<Utc>) -> StepOutput {
+fn plan(seen: &Observation<'_>, measured: &[Measurement], now: DateTime<Utc>) -> StepOutput {
     tollgate_engine::step(&StepInput {
         desired: seen.git.translation.desired(),
         approvals: seen.git.approvals,
@@ -114,7 +119,7 @@ fn plan(seen: &Observation<'_>, now: DateTime<Utc>) -> StepOutput {
         history: seen.git.history,
         watch_problem: seen.watch_problem.as_deref(),
         policy_problem: seen.git.policy_problem,
-        measurements: &[],
+        measurements: measured,
     })
 }
 
@@ -147,6 +152,7 @@ async fn record(
     ctx: &Context,
     seen: &Observation<'_>,
     planned: StepOutput,
+    measured: &[Measurement],
     now: DateTime<Utc>,
 ) -> Result<Outcome, ReconcileError> {
     let StepOutput {
@@ -154,10 +160,18 @@ async fn record(
         mut status,
         events,
         wake_at,
-        ..
+        measurements: due,
     } = planned;
     let (name, before) = (seen.name, seen.status());
     let policy = seen.git.policy.as_deref();
+    let analyses = |persisted: bool| crate::analysis::StepMeasurements {
+        promotion: name,
+        given: measured,
+        due: &due,
+        persisted,
+        policy,
+        history: seen.git.history,
+    };
     let progress_only = actions.is_empty()
         && events.is_empty()
         && tollgate_engine::progress::only_progress_differs(before, &status);
@@ -179,6 +193,7 @@ async fn record(
         if let Some(before) = before {
             ctx.notifier.after_step(name, policy, before);
         }
+        ctx.analysis.after_step(&analyses(false));
         return Ok(Outcome::Stepped {
             wake_at: Some(wake_at.map_or(until, |at| at.min(until))),
             actions: 0,
@@ -188,6 +203,7 @@ async fn record(
     }
     let file = seen.git.translation.file();
     let written = persist(ctx, name, file, seen.persisted.as_ref(), &status).await?;
+    ctx.analysis.after_step(&analyses(true));
     if written.is_some() {
         ctx.progress_writes.written(name, now);
         ctx.metrics.observe_step(name, before, &status);

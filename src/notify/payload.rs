@@ -111,6 +111,10 @@ pub fn summary(notice: &Notice) -> String {
             None => format!("stage {}: {}", notice.stage, notice.kind.as_str()),
         },
         NotifyEvent::BlackoutHeld => format!("stage {} held by a blackout", notice.stage),
+        NotifyEvent::AnalysisFailed => format!("stage {}: an analysis failed", notice.stage),
+        NotifyEvent::AnalysisInconclusive => {
+            format!("stage {}: an analysis is inconclusive", notice.stage)
+        }
     };
     let counts = &notice.counts;
     let mut line = format!(
@@ -127,6 +131,8 @@ pub fn summary(notice: &Notice) -> String {
                 | NotifyEvent::RolledBack
                 | NotifyEvent::ApprovalNeeded
                 | NotifyEvent::BlackoutHeld
+                | NotifyEvent::AnalysisFailed
+                | NotifyEvent::AnalysisInconclusive
         )
     }) {
         line.push_str(&format!(" — {reason}"));
@@ -143,6 +149,8 @@ fn slack(notice: &Notice) -> Value {
         NotifyEvent::WaveStarted => ":arrow_forward:",
         NotifyEvent::WaveCompleted => ":ballot_box_with_check:",
         NotifyEvent::BlackoutHeld => ":no_entry:",
+        NotifyEvent::AnalysisFailed => ":chart_with_downwards_trend:",
+        NotifyEvent::AnalysisInconclusive => ":grey_question:",
     };
     json!({"text": format!("{icon} {}", summary(notice))})
 }
@@ -194,11 +202,15 @@ fn state(kind: NotifyType, event: NotifyEvent) -> Option<&'static str> {
             NotifyEvent::StageStarted
             | NotifyEvent::ApprovalNeeded
             | NotifyEvent::WaveStarted
-            | NotifyEvent::WaveCompleted,
+            | NotifyEvent::WaveCompleted
+            | NotifyEvent::AnalysisInconclusive,
         ) => "pending",
         (_, NotifyEvent::StageCompleted) => "success",
-        (NotifyType::Gitlab, NotifyEvent::StageFailed | NotifyEvent::RolledBack) => "failed",
-        (_, NotifyEvent::StageFailed) => "failure",
+        (
+            NotifyType::Gitlab,
+            NotifyEvent::StageFailed | NotifyEvent::RolledBack | NotifyEvent::AnalysisFailed,
+        ) => "failed",
+        (_, NotifyEvent::StageFailed | NotifyEvent::AnalysisFailed) => "failure",
         (_, NotifyEvent::RolledBack) => "error",
     };
     Some(state)

@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod elected;
+pub mod prometheus;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -128,6 +129,7 @@ impl World {
             throttle: self.throttle.clone(),
             instance: None,
             metrics: self.metrics.clone(),
+            analysis: Default::default(),
         }
     }
 

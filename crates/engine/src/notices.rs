@@ -15,6 +15,7 @@ use tollgate_model::hash::hash_value;
 use tollgate_model::policy::NotifyEvent;
 
 use crate::activity::StageActivity;
+use crate::analysis_run::AnalysisPhase;
 use crate::status::{Phase, PromotionStatus, StageCounts, StageStatus, WaveProgress};
 
 /// Characters of the base64 SHA-256 kept as a notice id (96 bits).
@@ -114,6 +115,7 @@ fn stage_notices(
         let reason = stage.waiting_reason.clone();
         out.push(notice.about(NotifyEvent::ApprovalNeeded, stage, reason, at));
     }
+    analysis_notices(notice, stage, old, out);
     if let Some(at) = stage.succeeded_at
         && old.is_none_or(|o| o.succeeded_at.is_none())
     {
@@ -165,6 +167,51 @@ fn wave_notices(
         && old.is_none_or(|o| o.provisioned_at.is_none())
     {
         out.push(done(reached, at));
+    }
+}
+
+/// An analysis run of the stage newly failed or inconclusive. Deciding runs only: a dry run is
+/// measured and shown, and never told as a verdict (a commit status `failure` it did not cause).
+fn analysis_notices(
+    notice: &Builder<'_>,
+    stage: &StageStatus,
+    old: Option<&StageStatus>,
+    out: &mut Vec<Notice>,
+) {
+    let runs = stage.analyses.as_deref().map_or(&[][..], |r| r.as_slice());
+    for run in runs.iter().filter(|r| !r.dry_run) {
+        let kind = match run.phase {
+            AnalysisPhase::Failed => NotifyEvent::AnalysisFailed,
+            AnalysisPhase::Inconclusive => NotifyEvent::AnalysisInconclusive,
+            AnalysisPhase::Running | AnalysisPhase::Successful => continue,
+        };
+        let was = old
+            .and_then(|o| o.analyses.as_deref())
+            .and_then(|runs| {
+                runs.iter()
+                    .find(|r| r.name == run.name && r.cluster == run.cluster)
+            })
+            .map(|r| r.phase);
+        if was == Some(run.phase) {
+            continue;
+        }
+        let on = run
+            .cluster
+            .as_deref()
+            .map(|c| format!(" on {c}"))
+            .unwrap_or_default();
+        let reason = format!(
+            "analysis {}{on}: {}; query: {}",
+            run.name,
+            run.message.as_deref().unwrap_or(run.phase.as_str()),
+            run.query
+        );
+        let at = run.measurements.last().map_or(run.started_at, |m| m.at);
+        let which = Some(json!([run.name, run.cluster]));
+        out.push(Notice {
+            id: notice_id(notice.promotion, notice.run, &stage.name, kind, which),
+            ..notice.about(kind, stage, Some(reason), at)
+        });
     }
 }
 

@@ -407,3 +407,75 @@ fn a_first_run_held_by_a_blackout_is_told_before_anything_ran() {
     assert_eq!(t.kinds()[1], of(StageStarted, "s1"));
     assert_eq!(t.kinds().last(), Some(&of(Completed, "s2")));
 }
+
+/// Steps, answers every measurement due with `verdict`, steps again: the analysis runner's part.
+fn measure_all(t: &mut Told, verdict: tollgate_model::analysis::MeasurementVerdict) {
+    use tollgate_engine::measurement::Measurement;
+    let before = t.h.world.status.clone();
+    let now = t.h.world.now;
+    let out = t.h.step();
+    t.told
+        .extend(notices(P, before.as_ref(), t.h.status(), now));
+    for due in &out.measurements {
+        t.h.world.measurements.push(Measurement {
+            key: due.key(),
+            taken_at: now,
+            value: Some("0.5".into()),
+            verdict,
+            error: None,
+        });
+    }
+    t.settle();
+}
+
+fn gated_policy(analysis: serde_json::Value) -> RolloutPolicy {
+    let mut analysis = analysis;
+    analysis["name"] = json!("error-rate");
+    analysis["prometheus"] = json!({"address": "http://p:9090", "query": "errors"});
+    policy(json!({"analyses": [analysis], "stages": {"s1": {"analyses": ["error-rate"]}}}))
+}
+
+#[test]
+fn a_failed_or_inconclusive_analysis_is_told_once_and_a_dry_run_is_not() {
+    use tollgate_model::analysis::MeasurementVerdict;
+    for (analysis, verdict, expected) in [
+        (
+            json!({"count": 1}),
+            MeasurementVerdict::Failed,
+            Some(AnalysisFailed),
+        ),
+        (
+            json!({"count": 1}),
+            MeasurementVerdict::Inconclusive,
+            Some(AnalysisInconclusive),
+        ),
+        (
+            json!({"count": 1, "dryRun": true}),
+            MeasurementVerdict::Failed,
+            None,
+        ),
+    ] {
+        let mut t = Told::new(Harness::new(two_stages("1.0.0")));
+        t.h.world.policy = Some(gated_policy(analysis.clone()));
+        t.settle();
+        measure_all(&mut t, verdict);
+        measure_all(&mut t, verdict);
+        let told: Vec<&Notice> = t
+            .told
+            .iter()
+            .filter(|n| matches!(n.kind, AnalysisFailed | AnalysisInconclusive))
+            .collect();
+        match expected {
+            Some(kind) => {
+                assert_eq!(told.len(), 1, "{analysis}: {:?}", t.kinds());
+                assert_eq!((told[0].kind, told[0].stage.as_str()), (kind, "s1"));
+                let reason = told[0].reason.as_deref().unwrap_or_default();
+                assert!(
+                    reason.contains("analysis error-rate") && reason.contains("query: errors"),
+                    "{reason}"
+                );
+            }
+            None => assert!(told.is_empty(), "{analysis}: {:?}", t.kinds()),
+        }
+    }
+}

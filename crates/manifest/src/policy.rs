@@ -13,6 +13,7 @@ use crate::loc_tree::DocumentLocations;
 use crate::located::{ConversionProblem, child_path};
 use crate::rules;
 use crate::rules::k8s_names::{dns1123_label_problem, dns1123_subdomain_problem};
+use tollgate_model::analysis::Analysis;
 use tollgate_model::blackout::Blackout;
 use tollgate_model::policy::{
     FailureBudget, OnNewSnapshot, POLICY_API_VERSION, POLICY_KIND, RolloutPolicy,
@@ -32,9 +33,16 @@ const SPEC_FIELDS: &[&str] = &[
     "onNewSnapshot",
     "blackouts",
     "notify",
+    "analyses",
 ];
 const BLACKOUT_FIELDS: &[&str] = &["from", "to", "timeZone", "reason"];
-const OVERRIDE_FIELDS: &[&str] = &["progressDeadline", "maxFailures", "onFailure", "waves"];
+const OVERRIDE_FIELDS: &[&str] = &[
+    "progressDeadline",
+    "maxFailures",
+    "onFailure",
+    "waves",
+    "analyses",
+];
 const WAVES_FIELDS: &[&str] = &["sortingLabelKey", "size", "canary", "pause"];
 const SELECTOR_FIELDS: &[&str] = &["matchLabels", "matchExpressions"];
 const EXPRESSION_FIELDS: &[&str] = &["key", "operator", "values"];
@@ -188,6 +196,9 @@ fn check_spec(spec: &Map<String, Value>, findings: &mut Vec<Finding>) {
     if let Some(notify) = spec.get("notify") {
         check_notify(notify, findings);
     }
+    if let Some(analyses) = spec.get("analyses") {
+        check_analyses_shape(analyses, findings);
+    }
     let Some(stages) = spec.get("stages") else {
         return;
     };
@@ -224,8 +235,60 @@ fn check_spec(spec: &Map<String, Value>, findings: &mut Vec<Finding>) {
         if let Some(waves) = body.get("waves") {
             check_waves(waves, &child_path(&path, "waves"), findings);
         }
+        if let Some(names) = body.get("analyses")
+            && serde_json::from_value::<Vec<String>>(names.clone()).is_err()
+        {
+            findings.push(Finding::error(
+                "wrong-type",
+                child_path(&path, "analyses"),
+                format!("Invalid value: {names}: analyses must be a list of spec.analyses names"),
+            ));
+        }
     }
 }
+
+/// Each `spec.analyses` entry fits the model (field by field validation: issue #32's `aval`).
+fn check_analyses_shape(analyses: &Value, findings: &mut Vec<Finding>) {
+    let Some(items) = analyses.as_array() else {
+        findings.push(Finding::error(
+            "wrong-type",
+            "spec.analyses",
+            "Invalid value: analyses must be a list of named checks",
+        ));
+        return;
+    };
+    for (index, item) in items.iter().enumerate() {
+        let path = crate::located::item_path("spec.analyses", index);
+        if let Some(fields) = item.as_object() {
+            unknown_fields(fields, &path, ANALYSIS_FIELDS, "an analysis", findings);
+        }
+        if let Err(error) = serde_json::from_value::<Analysis>(item.clone()) {
+            findings.push(Finding::error(
+                "invalid-analysis",
+                path,
+                format!("Invalid value: {error}"),
+            ));
+        }
+    }
+}
+
+const ANALYSIS_FIELDS: &[&str] = &[
+    "name",
+    "prometheus",
+    "web",
+    "commitStatus",
+    "scope",
+    "initialDelay",
+    "interval",
+    "count",
+    "successCondition",
+    "failureCondition",
+    "failureLimit",
+    "inconclusiveLimit",
+    "consecutiveErrorLimit",
+    "onNoData",
+    "dryRun",
+];
 
 /// `waves`: a sorting label key, a size (count or percentage), an optional canary and pause.
 fn check_waves(waves: &Value, path: &str, findings: &mut Vec<Finding>) {

@@ -391,10 +391,14 @@ pub enum NotifyEvent {
     WaveCompleted,
     /// A blackout holds a stage start or a stage's next wave.
     BlackoutHeld,
+    /// An analysis of a stage failed (over its failureLimit or consecutiveErrorLimit).
+    AnalysisFailed,
+    /// An analysis of a stage is inconclusive: the stage is held until approved.
+    AnalysisInconclusive,
 }
 
 impl NotifyEvent {
-    pub const ALL: [NotifyEvent; 9] = [
+    pub const ALL: [NotifyEvent; 11] = [
         NotifyEvent::StageStarted,
         NotifyEvent::StageCompleted,
         NotifyEvent::StageFailed,
@@ -404,6 +408,8 @@ impl NotifyEvent {
         NotifyEvent::WaveStarted,
         NotifyEvent::WaveCompleted,
         NotifyEvent::BlackoutHeld,
+        NotifyEvent::AnalysisFailed,
+        NotifyEvent::AnalysisInconclusive,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -417,6 +423,8 @@ impl NotifyEvent {
             NotifyEvent::WaveStarted => "WaveStarted",
             NotifyEvent::WaveCompleted => "WaveCompleted",
             NotifyEvent::BlackoutHeld => "BlackoutHeld",
+            NotifyEvent::AnalysisFailed => "AnalysisFailed",
+            NotifyEvent::AnalysisInconclusive => "AnalysisInconclusive",
         }
     }
 }

@@ -1,0 +1,272 @@
+//! The analysis runner (issue #32): the I/O edge that takes the measurements the engine says are
+//! due, makes each once (Prometheus, a web endpoint, a commit's checks), judges it by the
+//! analysis's conditions, and feeds the result back to the promotion's next step, which records
+//! it in status. The rules (when a measurement is due, what the results mean for the stage) are
+//! the engine's (`tollgate_engine::analysis`); nothing here decides a rollout.
+//!
+//! - each due measurement is made once: one in flight per key, and a result is kept (and offered
+//!   to every step) until a persisted status shows it recorded or its run moved on;
+//! - at most `concurrency` measurements at a time, each within `timeout`;
+//! - only the leader measures: the steps that ask are the leader's, and a measurement checks the
+//!   lease again before it starts and before its result is kept;
+//! - a result pokes its promotion, so it steps at once rather than at its next wake-up.
+//!
+//! Files: `prometheus`, `web`, `commit_status` (providers), `secrets`, `http`, `conditions`
+//! (CEL), `observation` (what a provider saw), `store`.
+
+pub mod commit_status;
+pub mod conditions;
+pub mod http;
+pub mod observation;
+pub mod prometheus;
+pub mod secrets;
+pub mod store;
+pub mod web;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio::sync::{Semaphore, mpsc};
+use tollgate_engine::measurement::{Measurement, MeasurementDue};
+use tollgate_model::analysis::{Analysis, MeasurementVerdict, OnNoData, Provider};
+use tollgate_model::policy::RolloutPolicy;
+use tollgate_model::snapshot::Snapshot;
+use tracing::{debug, warn};
+
+use crate::cluster::leader::LeaderGate;
+use crate::cluster::watch::Touch;
+use crate::notify::send::{HttpsClient, https_client};
+use conditions::{Conditions, Judge};
+use observation::{MeasureError, Observation};
+use store::Store;
+
+/// Measurements at a time when not configured (`--analysis-concurrency`).
+pub const DEFAULT_CONCURRENCY: usize = 16;
+/// Per-measurement timeout when not configured (`--analysis-timeout`).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How the runner measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnalysisConfig {
+    pub concurrency: usize,
+    pub timeout: Duration,
+}
+
+impl Default for AnalysisConfig {
+    fn default() -> Self {
+        AnalysisConfig {
+            concurrency: DEFAULT_CONCURRENCY,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+/// Makes due measurements and keeps their results for the steps. Cheap to clone.
+#[derive(Clone)]
+pub struct AnalysisRunner {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Result<HttpsClient, Arc<str>>,
+    judge: Result<Judge, Arc<str>>,
+    permits: Semaphore,
+    timeout: Duration,
+    leader: LeaderGate,
+    /// The controller loop's touch channel: a result makes its promotion dirty.
+    poke: mpsc::UnboundedSender<Touch>,
+    store: Mutex<Store>,
+}
+
+/// What a step of one promotion asks of the runner.
+pub struct StepMeasurements<'a> {
+    pub promotion: &'a str,
+    /// The results the step was given (`StepInput.measurements`).
+    pub given: &'a [Measurement],
+    /// What the step says is due (`StepOutput.measurements`).
+    pub due: &'a [MeasurementDue],
+    /// Whether the step's status is persisted (written, or equal to what was): only then are
+    /// the results it recorded dropped.
+    pub persisted: bool,
+    pub policy: Option<&'a RolloutPolicy>,
+    /// The promotion's snapshots: the commit a `commitStatus` check reads.
+    pub history: &'a [Snapshot],
+}
+
+/// One measurement to make.
+struct Job {
+    promotion: String,
+    analysis: Analysis,
+    due: MeasurementDue,
+    commit: Option<String>,
+}
+
+impl AnalysisRunner {
+    pub fn new(
+        config: AnalysisConfig,
+        leader: LeaderGate,
+        poke: mpsc::UnboundedSender<Touch>,
+    ) -> Self {
+        let client = https_client().map_err(|e| {
+            warn!(error = %e, "no system TLS roots: analyses cannot be measured");
+            Arc::from(format!("no system TLS roots could be loaded ({e})"))
+        });
+        let judge = Judge::start().map_err(|e| {
+            warn!(error = %e, "cannot start the CEL thread: analyses cannot be judged");
+            Arc::from(format!("cannot start the condition evaluator ({e})"))
+        });
+        AnalysisRunner {
+            inner: Arc::new(Inner {
+                client,
+                judge,
+                permits: Semaphore::new(config.concurrency.max(1)),
+                timeout: config.timeout,
+                leader,
+                poke,
+                store: Mutex::new(Store::default()),
+            }),
+        }
+    }
+
+    /// The results to give the promotion's next step.
+    pub fn results(&self, promotion: &str) -> Vec<Measurement> {
+        self.inner.store().results(promotion)
+    }
+
+    /// After a step: drops what it recorded (once persisted) and starts what it says is due.
+    pub fn after_step(&self, step: &StepMeasurements<'_>) {
+        if step.given.is_empty() && step.due.is_empty() {
+            return;
+        }
+        let mut store = self.inner.store();
+        if step.persisted {
+            store.settle(step.promotion, step.given, step.due);
+        }
+        for due in step.due {
+            let key = due.key();
+            if store.has(step.promotion, &key) {
+                continue;
+            }
+            let analysis = step
+                .policy
+                .and_then(|p| p.spec.analyses.iter().find(|a| a.name == due.analysis));
+            let Some(analysis) = analysis else {
+                debug!(promotion = step.promotion, analysis = %due.analysis, "due analysis not in the policy any more");
+                continue;
+            };
+            let commit = step
+                .history
+                .iter()
+                .find(|s| s.index == due.snapshot_index)
+                .map(|s| s.commit.sha.clone());
+            let job = Job {
+                promotion: step.promotion.to_string(),
+                analysis: analysis.clone(),
+                due: due.clone(),
+                commit,
+            };
+            // Spawned under the store's lock, so the task cannot finish before it is recorded
+            // as in flight.
+            let task = tokio::spawn(self.inner.clone().run(job));
+            store.start(step.promotion, key, task.abort_handle());
+        }
+    }
+
+    /// The promotion is gone: its results with it.
+    pub fn forget(&self, promotion: &str) {
+        self.inner.store().forget(promotion);
+    }
+
+    /// Stops the measurements in flight (the controller stops).
+    pub fn close(&self) {
+        self.inner.store().abort_all();
+    }
+}
+
+impl Inner {
+    fn store(&self) -> MutexGuard<'_, Store> {
+        // Plain maps: a panic cannot leave them half-updated in a way that matters.
+        self.store.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn run(self: Arc<Self>, job: Job) {
+        let key = job.due.key();
+        let taken = match self.permits.acquire().await {
+            Ok(_permit) if self.leader.is_leader() => {
+                let measurement = self.measure(&job).await;
+                self.leader.is_leader().then_some(measurement)
+            }
+            _ => None,
+        };
+        let measured = taken.is_some();
+        if let Some(m) = &taken {
+            debug!(promotion = %job.promotion, stage = %key.stage, analysis = %key.analysis, index = key.index, verdict = m.verdict.as_str(), value = m.value.as_deref().unwrap_or(""), "measured");
+        }
+        self.store().finish(&job.promotion, &key, taken);
+        if measured {
+            let _ = self.poke.send(Touch::Promotions(vec![job.promotion]));
+        }
+    }
+
+    /// One measurement: the provider's observation judged by onNoData or the conditions.
+    async fn measure(&self, job: &Job) -> Measurement {
+        let observed = self.observe(job).await;
+        let analysis = &job.analysis;
+        let (value, verdict, error) = match observed {
+            Err(error) => (None, MeasurementVerdict::Error, Some(error.to_string())),
+            Ok(Observation::NoData(why)) => {
+                let verdict = match analysis.on_no_data {
+                    OnNoData::Fail => MeasurementVerdict::Failed,
+                    OnNoData::Pass => MeasurementVerdict::Successful,
+                    OnNoData::Inconclusive => MeasurementVerdict::Inconclusive,
+                };
+                (None, verdict, Some(format!("no data: {why}")))
+            }
+            Ok(Observation::Pending(shown)) => {
+                (Some(shown), MeasurementVerdict::Inconclusive, None)
+            }
+            Ok(Observation::Value { result, shown }) => {
+                let conditions = Conditions {
+                    success: analysis.success_condition.clone(),
+                    failure: analysis.failure_condition.clone(),
+                };
+                let judged = match &self.judge {
+                    Ok(judge) => judge.judge(conditions, result).await,
+                    Err(e) => Err(e.to_string()),
+                };
+                match judged {
+                    Ok(verdict) => (Some(shown), verdict, None),
+                    Err(error) => (Some(shown), MeasurementVerdict::Error, Some(error)),
+                }
+            }
+        };
+        Measurement {
+            key: job.due.key(),
+            taken_at: Utc::now(),
+            value,
+            verdict,
+            error,
+        }
+    }
+
+    async fn observe(&self, job: &Job) -> Result<Observation, MeasureError> {
+        let client = self
+            .client
+            .as_ref()
+            .map_err(|e| MeasureError::Config(format!("no HTTP client: {e}")))?;
+        let query = job.due.query.as_str();
+        match job.analysis.provider() {
+            Some(Provider::Prometheus(check)) => {
+                prometheus::measure(client, check, query, self.timeout).await
+            }
+            Some(Provider::Web(check)) => web::measure(client, check, query, self.timeout).await,
+            Some(Provider::CommitStatus(check)) => {
+                commit_status::measure(client, check, job.commit.as_deref(), self.timeout).await
+            }
+            None => Err(MeasureError::Config(
+                "no provider: set one of prometheus, web, commitStatus".to_string(),
+            )),
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! The analysis gates' series (issue #32), from persisted status transitions like the other step
+//! counters: `tollgate_analysis_measurements_total{promotion,stage,analysis,result}` counts each
+//! measurement recorded, `tollgate_analysis_last_value{promotion,stage,analysis}` is the newest
+//! numeric value (a list, a boolean or no value leaves it as it was).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+use tollgate_engine::PromotionStatus;
+use tollgate_engine::analysis_run::AnalysisRun;
+
+use super::SecondsGauge as ValueGauge;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MeasurementLabels {
+    promotion: String,
+    stage: String,
+    analysis: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ValueLabels {
+    promotion: String,
+    stage: String,
+    analysis: String,
+}
+
+pub struct AnalysisSeries {
+    measurements: Family<MeasurementLabels, Counter>,
+    last_value: Family<ValueLabels, ValueGauge>,
+    /// The label sets made per promotion, so that forgetting it removes them.
+    made: Mutex<HashMap<String, HashSet<(String, String)>>>,
+}
+
+impl AnalysisSeries {
+    pub fn register(registry: &mut Registry) -> AnalysisSeries {
+        let measurements = Family::<MeasurementLabels, Counter>::default();
+        registry.register(
+            "analysis_measurements",
+            "Analysis measurements recorded, by promotion, stage, analysis and verdict",
+            measurements.clone(),
+        );
+        let last_value = Family::<ValueLabels, ValueGauge>::default();
+        registry.register(
+            "analysis_last_value",
+            "The newest numeric value an analysis measured, by promotion, stage and analysis",
+            last_value.clone(),
+        );
+        AnalysisSeries {
+            measurements,
+            last_value,
+            made: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Counts the measurements `after` records that `before` (the same run) did not.
+    pub fn observe(
+        &self,
+        promotion: &str,
+        before: Option<&PromotionStatus>,
+        after: &PromotionStatus,
+    ) {
+        for stage in &after.stages {
+            let runs = stage.analyses.as_deref().map_or(&[][..], |r| r.as_slice());
+            for run in runs {
+                let seen = before
+                    .and_then(|b| b.stage(&stage.name))
+                    .and_then(|s| s.analyses.as_deref())
+                    .and_then(|runs| same_run(runs, run))
+                    .and_then(|r| r.measurements.last())
+                    .map(|m| m.index);
+                self.count_new(promotion, &stage.name, run, seen);
+            }
+        }
+    }
+
+    fn count_new(&self, promotion: &str, stage: &str, run: &AnalysisRun, seen: Option<u32>) {
+        let new = run
+            .measurements
+            .iter()
+            .filter(|m| seen.is_none_or(|seen| m.index > seen));
+        let mut last = None;
+        for record in new {
+            let labels = MeasurementLabels {
+                promotion: promotion.to_string(),
+                stage: stage.to_string(),
+                analysis: run.name.clone(),
+                result: record.verdict.as_str().to_string(),
+            };
+            self.measurements.get_or_create(&labels).inc();
+            self.made()
+                .entry(promotion.to_string())
+                .or_default()
+                .insert((stage.to_string(), run.name.clone()));
+            last = Some(record);
+        }
+        if let Some(value) = last
+            .and_then(|m| m.value.as_deref())
+            .and_then(|v| v.parse::<f64>().ok())
+        {
+            let labels = ValueLabels {
+                promotion: promotion.to_string(),
+                stage: stage.to_string(),
+                analysis: run.name.clone(),
+            };
+            self.last_value.get_or_create(&labels).set(value);
+        }
+    }
+
+    /// Removes every series of the promotion.
+    pub fn forget(&self, promotion: &str) {
+        let Some(made) = self.made().remove(promotion) else {
+            return;
+        };
+        for (stage, analysis) in made {
+            for result in ["Successful", "Failed", "Inconclusive", "Error"] {
+                self.measurements.remove(&MeasurementLabels {
+                    promotion: promotion.to_string(),
+                    stage: stage.clone(),
+                    analysis: analysis.clone(),
+                    result: result.to_string(),
+                });
+            }
+            self.last_value.remove(&ValueLabels {
+                promotion: promotion.to_string(),
+                stage,
+                analysis,
+            });
+        }
+    }
+
+    fn made(&self) -> MutexGuard<'_, HashMap<String, HashSet<(String, String)>>> {
+        // Plain values: a panic cannot leave the map half-updated in a way that matters.
+        self.made.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The run in `runs` that `run` continues: a new run (another snapshot, a restarted stage)
+/// starts at another instant.
+fn same_run<'a>(runs: &'a [AnalysisRun], run: &AnalysisRun) -> Option<&'a AnalysisRun> {
+    runs.iter()
+        .find(|r| r.name == run.name && r.cluster == run.cluster && r.started_at == run.started_at)
+}
