@@ -12,18 +12,7 @@ use tollgate_manifest::{Diagnostic, RolloutPolicy, Severity};
 use tollgate_model::duration::format_go_duration;
 
 use super::policies::key_position;
-
-/// The stage's soak in `promotion`: its trigger's delay, zero without one.
-pub fn soak_of(promotion: &ClusterPromotion, stage: &str) -> Option<Duration> {
-    let stage = promotion.stage(stage)?;
-    Some(
-        stage
-            .trigger
-            .as_ref()
-            .and_then(|t| t.delay())
-            .map_or(Duration::ZERO, |d| d.value),
-    )
-}
+use crate::cli::analysis_gates::{extends_soak_by, format_soak, soak_of};
 
 /// One warning per stage override, analysis and soak that the analysis outlasts.
 pub fn diagnostics<'t>(
@@ -42,8 +31,11 @@ pub fn diagnostics<'t>(
         // Promotions with the same soak share one warning.
         let mut by_soak: BTreeMap<Duration, Vec<&str>> = BTreeMap::new();
         for promotion in promotions {
-            if let Some(soak) = soak_of(promotion, stage) {
-                by_soak.entry(soak).or_default().push(promotion.name());
+            if let Some(stage) = promotion.stage(stage) {
+                by_soak
+                    .entry(soak_of(stage))
+                    .or_default()
+                    .push(promotion.name());
             }
         }
         let (line, column) = text_of(file)
@@ -54,7 +46,10 @@ pub fn diagnostics<'t>(
             .unwrap_or((line, 1));
         for analysis in &analyses {
             let takes = analysis.duration();
-            for (soak, names) in by_soak.iter().filter(|(soak, _)| takes > **soak) {
+            let extended = by_soak
+                .iter()
+                .filter_map(|(soak, names)| Some((soak, extends_soak_by(analysis, *soak)?, names)));
+            for (soak, by, names) in extended {
                 diagnostics.push(Diagnostic {
                     severity: Severity::Warning,
                     code: "analysis-extends-soak",
@@ -69,8 +64,8 @@ pub fn diagnostics<'t>(
                         format_go_duration(analysis.initial_delay()),
                         analysis.count(),
                         format_go_duration(analysis.interval()),
-                        format_go_duration(*soak),
-                        format_go_duration(takes - *soak),
+                        format_soak(*soak),
+                        format_go_duration(by),
                         names.join(", "),
                     ),
                 });
