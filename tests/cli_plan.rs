@@ -652,3 +652,40 @@ fn plan_shows_the_policy_waves_new_commit_rule_and_blackouts() {
         "{markdown}"
     );
 }
+
+/// The analyses a policy gates stages with (issue #32): each listed by name with its provider,
+/// count × interval, and by how much it extends the stage's soak; a manual approval beside them.
+#[test]
+fn plan_lists_each_stages_analysis_gates_and_whether_they_extend_the_soak() {
+    let policy = "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: gated\nspec:\n  analyses:\n  - name: error-rate\n    prometheus:\n      address: http://prometheus.monitoring:9090\n      query: sum(rate(http_requests_total{cluster=~\"{{ clustersRegex }}\",code=~\"5..\"}[2m]))\n    initialDelay: 30s\n    interval: 1m\n    count: 6\n    successCondition: \"result < 0.01\"\n  - name: smoke\n    web: {url: \"https://smoke.example.com/check?stage={{ stage }}\", jsonPath: \"{.ok}\"}\n    successCondition: \"result == true\"\n    dryRun: true\n  stages:\n    staging:\n      analyses: [error-rate]\n    production:\n      analyses: [smoke, error-rate]\n";
+    let dir = repo_from(&[
+        (
+            "app.yaml",
+            Some(app(&App {
+                version: "1.1.0",
+                ..APP
+            })),
+        ),
+        ("policy.yaml", Some(policy.to_string())),
+    ]);
+    let (code, text) = plan(dir.path(), "text");
+    assert_eq!(code, Some(0), "{text}");
+    let gates: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix("gates"))
+        .map(str::trim_start)
+        .collect();
+    assert_eq!(
+        gates,
+        [
+            "staging: analysis error-rate (prometheus, 6 × 1m0s after 30s; extends the 5m0s soak by 30s)",
+            "production: manual approval, analysis smoke (web, 1 × 30s, dry run), analysis error-rate (prometheus, 6 × 1m0s after 30s; extends the 0s soak by 5m30s)",
+        ],
+        "{text}"
+    );
+    let (_, markdown) = plan(dir.path(), "markdown");
+    assert!(
+        markdown.contains("| gates | staging: analysis error-rate (prometheus, 6 × 1m0s after 30s; extends the 5m0s soak by 30s) |"),
+        "{markdown}"
+    );
+}

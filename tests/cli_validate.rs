@@ -683,3 +683,115 @@ fn one_policy_name_in_two_files_is_an_error_at_each() {
         ]
     );
 }
+
+/// A policy gating stage `a` with a 30s + 5 × 30s analysis (3m), and a promotion whose stage
+/// `a` soaks for `delay`.
+fn gated(delay: &str) -> [(&'static str, String); 2] {
+    let policy = policy_yaml(
+        "fleet",
+        "  selector: {}\n  analyses:\n  - name: error-rate\n    prometheus:\n      address: http://prometheus.monitoring:9090\n      query: sum(rate(http_requests_total{cluster=~\"{{ clustersRegex }}\",code=~\"5..\"}[2m]))\n    initialDelay: 30s\n    interval: 30s\n    count: 6\n    successCondition: \"result < 0.01\"\n  stages:\n    a:\n      analyses: [error-rate]\n",
+    );
+    let promotion = GOOD.replace(
+        "      matchLabels: {env: a}\n",
+        &format!(
+            "      matchLabels: {{env: a}}\n    trigger:\n      auto:\n        delay: {delay}\n"
+        ),
+    );
+    [("fleet.yaml", policy), ("app.yaml", promotion)]
+}
+
+#[test]
+fn an_analysis_longer_than_the_soak_is_a_warning_saying_by_how_much() {
+    let files = gated("1m");
+    let (code, diagnostics) = validate_json(&files.each_ref().map(|(p, t)| (*p, t.as_str())));
+    assert_eq!(code, 0, "a warning only: {diagnostics:?}");
+    assert_eq!(
+        places(&diagnostics),
+        [(
+            "analysis-extends-soak".to_string(),
+            "fleet.yaml".to_string(),
+            18
+        )]
+    );
+    assert_eq!(diagnostics[0]["column"], 7, "at the stage's analyses");
+    assert_eq!(diagnostics[0]["path"], "spec.stages.a.analyses");
+    let text = message(&diagnostics[0]);
+    for part in [
+        "analysis \"error-rate\" takes 3m0s",
+        "longer than stage a's 1m0s soak: it extends the soak by 2m0s",
+        "(ClusterPromotion good)",
+    ] {
+        assert!(text.contains(part), "{part:?} in {text}");
+    }
+    let fits = gated("5m");
+    let (code, diagnostics) = validate_json(&fits.each_ref().map(|(p, t)| (*p, t.as_str())));
+    assert_eq!((code, diagnostics), (0, Vec::new()), "3m fits a 5m soak");
+}
+
+#[test]
+fn a_query_that_does_not_parse_is_an_error_at_its_line_through_the_binary() {
+    let [(_, policy), (_, promotion)] = gated("5m");
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        "fleet.yaml",
+        &policy.replace("[2m]))\n", "[2m])\n"),
+    );
+    write(dir.path(), "app.yaml", &promotion);
+    let assert = tollgate().arg("validate").arg(dir.path()).assert().code(1);
+    let out = stdout_of(&assert);
+    assert!(
+        out.starts_with("error[invalid-promql]: Invalid value: PromQL does not parse: "),
+        "{out}"
+    );
+    assert!(out.contains("fleet.yaml:11:14\n"), "{out}");
+    assert!(
+        out.contains("= field: spec.analyses[0].prometheus.query\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_stage_naming_an_undefined_analysis_is_an_error_suggesting_the_closest() {
+    let [(_, policy), (_, promotion)] = gated("5m");
+    let policy = policy.replace("analyses: [error-rate]", "analyses: [eror-rate]");
+    let (code, diagnostics) = validate_json(&[("fleet.yaml", &policy), ("app.yaml", &promotion)]);
+    assert_eq!(code, 1);
+    let codes: Vec<&str> = diagnostics
+        .iter()
+        .map(|d| d["code"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        codes,
+        ["analysis-unused", "unknown-analysis"],
+        "{diagnostics:?}"
+    );
+    assert_eq!(
+        (
+            diagnostics[1]["line"].as_u64(),
+            diagnostics[1]["column"].as_u64()
+        ),
+        (Some(18), Some(18))
+    );
+    assert!(
+        message(&diagnostics[1]).contains("did you mean \"error-rate\"?"),
+        "{diagnostics:?}"
+    );
+}
+
+#[test]
+fn analyses_for_a_stage_no_governed_promotion_has_are_the_unused_override_warning() {
+    let [(_, policy), (_, promotion)] = gated("1m");
+    let policy = policy.replace("    a:\n      analyses", "    prod:\n      analyses");
+    let (code, diagnostics) = validate_json(&[("fleet.yaml", &policy), ("app.yaml", &promotion)]);
+    assert_eq!(code, 0, "{diagnostics:?}");
+    assert_eq!(
+        places(&diagnostics),
+        [(
+            "policy-stage-unknown".to_string(),
+            "fleet.yaml".to_string(),
+            17
+        )],
+        "no soak warning for a stage the promotion does not have"
+    );
+}

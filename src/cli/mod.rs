@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub mod analysis_gates;
 pub mod approve;
 pub mod client_certificate;
 pub mod connect;

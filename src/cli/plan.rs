@@ -21,6 +21,7 @@ use super::connect::ClusterArgs;
 use crate::controller::desired::{InGit, Translation};
 use targets::Fleet;
 
+mod gates;
 mod mermaid;
 mod targets;
 mod timeline;
@@ -385,6 +386,9 @@ fn details(planned: &Planned<'_>) -> Vec<(&'static str, String)> {
         for gate in &preview.gates {
             rows.push(("approval", gate_text(&gate.stage, &gate.verdict)));
         }
+    }
+    if let Some(snapshot) = new_run_snapshot(planned).filter(|_| touched(planned)) {
+        rows.extend(gates::rows(&snapshot.promotion, plan.policy.as_deref()));
     }
     for change in &plan.selector_changes {
         rows.push((

@@ -12,6 +12,8 @@ use tollgate_manifest::report::{Summary, render_github, render_human, render_jso
 use tollgate_manifest::rules::annotations::APPROVE_NAMES_NO_SNAPSHOT;
 use tollgate_manifest::{Diagnostic, Limits, parse_file};
 
+mod analysis_soak;
+
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputFormat {
     Human,
@@ -247,7 +249,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// What only policies and promotions together show: a policy name defined twice, a promotion
 /// that two policies select or whose annotation names no policy, a stage override no governed
-/// promotion can use. The controller reads the same rule ([`PolicySet::choose`]).
+/// promotion can use, an analysis that outlasts the soak of a stage it gates. Policies are chosen
+/// by the controller's rule ([`PolicySet::choose`]).
 mod policies {
     use std::collections::BTreeMap;
     use std::sync::Arc;
@@ -326,6 +329,9 @@ mod policies {
                 .and_then(|at| at.first())
                 .map_or(1, |at| at.line);
             diagnostics.extend(unused_overrides(policy, file, line, promotions, &text_of));
+            diagnostics.extend(super::analysis_soak::diagnostics(
+                policy, file, line, promotions, &text_of,
+            ));
         }
         diagnostics
     }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::model::{API_GROUP, API_VERSION, KIND};
 use crate::parse::{IgnoredDocument, ParsedFile};
+use crate::suggest::edit_distance;
 
 /// Where a promotion name is defined.
 struct Definition<'a> {
@@ -86,21 +87,6 @@ fn name_position(text: &str, first_line: u32) -> Option<(u32, u32)> {
         }
     }
     None
-}
-
-/// Levenshtein distance, for short identifiers.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut current = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != *cb);
-            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
-        }
-        previous = current;
-    }
-    previous[b.len()]
 }
 
 /// Why an ignored document looks like a mistyped ClusterPromotion, if it does.
@@ -246,12 +232,5 @@ mod tests {
         // Without the text: the document's first line.
         let found = duplicate_names(&files, |_| None);
         assert_eq!((found[1].line, found[1].column), (7, 1));
-    }
-
-    #[test]
-    fn edit_distance_counts_edits() {
-        assert_eq!(edit_distance("ClusterPromotion", "ClusterPromotion"), 0);
-        assert_eq!(edit_distance("ClusterPromtion", "ClusterPromotion"), 1);
-        assert_eq!(edit_distance("", "abc"), 3);
     }
 }

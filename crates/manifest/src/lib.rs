@@ -7,13 +7,15 @@
 //! Modules form layers; each uses only layers below it (the model crate is below them all), so
 //! the module graph has no cycle (`tests/module_layers.rs` checks it). Bottom to top:
 //!
-//! 1. leaves: `location` (positions, field paths), `limits`, `plain_scalar`, `crd_rules`
+//! 1. leaves: `location` (positions, field paths), `limits`, `plain_scalar`, `crd_rules`,
+//!    `suggest` (did you mean)
 //! 2. `diagnostic` (findings placed at locations), `field_path`, `located` (serde-saphyr tree),
 //!    `loc_tree` (the fast reader's tree)
 //! 3. `fast_yaml` (private), `schema`, `context` (what rules may consult), `report`
-//! 4. `fast_yaml_check` (private; public door: [`check_fast_reader`]), `rules`
-//! 5. `validate` (one ClusterPromotion document: schema, rules, model), `policy` (one
-//!    RolloutPolicy document)
+//! 4. `fast_yaml_check` (private; public door: [`check_fast_reader`]), `rules`, `policy_fields`
+//!    (shape checks shared by the RolloutPolicy modules)
+//! 5. `validate` (one ClusterPromotion document: schema, rules, model), `policy_analyses` (a
+//!    RolloutPolicy's analysis gates), `policy` (one RolloutPolicy document, using it)
 //! 6. `parse` (one file: YAML, documents, validation)
 //! 7. `documents` (rules across parsed files)
 #![forbid(unsafe_code)]
@@ -35,9 +37,13 @@ pub mod location;
 pub mod parse;
 pub mod plain_scalar;
 pub mod policy;
+pub mod policy_analyses;
+pub mod policy_analysis_providers;
+pub mod policy_fields;
 pub mod report;
 pub mod rules;
 pub mod schema;
+pub mod suggest;
 pub mod validate;
 
 pub use tollgate_model::policy::RolloutPolicy;

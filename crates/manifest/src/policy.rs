@@ -3,6 +3,8 @@
 //! model's [`RolloutPolicy`]. There is no CRD schema for this kind: the rules are written out here,
 //! and unknown fields are errors (a typo must never silently drop a deadline).
 
+use std::collections::BTreeSet;
+
 use serde_json::{Map, Value};
 
 use crate::diagnostic::locate;
@@ -11,9 +13,10 @@ use crate::duration::parse_go_duration;
 use crate::field_path::FieldPath;
 use crate::loc_tree::DocumentLocations;
 use crate::located::{ConversionProblem, child_path};
+use crate::policy_analyses::{self, DefinedAnalysis};
+use crate::policy_fields::{check_positive_duration, unknown_fields};
 use crate::rules;
 use crate::rules::k8s_names::{dns1123_label_problem, dns1123_subdomain_problem};
-use tollgate_model::analysis::Analysis;
 use tollgate_model::blackout::Blackout;
 use tollgate_model::policy::{
     FailureBudget, OnNewSnapshot, POLICY_API_VERSION, POLICY_KIND, RolloutPolicy,
@@ -128,6 +131,9 @@ fn prune_nulls(document: &mut Value) {
         return;
     };
     spec.retain(|_, value| !value.is_null());
+    if let Some(analyses) = spec.get_mut("analyses") {
+        policy_analyses::prune_nulls(analyses);
+    }
     if let Some(stages) = spec.get_mut("stages").and_then(Value::as_object_mut) {
         for stage in stages.values_mut() {
             if let Some(stage) = stage.as_object_mut() {
@@ -196,19 +202,31 @@ fn check_spec(spec: &Map<String, Value>, findings: &mut Vec<Finding>) {
     if let Some(notify) = spec.get("notify") {
         check_notify(notify, findings);
     }
-    if let Some(analyses) = spec.get("analyses") {
-        check_analyses_shape(analyses, findings);
-    }
-    let Some(stages) = spec.get("stages") else {
-        return;
-    };
+    let analyses = spec
+        .get("analyses")
+        .map(|a| policy_analyses::check_analyses(a, findings))
+        .unwrap_or_default();
+    let used = spec
+        .get("stages")
+        .map(|stages| check_stages(stages, &analyses, findings))
+        .unwrap_or_default();
+    policy_analyses::unused_analyses(&analyses, &used, findings);
+}
+
+/// The stage overrides; the analysis names they use.
+fn check_stages(
+    stages: &Value,
+    analyses: &[DefinedAnalysis],
+    findings: &mut Vec<Finding>,
+) -> BTreeSet<String> {
+    let mut used = BTreeSet::new();
     let Some(stages) = stages.as_object() else {
         findings.push(Finding::error(
             "wrong-type",
             "spec.stages",
             "Invalid value: stages must be a mapping from stage name to overrides, e.g. `production: {maxFailures: 0}`",
         ));
-        return;
+        return used;
     };
     for (stage, body) in stages {
         let path = child_path("spec.stages", stage);
@@ -235,60 +253,15 @@ fn check_spec(spec: &Map<String, Value>, findings: &mut Vec<Finding>) {
         if let Some(waves) = body.get("waves") {
             check_waves(waves, &child_path(&path, "waves"), findings);
         }
-        if let Some(names) = body.get("analyses")
-            && serde_json::from_value::<Vec<String>>(names.clone()).is_err()
-        {
-            findings.push(Finding::error(
-                "wrong-type",
-                child_path(&path, "analyses"),
-                format!("Invalid value: {names}: analyses must be a list of spec.analyses names"),
+        if let Some(names) = body.get("analyses") {
+            let path = child_path(&path, "analyses");
+            used.extend(policy_analyses::check_stage_analyses(
+                names, &path, analyses, findings,
             ));
         }
     }
+    used
 }
-
-/// Each `spec.analyses` entry fits the model (field by field validation: issue #32's `aval`).
-fn check_analyses_shape(analyses: &Value, findings: &mut Vec<Finding>) {
-    let Some(items) = analyses.as_array() else {
-        findings.push(Finding::error(
-            "wrong-type",
-            "spec.analyses",
-            "Invalid value: analyses must be a list of named checks",
-        ));
-        return;
-    };
-    for (index, item) in items.iter().enumerate() {
-        let path = crate::located::item_path("spec.analyses", index);
-        if let Some(fields) = item.as_object() {
-            unknown_fields(fields, &path, ANALYSIS_FIELDS, "an analysis", findings);
-        }
-        if let Err(error) = serde_json::from_value::<Analysis>(item.clone()) {
-            findings.push(Finding::error(
-                "invalid-analysis",
-                path,
-                format!("Invalid value: {error}"),
-            ));
-        }
-    }
-}
-
-const ANALYSIS_FIELDS: &[&str] = &[
-    "name",
-    "prometheus",
-    "web",
-    "commitStatus",
-    "scope",
-    "initialDelay",
-    "interval",
-    "count",
-    "successCondition",
-    "failureCondition",
-    "failureLimit",
-    "inconclusiveLimit",
-    "consecutiveErrorLimit",
-    "onNoData",
-    "dryRun",
-];
 
 /// `waves`: a sorting label key, a size (count or percentage), an optional canary and pause.
 fn check_waves(waves: &Value, path: &str, findings: &mut Vec<Finding>) {
@@ -617,29 +590,6 @@ fn check_expressions_shape(expressions: &Value, path: &str, findings: &mut Vec<F
     }
 }
 
-/// An error at the key of every field of `fields` not in `known`.
-fn unknown_fields(
-    fields: &Map<String, Value>,
-    path: &str,
-    known: &[&str],
-    what: &str,
-    findings: &mut Vec<Finding>,
-) {
-    for field in fields.keys().filter(|f| !known.contains(&f.as_str())) {
-        findings.push(
-            Finding::error(
-                "unknown-field",
-                child_path(path, field),
-                format!(
-                    "unknown field {field:?}: {what} has only {}",
-                    known.join(", ")
-                ),
-            )
-            .at_key(),
-        );
-    }
-}
-
 // ---- spec.notify (issue #19): where to tell people about the rollouts ----
 
 const NOTIFY_FIELDS: &[&str] = &[
@@ -756,24 +706,6 @@ fn check_notify_fields(fields: &Map<String, Value>, item: &str, findings: &mut V
         if let Some(value) = fields.get(field) {
             check_positive_duration(value, &child_path(item, field), field, example, findings);
         }
-    }
-}
-
-/// A Go duration greater than zero (`timeout`, `retryFor`).
-fn check_positive_duration(
-    value: &Value,
-    path: &str,
-    field: &str,
-    example: &str,
-    findings: &mut Vec<Finding>,
-) {
-    match value.as_str().map(parse_go_duration) {
-        Some(Ok(d)) if !d.is_zero() => {}
-        _ => findings.push(Finding::error(
-            "invalid-duration",
-            path,
-            format!("Invalid value: {value}: {field} must be a Go duration greater than zero, such as \"{example}\""),
-        )),
     }
 }
 

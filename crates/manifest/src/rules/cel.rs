@@ -74,6 +74,16 @@ pub enum CelError {
 
 /// Parses `rule` as CEL and checks that its only free variable is `resource`.
 pub fn check_cel_rule(rule: &str) -> Result<(), CelError> {
+    check_cel_over(rule, RESOURCE, hint_for)
+}
+
+/// Parses `rule` as CEL and checks that its only free variable is `variable` (or a macro's
+/// iteration variable); `hint` explains an unknown one (`None`: Sveltos' `resource` wording).
+pub fn check_cel_over(
+    rule: &str,
+    variable: &str,
+    hint: fn(&str) -> Option<String>,
+) -> Result<(), CelError> {
     if rule.len() > MAX_RULE_BYTES {
         return Err(CelError::TooLong {
             bytes: rule.len(),
@@ -86,15 +96,22 @@ pub fn check_cel_rule(rule: &str) -> Result<(), CelError> {
         let worker = std::thread::Builder::new()
             .name("cel-rule-check".to_string())
             .stack_size(PARSER_STACK_BYTES)
-            .spawn_scoped(scope, || parse_and_check(rule))
+            .spawn_scoped(scope, || parse_and_check(rule, variable))
             .map_err(|err| CelError::ParserThread {
                 message: err.to_string(),
             })?;
         worker.join().unwrap_or(Err(CelError::ParserPanicked))
     })
+    .map_err(|error| match error {
+        CelError::UnknownVariable { name, .. } => CelError::UnknownVariable {
+            hint: hint(&name),
+            name,
+        },
+        other => other,
+    })
 }
 
-fn parse_and_check(rule: &str) -> Result<(), CelError> {
+fn parse_and_check(rule: &str, variable: &str) -> Result<(), CelError> {
     let expr = Parser::new()
         .parse(rule)
         .map_err(|errors| CelError::Syntax {
@@ -105,10 +122,12 @@ fn parse_and_check(rule: &str) -> Result<(), CelError> {
                 .collect::<Vec<_>>()
                 .join("; "),
         })?;
-    check_free_identifiers(&expr, &mut Vec::new())
+    let mut bound = vec![variable];
+    check_free_identifiers(&expr, &mut bound)
 }
 
-/// Walks the expression; `bound` holds the variables comprehensions have in scope.
+/// Walks the expression; `bound` holds the variables in scope (the rule's own, then those of
+/// the comprehensions around).
 fn check_free_identifiers<'a>(
     expr: &'a IdedExpr,
     bound: &mut Vec<&'a str>,
@@ -116,12 +135,12 @@ fn check_free_identifiers<'a>(
     match &expr.expr {
         Expr::Ident(name) => {
             let name = name.as_str();
-            if name == RESOURCE || bound.contains(&name) || BUILTIN_TYPES.contains(&name) {
+            if bound.contains(&name) || BUILTIN_TYPES.contains(&name) {
                 Ok(())
             } else {
                 Err(CelError::UnknownVariable {
                     name: name.to_string(),
-                    hint: hint_for(name),
+                    hint: None,
                 })
             }
         }

@@ -11,10 +11,12 @@ pub mod annotations;
 pub mod cel;
 pub mod durations;
 pub mod health_scripts;
+pub mod json_path;
 pub mod k8s_names;
 pub mod lua;
 pub mod metadata;
 pub mod names;
+pub mod promql;
 pub mod selectors;
 pub mod windows;
 

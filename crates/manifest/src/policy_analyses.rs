@@ -1,0 +1,396 @@
+//! A RolloutPolicy's analysis gates (issue #32): `spec.analyses` (named checks, each with exactly
+//! one provider, its timing, limits and CEL conditions over `result`) and the names each
+//! `stages.<stage>.analyses` lists. Every problem is a finding at the field that has it; the
+//! providers' own fields (PromQL, URL templates, jsonPath) are `policy_analysis_providers`'.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+use crate::diagnostic::Finding;
+use crate::duration::parse_go_duration;
+use crate::located::{child_path, item_path};
+use crate::policy_analysis_providers::check_provider;
+use crate::policy_fields::{check_positive_duration, unknown_fields};
+use crate::rules::cel::check_cel_over;
+use crate::suggest::nearest;
+use tollgate_model::analysis::{AnalysisScope, OnNoData};
+
+const ANALYSIS_FIELDS: &[&str] = &[
+    "name",
+    "prometheus",
+    "web",
+    "commitStatus",
+    "scope",
+    "initialDelay",
+    "interval",
+    "count",
+    "successCondition",
+    "failureCondition",
+    "failureLimit",
+    "inconclusiveLimit",
+    "consecutiveErrorLimit",
+    "onNoData",
+    "dryRun",
+];
+/// The providers, of which an analysis has exactly one.
+const PROVIDERS: [&str; 3] = ["prometheus", "web", "commitStatus"];
+/// Tolerated counts: non-negative integers.
+const LIMITS: [&str; 3] = ["failureLimit", "inconclusiveLimit", "consecutiveErrorLimit"];
+const CONDITIONS: [&str; 2] = ["successCondition", "failureCondition"];
+/// The one variable an analysis condition names: the measured value.
+const RESULT: &str = "result";
+
+/// An analysis name defined in `spec.analyses`, with the index of its entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DefinedAnalysis {
+    pub index: usize,
+    pub name: String,
+}
+
+/// An empty value (`scope:` with nothing after it) means the field is not set, in an analysis
+/// and in its provider, as elsewhere in the policy.
+pub fn prune_nulls(analyses: &mut Value) {
+    let Some(items) = analyses.as_array_mut() else {
+        return;
+    };
+    for item in items.iter_mut().filter_map(Value::as_object_mut) {
+        item.retain(|_, value| !value.is_null());
+        for provider in PROVIDERS {
+            if let Some(fields) = item.get_mut(provider).and_then(Value::as_object_mut) {
+                fields.retain(|_, value| !value.is_null());
+            }
+        }
+    }
+}
+
+/// Checks `spec.analyses`; the names it defines (each once, whatever else is wrong with its
+/// entry, so that a stage naming it is not also reported).
+pub fn check_analyses(analyses: &Value, findings: &mut Vec<Finding>) -> Vec<DefinedAnalysis> {
+    let path = "spec.analyses";
+    let Some(items) = analyses.as_array() else {
+        findings.push(Finding::error(
+            "wrong-type",
+            path,
+            "Invalid value: analyses must be a list of named checks ({name, prometheus | web | commitStatus, …})",
+        ));
+        return Vec::new();
+    };
+    let mut defined: Vec<DefinedAnalysis> = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let item_path = item_path(path, index);
+        let Some(fields) = item.as_object() else {
+            findings.push(Finding::error(
+                "wrong-type",
+                item_path,
+                "Invalid value: an analysis must be a mapping of name, one of prometheus, web or commitStatus, and its settings",
+            ));
+            continue;
+        };
+        unknown_fields(fields, &item_path, ANALYSIS_FIELDS, "an analysis", findings);
+        if let Some(name) = check_name(fields, &item_path, findings) {
+            if defined.iter().any(|d| d.name == name) {
+                findings.push(Finding::error(
+                    "duplicate-name",
+                    child_path(&item_path, "name"),
+                    format!("Duplicate value: {name:?}: each analysis needs its own name (stages name it in stages.<stage>.analyses)"),
+                ));
+            } else {
+                defined.push(DefinedAnalysis { index, name });
+            }
+        }
+        let scope = check_settings(fields, &item_path, findings);
+        check_providers(fields, &item_path, scope, findings);
+    }
+    defined
+}
+
+fn check_name(
+    fields: &Map<String, Value>,
+    item_path: &str,
+    findings: &mut Vec<Finding>,
+) -> Option<String> {
+    match fields.get("name") {
+        None => {
+            findings.push(Finding::error(
+                "required-value",
+                item_path,
+                "Required value: an analysis needs a name, which stages list in stages.<stage>.analyses",
+            ));
+            None
+        }
+        Some(Value::String(name)) if !name.trim().is_empty() => Some(name.clone()),
+        Some(other) => {
+            findings.push(Finding::error(
+                "invalid-name",
+                child_path(item_path, "name"),
+                format!("Invalid value: {other}: an analysis name must be a non-empty string such as \"error-rate\""),
+            ));
+            None
+        }
+    }
+}
+
+/// Exactly one provider, each present one checked; a query-based one needs a condition.
+fn check_providers(
+    fields: &Map<String, Value>,
+    item_path: &str,
+    scope: AnalysisScope,
+    findings: &mut Vec<Finding>,
+) {
+    let present: Vec<&str> = PROVIDERS
+        .into_iter()
+        .filter(|p| fields.contains_key(*p))
+        .collect();
+    match present.as_slice() {
+        [] => findings.push(Finding::error(
+            "required-value",
+            item_path,
+            "Required value: an analysis needs exactly one of prometheus, web or commitStatus",
+        )),
+        [first, more @ ..] => {
+            for extra in more {
+                findings.push(
+                    Finding::error(
+                        "analysis-provider",
+                        child_path(item_path, extra),
+                        format!("Invalid value: an analysis has exactly one of prometheus, web or commitStatus, and this one already has {first}: move {extra} into an analysis of its own"),
+                    )
+                    .at_key(),
+                );
+            }
+        }
+    }
+    for provider in &present {
+        if let Some(value) = fields.get(*provider) {
+            check_provider(
+                provider,
+                value,
+                &child_path(item_path, provider),
+                scope,
+                findings,
+            );
+        }
+    }
+    let measures_a_value = present.iter().any(|p| *p != "commitStatus");
+    if measures_a_value && !CONDITIONS.iter().any(|c| fields.contains_key(*c)) {
+        findings.push(Finding::error(
+            "required-value",
+            item_path,
+            format!(
+                "Required value: a {} analysis needs successCondition or failureCondition (CEL over `result`, e.g. \"result < 0.01\"): without one no measurement can succeed or fail",
+                present.join("/")
+            ),
+        ));
+    }
+}
+
+/// Scope, timing, limits, conditions and `dryRun`; the scope the templates are rendered for.
+fn check_settings(
+    fields: &Map<String, Value>,
+    item_path: &str,
+    findings: &mut Vec<Finding>,
+) -> AnalysisScope {
+    check_enum(fields, item_path, "scope", &AnalysisScope::VALUES, findings);
+    check_enum(fields, item_path, "onNoData", &OnNoData::VALUES, findings);
+    if let Some(delay) = fields.get("initialDelay") {
+        check_initial_delay(delay, &child_path(item_path, "initialDelay"), findings);
+    }
+    if let Some(interval) = fields.get("interval") {
+        let path = child_path(item_path, "interval");
+        check_positive_duration(interval, &path, "interval", "30s", findings);
+    }
+    if let Some(count) = fields.get("count") {
+        check_count(count, &child_path(item_path, "count"), "count", 1, findings);
+    }
+    for limit in LIMITS {
+        if let Some(value) = fields.get(limit) {
+            check_count(value, &child_path(item_path, limit), limit, 0, findings);
+        }
+    }
+    for condition in CONDITIONS {
+        if let Some(value) = fields.get(condition) {
+            check_condition(
+                value,
+                &child_path(item_path, condition),
+                condition,
+                findings,
+            );
+        }
+    }
+    if let Some(dry_run) = fields.get("dryRun")
+        && !dry_run.is_boolean()
+    {
+        findings.push(Finding::error(
+            "wrong-type",
+            child_path(item_path, "dryRun"),
+            format!("Invalid value: {dry_run}: dryRun must be true or false"),
+        ));
+    }
+    match fields.get("scope").and_then(Value::as_str) {
+        Some("Cluster") => AnalysisScope::Cluster,
+        _ => AnalysisScope::Stage,
+    }
+}
+
+fn check_enum(
+    fields: &Map<String, Value>,
+    item_path: &str,
+    field: &str,
+    values: &[&str],
+    findings: &mut Vec<Finding>,
+) {
+    let Some(value) = fields.get(field) else {
+        return;
+    };
+    if value.as_str().is_some_and(|v| values.contains(&v)) {
+        return;
+    }
+    let supported: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+    findings.push(Finding::error(
+        "unsupported-value",
+        child_path(item_path, field),
+        format!(
+            "Unsupported value: {value}: supported values: {}",
+            supported.join(", ")
+        ),
+    ));
+}
+
+/// A Go duration, zero allowed (the first measurement at once).
+fn check_initial_delay(delay: &Value, path: &str, findings: &mut Vec<Finding>) {
+    let problem = match delay.as_str().map(parse_go_duration) {
+        Some(Ok(_)) => return,
+        Some(Err(e)) => e.to_string(),
+        None => "initialDelay must be a Go duration such as \"30s\"".to_string(),
+    };
+    findings.push(Finding::error(
+        "invalid-duration",
+        path,
+        format!("Invalid value: {delay}: {problem}"),
+    ));
+}
+
+/// An integer of at least `minimum` (and at most u32's maximum).
+fn check_count(value: &Value, path: &str, field: &str, minimum: u64, findings: &mut Vec<Finding>) {
+    let fits = value
+        .as_u64()
+        .is_some_and(|n| n >= minimum && u32::try_from(n).is_ok());
+    if fits {
+        return;
+    }
+    let wanted = if minimum == 0 {
+        "a count of 0 or more, such as 1"
+    } else {
+        "a count of at least 1, such as 6"
+    };
+    findings.push(Finding::error(
+        "invalid-count",
+        path,
+        format!("Invalid value: {value}: {field} must be {wanted} (an integer, unquoted)"),
+    ));
+}
+
+/// A CEL expression whose one variable is `result`.
+fn check_condition(value: &Value, path: &str, field: &str, findings: &mut Vec<Finding>) {
+    let Some(text) = value.as_str() else {
+        findings.push(Finding::error(
+            "wrong-type",
+            path,
+            format!("Invalid value: {value}: {field} must be a CEL expression over `result` in quotes, such as \"result < 0.01\""),
+        ));
+        return;
+    };
+    if let Err(e) = check_cel_over(text, RESULT, condition_hint) {
+        findings.push(Finding::error("invalid-cel", path, e.to_string()));
+    }
+}
+
+fn condition_hint(name: &str) -> Option<String> {
+    Some(format!(
+        "an analysis condition names only `{RESULT}`, the measured value (a number, a list for a vector, or the JSON at jsonPath), not `{name}`"
+    ))
+}
+
+/// Checks a stage's `analyses`: a list of names `spec.analyses` defines, each once. Returns the
+/// names that resolve.
+pub fn check_stage_analyses(
+    value: &Value,
+    path: &str,
+    defined: &[DefinedAnalysis],
+    findings: &mut Vec<Finding>,
+) -> Vec<String> {
+    let Some(items) = value.as_array() else {
+        findings.push(Finding::error(
+            "wrong-type",
+            path,
+            format!("Invalid value: {value}: analyses must be a list of names from spec.analyses, such as [error-rate]"),
+        ));
+        return Vec::new();
+    };
+    let mut named: Vec<String> = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let item_path = item_path(path, index);
+        let Some(name) = item.as_str() else {
+            findings.push(Finding::error(
+                "wrong-type",
+                item_path,
+                format!("Invalid value: {item}: an entry of analyses is the name of an analysis of spec.analyses"),
+            ));
+            continue;
+        };
+        if named.iter().any(|n| n == name) {
+            findings.push(Finding::error(
+                "duplicate-name",
+                item_path,
+                format!("Duplicate value: {name:?}: a stage runs each analysis once"),
+            ));
+        } else if defined.iter().any(|d| d.name == name) {
+            named.push(name.to_string());
+        } else {
+            findings.push(Finding::error(
+                "unknown-analysis",
+                item_path,
+                unknown_analysis_message(name, defined),
+            ));
+        }
+    }
+    named
+}
+
+fn unknown_analysis_message(name: &str, defined: &[DefinedAnalysis]) -> String {
+    if defined.is_empty() {
+        return format!(
+            "Invalid value: {name:?}: spec.analyses defines no analysis; add one named {name:?} there"
+        );
+    }
+    let names: Vec<&str> = defined.iter().map(|d| d.name.as_str()).collect();
+    let suggestion = nearest(name, names.iter().copied())
+        .map_or(String::new(), |n| format!("; did you mean {n:?}?"));
+    format!(
+        "Invalid value: {name:?}: no analysis of that name in spec.analyses{suggestion} (defined: {})",
+        names.join(", ")
+    )
+}
+
+/// A warning at each analysis no stage names: it would never run.
+pub fn unused_analyses(
+    defined: &[DefinedAnalysis],
+    used: &BTreeSet<String>,
+    findings: &mut Vec<Finding>,
+) {
+    for analysis in defined.iter().filter(|d| !used.contains(&d.name)) {
+        findings.push(Finding::warning(
+            "analysis-unused",
+            child_path(&item_path("spec.analyses", analysis.index), "name"),
+            format!(
+                "analysis {:?} is named by no stage, so it never runs: list it in spec.stages.<stage>.analyses",
+                analysis.name
+            ),
+        ));
+    }
+}
+
+#[cfg(test)]
+#[path = "policy_analyses_tests.rs"]
+mod tests;
