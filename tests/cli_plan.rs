@@ -8,6 +8,7 @@ use serde_json::Value;
 use tollgate_fixtures::{promotion, stage};
 
 mod git_support;
+mod support;
 
 /// Dates are pinned so commit SHAs in the snapshots are stable.
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -822,6 +823,96 @@ fn plan_shows_the_policy_waves_new_commit_rule_and_blackouts() {
     let (_, markdown) = plan(dir.path(), "markdown");
     assert!(
         markdown.contains("| waves | production: canary of 1"),
+        "{markdown}"
+    );
+}
+
+/// With the management cluster given, the estimate starts from the promotion's live status: under
+/// `onNewSnapshot: FinishCurrent` the run waiting at production's gate finishes first (its
+/// approval assumed at once), and the change's run starts after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_cluster_the_estimate_lets_the_running_run_finish_first() {
+    let policy = "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: finish\nspec:\n  onNewSnapshot: FinishCurrent\n";
+    let repo = support::TestRepo::new();
+    repo.write("app.yaml", &app(&App { delay: "1s", ..APP }));
+    repo.write("policy.yaml", policy);
+    repo.commit("app 1.0.0");
+    let fleet = tollgate_fixtures::fleet()
+        .default_latency("50ms")
+        .cluster(
+            tollgate_fixtures::cluster("staging-1")
+                .ns("fleet")
+                .label("env", "staging"),
+        )
+        .cluster(
+            tollgate_fixtures::cluster("prod-1")
+                .ns("fleet")
+                .label("env", "production"),
+        )
+        .to_yaml();
+    let world = support::World::start(repo, &fleet).await;
+    world
+        .eventually("#1 waits at production's gate", || async {
+            let status = world.status("app").await?;
+            status
+                .pointer("/stages/1/awaitingApprovalSince")
+                .map(|_| ())
+        })
+        .await;
+    world.repo.write(
+        "app.yaml",
+        &app(&App {
+            version: "1.1.0",
+            delay: "1s",
+            ..APP
+        }),
+    );
+    world.repo.commit("app 1.1.0");
+    let root = world.repo.path().to_path_buf();
+    let kubeconfig = world.kubeconfig();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::cargo_bin("tollgate")
+            .expect("binary")
+            .args(["plan", "--from", "HEAD~1", "--to", "HEAD", "-o", "markdown"])
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--repo")
+            .arg(&root)
+            .output()
+            .expect("run")
+    })
+    .await
+    .expect("plan runs");
+    let markdown = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{markdown}");
+    assert!(
+        markdown.contains("| new commits | FinishCurrent: run #1 in progress completes first; then this one starts |"),
+        "{markdown}"
+    );
+    let tasks = gantt_tasks(&markdown);
+    let sections: Vec<&str> = tasks.iter().map(|t| t.section.as_str()).collect();
+    let gate = tasks
+        .iter()
+        .find(|t| t.section == "run 1 - production")
+        .unwrap_or_else(|| panic!("no run 1 - production in {sections:?}: {markdown}"));
+    assert_eq!(gate.name, "approval (assumed at once)");
+    let second: Vec<&Task> = tasks
+        .iter()
+        .filter(|t| t.section.starts_with("run 2 - "))
+        .collect();
+    assert_eq!(
+        second.first().map(|t| t.section.as_str()),
+        Some("run 2 - staging"),
+        "{markdown}"
+    );
+    for task in second {
+        assert!(
+            task.start >= gate.start,
+            "#2 starts before #1 finished: {task:?}"
+        );
+    }
+    assert!(
+        markdown.contains("- run #1 in progress finishes first (onNewSnapshot FinishCurrent)"),
         "{markdown}"
     );
 }

@@ -12,7 +12,8 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tollgate_engine::lineage::Lineage;
 use tollgate_engine::preview::{RunStart, StartsAfter};
-use tollgate_engine::{GateVerdict, Preview, PreviewInput, RunChange, preview};
+use tollgate_engine::{GateVerdict, Preview, PreviewInput, PromotionStatus, RunChange, preview};
+use tollgate_manifest::Snapshot;
 use tollgate_model::policy::OnNewSnapshot;
 use tollgate_source::plan::{
     BaseChoice, ChartChange, ChartRef, MergeBase, PlanStatus, PromotionPlan, RangePlan, Revision,
@@ -175,16 +176,27 @@ fn chart_change_text(change: &ChartChange) -> String {
     }
 }
 
-/// The engine's preview of one promotion's change at `now`: what it does to the rollout.
-fn preview_of(plan: &PromotionPlan, now: DateTime<Utc>) -> Preview {
+/// The engine's preview of one promotion's change at `now`, with its live status when the cluster
+/// was read: what it does to the rollout.
+fn preview_of(
+    plan: &PromotionPlan,
+    now: DateTime<Utc>,
+    status: Option<&PromotionStatus>,
+) -> Preview {
     // Read as the controller reads git (one translation for both).
     let after = Translation::new(&plan.name, InGit::of_plan(plan));
+    let history: Vec<Snapshot> = plan
+        .before
+        .iter()
+        .chain(&plan.after)
+        .map(|s| (**s).clone())
+        .collect();
     preview(&PreviewInput {
         before: plan.before.as_deref(),
         after: after.desired(),
         approvals: &plan.approvals,
-        status: None,
-        history: &[],
+        status,
+        history: &history,
         policy: plan.policy.as_deref(),
         policy_problem: plan.policy_error.as_deref(),
         now,
@@ -197,12 +209,13 @@ struct Planned<'p> {
     preview: Preview,
 }
 
-fn planned(plan: &RangePlan, now: DateTime<Utc>) -> Vec<Planned<'_>> {
+/// Each promotion's plan and preview; `fleet` (Markdown only) gives the live statuses.
+fn planned<'p>(plan: &'p RangePlan, now: DateTime<Utc>, fleet: Option<&Fleet>) -> Vec<Planned<'p>> {
     plan.promotions
         .iter()
         .map(|p| Planned {
             plan: p,
-            preview: preview_of(p, now),
+            preview: preview_of(p, now, fleet.and_then(|f| f.status(&p.name))),
         })
         .collect()
 }
@@ -461,7 +474,7 @@ fn summary_counts(planned: &[Planned<'_>]) -> String {
 }
 
 pub fn render_text(plan: &RangePlan, now: DateTime<Utc>) -> String {
-    let planned = planned(plan, now);
+    let planned = planned(plan, now, None);
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -606,7 +619,7 @@ fn cell(text: &str) -> String {
 }
 
 pub fn render_markdown(plan: &RangePlan, surroundings: &Surroundings) -> String {
-    let planned = planned(plan, surroundings.now);
+    let planned = planned(plan, surroundings.now, Some(&surroundings.fleet));
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -764,7 +777,7 @@ pub fn to_json(plan: &RangePlan, now: DateTime<Utc>) -> Value {
         "to": revision(&plan.to),
         "mergeBase": plan.merge_base.as_ref().map(|b| json!({"sha": b.sha, "from": b.from, "to": b.to})),
         "invalid": plan.has_invalid(),
-        "promotions": planned(plan, now).iter().map(promotion_json).collect::<Vec<_>>(),
+        "promotions": planned(plan, now, None).iter().map(promotion_json).collect::<Vec<_>>(),
         "fileErrors": plan.file_errors.iter().map(diagnostic_json).collect::<Vec<_>>(),
     })
 }

@@ -1,7 +1,8 @@
 //! The estimated timeline of the run a change starts: the engine's own `simulate`, run from the
-//! snapshot at `to` with the RolloutPolicy, the approvals in git, the fleet (when the management
-//! cluster was read) and `now`. Blackouts in force, windows, waves and their pauses take the time
-//! the controller will give them; only how long Sveltos takes is assumed.
+//! snapshot at `to` with the RolloutPolicy, the approvals in git, the fleet and the promotion's
+//! live status (when the management cluster was read) and `now`. Blackouts in force, windows,
+//! waves and their pauses and `onNewSnapshot` take the time the controller will give them; only
+//! how long Sveltos takes is assumed.
 
 use chrono::{DateTime, Duration, Utc};
 use tollgate_engine::simulate::{DEFAULT_MAX_STEPS, Simulation, SimulationInput, simulate};
@@ -24,19 +25,24 @@ pub fn estimate(
         return None;
     }
     let snapshot = plan.after.as_deref()?;
-    let clusters = match fleet {
-        Fleet::Read(clusters) => Some(clusters.as_slice()),
-        Fleet::NotGiven | Fleet::Failed(_) => None,
-    };
+    // The run going on: `from`'s snapshot (`onNewSnapshot` may let it finish first).
+    let history: Vec<_> = plan
+        .before
+        .as_deref()
+        .filter(|before| before.index < snapshot.index)
+        .into_iter()
+        .chain(std::iter::once(snapshot))
+        .cloned()
+        .collect();
     Some(simulate(&SimulationInput {
         snapshot,
         approvals: &plan.approvals,
-        history: std::slice::from_ref(snapshot),
+        history: &history,
         policy: plan.policy.as_deref(),
         policy_problem: plan.policy_error.as_deref(),
-        // The cluster's status is not read: the run is estimated as if nothing ran before it.
-        status: None,
-        fleet: clusters,
+        // Without it, the run is estimated as if nothing ran before it.
+        status: fleet.status(&plan.name),
+        fleet: fleet.clusters(),
         now,
         provisioning_latency: PROVISIONING_LATENCY,
         max_steps: DEFAULT_MAX_STEPS,

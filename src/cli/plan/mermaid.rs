@@ -11,6 +11,7 @@
 use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
+use tollgate_engine::RunOutcome;
 use tollgate_engine::activity::StageActivity;
 use tollgate_engine::preview::{RunStart, StartsAfter};
 use tollgate_engine::run_history::{RunRecord, StageRecord};
@@ -27,8 +28,8 @@ struct Task {
     end: DateTime<Utc>,
 }
 
-/// The ```` ```mermaid ```` block of the run of `snapshot` in `simulation` and, below it, what the
-/// bars cannot say, in Markdown.
+/// The ```` ```mermaid ```` block of the run of `snapshot` in `simulation` (after what is left of
+/// a run in progress that finishes first) and, below it, what the bars cannot say, in Markdown.
 pub fn render(
     promotion: &str,
     simulation: &Simulation,
@@ -36,9 +37,19 @@ pub fn render(
     start: Option<&RunStart>,
     now: DateTime<Utc>,
 ) -> String {
-    let Some(run) = simulation.run_of(snapshot) else {
+    let run = simulation.run_of(snapshot);
+    // And a run in progress at `now` that goes on (not one superseded at once).
+    let runs: Vec<&RunRecord> = simulation
+        .runs
+        .iter()
+        .filter(|r| {
+            r.snapshot_index == snapshot
+                || (r.outcome != RunOutcome::Superseded && r.ended_at.is_none_or(|end| end >= now))
+        })
+        .collect();
+    if run.is_none() {
         return legend(promotion, simulation, None, start, now);
-    };
+    }
     let mut out = String::from("```mermaid\ngantt\n");
     let _ = writeln!(
         out,
@@ -46,34 +57,69 @@ pub fn render(
         task_name(promotion)
     );
     out.push_str("    dateFormat YYYY-MM-DD HH:mm:ss\n    axisFormat %m-%d %H:%M\n");
-    let run_end = run.ended_at.unwrap_or_else(|| simulation.end.at());
-    for (index, stage) in sections(run).iter().enumerate() {
-        let _ = writeln!(out, "    section {}", task_name(stage));
-        for (n, task) in stage_tasks(run, stage, run_end).iter().enumerate() {
-            let mut tags = String::new();
-            if task.crit {
-                tags.push_str("crit, ");
+    let mut index = 0;
+    for run in &runs {
+        let run_end = run.ended_at.unwrap_or_else(|| simulation.end.at());
+        for stage in sections(run) {
+            let tasks = from_now(stage_tasks(run, &stage, run_end), now);
+            if tasks.is_empty() {
+                continue;
             }
-            let end = match task.milestone {
-                true => {
-                    tags.push_str("milestone, ");
-                    "0m".to_string()
-                }
-                false => date(task.end),
+            index += 1;
+            // `#` starts an entity in Mermaid: runs are named in words.
+            let section = match runs.len() {
+                1 => stage,
+                _ => format!("run {} - {stage}", run.snapshot_index),
             };
-            let _ = writeln!(
-                out,
-                "    {} :{tags}s{}_{}, {}, {end}",
-                task_name(&task.name),
-                index + 1,
-                n + 1,
-                date(task.start),
-            );
+            write_section(&mut out, &section, index, &tasks);
         }
     }
     out.push_str("```\n\n");
-    out.push_str(&legend(promotion, simulation, Some(run), start, now));
+    out.push_str(&legend(promotion, simulation, run, start, now));
     out
+}
+
+/// What is left of `tasks` from `now` on (a run in progress began before it).
+fn from_now(tasks: Vec<Task>, now: DateTime<Utc>) -> Vec<Task> {
+    tasks
+        .into_iter()
+        .filter(|t| {
+            if t.milestone {
+                t.start >= now
+            } else {
+                t.end > now
+            }
+        })
+        .map(|t| Task {
+            start: t.start.max(now),
+            ..t
+        })
+        .collect()
+}
+
+/// One section: `section <name>`, then a line per task (ids `s<section>_<n>`).
+fn write_section(out: &mut String, section: &str, index: usize, tasks: &[Task]) {
+    let _ = writeln!(out, "    section {}", task_name(section));
+    for (n, task) in tasks.iter().enumerate() {
+        let mut tags = String::new();
+        if task.crit {
+            tags.push_str("crit, ");
+        }
+        let end = match task.milestone {
+            true => {
+                tags.push_str("milestone, ");
+                "0m".to_string()
+            }
+            false => date(task.end),
+        };
+        let _ = writeln!(
+            out,
+            "    {} :{tags}s{index}_{}, {}, {end}",
+            task_name(&task.name),
+            n + 1,
+            date(task.start),
+        );
+    }
 }
 
 /// The stages in the order the run reaches them: those entered, then those only a blackout held.
@@ -114,11 +160,14 @@ fn stage_tasks(run: &RunRecord, stage: &str, run_end: DateTime<Utc>) -> Vec<Task
         if end <= span.since && !milestone {
             continue;
         }
+        // An approval is the instant it comes (assumed: the moment it is asked, or `now` for a
+        // gate that was waiting already).
+        let start = if milestone { end } else { span.since };
         tasks.push(Task {
             name,
             crit,
             milestone,
-            start: span.since,
+            start,
             end,
         });
     }
@@ -209,10 +258,14 @@ fn legend(
     if let Some(run) = run {
         lines.extend(waits(run));
     }
+    let snapshot = run.map(|r| r.snapshot_index);
     for gate in &simulation.assumed_approvals {
+        let stage = match Some(gate.snapshot) == snapshot {
+            true => gate.stage.clone(),
+            false => format!("{} of run #{} in progress", gate.stage, gate.snapshot),
+        };
         lines.push(format!(
-            "- {}: waits for an approval from {} (the milestone); later times assume it comes at once",
-            gate.stage,
+            "- {stage}: waits for an approval from {} (the milestone); later times assume it comes at once",
             utc(gate.at)
         ));
     }
@@ -220,12 +273,23 @@ fn legend(
     lines.join("\n") + "\n"
 }
 
-/// What the start of the run depends on that the simulation could not know.
+/// What the start of the run waits for, or depends on that the simulation could not know.
 fn start_note(start: &RunStart) -> Option<String> {
     match &start.after {
         StartsAfter::RunInProgressIfAny { policy } => Some(format!(
             "- assumes no run in progress: with onNewSnapshot {}, a run in progress finishes first (the cluster's status was not read)",
             policy.as_str()
+        )),
+        StartsAfter::RunningRun {
+            policy, running, ..
+        } => Some(format!(
+            "- run #{running} in progress finishes first (onNewSnapshot {}): the sections named run {running} are what is left of it",
+            policy.as_str()
+        )),
+        StartsAfter::Nothing {
+            supersedes: Some(running),
+        } => Some(format!(
+            "- run #{running} in progress is superseded at once"
         )),
         _ => None,
     }
