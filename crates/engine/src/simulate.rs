@@ -7,7 +7,8 @@
 //! time the controller gives them: the estimate cannot disagree with the controller.
 //!
 //! A manual gate waits for a person: the simulation notes each gate it reaches and, for the rest
-//! of the estimate, assumes the approval comes the moment it is asked.
+//! of the estimate, assumes the approval comes the moment it is asked. An analysis gate's
+//! measurements are taken when due and pass (the estimate is of a rollout that goes well).
 //!
 //! Pure, like `step`: no I/O, no clock reads.
 
@@ -18,6 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
+use tollgate_model::analysis::MeasurementVerdict;
 use tollgate_model::blackout;
 use tollgate_model::policy::RolloutPolicy;
 use tollgate_model::snapshot::{
@@ -29,6 +31,7 @@ pub use fleet::ASSUMED_NAMESPACE;
 
 use crate::activity::StageActivity;
 use crate::input::{Desired, StepInput};
+use crate::measurement::{Measurement, MeasurementDue};
 use crate::observed::{Observed, ObservedCluster};
 use crate::output::StepOutput;
 use crate::run_history::{HeldStart, RunRecord};
@@ -131,11 +134,12 @@ pub fn simulate(input: &SimulationInput<'_>) -> Simulation {
         let output = simulator.step(now);
         let acted = !output.actions.is_empty();
         let wake_at = output.wake_at;
+        let measured = simulator.measure(&output.measurements, now);
         simulator.persist(output, now);
         if let Some(end) = simulator.end(now) {
             return simulator.finish(end, steps);
         }
-        if simulator.assume_approval(now) {
+        if measured || simulator.assume_approval(now) {
             continue;
         }
         if acted {
@@ -189,6 +193,8 @@ struct Simulator<'i> {
     desired: Snapshot,
     history: Vec<Snapshot>,
     approvals: Vec<ApprovalEvent>,
+    /// The analysis runner's part: every measurement asked for, taken when due.
+    measurements: Vec<Measurement>,
     observed: Observed,
     sveltos: SimulatedSveltos,
     status: Option<PromotionStatus>,
@@ -225,6 +231,7 @@ impl<'i> Simulator<'i> {
             desired: input.snapshot.clone(),
             history,
             approvals: input.approvals.to_vec(),
+            measurements: Vec::new(),
             observed,
             sveltos: SimulatedSveltos::new(input.provisioning_latency, deployed_before),
             status: input.status.cloned(),
@@ -256,6 +263,7 @@ impl<'i> Simulator<'i> {
                 invalid: None,
             },
             approvals: &self.approvals,
+            measurements: &self.measurements,
             observed: &self.observed,
             status: self.status.as_ref(),
             now,
@@ -264,6 +272,27 @@ impl<'i> Simulator<'i> {
             history: &self.history,
             watch_problem: None,
         })
+    }
+
+    /// The analysis runner's part: each measurement due by `now` and not taken yet is taken,
+    /// successful. Whether one was (the next step records it).
+    fn measure(&mut self, due: &[MeasurementDue], now: DateTime<Utc>) -> bool {
+        let mut measured = false;
+        for due in due.iter().filter(|d| d.due_at <= now) {
+            let key = due.key();
+            if self.measurements.iter().any(|m| m.key == key) {
+                continue;
+            }
+            self.measurements.push(Measurement {
+                key,
+                taken_at: now,
+                value: None,
+                verdict: MeasurementVerdict::Successful,
+                error: None,
+            });
+            measured = true;
+        }
+        measured
     }
 
     /// The controller's part: execute the actions (they all succeed here), persist the status.

@@ -1,7 +1,7 @@
 //! `simulate`: the engine on a fake clock from a snapshot, a policy, a status and `now`. Each rule
 //! an estimate must follow has a test: a blackout in force holds the first start to its end,
 //! waves and their pauses take their time, a window waits for its opening, a manual gate is
-//! marked and approved at once, `onNewSnapshot` decides when the new run starts, and the spans
+//! marked and approved at once, an analysis gate's measurements pass, `onNewSnapshot` decides when the new run starts, and the spans
 //! are those the controller records when it runs the same rollout.
 
 mod common;
@@ -282,6 +282,35 @@ fn a_closed_window_waits_for_its_opening() {
     assert_eq!(s1[3].activity, StageActivity::Completed);
     assert_eq!(s1[3].since, t("2025-10-13T10:00:00Z"));
     assert_eq!(simulation.end.at(), t("2025-10-13T10:01:00Z"));
+}
+
+#[test]
+fn an_analysis_gate_takes_its_measurements_and_passes() {
+    let now = t0();
+    let snapshot = first_snapshot(promotion_with(
+        profile_spec("1.0.0"),
+        vec![
+            stage("s1", Some(json!({"auto": {"delay": "1m"}}))),
+            stage("s2", None),
+        ],
+    ));
+    // Three measurements 5m apart from s1's provisioning (at 1m): the last at 11m outlasts the soak.
+    let policy = policy(json!({
+        "analyses": [{"name": "error-rate", "interval": "5m", "count": 3,
+            "prometheus": {"address": "http://prometheus:9090", "query": "sum(errors)"}}],
+        "stages": {"s1": {"analyses": ["error-rate"]}},
+    }));
+    let simulation = simulate(&from_git(&snapshot, Some(&policy), now));
+    assert_eq!(
+        simulation.end,
+        SimulationEnd::Completed {
+            at: now + Duration::minutes(12)
+        },
+        "{:#?}",
+        simulation.runs
+    );
+    let s1 = spans(only_run(&simulation), "s1", now);
+    assert_eq!(s1.last(), Some(&("Completed".to_string(), 11)), "{s1:?}");
 }
 
 #[test]
