@@ -198,6 +198,13 @@ fn task_of(activity: &StageActivity) -> Option<(String, bool)> {
             ("wait for the promotion window".to_string(), false)
         }
         StageActivity::AwaitingApproval => ("approval (assumed at once)".to_string(), false),
+        StageActivity::Analyzing { .. } => {
+            ("analysis (measurements assumed to pass)".to_string(), false)
+        }
+        StageActivity::AnalysisInconclusive { .. } => (
+            "analysis inconclusive, waits for an approval".to_string(),
+            true,
+        ),
         StageActivity::Blackout { wave: Some(w), .. } => {
             (format!("blackout holds {}", wave(*w)), true)
         }

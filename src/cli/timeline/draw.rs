@@ -36,6 +36,7 @@ fn colour(kind: BarKind) -> &'static str {
         BarKind::WavePause => "#a0cbe8",
         BarKind::Soak => "#59a14f",
         BarKind::HealthChecks => "#8cd17d",
+        BarKind::Analysis => "#76b7b2",
         BarKind::Window => "#edc948",
         BarKind::Approval => "#f28e2b",
         BarKind::Blackout => "#333333",

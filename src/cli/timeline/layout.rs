@@ -17,6 +17,7 @@ pub enum BarKind {
     WavePause,
     Soak,
     HealthChecks,
+    Analysis,
     Window,
     Approval,
     Blackout,
@@ -26,11 +27,12 @@ pub enum BarKind {
 }
 
 impl BarKind {
-    pub const ALL: [BarKind; 10] = [
+    pub const ALL: [BarKind; 11] = [
         BarKind::Provisioning,
         BarKind::WavePause,
         BarKind::Soak,
         BarKind::HealthChecks,
+        BarKind::Analysis,
         BarKind::Window,
         BarKind::Approval,
         BarKind::Blackout,
@@ -46,6 +48,7 @@ impl BarKind {
             BarKind::WavePause => "wave-pause",
             BarKind::Soak => "soak",
             BarKind::HealthChecks => "health-checks",
+            BarKind::Analysis => "analysis",
             BarKind::Window => "window",
             BarKind::Approval => "approval",
             BarKind::Blackout => "blackout",
@@ -62,6 +65,7 @@ impl BarKind {
             BarKind::WavePause => "pause between waves",
             BarKind::Soak => "soak (the trigger's delay)",
             BarKind::HealthChecks => "health checks",
+            BarKind::Analysis => "analysis (measuring)",
             BarKind::Window => "waiting for a promotion window",
             BarKind::Approval => "waiting for approval",
             BarKind::Blackout => "held by a blackout",
@@ -260,7 +264,11 @@ fn kind_of(activity: &StageActivity) -> Option<BarKind> {
         StageActivity::Soaking { .. } => BarKind::Soak,
         StageActivity::HealthChecks => BarKind::HealthChecks,
         StageActivity::AwaitingWindow { .. } => BarKind::Window,
-        StageActivity::AwaitingApproval => BarKind::Approval,
+        StageActivity::Analyzing { .. } => BarKind::Analysis,
+        // Held like a manual gate until approved through git.
+        StageActivity::AwaitingApproval | StageActivity::AnalysisInconclusive { .. } => {
+            BarKind::Approval
+        }
         StageActivity::Blackout { .. } => BarKind::Blackout,
         StageActivity::Paused => BarKind::Paused,
         StageActivity::Failed { .. } => BarKind::Failed,

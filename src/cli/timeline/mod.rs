@@ -29,8 +29,8 @@ use crate::cluster::resources;
 
 Bars: what the controller says each stage did:
   provisioning (each wave of a waved stage: \"wave 2/4\"), pause between waves,
-  soak (the trigger's delay), health checks,
-  waiting for a promotion window, waiting for approval,
+  soak (the trigger's delay), health checks, analysis (measuring),
+  waiting for a promotion window, waiting for approval (or after an inconclusive analysis),
   held by a blackout (a stage's start, or a wave's), paused, failed, rolling back.
 A run replaced before it finished is faded, hatched and labelled \"superseded by #N\".
 Labels never overlap: one without room is left out (a bar's tooltip says it all).

@@ -130,6 +130,34 @@ fn bars_of(
 }
 
 #[test]
+fn an_analysis_is_a_bar_and_an_inconclusive_one_waits_like_a_gate() {
+    let dev = spanned(
+        "dev",
+        &[
+            (provisioning(None), 0),
+            (StageActivity::Analyzing { until: Some(t(5)) }, 1),
+            (
+                StageActivity::AnalysisInconclusive {
+                    reason: "no data".into(),
+                },
+                11,
+            ),
+        ],
+    );
+    let history = vec![run(1, 0, RunOutcome::Running, vec![dev])];
+    let timeline = lay_out(&history, t(-60), t(20));
+    use BarKind::*;
+    assert_eq!(
+        bars_of(&timeline, 0, 0),
+        [
+            (Provisioning, None, 0, 1),
+            (Analysis, None, 1, 11),
+            (Approval, None, 11, 20)
+        ]
+    );
+}
+
+#[test]
 fn every_activity_span_is_a_bar_that_ends_where_the_next_starts() {
     let history = waved_history();
     let timeline = lay_out(&history, t(-60), t(55));
@@ -427,6 +455,7 @@ fn the_svg_names_lanes_bars_labels_and_rollbacks() {
             "wave-pause",
             "soak",
             "health-checks",
+            "analysis",
             "window",
             "approval",
             "blackout",
