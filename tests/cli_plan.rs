@@ -8,6 +8,7 @@ use serde_json::Value;
 use tollgate_fixtures::{promotion, stage};
 
 mod git_support;
+mod support;
 
 /// Dates are pinned so commit SHAs in the snapshots are stable.
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -439,37 +440,209 @@ fn mermaid_block(markdown: &str) -> &str {
     &markdown[start..end + 3]
 }
 
-#[test]
-fn timeline_is_a_mermaid_gantt_of_soaks_windows_and_approvals() {
-    let dir = gated_repo();
-    let (code, markdown) = plan(dir.path(), "markdown");
-    assert_eq!(code, Some(0), "{markdown}");
-    insta::assert_snapshot!("timeline_markdown", markdown);
-    // Mermaid's own rules, checked line by line: a task name has no colon, ids are unique and
-    // every `after` names an earlier task.
-    let mut ids: Vec<&str> = Vec::new();
-    for line in mermaid_block(&markdown).lines() {
+/// One task of a Mermaid gantt block: `name :[tags, ]id, start, end`.
+#[derive(Debug)]
+struct Task {
+    name: String,
+    tags: Vec<String>,
+    id: String,
+    start: chrono::NaiveDateTime,
+    /// `None` for a milestone (`0m`).
+    end: Option<chrono::NaiveDateTime>,
+    section: String,
+}
+
+/// The tasks of the Markdown's Mermaid block, checked against Mermaid's rules on the way: a task
+/// name has no colon, ids are unique and of `[A-Za-z0-9_-]`, dates are in the `dateFormat`.
+fn gantt_tasks(markdown: &str) -> Vec<Task> {
+    let date = |text: &str| {
+        chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S")
+            .unwrap_or_else(|e| panic!("{text:?} is not in the dateFormat: {e}"))
+    };
+    let block = mermaid_block(markdown);
+    assert!(block.contains("dateFormat YYYY-MM-DD HH:mm:ss"), "{block}");
+    let mut tasks: Vec<Task> = Vec::new();
+    let mut section = String::new();
+    for line in block.lines() {
+        if let Some(name) = line.trim().strip_prefix("section ") {
+            section = name.to_string();
+        }
         let Some((name, meta)) = line.split_once(" :") else {
             continue;
         };
         assert!(!name.contains(':'), "colon in task name: {line}");
-        let fields: Vec<&str> = meta.split(", ").collect();
-        let fields = fields.strip_prefix(&["milestone"]).unwrap_or(&fields);
-        let [id, start, _length] = fields else {
-            panic!("task line is not `name :id, start, length`: {line}");
+        let mut fields: Vec<&str> = meta.split(", ").collect();
+        let tags: Vec<String> = fields
+            .iter()
+            .take_while(|f| ["crit", "milestone", "done", "active"].contains(f))
+            .map(|t| t.to_string())
+            .collect();
+        fields.drain(..tags.len());
+        let [id, start, end] = fields[..] else {
+            panic!("task line is not `name :[tags, ]id, start, end`: {line}");
         };
         assert!(
             id.chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
             "{line}"
         );
-        if let Some(previous) = start.strip_prefix("after ") {
-            assert!(ids.contains(&previous), "after an unknown task: {line}");
-        }
-        assert!(!ids.contains(id), "duplicate id: {line}");
-        ids.push(id);
+        assert!(tasks.iter().all(|t| t.id != id), "duplicate id: {line}");
+        let end = match end {
+            "0m" => None,
+            end => Some(date(end)),
+        };
+        let task = Task {
+            name: name.trim().to_string(),
+            tags,
+            id: id.to_string(),
+            start: date(start),
+            end,
+            section: section.clone(),
+        };
+        assert!(task.end.is_none_or(|end| end >= task.start), "{line}");
+        tasks.push(task);
     }
-    assert_eq!(ids.len(), 7, "{markdown}");
+    tasks
+}
+
+fn at(text: &str) -> chrono::NaiveDateTime {
+    chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S").expect("test time")
+}
+
+#[test]
+fn timeline_is_a_mermaid_gantt_of_soaks_windows_and_approvals() {
+    let dir = gated_repo();
+    let (code, markdown) = plan(dir.path(), "markdown");
+    assert_eq!(code, Some(0), "{markdown}");
+    insta::assert_snapshot!("timeline_markdown", markdown);
+    let tasks = gantt_tasks(&markdown);
+    let names: Vec<(&str, &str)> = tasks
+        .iter()
+        .map(|t| (t.section.as_str(), t.name.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("canary", "provisioning"),
+            ("canary", "soak"),
+            ("staging", "provisioning"),
+            ("staging", "soak"),
+            ("staging", "wait for the promotion window"),
+            ("production", "provisioning"),
+            ("production", "approval (assumed at once)"),
+        ],
+        "{markdown}"
+    );
+    // The window (weekdays 10:00 to 16:00) opens at 10:00 on this Friday: the wait ends then, and
+    // production starts at that instant.
+    assert_eq!(tasks[4].end, Some(at("2026-01-02 10:00:00")));
+    assert_eq!(tasks[5].start, at("2026-01-02 10:00:00"));
+    assert_eq!(tasks[6].tags, ["milestone"]);
+    assert!(
+        markdown.contains("- estimated end: 2026-01-02 10:01 UTC"),
+        "{markdown}"
+    );
+}
+
+/// The gated promotion governed by `policy` (YAML), added in `HEAD`.
+fn gated_repo_with_policy(policy: &str) -> tempfile::TempDir {
+    repository(
+        &[("db.yaml", &db())],
+        &[
+            ("gated.yaml", Some(&gated())),
+            ("policy.yaml", Some(policy)),
+        ],
+    )
+}
+
+/// The case: a blackout in force until 00:03 tomorrow. The old estimate ended at 10:01
+/// today; the engine starts nothing before 00:03.
+#[test]
+fn the_estimate_starts_no_stage_before_a_blackout_in_force_ends() {
+    let policy = "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: freeze\nspec:\n  blackouts:\n  - from: \"2026-01-01T00:00:00Z\"\n    to: \"2026-01-03T00:03:00Z\"\n    reason: release freeze\n";
+    let dir = gated_repo_with_policy(policy);
+    let (code, markdown) = plan(dir.path(), "markdown");
+    assert_eq!(code, Some(0), "{markdown}");
+    let tasks = gantt_tasks(&markdown);
+    let end_of_freeze = at("2026-01-03 00:03:00");
+    let (held, rest): (Vec<&Task>, Vec<&Task>) = tasks
+        .iter()
+        .partition(|t| t.name == "blackout holds the start");
+    assert_eq!(held.len(), 1, "{markdown}");
+    assert_eq!(
+        (
+            held[0].section.as_str(),
+            held[0].start,
+            held[0].end,
+            &held[0].tags
+        ),
+        (
+            "canary",
+            at("2026-01-02 03:04:05"),
+            Some(end_of_freeze),
+            &vec!["crit".to_string()]
+        )
+    );
+    assert!(!rest.is_empty());
+    for task in rest {
+        assert!(task.start >= end_of_freeze, "starts before 00:03: {task:?}");
+    }
+    for needle in [
+        "- canary: a blackout (release freeze) holds its start until 2026-01-03 00:03 UTC",
+        "| blackout | in force until 2026-01-03 00:03 UTC (release freeze): no stage of this run starts before then |",
+        // canary 1m + 30m, staging 1m + 10m, then its window (Saturday: Monday 10:00).
+        "- staging: waits for its promotion window, which opens at 2026-01-05 10:00 UTC",
+        "- estimated end: 2026-01-05 10:01 UTC",
+    ] {
+        assert!(
+            markdown.contains(needle),
+            "{needle:?} missing in:\n{markdown}"
+        );
+    }
+    let (_, json) = plan(dir.path(), "json");
+    let document: Value = serde_json::from_str(&json).expect("json");
+    let start = &document["promotions"][1]["runStart"];
+    assert_eq!(start["blackoutUntil"], "2026-01-03T00:03:00Z", "{json}");
+    assert_eq!(start["waits"]["for"], "nothing", "{json}");
+}
+
+/// Waves and their pauses take their time; onNewSnapshot is stated by the engine.
+#[test]
+fn waves_with_pauses_add_their_time_to_the_estimate() {
+    let policy = "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: waves\nspec:\n  onNewSnapshot: Queue\n  stages:\n    canary:\n      waves:\n        size: 1\n        canary: 1\n        pause: 7m\n";
+    let dir = gated_repo_with_policy(policy);
+    let (code, markdown) = plan(dir.path(), "markdown");
+    assert_eq!(code, Some(0), "{markdown}");
+    let canary: Vec<(String, i64, Option<i64>)> = gantt_tasks(&markdown)
+        .into_iter()
+        .filter(|t| t.section == "canary")
+        .map(|t| {
+            let minute = |at: chrono::NaiveDateTime| (at - t.start).num_minutes();
+            let from_now = (t.start - at("2026-01-02 03:04:05")).num_minutes();
+            (t.name.clone(), from_now, t.end.map(minute))
+        })
+        .collect();
+    // Assumed fleet: the canary, then two waves of one; 1m each, 7m pauses, then the 30m soak.
+    let expected: Vec<(String, i64, Option<i64>)> = [
+        ("provisioning wave 1/3", 0, Some(1)),
+        ("pause after wave 1/3", 1, Some(7)),
+        ("provisioning wave 2/3", 8, Some(1)),
+        ("pause after wave 2/3", 9, Some(7)),
+        ("provisioning wave 3/3", 16, Some(1)),
+        ("soak", 17, Some(30)),
+    ]
+    .iter()
+    .map(|(n, s, e)| (n.to_string(), *s, *e))
+    .collect();
+    assert_eq!(canary, expected, "{markdown}");
+    assert!(
+        markdown.contains("| new commits | Queue: a run in progress completes first; then every newer snapshot runs in commit order, this one last |"),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains("- assumes no run in progress: with onNewSnapshot Queue, a run in progress finishes first"),
+        "{markdown}"
+    );
 }
 
 /// 12 ready staging clusters (more than a stage lists), one paused, one production cluster.
@@ -640,6 +813,7 @@ fn plan_shows_the_policy_waves_new_commit_rule_and_blackouts() {
     let (_, text) = plan(dir.path(), "text");
     for needle in [
         "prod-waves: onFailure Halt",
+        "prod-waves: onFailure Halt, maxFailures 0, onNewSnapshot FinishCurrent",
         "FinishCurrent: a run in progress completes with its snapshot first",
         "2026-12-19T23:00:00Z → 2027-01-02T23:00:00Z (year-end freeze)",
         "production: canary of 1 (no failure tolerated), then waves of 10%, ordered by label order, 2m pause",
@@ -686,6 +860,96 @@ fn plan_lists_each_stages_analysis_gates_and_whether_they_extend_the_soak() {
     let (_, markdown) = plan(dir.path(), "markdown");
     assert!(
         markdown.contains("| gates | staging: analysis error-rate (prometheus, 6 × 1m0s after 30s; extends the 5m0s soak by 30s) |"),
+        "{markdown}"
+    );
+}
+
+/// With the management cluster given, the estimate starts from the promotion's live status: under
+/// `onNewSnapshot: FinishCurrent` the run waiting at production's gate finishes first (its
+/// approval assumed at once), and the change's run starts after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_cluster_the_estimate_lets_the_running_run_finish_first() {
+    let policy = "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: finish\nspec:\n  onNewSnapshot: FinishCurrent\n";
+    let repo = support::TestRepo::new();
+    repo.write("app.yaml", &app(&App { delay: "1s", ..APP }));
+    repo.write("policy.yaml", policy);
+    repo.commit("app 1.0.0");
+    let fleet = tollgate_fixtures::fleet()
+        .default_latency("50ms")
+        .cluster(
+            tollgate_fixtures::cluster("staging-1")
+                .ns("fleet")
+                .label("env", "staging"),
+        )
+        .cluster(
+            tollgate_fixtures::cluster("prod-1")
+                .ns("fleet")
+                .label("env", "production"),
+        )
+        .to_yaml();
+    let world = support::World::start(repo, &fleet).await;
+    world
+        .eventually("#1 waits at production's gate", || async {
+            let status = world.status("app").await?;
+            status
+                .pointer("/stages/1/awaitingApprovalSince")
+                .map(|_| ())
+        })
+        .await;
+    world.repo.write(
+        "app.yaml",
+        &app(&App {
+            version: "1.1.0",
+            delay: "1s",
+            ..APP
+        }),
+    );
+    world.repo.commit("app 1.1.0");
+    let root = world.repo.path().to_path_buf();
+    let kubeconfig = world.kubeconfig();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::cargo_bin("tollgate")
+            .expect("binary")
+            .args(["plan", "--from", "HEAD~1", "--to", "HEAD", "-o", "markdown"])
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--repo")
+            .arg(&root)
+            .output()
+            .expect("run")
+    })
+    .await
+    .expect("plan runs");
+    let markdown = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{markdown}");
+    assert!(
+        markdown.contains("| new commits | FinishCurrent: run #1 in progress completes first; then this one starts |"),
+        "{markdown}"
+    );
+    let tasks = gantt_tasks(&markdown);
+    let sections: Vec<&str> = tasks.iter().map(|t| t.section.as_str()).collect();
+    let gate = tasks
+        .iter()
+        .find(|t| t.section == "run 1 - production")
+        .unwrap_or_else(|| panic!("no run 1 - production in {sections:?}: {markdown}"));
+    assert_eq!(gate.name, "approval (assumed at once)");
+    let second: Vec<&Task> = tasks
+        .iter()
+        .filter(|t| t.section.starts_with("run 2 - "))
+        .collect();
+    assert_eq!(
+        second.first().map(|t| t.section.as_str()),
+        Some("run 2 - staging"),
+        "{markdown}"
+    );
+    for task in second {
+        assert!(
+            task.start >= gate.start,
+            "#2 starts before #1 finished: {task:?}"
+        );
+    }
+    assert!(
+        markdown.contains("- run #1 in progress finishes first (onNewSnapshot FinishCurrent)"),
         "{markdown}"
     );
 }

@@ -1,7 +1,8 @@
 //! `tollgate timeline NAME`: the picture of a real rollout on the emulator, read by the real binary
-//! from the GitPromotion's status, and parsed as XML: lanes per stage, bar kinds, snapshot labels,
-//! rollback markers. Then the unhappy paths: an unknown promotion, one without runs, a malformed
-//! `--since`.
+//! from the GitPromotion's status, and parsed as XML: lanes per stage, a bar per activity the
+//! engine recorded (waves, pauses, a blackout's hold), snapshot labels that never overlap,
+//! rollback markers, superseded runs. Then the unhappy paths: an unknown promotion, one without
+//! runs, a malformed `--since`.
 
 mod support;
 
@@ -191,15 +192,20 @@ async fn the_timeline_of_a_real_rollout_shows_lanes_bars_labels_and_rollbacks() 
         .collect();
     assert_eq!(restored_to, ["2", "2"], "dev and staging back on #2");
 
+    // Every run is named on top, and no two texts of the picture overlap.
     let labels: Vec<&str> = doc
         .descendants()
-        .filter(|n| classes(n).contains(&"bar-label"))
+        .filter(|n| classes(n).contains(&"run-label"))
         .map(|n| text(&n))
         .collect();
     for (index, sha) in commits.iter().enumerate() {
         let label = format!("#{} {}", index + 1, &sha[..7]);
-        assert!(labels.contains(&label.as_str()), "no {label} in {labels:?}");
+        assert!(
+            labels.iter().any(|l| l.starts_with(&label)),
+            "no {label} in {labels:?}"
+        );
     }
+    assert_no_text_overlaps(&doc);
 
     let run = |index: &str| {
         doc.descendants()
@@ -211,6 +217,24 @@ async fn the_timeline_of_a_real_rollout_shows_lanes_bars_labels_and_rollbacks() 
         .filter_map(|i| run(i).attribute("data-outcome"))
         .collect();
     assert_eq!(outcomes, ["Superseded", "Completed", "RolledBack"]);
+    // #1 was replaced by #2 while dev soaked: faded, hatched, and it says by which run.
+    let superseded = run("1");
+    assert!(classes(&superseded).contains(&"superseded"));
+    assert_eq!(superseded.attribute("data-superseded-by"), Some("2"));
+    let superseded_label = format!("#1 {} superseded by #2", &commits[0][..7]);
+    assert!(
+        superseded
+            .descendants()
+            .any(|n| text(&n) == superseded_label),
+        "no {superseded_label:?}"
+    );
+    assert!(
+        doc.descendants()
+            .filter(|n| classes(n).contains(&"bar") && n.attribute("data-snapshot") == Some("1"))
+            .all(|n| classes(&n).contains(&"superseded")),
+        "every bar of #1 is marked superseded"
+    );
+    assert!(!classes(&run("2")).contains(&"superseded"));
     let revert = run("4");
     assert!(classes(&revert).contains(&"rollback-run"));
     assert_eq!(revert.attribute("data-rollback-of"), Some("2"));
@@ -257,6 +281,152 @@ async fn the_timeline_of_a_real_rollout_shows_lanes_bars_labels_and_rollbacks() 
             .and_then(|v| v.parse::<u32>().ok())
     };
     assert_eq!(png_size(&png), (size("width"), size("height")));
+}
+
+/// No two texts of the picture overlap: each text's box from its position, anchor and font size,
+/// at a generous 0.62 em per character.
+fn assert_no_text_overlaps(doc: &Document<'_>) {
+    let number = |node: &Node<'_, '_>, name: &str| -> Option<f64> {
+        node.attribute(name).and_then(|v| v.parse().ok())
+    };
+    let boxes: Vec<(&str, [f64; 4])> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .map(|n| {
+            let size = n
+                .ancestors()
+                .find_map(|a| number(&a, "font-size"))
+                .unwrap_or(11.0);
+            let width = text(&n).chars().count() as f64 * size * 0.62;
+            let (x, y) = (
+                number(&n, "x").unwrap_or(0.0),
+                number(&n, "y").unwrap_or(0.0),
+            );
+            let x0 = match n.attribute("text-anchor") {
+                Some("end") => x - width,
+                Some("middle") => x - width / 2.0,
+                _ => x,
+            };
+            (text(&n), [x0, y - size, x0 + width, y])
+        })
+        .collect();
+    for (i, (a, [ax0, ay0, ax1, ay1])) in boxes.iter().enumerate() {
+        for (b, [bx0, by0, bx1, by1]) in &boxes[i + 1..] {
+            let apart = ax1 <= bx0 || bx1 <= ax0 || ay1 <= by0 || by1 <= ay0;
+            assert!(apart, "{a:?} and {b:?} overlap");
+        }
+    }
+}
+
+/// `prod` of promotion `fleet`: three clusters ordered by label; dev has one.
+fn three_prod_clusters() -> String {
+    let mut fleet = fleet()
+        .default_latency("50ms")
+        .cluster(cluster("dev-1").ns("fleet").label("env", "dev"));
+    for i in 1..=3 {
+        fleet = fleet.cluster(
+            cluster(&format!("prod-{i}"))
+                .ns("fleet")
+                .label("env", "prod")
+                .label("order", &i.to_string()),
+        );
+    }
+    fleet.to_yaml()
+}
+
+/// dev waits for an approval; prod follows.
+fn gated_fleet(dev_approved: bool) -> String {
+    promotion("fleet")
+        .chart("web", "1.0.0")
+        .stage(stage("dev").selector("env", "dev").approved(dev_approved))
+        .stage(stage("prod").selector("env", "prod"))
+        .to_yaml()
+}
+
+/// prod goes out one cluster at a time with a 1s pause; `blackout` adds one in force now.
+fn waves_policy(blackout: bool) -> String {
+    let mut text = "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: waves\nspec:\n  stages:\n    prod:\n      waves:\n        sortingLabelKey: order\n        size: 1\n        pause: 1s\n".to_string();
+    if blackout {
+        let now = chrono::Utc::now();
+        let at =
+            |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        text.push_str(&format!(
+            "  blackouts:\n  - from: \"{}\"\n    to: \"{}\"\n    reason: change freeze\n",
+            at(now - chrono::Duration::hours(1)),
+            at(now + chrono::Duration::hours(1))
+        ));
+    }
+    text
+}
+
+/// A blackout holds prod's start (dev is approved in the commit that adds it, so the hold is
+/// certain), then is lifted; prod goes out in three waves with pauses. The picture shows the
+/// held start, each wave and each pause, and no two labels overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waves_pauses_and_a_held_start_are_drawn_from_a_real_rollout() {
+    let repo = TestRepo::new();
+    repo.write("fleet.yaml", &gated_fleet(false));
+    repo.write("policy.yaml", &waves_policy(false));
+    repo.commit("fleet 1.0.0, dev gated");
+    let world = World::start(repo, &three_prod_clusters()).await;
+    world
+        .eventually("dev waits for its approval", || async {
+            let status = world.status("fleet").await?;
+            status
+                .pointer("/stages/0/awaitingApprovalSince")
+                .map(|_| ())
+        })
+        .await;
+    world.repo.write("fleet.yaml", &gated_fleet(true));
+    world.repo.write("policy.yaml", &waves_policy(true));
+    world.repo.commit("approve dev during a freeze");
+    world.poke();
+    world
+        .eventually("prod's start held by the freeze", || async {
+            let status = world.status("fleet").await?;
+            let held = status.pointer("/runs/0/heldStarts/0/stage")?;
+            (held == "prod").then_some(())
+        })
+        .await;
+    world.repo.write("policy.yaml", &waves_policy(false));
+    world.repo.commit("lift the freeze");
+    world.poke();
+    world.wait_phase("fleet", "Completed").await;
+
+    let output = timeline(&world, "fleet", &[]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let svg = String::from_utf8_lossy(&output.stdout);
+    let doc = Document::parse(&svg).unwrap_or_else(|e| panic!("invalid SVG: {e}\n{svg}"));
+    let prod: Vec<Node<'_, '_>> = doc
+        .descendants()
+        .filter(|n| classes(n).contains(&"bar") && n.attribute("data-stage") == Some("prod"))
+        .collect();
+    let held = prod
+        .iter()
+        .find(|n| classes(n).contains(&"held-start"))
+        .unwrap_or_else(|| panic!("no held start in prod: {svg}"));
+    assert!(classes(held).contains(&"blackout"));
+    let waves = |kind: &str| -> Vec<&str> {
+        prod.iter()
+            .filter(|n| classes(n).contains(&kind))
+            .filter_map(|n| n.attribute("data-wave"))
+            .collect()
+    };
+    assert_eq!(waves("provisioning"), ["1/3", "2/3", "3/3"], "{svg}");
+    assert_eq!(waves("wave-pause"), ["1/3", "2/3"], "{svg}");
+    // Each bar starts where the one before it ended (the engine's spans, in order).
+    let instants: Vec<(&str, &str)> = prod
+        .iter()
+        .filter_map(|n| Some((n.attribute("data-start")?, n.attribute("data-end")?)))
+        .collect();
+    for pair in instants.windows(2) {
+        assert!(pair[0].1 <= pair[1].0, "bars out of order: {instants:?}");
+    }
+    assert_no_text_overlaps(&doc);
 }
 
 /// Width and height from a PNG's IHDR chunk, after checking its signature.

@@ -11,7 +11,10 @@ use anyhow::Context as _;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tollgate_engine::lineage::Lineage;
-use tollgate_engine::{GateVerdict, Preview, PreviewInput, RunChange, preview};
+use tollgate_engine::preview::{RunStart, StartsAfter};
+use tollgate_engine::{GateVerdict, Preview, PreviewInput, PromotionStatus, RunChange, preview};
+use tollgate_manifest::Snapshot;
+use tollgate_model::policy::OnNewSnapshot;
 use tollgate_source::plan::{
     BaseChoice, ChartChange, ChartRef, MergeBase, PlanStatus, PromotionPlan, RangePlan, Revision,
     plan_range,
@@ -21,10 +24,10 @@ use super::connect::ClusterArgs;
 use crate::controller::desired::{InGit, Translation};
 use targets::Fleet;
 
+mod estimate;
 mod gates;
 mod mermaid;
 mod targets;
-mod timeline;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputFormat {
@@ -110,16 +113,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.base_choice(),
     )
     .context("cannot plan the range")?;
+    let now = args.now.unwrap_or_else(Utc::now);
     let output = match args.output {
-        OutputFormat::Text => render_text(&plan),
+        OutputFormat::Text => render_text(&plan, now),
         OutputFormat::Markdown => {
             let surroundings = Surroundings {
                 fleet: targets::read_fleet(&args.cluster),
-                now: args.now.unwrap_or_else(Utc::now),
+                now,
             };
             render_markdown(&plan, &surroundings)
         }
-        OutputFormat::Json => format!("{}\n", serde_json::to_string_pretty(&to_json(&plan))?),
+        OutputFormat::Json => format!("{}\n", serde_json::to_string_pretty(&to_json(&plan, now))?),
     };
     super::write_stdout(&output)?;
     Ok(if plan.has_invalid() {
@@ -173,16 +177,30 @@ fn chart_change_text(change: &ChartChange) -> String {
     }
 }
 
-/// The engine's preview of one promotion's change: what it does to the rollout.
-fn preview_of(plan: &PromotionPlan) -> Preview {
+/// The engine's preview of one promotion's change at `now`, with its live status when the cluster
+/// was read: what it does to the rollout.
+fn preview_of(
+    plan: &PromotionPlan,
+    now: DateTime<Utc>,
+    status: Option<&PromotionStatus>,
+) -> Preview {
     // Read as the controller reads git (one translation for both).
     let after = Translation::new(&plan.name, InGit::of_plan(plan));
+    let history: Vec<Snapshot> = plan
+        .before
+        .iter()
+        .chain(&plan.after)
+        .map(|s| (**s).clone())
+        .collect();
     preview(&PreviewInput {
         before: plan.before.as_deref(),
         after: after.desired(),
         approvals: &plan.approvals,
-        status: None,
-        history: &[],
+        status,
+        history: &history,
+        policy: plan.policy.as_deref(),
+        policy_problem: plan.policy_error.as_deref(),
+        now,
     })
 }
 
@@ -192,12 +210,13 @@ struct Planned<'p> {
     preview: Preview,
 }
 
-fn planned(plan: &RangePlan) -> Vec<Planned<'_>> {
+/// Each promotion's plan and preview; `fleet` (Markdown only) gives the live statuses.
+fn planned<'p>(plan: &'p RangePlan, now: DateTime<Utc>, fleet: Option<&Fleet>) -> Vec<Planned<'p>> {
     plan.promotions
         .iter()
         .map(|p| Planned {
             plan: p,
-            preview: preview_of(p),
+            preview: preview_of(p, now, fleet.and_then(|f| f.status(&p.name))),
         })
         .collect()
 }
@@ -373,6 +392,9 @@ fn details(planned: &Planned<'_>) -> Vec<(&'static str, String)> {
         if let Some(policy) = &plan.policy {
             rows.extend(tollgate_source::plan::describe_policy(policy));
         }
+        if let Some(start) = &preview.run_start {
+            rows.extend(run_start_rows(start));
+        }
         if let Some(error) = &plan.policy_error {
             rows.push(("policy", format!("none can be chosen: {error}")));
         }
@@ -455,8 +477,8 @@ fn summary_counts(planned: &[Planned<'_>]) -> String {
     }
 }
 
-pub fn render_text(plan: &RangePlan) -> String {
-    let planned = planned(plan);
+pub fn render_text(plan: &RangePlan, now: DateTime<Utc>) -> String {
+    let planned = planned(plan, now, None);
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -481,6 +503,72 @@ pub fn render_text(plan: &RangePlan) -> String {
         }
     }
     out
+}
+
+/// What the engine says about when the run starts: `onNewSnapshot` and a blackout in force.
+fn run_start_rows(start: &RunStart) -> Vec<(&'static str, String)> {
+    let mut rows = Vec::new();
+    let when = match &start.after {
+        StartsAfter::Nothing { supersedes: None } => None,
+        StartsAfter::Nothing {
+            supersedes: Some(running),
+        } => Some(format!(
+            "Restart: run #{running} in progress is superseded; this run starts at once"
+        )),
+        StartsAfter::NothingAsARollback => Some(
+            "a rollback: it starts at once whatever onNewSnapshot says, and no blackout holds it"
+                .to_string(),
+        ),
+        StartsAfter::RunningRun {
+            policy,
+            running,
+            between,
+        } => Some(running_run_text(*policy, *running, between)),
+        StartsAfter::RunInProgressIfAny { policy } => Some(match policy {
+            OnNewSnapshot::Queue => "Queue: a run in progress completes first; then every newer snapshot runs in commit order, this one last".to_string(),
+            _ => "FinishCurrent: a run in progress completes with its snapshot first; then this one starts (snapshots in between are superseded)".to_string(),
+        }),
+        // The policy row already says why no policy can be chosen.
+        StartsAfter::PolicyProblem { .. } => None,
+    };
+    if let Some(when) = when {
+        rows.push(("new commits", when));
+    }
+    if let Some(blackout) = &start.blackout {
+        let reason = blackout
+            .reason
+            .as_ref()
+            .map_or(String::new(), |r| format!(" ({r})"));
+        rows.push((
+            "blackout",
+            format!(
+                "in force until {}{reason}: no stage of this run starts before then",
+                blackout.until.format("%Y-%m-%d %H:%M UTC")
+            ),
+        ));
+    }
+    rows
+}
+
+fn running_run_text(policy: OnNewSnapshot, running: u64, between: &[u64]) -> String {
+    let named = between
+        .iter()
+        .map(|i| format!("#{i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match (policy, between.is_empty()) {
+        (OnNewSnapshot::Queue, false) => format!(
+            "Queue: run #{running} in progress completes first, then {named} in commit order; then this one"
+        ),
+        (_, false) => format!(
+            "{}: run #{running} in progress completes first; then this one starts ({named} superseded)",
+            policy.as_str()
+        ),
+        (_, true) => format!(
+            "{}: run #{running} in progress completes first; then this one starts",
+            policy.as_str()
+        ),
+    }
 }
 
 /// Which commit the range started from, when it is the merge base rather than `from`.
@@ -515,14 +603,18 @@ fn stage_targets(planned: &Planned<'_>, fleet: &Fleet) -> Vec<(String, String)> 
         .collect()
 }
 
-/// The Mermaid timeline of the run the change starts, if it starts one.
-fn timeline_of(planned: &Planned<'_>, now: DateTime<Utc>) -> Option<String> {
+/// The Mermaid timeline of the run the change starts, if it starts one: the engine's simulation.
+fn timeline_of(planned: &Planned<'_>, surroundings: &Surroundings) -> Option<String> {
     let snapshot = new_run_snapshot(planned)?;
-    if planned.preview.stages_run.is_empty() {
-        return None;
-    }
-    let estimate = timeline::estimate(&snapshot.promotion, &planned.preview.stages_run, now);
-    Some(mermaid::render(&planned.plan.name, &estimate))
+    let (plan, preview) = (planned.plan, &planned.preview);
+    let simulation = estimate::estimate(plan, preview, &surroundings.fleet, surroundings.now)?;
+    Some(mermaid::render(
+        &plan.name,
+        &simulation,
+        snapshot.index,
+        preview.run_start.as_ref(),
+        surroundings.now,
+    ))
 }
 
 /// Table cells must not break the table: pipes escaped, one line.
@@ -531,7 +623,7 @@ fn cell(text: &str) -> String {
 }
 
 pub fn render_markdown(plan: &RangePlan, surroundings: &Surroundings) -> String {
-    let planned = planned(plan);
+    let planned = planned(plan, surroundings.now, Some(&surroundings.fleet));
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -559,7 +651,7 @@ pub fn render_markdown(plan: &RangePlan, surroundings: &Surroundings) -> String 
         for (stage, targets) in stage_targets(promotion, &surroundings.fleet) {
             let _ = writeln!(out, "| clusters | {}: {} |", cell(&stage), cell(&targets));
         }
-        if let Some(timeline) = timeline_of(promotion, surroundings.now) {
+        if let Some(timeline) = timeline_of(promotion, surroundings) {
             let _ = write!(out, "\n**Estimated timeline**\n\n{timeline}");
         }
     }
@@ -622,6 +714,7 @@ fn promotion_json(planned: &Planned<'_>) -> Value {
             _ => None,
         },
         "stagesRerun": preview.stages_run,
+        "runStart": preview.run_start.as_ref().map(run_start_json),
         "approvals": gates,
         "prunes": preview.pruned,
         "kept": preview.kept,
@@ -645,6 +738,31 @@ fn promotion_json(planned: &Planned<'_>) -> Value {
     })
 }
 
+/// When the run starts, for scripts: what it waits for, and a blackout in force.
+fn run_start_json(start: &RunStart) -> Value {
+    let waits = match &start.after {
+        StartsAfter::Nothing { supersedes } => json!({"for": "nothing", "supersedes": supersedes}),
+        StartsAfter::NothingAsARollback => json!({"for": "nothing", "rollback": true}),
+        StartsAfter::RunningRun {
+            policy,
+            running,
+            between,
+        } => json!({
+            "for": "runningRun", "onNewSnapshot": policy.as_str(), "running": running,
+            "between": between,
+        }),
+        StartsAfter::RunInProgressIfAny { policy } => {
+            json!({"for": "runInProgressIfAny", "onNewSnapshot": policy.as_str()})
+        }
+        StartsAfter::PolicyProblem { problem } => json!({"for": "policyFix", "problem": problem}),
+    };
+    json!({
+        "waits": waits,
+        "blackoutUntil": start.blackout.as_ref().map(|b| b.until),
+        "blackoutReason": start.blackout.as_ref().and_then(|b| b.reason.clone()),
+    })
+}
+
 fn diagnostic_json(diagnostic: &tollgate_source::Diagnostic) -> Value {
     json!({
         "file": diagnostic.file,
@@ -656,14 +774,14 @@ fn diagnostic_json(diagnostic: &tollgate_source::Diagnostic) -> Value {
     })
 }
 
-pub fn to_json(plan: &RangePlan) -> Value {
+pub fn to_json(plan: &RangePlan, now: DateTime<Utc>) -> Value {
     let revision = |r: &Revision| json!({"rev": r.rev, "sha": r.sha, "subject": r.subject});
     json!({
         "from": revision(&plan.from),
         "to": revision(&plan.to),
         "mergeBase": plan.merge_base.as_ref().map(|b| json!({"sha": b.sha, "from": b.from, "to": b.to})),
         "invalid": plan.has_invalid(),
-        "promotions": planned(plan).iter().map(promotion_json).collect::<Vec<_>>(),
+        "promotions": planned(plan, now, None).iter().map(promotion_json).collect::<Vec<_>>(),
         "fileErrors": plan.file_errors.iter().map(diagnostic_json).collect::<Vec<_>>(),
     })
 }

@@ -44,6 +44,7 @@ mod removal;
 mod rollback;
 pub mod run_history;
 mod run_recording;
+pub mod simulate;
 mod stage;
 mod stage_analysis;
 mod stage_run;
@@ -65,6 +66,7 @@ pub use observed::{
 pub use output::{Action, EngineEvent, EventReason, EventType, StepOutput};
 pub use preview::{GateVerdict, Preview, PreviewInput, RunChange, preview};
 pub use run_history::{RunHistory, RunOutcome, RunRecord, StageRecord};
+pub use simulate::{Simulation, SimulationEnd, SimulationInput, simulate};
 pub use status::{
     ApproverKind, ClusterCondition, ClusterState, Condition, Phase, PolicyRef, PromotionStatus,
     RestoredStage, RunFailure, StageAhead, StageStatus, WaveProgress,

@@ -116,7 +116,10 @@ fn held_by_policy<'a>(
 }
 
 /// The snapshot the status says is running, from git history (its content must match).
-fn running_snapshot<'a>(status: &PromotionStatus, history: &'a [Snapshot]) -> Option<&'a Snapshot> {
+pub(crate) fn running_snapshot<'a>(
+    status: &PromotionStatus,
+    history: &'a [Snapshot],
+) -> Option<&'a Snapshot> {
     let index = status.snapshot_index?;
     history.iter().find(|s| {
         s.index == index

@@ -3,6 +3,10 @@
 //! controller cannot disagree. Pure, like `step`: the caller reads git (and, if it can, the live
 //! status) and renders the result.
 
+mod run_start;
+
+use chrono::{DateTime, Utc};
+use tollgate_model::policy::RolloutPolicy;
 use tollgate_model::snapshot::{ApprovalEvent, Snapshot};
 use tollgate_render::{preverification_profile_name, stage_profile_name};
 
@@ -11,6 +15,7 @@ use crate::gate;
 use crate::input::Desired;
 use crate::lineage::Lineage;
 use crate::status::{Approver, PromotionStatus, runs_content_of};
+pub use run_start::{RunStart, StartsAfter};
 
 #[derive(Clone, Copy, Debug)]
 pub struct PreviewInput<'a> {
@@ -27,6 +32,12 @@ pub struct PreviewInput<'a> {
     /// The promotion's snapshots up to the end of the range (oldest first): with the status, they
     /// tell a rollback from recommitted rejected content.
     pub history: &'a [Snapshot],
+    /// The RolloutPolicy governing the promotion at the end of the range.
+    pub policy: Option<&'a RolloutPolicy>,
+    /// Why no policy can be chosen at the end of the range (nothing new would start).
+    pub policy_problem: Option<&'a str>,
+    /// The instant the preview is for: a blackout in force then holds the run's start.
+    pub now: DateTime<Utc>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -42,6 +53,9 @@ pub struct Preview {
     pub kept: Vec<String>,
     /// Stages whose empty clusterSelector matches no cluster: they complete at once.
     pub empty_stages: Vec<String>,
+    /// When the run the change starts begins (`onNewSnapshot`, a blackout in force, a policy
+    /// problem); `None` when it starts no run.
+    pub run_start: Option<RunStart>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,6 +104,7 @@ pub fn preview(input: &PreviewInput<'_>) -> Preview {
         pruned: Vec::new(),
         kept: Vec::new(),
         empty_stages: Vec::new(),
+        run_start: None,
     };
     let after = match input.after {
         Desired::Snapshot {
@@ -141,7 +156,33 @@ pub fn preview(input: &PreviewInput<'_>) -> Preview {
         .map(|s| s.name.clone())
         .collect();
     preview.gates = gates(input, after, preview.run == RunChange::Continues);
+    preview.run_start = starts_run(&preview.run).then(|| {
+        run_start::run_start(&run_start::Context {
+            after,
+            rollback: is_rollback(&preview.run),
+            policy: input.policy,
+            policy_problem: input.policy_problem,
+            status: input.status,
+            history: input.history,
+            now: input.now,
+        })
+    });
     preview
+}
+
+fn starts_run(run: &RunChange) -> bool {
+    matches!(run, RunChange::Starts | RunChange::Restarts { .. })
+}
+
+/// Known to restore content that completed here (only the live status can tell).
+fn is_rollback(run: &RunChange) -> bool {
+    matches!(
+        run,
+        RunChange::Restarts {
+            lineage: Some(lineage),
+            ..
+        } if lineage.rollback_to().is_some()
+    )
 }
 
 fn preview_removal(mut preview: Preview, last: Option<&Snapshot>) -> Preview {
@@ -288,6 +329,9 @@ mod tests {
             approvals,
             status: None,
             history: &[],
+            policy: None,
+            policy_problem: None,
+            now: chrono::DateTime::UNIX_EPOCH,
         }
     }
 
@@ -437,5 +481,174 @@ mod tests {
         assert_eq!(out.pruned, ["p-prod"]);
         assert_eq!(out.empty_stages, ["dev"]);
         assert_eq!(preview(&input(None, &after, &[])).run, RunChange::Starts);
+    }
+    fn rules(spec: Value) -> tollgate_model::policy::RolloutPolicy {
+        serde_json::from_value(json!({
+            "apiVersion": "tollgate.dev/v1alpha1", "kind": "RolloutPolicy",
+            "metadata": {"name": "fleet"}, "spec": spec,
+        }))
+        .expect("policy")
+    }
+
+    /// A status whose run of `running` is still going (its last stage not passed).
+    fn running(running: &Snapshot) -> PromotionStatus {
+        let mut status = PromotionStatus::empty();
+        status.snapshot_index = Some(running.index);
+        status.profile_spec_hash = Some(running.hashes.profile_spec.clone());
+        status.stages_hash = Some(running.hashes.stages.clone());
+        status
+    }
+
+    fn at(text: &str) -> chrono::DateTime<chrono::Utc> {
+        text.parse().expect("instant")
+    }
+
+    #[test]
+    fn finish_current_and_queue_start_after_the_run_in_progress() {
+        let one = snapshot(manifest("1.0.0", json!(null), false), 1, commit(10));
+        let two = snapshot(manifest("2.0.0", json!(null), false), 2, commit(20));
+        let three = snapshot(manifest("3.0.0", json!(null), false), 3, commit(30));
+        let history = [one.clone(), two.clone(), three.clone()];
+        let finish = rules(json!({"onNewSnapshot": "FinishCurrent"}));
+        let base = PreviewInput {
+            policy: Some(&finish),
+            history: &history,
+            ..input(Some(&two), &three, &[])
+        };
+        // Without the live status nobody knows whether a run is in progress.
+        let start = preview(&base).run_start.expect("a run starts");
+        assert_eq!(
+            start.after,
+            StartsAfter::RunInProgressIfAny {
+                policy: tollgate_model::policy::OnNewSnapshot::FinishCurrent
+            }
+        );
+        let status = running(&one);
+        let start = preview(&PreviewInput {
+            status: Some(&status),
+            ..base
+        })
+        .run_start
+        .expect("a run starts");
+        assert_eq!(
+            start.after,
+            StartsAfter::RunningRun {
+                policy: tollgate_model::policy::OnNewSnapshot::FinishCurrent,
+                running: 1,
+                between: vec![2],
+            }
+        );
+        let queue = rules(json!({"onNewSnapshot": "Queue"}));
+        let start = preview(&PreviewInput {
+            status: Some(&status),
+            policy: Some(&queue),
+            ..base
+        })
+        .run_start
+        .expect("a run starts");
+        assert_eq!(
+            start.after,
+            StartsAfter::RunningRun {
+                policy: tollgate_model::policy::OnNewSnapshot::Queue,
+                running: 1,
+                between: vec![2],
+            }
+        );
+        let restart = rules(json!({}));
+        let start = preview(&PreviewInput {
+            status: Some(&status),
+            policy: Some(&restart),
+            ..base
+        })
+        .run_start
+        .expect("a run starts");
+        assert_eq!(
+            start.after,
+            StartsAfter::Nothing {
+                supersedes: Some(1)
+            }
+        );
+        // A trigger edit starts no run.
+        let out = preview(&PreviewInput {
+            after: Desired::Snapshot {
+                current: &two,
+                invalid: None,
+            },
+            ..base
+        });
+        assert_eq!(out.run_start, None);
+    }
+
+    #[test]
+    fn a_blackout_in_force_holds_the_start_unless_the_run_is_a_rollback() {
+        let one = snapshot(manifest("1.0.0", json!(null), false), 1, commit(10));
+        let two = snapshot(manifest("2.0.0", json!(null), false), 2, commit(20));
+        let freeze = rules(json!({"blackouts": [
+            {"from": "2026-01-01T20:00:00Z", "to": "2026-01-03T00:03:00Z", "reason": "freeze"}]}));
+        let base = PreviewInput {
+            policy: Some(&freeze),
+            now: at("2026-01-02T22:00:00Z"),
+            ..input(Some(&one), &two, &[])
+        };
+        let start = preview(&base).run_start.expect("a run starts");
+        let held = start.blackout.expect("held");
+        assert_eq!(held.until, at("2026-01-03T00:03:00Z"));
+        assert_eq!(held.reason.as_deref(), Some("freeze"));
+        let later = preview(&PreviewInput {
+            now: at("2026-01-03T00:03:00Z"),
+            ..base
+        });
+        assert_eq!(later.run_start.and_then(|s| s.blackout), None);
+
+        // #3 brings back #1's content, which completed here: a rollback, never held.
+        let mut three = snapshot(manifest("1.0.0", json!(null), false), 3, commit(30));
+        three.same_content_as = Some(1);
+        let mut status = running(&one);
+        status.snapshot_id = Some(one.id().to_string());
+        crate::lineage::record(
+            &mut status,
+            crate::lineage::Verdict::Completed,
+            chrono::DateTime::UNIX_EPOCH,
+        );
+        let status = PromotionStatus {
+            snapshot_index: Some(2),
+            profile_spec_hash: Some(two.hashes.profile_spec.clone()),
+            stages_hash: Some(two.hashes.stages.clone()),
+            ..status
+        };
+        let history = [one.clone(), two.clone(), three.clone()];
+        let start = preview(&PreviewInput {
+            status: Some(&status),
+            history: &history,
+            ..PreviewInput {
+                after: Desired::Snapshot {
+                    current: &three,
+                    invalid: None,
+                },
+                ..base
+            }
+        })
+        .run_start
+        .expect("a run starts");
+        assert_eq!(start.after, StartsAfter::NothingAsARollback);
+        assert_eq!(start.blackout, None);
+    }
+
+    #[test]
+    fn a_policy_problem_holds_every_new_run() {
+        let one = snapshot(manifest("1.0.0", json!(null), false), 1, commit(10));
+        let two = snapshot(manifest("2.0.0", json!(null), false), 2, commit(20));
+        let start = preview(&PreviewInput {
+            policy_problem: Some("two policies select it"),
+            ..input(Some(&one), &two, &[])
+        })
+        .run_start
+        .expect("a run would start");
+        assert_eq!(
+            start.after,
+            StartsAfter::PolicyProblem {
+                problem: "two policies select it".to_string()
+            }
+        );
     }
 }

@@ -141,9 +141,10 @@ impl StageRun<'_, '_> {
         Ok(())
     }
 
-    /// The wave reached while waves remain to be started.
+    /// The wave reached, for a stage of more than one wave (the last one too: its clusters are
+    /// provisioned as a wave like the others).
     fn wave_reached(&self) -> Option<WaveOf> {
-        let waves = self.st.waves.as_deref().filter(|w| w.in_progress())?;
+        let waves = self.st.waves.as_deref().filter(|w| w.total() > 1)?;
         Some(WaveOf {
             wave: waves.reached,
             of: waves.total(),

@@ -1,12 +1,14 @@
 //! Which clusters each stage would hit: the management cluster's SveltosClusters and Cluster API
-//! clusters, matched as the engine matches them (`ObservedCluster::targeted_by`). Reading is
+//! clusters, matched as the engine matches them (`ObservedCluster::targeted_by`); and the live
+//! status of each promotion (its GitPromotion's), from which the estimate starts. Reading is
 //! optional (only with `--kubeconfig` or `--context`) and never fails the plan: a failed read is
 //! a warning and "unknown" targets.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use kube::api::{Api, ListParams};
-use tollgate_engine::ObservedCluster;
+use kube::api::{Api, DynamicObject, ListParams};
+use tollgate_engine::{ObservedCluster, PromotionStatus};
 use tollgate_model::model::LabelSelector;
 
 use crate::cli::connect::{self, ClusterArgs};
@@ -27,7 +29,11 @@ const READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub enum Fleet {
     /// No kubeconfig or context given.
     NotGiven,
-    Read(Vec<ObservedCluster>),
+    Read {
+        clusters: Vec<ObservedCluster>,
+        /// Each promotion's live status, by name (none: it has no GitPromotion, or no status).
+        statuses: BTreeMap<String, PromotionStatus>,
+    },
     /// The read failed: why.
     Failed(String),
 }
@@ -48,7 +54,7 @@ impl Fleet {
         let clusters = match self {
             Fleet::NotGiven => return "unknown (no cluster given)".to_string(),
             Fleet::Failed(_) => return "unknown (the cluster read failed)".to_string(),
-            Fleet::Read(clusters) => clusters,
+            Fleet::Read { clusters, .. } => clusters,
         };
         let mut hit: Vec<String> = clusters
             .iter()
@@ -86,12 +92,50 @@ pub fn read_fleet(args: &ClusterArgs) -> Fleet {
         Err(error) => return Fleet::Failed(format!("cannot start the async runtime: {error}")),
     };
     match runtime.block_on(list_clusters(args)) {
-        Ok(clusters) => Fleet::Read(clusters),
+        Ok((clusters, statuses)) => Fleet::Read { clusters, statuses },
         Err(error) => Fleet::Failed(super::super::error_chain(&error)),
     }
 }
 
-async fn list_clusters(args: &ClusterArgs) -> anyhow::Result<Vec<ObservedCluster>> {
+impl Fleet {
+    /// The live status of promotion `name`, when the cluster was read and has one.
+    pub fn status(&self, name: &str) -> Option<&PromotionStatus> {
+        match self {
+            Fleet::Read { statuses, .. } => statuses.get(name),
+            Fleet::NotGiven | Fleet::Failed(_) => None,
+        }
+    }
+
+    /// The clusters, when the cluster was read.
+    pub fn clusters(&self) -> Option<&[ObservedCluster]> {
+        match self {
+            Fleet::Read { clusters, .. } => Some(clusters),
+            Fleet::NotGiven | Fleet::Failed(_) => None,
+        }
+    }
+}
+
+/// Every GitPromotion's status, by name. A status this version cannot read is left out (the
+/// estimate then starts from scratch); a cluster that does not serve GitPromotions has none.
+async fn list_statuses(
+    client: &kube::Client,
+) -> Result<BTreeMap<String, PromotionStatus>, crate::cluster::errors::ClusterError> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resources::git_promotion());
+    let objects = match super::super::status::fetch(&api, None).await {
+        Ok(objects) => objects,
+        Err(crate::cluster::errors::ClusterError::CrdMissing { .. }) => return Ok(BTreeMap::new()),
+        Err(error) => return Err(error),
+    };
+    Ok(objects
+        .iter()
+        .map(super::super::status::Shown::of)
+        .filter_map(|shown| Some((shown.name, shown.status.ok()??)))
+        .collect())
+}
+
+async fn list_clusters(
+    args: &ClusterArgs,
+) -> anyhow::Result<(Vec<ObservedCluster>, BTreeMap<String, PromotionStatus>)> {
     let mut config = connect::config(args).await?;
     config.connect_timeout = Some(CONNECT_TIMEOUT);
     config.read_timeout = Some(READ_TIMEOUT);
@@ -131,5 +175,8 @@ async fn list_clusters(args: &ClusterArgs) -> anyhow::Result<Vec<ObservedCluster
             anyhow::bail!("{error} ({server})");
         }
     }
-    Ok(clusters)
+    let statuses = list_statuses(&client)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e} ({server})"))?;
+    Ok((clusters, statuses))
 }

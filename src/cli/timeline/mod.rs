@@ -3,6 +3,7 @@
 //! rendered from the same SVG.
 
 mod draw;
+mod labels;
 mod layout;
 mod png;
 
@@ -26,9 +27,14 @@ use crate::cluster::resources;
   tollgate timeline podinfo > podinfo.svg
   tollgate timeline podinfo --since 2h -o png --output-file podinfo.png
 
-Bars: provisioning, soak (delay and post-delay checks), waiting for a promotion window, waiting
-for approval, failed, rolling back. The controller keeps the last 10 runs (fewer for pipelines of
-many stages).")]
+Bars: what the controller says each stage did:
+  provisioning (each wave of a waved stage: \"wave 2/4\"), pause between waves,
+  soak (the trigger's delay), health checks, analysis (measuring),
+  waiting for a promotion window, waiting for approval (or after an inconclusive analysis),
+  held by a blackout (a stage's start, or a wave's), paused, failed, rolling back.
+A run replaced before it finished is faded, hatched and labelled \"superseded by #N\".
+Labels never overlap: one without room is left out (a bar's tooltip says it all).
+The controller keeps the last 10 runs (fewer for pipelines of many stages).")]
 pub struct Args {
     /// The promotion (its GitPromotion's name).
     pub name: String,

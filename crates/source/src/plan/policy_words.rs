@@ -1,15 +1,19 @@
-//! A RolloutPolicy's effects on a run, in words for `plan` (the rules themselves are the engine's).
+//! A RolloutPolicy's settings, listed for `plan`. What they do to a run (when it starts, what a
+//! blackout holds) is the engine's to say (`tollgate_engine::preview::RunStart`).
 
-use tollgate_model::policy::RolloutPolicy;
+use tollgate_model::policy::{OnNewSnapshot, RolloutPolicy};
 
-/// What a RolloutPolicy does to a run: (label, text) rows.
+/// The settings of a RolloutPolicy: (label, text) rows.
 pub fn describe_policy(policy: &RolloutPolicy) -> Vec<(&'static str, String)> {
-    use tollgate_model::policy::OnNewSnapshot;
     let spec = &policy.spec;
+    let on_new_snapshot = match spec.on_new_snapshot {
+        OnNewSnapshot::Restart => String::new(),
+        other => format!(", onNewSnapshot {}", other.as_str()),
+    };
     let mut rows = vec![(
         "policy",
         format!(
-            "{}: onFailure {}, maxFailures {}{}",
+            "{}: onFailure {}, maxFailures {}{}{on_new_snapshot}",
             policy.name(),
             spec.on_failure.as_str(),
             spec.max_failures.map_or("0".to_string(), |b| b.to_string()),
@@ -18,18 +22,6 @@ pub fn describe_policy(policy: &RolloutPolicy) -> Vec<(&'static str, String)> {
                 .map_or(String::new(), |d| format!(", progressDeadline {}", d.text))
         ),
     )];
-    let new_commits = match spec.on_new_snapshot {
-        OnNewSnapshot::Restart => None,
-        OnNewSnapshot::FinishCurrent => Some(
-            "FinishCurrent: a run in progress completes with its snapshot first; then the newest starts (snapshots in between are superseded)",
-        ),
-        OnNewSnapshot::Queue => Some(
-            "Queue: a run in progress completes first; then every newer snapshot runs in commit order",
-        ),
-    };
-    if let Some(text) = new_commits {
-        rows.push(("new commits", text.to_string()));
-    }
     for blackout in &spec.blackouts {
         let when = match blackout.interval() {
             Ok((from, to)) => format!(
@@ -43,10 +35,7 @@ pub fn describe_policy(policy: &RolloutPolicy) -> Vec<(&'static str, String)> {
             .reason
             .as_ref()
             .map_or(String::new(), |r| format!(" ({r})"));
-        rows.push((
-            "blackout",
-            format!("{when}{reason}: no stage or wave starts"),
-        ));
+        rows.push(("blackout", format!("{when}{reason}")));
     }
     for (stage, over) in &spec.stages {
         let Some(waves) = &over.waves else {
