@@ -6,6 +6,7 @@
 //! Everything shown is read from the engine's typed status (`pipeline()`); this module only lays
 //! it out, and `stage_words` is the one place that words a stage's activity.
 
+mod analyses;
 mod bar;
 mod fit;
 mod follow;

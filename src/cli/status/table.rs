@@ -151,6 +151,9 @@ pub(super) fn render_detail(promotion: &Shown, width: usize) -> String {
     for view in &pipeline {
         out.push_str(&render_clusters(view, width));
     }
+    for view in &pipeline {
+        out.push_str(&super::analyses::render(view, width));
+    }
     out.push('\n');
     out
 }
