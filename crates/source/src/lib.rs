@@ -21,7 +21,10 @@ pub mod repo;
 pub mod report;
 mod source;
 pub mod timeouts;
+pub mod trailers;
 mod treediff;
+pub mod trust;
+pub mod verify;
 pub mod watch;
 
 pub use blob::{Diagnostic, Limits};
@@ -32,4 +35,5 @@ pub use policies::{PolicyProblem, PolicySet};
 pub use repo::current_branch;
 pub use report::{Change, PromotionView, SyncReport};
 pub use source::GitSource;
+pub use trust::{Refusal, TrustConfig, VerifyCommits};
 pub use watch::{LocalWatch, watch_local};
