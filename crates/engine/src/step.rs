@@ -935,6 +935,7 @@ impl<'i, 'a> Run<'i, 'a> {
             succeeded_at: None,
             counts: Default::default(),
             approver: None,
+            approvals: None,
             waiting_reason: None,
             awaiting_approval_since: None,
             awaiting_window_since: None,
@@ -1034,7 +1035,7 @@ impl<'i, 'a> Run<'i, 'a> {
         .progress();
         match outcome {
             Ok(consumed) => {
-                if let Some(consumed) = consumed {
+                for consumed in consumed {
                     self.status.record_consumed(consumed);
                 }
                 advance(&mut self.status, &current, now)

@@ -274,6 +274,7 @@ pub fn commit(seq: u64) -> CommitInfo {
         committer_email: format!("committer{seq}@example.com"),
         time: DateTime::<Utc>::UNIX_EPOCH + Duration::seconds(i64::try_from(seq).unwrap_or(0)),
         subject: format!("commit {seq}"),
+        signature: None,
     }
 }
 
@@ -286,6 +287,7 @@ pub fn snapshot(promotion: ClusterPromotion, index: u64, commit: CommitInfo) -> 
         same_content_as: None,
         promotion: Arc::new(promotion),
         file: "promotions.yaml".to_string(),
+        contributors: std::sync::Arc::from([]),
     }
 }
 

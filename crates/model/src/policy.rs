@@ -253,6 +253,8 @@ pub struct StagePolicy {
     pub waves: Option<Waves>,
     /// The analyses the stage runs, in the order it names them (names that resolve).
     pub analyses: Vec<Analysis>,
+    /// `spec.approvals.<stage>`: who may open the stage's manual gate (issue #33).
+    pub approvals: Option<ApprovalPolicy>,
 }
 
 impl RolloutPolicy {
@@ -290,6 +292,7 @@ impl RolloutPolicy {
                         .collect()
                 })
                 .unwrap_or_default(),
+            approvals: spec.approvals.get(stage).cloned(),
         }
     }
 
