@@ -284,6 +284,7 @@ fn render_table(
         let approval = match &event.kind {
             ApprovalKind::Field => "approved: true".to_string(),
             ApprovalKind::Annotation { value } => format!("annotation {value}"),
+            ApprovalKind::Trailer { snapshot } => format!("Tollgate-Approve @{snapshot}"),
         };
         table.add_row(vec![
             event.stage.clone(),

@@ -21,6 +21,7 @@ pub mod rollback;
 pub mod run;
 pub mod status;
 pub mod timeline;
+pub mod trust_args;
 pub mod validate;
 
 #[derive(Parser, Debug)]

@@ -46,6 +46,14 @@ pub fn step(input: &StepInput<'_>) -> StepOutput {
         Desired::RemovalHeld { reason, .. } => removal::step_held(input, reason),
     };
     conditions::set_watch_health(&mut output.status, input.watch_problem, input.now);
+    if conditions::set_commit_verified(&mut output.status, input.unverified, input.now)
+        && let Some(refusal) = input.unverified
+    {
+        output.events.push(EngineEvent::warning(
+            EventReason::CommitNotVerified,
+            refusal.to_string(),
+        ));
+    }
     crate::run_recording::record(input.status, &mut output.status, input.now);
     coalesce_handoffs(&mut output.events);
     drop_unphased_stage_events(input.status, &mut output);

@@ -175,7 +175,7 @@ impl HistoryIndex {
             let name = &approval.trailer.promotion;
             // A trailer for a promotion git never defined approves nothing.
             if let Some(history) = self.promotions.get_mut(name) {
-                history.approvals.push(ApprovalEvent {
+                Arc::make_mut(&mut history.approvals).push(ApprovalEvent {
                     stage: approval.trailer.stage.clone(),
                     kind: ApprovalKind::Trailer {
                         snapshot: approval.trailer.snapshot.clone(),

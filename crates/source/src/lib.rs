@@ -19,6 +19,7 @@ mod policies;
 mod read;
 pub mod repo;
 pub mod report;
+pub mod sign;
 mod source;
 pub mod timeouts;
 pub mod trailers;
