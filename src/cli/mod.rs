@@ -17,6 +17,7 @@ pub mod embedded;
 pub mod emulator;
 pub mod history;
 pub mod plan;
+pub mod plan_verify;
 pub mod rollback;
 pub mod run;
 pub mod status;

@@ -229,3 +229,72 @@ fn refusal(
         running: running.map(|oid| oid.to_string()),
     }
 }
+
+/// One commit of a range and its signature check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitVerdict {
+    pub sha: String,
+    pub subject: String,
+    pub check: SignatureCheck,
+}
+
+/// Whether a range (say a pull request) would verify: each commit `base..tip` brings (oldest
+/// first), and what `Head` and `Strict` would do with the tip (`None`: it would roll out).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RangeVerification {
+    pub commits: Vec<CommitVerdict>,
+    pub head: Option<Refusal>,
+    pub strict: Option<Refusal>,
+}
+
+/// Verifies the commits of `base..tip` in `repo` against the keys of `keys_dir`, as the
+/// controller would once `tip` is the branch tip and `base` runs.
+pub fn verify_range(
+    repo: &Repository,
+    base: Oid,
+    tip: Oid,
+    keys_dir: &std::path::Path,
+) -> Result<RangeVerification, crate::error::SourceError> {
+    let keys = crate::verify::TrustedKeys::read_dir(keys_dir)?;
+    let mut checks = CommitChecks::new(std::sync::Arc::new(keys));
+    let read_error = |source| crate::error::SourceError::Read {
+        repo: repo.path().display().to_string(),
+        commit: tip.to_string(),
+        what: "the commits of the range".to_string(),
+        source,
+    };
+    let mut walk = repo.revwalk().map_err(read_error)?;
+    walk.simplify_first_parent().map_err(read_error)?;
+    walk.push(tip).map_err(read_error)?;
+    walk.hide(base).map_err(read_error)?;
+    let mut first_parent = walk.collect::<Result<Vec<Oid>, _>>().map_err(read_error)?;
+    first_parent.reverse();
+    let mut ranges = Vec::with_capacity(first_parent.len());
+    for oid in &first_parent {
+        let commit = repo.find_commit(*oid).map_err(read_error)?;
+        ranges.push((*oid, range_of(repo, &commit).map_err(read_error)?));
+    }
+    let mut commits = Vec::new();
+    for (_, range) in &ranges {
+        for oid in range.iter().rev() {
+            let subject = repo
+                .find_commit(*oid)
+                .ok()
+                .and_then(|c| c.summary().ok().flatten().map(str::to_string))
+                .unwrap_or_default();
+            commits.push(CommitVerdict {
+                sha: oid.to_string(),
+                subject,
+                check: checks.check(repo, *oid),
+            });
+        }
+    }
+    let mut verdict = |mode| screen(repo, &ranges, mode, &mut checks, Some(base)).refusal;
+    let head = verdict(VerifyCommits::Head);
+    let strict = verdict(VerifyCommits::Strict);
+    Ok(RangeVerification {
+        commits,
+        head,
+        strict,
+    })
+}
