@@ -783,19 +783,13 @@ pub fn approve(
             chosen.index, current.index, chosen.index
         ));
     }
-    let policy = approval_policy(&source, current, stage, &mut warnings);
-    let signed = signing_note(&repo)?;
-    if policy.as_ref().is_some_and(|p| p.require_signature) && signed.is_none() {
-        return Err(EditError::SigningRequired {
-            stage: stage.to_string(),
-        });
-    }
-    if let Some(policy) = policy.filter(|p| p.min_approvals > 1) {
+    let (trailer_for, signed) = approval_form(&repo, &source, current, stage, &mut warnings)?;
+    if let Some(min_approvals) = trailer_for {
         let approval = TrailerApproval {
             name,
             stage,
             snapshot: chosen,
-            min_approvals: policy.min_approvals,
+            min_approvals,
         };
         return approve_by_trailer(&repo, target, &approval, signed, warnings);
     }
@@ -815,18 +809,12 @@ pub fn approve(
         &text[..document.body.start],
         &text[document.body.end..]
     );
-    let result = reparse(&edited, &file, name)?;
-    let verification = |problem: String| EditError::Verification {
-        file: file.clone(),
-        name: name.to_string(),
-        problem,
-    };
-    if SpecHashes::of(&result) != *current.hashes {
-        return Err(verification("has different content hashes".to_string()));
-    }
-    if result.metadata.annotations.get(&key) != Some(&value) {
-        return Err(verification(format!("does not carry {key}: {value}")));
-    }
+    verify_annotated(
+        &reparse(&edited, &file, name)?,
+        current,
+        (&key, &value),
+        &file,
+    )?;
     let value12 = &value[..12.min(value.len())];
     let branch = format!("tollgate/approve-{name}-{stage}-{value12}");
     let message = format!(
@@ -854,6 +842,48 @@ pub fn approve(
         notes: [note].into_iter().chain(signed).collect(),
         warnings,
     })
+}
+
+/// The edit changed nothing but the annotation: same content hashes, and it carries `key: value`.
+fn verify_annotated(
+    result: &ClusterPromotion,
+    current: &Snapshot,
+    (key, value): (&str, &str),
+    file: &str,
+) -> Result<(), EditError> {
+    let verification = |problem: String| EditError::Verification {
+        file: file.to_string(),
+        name: result.metadata.name.clone(),
+        problem,
+    };
+    if SpecHashes::of(result) != *current.hashes {
+        return Err(verification("has different content hashes".to_string()));
+    }
+    if result.metadata.annotations.get(key).map(String::as_str) != Some(value) {
+        return Err(verification(format!("does not carry {key}: {value}")));
+    }
+    Ok(())
+}
+
+/// How to write the approval under the stage's approval policy: `Some(minApprovals)` for the
+/// trailer form (the policy wants several approvers), and how the commit is signed. Refuses an
+/// unsigned approval the policy would not count.
+fn approval_form(
+    repo: &Repository,
+    source: &GitSource,
+    current: &Snapshot,
+    stage: &str,
+    warnings: &mut Vec<String>,
+) -> Result<(Option<u32>, Option<String>), EditError> {
+    let policy = approval_policy(source, current, stage, warnings);
+    let signed = signing_note(repo)?;
+    if policy.as_ref().is_some_and(|p| p.require_signature) && signed.is_none() {
+        return Err(EditError::SigningRequired {
+            stage: stage.to_string(),
+        });
+    }
+    let trailer_for = policy.map(|p| p.min_approvals).filter(|min| *min > 1);
+    Ok((trailer_for, signed))
 }
 
 /// The approval policy of `stage` in the RolloutPolicy governing the current snapshot, if any.

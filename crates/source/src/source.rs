@@ -15,7 +15,7 @@ use crate::error::SourceError;
 use crate::index::{HistoryIndex, Summary, change_between};
 use crate::poker::Poker;
 use crate::policies::{PolicyIndex, PolicySet};
-use crate::read::{DeltaReader, IndexedHead, NewCommit};
+use crate::read::{DeltaReader, IndexedHead, NewCommit, ReadResult};
 use crate::repo::RepoAccess;
 use crate::report::{Change, PromotionView, SyncReport};
 use crate::trust::{Refusal, VerifyCommits, accept_all, screen};
@@ -137,47 +137,11 @@ impl GitSource {
         }
         let plan = self.plan(head_oid)?;
         let rebuilt = matches!(plan, Plan::Rebuild(_));
-        let (oids, base_root, first_seq) = match &plan {
-            Plan::Extend(commits) => {
-                let base = self.head.as_ref();
-                (
-                    commits,
-                    base.and_then(|h| h.root),
-                    base.map_or(0, |h| h.info.seq + 1),
-                )
-            }
-            Plan::Rebuild(commits) => (commits, None, 0),
-        };
-        let running = match &plan {
-            Plan::Extend(_) => self.head.as_ref().map(|h| h.oid),
-            Plan::Rebuild(_) => None,
-        };
-        let (commits, refusal) = self.screen(oids, first_seq, running, head_oid)?;
-        let reader = DeltaReader {
-            repo: self.access.repo(),
-            display: self.access.display(),
-            path: &self.path,
-            limits: &self.limits,
-        };
-        let checks = self.trust.as_mut().map(|t| &mut t.checks);
-        let read = reader.read(&mut self.parsed_blobs, &commits, base_root, checks)?;
-        self.note_refusal(refusal);
+        let (Plan::Extend(planned) | Plan::Rebuild(planned)) = &plan;
+        let planned = planned.len();
+        let read = self.read_new(&plan, head_oid)?;
         let Some(new_head) = read.head else {
-            // No new commit is accepted: what runs stays as it is.
-            if self.head.is_none() {
-                return Err(SourceError::NothingVerified {
-                    repo: self.access.display().to_string(),
-                    branch: self.access.branch().to_string(),
-                    refusal: self
-                        .refusal
-                        .as_ref()
-                        .map(|r| r.message())
-                        .unwrap_or_default(),
-                });
-            }
-            self.tip = Some(head_oid);
-            self.rebuild_next = false;
-            return Ok(self.unchanged_report(started));
+            return self.nothing_accepted(head_oid, started);
         };
 
         // Everything fallible is done: apply.
@@ -249,7 +213,7 @@ impl GitSource {
             .values()
             .filter(|c| **c != Change::Unchanged)
             .count();
-        info!(repo = %self.access.display(), head = %head_oid, rebuilt, commits = commits.len(), changed, "git source synced");
+        info!(repo = %self.access.display(), head = %head_oid, rebuilt, commits = planned, changed, "git source synced");
         Ok(SyncReport {
             head: self.head().cloned(),
             head_moved: true,
@@ -292,6 +256,59 @@ impl GitSource {
             info!(repo = %self.access.display(), "branch history was rewritten; rebuilding the snapshot index");
         }
         Ok(Plan::Rebuild(commits))
+    }
+
+    /// Screens the plan's commits under the verification mode and reads the accepted ones.
+    fn read_new(&mut self, plan: &Plan, head_oid: Oid) -> Result<ReadResult, SourceError> {
+        let (oids, base_root, first_seq) = match plan {
+            Plan::Extend(commits) => {
+                let base = self.head.as_ref();
+                (
+                    commits,
+                    base.and_then(|h| h.root),
+                    base.map_or(0, |h| h.info.seq + 1),
+                )
+            }
+            Plan::Rebuild(commits) => (commits, None, 0),
+        };
+        let running = match plan {
+            Plan::Extend(_) => self.head.as_ref().map(|h| h.oid),
+            Plan::Rebuild(_) => None,
+        };
+        let (commits, refusal) = self.screen(oids, first_seq, running, head_oid)?;
+        let reader = DeltaReader {
+            repo: self.access.repo(),
+            display: self.access.display(),
+            path: &self.path,
+            limits: &self.limits,
+        };
+        let checks = self.trust.as_mut().map(|t| &mut t.checks);
+        let read = reader.read(&mut self.parsed_blobs, &commits, base_root, checks)?;
+        self.note_refusal(refusal);
+        Ok(read)
+    }
+
+    /// No new commit is accepted (`--verify-commits`): what runs stays as it is, or, when
+    /// nothing was ever verified, nothing runs.
+    fn nothing_accepted(
+        &mut self,
+        head_oid: Oid,
+        started: Instant,
+    ) -> Result<SyncReport, SourceError> {
+        if self.head.is_none() {
+            return Err(SourceError::NothingVerified {
+                repo: self.access.display().to_string(),
+                branch: self.access.branch().to_string(),
+                refusal: self
+                    .refusal
+                    .as_ref()
+                    .map(|r| r.message())
+                    .unwrap_or_default(),
+            });
+        }
+        self.tip = Some(head_oid);
+        self.rebuild_next = false;
+        Ok(self.unchanged_report(started))
     }
 
     /// The report of a sync that indexed nothing new.
