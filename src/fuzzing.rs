@@ -128,11 +128,13 @@ fn check_valid_promotion(promotion: &tollgate_manifest::ClusterPromotion, limits
             committer_email: "fuzz@example.com".into(),
             time: DateTime::UNIX_EPOCH,
             subject: "fuzz".into(),
+            signature: None,
         }
         .into(),
         same_content_as: None,
         promotion: Arc::new(promotion.clone()),
         file: SPEC_FILE.into(),
+        contributors: Arc::from([]),
     };
     for stage in &promotion.spec.stages {
         for profile in [

@@ -41,6 +41,10 @@ pub struct Args {
     pub cache_dir: Option<PathBuf>,
     #[arg(long, short = 'o', value_enum, default_value = "table")]
     pub output: OutputFormat,
+    /// Trusted keys, as `tollgate run --trusted-keys` takes them: marks each snapshot's and
+    /// approval's commit verified (by whom) or not (why).
+    #[arg(long, env = "TOLLGATE_TRUSTED_KEYS")]
+    pub trusted_keys: Option<PathBuf>,
     /// Credentials for a remote `--repo`, as `tollgate run` takes them.
     #[command(flatten)]
     pub git_auth: super::run::GitAuthArgs,
@@ -69,6 +73,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         cache_dir,
     );
     config.auth = args.git_auth.to_auth()?;
+    config.trust.trusted_keys = args.trusted_keys.clone();
     let mut source = GitSource::open(config).context("cannot open the repository")?;
     source
         .sync()
@@ -205,6 +210,14 @@ fn date(commit: &CommitInfo) -> String {
     commit.time.format("%Y-%m-%d %H:%M").to_string()
 }
 
+/// The author, and with --trusted-keys whether the commit is verified.
+fn signed_author(commit: &CommitInfo) -> String {
+    match &commit.signature {
+        Some(signature) => format!("{} ({})", commit.author, signature.describe()),
+        None => commit.author.clone(),
+    }
+}
+
 /// The snapshot that was current when `commit` landed (first-parent order).
 fn snapshot_at(snapshots: &[Snapshot], commit: &CommitInfo) -> Option<u64> {
     snapshots
@@ -236,7 +249,9 @@ fn render_table(
         "note",
     ]);
     for snapshot in snapshots {
-        let notes = snapshot_notes(snapshot, current, runs);
+        let mut notes = snapshot_notes(snapshot, current, runs);
+        // With --trusted-keys: whether the commit is verified, and by whom (issue #33).
+        notes.extend(snapshot.commit.signature.as_ref().map(|s| s.describe()));
         table.add_row(vec![
             format!("#{}", snapshot.index),
             short_sha(&snapshot.commit).to_string(),
@@ -284,12 +299,13 @@ fn render_table(
         let approval = match &event.kind {
             ApprovalKind::Field => "approved: true".to_string(),
             ApprovalKind::Annotation { value } => format!("annotation {value}"),
+            ApprovalKind::Trailer { snapshot } => format!("Tollgate-Approve @{snapshot}"),
         };
         table.add_row(vec![
             event.stage.clone(),
             approval,
             short_sha(&event.commit).to_string(),
-            event.commit.author.clone(),
+            signed_author(&event.commit),
             date(&event.commit),
             event.commit.subject.clone(),
             snapshot_at(snapshots, &event.commit).map_or(String::new(), |i| format!("#{i}")),

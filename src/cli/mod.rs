@@ -17,10 +17,12 @@ pub mod embedded;
 pub mod emulator;
 pub mod history;
 pub mod plan;
+pub mod plan_verify;
 pub mod rollback;
 pub mod run;
 pub mod status;
 pub mod timeline;
+pub mod trust_args;
 pub mod validate;
 
 #[derive(Parser, Debug)]

@@ -75,6 +75,10 @@ pub struct Args {
     /// not reach a cluster by accident); without one the clusters are "unknown".
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    /// Trusted keys, as `tollgate run --trusted-keys` takes them: the plan also says whether
+    /// the range's commits would verify.
+    #[arg(long, env = "TOLLGATE_TRUSTED_KEYS")]
+    pub trusted_keys: Option<std::path::PathBuf>,
     /// The instant the timeline estimate starts from (RFC 3339; default: now). For tests.
     #[arg(long, hide = true, value_parser = parse_now)]
     pub now: Option<DateTime<Utc>>,
@@ -114,7 +118,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     )
     .context("cannot plan the range")?;
     let now = args.now.unwrap_or_else(Utc::now);
-    let output = match args.output {
+    let verification = match &args.trusted_keys {
+        Some(keys) => Some(super::plan_verify::verify(
+            Path::new(&args.repo),
+            &plan,
+            keys,
+        )?),
+        None => None,
+    };
+    let mut output = match args.output {
         OutputFormat::Text => render_text(&plan, now),
         OutputFormat::Markdown => {
             let surroundings = Surroundings {
@@ -123,8 +135,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             };
             render_markdown(&plan, &surroundings)
         }
-        OutputFormat::Json => format!("{}\n", serde_json::to_string_pretty(&to_json(&plan, now))?),
+        OutputFormat::Json => {
+            let mut document = to_json(&plan, now);
+            if let (Some(verification), Some(object)) = (&verification, document.as_object_mut()) {
+                let section = super::plan_verify::to_json(verification);
+                object.insert("commitVerification".to_string(), section);
+            }
+            format!("{}\n", serde_json::to_string_pretty(&document)?)
+        }
     };
+    if let Some(verification) = &verification
+        && args.output != OutputFormat::Json
+    {
+        let markdown = args.output == OutputFormat::Markdown;
+        output.push_str(&super::plan_verify::render(verification, markdown));
+    }
     super::write_stdout(&output)?;
     Ok(if plan.has_invalid() {
         ExitCode::from(EXIT_INVALID)

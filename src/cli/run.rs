@@ -48,6 +48,8 @@ pub struct Args {
     #[command(flatten)]
     pub git_auth: GitAuthArgs,
     #[command(flatten)]
+    pub trust: super::trust_args::TrustArgs,
+    #[command(flatten)]
     pub cluster: ClusterArgs,
     /// Run against an embedded management cluster (the emulator, in-process) built from this
     /// fleet file, instead of a real cluster.
@@ -304,6 +306,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         io: args.git_timeout,
     };
     source.auth = args.git_auth.to_auth()?;
+    source.trust = args.trust.config();
 
     let (mut kube_config, embedded_cluster) = match &args.embedded {
         Some(fleet_file) => {

@@ -176,6 +176,8 @@ pub struct StepGit<'a> {
     /// policy that governed the run, if any: the run goes on, nothing new starts (fail closed).
     pub policy: Option<Arc<RolloutPolicy>>,
     pub policy_problem: Option<&'a str>,
+    /// Why the branch tip does not run (`--verify-commits`), if it does not.
+    pub unverified: Option<&'a str>,
 }
 
 impl<'a> StepGit<'a> {
@@ -192,6 +194,7 @@ impl<'a> StepGit<'a> {
                     history: &git.history,
                     policy,
                     policy_problem,
+                    unverified: git.unverified.as_deref(),
                 }
             }
             // A removal runs nothing new: no approval, history or policy applies.
@@ -201,6 +204,7 @@ impl<'a> StepGit<'a> {
                 history: &[],
                 policy: None,
                 policy_problem: None,
+                unverified: None,
             },
         }
     }
@@ -273,6 +277,7 @@ mod tests {
             approvals: Arc::default(),
             history: Arc::new(vec![(*snap(1, "web.yaml")).clone()]),
             policy: Ok(Some(policy("defaults"))),
+            unverified: None,
         })
     }
 
@@ -380,6 +385,7 @@ mod tests {
         };
         let broken = Arc::new(PromotionGit {
             policy: Err(problem),
+            unverified: None,
             ..(*git(PromotionView::Valid {
                 snapshot: snap(1, "web.yaml"),
             }))

@@ -33,6 +33,9 @@ pub struct PromotionGit {
     /// it cannot be resolved (two policies select it, its annotation names none, its policy's
     /// file is broken): the controller then fails closed.
     pub policy: Result<Option<Arc<RolloutPolicy>>, PolicyProblem>,
+    /// Why the branch tip does not run (`--verify-commits`): which commit failed verification
+    /// and why. Every promotion carries it: they all track that tip.
+    pub unverified: Option<Arc<str>>,
 }
 
 /// The outcome of one sync, as far as the controller cares.
@@ -123,14 +126,19 @@ fn sync_loop(
     poker: Poker,
 ) {
     let mut complete_next = true;
+    let mut refusal = None;
     while !stop.load(Ordering::SeqCst) {
         // Clear a pending poke before syncing: a poke that arrives during the sync re-triggers.
         poker.take();
         let (update, wait) = match source.sync() {
             Ok(report) => {
+                // A new (or lifted) refusal is news for every promotion, not only changed ones.
+                let relist =
+                    complete_next || report.rebuilt || source.refusal() != refusal.as_ref();
+                refusal = source.refusal().cloned();
                 let complete = complete_next || report.rebuilt;
                 complete_next = false;
-                (update_of(&source, &report, complete), interval)
+                (update_of(&source, &report, complete, relist), interval)
             }
             // Logged once, by the source (it knows what keeps running).
             Err(error) => (
@@ -155,14 +163,14 @@ fn sync_loop(
 }
 
 /// What a successful sync changed, for the controller (everything, when `complete`).
-fn update_of(source: &GitSource, report: &SyncReport, complete: bool) -> GitUpdate {
+fn update_of(source: &GitSource, report: &SyncReport, complete: bool, relist: bool) -> GitUpdate {
     let policies = source.policies();
     if report.policies_changed {
         report_policy_errors(&policies);
     }
     let mut promotions = BTreeMap::new();
     // A policy change re-chooses every promotion's policy.
-    if complete || report.policies_changed {
+    if relist || report.policies_changed {
         for (name, view) in source.promotions() {
             let git = snapshot_of(source, &policies, name, view);
             promotions.insert(name.to_string(), Some(git));
@@ -228,6 +236,7 @@ fn snapshot_of(
         approvals: source.shared_approvals(name),
         history: source.shared_history(name),
         policy,
+        unverified: source.refusal().map(|refusal| Arc::from(refusal.message())),
     })
 }
 

@@ -118,6 +118,7 @@ fn plan(seen: &Observation<'_>, measured: &[Measurement], now: DateTime<Utc>) ->
         policy: seen.git.policy.as_deref(),
         history: seen.git.history,
         watch_problem: seen.watch_problem.as_deref(),
+        unverified: seen.git.unverified,
         policy_problem: seen.git.policy_problem,
         measurements: measured,
     })

@@ -62,6 +62,8 @@ pub struct World {
     pub metrics: std::sync::Arc<tollgate::metrics::Metrics>,
     /// The throttle of `client` (adaptive, as by default).
     pub throttle: std::sync::Arc<Throttle>,
+    /// `--verify-commits` and `--trusted-keys` of the controllers the world starts.
+    pub trust: tollgate_source::TrustConfig,
 }
 
 /// The emulator as tollgate runs it: serving the GitPromotion CRD besides the built-in types.
@@ -110,17 +112,20 @@ impl World {
             source_path: String::new(),
             metrics,
             throttle,
+            trust: Default::default(),
         }
     }
 
     pub fn controller_config(&self) -> ControllerConfig {
+        let mut source = SourceConfig::new(
+            self.repo.path().to_string_lossy(),
+            "main",
+            &self.source_path,
+            self.cache.path(),
+        );
+        source.trust = self.trust.clone();
         ControllerConfig {
-            source: SourceConfig::new(
-                self.repo.path().to_string_lossy(),
-                "main",
-                &self.source_path,
-                self.cache.path(),
-            ),
+            source,
             // Local repositories are watched; the poll is only a fallback.
             poll_interval: Duration::from_secs(5),
             dry_run: false,

@@ -86,6 +86,7 @@ fn bench_step(c: &mut Criterion) {
             policy: None,
             history: &[],
             watch_problem: None,
+            unverified: None,
             policy_problem: None,
             measurements: &[],
         };

@@ -14,6 +14,8 @@ use crate::status::{Condition, PromotionStatus};
 pub const WATCHES_HEALTHY: &str = "WatchesHealthy";
 /// `type` of the condition saying whether the RolloutPolicy governing the promotion resolves.
 pub const POLICY_VALID: &str = "PolicyValid";
+/// `type` of the condition saying whether the branch tip passed commit verification.
+pub const COMMIT_VERIFIED: &str = "CommitVerified";
 /// `type` of the condition saying the newest snapshot has the content of a rejected one.
 pub const REJECTED_CONTENT: &str = "RejectedContent";
 
@@ -103,6 +105,21 @@ pub(crate) fn set_rejected_content(
         healthy: ("False", "NoRejectedContent"),
         unhealthy: ("True", "RejectedContentRecommitted"),
         problem: note,
+    };
+    set(status, wanted, now)
+}
+
+/// Sets the `CommitVerified` condition; true when a refusal is new (`CommitNotVerified`).
+pub(crate) fn set_commit_verified(
+    status: &mut PromotionStatus,
+    refusal: Option<&str>,
+    now: DateTime<Utc>,
+) -> bool {
+    let wanted = Wanted {
+        type_: COMMIT_VERIFIED,
+        healthy: ("True", "Verified"),
+        unhealthy: ("False", "CommitNotVerified"),
+        problem: refusal,
     };
     set(status, wanted, now)
 }

@@ -6,7 +6,10 @@ use tollgate_model::model::{ManualTrigger, Stage, Trigger};
 use tollgate_model::window::{Window, WindowState};
 
 use crate::activity::StageActivity;
+use tollgate_model::approval_policy::ApprovalPolicy;
+
 use crate::approval;
+use crate::approval_quorum;
 use crate::messages;
 use crate::output::EngineEvent;
 use crate::output::EventReason;
@@ -15,7 +18,7 @@ use crate::status::ConsumedApproval;
 
 /// The gate let the stage pass; an approval it used must be recorded as consumed.
 pub(crate) struct Passed {
-    pub consumes: Option<ConsumedApproval>,
+    pub consumes: Vec<ConsumedApproval>,
 }
 
 pub(crate) fn pass(run: &mut StageRun<'_, '_>, trigger: &Trigger) -> Result<Passed, Hold> {
@@ -38,9 +41,14 @@ pub(crate) fn pass(run: &mut StageRun<'_, '_>, trigger: &Trigger) -> Result<Pass
                 }
             }
             run.st.awaiting_window_since = None;
-            Ok(Passed { consumes: None })
+            Ok(Passed {
+                consumes: Vec::new(),
+            })
         }
         Trigger::Manual(manual) => {
+            if let Some(policy) = run.policy.as_ref().and_then(|p| p.approvals.clone()) {
+                return pass_quorum(run, manual, &policy);
+            }
             let stage = &run.stage.name;
             let Some(valid) =
                 approval::find(run.snapshot, stage, manual, run.approvals, run.consumed)
@@ -57,10 +65,43 @@ pub(crate) fn pass(run: &mut StageRun<'_, '_>, trigger: &Trigger) -> Result<Pass
             ));
             run.st.approver = Some(Box::new(valid.approver));
             Ok(Passed {
-                consumes: valid.consumes,
+                consumes: valid.consumes.into_iter().collect(),
             })
         }
     }
+}
+
+/// A manual gate under an approval policy: it opens at `minApprovals` distinct approvers that
+/// count; status lists every approval it looked at.
+fn pass_quorum(
+    run: &mut StageRun<'_, '_>,
+    manual: &ManualTrigger,
+    policy: &ApprovalPolicy,
+) -> Result<Passed, Hold> {
+    let stage = &run.stage.name;
+    let quorum = approval_quorum::judge(
+        run.snapshot,
+        stage,
+        manual,
+        policy,
+        run.approvals,
+        run.consumed,
+    );
+    run.st.approvals = Some(Box::new(quorum.reviews.clone()));
+    if !quorum.is_met() {
+        run.st.describe(messages::AWAITING_APPROVAL, run.now);
+        run.st.awaiting_approval_since.get_or_insert(run.now);
+        let reason = quorum.waiting_reason(run.snapshot, stage);
+        return Err(Hold::Wait(StageActivity::AwaitingApproval, reason));
+    }
+    run.effects.events.push(EngineEvent::normal(
+        EventReason::ApprovalUsed,
+        quorum.used_note(stage, run.snapshot),
+    ));
+    run.st.approver = quorum.counted.first().cloned().map(Box::new);
+    Ok(Passed {
+        consumes: quorum.consumes,
+    })
 }
 
 /// The stage's manual trigger, when a person opens its gate.

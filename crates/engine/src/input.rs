@@ -32,6 +32,10 @@ pub struct StepInput<'a> {
     /// Why a watch of the cluster fails, if one does: `observed` may be stale. Reported in the
     /// `WatchesHealthy` condition.
     pub watch_problem: Option<&'a str>,
+    /// Why the branch tip does not run (`--verify-commits`): the commit that failed verification
+    /// and why; the last verified snapshot keeps running. Reported in the `CommitVerified`
+    /// condition, and told once as a `CommitNotVerified` warning.
+    pub unverified: Option<&'a str>,
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -17,6 +17,7 @@ pub mod activity;
 mod analysis;
 pub mod analysis_run;
 pub mod approval;
+pub mod approval_quorum;
 mod clusters;
 pub mod completion;
 pub mod conditions;
@@ -68,7 +69,7 @@ pub use preview::{GateVerdict, Preview, PreviewInput, RunChange, preview};
 pub use run_history::{RunHistory, RunOutcome, RunRecord, StageRecord};
 pub use simulate::{Simulation, SimulationEnd, SimulationInput, simulate};
 pub use status::{
-    ApproverKind, ClusterCondition, ClusterState, Condition, Phase, PolicyRef, PromotionStatus,
-    RestoredStage, RunFailure, StageAhead, StageStatus, WaveProgress,
+    ApprovalReview, ApproverKind, ClusterCondition, ClusterState, Condition, Phase, PolicyRef,
+    PromotionStatus, RestoredStage, RunFailure, StageAhead, StageStatus, WaveProgress,
 };
 pub use step::step;

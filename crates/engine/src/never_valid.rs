@@ -58,6 +58,7 @@ mod tests {
             policy: None,
             history: &[],
             watch_problem: None,
+            unverified: None,
             policy_problem: None,
             measurements: &[],
         };
@@ -92,6 +93,7 @@ mod tests {
             policy: None,
             history: &[],
             watch_problem: None,
+            unverified: None,
             policy_problem: None,
             measurements: &[],
         };

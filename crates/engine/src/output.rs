@@ -72,6 +72,8 @@ pub enum EventReason {
     WaveCompleted,
     SnapshotsSuperseded,
     PolicyInvalid,
+    /// The branch tip failed commit verification; the last verified snapshot keeps running.
+    CommitNotVerified,
     RejectedContentRecommitted,
     InvalidSpec,
     AnalysisFailed,
@@ -107,6 +109,7 @@ impl EventReason {
             EventReason::WaveCompleted => "WaveCompleted",
             EventReason::SnapshotsSuperseded => "SnapshotsSuperseded",
             EventReason::PolicyInvalid => "PolicyInvalid",
+            EventReason::CommitNotVerified => "CommitNotVerified",
             EventReason::RejectedContentRecommitted => "RejectedContentRecommitted",
             EventReason::InvalidSpec => "InvalidSpec",
             EventReason::AnalysisFailed => "AnalysisFailed",

@@ -205,6 +205,9 @@ struct Simulator<'i> {
     pending_start_hold: Option<HeldStart>,
     assumed_approvals: Vec<AssumedApproval>,
     fleet_assumed: bool,
+    /// The policy the simulation steps under: the input's, without its approval policies, since
+    /// every gate is assumed approved at once (one assumed approval could not meet a quorum).
+    policy: Option<RolloutPolicy>,
 }
 
 impl<'i> Simulator<'i> {
@@ -240,6 +243,11 @@ impl<'i> Simulator<'i> {
             pending_start_hold: None,
             assumed_approvals: Vec::new(),
             fleet_assumed,
+            policy: input.policy.map(|policy| {
+                let mut policy = policy.clone();
+                policy.spec.approvals.clear();
+                policy
+            }),
         }
     }
 
@@ -267,10 +275,11 @@ impl<'i> Simulator<'i> {
             observed: &self.observed,
             status: self.status.as_ref(),
             now,
-            policy: self.input.policy,
+            policy: self.policy.as_ref(),
             policy_problem: self.input.policy_problem,
             history: &self.history,
             watch_problem: None,
+            unverified: None,
         })
     }
 
@@ -460,6 +469,7 @@ impl<'i> Simulator<'i> {
             committer_email: String::new(),
             time: now,
             subject: "approval assumed by the simulation".to_string(),
+            signature: None,
         }
     }
 

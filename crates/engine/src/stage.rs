@@ -31,7 +31,7 @@ use crate::waves;
 
 impl StageRun<'_, '_> {
     /// Runs the steps in order; `Ok` when the stage's trigger held and the pipeline moves on.
-    pub fn progress(&mut self) -> Result<Option<ConsumedApproval>, Hold> {
+    pub fn progress(&mut self) -> Result<Vec<ConsumedApproval>, Hold> {
         if self.profiles.foreign_main {
             return Err(Hold::Failed(messages::foreign_profile(&self.profiles.main)));
         }
@@ -41,7 +41,7 @@ impl StageRun<'_, '_> {
         let Some(trigger) = self.stage.trigger.as_ref() else {
             analyzed.done()?;
             self.next_stage_free()?;
-            return Ok(analyzed.consumes);
+            return Ok(analyzed.consumes.into_iter().collect());
         };
         self.delay(trigger)?;
         self.preverification(trigger)?;
@@ -50,7 +50,11 @@ impl StageRun<'_, '_> {
         analyzed.done()?;
         // Never consume an approval for an advance whose apply is refused.
         self.next_stage_free()?;
-        Ok(gate::pass(self, trigger)?.consumes.or(analyzed.consumes))
+        let mut consumes = gate::pass(self, trigger)?.consumes;
+        if consumes.is_empty() {
+            consumes.extend(analyzed.consumes);
+        }
+        Ok(consumes)
     }
 
     fn render_spec(&self) -> Value {

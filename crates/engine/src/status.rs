@@ -340,6 +340,10 @@ pub struct StageStatus {
     /// larger (10,000 promotions keep theirs in memory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approver: Option<Box<Approver>>,
+    /// Under an approval policy (`spec.approvals.<stage>`): each approval of this run the gate
+    /// looked at, whether it counts, and why not (issue #33). Boxed like `approver`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<Box<Vec<ApprovalReview>>>,
     /// What the stage waits for, in plain words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_reason: Option<String>,
@@ -514,6 +518,24 @@ pub struct Approver {
     pub time: Option<DateTime<Utc>>,
 }
 
+/// One approval the gate of a stage with an approval policy looked at.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalReview {
+    pub kind: ApproverKind,
+    /// The approving commit.
+    pub sha: String,
+    /// Who approved: the verified signer's principal, else the author's e-mail address.
+    pub approver: String,
+    /// `verified (principal, key)` or why the commit is not verified.
+    pub signature: String,
+    pub counts: bool,
+    /// Why it does not count: unsigned, not an approver, self-approval, for another snapshot,
+    /// duplicate approver, …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
 /// How a manual stage was approved in git.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum ApproverKind {
@@ -521,6 +543,8 @@ pub enum ApproverKind {
     Field,
     /// The annotation `approve.tollgate.dev/<stage>: <snapshot id>`.
     Annotation,
+    /// A commit with the trailer `Tollgate-Approve: <promotion>/<stage>@<snapshot id>`.
+    Trailer,
 }
 
 impl ApproverKind {
@@ -528,6 +552,7 @@ impl ApproverKind {
         match self {
             ApproverKind::Field => "Field",
             ApproverKind::Annotation => "Annotation",
+            ApproverKind::Trailer => "Trailer",
         }
     }
 }
@@ -557,7 +582,9 @@ mod tests {
     #[test]
     fn rare_parts_of_a_status_are_boxed() {
         // 504 since stages carry their activity (+64 bytes: 2.5 MB at 10,000 promotions of 4 stages).
-        assert!(std::mem::size_of::<StageStatus>() <= 512);
+        // 520 with the boxed approval reviews (+8 bytes: 320 KB at 10,000 promotions of 4
+        // stages).
+        assert!(std::mem::size_of::<StageStatus>() <= 520);
         // 496 with the verdicts (a vector) and the two boxed notify fields.
         assert!(std::mem::size_of::<PromotionStatus>() <= 496);
     }

@@ -46,6 +46,14 @@ pub fn step(input: &StepInput<'_>) -> StepOutput {
         Desired::RemovalHeld { reason, .. } => removal::step_held(input, reason),
     };
     conditions::set_watch_health(&mut output.status, input.watch_problem, input.now);
+    if conditions::set_commit_verified(&mut output.status, input.unverified, input.now)
+        && let Some(refusal) = input.unverified
+    {
+        output.events.push(EngineEvent::warning(
+            EventReason::CommitNotVerified,
+            refusal.to_string(),
+        ));
+    }
     crate::run_recording::record(input.status, &mut output.status, input.now);
     coalesce_handoffs(&mut output.events);
     drop_unphased_stage_events(input.status, &mut output);
@@ -935,6 +943,7 @@ impl<'i, 'a> Run<'i, 'a> {
             succeeded_at: None,
             counts: Default::default(),
             approver: None,
+            approvals: None,
             waiting_reason: None,
             awaiting_approval_since: None,
             awaiting_window_since: None,
@@ -1034,7 +1043,7 @@ impl<'i, 'a> Run<'i, 'a> {
         .progress();
         match outcome {
             Ok(consumed) => {
-                if let Some(consumed) = consumed {
+                for consumed in consumed {
                     self.status.record_consumed(consumed);
                 }
                 advance(&mut self.status, &current, now)

@@ -44,6 +44,8 @@ pub struct World {
     pub history: Vec<Snapshot>,
     /// What the controller says about its watches.
     pub watch_problem: Option<String>,
+    /// Why the branch tip failed commit verification (`--verify-commits`).
+    pub unverified: Option<String>,
     /// Why the governing policy cannot be resolved (`policy` is then its last valid version).
     pub policy_problem: Option<String>,
     /// Analysis measurements taken (as the controller's runner would feed them).
@@ -63,6 +65,7 @@ impl World {
             policy: None,
             history: Vec::new(),
             watch_problem: None,
+            unverified: None,
             policy_problem: None,
             measurements: Vec::new(),
         }
@@ -102,6 +105,7 @@ impl World {
             policy: self.policy.as_ref(),
             history: &self.history,
             watch_problem: self.watch_problem.as_deref(),
+            unverified: self.unverified.as_deref(),
             policy_problem: self.policy_problem.as_deref(),
             measurements: &self.measurements,
         })
@@ -274,6 +278,7 @@ pub fn commit(seq: u64) -> CommitInfo {
         committer_email: format!("committer{seq}@example.com"),
         time: DateTime::<Utc>::UNIX_EPOCH + Duration::seconds(i64::try_from(seq).unwrap_or(0)),
         subject: format!("commit {seq}"),
+        signature: None,
     }
 }
 
@@ -286,6 +291,7 @@ pub fn snapshot(promotion: ClusterPromotion, index: u64, commit: CommitInfo) -> 
         same_content_as: None,
         promotion: Arc::new(promotion),
         file: "promotions.yaml".to_string(),
+        contributors: std::sync::Arc::from([]),
     }
 }
 

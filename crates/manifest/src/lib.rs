@@ -39,6 +39,7 @@ pub mod plain_scalar;
 pub mod policy;
 pub mod policy_analyses;
 pub mod policy_analysis_providers;
+mod policy_approvals;
 pub mod policy_fields;
 pub mod report;
 pub mod rules;

@@ -37,6 +37,7 @@ const SPEC_FIELDS: &[&str] = &[
     "blackouts",
     "notify",
     "analyses",
+    "approvals",
 ];
 const BLACKOUT_FIELDS: &[&str] = &["from", "to", "timeZone", "reason"];
 const OVERRIDE_FIELDS: &[&str] = &[
@@ -201,6 +202,9 @@ fn check_spec(spec: &Map<String, Value>, findings: &mut Vec<Finding>) {
     }
     if let Some(notify) = spec.get("notify") {
         check_notify(notify, findings);
+    }
+    if let Some(approvals) = spec.get("approvals") {
+        crate::policy_approvals::check_approvals(approvals, findings);
     }
     let analyses = spec
         .get("analyses")

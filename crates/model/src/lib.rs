@@ -7,6 +7,7 @@
 
 pub mod analysis;
 pub mod analysis_template;
+pub mod approval_policy;
 pub mod blackout;
 pub mod cron;
 pub mod duration;
@@ -15,10 +16,12 @@ pub mod label_map;
 pub mod model;
 pub mod policy;
 pub mod profile_spec;
+pub mod signature;
 pub mod snapshot;
 pub mod window;
 
 pub use hash::SpecHashes;
 pub use model::{ClusterPromotion, Stage, Trigger};
 pub use policy::{RolloutPolicy, StagePolicy};
+pub use signature::{SignatureCheck, Unverified};
 pub use snapshot::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot};

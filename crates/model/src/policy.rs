@@ -12,6 +12,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::analysis::Analysis;
+use crate::approval_policy::ApprovalPolicy;
 use crate::blackout::Blackout;
 use crate::hash::hash_value;
 use crate::model::{GoDuration, LabelSelector, Metadata};
@@ -62,6 +63,10 @@ pub struct RolloutPolicySpec {
     /// so the version of a policy without any is what it was before.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub analyses: Vec<Analysis>,
+    /// Approval policies of manual gates, by stage name (issue #33); skipped when empty, so the
+    /// version of a policy without any is what it was before.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub approvals: BTreeMap<String, ApprovalPolicy>,
 }
 
 /// `onNewSnapshot`: what a new snapshot does while a run is in progress. A rollback (content
@@ -248,6 +253,8 @@ pub struct StagePolicy {
     pub waves: Option<Waves>,
     /// The analyses the stage runs, in the order it names them (names that resolve).
     pub analyses: Vec<Analysis>,
+    /// `spec.approvals.<stage>`: who may open the stage's manual gate (issue #33).
+    pub approvals: Option<ApprovalPolicy>,
 }
 
 impl RolloutPolicy {
@@ -285,6 +292,7 @@ impl RolloutPolicy {
                         .collect()
                 })
                 .unwrap_or_default(),
+            approvals: spec.approvals.get(stage).cloned(),
         }
     }
 

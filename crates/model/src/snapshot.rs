@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::hash::SpecHashes;
 use crate::model::ClusterPromotion;
+use crate::signature::SignatureCheck;
 
 /// Who made a commit and when.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +28,10 @@ pub struct CommitInfo {
     pub time: DateTime<Utc>,
     /// First line of the commit message.
     pub subject: String,
+    /// The commit's signature checked against the controller's trusted keys; `None`: not checked
+    /// (no trusted keys configured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<SignatureCheck>,
 }
 
 /// One promotion's content as of a commit. Its identity is its content (`hashes`), not the commit:
@@ -50,6 +55,11 @@ pub struct Snapshot {
     pub promotion: Arc<ClusterPromotion>,
     /// The file (relative to the repository root) the promotion was read from.
     pub file: String,
+    /// Who brought this content: the authors, committers and verified signers (lowercase e-mail
+    /// addresses and principals) of the commits that changed the promotion since the previous
+    /// snapshot, with the commits a merge brought in and the unverified commits a verified one
+    /// folds in (docs/trust.md#self-approval). `forbidSelfApproval` refuses their approvals.
+    pub contributors: Arc<[String]>,
 }
 
 impl Snapshot {
@@ -81,6 +91,10 @@ pub enum ApprovalKind {
     /// in this commit. The value names one snapshot: a snapshot-id prefix of at least 12 hex
     /// characters, or the SHA (at least 7 hex characters) of the commit that introduced it.
     Annotation { value: String },
+    /// A commit carrying the trailer `Tollgate-Approve: <promotion>/<stage>@<snapshot>` (one
+    /// approval per commit; several people can approve one snapshot). `snapshot` names one
+    /// snapshot as an annotation value does.
+    Trailer { snapshot: String },
 }
 
 /// One approval event for one manual stage, found in first-parent history.
@@ -89,8 +103,9 @@ pub enum ApprovalKind {
 pub struct ApprovalEvent {
     pub stage: String,
     pub kind: ApprovalKind,
-    /// The approving commit: its author and committer are the approver of record. Shared as in
-    /// [`Snapshot::commit`]; serialized as the plain object.
+    /// The approving commit: its author and committer are the approver of record, its
+    /// signature says who signed it. Shared as in [`Snapshot::commit`]; serialized as the plain
+    /// object. For a commit a merge brought in, `seq` is the merge's.
     pub commit: Arc<CommitInfo>,
 }
 

@@ -216,11 +216,13 @@ mod tests {
                 committer_email: String::new(),
                 time: chrono::DateTime::UNIX_EPOCH,
                 subject: String::new(),
+                signature: None,
             }
             .into(),
             same_content_as: None,
             promotion: Arc::new(promotion),
             file: String::new(),
+            contributors: std::sync::Arc::from([]),
         }
     }
 

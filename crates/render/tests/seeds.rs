@@ -70,11 +70,13 @@ fn snapshot_of(promotion: ClusterPromotion) -> Snapshot {
             committer_email: "ada@example.com".to_string(),
             time,
             subject: "roll out".to_string(),
+            signature: None,
         }
         .into(),
         same_content_as: None,
         promotion: Arc::new(promotion),
         file: "promotions.yaml".to_string(),
+        contributors: std::sync::Arc::from([]),
     }
 }
 

@@ -20,6 +20,8 @@ pub struct SourceConfig {
     pub limits: tollgate_manifest::parse::Limits,
     /// Connect and read/write timeouts of fetches (process-wide: the first fetch's apply).
     pub timeouts: crate::timeouts::NetworkTimeouts,
+    /// Commit verification and the trusted keys (issue #33); off by default.
+    pub trust: crate::trust::TrustConfig,
 }
 
 impl SourceConfig {
@@ -38,6 +40,7 @@ impl SourceConfig {
             auth: Auth::None,
             limits: tollgate_manifest::parse::Limits::default(),
             timeouts: crate::timeouts::NetworkTimeouts::default(),
+            trust: crate::trust::TrustConfig::default(),
         }
     }
 

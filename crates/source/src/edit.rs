@@ -110,6 +110,14 @@ pub enum EditError {
         "branch {branch:?} already exists; delete it (git branch -D {branch}) or push it as it is"
     )]
     BranchExists { branch: String },
+    #[error(
+        "cannot sign the commit with your git signing configuration (gpg.format, user.signingKey): {0}; nothing was committed"
+    )]
+    Signing(#[from] crate::sign::SignError),
+    #[error(
+        "the approval policy of stage {stage:?} requires signed approvals, and git signs nothing here: set user.signingKey (and gpg.format ssh for an SSH key); nothing was committed"
+    )]
+    SigningRequired { stage: String },
     #[error("git: cannot {what}: {source}")]
     Git {
         what: String,
@@ -479,9 +487,6 @@ pub fn commit_on_new_branch(
             branch: change.branch.to_string(),
         });
     }
-    let signature = repo
-        .signature()
-        .map_err(|source| EditError::NoIdentity { source })?;
     let base_tree = base
         .tree()
         .map_err(git_error(format!("read the tree of {}", base.id())))?;
@@ -501,12 +506,69 @@ pub fn commit_on_new_branch(
     let tree = repo
         .find_tree(tree_id)
         .map_err(git_error("read the new tree"))?;
-    let commit = repo
-        .commit(None, &signature, &signature, change.message, &tree, &[base])
-        .map_err(git_error("create the commit"))?;
-    repo.reference(&reference, commit, false, change.message)
-        .map_err(git_error(format!("create branch {}", change.branch)))?;
+    commit_tree(repo, base, &tree, change.branch, change.message)
+}
+
+/// Commits `tree` on top of `base`, signed when the repository's git configuration signs
+/// commits (see [`crate::sign`]), and points the new branch `refs/heads/<branch>` at it.
+pub fn commit_tree(
+    repo: &Repository,
+    base: &Commit<'_>,
+    tree: &git2::Tree<'_>,
+    branch: &str,
+    message: &str,
+) -> Result<Oid, EditError> {
+    let reference = format!("refs/heads/{branch}");
+    if repo.find_reference(&reference).is_ok() {
+        return Err(EditError::BranchExists {
+            branch: branch.to_string(),
+        });
+    }
+    let signature = repo
+        .signature()
+        .map_err(|source| EditError::NoIdentity { source })?;
+    let committer = format!(
+        "{} <{}>",
+        signature.name().unwrap_or_default(),
+        signature.email().unwrap_or_default()
+    );
+    let commit = match crate::sign::Signing::from_config(repo, &committer)? {
+        None => repo
+            .commit(None, &signature, &signature, message, tree, &[base])
+            .map_err(git_error("create the commit"))?,
+        Some(signing) => {
+            let buffer = repo
+                .commit_create_buffer(&signature, &signature, message, tree, &[base])
+                .map_err(git_error("create the commit"))?;
+            let payload = buffer.as_str().map_err(|_| EditError::Git {
+                what: "sign the commit".to_string(),
+                source: git2::Error::from_str("the commit is not UTF-8"),
+            })?;
+            let armored = signing.sign(payload.as_bytes())?;
+            repo.commit_signed(payload, &armored, None)
+                .map_err(git_error("create the signed commit"))?
+        }
+    };
+    repo.reference(&reference, commit, false, message)
+        .map_err(git_error(format!("create branch {branch}")))?;
     Ok(commit)
+}
+
+/// How the repository's git configuration signs commits, in words (`None`: it does not).
+fn signing_note(repo: &Repository) -> Result<Option<String>, EditError> {
+    let committer = repo
+        .signature()
+        .map(|s| s.to_string())
+        .map_err(|source| EditError::NoIdentity { source })?;
+    Ok(
+        crate::sign::Signing::from_config(repo, &committer)?.map(|signing| {
+            let format = match signing.format {
+                crate::sign::SigningFormat::OpenPgp => "OpenPGP",
+                crate::sign::SigningFormat::Ssh => "SSH",
+            };
+            format!("signed with your {format} key {}", signing.key)
+        }),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -721,6 +783,16 @@ pub fn approve(
             chosen.index, current.index, chosen.index
         ));
     }
+    let (trailer_for, signed) = approval_form(&repo, &source, current, stage, &mut warnings)?;
+    if let Some(min_approvals) = trailer_for {
+        let approval = TrailerApproval {
+            name,
+            stage,
+            snapshot: chosen,
+            min_approvals,
+        };
+        return approve_by_trailer(&repo, target, &approval, signed, warnings);
+    }
     let key = format!("{APPROVE_ANNOTATION_PREFIX}{stage}");
     let (value, note) = approval_value(promotion.metadata.annotations.get(&key), chosen, &key);
     let tip = tip(&repo, target.branch)?;
@@ -737,18 +809,12 @@ pub fn approve(
         &text[..document.body.start],
         &text[document.body.end..]
     );
-    let result = reparse(&edited, &file, name)?;
-    let verification = |problem: String| EditError::Verification {
-        file: file.clone(),
-        name: name.to_string(),
-        problem,
-    };
-    if SpecHashes::of(&result) != *current.hashes {
-        return Err(verification("has different content hashes".to_string()));
-    }
-    if result.metadata.annotations.get(&key) != Some(&value) {
-        return Err(verification(format!("does not carry {key}: {value}")));
-    }
+    verify_annotated(
+        &reparse(&edited, &file, name)?,
+        current,
+        (&key, &value),
+        &file,
+    )?;
     let value12 = &value[..12.min(value.len())];
     let branch = format!("tollgate/approve-{name}-{stage}-{value12}");
     let message = format!(
@@ -773,7 +839,123 @@ pub fn approve(
         message,
         snapshot_index: chosen.index,
         snapshot_id: chosen.id().to_string(),
-        notes: vec![note],
+        notes: [note].into_iter().chain(signed).collect(),
+        warnings,
+    })
+}
+
+/// The edit changed nothing but the annotation: same content hashes, and it carries `key: value`.
+fn verify_annotated(
+    result: &ClusterPromotion,
+    current: &Snapshot,
+    (key, value): (&str, &str),
+    file: &str,
+) -> Result<(), EditError> {
+    let verification = |problem: String| EditError::Verification {
+        file: file.to_string(),
+        name: result.metadata.name.clone(),
+        problem,
+    };
+    if SpecHashes::of(result) != *current.hashes {
+        return Err(verification("has different content hashes".to_string()));
+    }
+    if result.metadata.annotations.get(key).map(String::as_str) != Some(value) {
+        return Err(verification(format!("does not carry {key}: {value}")));
+    }
+    Ok(())
+}
+
+/// How to write the approval under the stage's approval policy: `Some(minApprovals)` for the
+/// trailer form (the policy wants several approvers), and how the commit is signed. Refuses an
+/// unsigned approval the policy would not count.
+fn approval_form(
+    repo: &Repository,
+    source: &GitSource,
+    current: &Snapshot,
+    stage: &str,
+    warnings: &mut Vec<String>,
+) -> Result<(Option<u32>, Option<String>), EditError> {
+    let policy = approval_policy(source, current, stage, warnings);
+    let signed = signing_note(repo)?;
+    if policy.as_ref().is_some_and(|p| p.require_signature) && signed.is_none() {
+        return Err(EditError::SigningRequired {
+            stage: stage.to_string(),
+        });
+    }
+    let trailer_for = policy.map(|p| p.min_approvals).filter(|min| *min > 1);
+    Ok((trailer_for, signed))
+}
+
+/// The approval policy of `stage` in the RolloutPolicy governing the current snapshot, if any.
+fn approval_policy(
+    source: &GitSource,
+    current: &Snapshot,
+    stage: &str,
+    warnings: &mut Vec<String>,
+) -> Option<tollgate_model::approval_policy::ApprovalPolicy> {
+    match source.policies().choose(&current.promotion, &current.file) {
+        Ok(policy) => policy?.spec.approvals.get(stage).cloned(),
+        Err(problem) => {
+            warnings.push(format!(
+                "the RolloutPolicy governing this promotion cannot be resolved ({}); wrote the approval as if it had no approval policy"
+            , problem.message));
+            None
+        }
+    }
+}
+
+/// One approval in the trailer form.
+struct TrailerApproval<'a> {
+    name: &'a str,
+    stage: &'a str,
+    snapshot: &'a Snapshot,
+    min_approvals: u32,
+}
+
+/// An approval as an empty commit carrying `Tollgate-Approve: <name>/<stage>@<snapshot id>`:
+/// several approvers approve one snapshot without editing the same line.
+fn approve_by_trailer(
+    repo: &Repository,
+    target: &Target<'_>,
+    approval: &TrailerApproval<'_>,
+    signed: Option<String>,
+    warnings: Vec<String>,
+) -> Result<EditOutcome, EditError> {
+    let TrailerApproval {
+        name,
+        stage,
+        snapshot,
+        min_approvals,
+    } = *approval;
+    let tip = tip(repo, target.branch)?;
+    let tree = tip
+        .tree()
+        .map_err(git_error(format!("read the tree of {}", tip.id())))?;
+    let id = snapshot.id();
+    let id12 = &id[..12.min(id.len())];
+    let branch = format!("tollgate/approve-{name}-{stage}-{id12}");
+    let subject = format!(
+        "Approve {name} stage {stage} for snapshot #{} ({id12})",
+        snapshot.index
+    );
+    let message = format!(
+        "{subject}\n\n{}\n",
+        crate::trailers::approve_line(name, stage, id12)
+    );
+    let commit = commit_tree(repo, &tip, &tree, &branch, &message)?;
+    let note = format!(
+        "wrote the trailer {} (the approval policy wants {min_approvals} approvers: each commits one)",
+        crate::trailers::approve_line(name, stage, id12)
+    );
+    Ok(EditOutcome {
+        branch,
+        commit: commit.to_string(),
+        base: tip.id().to_string(),
+        file: snapshot.file.clone(),
+        message: subject,
+        snapshot_index: snapshot.index,
+        snapshot_id: id.to_string(),
+        notes: [note].into_iter().chain(signed).collect(),
         warnings,
     })
 }
@@ -866,7 +1048,8 @@ pub fn rollback(target: &Target<'_>, name: &str, index: u64) -> Result<EditOutco
         &mut warnings,
     )?;
     let result = reparse(&edited, &current_file, name)?;
-    let notes = verify_rollback(&result, snapshot, current, &current_file, target.branch)?;
+    let mut notes = verify_rollback(&result, snapshot, current, &current_file, target.branch)?;
+    notes.extend(signing_note(&repo)?);
     let short_commit = tollgate_manifest::snapshot::short_sha(&snapshot.commit.sha);
     let branch = format!("tollgate/rollback-{name}-to-{index}");
     let message = format!("Roll back {name} to snapshot #{index} ({short_commit})");

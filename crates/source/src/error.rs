@@ -55,6 +55,15 @@ pub enum SourceError {
         #[source]
         source: git2::Error,
     },
+    #[error(transparent)]
+    TrustedKeys(#[from] crate::verify::KeyDirError),
+    /// No commit of the branch is verified yet (`--verify-commits`): nothing may run.
+    #[error("no commit of branch {branch:?} in {repo} is verified: {refusal}")]
+    NothingVerified {
+        repo: String,
+        branch: String,
+        refusal: String,
+    },
     #[error("cannot read secret from file {path}: {source}")]
     SecretFile {
         path: PathBuf,

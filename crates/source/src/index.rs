@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use git2::Oid;
-use tollgate_manifest::{ApprovalEvent, ClusterPromotion, CommitInfo, Snapshot, SpecHashes};
+use tollgate_manifest::{
+    ApprovalEvent, ApprovalKind, ClusterPromotion, CommitInfo, Snapshot, SpecHashes,
+};
 
 use crate::approvals::approval_events;
 use crate::blob::{Diagnostic, ParsedBlob, duplicate_name_diagnostic};
@@ -19,6 +21,18 @@ pub(crate) struct CommitDelta {
     /// Shared by every snapshot and approval event this commit makes.
     pub info: Arc<CommitInfo>,
     pub files: Vec<FileDelta>,
+    /// `Tollgate-Approve` trailers of the commits this one brings (itself, a merge's side
+    /// commits, the unverified commits folded into it).
+    pub approvals: Vec<TrailerApproval>,
+    /// Who brought the changes (see [`Snapshot::contributors`]).
+    pub contributors: Arc<[String]>,
+}
+
+/// One `Tollgate-Approve` trailer and the commit that carries it.
+#[derive(Clone, Debug)]
+pub(crate) struct TrailerApproval {
+    pub trailer: crate::trailers::ApproveTrailer,
+    pub commit: Arc<CommitInfo>,
 }
 
 #[derive(Clone, Debug)]
@@ -101,6 +115,9 @@ pub(crate) struct HistoryIndex {
     /// vector sized for the usual one file: a set would cost a B-tree leaf per name.
     definers: HashMap<String, Vec<Arc<str>>>,
     pub promotions: BTreeMap<String, PromotionHistory>,
+    /// Promotions that got trailer approvals since the caller last took them (an approval
+    /// without a content change is still news for the controller).
+    pub approved: BTreeSet<String>,
 }
 
 impl HistoryIndex {
@@ -152,7 +169,21 @@ impl HistoryIndex {
             let definition = self.resolve(&name);
             let history = self.promotions.entry(name.clone()).or_default();
             before.entry(name).or_insert_with(|| history.summary());
-            history.record(definition, &delta.info);
+            history.record(definition, delta);
+        }
+        for approval in &delta.approvals {
+            let name = &approval.trailer.promotion;
+            // A trailer for a promotion git never defined approves nothing.
+            if let Some(history) = self.promotions.get_mut(name) {
+                Arc::make_mut(&mut history.approvals).push(ApprovalEvent {
+                    stage: approval.trailer.stage.clone(),
+                    kind: ApprovalKind::Trailer {
+                        snapshot: approval.trailer.snapshot.clone(),
+                    },
+                    commit: Arc::clone(&approval.commit),
+                });
+                self.approved.insert(name.clone());
+            }
         }
     }
 
@@ -275,7 +306,8 @@ impl HistoryIndex {
 }
 
 impl PromotionHistory {
-    fn record(&mut self, definition: Definition, commit: &Arc<CommitInfo>) {
+    fn record(&mut self, definition: Definition, delta: &CommitDelta) {
+        let commit = &delta.info;
         match definition {
             Definition::Absent => {
                 self.state = State::Absent;
@@ -324,6 +356,7 @@ impl PromotionHistory {
                             same_content_as,
                             promotion: Arc::clone(&promotion),
                             file,
+                            contributors: Arc::clone(&delta.contributors),
                         });
                     }
                 }
@@ -413,6 +446,7 @@ mod tests {
             committer_email: "ada@example.com".into(),
             time: DateTime::UNIX_EPOCH,
             subject: format!("commit {seq}"),
+            signature: None,
         })
     }
 
@@ -431,6 +465,8 @@ mod tests {
     fn delta(seq: u64, files: &[(&str, Option<(&str, &str)>)]) -> CommitDelta {
         CommitDelta {
             info: commit(seq),
+            approvals: Vec::new(),
+            contributors: Arc::from([]),
             files: files
                 .iter()
                 .map(|(path, content)| FileDelta {
@@ -455,6 +491,8 @@ mod tests {
     fn raw_delta(seq: u64, files: &[(&str, Option<&str>)]) -> CommitDelta {
         CommitDelta {
             info: commit(seq),
+            approvals: Vec::new(),
+            contributors: Arc::from([]),
             files: files
                 .iter()
                 .map(|(path, content)| FileDelta {
@@ -793,6 +831,8 @@ mod tests {
         ];
         let delta = CommitDelta {
             info: commit(0),
+            approvals: Vec::new(),
+            contributors: Arc::from([]),
             files: files
                 .into_iter()
                 .map(|(path, content)| FileDelta {

@@ -237,7 +237,14 @@ impl Reader<'_> {
             path: &self.path,
             limits: &self.limits,
         };
-        let read = reader.read(&mut self.parsed, &commits, None, 0)?;
+        let commits =
+            crate::trust::accept_all(self.repo, &commits, 0).map_err(|(commit, source)| {
+                PlanError::Walk {
+                    commit: commit.to_string(),
+                    source,
+                }
+            })?;
+        let read = reader.read(&mut self.parsed, &commits, None, None)?;
         let mut index = HistoryIndex::default();
         let mut policies = PolicyIndex::default();
         let mut prior = BTreeMap::new();

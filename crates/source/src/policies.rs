@@ -449,6 +449,8 @@ mod tests {
     /// `(path, Some(text))` writes the file, `(path, None)` deletes it.
     fn apply(index: &mut PolicyIndex, files: &[(&str, Option<&str>)]) {
         let delta = CommitDelta {
+            approvals: Vec::new(),
+            contributors: Arc::from([]),
             info: Arc::new(CommitInfo {
                 sha: "0".repeat(40),
                 seq: 0,
@@ -458,6 +460,7 @@ mod tests {
                 committer_email: String::new(),
                 time: chrono::DateTime::UNIX_EPOCH,
                 subject: String::new(),
+                signature: None,
             }),
             files: files
                 .iter()

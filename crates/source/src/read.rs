@@ -8,11 +8,15 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use git2::{Commit, Oid, Repository};
 use tollgate_manifest::CommitInfo;
+use tollgate_model::SignatureCheck;
+use tracing::warn;
 
 use crate::blob::{BlobContent, Limits, ParsedBlob, parse_blobs};
 use crate::error::SourceError;
-use crate::index::{CommitDelta, FileDelta};
+use crate::index::{CommitDelta, FileDelta, TrailerApproval};
+use crate::trailers::{self, ApproveTrailer};
 use crate::treediff::{FileChange, Root, diff_roots, resolve_root};
+use crate::verify::CommitChecks;
 
 /// The indexed branch head: where the next incremental read starts.
 pub(crate) struct IndexedHead {
@@ -41,8 +45,50 @@ enum Pending {
     Queued(Oid, usize),
 }
 
-/// A commit that changed files, with each changed path's new blob.
-type PendingCommit = (Arc<CommitInfo>, Vec<(String, Pending)>);
+/// An accepted commit that changed files or brought approvals, with each changed path's new blob.
+struct PendingCommit {
+    info: Arc<CommitInfo>,
+    files: Vec<(String, Pending)>,
+    approvals: Vec<TrailerApproval>,
+    contributors: Arc<[String]>,
+}
+
+/// A first-parent commit to read: its position, whether it is accepted as a snapshot point, and
+/// the commits it brings (itself, then what a merge brings in).
+pub(crate) struct NewCommit {
+    pub oid: Oid,
+    pub seq: u64,
+    pub accepted: bool,
+    pub range: Vec<Oid>,
+}
+
+/// What the commits folded into the next accepted one bring.
+#[derive(Default)]
+struct Folded {
+    identities: Vec<String>,
+    /// Approval trailers with their commit (its `seq` set when the accepted commit is known).
+    approvals: Vec<(ApproveTrailer, CommitInfo)>,
+}
+
+impl Folded {
+    /// The approvals at `seq`, and the contributors (sorted, distinct).
+    fn finish(mut self, seq: u64) -> (Vec<TrailerApproval>, Arc<[String]>) {
+        self.identities.sort();
+        self.identities.dedup();
+        let approvals = self
+            .approvals
+            .into_iter()
+            .map(|(trailer, mut info)| {
+                info.seq = seq;
+                TrailerApproval {
+                    trailer,
+                    commit: Arc::new(info),
+                }
+            })
+            .collect();
+        (approvals, self.identities.into())
+    }
+}
 
 impl DeltaReader<'_> {
     fn error(&self, commit: Oid, what: &str) -> impl FnOnce(git2::Error) -> SourceError {
@@ -58,13 +104,14 @@ impl DeltaReader<'_> {
     }
 
     /// Reads `commits` (oldest first; the first one's parent had `root` at the tracked path).
-    /// New blobs are parsed and added to `parsed_blobs`.
+    /// Only accepted commits are diffed: the ones between fold into the next accepted one (see
+    /// [`crate::trust`]). New blobs are parsed and added to `parsed_blobs`.
     pub fn read(
         &self,
         parsed_blobs: &mut HashMap<Oid, Arc<ParsedBlob>>,
-        commits: &[Oid],
+        commits: &[NewCommit],
         mut root: Option<Root>,
-        first_seq: u64,
+        mut checks: Option<&mut CommitChecks>,
     ) -> Result<ReadResult, SourceError> {
         let mut pending: Vec<PendingCommit> = Vec::new();
         // Blobs to parse: (blob, path it was first seen at, content), in first-seen order.
@@ -72,24 +119,36 @@ impl DeltaReader<'_> {
         let mut queued: HashMap<Oid, usize> = HashMap::new();
         let mut changes: Vec<FileChange> = Vec::new();
         let mut head = None;
-        for (position, oid) in commits.iter().enumerate() {
-            let seq = first_seq + position as u64;
+        let last_accepted = commits.iter().rposition(|c| c.accepted);
+        // What the commits since the last accepted one bring: who, and which approvals.
+        let mut folded = Folded::default();
+        for (position, new) in commits.iter().enumerate() {
+            let oid = &new.oid;
             let commit = self
                 .repo
                 .find_commit(*oid)
                 .map_err(self.error(*oid, "the commit"))?;
+            for member in &new.range {
+                self.fold(&mut folded, *member, &mut checks)
+                    .map_err(self.error(*member, "the commit"))?;
+            }
+            if !new.accepted {
+                continue;
+            }
             let new_root = resolve_root(self.repo, commit.tree_id(), self.path)
                 .map_err(self.error(*oid, "the tracked path"))?;
             changes.clear();
             diff_roots(self.repo, self.path, root, new_root, &mut changes)
                 .map_err(self.error(*oid, "the tree"))?;
             root = new_root;
-            let is_head = position + 1 == commits.len();
-            if changes.is_empty() && !is_head {
+            let is_head = Some(position) == last_accepted;
+            let folded_now = std::mem::take(&mut folded);
+            if changes.is_empty() && folded_now.approvals.is_empty() && !is_head {
                 continue;
             }
-            let info = Arc::new(commit_info(&commit, seq));
-            if !changes.is_empty() {
+            let signature = checks.as_deref_mut().map(|c| c.check(self.repo, *oid));
+            let info = Arc::new(commit_info(&commit, new.seq, signature));
+            if !changes.is_empty() || !folded_now.approvals.is_empty() {
                 let mut files = Vec::with_capacity(changes.len());
                 for change in &changes {
                     let state = match change.new {
@@ -110,7 +169,13 @@ impl DeltaReader<'_> {
                     };
                     files.push((change.path.clone(), state));
                 }
-                pending.push((Arc::clone(&info), files));
+                let (approvals, contributors) = folded_now.finish(new.seq);
+                pending.push(PendingCommit {
+                    info: Arc::clone(&info),
+                    files,
+                    approvals,
+                    contributors,
+                });
             }
             if is_head {
                 head = Some(IndexedHead {
@@ -130,9 +195,12 @@ impl DeltaReader<'_> {
         }
         let deltas = pending
             .into_iter()
-            .map(|(info, files)| CommitDelta {
-                info,
-                files: files
+            .map(|commit| CommitDelta {
+                info: commit.info,
+                approvals: commit.approvals,
+                contributors: commit.contributors,
+                files: commit
+                    .files
                     .into_iter()
                     .map(|(path, state)| FileDelta {
                         path,
@@ -150,7 +218,42 @@ impl DeltaReader<'_> {
     }
 }
 
-fn commit_info(commit: &Commit<'_>, seq: u64) -> CommitInfo {
+impl DeltaReader<'_> {
+    /// Adds one commit of a range to what the next accepted commit brings: its author,
+    /// committer and verified signers, and its approval trailers.
+    fn fold(
+        &self,
+        folded: &mut Folded,
+        oid: Oid,
+        checks: &mut Option<&mut CommitChecks>,
+    ) -> Result<(), git2::Error> {
+        let commit = self.repo.find_commit(oid)?;
+        let signature = checks.as_deref_mut().map(|c| c.check(self.repo, oid));
+        let email = |bytes: &[u8]| String::from_utf8_lossy(bytes).to_ascii_lowercase();
+        folded.identities.push(email(commit.author().email_bytes()));
+        folded
+            .identities
+            .push(email(commit.committer().email_bytes()));
+        if let Some(principals) = signature.as_ref().and_then(|s| s.principals()) {
+            folded.identities.extend(principals.iter().cloned());
+        }
+        let message = String::from_utf8_lossy(commit.message_bytes());
+        if message.contains(':') {
+            let (found, errors) = trailers::approvals(&message);
+            for error in errors {
+                warn!(commit = %oid, %error, "approval trailer ignored");
+            }
+            for trailer in found {
+                folded
+                    .approvals
+                    .push((trailer, commit_info(&commit, 0, signature.clone())));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn commit_info(commit: &Commit<'_>, seq: u64, signature: Option<SignatureCheck>) -> CommitInfo {
     let author = commit.author();
     let committer = commit.committer();
     let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
@@ -165,5 +268,6 @@ fn commit_info(commit: &Commit<'_>, seq: u64) -> CommitInfo {
         committer_email: text(committer.email_bytes()),
         time: DateTime::<Utc>::from_timestamp(seconds, 0).unwrap_or_default(),
         subject: commit.summary_bytes().map(text).unwrap_or_default(),
+        signature,
     }
 }

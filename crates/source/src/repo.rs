@@ -70,6 +70,10 @@ impl RepoAccess {
         &self.repo
     }
 
+    pub fn branch(&self) -> &str {
+        &self.branch
+    }
+
     pub fn display(&self) -> &str {
         &self.display
     }

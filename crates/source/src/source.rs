@@ -15,9 +15,11 @@ use crate::error::SourceError;
 use crate::index::{HistoryIndex, Summary, change_between};
 use crate::poker::Poker;
 use crate::policies::{PolicyIndex, PolicySet};
-use crate::read::{DeltaReader, IndexedHead};
+use crate::read::{DeltaReader, IndexedHead, NewCommit, ReadResult};
 use crate::repo::RepoAccess;
 use crate::report::{Change, PromotionView, SyncReport};
+use crate::trust::{Refusal, VerifyCommits, accept_all, screen};
+use crate::verify::{CommitChecks, TrustedKeysDir};
 
 pub struct GitSource {
     access: RepoAccess,
@@ -33,6 +35,21 @@ pub struct GitSource {
     parsed_blobs: HashMap<Oid, Arc<ParsedBlob>>,
     backoff: Backoff,
     poker: Poker,
+    /// The trusted keys and what is verified with them (`None`: nothing is checked).
+    trust: Option<Trust>,
+    /// The branch tip at the last sync (the indexed head is the last accepted commit).
+    tip: Option<Oid>,
+    /// Why the branch tip is not the indexed head, when verification refuses it.
+    refusal: Option<Arc<Refusal>>,
+    /// The trusted keys changed: the next sync re-indexes the whole history.
+    rebuild_next: bool,
+}
+
+/// Verification state: the keys, the mode, and the signature checks made with these keys.
+struct Trust {
+    mode: Option<VerifyCommits>,
+    keys: TrustedKeysDir,
+    checks: CommitChecks,
 }
 
 /// The commits to index and whether they extend the current index or replace it.
@@ -45,6 +62,18 @@ impl GitSource {
     /// Opens the repository (or its cache clone). Nothing is read until the first [`Self::sync`].
     pub fn open(config: SourceConfig) -> Result<Self, SourceError> {
         let access = RepoAccess::open(&config)?;
+        let trust = match &config.trust.trusted_keys {
+            Some(dir) => {
+                let keys = TrustedKeysDir::open(dir)?;
+                let checks = CommitChecks::new(keys.keys().clone());
+                Some(Trust {
+                    mode: config.trust.verify_commits,
+                    keys,
+                    checks,
+                })
+            }
+            None => None,
+        };
         Ok(GitSource {
             access,
             path: config.normalized_path(),
@@ -56,6 +85,10 @@ impl GitSource {
             parsed_blobs: HashMap::new(),
             backoff: Backoff::default(),
             poker: Poker::new(),
+            trust,
+            tip: None,
+            refusal: None,
+            rebuild_next: false,
         })
     }
 
@@ -97,45 +130,18 @@ impl GitSource {
     }
 
     fn sync_once(&mut self, started: Instant) -> Result<SyncReport, SourceError> {
+        self.refresh_keys();
         let head_oid = self.access.refresh()?;
-        if self.head.as_ref().is_some_and(|h| h.oid == head_oid) {
-            return Ok(SyncReport {
-                head: self.head().cloned(),
-                head_moved: false,
-                changes: BTreeMap::new(),
-                path_missing: self.path_missing(),
-                policies_changed: false,
-                rebuilt: false,
-                duration: started.elapsed(),
-            });
+        if self.tip == Some(head_oid) && !self.rebuild_next {
+            return Ok(self.unchanged_report(started));
         }
         let plan = self.plan(head_oid)?;
         let rebuilt = matches!(plan, Plan::Rebuild(_));
-        let (commits, base_root, first_seq) = match &plan {
-            Plan::Extend(commits) => {
-                let base = self.head.as_ref();
-                (
-                    commits,
-                    base.and_then(|h| h.root),
-                    base.map_or(0, |h| h.info.seq + 1),
-                )
-            }
-            Plan::Rebuild(commits) => (commits, None, 0),
-        };
-        let reader = DeltaReader {
-            repo: self.access.repo(),
-            display: self.access.display(),
-            path: &self.path,
-            limits: &self.limits,
-        };
-        let read = reader.read(&mut self.parsed_blobs, commits, base_root, first_seq)?;
+        let (Plan::Extend(planned) | Plan::Rebuild(planned)) = &plan;
+        let planned = planned.len();
+        let read = self.read_new(&plan, head_oid)?;
         let Some(new_head) = read.head else {
-            // A plan always has at least the head commit.
-            return Err(SourceError::Walk {
-                repo: self.access.display().to_string(),
-                commit: head_oid.to_string(),
-                source: git2::Error::from_str("no commits to index"),
-            });
+            return self.nothing_accepted(head_oid, started);
         };
 
         // Everything fallible is done: apply.
@@ -189,8 +195,16 @@ impl GitSource {
                 changes.insert(name.clone(), change);
             }
         }
+        for name in std::mem::take(&mut index.approved) {
+            let change = changes.entry(name).or_insert(Change::TriggerOnly);
+            if *change == Change::Unchanged {
+                *change = Change::TriggerOnly;
+            }
+        }
         self.index = index;
         self.head = Some(new_head);
+        self.tip = Some(head_oid);
+        self.rebuild_next = false;
         let path_missing = self.path_missing();
         if path_missing {
             warn!(repo = %self.access.display(), path = %self.path, "the tracked path does not exist at the branch head");
@@ -199,7 +213,7 @@ impl GitSource {
             .values()
             .filter(|c| **c != Change::Unchanged)
             .count();
-        info!(repo = %self.access.display(), head = %head_oid, rebuilt, commits = commits.len(), changed, "git source synced");
+        info!(repo = %self.access.display(), head = %head_oid, rebuilt, commits = planned, changed, "git source synced");
         Ok(SyncReport {
             head: self.head().cloned(),
             head_moved: true,
@@ -223,7 +237,11 @@ impl GitSource {
         let mut walk = repo.revwalk().map_err(walk_error)?;
         walk.simplify_first_parent().map_err(walk_error)?;
         walk.push(head).map_err(walk_error)?;
-        let indexed = self.head.as_ref().map(|h| h.oid);
+        let indexed = self
+            .head
+            .as_ref()
+            .filter(|_| !self.rebuild_next)
+            .map(|h| h.oid);
         let mut commits = Vec::new();
         for oid in walk {
             let oid = oid.map_err(walk_error)?;
@@ -238,6 +256,137 @@ impl GitSource {
             info!(repo = %self.access.display(), "branch history was rewritten; rebuilding the snapshot index");
         }
         Ok(Plan::Rebuild(commits))
+    }
+
+    /// Screens the plan's commits under the verification mode and reads the accepted ones.
+    fn read_new(&mut self, plan: &Plan, head_oid: Oid) -> Result<ReadResult, SourceError> {
+        let (oids, base_root, first_seq) = match plan {
+            Plan::Extend(commits) => {
+                let base = self.head.as_ref();
+                (
+                    commits,
+                    base.and_then(|h| h.root),
+                    base.map_or(0, |h| h.info.seq + 1),
+                )
+            }
+            Plan::Rebuild(commits) => (commits, None, 0),
+        };
+        let running = match plan {
+            Plan::Extend(_) => self.head.as_ref().map(|h| h.oid),
+            Plan::Rebuild(_) => None,
+        };
+        let (commits, refusal) = self.screen(oids, first_seq, running, head_oid)?;
+        let reader = DeltaReader {
+            repo: self.access.repo(),
+            display: self.access.display(),
+            path: &self.path,
+            limits: &self.limits,
+        };
+        let checks = self.trust.as_mut().map(|t| &mut t.checks);
+        let read = reader.read(&mut self.parsed_blobs, &commits, base_root, checks)?;
+        self.note_refusal(refusal);
+        Ok(read)
+    }
+
+    /// No new commit is accepted (`--verify-commits`): what runs stays as it is, or, when
+    /// nothing was ever verified, nothing runs.
+    fn nothing_accepted(
+        &mut self,
+        head_oid: Oid,
+        started: Instant,
+    ) -> Result<SyncReport, SourceError> {
+        if self.head.is_none() {
+            return Err(SourceError::NothingVerified {
+                repo: self.access.display().to_string(),
+                branch: self.access.branch().to_string(),
+                refusal: self
+                    .refusal
+                    .as_ref()
+                    .map(|r| r.message())
+                    .unwrap_or_default(),
+            });
+        }
+        self.tip = Some(head_oid);
+        self.rebuild_next = false;
+        Ok(self.unchanged_report(started))
+    }
+
+    /// The report of a sync that indexed nothing new.
+    fn unchanged_report(&self, started: Instant) -> SyncReport {
+        SyncReport {
+            head: self.head().cloned(),
+            head_moved: false,
+            changes: BTreeMap::new(),
+            path_missing: self.path_missing(),
+            policies_changed: false,
+            rebuilt: false,
+            duration: started.elapsed(),
+        }
+    }
+
+    /// Re-reads the trusted keys when they changed; new keys re-verify the whole history.
+    fn refresh_keys(&mut self) {
+        if let Some(trust) = &mut self.trust
+            && trust.keys.refresh()
+        {
+            trust.checks = CommitChecks::new(trust.keys.keys().clone());
+            self.rebuild_next = true;
+        }
+    }
+
+    /// The new first-parent commits with their ranges, and which are accepted under the
+    /// verification mode (every one when it is off).
+    fn screen(
+        &mut self,
+        oids: &[Oid],
+        first_seq: u64,
+        running: Option<Oid>,
+        tip: Oid,
+    ) -> Result<(Vec<NewCommit>, Option<Refusal>), SourceError> {
+        let repo = self.access.repo();
+        let mut commits =
+            accept_all(repo, oids, first_seq).map_err(|(oid, source)| SourceError::Read {
+                repo: self.access.display().to_string(),
+                commit: oid.to_string(),
+                what: "the commits it merges".to_string(),
+                source,
+            })?;
+        let Some(trust) = self.trust.as_mut() else {
+            return Ok((commits, None));
+        };
+        let Some(mode) = trust.mode else {
+            return Ok((commits, None));
+        };
+        let ranges: Vec<(Oid, Vec<Oid>)> =
+            commits.iter().map(|c| (c.oid, c.range.clone())).collect();
+        let screen = screen(repo, &ranges, mode, &mut trust.checks, running);
+        for (commit, accepted) in commits.iter_mut().zip(screen.accepted) {
+            commit.accepted = accepted;
+        }
+        let refusal = screen.refusal.filter(|r| r.tip == tip.to_string());
+        Ok((commits, refusal))
+    }
+
+    /// Records why the tip is refused (or that it no longer is), logging each new refusal once.
+    fn note_refusal(&mut self, refusal: Option<Refusal>) {
+        if self.refusal.as_deref() == refusal.as_ref() {
+            return;
+        }
+        match &refusal {
+            Some(refusal) => {
+                warn!(repo = %self.access.display(), reason = %refusal.message(), "commit not verified; it does not roll out")
+            }
+            None if self.refusal.is_some() => {
+                info!(repo = %self.access.display(), "the branch tip is verified again")
+            }
+            None => {}
+        }
+        self.refusal = refusal.map(Arc::new);
+    }
+
+    /// Why the branch tip does not run (`--verify-commits`), if it does not.
+    pub fn refusal(&self) -> Option<&Arc<Refusal>> {
+        self.refusal.as_ref()
     }
 
     pub fn head(&self) -> Option<&CommitInfo> {

@@ -31,6 +31,7 @@ fn valid(name: &str, index: u64) -> Arc<PromotionGit> {
         approvals: Arc::default(),
         history: Arc::default(),
         policy: Ok(None),
+        unverified: None,
     })
 }
 
@@ -44,6 +45,7 @@ fn never_valid() -> Arc<PromotionGit> {
         approvals: Arc::default(),
         history: Arc::default(),
         policy: Ok(None),
+        unverified: None,
     })
 }
 

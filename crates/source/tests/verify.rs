@@ -1,0 +1,286 @@
+//! Commit verification with real keys made in the test (issue #33): SSH (`ssh-keygen`) and
+//! OpenPGP (`gpg`) signatures checked in-process against a `--trusted-keys` directory, and the
+//! `Head`/`Strict` screening of the branch.
+
+use std::path::Path;
+
+use tollgate_fixtures::signing::{GpgSigner, Signer, SshSigner, have_tool};
+use tollgate_fixtures::{TestRepo, promotion, stage};
+use tollgate_model::{SignatureCheck, Unverified};
+use tollgate_source::verify::{TrustedKeys, commit_signature};
+use tollgate_source::{GitSource, SourceConfig, TrustConfig, VerifyCommits};
+
+fn tools() -> bool {
+    have_tool("ssh-keygen", "openssh-client") && have_tool("gpg", "gnupg")
+}
+
+fn check(repo: &TestRepo, sha: &str, keys: &Path) -> SignatureCheck {
+    let git = git2::Repository::open(repo.path()).expect("open");
+    let keys = TrustedKeys::read_dir(keys).expect("trusted keys");
+    commit_signature(&git, git2::Oid::from_str(sha).expect("oid"), &keys)
+}
+
+fn manifest(version: &str) -> String {
+    promotion("web")
+        .chart("web", version)
+        .stage(stage("staging").selector("env", "staging").auto())
+        .to_yaml()
+}
+
+fn source(repo: &TestRepo, keys: &Path, mode: VerifyCommits) -> GitSource {
+    let mut config = SourceConfig::new(
+        repo.path().display().to_string(),
+        "main",
+        "",
+        repo.path().join("unused-cache"),
+    );
+    config.trust = TrustConfig {
+        verify_commits: Some(mode),
+        trusted_keys: Some(keys.to_path_buf()),
+    };
+    GitSource::open(config).expect("open source")
+}
+
+/// The commit the source runs (its last accepted commit).
+fn running(source: &GitSource) -> String {
+    source.head().expect("a running commit").sha.clone()
+}
+
+#[test]
+fn ssh_and_openpgp_signatures_verify_against_trusted_keys_only() {
+    if !tools() {
+        return;
+    }
+    let (alice, bob, gerda) = (
+        SshSigner::new("alice"),
+        SshSigner::new("bob"),
+        GpgSigner::new("gerda"),
+    );
+    let keys = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        keys.path().join("team.sshpub"),
+        format!(
+            "# the release team\nsre-lead,Alice@example.com {}\n",
+            alice.public_key()
+        ),
+    )
+    .expect("write");
+    gerda.trust_in(keys.path());
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &manifest("1.0.0"));
+    let unsigned = repo.commit("unsigned");
+    repo.write("web.yaml", &manifest("1.0.1"));
+    let by_alice = repo.commit_signed(&alice, "by alice");
+    repo.write("web.yaml", &manifest("1.0.2"));
+    let by_bob = repo.commit_signed(&bob, "by bob");
+    repo.write("web.yaml", &manifest("1.0.3"));
+    let by_gerda = repo.commit_signed(&gerda, "by gerda");
+
+    assert_eq!(
+        check(&repo, &unsigned, keys.path()),
+        SignatureCheck::unverified(Unverified::Unsigned, "")
+    );
+    match check(&repo, &by_alice, keys.path()) {
+        SignatureCheck::Verified { principals, key } => {
+            assert_eq!(principals, ["sre-lead", "alice@example.com"]);
+            assert!(key.starts_with("SHA256:"), "{key}");
+        }
+        other => panic!("alice's commit should verify: {other:?}"),
+    }
+    match check(&repo, &by_bob, keys.path()) {
+        SignatureCheck::Unverified {
+            reason: Unverified::UnknownKey,
+            detail,
+        } => assert!(detail.starts_with("SHA256:"), "{detail}"),
+        other => panic!("bob's key is not trusted: {other:?}"),
+    }
+    match check(&repo, &by_gerda, keys.path()) {
+        SignatureCheck::Verified { principals, key } => {
+            assert_eq!(principals, ["gerda@example.com"]);
+            assert_eq!(key, gerda.fingerprint());
+        }
+        other => panic!("gerda's commit should verify: {other:?}"),
+    }
+}
+
+#[test]
+fn a_tampered_commit_is_a_bad_signature() {
+    if !tools() {
+        return;
+    }
+    let (alice, gerda) = (SshSigner::new("alice"), GpgSigner::new("gerda"));
+    let keys = tempfile::tempdir().expect("temp dir");
+    alice.trust_in(keys.path());
+    gerda.trust_in(keys.path());
+    let repo = TestRepo::new();
+    for signer in [&alice as &dyn Signer, &gerda] {
+        repo.write("web.yaml", &manifest(signer.email()));
+        let sha = repo.commit_signed(signer, "signed");
+        // The same signature over a different message: rewrite the commit object by hand.
+        let raw = repo.git(&["cat-file", "commit", &sha]);
+        let forged = raw.replace("\n\nsigned", "\n\nforged");
+        let object = repo.path().join("forged");
+        std::fs::write(&object, forged + "\n").expect("write");
+        let forged_sha = repo.git(&[
+            "hash-object",
+            "-t",
+            "commit",
+            "-w",
+            &object.display().to_string(),
+        ]);
+        match check(&repo, &forged_sha, keys.path()) {
+            SignatureCheck::Unverified {
+                reason: Unverified::BadSignature,
+                ..
+            } => {}
+            other => panic!("a forged commit must not verify: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn head_mode_runs_only_signed_tips_and_says_why_not() {
+    if !tools() {
+        return;
+    }
+    let alice = SshSigner::new("alice");
+    let keys = tempfile::tempdir().expect("temp dir");
+    alice.trust_in(keys.path());
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &manifest("1.0.0"));
+    let first = repo.commit("unsigned start");
+    let mut source = source(&repo, keys.path(), VerifyCommits::Head);
+    let error = source.sync().expect_err("nothing is verified yet");
+    assert!(
+        error.to_string().contains("unsigned") && error.to_string().contains(&first[..7]),
+        "{error}"
+    );
+
+    repo.write("web.yaml", &manifest("1.0.1"));
+    let signed = repo.commit_signed(&alice, "signed 1.0.1");
+    source.sync().expect("sync");
+    assert_eq!(running(&source), signed);
+    assert!(source.refusal().is_none());
+    assert_eq!(
+        source.history("web").len(),
+        1,
+        "the unsigned start folds into it"
+    );
+
+    repo.write("web.yaml", &manifest("1.0.2"));
+    let unsigned = repo.commit("unsigned 1.0.2");
+    let report = source.sync().expect("sync");
+    assert_eq!(
+        running(&source),
+        signed,
+        "the verified commit keeps running"
+    );
+    assert!(report.changes.is_empty(), "{:?}", report.changes);
+    let refusal = source.refusal().expect("the tip is refused");
+    assert_eq!(refusal.commit, unsigned);
+    assert_eq!(refusal.reason, Unverified::Unsigned);
+    let message = refusal.message();
+    assert!(
+        message.contains(&unsigned[..7])
+            && message.contains("unsigned")
+            && message.contains(&format!(
+                "the last verified commit {} keeps running",
+                &signed[..7]
+            )),
+        "{message}"
+    );
+
+    repo.write("web.yaml", &manifest("1.0.3"));
+    let signed_again = repo.commit_signed(&alice, "signed 1.0.3");
+    source.sync().expect("sync");
+    assert_eq!(running(&source), signed_again);
+    assert!(source.refusal().is_none());
+    let history = source.history("web");
+    assert_eq!(history.len(), 2);
+    assert!(
+        history[1]
+            .contributors
+            .iter()
+            .any(|c| c == "author@example.com"),
+        "the folded unsigned commit's author brought this content: {:?}",
+        history[1].contributors
+    );
+}
+
+#[test]
+fn strict_mode_refuses_an_unsigned_commit_in_the_middle_until_a_seal() {
+    if !tools() {
+        return;
+    }
+    let gerda = GpgSigner::new("gerda");
+    let keys = tempfile::tempdir().expect("temp dir");
+    gerda.trust_in(keys.path());
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &manifest("1.0.0"));
+    let start = repo.commit_signed(&gerda, "signed start");
+    let mut source = source(&repo, keys.path(), VerifyCommits::Strict);
+    source.sync().expect("sync");
+    assert_eq!(running(&source), start);
+
+    repo.write("web.yaml", &manifest("1.0.1"));
+    let middle = repo.commit("unsigned in the middle");
+    repo.write("web.yaml", &manifest("1.0.2"));
+    let signed_tip = repo.commit_signed(&gerda, "signed tip");
+    source.sync().expect("sync");
+    assert_eq!(running(&source), start, "Strict refuses the signed tip");
+    let refusal = source.refusal().expect("refused");
+    assert_eq!(
+        refusal.commit, middle,
+        "the refusal names the unsigned commit"
+    );
+    assert_eq!(refusal.tip, signed_tip);
+    assert!(
+        refusal.message().contains("Tollgate-Seal"),
+        "{}",
+        refusal.message()
+    );
+
+    let seal = repo.commit_empty_signed(
+        &gerda,
+        "Seal the history\n\nTollgate-Seal: the unsigned 1.0.1 commit was reviewed in #12",
+    );
+    source.sync().expect("sync");
+    assert_eq!(
+        running(&source),
+        seal,
+        "the seal vouches for the unsigned commit"
+    );
+    assert!(source.refusal().is_none());
+    let history = source.history("web");
+    assert_eq!(
+        history.last().map(|s| s.commit.sha.as_str()),
+        Some(seal.as_str())
+    );
+}
+
+#[test]
+fn new_trusted_keys_are_read_on_change() {
+    if !tools() {
+        return;
+    }
+    let (alice, bob) = (SshSigner::new("alice"), SshSigner::new("bob"));
+    let keys = tempfile::tempdir().expect("temp dir");
+    alice.trust_in(keys.path());
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &manifest("1.0.0"));
+    let by_alice = repo.commit_signed(&alice, "by alice");
+    let mut source = source(&repo, keys.path(), VerifyCommits::Head);
+    source.sync().expect("sync");
+    repo.write("web.yaml", &manifest("1.0.1"));
+    let by_bob = repo.commit_signed(&bob, "by bob");
+    source.sync().expect("sync");
+    assert_eq!(running(&source), by_alice);
+    assert_eq!(
+        source.refusal().map(|r| r.reason),
+        Some(Unverified::UnknownKey)
+    );
+    bob.trust_in(keys.path());
+    source.sync().expect("sync");
+    assert_eq!(running(&source), by_bob, "bob's key is trusted now");
+    assert!(source.refusal().is_none());
+}
