@@ -14,7 +14,7 @@ use crate::field_path::FieldPath;
 use crate::loc_tree::DocumentLocations;
 use crate::located::{ConversionProblem, child_path};
 use crate::policy_analyses::{self, DefinedAnalysis};
-use crate::policy_fields::{check_positive_duration, unknown_fields};
+use crate::policy_fields::{check_positive_duration, stage_name_key, unknown_fields};
 use crate::rules;
 use crate::rules::k8s_names::{dns1123_label_problem, dns1123_subdomain_problem};
 use tollgate_model::blackout::Blackout;
@@ -234,16 +234,7 @@ fn check_stages(
     };
     for (stage, body) in stages {
         let path = child_path("spec.stages", stage);
-        if let Some(problem) = dns1123_label_problem(stage) {
-            findings.push(
-                Finding::error(
-                    "invalid-stage-name",
-                    path.clone(),
-                    format!("Invalid value: {stage:?}: no stage can have this name, stage names are DNS-1123 labels: {problem}"),
-                )
-                .at_key(),
-            );
-        }
+        stage_name_key(stage, &path, findings);
         let Some(body) = body.as_object() else {
             findings.push(Finding::error(
                 "wrong-type",

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::diagnostic::Finding;
 use crate::located::child_path;
-use crate::rules::k8s_names::dns1123_label_problem;
+use crate::policy_fields::stage_name_key;
 
 const APPROVAL_FIELDS: &[&str] = &[
     "approvers",
@@ -26,16 +26,7 @@ pub(crate) fn check_approvals(approvals: &Value, findings: &mut Vec<Finding>) {
     };
     for (stage, body) in stages {
         let path = child_path("spec.approvals", stage);
-        if let Some(problem) = dns1123_label_problem(stage) {
-            findings.push(
-                Finding::error(
-                    "invalid-stage-name",
-                    path.clone(),
-                    format!("Invalid value: {stage:?}: no stage can have this name, stage names are DNS-1123 labels: {problem}"),
-                )
-                .at_key(),
-            );
-        }
+        stage_name_key(stage, &path, findings);
         let Some(fields) = body.as_object() else {
             findings.push(Finding::error(
                 "wrong-type",

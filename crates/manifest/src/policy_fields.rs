@@ -6,6 +6,22 @@ use serde_json::{Map, Value};
 use crate::diagnostic::Finding;
 use crate::duration::parse_go_duration;
 use crate::located::child_path;
+use crate::rules::k8s_names::dns1123_label_problem;
+
+/// An error at the key `path` of a per-stage mapping (`spec.stages`, `spec.approvals`) when
+/// `stage` cannot be a stage's name.
+pub fn stage_name_key(stage: &str, path: &str, findings: &mut Vec<Finding>) {
+    if let Some(problem) = dns1123_label_problem(stage) {
+        findings.push(
+            Finding::error(
+                "invalid-stage-name",
+                path,
+                format!("Invalid value: {stage:?}: no stage can have this name, stage names are DNS-1123 labels: {problem}"),
+            )
+            .at_key(),
+        );
+    }
+}
 
 /// An error at the key of every field of `fields` not in `known`.
 pub fn unknown_fields(
