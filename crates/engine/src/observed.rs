@@ -73,6 +73,19 @@ impl ObservedProfile {
         }
     }
 
+    /// The profile an apply of `object` leaves on the server (as the controller writes through
+    /// its own applies, and as the simulation and the test world play them).
+    pub fn of_applied(name: String, object: &serde_json::Value) -> Self {
+        let metadata = &object["metadata"];
+        ObservedProfile::from_metadata(
+            name,
+            |key| metadata["labels"][key].as_str(),
+            |key| metadata["annotations"][key].as_str(),
+            ObservedSpec::of(&object["spec"]),
+            false,
+        )
+    }
+
     /// Carries tollgate's managed-by label (whatever promotion it belongs to).
     pub fn is_managed_by_tollgate(&self) -> bool {
         self.managed_by_tollgate

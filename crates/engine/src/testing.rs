@@ -4,7 +4,7 @@
 //!
 //! Available to other crates' tests with the `testing` feature.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
@@ -136,16 +136,7 @@ impl World {
         self.executed.push(action.clone());
         match action {
             Action::ApplyProfile { name, object } => {
-                let metadata = object.get("metadata");
-                let labels = string_map(metadata.and_then(|m| m.get("labels")));
-                let annotations = string_map(metadata.and_then(|m| m.get("annotations")));
-                let profile = ObservedProfile::from_metadata(
-                    name.clone(),
-                    |key| labels.get(key).map(String::as_str),
-                    |key| annotations.get(key).map(String::as_str),
-                    ObservedSpec::of(object.get("spec").unwrap_or(&Value::Null)),
-                    false,
-                );
+                let profile = ObservedProfile::of_applied(name.clone(), object);
                 self.observed.profiles.insert(name.clone(), profile);
             }
             Action::DeleteProfile { name } => {
@@ -254,17 +245,6 @@ impl World {
         }
         self.observed.summaries = wanted;
     }
-}
-
-fn string_map(value: Option<&Value>) -> BTreeMap<String, String> {
-    value
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// A commit at first-parent position `seq`, with a SHA derived from it.

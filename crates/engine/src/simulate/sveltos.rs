@@ -3,7 +3,7 @@
 //! fixed latency and then report `Provisioned`. Nothing fails and no health check is slow: the
 //! simulation estimates a rollout that goes well.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
@@ -46,16 +46,7 @@ impl SimulatedSveltos {
     pub fn execute(&self, observed: &mut Observed, action: &Action) {
         match action {
             Action::ApplyProfile { name, object } => {
-                let metadata = object.get("metadata");
-                let labels = string_map(metadata.and_then(|m| m.get("labels")));
-                let annotations = string_map(metadata.and_then(|m| m.get("annotations")));
-                let profile = ObservedProfile::from_metadata(
-                    name.clone(),
-                    |key| labels.get(key).map(String::as_str),
-                    |key| annotations.get(key).map(String::as_str),
-                    ObservedSpec::of(object.get("spec").unwrap_or(&Value::Null)),
-                    false,
-                );
+                let profile = ObservedProfile::of_applied(name.clone(), object);
                 observed.profiles.insert(name.clone(), profile);
             }
             Action::DeleteProfile { name } => {
@@ -236,15 +227,4 @@ impl<'p> ProfileView<'p> {
         self.changes.push((old.clone(), changed.clone()));
         changed
     }
-}
-
-fn string_map(value: Option<&Value>) -> BTreeMap<String, String> {
-    value
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
 }
