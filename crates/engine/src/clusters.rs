@@ -17,6 +17,29 @@ use crate::messages;
 use crate::observed::{Observed, ObservedSummary, cluster_key};
 use crate::status::{CLUSTERS_LISTED, ClusterCondition, ClusterState, StageCounts};
 
+/// Lists clusters whose `scope: Cluster` analysis failed as Failed (`AnalysisFailed: why`),
+/// since their failing measurement, unless already listed. Returns how many it added.
+pub(crate) fn list_failed_by_analysis(
+    listed: &mut Vec<ClusterCondition>,
+    failed: &[(String, String, DateTime<Utc>)],
+) -> u32 {
+    let mut newly = 0;
+    for (cluster, reason, since) in failed {
+        if listed.iter().any(|c| &c.cluster == cluster) {
+            continue;
+        }
+        newly += 1;
+        listed.push(ClusterCondition {
+            cluster: cluster.clone(),
+            state: ClusterState::Failed,
+            message: Some(format!("AnalysisFailed: {reason}")),
+            since: *since,
+        });
+    }
+    listed.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    newly
+}
+
 /// What a stage's clusters show in one step.
 #[derive(Debug, Default)]
 pub(crate) struct ClusterReport {
@@ -54,22 +77,9 @@ impl ClusterReport {
     /// counted against the budget like any failure), since their failing measurement.
     /// Returns how many it failed.
     pub fn fail_by_analysis(&mut self, failed: &[(String, String, DateTime<Utc>)]) -> u32 {
-        let mut newly = 0;
-        for (cluster, reason, since) in failed {
-            if self.listed.iter().any(|c| &c.cluster == cluster) {
-                continue;
-            }
-            newly += 1;
-            self.provisioned = self.provisioned.saturating_sub(1);
-            self.failed += 1;
-            self.listed.push(ClusterCondition {
-                cluster: cluster.clone(),
-                state: ClusterState::Failed,
-                message: Some(format!("AnalysisFailed: {reason}")),
-                since: *since,
-            });
-        }
-        self.listed.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+        let newly = list_failed_by_analysis(&mut self.listed, failed);
+        self.provisioned = self.provisioned.saturating_sub(newly);
+        self.failed += newly;
         newly
     }
 

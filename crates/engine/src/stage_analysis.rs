@@ -10,9 +10,10 @@ use tollgate_model::model::ManualTrigger;
 use crate::activity::StageActivity;
 use crate::analysis::{self, AnalysisInput};
 use crate::approval;
+use crate::clusters;
 use crate::output::{EngineEvent, EventReason};
 use crate::stage_run::{Exceeded, Hold, StageRun};
-use crate::status::ConsumedApproval;
+use crate::status::{ClusterCondition, ClusterState, ConsumedApproval};
 
 /// Where the stage's analyses stand after the analysis step.
 #[derive(Debug, Default)]
@@ -89,32 +90,35 @@ impl StageRun<'_, '_> {
         })
     }
 
-    /// Clusters failed by their analysis count against the stage's budget with the others.
+    /// Clusters failed by their analysis are Failed in the stage's per-cluster state
+    /// (`AnalysisFailed`) and count against its budget with the others; a spent budget fails
+    /// the run naming them.
     fn budget_with_failed_clusters(
         &mut self,
         failed: &[(String, String, DateTime<Utc>)],
         policy: &tollgate_model::policy::StagePolicy,
     ) -> Result<(), Hold> {
-        let new: Vec<_> = failed
-            .iter()
-            .filter(|(cluster, _, _)| {
-                !self
-                    .st
-                    .not_provisioned
-                    .iter()
-                    .any(|c| &c.cluster == cluster)
-            })
-            .collect();
-        let counts = &self.st.counts;
-        let failures = counts.failed + counts.timed_out + u32::try_from(new.len()).unwrap_or(0);
+        let newly = clusters::list_failed_by_analysis(&mut self.st.not_provisioned, failed);
+        let counts = &mut self.st.counts;
+        counts.failed += newly;
+        counts.provisioned = counts.provisioned.saturating_sub(newly);
+        let failures = counts.failed + counts.timed_out;
         let allowed = self.st.allowed_failures.unwrap_or(0);
         if failures <= allowed {
             return Ok(());
         }
-        let first = failed
+        let failing: Vec<ClusterCondition> = self
+            .st
+            .not_provisioned
+            .iter()
+            .filter(|c| matches!(c.state, ClusterState::Failed | ClusterState::TimedOut))
+            .take(10)
+            .cloned()
+            .collect();
+        let first = failing
             .iter()
             .take(3)
-            .map(|(cluster, why, _)| format!("{cluster} {why}"))
+            .map(|c| format!("{} {}", c.cluster, c.message.as_deref().unwrap_or("")))
             .collect::<Vec<_>>()
             .join("; ");
         Err(Hold::Exceeded(Exceeded {
@@ -122,7 +126,7 @@ impl StageRun<'_, '_> {
                 "{failures} of {} clusters failed or timed out, over maxFailures {allowed}: {first}",
                 counts.members
             ),
-            clusters: Vec::new(),
+            clusters: failing,
             on_failure: policy.on_failure,
         }))
     }

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use tollgate_engine::activity::StageActivity;
 use tollgate_engine::analysis_run::AnalysisPhase;
 use tollgate_engine::measurement::{Measurement, MeasurementDue};
+use tollgate_engine::status::ClusterState;
 use tollgate_engine::{Phase, StepOutput};
 use tollgate_model::analysis::MeasurementVerdict;
 use tollgate_model::policy::RolloutPolicy;
@@ -248,8 +249,25 @@ fn a_cluster_scope_failure_counts_against_max_failures() {
                 let counts = &h.status().stage("s1").expect("s1").counts;
                 assert_eq!((counts.failed, counts.provisioned), (1, 1), "{counts:?}");
             }
-            _ => assert_eq!(h.status().phase, Phase::Failed, "budget {budget}"),
+            _ => {
+                assert_eq!(h.status().phase, Phase::Failed, "budget {budget}");
+                let failure = h.status().failure.clone().expect("the run's failure");
+                let named: Vec<&str> = failure
+                    .clusters
+                    .iter()
+                    .map(|c| c.cluster.as_str())
+                    .collect();
+                assert_eq!(named.len(), 1, "the failed cluster is named: {failure:?}");
+            }
         }
+        let listed = &h.status().stage("s1").expect("s1").not_provisioned;
+        assert!(
+            listed.iter().any(|c| c.state == ClusterState::Failed
+                && c.message
+                    .as_deref()
+                    .is_some_and(|m| m.starts_with("AnalysisFailed"))),
+            "the cluster is Failed by its analysis in the per-cluster state: {listed:?}"
+        );
     }
 }
 
