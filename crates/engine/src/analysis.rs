@@ -6,6 +6,9 @@
 //! Rules:
 //! - the runs start when the stage's clusters are provisioned, their first measurement due
 //!   `initialDelay` later, the next ones at exact `interval`s from there (an engine wake-up each);
+//! - a waved stage analyses each wave once it is provisioned: `scope: Stage` runs again over the
+//!   waves reached, `scope: Cluster` runs for the wave's clusters; only that wave's runs decide
+//!   (the next wave starts when they succeeded), failures of earlier waves stay counted;
 //! - `count` measurements are needed; an errored one is never a success and does not count, but
 //!   more than `consecutiveErrorLimit` errors in a row fail the run;
 //! - more failed measurements than `failureLimit` fail the run, more inconclusive ones than
@@ -30,8 +33,10 @@ pub(crate) struct AnalysisInput<'a> {
     pub analyses: &'a [Analysis],
     pub measurements: &'a [Measurement],
     pub observed: &'a Observed,
-    /// The stage's members (`namespace/name`).
+    /// The clusters analysed (`namespace/name`): the stage's members, or the waves reached.
     pub members: &'a [String],
+    /// The wave analysed (waved stages).
+    pub wave: Option<u32>,
     pub now: DateTime<Utc>,
 }
 
@@ -52,14 +57,15 @@ pub(crate) struct AnalysisOutcome {
     pub events: Vec<EngineEvent>,
 }
 
-/// Starts the runs (once, from `provisioned_at`), records results, asks for what is due, judges.
+/// Starts the wave's runs (once, from when it was provisioned), records results, asks for what
+/// is due, judges the wave's runs.
 pub(crate) fn progress(
     runs: &mut Vec<AnalysisRun>,
     input: &AnalysisInput<'_>,
     provisioned_at: DateTime<Utc>,
 ) -> AnalysisOutcome {
-    if runs.is_empty() {
-        *runs = start(input, provisioned_at);
+    if !runs.iter().any(|r| r.wave == input.wave) {
+        start(runs, input, provisioned_at);
     }
     let mut outcome = AnalysisOutcome::default();
     for run in runs.iter_mut() {
@@ -75,19 +81,34 @@ pub(crate) fn progress(
             ask(run, analysis, input, &mut outcome);
             continue;
         }
+        if run.wave != input.wave {
+            // An earlier wave's run decided then (its failures stay counted).
+            continue;
+        }
         decide(run, analysis, input, &mut outcome);
     }
     outcome
 }
 
-/// One run per analysis, or per member cluster under `scope: Cluster`.
-fn start(input: &AnalysisInput<'_>, provisioned_at: DateTime<Utc>) -> Vec<AnalysisRun> {
-    let mut runs = Vec::new();
+/// The wave's runs: one per analysis, or per cluster not analysed yet under `scope: Cluster`.
+fn start(runs: &mut Vec<AnalysisRun>, input: &AnalysisInput<'_>, provisioned_at: DateTime<Utc>) {
     for analysis in input.analyses {
         let started_at = provisioned_at + to_chrono(analysis.initial_delay());
         let clusters: Vec<Option<&String>> = match analysis.scope {
             AnalysisScope::Stage => vec![None],
-            AnalysisScope::Cluster => input.members.iter().map(Some).collect(),
+            AnalysisScope::Cluster => {
+                let analysed: std::collections::HashSet<&str> = runs
+                    .iter()
+                    .filter(|r| r.name == analysis.name)
+                    .filter_map(|r| r.cluster.as_deref())
+                    .collect();
+                input
+                    .members
+                    .iter()
+                    .filter(|c| !analysed.contains(c.as_str()))
+                    .map(Some)
+                    .collect()
+            }
         };
         for cluster in clusters {
             let (query, problem) = match resolved_query(analysis, input, cluster) {
@@ -97,6 +118,8 @@ fn start(input: &AnalysisInput<'_>, provisioned_at: DateTime<Utc>) -> Vec<Analys
             runs.push(AnalysisRun {
                 name: analysis.name.clone(),
                 cluster: cluster.cloned(),
+                wave: input.wave,
+                approved_by: None,
                 dry_run: analysis.dry_run,
                 query,
                 started_at,
@@ -116,7 +139,6 @@ fn start(input: &AnalysisInput<'_>, provisioned_at: DateTime<Utc>) -> Vec<Analys
             });
         }
     }
-    runs
 }
 
 /// The query or URL with its templates rendered for this stage (and cluster).
@@ -166,6 +188,7 @@ fn record(run: &mut AnalysisRun, analysis: &Analysis, input: &AnalysisInput<'_>)
             && m.key.cluster == run.cluster
             && m.key.index == attempts
             && m.key.snapshot_index == input.snapshot.index
+            && m.key.wave == run.wave
     }) else {
         return;
     };
@@ -255,11 +278,11 @@ fn decide(
         (AnalysisPhase::Failed, None) => {
             outcome.stage_failed.get_or_insert_with(why);
         }
-        (AnalysisPhase::Inconclusive, _) => {
+        (AnalysisPhase::Inconclusive, _) if run.approved_by.is_none() => {
             outcome.inconclusive.get_or_insert_with(why);
         }
         (AnalysisPhase::Running, _) => ask(run, analysis, input, outcome),
-        (AnalysisPhase::Successful, _) => {}
+        (AnalysisPhase::Successful | AnalysisPhase::Inconclusive, _) => {}
     }
 }
 
@@ -283,6 +306,7 @@ fn ask(
             cluster: run.cluster.clone(),
             index,
             snapshot_index: input.snapshot.index,
+            wave: run.wave,
             due_at,
             query: run.query.clone(),
         });

@@ -19,6 +19,14 @@ pub struct AnalysisRun {
     /// `namespace/name` of the cluster (`scope: Cluster`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
+    /// The wave whose provisioning started it (waved stages: each wave is analysed before the
+    /// next one starts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wave: Option<u32>,
+    /// Between waves an approval through git let this inconclusive run pass: the approving
+    /// commit (consumed then, so it never passes another run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
     /// Measured and shown, never decides.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,

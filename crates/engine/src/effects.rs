@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use crate::measurement::MeasurementDue;
 use crate::output::{Action, EngineEvent};
+use crate::status::ConsumedApproval;
 
 #[derive(Default)]
 pub(crate) struct Effects {
@@ -15,6 +16,8 @@ pub(crate) struct Effects {
     pub wake_at: Option<DateTime<Utc>>,
     /// Analysis measurements due now.
     pub measurements: Vec<MeasurementDue>,
+    /// Approvals used in this step whatever the stage's outcome (an inconclusive wave let pass).
+    pub consumed: Vec<ConsumedApproval>,
 }
 
 impl Effects {

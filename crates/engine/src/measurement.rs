@@ -17,6 +17,8 @@ pub struct MeasurementDue {
     pub index: u32,
     /// The run's snapshot: a result for another run is never recorded.
     pub snapshot_index: u64,
+    /// The wave whose provisioning started the run (a waved stage analyses each wave).
+    pub wave: Option<u32>,
     pub due_at: DateTime<Utc>,
     /// The query or URL with its templates rendered.
     pub query: String,
@@ -31,6 +33,7 @@ impl MeasurementDue {
             cluster: self.cluster.clone(),
             index: self.index,
             snapshot_index: self.snapshot_index,
+            wave: self.wave,
         }
     }
 }
@@ -43,6 +46,7 @@ pub struct MeasurementKey {
     pub cluster: Option<String>,
     pub index: u32,
     pub snapshot_index: u64,
+    pub wave: Option<u32>,
 }
 
 /// A measurement taken by the analysis runner.

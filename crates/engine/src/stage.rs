@@ -122,6 +122,8 @@ impl StageRun<'_, '_> {
             .as_deref()
             .is_some_and(WaveProgress::in_progress)
         {
+            let done_at = self.wave_done();
+            self.analyze_wave(done_at)?;
             return Err(self.next_wave());
         }
         self.st.provisioned_at = Some(now);
@@ -262,6 +264,27 @@ impl StageRun<'_, '_> {
     /// The reached waves are provisioned. After the pause, and outside a blackout, the next wave
     /// starts: the profile is re-applied naming its clusters too (the last wave: the selector).
     /// Always a hold: the stage is provisioned when its last wave is.
+    /// When the wave reached was provisioned (now, the first time: told as an event).
+    fn wave_done(&mut self) -> DateTime<Utc> {
+        let now = self.now;
+        let Some(waves) = self.st.waves.as_mut() else {
+            return now;
+        };
+        if let Some(done_at) = waves.wave_done_at {
+            return done_at;
+        }
+        waves.wave_done_at = Some(now);
+        let (reached, total) = (waves.reached, waves.total());
+        self.effects.events.push(EngineEvent::normal(
+            EventReason::WaveCompleted,
+            format!(
+                "Stage {}: wave {reached}/{total} provisioned",
+                self.stage.name
+            ),
+        ));
+        now
+    }
+
     fn next_wave(&mut self) -> Hold {
         let now = self.now;
         let stage = self.stage.name.clone();
@@ -278,13 +301,6 @@ impl StageRun<'_, '_> {
             );
         };
         let (reached, total) = (waves.reached, waves.total());
-        if waves.wave_done_at.is_none() {
-            waves.wave_done_at = Some(now);
-            self.effects.events.push(EngineEvent::normal(
-                EventReason::WaveCompleted,
-                format!("Stage {stage}: wave {reached}/{total} provisioned"),
-            ));
-        }
         let done_at = waves.wave_done_at.unwrap_or(now);
         let pause_ends = pause
             .and_then(|p| chrono::Duration::from_std(p).ok())

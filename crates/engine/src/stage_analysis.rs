@@ -9,6 +9,7 @@ use tollgate_model::model::ManualTrigger;
 
 use crate::activity::StageActivity;
 use crate::analysis::{self, AnalysisInput};
+use crate::analysis_run::AnalysisPhase;
 use crate::approval;
 use crate::clusters;
 use crate::output::{EngineEvent, EventReason};
@@ -38,19 +39,53 @@ impl Analyzed {
 }
 
 impl StageRun<'_, '_> {
-    /// 2b. The stage's analyses (none without a policy naming some).
+    /// 2b. The stage's analyses (none without a policy naming some), once it is provisioned
+    /// (its last wave's, for a waved stage).
     pub(crate) fn analyze(&mut self) -> Result<Analyzed, Hold> {
-        let Some(policy) = self.policy.clone() else {
-            return Ok(Analyzed::default());
-        };
-        let Some(provisioned_at) = self
-            .st
-            .provisioned_at
-            .filter(|_| !policy.analyses.is_empty())
-        else {
+        let Some(provisioned_at) = self.st.provisioned_at else {
             return Ok(Analyzed::default());
         };
         let members = self.st.members.clone().unwrap_or_default();
+        let wave = self.st.waves.as_deref().map(|w| w.reached);
+        self.analyze_from(provisioned_at, wave, &members)
+    }
+
+    /// 2a'. Between waves: the wave just provisioned (at `done_at`) is analysed over the waves
+    /// reached, and the next wave starts only once those analyses succeeded. An approval that
+    /// lets an inconclusive wave pass is consumed at once: it never passes a later wave.
+    pub(crate) fn analyze_wave(&mut self, done_at: DateTime<Utc>) -> Result<(), Hold> {
+        let Some(waves) = self.st.waves.as_deref() else {
+            return Ok(());
+        };
+        let (wave, total, reached) = (waves.reached, waves.total(), waves.reached_clusters());
+        let analyzed = self.analyze_from(done_at, Some(wave), &reached)?;
+        if let Some(consumed) = analyzed.consumes.clone() {
+            for run in self.st.analyses.iter_mut().flat_map(|runs| runs.iter_mut()) {
+                if run.wave == Some(wave) && run.phase == AnalysisPhase::Inconclusive {
+                    run.approved_by = Some(consumed.commit.clone());
+                }
+            }
+            self.effects.consumed.push(consumed);
+        }
+        analyzed.done().map_err(|hold| match hold {
+            Hold::Wait(activity, why) => {
+                Hold::Wait(activity, format!("wave {wave}/{total} provisioned; {why}"))
+            }
+            other => other,
+        })
+    }
+
+    /// Starts, records and judges the analyses of the clusters `members` (those of the waves
+    /// reached, for `wave`), provisioned at `provisioned_at`.
+    fn analyze_from(
+        &mut self,
+        provisioned_at: DateTime<Utc>,
+        wave: Option<u32>,
+        members: &[String],
+    ) -> Result<Analyzed, Hold> {
+        let Some(policy) = self.policy.clone().filter(|p| !p.analyses.is_empty()) else {
+            return Ok(Analyzed::default());
+        };
         let mut runs = self.st.analyses.take().map(|b| *b).unwrap_or_default();
         let outcome = analysis::progress(
             &mut runs,
@@ -61,7 +96,8 @@ impl StageRun<'_, '_> {
                 analyses: &policy.analyses,
                 measurements: self.measurements,
                 observed: self.observed,
-                members: &members,
+                members,
+                wave,
                 now: self.now,
             },
             provisioned_at,
@@ -138,13 +174,28 @@ impl StageRun<'_, '_> {
         reason: String,
     ) -> Result<Option<ConsumedApproval>, Hold> {
         let gate = ManualTrigger::default();
+        let wave = self.st.waves.as_deref().map(|w| w.reached);
+        let passed_another_wave = |commit: &str| {
+            self.st
+                .analyses
+                .iter()
+                .flat_map(|runs| runs.iter())
+                .any(|r| r.wave != wave && r.approved_by.as_deref() == Some(commit))
+        };
         let found = approval::find(
             self.snapshot,
             &self.stage.name,
             &gate,
             self.approvals,
             self.consumed,
-        );
+        )
+        .filter(|valid| {
+            // Each inconclusive wave is a new decision: an approval that let one pass is spent.
+            valid
+                .consumes
+                .as_ref()
+                .is_none_or(|c| !passed_another_wave(&c.commit))
+        });
         let Some(valid) = found else {
             return Err(Hold::Wait(
                 StageActivity::AnalysisInconclusive {

@@ -1041,6 +1041,9 @@ impl<'i, 'a> Run<'i, 'a> {
             measurements: self.input.measurements,
         }
         .progress();
+        for consumed in std::mem::take(&mut self.effects.consumed) {
+            self.status.record_consumed(consumed);
+        }
         match outcome {
             Ok(consumed) => {
                 for consumed in consumed {
