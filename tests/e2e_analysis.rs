@@ -257,7 +257,7 @@ async fn no_data_under_on_no_data_pass_lets_the_stage_complete() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_data_under_on_no_data_inconclusive_holds_the_stage() {
+async fn no_data_under_on_no_data_inconclusive_holds_the_stage_until_approved_through_git() {
     if prom().is_none() {
         return;
     }
@@ -286,6 +286,32 @@ async fn no_data_under_on_no_data_inconclusive_holds_the_stage() {
                 .then_some(())
         })
         .await;
+    // `tollgate approve web dev`, merged, lets the held stage go on (as for a manual gate).
+    approve_and_merge(&world, "dev");
+    world.wait_phase(WEB, "Completed").await;
+    assert_eq!(chart(&world, "web-prod").await.as_deref(), Some("1.0.0"));
+}
+
+/// `tollgate approve web STAGE --repo`, then merges the branch it printed into main.
+fn approve_and_merge(world: &World, stage: &str) {
+    let output = support::tollgate_binary()
+        .args(["approve", WEB, stage, "--repo"])
+        .arg(world.repo.path())
+        .output()
+        .expect("tollgate approve");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let branch = stdout
+        .split_whitespace()
+        .skip_while(|word| *word != "branch")
+        .nth(1)
+        .expect("the new branch is printed");
+    world.repo.git(&["merge", "-q", "--ff-only", branch]);
+    world.poke();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -427,9 +453,76 @@ async fn a_per_cluster_analysis_failure_over_max_failures_fails_the_stage() {
     assert_eq!(failed, ["fleet/prod-2"], "{status:#}");
     let reason = str_at(&status, "/failure/reason").unwrap_or_default();
     assert!(
-        reason.contains("over maxFailures 0: fleet/prod-2 analysis error-rate"),
+        reason.contains("over maxFailures 0: fleet/prod-2 AnalysisFailed: analysis error-rate"),
         "{reason}"
     );
+    // The cluster is Failed in the per-cluster state and named by the run's failure.
+    assert_eq!(failed_by_analysis(&status), ["fleet/prod-2"], "{status:#}");
+    assert_eq!(
+        str_at(&status, "/failure/clusters/0/cluster"),
+        Some("fleet/prod-2"),
+        "{status:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_wave_whose_error_rate_rises_fails_before_any_other_wave_is_reached() {
+    let Some(prom) = prom() else { return };
+    let test = "canary-wave";
+    set_ratios(
+        prom,
+        test,
+        &[
+            ("dev-1", 0.0),
+            ("prod-1", 0.3),
+            ("prod-2", 0.0),
+            ("prod-3", 0.0),
+        ],
+    );
+    let analysis = error_rate(prom, test, json!({"count": 1}));
+    let mut policy: Value = serde_json::from_str(&gated_policy(
+        json!([analysis]),
+        &["prod"],
+        json!({"maxFailures": 0, "onFailure": "Halt"}),
+    ))
+    .expect("policy JSON");
+    policy["spec"]["stages"]["prod"]["waves"] =
+        json!({"sortingLabelKey": "order", "canary": 1, "size": 2});
+    let mut fleet = fleet().default_latency("50ms");
+    fleet = fleet.cluster(cluster("dev-1").ns("fleet").label("env", "dev"));
+    for (name, order) in [("prod-1", "1"), ("prod-2", "2"), ("prod-3", "3")] {
+        fleet = fleet.cluster(
+            cluster(name)
+                .ns("fleet")
+                .label("env", "prod")
+                .label("order", order),
+        );
+    }
+    let envs = ["dev", "prod"];
+    let world = start(
+        fleet,
+        &[
+            ("web.yaml", web("1.0.0", &envs)),
+            ("policy.yaml", policy.to_string()),
+        ],
+    )
+    .await;
+    let status = world.wait_phase(WEB, "Failed").await;
+    let prod = runs(&status, "prod");
+    assert_eq!(prod.len(), 1, "the canary wave's run only: {status:#}");
+    assert_eq!(prod[0]["wave"], 1, "{status:#}");
+    assert_eq!(prod[0]["phase"], "Failed", "{status:#}");
+    let query = prod[0]["query"].as_str().unwrap_or_default();
+    assert!(
+        query.contains("cluster=~\"prod-1\""),
+        "the canary only: {query}"
+    );
+    let profile = world.profile("web-prod").await.expect("web-prod");
+    let refs: Vec<&str> = profile.data["spec"]["clusterRefs"]
+        .as_array()
+        .map(|r| r.iter().filter_map(|c| c["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(refs, ["prod-1"], "no later wave is targeted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -771,7 +771,9 @@ pub fn approve(
     let Loaded { repo, source } = load(target)?;
     let current = current_snapshot(&source, name, target.branch)?;
     let promotion = &current.promotion;
-    require_manual_stage(promotion, name, stage)?;
+    if !gated_by_analyses(&source, current, stage) {
+        require_manual_stage(promotion, name, stage)?;
+    }
     let mut warnings = Vec::new();
     let chosen = match snapshot {
         None => current,
@@ -902,6 +904,18 @@ fn approval_policy(
             None
         }
     }
+}
+
+/// Whether the RolloutPolicy governing the current snapshot gates `stage` with analyses: an
+/// inconclusive one holds the stage like a manual gate, and an approval lets it go on.
+fn gated_by_analyses(source: &GitSource, current: &Snapshot, stage: &str) -> bool {
+    let stage_known = current.promotion.stage(stage).is_some();
+    let policy = source.policies().choose(&current.promotion, &current.file);
+    stage_known
+        && policy
+            .ok()
+            .flatten()
+            .is_some_and(|p| !p.for_stage(stage).analyses.is_empty())
 }
 
 /// One approval in the trailer form.
