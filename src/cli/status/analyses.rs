@@ -31,6 +31,9 @@ fn row(run: &AnalysisRun) -> Vec<String> {
     if let Some(cluster) = &run.cluster {
         name.push_str(&format!(" on {cluster}"));
     }
+    if let Some(wave) = run.wave {
+        name.push_str(&format!(" (wave {wave})"));
+    }
     if run.dry_run {
         name.push_str(" (dry run)");
     }
@@ -41,6 +44,12 @@ fn row(run: &AnalysisRun) -> Vec<String> {
         .filter(|_| run.phase != AnalysisPhase::Running)
     {
         phase.push_str(&format!(": {message}"));
+    }
+    if let Some(commit) = &run.approved_by {
+        phase.push_str(&format!(
+            " (approved by commit {})",
+            &commit[..commit.len().min(7)]
+        ));
     }
     vec![name, phase, measured(run), last(run), run.query.clone()]
 }
