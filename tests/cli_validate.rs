@@ -795,3 +795,34 @@ fn analyses_for_a_stage_no_governed_promotion_has_are_the_unused_override_warnin
         "no soak warning for a stage the promotion does not have"
     );
 }
+
+#[test]
+fn an_approval_policy_on_a_stage_without_a_gate_is_a_warning_naming_the_promotion() {
+    let policy = policy_yaml(
+        "fleet",
+        "  selector: {}\n  approvals:\n    a:\n      approvers: [alice@example.com, bob@example.com]\n      minApprovals: 2\n",
+    );
+    let (code, diagnostics) = validate_json(&[("fleet.yaml", &policy), ("app.yaml", GOOD)]);
+    assert_eq!(code, 0, "a warning only: {diagnostics:?}");
+    assert_eq!(
+        places(&diagnostics),
+        [(
+            "approval-policy-no-gate".to_string(),
+            "fleet.yaml".to_string(),
+            8
+        )]
+    );
+    assert_eq!(diagnostics[0]["path"], "spec.approvals.a");
+    let text = message(&diagnostics[0]);
+    assert!(
+        text.contains("never applies to ClusterPromotion good"),
+        "{text}"
+    );
+    // A manual trigger on `a` is a gate the policy governs: no warning.
+    let manual = GOOD.replace(
+        "      matchLabels: {env: a}\n",
+        "      matchLabels: {env: a}\n    trigger:\n      manual: {}\n",
+    );
+    let (code, diagnostics) = validate_json(&[("fleet.yaml", &policy), ("app.yaml", &manual)]);
+    assert_eq!((code, diagnostics), (0, Vec::new()));
+}

@@ -13,6 +13,7 @@ use tollgate_manifest::rules::annotations::APPROVE_NAMES_NO_SNAPSHOT;
 use tollgate_manifest::{Diagnostic, Limits, parse_file};
 
 mod analysis_soak;
+mod approvals_gate;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputFormat {
@@ -330,6 +331,9 @@ mod policies {
                 .map_or(1, |at| at.line);
             diagnostics.extend(unused_overrides(policy, file, line, promotions, &text_of));
             diagnostics.extend(super::analysis_soak::diagnostics(
+                policy, file, line, promotions, &text_of,
+            ));
+            diagnostics.extend(super::approvals_gate::diagnostics(
                 policy, file, line, promotions, &text_of,
             ));
         }
