@@ -189,7 +189,7 @@ fn analysis_notices(
             .and_then(|o| o.analyses.as_deref())
             .and_then(|runs| {
                 runs.iter()
-                    .find(|r| r.name == run.name && r.cluster == run.cluster)
+                    .find(|r| r.name == run.name && r.cluster == run.cluster && r.wave == run.wave)
             })
             .map(|r| r.phase);
         if was == Some(run.phase) {

@@ -479,3 +479,37 @@ fn a_failed_or_inconclusive_analysis_is_told_once_and_a_dry_run_is_not() {
         }
     }
 }
+
+#[test]
+fn each_inconclusive_wave_is_told_once() {
+    use tollgate_model::analysis::MeasurementVerdict;
+    let mut t = Told::new(Harness::new(two_stages("1.0.0")));
+    t.h.world.policy = Some(policy(json!({
+        "analyses": [{"name": "error-rate", "count": 1,
+            "prometheus": {"address": "http://p:9090", "query": "errors"}}],
+        "stages": {"s1": {"analyses": ["error-rate"], "waves": {"size": 1}}},
+    })));
+    t.settle();
+    measure_all(&mut t, MeasurementVerdict::Inconclusive);
+    // An approval lets wave 1 pass; wave 2 is inconclusive too: told again, once.
+    let id: String = t.h.snapshot.hashes.snapshot_id.chars().take(12).collect();
+    t.h.edit_triggers(|p| {
+        p.metadata
+            .annotations
+            .insert("approve.tollgate.dev/s1".into(), id.clone());
+    });
+    t.h.approvals.push(tollgate_engine::testing::approval(
+        "s1",
+        tollgate_model::ApprovalKind::Annotation { value: id },
+        tollgate_engine::testing::commit(20),
+    ));
+    t.settle();
+    measure_all(&mut t, MeasurementVerdict::Inconclusive);
+    measure_all(&mut t, MeasurementVerdict::Inconclusive);
+    let told = t
+        .told
+        .iter()
+        .filter(|n| n.kind == AnalysisInconclusive)
+        .count();
+    assert_eq!(told, 2, "{:?}", t.kinds());
+}
