@@ -98,9 +98,16 @@ enum View {
     StatusJson,
     /// The live view of `status --watch`: its pure frame of the statuses, 120 columns.
     LiveFrame,
+    /// The controller's metric `tollgate_stage_activity{promotion,stage,activity}`: the kind only.
+    Metrics,
 }
 
-const VIEWS: [View; 3] = [View::StatusName, View::StatusJson, View::LiveFrame];
+const VIEWS: [View; 4] = [
+    View::StatusName,
+    View::StatusJson,
+    View::LiveFrame,
+    View::Metrics,
+];
 
 impl View {
     async fn read(self, world: &World, status: &PromotionStatus) -> BTreeMap<String, Stated> {
@@ -121,8 +128,27 @@ impl View {
                     .collect()
             }
             View::LiveFrame => live_frame(status),
+            View::Metrics => metric_activities(&world.metrics.encode()),
         }
     }
+}
+
+/// Each stage's `activity` label of `tollgate_stage_activity` for this promotion.
+fn metric_activities(text: &str) -> BTreeMap<String, Stated> {
+    let prefix = format!("tollgate_stage_activity{{promotion=\"{WEB}\",stage=\"");
+    text.lines()
+        .filter_map(|line| line.strip_prefix(&prefix))
+        .filter_map(|rest| {
+            let (stage, rest) = rest.split_once("\",activity=\"")?;
+            let (activity, _) = rest.split_once('"')?;
+            let stated = Stated {
+                snapshot: None,
+                counts: None,
+                activity: activity.to_string(),
+            };
+            Some((stage.to_string(), stated))
+        })
+        .collect()
 }
 
 async fn cli(world: &World, args: &[&str]) -> String {
@@ -395,6 +421,11 @@ fn agree(view: View, reading: &BTreeMap<String, Stated>, status: &PromotionStatu
         let stated = &reading[expected.name];
         let json = from_json(expected);
         let context = format!("{moment}: {view:?}, stage {}: {stated:?}", expected.name);
+        if let View::Metrics = view {
+            // A metric names the kind of the activity, no snapshot or counts.
+            assert_eq!(stated.activity, expected.activity.kind(), "{context}");
+            continue;
+        }
         assert_eq!(stated.snapshot, json.snapshot, "{context}: snapshot");
         assert_eq!(stated.counts, json.counts, "{context}: counts");
         if let View::StatusJson = view {
