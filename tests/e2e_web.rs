@@ -236,6 +236,14 @@ fn the_overview_lists_the_rollout_and_a_bar_moves_live_while_the_test_commits() 
             "the page was reloaded; it must update in place"
         );
         screenshot(&client, "web-promotion").await;
+        // The delivery figures: on the page, and as metrics.
+        let deployments = text(&client, "#delivery tr[data-figures='prod'] td").await;
+        assert_eq!(deployments.as_deref(), Some("2"), "prod deployed #1 and #2");
+        let metrics = world.metrics.encode();
+        assert!(
+            metrics.contains("tollgate_delivery_deployments{promotion=\"web\",stage=\"prod\"} 2"),
+            "{metrics}"
+        );
     });
 }
 
