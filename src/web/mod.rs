@@ -106,3 +106,6 @@ pub fn router(config: WebConfig) -> Router {
         .route("/ui/login", get(auth::login_form).post(auth::login))
         .with_state(web)
 }
+
+#[cfg(test)]
+mod tests;

@@ -164,3 +164,49 @@ async fn push(repo: &Path, remote: &str, branch: &str) -> Result<(), PullRequest
         message: tollgate_source::redact_url(String::from_utf8_lossy(&output.stderr).trim()),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(host: GitHost, repository: &str) -> PullRequests {
+        PullRequests {
+            host,
+            api_url: "https://git.example".to_string(),
+            repository: repository.to_string(),
+            token_file: std::path::PathBuf::new(),
+            remote: "origin".to_string(),
+        }
+    }
+
+    #[test]
+    fn each_host_gets_its_own_endpoint_auth_header_and_fields() {
+        let token = Secret::new("tok");
+        let change = Change {
+            branch: "tollgate/pause-web",
+            base: "main",
+            title: "Pause web",
+            body: "b",
+        };
+        let (path, auth, body) =
+            request_for(&config(GitHost::Github, "acme/fleet"), &token, &change);
+        assert_eq!(path, "/repos/acme/fleet/pulls");
+        assert_eq!(auth, ("Authorization", "Bearer tok".to_string()));
+        assert_eq!(
+            (body["head"].as_str(), body["base"].as_str()),
+            (Some("tollgate/pause-web"), Some("main"))
+        );
+        let (path, auth, _) = request_for(&config(GitHost::Gitea, "acme/fleet"), &token, &change);
+        assert_eq!(path, "/api/v1/repos/acme/fleet/pulls");
+        assert_eq!(auth, ("Authorization", "token tok".to_string()));
+        let (path, auth, body) = request_for(
+            &config(GitHost::Gitlab, "acme/infra/fleet"),
+            &token,
+            &change,
+        );
+        assert_eq!(path, "/api/v4/projects/acme%2Finfra%2Ffleet/merge_requests");
+        assert_eq!(auth, ("PRIVATE-TOKEN", "tok".to_string()));
+        assert_eq!(body["source_branch"], "tollgate/pause-web");
+        assert_eq!(body["target_branch"], "main");
+    }
+}
