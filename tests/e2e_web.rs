@@ -359,16 +359,19 @@ fn approve_on_a_waiting_gate_commits_a_branch_whose_merge_opens_the_gate() {
     });
 }
 
+/// Each create-PR request: (repository, Authorization header, body).
+type PullRequestsSeen = Arc<Mutex<Vec<(String, String, Value)>>>;
+
 /// A loopback stand-in for a git host's create-PR endpoint (GitHub's), recording each request.
-async fn emulated_github() -> (String, Arc<Mutex<Vec<(String, String, Value)>>>) {
+async fn emulated_github() -> (String, PullRequestsSeen) {
     use axum::extract::State;
     use axum::http::HeaderMap;
-    let seen: Arc<Mutex<Vec<(String, String, Value)>>> = Arc::default();
+    let seen: PullRequestsSeen = Arc::default();
     let app = axum::Router::new()
         .route(
             "/repos/{owner}/{repo}/pulls",
             axum::routing::post(
-                |State(seen): State<Arc<Mutex<Vec<(String, String, Value)>>>>,
+                |State(seen): State<PullRequestsSeen>,
                  axum::extract::Path((owner, repo)): axum::extract::Path<(String, String)>,
                  headers: HeaderMap,
                  axum::Json(body): axum::Json<Value>| async move {

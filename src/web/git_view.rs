@@ -49,13 +49,16 @@ pub struct GitFacts {
     pub snapshots: Vec<SnapshotRow>,
 }
 
+/// Every promotion's facts, by name.
+pub type Facts = Arc<BTreeMap<String, GitFacts>>;
+
 /// The repository, synced on demand (a local clone: an incremental sync is cheap).
 pub struct GitView {
     pub target: RepoTarget,
     source: Mutex<Option<GitSource>>,
     /// The facts of the last sync and when it was made: live updates ask often, git moves
     /// rarely, so a sync is made at most once per [`RESYNC_AFTER`].
-    cached: Mutex<Option<(Instant, Arc<BTreeMap<String, GitFacts>>)>>,
+    cached: Mutex<Option<(Instant, Facts)>>,
     /// `https://host/owner/repo/commit/` when the clone's `origin` is a web-hosted remote.
     pub commit_base: Option<String>,
 }

@@ -48,22 +48,36 @@ pub(super) async fn overview(
     Html(frame("Promotions", Some(&events), body).into_string()).into_response()
 }
 
-/// The promotion's status, or the page that says why there is none.
-fn found(listed: Vec<super::source::Listed>, name: &str) -> Result<Arc<PromotionStatus>, Response> {
-    let not_found = |message: String| {
+/// Why a promotion cannot be shown: answered as a 404 page.
+pub(super) struct Missing {
+    name: String,
+    message: String,
+}
+
+impl IntoResponse for Missing {
+    fn into_response(self) -> Response {
+        let Missing { name, message } = self;
         let body = html! { h1 { (name) } p.notice.error role="alert" { (message) } p { a href="/ui" { "All promotions" } } };
         (
             StatusCode::NOT_FOUND,
-            Html(frame(name, None, body).into_string()),
+            Html(frame(&name, None, body).into_string()),
         )
             .into_response()
+    }
+}
+
+/// The promotion's status, or why there is none.
+fn found(listed: Vec<super::source::Listed>, name: &str) -> Result<Arc<PromotionStatus>, Missing> {
+    let missing = |message: String| Missing {
+        name: name.to_string(),
+        message,
     };
     match listed.into_iter().find(|l| l.name == name) {
-        None => Err(not_found(format!("No promotion named {name}."))),
+        None => Err(missing(format!("No promotion named {name}."))),
         Some(l) => match l.status {
             Ok(Some(status)) => Ok(status),
-            Ok(None) => Err(not_found(format!("{name} has no status yet."))),
-            Err(error) => Err(not_found(format!(
+            Ok(None) => Err(missing(format!("{name} has no status yet."))),
+            Err(error) => Err(missing(format!(
                 "The status of {name} is unreadable: {error}"
             ))),
         },
@@ -74,7 +88,7 @@ fn found(listed: Vec<super::source::Listed>, name: &str) -> Result<Arc<Promotion
 pub(super) fn promotion_fragments(
     web: &Web,
     name: &str,
-) -> Result<Vec<(&'static str, Markup)>, Response> {
+) -> Result<Vec<(&'static str, Markup)>, Missing> {
     let (listed, facts) = web.read();
     let status = found(listed, name)?;
     let commit_url = |sha: &str| web.commit_url(sha);
@@ -98,7 +112,8 @@ pub(super) async fn promotion(State(web): State<WebState>, Path(name): Path<Stri
     let title = name.clone();
     let fragments = match blocking(&web, move |web| promotion_fragments(web, &name)).await {
         Ok(Ok(fragments)) => fragments,
-        Ok(Err(response)) | Err(response) => return response,
+        Ok(Err(missing)) => return missing.into_response(),
+        Err(response) => return response,
     };
     let body = html! {
         p { a href="/ui" { "← All promotions" } }
@@ -114,7 +129,7 @@ pub(super) async fn timeline(State(web): State<WebState>, Path(name): Path<Strin
     };
     let status = match found(listed, &name) {
         Ok(status) => status,
-        Err(response) => return response,
+        Err(missing) => return missing.into_response(),
     };
     let period = Period {
         text: "24h".to_string(),
@@ -199,7 +214,7 @@ pub(super) async fn act(
     };
     let status = match found(listed, &name) {
         Ok(status) => status,
-        Err(response) => return response,
+        Err(missing) => return missing.into_response(),
     };
     if !actions::planned(&name, &status)
         .iter()
