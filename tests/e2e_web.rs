@@ -236,6 +236,29 @@ fn the_overview_lists_the_rollout_and_a_bar_moves_live_while_the_test_commits() 
             "the page was reloaded; it must update in place"
         );
         screenshot(&client, "web-promotion").await;
+        // Every control has an accessible name, and at phone width nothing scrolls sideways.
+        let unnamed = client
+            .execute(
+                "return [...document.querySelectorAll('a, button, select, input:not([type=hidden])')]\
+                 .filter(e => !(e.getAttribute('aria-label') || e.textContent.trim())).length;",
+                vec![],
+            )
+            .await
+            .expect("script");
+        assert_eq!(unnamed, json!(0), "controls without an accessible name");
+        client.set_window_size(390, 844).await.expect("phone width");
+        client.refresh().await.expect("reload at phone width");
+        let overflow = client
+            .execute(
+                "return document.documentElement.scrollWidth - document.documentElement.clientWidth;",
+                vec![],
+            )
+            .await
+            .expect("script");
+        assert!(
+            overflow.as_i64().is_some_and(|o| o <= 0),
+            "the page scrolls sideways by {overflow}px at 390px"
+        );
         // The delivery figures: on the page, and as metrics.
         let deployments = text(&client, "#delivery tr[data-figures='prod'] td").await;
         assert_eq!(deployments.as_deref(), Some("2"), "prod deployed #1 and #2");
