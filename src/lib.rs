@@ -13,3 +13,4 @@ pub mod memory;
 pub mod metrics;
 pub mod notify;
 pub mod server;
+pub mod web;

@@ -26,6 +26,7 @@ use tracing::error;
 
 mod activities;
 mod analyses;
+mod delivery;
 mod phases;
 mod promotion_series;
 
@@ -143,6 +144,7 @@ pub struct Metrics {
     current_stage_index: Family<PromotionLabels, Gauge>,
     phase: PhaseGauges,
     stage_activity: StageActivities,
+    delivery: delivery::DeliverySeries,
     time_in_stage: Family<PromotionLabels, SecondsGauge>,
     approval_wait: Family<PromotionLabels, SecondsGauge>,
     webhook_requests: Family<WebhookLabels, Counter>,
@@ -228,6 +230,8 @@ impl Metrics {
         registry.register_collector(Box::new(phase.clone()));
         let stage_activity = StageActivities::default();
         registry.register_collector(Box::new(stage_activity.clone()));
+        let delivery = delivery::DeliverySeries::default();
+        registry.register_collector(Box::new(delivery.clone()));
         let time_in_stage = Family::<PromotionLabels, SecondsGauge>::default();
         registry.register_with_unit(
             "promotion_time_in_stage",
@@ -322,6 +326,7 @@ impl Metrics {
             current_stage_index,
             phase,
             stage_activity,
+            delivery,
             time_in_stage,
             approval_wait,
             webhook_requests,
@@ -406,6 +411,7 @@ impl Metrics {
         }
         self.phase.set(&labels.promotion, &status.phase);
         self.stage_activity.set(&labels.promotion, status);
+        self.delivery.set(&labels.promotion, status);
         let live = LiveSince {
             stage_started: status.last_promotion_time,
             approval_since: approval_wait_start(status),
@@ -510,6 +516,7 @@ impl Metrics {
         self.approval_wait.remove(&labels);
         self.phase.remove(&promotion);
         self.stage_activity.remove(&promotion);
+        self.delivery.remove(&promotion);
     }
 
     /// `result`: accepted, bad_signature, missing_signature, too_large, ignored, not_configured,

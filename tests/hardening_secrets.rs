@@ -28,6 +28,8 @@ const TOKEN_USER: &str = "x-access-token";
 const NOTIFY_URL_PATH: &str = "hooks-SECRET-5ac4c7";
 const NOTIFY_HMAC: &str = "hmac-SECRET-d15ea5";
 const NOTIFY_TOKEN: &str = "ghp-SECRET-0b5e55";
+// The web view's access token (issue #35): its pages must never show it, nor any other secret.
+const UI_TOKEN: &str = "ui-SECRET-7e11a0";
 
 /// Every form in which a secret could leak: itself and inside a basic-auth header.
 fn forbidden() -> Vec<String> {
@@ -40,6 +42,7 @@ fn forbidden() -> Vec<String> {
         NOTIFY_URL_PATH,
         NOTIFY_HMAC,
         NOTIFY_TOKEN,
+        UI_TOKEN,
     ] {
         all.push(secret.to_string());
         all.push(
@@ -214,6 +217,30 @@ fn status_json(kubeconfig: &Path) -> String {
     )
 }
 
+/// The web view's pages, refused without the token and served with it.
+fn web_pages(addr: &str) -> String {
+    let refused = http(addr, "GET", "/ui", &[], b"").expect("an answer");
+    assert_eq!(refused.0, 401, "the web view asks for its token");
+    let (_, list) = http(addr, "GET", "/api/v1/promotions", &[], b"").expect("promotions");
+    let list: Value = serde_json::from_str(&list).expect("promotions JSON");
+    let bearer = format!("Bearer {UI_TOKEN}");
+    let auth = [("Authorization", bearer.as_str())];
+    let mut pages = response(Some(refused));
+    let mut paths = vec!["/ui".to_string(), "/ui/login".to_string()];
+    for name in list.as_array().into_iter().flatten() {
+        let name = name["name"].as_str().expect("a name");
+        paths.push(format!("/ui/promotions/{name}"));
+        paths.push(format!("/ui/promotions/{name}/timeline.svg"));
+    }
+    for path in &paths {
+        let page = http(addr, "GET", path, &auth, b"").expect("a page");
+        assert_eq!(page.0, 200, "{path}: {}", page.1);
+        pages.push_str(&response(Some(page)));
+    }
+    assert!(pages.contains("Pipeline"), "a promotion page was served");
+    pages
+}
+
 #[test]
 fn secrets_never_appear_in_logs_statuses_events_or_responses() {
     // Upstream: a bare repository served over smart HTTP, readable only with TOKEN.
@@ -247,6 +274,7 @@ fn secrets_never_appear_in_logs_statuses_events_or_responses() {
     let wrong_token = write("wrong-token", &format!("{WRONG_TOKEN}\n"));
     let token = write("token", &format!("{TOKEN}\n"));
     let webhook_secret = write("webhook-secret", WEBHOOK_SECRET);
+    let ui_token = write("ui-token", &format!("{UI_TOKEN}\n"));
 
     // 1. Rejected credentials, one of them embedded in the URL: the failure is logged, the
     //    secrets are not.
@@ -299,6 +327,9 @@ fn secrets_never_appear_in_logs_statuses_events_or_responses() {
         "127.0.0.1:0",
         "--webhook-github-secret-file",
         &webhook_secret,
+        "--ui",
+        "--ui-token-file",
+        &ui_token,
     ]);
     let serving = controller.wait_for_log("serving /healthz");
     let addr = serving["addr"].as_str().expect("bound address").to_string();
@@ -358,6 +389,7 @@ fn secrets_never_appear_in_logs_statuses_events_or_responses() {
     for path in ["/metrics", "/api/v1/promotions", "/readyz", "/healthz"] {
         responses.push_str(&response(http(&addr, "GET", path, &[], b"")));
     }
+    responses.push_str(&web_pages(&addr));
     let emulator = emulator_addr(&kubeconfig);
     let mut cluster = String::new();
     for path in [
@@ -387,7 +419,10 @@ fn secrets_never_appear_in_logs_statuses_events_or_responses() {
         "the cluster holds what the controller wrote:\n{cluster}"
     );
 
-    assert_no_secret("HTTP responses (webhooks, metrics, status API)", &responses);
+    assert_no_secret(
+        "HTTP responses (webhooks, metrics, status API, web view)",
+        &responses,
+    );
     assert_no_secret("objects and events on the cluster", &cluster);
     assert_no_secret("tollgate status", &status_json(&kubeconfig));
     assert_no_secret("the controller's debug log", &controller.log());

@@ -23,6 +23,8 @@ pub mod run;
 pub mod status;
 pub mod timeline;
 pub mod trust_args;
+pub mod ui;
+pub mod ui_args;
 pub mod validate;
 
 #[derive(Parser, Debug)]
@@ -86,6 +88,8 @@ pub enum Command {
     Rollback(rollback::Args),
     /// Draw a promotion's recent runs as a timeline (SVG or PNG), from the management cluster.
     Timeline(timeline::Args),
+    /// Serve the web view of every rollout (reads the cluster; actions commit to git).
+    Ui(Box<ui::Args>),
     /// Print shell completions.
     Completions(CompletionsArgs),
 }
@@ -107,6 +111,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Approve(args) => approve::run(args),
         Command::Rollback(args) => rollback::run(args),
         Command::Timeline(args) => timeline::run(args),
+        Command::Ui(args) => ui::run(*args),
         Command::Completions(args) => {
             // Into a buffer, then out through `write_stdout`: clap_complete panics when a write
             // to stdout fails, as it does when the reader has gone (`tollgate completions bash

@@ -118,6 +118,16 @@ pub struct ServerArgs {
     /// File holding the secret of the generic webhook (X-Tollgate-Signature: sha256=<hmac>).
     #[arg(long, env = "TOLLGATE_WEBHOOK_GENERIC_SECRET_FILE")]
     pub webhook_generic_secret_file: Option<PathBuf>,
+    /// Serve the web view under /ui on --listen (off by default; see docs/web.md). It reads the
+    /// controller's statuses and never writes to the cluster; its buttons commit to git.
+    #[arg(long, env = "TOLLGATE_UI", requires = "listen")]
+    pub ui: bool,
+    /// Local clone the web view's buttons commit in (each on a new branch of --branch);
+    /// without it they only show the commit and the command.
+    #[arg(long, env = "TOLLGATE_UI_REPO", requires = "ui")]
+    pub ui_repo: Option<PathBuf>,
+    #[command(flatten)]
+    pub ui_args: super::ui_args::UiArgs,
 }
 
 impl ServerArgs {
@@ -381,7 +391,11 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
                 branch: args.branch.clone(),
                 watch_health: handle.watch_health.clone(),
             };
-            Some(start_server(listen, webhook_secrets, state).await?)
+            let ui = match args.server.ui {
+                false => None,
+                true => Some(web_router(&args, &handle)?),
+            };
+            Some(start_server(listen, webhook_secrets, state, ui).await?)
         }
         None => None,
     };
@@ -416,14 +430,32 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
 
 type ServerTask = tokio::task::JoinHandle<Result<(), server::ServerError>>;
 
+/// The web view (`--ui`) over the controller's own statuses.
+fn web_router(args: &Args, handle: &controller::ControllerHandle) -> anyhow::Result<axum::Router> {
+    let source = crate::web::source::from_status_cache(handle.statuses.clone());
+    let repo = args
+        .server
+        .ui_repo
+        .as_ref()
+        .map(|dir| crate::web::git_view::RepoTarget {
+            dir: dir.clone(),
+            branch: args.branch.clone(),
+            path: args.path.clone(),
+        });
+    let config = args.server.ui_args.web_config(source, repo)?;
+    Ok(crate::web::router(config))
+}
+
 /// Binds and serves the HTTP server until the returned sender fires (or is dropped).
 async fn start_server(
     listen: SocketAddr,
     webhooks: WebhookSecrets,
     state: ServerState,
+    ui: Option<axum::Router>,
 ) -> anyhow::Result<(tokio::sync::oneshot::Sender<()>, ServerTask)> {
     let mut server_config = ServerConfig::new(listen);
     server_config.webhooks = webhooks;
+    server_config.ui = ui;
     let bound = server::bind(&server_config, state)
         .await
         .context("starting the HTTP server")?;

@@ -38,6 +38,8 @@ pub struct ServerConfig {
     pub webhooks: WebhookSecrets,
     /// Webhook bodies beyond this are refused with 413.
     pub max_body_bytes: usize,
+    /// The web view's routes under `/ui` (`run --ui`), merged in when set.
+    pub ui: Option<Router>,
 }
 
 impl ServerConfig {
@@ -47,6 +49,7 @@ impl ServerConfig {
             listen,
             webhooks: WebhookSecrets::default(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            ui: None,
         }
     }
 }
@@ -137,14 +140,18 @@ pub fn router(state: ServerState, config: &ServerConfig) -> Router {
         secrets: config.webhooks.clone(),
         max_body_bytes: config.max_body_bytes,
     });
-    Router::new()
+    let router = Router::new()
         .route("/healthz", get(probes::healthz))
         .route("/readyz", get(probes::readyz))
         .route("/metrics", get(probes::metrics))
         .route("/webhooks/{provider}", post(webhook::receive_named))
         .route("/api/v1/promotions", get(status_api::list))
         .route("/api/v1/promotions/{name}", get(status_api::get))
-        .with_state(shared)
+        .with_state(shared);
+    match &config.ui {
+        Some(ui) => router.merge(ui.clone()),
+        None => router,
+    }
 }
 
 /// A server bound to its address but not yet serving: lets callers (and tests binding port 0)

@@ -22,6 +22,7 @@ mod clusters;
 pub mod completion;
 pub mod conditions;
 mod counts;
+pub mod delivery;
 pub mod drift;
 mod effects;
 pub mod features;

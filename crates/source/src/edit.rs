@@ -846,6 +846,71 @@ pub fn approve(
     })
 }
 
+/// One annotation to write on a promotion (pause, resume, retry): the key, a value computed from
+/// the value it holds at the tip (`None`: absent), the new branch and the commit message.
+pub struct AnnotationEdit<'a> {
+    pub key: &'a str,
+    pub value: &'a dyn Fn(Option<&str>) -> String,
+    pub branch: &'a str,
+    pub message: &'a str,
+}
+
+/// Writes `edit.key: <value>` into promotion `name` as of the branch tip and commits it on
+/// `edit.branch`; the content hashes must not change (only metadata is touched). The one
+/// implementation of an annotation commit besides `approve` (the web view's Pause, Resume and
+/// Retry buttons use it).
+pub fn annotate(
+    target: &Target<'_>,
+    name: &str,
+    edit: &AnnotationEdit<'_>,
+) -> Result<EditOutcome, EditError> {
+    let Loaded { repo, source } = load(target)?;
+    let current = current_snapshot(&source, name, target.branch)?;
+    let existing = current.promotion.metadata.annotations.get(edit.key);
+    let value = (edit.value)(existing.map(String::as_str));
+    let tip = tip(&repo, target.branch)?;
+    let file = current.file.clone();
+    let text = read_file_at(&repo, &tip, &file)?.ok_or_else(|| EditError::DocumentNotFound {
+        file: file.clone(),
+        name: name.to_string(),
+    })?;
+    let text = decode(text, &file, name)?;
+    let document = find_promotion_document(&text, &file, name)?;
+    let body = set_annotation(&text[document.body.clone()], &file, name, edit.key, &value)?;
+    let edited = format!(
+        "{}{body}{}",
+        &text[..document.body.start],
+        &text[document.body.end..]
+    );
+    verify_annotated(
+        &reparse(&edited, &file, name)?,
+        current,
+        (edit.key, &value),
+        &file,
+    )?;
+    let commit = commit_on_new_branch(
+        &repo,
+        &tip,
+        &FileCommit {
+            branch: edit.branch,
+            file: &file,
+            content: edited.as_bytes(),
+            message: edit.message,
+        },
+    )?;
+    Ok(EditOutcome {
+        branch: edit.branch.to_string(),
+        commit: commit.to_string(),
+        base: tip.id().to_string(),
+        file,
+        message: edit.message.to_string(),
+        snapshot_index: current.index,
+        snapshot_id: current.id().to_string(),
+        notes: vec![format!("wrote {}: {value}", edit.key)],
+        warnings: Vec::new(),
+    })
+}
+
 /// The edit changed nothing but the annotation: same content hashes, and it carries `key: value`.
 fn verify_annotated(
     result: &ClusterPromotion,

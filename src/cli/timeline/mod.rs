@@ -125,24 +125,7 @@ async fn fetch(args: &Args) -> anyhow::Result<Option<Option<PromotionStatus>>> {
 
 /// The picture's bytes in the chosen format.
 fn picture(args: &Args, status: Option<&PromotionStatus>) -> anyhow::Result<Vec<u8>> {
-    let now = Utc::now();
-    let period = chrono::Duration::from_std(args.since.length).unwrap_or(chrono::Duration::MAX);
-    let since = now
-        .checked_sub_signed(period)
-        .unwrap_or(chrono::DateTime::<Utc>::MIN_UTC);
-    let history: &[RunRecord] = status.map(|s| &*s.runs).unwrap_or_default();
-    let timeline = layout::lay_out(history, since, now);
-    let period_text = &args.since.text;
-    let empty = match (history.last(), timeline.runs.is_empty()) {
-        (None, _) => Some(format!("No runs recorded for {} yet.", args.name)),
-        (Some(newest), true) => Some(format!(
-            "No runs of {} in the last {period_text}; the newest started at {}.",
-            args.name,
-            newest.started_at.format("%Y-%m-%d %H:%M UTC")
-        )),
-        (Some(_), false) => None,
-    };
-    let svg = draw::svg(&args.name, &timeline, period_text, empty.as_deref());
+    let svg = svg_of(&args.name, status, &args.since, Utc::now());
     match args.output {
         Format::Svg => Ok(svg.into_bytes()),
         Format::Png => {
@@ -153,6 +136,31 @@ fn picture(args: &Args, status: Option<&PromotionStatus>) -> anyhow::Result<Vec<
             Ok(rendered.png)
         }
     }
+}
+
+/// The SVG picture of the runs of `status` in the `period` before `now` (also the web view's).
+pub fn svg_of(
+    name: &str,
+    status: Option<&PromotionStatus>,
+    period: &Period,
+    now: chrono::DateTime<Utc>,
+) -> String {
+    let length = chrono::Duration::from_std(period.length).unwrap_or(chrono::Duration::MAX);
+    let since = now
+        .checked_sub_signed(length)
+        .unwrap_or(chrono::DateTime::<Utc>::MIN_UTC);
+    let history: &[RunRecord] = status.map(|s| &*s.runs).unwrap_or_default();
+    let timeline = layout::lay_out(history, since, now);
+    let period_text = &period.text;
+    let empty = match (history.last(), timeline.runs.is_empty()) {
+        (None, _) => Some(format!("No runs recorded for {name} yet.")),
+        (Some(newest), true) => Some(format!(
+            "No runs of {name} in the last {period_text}; the newest started at {}.",
+            newest.started_at.format("%Y-%m-%d %H:%M UTC")
+        )),
+        (Some(_), false) => None,
+    };
+    draw::svg(name, &timeline, period_text, empty.as_deref())
 }
 
 #[cfg(test)]

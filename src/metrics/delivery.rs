@@ -1,0 +1,120 @@
+//! `tollgate_delivery_*`: delivery figures per promotion and stage (the whole pipeline has
+//! `stage=""`), computed at scrape time by the engine (`tollgate_engine::delivery`) from the run
+//! history each promotion's status keeps (shared, not copied). Lead time counts from the run's
+//! start: the metrics have no git access to read commit times.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::gauge::ConstGauge;
+use tollgate_engine::delivery::{Figures, figures};
+use tollgate_engine::{PromotionStatus, RunHistory};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StageLabels {
+    promotion: Arc<str>,
+    stage: Arc<str>,
+}
+
+/// Per promotion: its stage names in pipeline order and its run history.
+type Kept = (Vec<Arc<str>>, RunHistory);
+
+#[derive(Clone, Debug, Default)]
+pub struct DeliverySeries(Arc<Mutex<BTreeMap<Arc<str>, Kept>>>);
+
+impl DeliverySeries {
+    fn kept(&self) -> MutexGuard<'_, BTreeMap<Arc<str>, Kept>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn set(&self, promotion: &Arc<str>, status: &PromotionStatus) {
+        let stages = status
+            .pipeline()
+            .iter()
+            .map(|view| Arc::from(view.name))
+            .collect();
+        self.kept()
+            .insert(promotion.clone(), (stages, status.runs.clone()));
+    }
+
+    pub fn remove(&self, promotion: &str) {
+        self.kept().remove(promotion);
+    }
+
+    /// (labels, figures) of every promotion and stage, the whole pipeline first.
+    fn all(&self) -> Vec<(StageLabels, Figures)> {
+        let mut all = Vec::new();
+        for (promotion, (stages, runs)) in self.kept().iter() {
+            let whole = std::iter::once((Arc::<str>::from(""), None));
+            let each = stages.iter().map(|s| (s.clone(), Some(s.clone())));
+            for (label, stage) in whole.chain(each) {
+                let labels = StageLabels {
+                    promotion: promotion.clone(),
+                    stage: label,
+                };
+                all.push((labels, figures(runs, stage.as_deref(), &|_| None)));
+            }
+        }
+        all
+    }
+}
+
+/// One gauge family: `name`, `help`, and the value per figures (`None`: no series).
+struct Gauge {
+    name: &'static str,
+    help: &'static str,
+    value: fn(&Figures) -> Option<f64>,
+}
+
+const GAUGES: [Gauge; 5] = [
+    Gauge {
+        name: "delivery_deployments",
+        help: "Runs of the kept history in which the stage (stage=\"\": the pipeline) completed",
+        value: |f| Some(f64::from(f.deployments)),
+    },
+    Gauge {
+        name: "delivery_runs_ended",
+        help: "Runs of the kept history that reached the stage and ended",
+        value: |f| Some(f64::from(f.runs_ended)),
+    },
+    Gauge {
+        name: "delivery_change_failure_ratio",
+        help: "Runs halted or rolled back of the runs that reached the stage and ended",
+        value: Figures::change_failure_rate,
+    },
+    Gauge {
+        name: "delivery_lead_time_seconds",
+        help: "Lead time of the newest deployment: from the run's start to the stage completed",
+        value: |f| f.lead_time_last.map(seconds),
+    },
+    Gauge {
+        name: "delivery_time_to_restore_seconds",
+        help: "Mean time from a failed run's failure to its rollback restored or the next completed run",
+        value: |f| f.time_to_restore_mean.map(seconds),
+    },
+];
+
+fn seconds(duration: chrono::Duration) -> f64 {
+    duration.num_milliseconds() as f64 / 1000.0
+}
+
+impl Collector for DeliverySeries {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let all = self.all();
+        for gauge in &GAUGES {
+            let mut family =
+                encoder.encode_descriptor(gauge.name, gauge.help, None, MetricType::Gauge)?;
+            for (labels, figures) in &all {
+                if let Some(value) = (gauge.value)(figures) {
+                    ConstGauge::new(value).encode(family.encode_family(labels)?)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

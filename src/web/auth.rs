@@ -1,0 +1,115 @@
+//! The optional bearer token (`--ui-token-file`), and the same-origin check on every POST: the
+//! pages hold no session of their own, so a cross-site form must not be able to press a button.
+
+use axum::extract::{Form, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use maud::html;
+use serde::Deserialize;
+use subtle::ConstantTimeEq;
+
+use super::WebState;
+use super::page::frame;
+
+const COOKIE: &str = "tollgate_ui_token";
+
+/// Lets a request through when no token is configured or it carries the token; refuses a
+/// cross-site POST either way.
+pub(super) async fn require(State(web): State<WebState>, request: Request, next: Next) -> Response {
+    if request.method() == axum::http::Method::POST && !same_origin(request.headers()) {
+        return (StatusCode::FORBIDDEN, "cross-site request refused").into_response();
+    }
+    let Some(token) = &web.token else {
+        return next.run(request).await;
+    };
+    let offered = bearer(request.headers()).or_else(|| cookie(request.headers()));
+    if offered.is_some_and(|offered| matches(offered, token.expose())) {
+        return next.run(request).await;
+    }
+    (StatusCode::UNAUTHORIZED, login_page(false)).into_response()
+}
+
+fn matches(offered: &str, token: &str) -> bool {
+    !token.is_empty() && bool::from(offered.as_bytes().ct_eq(token.as_bytes()))
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+}
+
+fn cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .find_map(|pair| pair.trim().strip_prefix(COOKIE)?.strip_prefix('='))
+}
+
+/// `Origin` (or else `Sec-Fetch-Site`) says the form came from this server's own pages.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    if let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) {
+        let origin_host = origin.split_once("://").map(|(_, rest)| rest);
+        return host.is_some() && origin_host == host;
+    }
+    match headers.get("sec-fetch-site").and_then(|s| s.to_str().ok()) {
+        Some(site) => site == "same-origin" || site == "none",
+        // Neither header: not a browser (curl, a script), which cannot ride a user's session.
+        None => true,
+    }
+}
+
+fn login_page(failed: bool) -> Html<String> {
+    Html(
+        frame(
+            "Sign in",
+            None,
+            html! {
+                h1 { "Sign in" }
+                @if failed { p.notice.error role="alert" { "That token is not the one this server was started with." } }
+                form method="post" action="/ui/login" {
+                    label { "Token " input type="password" name="token" aria-label="Token" autocomplete="current-password"; }
+                    " " button type="submit" { "Sign in" }
+                }
+            },
+        )
+        .into_string(),
+    )
+}
+
+pub(super) async fn login_form() -> Html<String> {
+    login_page(false)
+}
+
+#[derive(Deserialize)]
+pub(super) struct Login {
+    token: String,
+}
+
+/// Sets the token cookie (HttpOnly, SameSite=Strict, only under /ui) when the token is right.
+pub(super) async fn login(
+    State(web): State<WebState>,
+    headers: HeaderMap,
+    Form(login): Form<Login>,
+) -> Response {
+    if !same_origin(&headers) {
+        return (StatusCode::FORBIDDEN, "cross-site request refused").into_response();
+    }
+    match &web.token {
+        Some(token) if matches(&login.token, token.expose()) => {
+            let cookie = format!(
+                "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/ui",
+                login.token
+            );
+            ([(header::SET_COOKIE, cookie)], Redirect::to("/ui")).into_response()
+        }
+        Some(_) => (StatusCode::UNAUTHORIZED, login_page(true)).into_response(),
+        None => Redirect::to("/ui").into_response(),
+    }
+}

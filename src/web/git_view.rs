@@ -1,0 +1,198 @@
+//! The repository the web view commits in (`--repo DIR`), read for what the cluster does not
+//! hold: the ClusterPromotions' labels, the snapshot history with commit links, commit times.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use tollgate_source::report::PromotionView;
+use tollgate_source::{GitSource, SourceConfig};
+
+/// How old the facts read from git may be.
+pub const RESYNC_AFTER: Duration = Duration::from_millis(500);
+
+/// A local clone, its tracked branch and the manifests' sub-path.
+#[derive(Clone, Debug)]
+pub struct RepoTarget {
+    pub dir: PathBuf,
+    pub branch: String,
+    pub path: String,
+}
+
+impl RepoTarget {
+    pub fn edit_target(&self) -> tollgate_source::edit::Target<'_> {
+        tollgate_source::edit::Target {
+            repo: &self.dir,
+            branch: &self.branch,
+            path: &self.path,
+        }
+    }
+}
+
+/// One snapshot of a promotion, as the history table shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SnapshotRow {
+    pub index: u64,
+    pub sha: String,
+    pub author: String,
+    pub time: DateTime<Utc>,
+    pub subject: String,
+    pub same_content_as: Option<u64>,
+}
+
+/// What the pages read from git, per promotion.
+#[derive(Clone, Debug, Default)]
+pub struct GitFacts {
+    pub labels: BTreeMap<String, String>,
+    pub snapshots: Vec<SnapshotRow>,
+}
+
+/// Every promotion's facts, by name.
+pub type Facts = Arc<BTreeMap<String, GitFacts>>;
+
+/// The repository, synced on demand (a local clone: an incremental sync is cheap).
+pub struct GitView {
+    pub target: RepoTarget,
+    source: Mutex<Option<GitSource>>,
+    /// The facts of the last sync and when it was made: live updates ask often, git moves
+    /// rarely, so a sync is made at most once per [`RESYNC_AFTER`].
+    cached: Mutex<Option<(Instant, Facts)>>,
+    /// `https://host/owner/repo/commit/` when the clone's `origin` is a web-hosted remote.
+    pub commit_base: Option<String>,
+}
+
+impl GitView {
+    pub fn new(target: RepoTarget) -> Self {
+        let commit_base = commit_base(&target.dir);
+        GitView {
+            target,
+            source: Mutex::new(None),
+            cached: Mutex::new(None),
+            commit_base,
+        }
+    }
+
+    /// Every promotion's facts at the branch tip, synced at most once per [`RESYNC_AFTER`].
+    pub fn facts(&self) -> Arc<BTreeMap<String, GitFacts>> {
+        let mut cached = self.cached.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, facts)) = cached.as_ref()
+            && at.elapsed() < RESYNC_AFTER
+        {
+            return facts.clone();
+        }
+        let facts = Arc::new(self.read_facts());
+        *cached = Some((Instant::now(), facts.clone()));
+        facts
+    }
+
+    /// Every promotion's facts at the branch tip; empty (with a warning) when git cannot be read.
+    fn read_facts(&self) -> BTreeMap<String, GitFacts> {
+        let mut guard = self.source.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            let config = SourceConfig::new(
+                self.target.dir.to_string_lossy(),
+                &self.target.branch,
+                &self.target.path,
+                std::env::temp_dir(),
+            );
+            match GitSource::open(config) {
+                Ok(source) => *guard = Some(source),
+                Err(error) => {
+                    tracing::warn!(%error, "the web view cannot open the repository");
+                    return BTreeMap::new();
+                }
+            }
+        }
+        let Some(source) = guard.as_mut() else {
+            return BTreeMap::new();
+        };
+        if let Err(error) = source.sync() {
+            tracing::warn!(%error, "the web view cannot read the repository");
+        }
+        source
+            .promotions()
+            .map(|(name, view)| {
+                let labels = match view {
+                    PromotionView::Valid { snapshot } => snapshot
+                        .promotion
+                        .metadata
+                        .labels
+                        .clone()
+                        .into_iter()
+                        .collect(),
+                    PromotionView::Invalid { .. } => BTreeMap::new(),
+                };
+                let snapshots = source
+                    .history(name)
+                    .iter()
+                    .map(|s| SnapshotRow {
+                        index: s.index,
+                        sha: s.commit.sha.clone(),
+                        author: s.commit.author.clone(),
+                        time: s.commit.time,
+                        subject: s.commit.subject.clone(),
+                        same_content_as: s.same_content_as,
+                    })
+                    .collect();
+                (name.to_string(), GitFacts { labels, snapshots })
+            })
+            .collect()
+    }
+
+    pub fn commit_url(&self, sha: &str) -> Option<String> {
+        self.commit_base.as_ref().map(|base| format!("{base}{sha}"))
+    }
+}
+
+/// The web address of commits for the clone's `origin` (https or scp-like ssh), credentials
+/// dropped; `None` for a local or unknown remote.
+fn commit_base(dir: &std::path::Path) -> Option<String> {
+    let repo = git2::Repository::open(dir).ok()?;
+    let remote = repo.find_remote("origin").ok()?;
+    web_base(remote.url().ok()?).map(|base| format!("{base}/commit/"))
+}
+
+/// `https://host/owner/repo` for a remote URL.
+pub fn web_base(url: &str) -> Option<String> {
+    let url = url.trim_end_matches('/').trim_end_matches(".git");
+    let (host, path) = if let Some(rest) = url.strip_prefix("https://") {
+        rest.split_once('/')?
+    } else if let Some(rest) = url.strip_prefix("ssh://") {
+        let (host, path) = rest.split_once('/')?;
+        (host.rsplit('@').next()?.split(':').next()?, path)
+    } else if let Some((user_host, path)) = url.split_once(':') {
+        if user_host.contains('/') || !user_host.contains('@') {
+            return None;
+        }
+        (user_host.rsplit('@').next()?, path)
+    } else {
+        return None;
+    };
+    let host = host.rsplit('@').next()?;
+    Some(format!("https://{host}/{path}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::web_base;
+
+    #[test]
+    fn remote_urls_become_web_addresses_without_credentials() {
+        assert_eq!(
+            web_base("https://x-access-token:SECRET@github.com/acme/fleet.git").as_deref(),
+            Some("https://github.com/acme/fleet")
+        );
+        assert_eq!(
+            web_base("git@gitlab.com:acme/fleet.git").as_deref(),
+            Some("https://gitlab.com/acme/fleet")
+        );
+        assert_eq!(
+            web_base("ssh://git@gitea.example:2222/acme/fleet").as_deref(),
+            Some("https://gitea.example/acme/fleet")
+        );
+        assert_eq!(web_base("/srv/git/fleet"), None);
+        assert_eq!(web_base("file:///srv/git/fleet"), None);
+    }
+}
