@@ -61,9 +61,10 @@ async fn staging_summaries(world: &World) -> Vec<(String, String, String)> {
     let api: kube::Api<kube::core::DynamicObject> =
         kube::Api::all_with(world_client(world), &resource);
     let mut rows: Vec<(String, String, String)> = api
-        .list(&kube::api::ListParams::default().labels(
-            "projectsveltos.io/cluster-profile-name=web-staging",
-        ))
+        .list(
+            &kube::api::ListParams::default()
+                .labels("projectsveltos.io/cluster-profile-name=web-staging"),
+        )
         .await
         .expect("list summaries")
         .items
@@ -156,7 +157,11 @@ async fn a_halted_stage_is_retried_and_only_its_failed_clusters_are_reapplied() 
         "{refused}"
     );
     assert_eq!(world.status(WEB).await.expect("status")["phase"], "Failed");
-    assert!(status_text(&world).contains("refused"), "{}", status_text(&world));
+    assert!(
+        status_text(&world).contains("refused"),
+        "{}",
+        status_text(&world)
+    );
     assert!(!events(&world, "RetryRefused").await.is_empty());
 
     // The fleet is fixed; the kept cluster's summary is what it was.
@@ -190,7 +195,14 @@ async fn a_halted_stage_is_retried_and_only_its_failed_clusters_are_reapplied() 
         let old = before.iter().find(|(c, _, _)| c == cluster).expect("known");
         match cluster.as_str() {
             "staging-3" => assert_eq!(
-                (uid, &after.iter().find(|(c, _, _)| c == "staging-3").expect("kept").2),
+                (
+                    uid,
+                    &after
+                        .iter()
+                        .find(|(c, _, _)| c == "staging-3")
+                        .expect("kept")
+                        .2
+                ),
                 (&kept_before.1, &kept_before.2),
                 "the provisioned cluster was not touched"
             ),
@@ -213,7 +225,10 @@ async fn a_halted_stage_is_retried_and_only_its_failed_clusters_are_reapplied() 
     );
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     assert_eq!(events(&world, "Retried").await.len(), 1);
-    assert_eq!(world.status(WEB).await.expect("status")["phase"], "Completed");
+    assert_eq!(
+        world.status(WEB).await.expect("status")["phase"],
+        "Completed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -221,7 +236,10 @@ async fn a_revert_after_a_full_rollout_with_30s_soaks_restores_production_on_the
     let repo = TestRepo::new();
     repo.write("web.yaml", &web("1.0.0", None));
     // No `rollback:` field: Fast is the default.
-    repo.write("policy.yaml", &policy("fleet-defaults").max_failures("0").to_yaml());
+    repo.write(
+        "policy.yaml",
+        &policy("fleet-defaults").max_failures("0").to_yaml(),
+    );
     repo.commit("web 1.0.0");
     let fleet = fleet()
         .default_latency("50ms")

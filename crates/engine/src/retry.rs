@@ -49,7 +49,9 @@ pub struct RetryValue {
 /// Reads `<snapshot>/<n>` (n a positive integer).
 pub fn parse(value: &str) -> Result<RetryValue, String> {
     let wrong = || {
-        format!("{value:?} is not <snapshot id>/<n> (a snapshot id or commit prefix, a slash, a retry counter of 1 or more)")
+        format!(
+            "{value:?} is not <snapshot id>/<n> (a snapshot id or commit prefix, a slash, a retry counter of 1 or more)"
+        )
     };
     let (snapshot, n) = value.trim().rsplit_once('/').ok_or_else(wrong)?;
     let n: u64 = n.parse().map_err(|_| wrong())?;
@@ -78,7 +80,10 @@ pub fn last_consumed(status: &PromotionStatus, stage: &str, id: &str) -> u64 {
 pub(crate) enum Decision {
     /// Consumed already: nothing to do or say.
     Consumed,
-    Redrive { stage: String, n: u64 },
+    Redrive {
+        stage: String,
+        n: u64,
+    },
     Refuse {
         stage: String,
         snapshot_id: String,
@@ -235,7 +240,9 @@ pub(crate) fn act(
                     .events
                     .push(EngineEvent::warning(EventReason::RetryRefused, reason));
             }
-            Decision::Redrive { stage, n } => redrive(status, run, &stage, n, observed, now, effects),
+            Decision::Redrive { stage, n } => {
+                redrive(status, run, &stage, n, observed, now, effects)
+            }
         }
     }
 }
@@ -276,7 +283,11 @@ fn redrive(
         .iter()
         .filter(|c| matches!(c.state, ClusterState::Failed | ClusterState::TimedOut))
         .map(|c| c.cluster.clone())
-        .chain(failure.iter().flat_map(|f| f.clusters.iter().map(|c| c.cluster.clone())))
+        .chain(
+            failure
+                .iter()
+                .flat_map(|f| f.clusters.iter().map(|c| c.cluster.clone())),
+        )
         .collect();
     clusters.sort();
     clusters.dedup();
@@ -305,7 +316,9 @@ fn redrive(
     };
     restart_stage(st, retry, run, stage, now);
     let st = status.stage(stage_name);
-    let listed = st.and_then(|s| s.retry.as_deref()).map(|r| r.clusters.join(", "));
+    let listed = st
+        .and_then(|s| s.retry.as_deref())
+        .map(|r| r.clusters.join(", "));
     let note = format!(
         "Stage {stage_name} of snapshot #{} retried (retry {n}): re-driving {}",
         run.index,
@@ -320,7 +333,13 @@ fn redrive(
 
 /// The stage starts over for its re-driven clusters: its profile withdraws their summaries
 /// (see the module documentation), its gates run again once they are provisioned.
-fn restart_stage(st: &mut StageStatus, retry: StageRetry, run: &Snapshot, stage: &Stage, now: DateTime<Utc>) {
+fn restart_stage(
+    st: &mut StageStatus,
+    retry: StageRetry,
+    run: &Snapshot,
+    stage: &Stage,
+    now: DateTime<Utc>,
+) {
     let spec = withdrawing_spec(run, stage, &retry);
     st.applied_spec_hash = spec_hash(&spec);
     st.applied_at = now;
@@ -385,7 +404,13 @@ pub(crate) fn withdrawn(retry: &StageRetry, profile: &str, observed: &Observed) 
     })
 }
 
-fn set_condition(status: &mut PromotionStatus, state: &str, reason: &str, message: &str, now: DateTime<Utc>) {
+fn set_condition(
+    status: &mut PromotionStatus,
+    state: &str,
+    reason: &str,
+    message: &str,
+    now: DateTime<Utc>,
+) {
     let condition = Condition {
         type_: RETRY_CONDITION.to_string(),
         status: state.to_string(),
@@ -393,7 +418,11 @@ fn set_condition(status: &mut PromotionStatus, state: &str, reason: &str, messag
         message: message.to_string(),
         last_transition_time: now,
     };
-    match status.conditions.iter_mut().find(|c| c.type_ == RETRY_CONDITION) {
+    match status
+        .conditions
+        .iter_mut()
+        .find(|c| c.type_ == RETRY_CONDITION)
+    {
         Some(existing) => *existing = condition,
         None => status.conditions.push(condition),
     }

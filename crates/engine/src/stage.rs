@@ -22,8 +22,8 @@ use crate::features::{changed_features, fresh_after_apply};
 use crate::gate;
 use crate::messages;
 use crate::output::EngineEvent;
-use crate::retry;
 use crate::output::EventReason;
+use crate::retry;
 pub(crate) use crate::stage_run::{Exceeded, Hold, StageProfiles, StageRun};
 use crate::status::{
     AppliedProfile, ClusterCondition, ClusterState, ConsumedApproval, WaveProgress,

@@ -454,8 +454,12 @@ impl<'i, 'a> Run<'i, 'a> {
             name: p.name().to_string(),
             version: p.version(),
         });
-        let (snapshot, history, observed, now) =
-            (self.snapshot, self.input.history, self.observed(), self.now());
+        let (snapshot, history, observed, now) = (
+            self.snapshot,
+            self.input.history,
+            self.observed(),
+            self.now(),
+        );
         crate::retry::act(
             &mut self.status,
             snapshot,

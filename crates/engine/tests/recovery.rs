@@ -19,7 +19,10 @@ fn policy(spec: serde_json::Value) -> RolloutPolicy {
     .expect("valid policy")
 }
 
-fn three_stages(chart: &str, trigger: Option<serde_json::Value>) -> tollgate_model::ClusterPromotion {
+fn three_stages(
+    chart: &str,
+    trigger: Option<serde_json::Value>,
+) -> tollgate_model::ClusterPromotion {
     promotion_with(
         profile_spec(chart),
         vec![
@@ -170,12 +173,25 @@ fn a_retry_redrives_only_the_failed_clusters_and_the_run_goes_on() {
     h.world.advance(Duration::seconds(5));
     let readded = h.world.now;
     h.settle();
-    assert_eq!(h.status().phase, Phase::Completed, "{:?}", h.status().message);
+    assert_eq!(
+        h.status().phase,
+        Phase::Completed,
+        "{:?}",
+        h.status().message
+    );
     assert!(last_applied(&h, "s2-1").is_some_and(|t| t >= readded));
     assert!(last_applied(&h, "s2-2").is_some_and(|t| t >= readded));
-    assert_eq!(last_applied(&h, "s2-3"), kept_applied, "s2-3 was redeployed");
+    assert_eq!(
+        last_applied(&h, "s2-3"),
+        kept_applied,
+        "s2-3 was redeployed"
+    );
     assert!(h.has_profile(&profile_name("s3")));
-    assert!(h.profile_spec_of(&profile_name("s2")).get("clusterRefs").is_none());
+    assert!(
+        h.profile_spec_of(&profile_name("s2"))
+            .get("clusterRefs")
+            .is_none()
+    );
     h.assert_idempotent();
 }
 
@@ -200,7 +216,12 @@ fn the_same_retry_value_redrives_once() {
     annotate_retry(&mut h, "s2", &value);
     h.settle();
     assert_eq!(retried(&h), 2);
-    assert_eq!(h.status().phase, Phase::Completed, "{:?}", h.status().message);
+    assert_eq!(
+        h.status().phase,
+        Phase::Completed,
+        "{:?}",
+        h.status().message
+    );
     let consumed: Vec<u64> = h.status().retries.iter().map(|r| r.n).collect();
     assert_eq!(consumed, [2], "the highest counter per stage and snapshot");
 }
@@ -220,8 +241,16 @@ fn a_retry_counts_the_deadline_from_the_retry() {
     h.settle();
     let retried_at = h.stage_status("s1").retry.as_ref().expect("retry").at;
     let fresh = h.stage_status("s1").deadline.expect("a fresh deadline");
-    assert!(fresh >= retried_at + Duration::minutes(10), "{fresh} vs {retried_at}");
-    assert_eq!(h.status().phase, Phase::Progressing, "{:?}", h.status().message);
+    assert!(
+        fresh >= retried_at + Duration::minutes(10),
+        "{fresh} vs {retried_at}"
+    );
+    assert_eq!(
+        h.status().phase,
+        Phase::Progressing,
+        "{:?}",
+        h.status().message
+    );
     assert!(h.status().failure.is_none());
 }
 
@@ -264,7 +293,12 @@ fn a_fast_rollback_skips_the_soaks_of_stages_where_the_content_completed() {
     let mut h = reverted_after_full_rollouts("Fast");
     let started = h.world.now;
     h.settle();
-    assert_eq!(h.status().phase, Phase::Completed, "{:?}", h.status().message);
+    assert_eq!(
+        h.status().phase,
+        Phase::Completed,
+        "{:?}",
+        h.status().message
+    );
     assert_eq!(h.world.now, started, "no time passed: no soak was waited");
     assert_eq!(h.status().rollback, Some(RollbackMode::Fast));
     for stage in ["s1", "s2", "s3"] {

@@ -361,7 +361,9 @@ fn check_rollback(value: &Value, findings: &mut Vec<Finding>) {
         findings.push(Finding::error(
             "wrong-type",
             "spec.rollback",
-            format!("Invalid value: {value}: rollback must be a mapping such as `{{strategy: Fast}}`"),
+            format!(
+                "Invalid value: {value}: rollback must be a mapping such as `{{strategy: Fast}}`"
+            ),
         ));
         return;
     };
@@ -375,7 +377,9 @@ fn check_rollback(value: &Value, findings: &mut Vec<Finding>) {
     {
         return;
     }
-    let supported = RollbackStrategy::VALUES.map(|v| format!("{v:?}")).join(", ");
+    let supported = RollbackStrategy::VALUES
+        .map(|v| format!("{v:?}"))
+        .join(", ");
     findings.push(Finding::error(
         "unsupported-value",
         "spec.rollback.strategy",

@@ -879,7 +879,13 @@ pub(crate) fn commit_annotation(
     })?;
     let text = decode(text, &file, name)?;
     let document = find_promotion_document(&text, &file, name)?;
-    let body = set_annotation(&text[document.body.clone()], &file, name, edit.key, edit.value)?;
+    let body = set_annotation(
+        &text[document.body.clone()],
+        &file,
+        name,
+        edit.key,
+        edit.value,
+    )?;
     let edited = format!(
         "{}{body}{}",
         &text[..document.body.start],

@@ -3,8 +3,8 @@
 //! surgical edit, verification and signing), on a new branch or, with `direct`, on the tracked
 //! branch itself. The controller re-drives the stage's failed clusters once per counter `n`.
 
-use tollgate_manifest::snapshot::RETRY_ANNOTATION_PREFIX;
 use tollgate_manifest::Snapshot;
+use tollgate_manifest::snapshot::RETRY_ANNOTATION_PREFIX;
 
 use crate::edit::{
     AnnotationEdit, EditError, EditOutcome, Loaded, Target, commit_annotation, current_snapshot,
