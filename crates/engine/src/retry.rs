@@ -22,7 +22,9 @@ use serde_json::Value;
 use tollgate_model::model::Stage;
 use tollgate_model::policy::OnFailure;
 use tollgate_model::snapshot::{RETRY_ANNOTATION_PREFIX, Snapshot};
-use tollgate_render::{ClusterRef, render_stage_profile_for, spec_hash, stage_profile_spec_for};
+use tollgate_render::{
+    ClusterRef, render_stage_profile_for, spec_hash, stage_profile_name, stage_profile_spec_for,
+};
 
 use crate::activity::{self, StageActivity};
 use crate::approval::names_snapshot;
@@ -278,42 +280,8 @@ fn redrive(
     let Some(st) = status.stage_mut(stage_name) else {
         return;
     };
-    let mut clusters: Vec<String> = st
-        .not_provisioned
-        .iter()
-        .filter(|c| matches!(c.state, ClusterState::Failed | ClusterState::TimedOut))
-        .map(|c| c.cluster.clone())
-        .chain(
-            failure
-                .iter()
-                .flat_map(|f| f.clusters.iter().map(|c| c.cluster.clone())),
-        )
-        .collect();
-    clusters.sort();
-    clusters.dedup();
-    let targeted = match crate::waves::reached(st.waves.as_deref()) {
-        Some(reached) => reached,
-        None => crate::clusters::targeted(&stage.cluster_selector, observed),
-    };
-    let kept: Vec<String> = targeted
-        .into_iter()
-        .filter(|c| clusters.binary_search(c).is_err())
-        .collect();
-    let capi = observed
-        .clusters
-        .iter()
-        .filter(|c| c.capi)
-        .map(|c| cluster_key(&c.namespace, &c.name))
-        .filter(|k| kept.contains(k))
-        .collect();
-    let retry = StageRetry {
-        n,
-        at: now,
-        clusters,
-        kept,
-        capi,
-        readded_at: None,
-    };
+    let promotion = run.promotion.name();
+    let retry = plan(st, failure.as_deref(), (promotion, stage), observed, n, now);
     restart_stage(st, retry, run, stage, now);
     let st = status.stage(stage_name);
     let listed = st
@@ -329,6 +297,108 @@ fn redrive(
     effects
         .events
         .push(EngineEvent::normal(EventReason::Retried, note));
+}
+
+/// The retry of `st`: its Failed and TimedOut clusters (at the halt) are re-driven, the others
+/// it targets are kept.
+fn plan(
+    st: &StageStatus,
+    failure: Option<&crate::status::RunFailure>,
+    (promotion, stage): (&str, &Stage),
+    observed: &Observed,
+    n: u64,
+    now: DateTime<Utc>,
+) -> StageRetry {
+    let targeted = match crate::waves::reached(st.waves.as_deref()) {
+        Some(reached) => reached,
+        None => crate::clusters::targeted(&stage.cluster_selector, observed),
+    };
+    // Failed or timed out at the halt, those that failed while it was halted (see
+    // `note_late_failures`), and those failing now.
+    let profile = stage_profile_name(promotion, &stage.name);
+    let failing_now = observed
+        .summaries
+        .iter()
+        .filter(|s| *s.profile_name == *profile)
+        .filter(|s| s.failure_message.is_some() || s.features.iter().any(|f| f.is_failed()))
+        .map(|s| cluster_key(&s.namespace, &s.cluster_name))
+        .filter(|k| targeted.contains(k));
+    let mut clusters: Vec<String> = st
+        .not_provisioned
+        .iter()
+        .filter(|c| matches!(c.state, ClusterState::Failed | ClusterState::TimedOut))
+        .map(|c| c.cluster.clone())
+        .chain(
+            failure
+                .iter()
+                .flat_map(|f| f.clusters.iter().map(|c| c.cluster.clone())),
+        )
+        .chain(failing_now)
+        .collect();
+    clusters.sort();
+    clusters.dedup();
+    let kept: Vec<String> = targeted
+        .into_iter()
+        .filter(|c| clusters.binary_search(c).is_err())
+        .collect();
+    let capi = observed
+        .clusters
+        .iter()
+        .filter(|c| c.capi)
+        .map(|c| cluster_key(&c.namespace, &c.name))
+        .filter(|k| kept.contains(k))
+        .collect();
+    StageRetry {
+        n,
+        at: now,
+        clusters,
+        kept,
+        capi,
+        readded_at: None,
+    }
+}
+
+/// While a run is halted its stage is no longer judged, but a cluster still deploying at the halt
+/// may fail afterwards: it is added to the failure's clusters (once), so a retry re-drives it even
+/// when it recovers on its own before the retry.
+pub(crate) fn note_late_failures(
+    failure: &mut crate::status::RunFailure,
+    promotion: &str,
+    observed: &Observed,
+    now: DateTime<Utc>,
+) {
+    let profile = stage_profile_name(promotion, &failure.stage);
+    for summary in observed
+        .summaries
+        .iter()
+        .filter(|s| *s.profile_name == *profile)
+    {
+        let message = summary
+            .failure_message
+            .as_deref()
+            .map(str::to_string)
+            .or_else(|| {
+                summary
+                    .features
+                    .iter()
+                    .find(|f| f.is_failed())
+                    .map(|f| f.failure_message.as_deref().unwrap_or("failed").to_string())
+            });
+        let Some(message) = message else {
+            continue;
+        };
+        let key = cluster_key(&summary.namespace, &summary.cluster_name);
+        let known = failure.clusters.iter().any(|c| c.cluster == key);
+        if known || failure.clusters.len() >= crate::status::CLUSTERS_LISTED {
+            continue;
+        }
+        failure.clusters.push(crate::status::ClusterCondition {
+            cluster: key,
+            state: ClusterState::Failed,
+            message: Some(message),
+            since: now,
+        });
+    }
 }
 
 /// The stage starts over for its re-driven clusters: its profile withdraws their summaries

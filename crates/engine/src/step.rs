@@ -514,6 +514,12 @@ impl<'i, 'a> Run<'i, 'a> {
         );
         self.effects.applies.clear();
         if failure.on_failure != OnFailure::Rollback {
+            crate::retry::note_late_failures(
+                &mut failure,
+                self.name(),
+                self.observed(),
+                self.now(),
+            );
             self.status.phase = Phase::Failed;
             self.status.message = Some(format!(
                 "{rejected}; the run is halted: commit a fix or revert to start a new run"
