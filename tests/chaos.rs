@@ -18,6 +18,7 @@ use std::time::Duration;
 use chaos_support::blackout_invariants::{BlackoutWindow, check_blackouts};
 use chaos_support::failure_invariants::check_failures;
 use chaos_support::invariants::{self, Violation};
+use chaos_support::recovery_invariants::check_recovery;
 use chaos_support::wave_invariants::check_waves;
 use chaos_support::{PromotionPlan, SeededRng, fleet_yaml};
 use chrono::{Timelike, Utc};
@@ -620,6 +621,7 @@ fn check_history(world: &World, plans: &[PromotionPlan], injected: &Injected, se
         .map(|v: Violation| v.to_string())
         .chain(check_failures(&log).into_iter().map(|v| v.to_string()))
         .chain(check_waves(&log).into_iter().map(|v| v.to_string()))
+        .chain(check_recovery(&log).into_iter().map(|v| v.to_string()))
         .chain(
             check_blackouts(&log, &injected.blackouts)
                 .into_iter()

@@ -243,7 +243,9 @@ async fn the_timeline_of_a_real_rollout_shows_lanes_bars_labels_and_rollbacks() 
             .descendants()
             .any(|n| classes(&n).contains(&"rollback-marker"))
     );
-    let revert_label = format!("#4 {} rollback to #2", &commits[3][..7]);
+    // The revert runs under the policy's default fast rollback (issue #34): the timeline says so.
+    assert_eq!(revert.attribute("data-rollback"), Some("Fast"));
+    let revert_label = format!("#4 {} fast rollback to #2", &commits[3][..7]);
     assert!(
         revert.descendants().any(|n| text(&n) == revert_label),
         "no {revert_label:?}"

@@ -69,6 +69,17 @@ pub(crate) fn finish(
     for warning in &outcome.warnings {
         eprintln!("warning: {warning}");
     }
+    if outcome.direct {
+        super::report_line(&format!(
+            "Committed {} on branch {} (on {}; {} changed).",
+            short_sha(&outcome.commit),
+            outcome.branch,
+            short_sha(&outcome.base),
+            outcome.file
+        ));
+        super::report_line(&format!("  {}", outcome.message));
+        return push_branch(repo, outcome, push);
+    }
     super::report_line(&format!(
         "Committed {} on new branch {} (from {}; {} changed).",
         short_sha(&outcome.commit),
@@ -101,6 +112,14 @@ pub(crate) fn finish(
             }
             Ok(ExitCode::SUCCESS)
         }
+        Some(_) => push_branch(repo, outcome, push),
+    }
+}
+
+/// Pushes the outcome's branch to `push`, when asked.
+fn push_branch(repo: &str, outcome: &EditOutcome, push: Option<&str>) -> anyhow::Result<ExitCode> {
+    match push {
+        None => Ok(ExitCode::SUCCESS),
         Some(remote) => {
             let refspec = format!("refs/heads/{0}:refs/heads/{0}", outcome.branch);
             let status = std::process::Command::new("git")

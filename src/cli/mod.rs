@@ -18,6 +18,7 @@ pub mod emulator;
 pub mod history;
 pub mod plan;
 pub mod plan_verify;
+pub mod retry;
 pub mod rollback;
 pub mod run;
 pub mod status;
@@ -35,7 +36,8 @@ pub mod validate;
     after_help = "Annotations on a ClusterPromotion in git: tollgate.dev/paused: \"true\" holds its \
 pipeline where it is (no apply, no delete; \"false\" or removing it resumes); tollgate.dev/policy: NAME \
 picks its RolloutPolicy; approve.tollgate.dev/STAGE: SNAPSHOT approves a manual gate (tollgate approve \
-writes it). On its GitPromotion: tollgate.dev/confirm-prune: \"true\" releases a held removal."
+writes it); retry.tollgate.dev/STAGE: SNAPSHOT/N re-drives a halted stage's failed clusters once per N \
+(tollgate retry writes it). On its GitPromotion: tollgate.dev/confirm-prune: \"true\" releases a held removal."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -86,6 +88,8 @@ pub enum Command {
     Approve(approve::Args),
     /// Restore a promotion to an earlier snapshot's content: commit it on a new branch.
     Rollback(rollback::Args),
+    /// Retry a halted stage: commit the retry annotation that re-drives its failed clusters.
+    Retry(retry::Args),
     /// Draw a promotion's recent runs as a timeline (SVG or PNG), from the management cluster.
     Timeline(timeline::Args),
     /// Serve the web view of every rollout (reads the cluster; actions commit to git).
@@ -110,6 +114,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => plan::run(args),
         Command::Approve(args) => approve::run(args),
         Command::Rollback(args) => rollback::run(args),
+        Command::Retry(args) => retry::run(args),
         Command::Timeline(args) => timeline::run(args),
         Command::Ui(args) => ui::run(*args),
         Command::Completions(args) => {

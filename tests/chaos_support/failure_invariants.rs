@@ -1,7 +1,8 @@
 //! Failure-model invariants, checked over the emulator's write log (see `invariants.rs`):
 //! - a rejected snapshot is never applied after its run failed (halt or rollback);
 //! - a halted run applies nothing further: no profile of the promotion carrying the halted
-//!   snapshot or an older one (a new commit's snapshot is newer);
+//!   snapshot or an older one (a new commit's snapshot is newer), unless a retry re-drives it
+//!   (`retry.tollgate.dev`, issue #34: a status shows the retry in progress);
 //! - no stage fails with fewer failures than its budget allows, nor on timed-out clusters before
 //!   its deadline;
 //! - a stage the status calls restored carries, as last applied, the snapshot it was restored to;
@@ -84,6 +85,7 @@ pub fn check_failures(log: &[WriteRecord]) -> Vec<FailureViolation> {
     // profile name → the snapshot its last apply carried.
     let mut last_applied: HashMap<String, u64> = HashMap::new();
     let mut violations = Vec::new();
+    let retried = retried_runs(log);
     for record in log {
         if record.resource.starts_with("gitpromotions.") {
             let Some(failure) = record.object["status"]
@@ -142,7 +144,9 @@ pub fn check_failures(log: &[WriteRecord]) -> Vec<FailureViolation> {
             };
             last_applied.insert(record.name.clone(), snapshot);
             for f in failed.get(promotion).into_iter().flatten() {
-                let broken = snapshot == f.snapshot || (f.halted && snapshot < f.snapshot);
+                let redriven = f.halted && retried.contains(&(promotion.to_string(), f.snapshot));
+                let broken =
+                    (snapshot == f.snapshot && !redriven) || (f.halted && snapshot < f.snapshot);
                 if broken {
                     violations.push(FailureViolation::AppliedAfterFailure {
                         promotion: promotion.to_string(),
@@ -158,6 +162,24 @@ pub fn check_failures(log: &[WriteRecord]) -> Vec<FailureViolation> {
         }
     }
     violations
+}
+
+/// (promotion, snapshot) of the halted runs a retry re-drove: a status of that run shows a stage
+/// with a retry in progress and no failure.
+fn retried_runs(log: &[WriteRecord]) -> std::collections::HashSet<(String, u64)> {
+    log.iter()
+        .filter(|r| r.resource.starts_with("gitpromotions."))
+        .filter_map(|r| {
+            let status = &r.object["status"];
+            let retrying = status["stages"]
+                .as_array()?
+                .iter()
+                .any(|s| s.get("retry").is_some_and(Value::is_object));
+            let halted = status.get("failure").is_some_and(Value::is_object);
+            (retrying && !halted)
+                .then(|| Some((r.name.clone(), status["snapshotIndex"].as_u64()?)))?
+        })
+        .collect()
 }
 
 /// Every stage the rollback calls restored last got the snapshot it was restored to.

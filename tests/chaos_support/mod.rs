@@ -5,6 +5,7 @@
 pub mod blackout_invariants;
 pub mod failure_invariants;
 pub mod invariants;
+pub mod recovery_invariants;
 pub mod wave_invariants;
 
 use std::time::Duration;

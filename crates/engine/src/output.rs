@@ -67,6 +67,10 @@ pub enum EventReason {
     RolledBack,
     StageRestored,
     RollbackAcknowledged,
+    /// A retry re-drove a halted stage's failed clusters (`retry.tollgate.dev/<stage>`).
+    Retried,
+    /// A retry annotation did nothing: another snapshot, a run not halted, a rolled-back one.
+    RetryRefused,
     Blackout,
     WaveStarted,
     WaveCompleted,
@@ -104,6 +108,8 @@ impl EventReason {
             EventReason::RolledBack => "RolledBack",
             EventReason::StageRestored => "StageRestored",
             EventReason::RollbackAcknowledged => "RollbackAcknowledged",
+            EventReason::Retried => "Retried",
+            EventReason::RetryRefused => "RetryRefused",
             EventReason::Blackout => "Blackout",
             EventReason::WaveStarted => "WaveStarted",
             EventReason::WaveCompleted => "WaveCompleted",

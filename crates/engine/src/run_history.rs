@@ -58,6 +58,9 @@ pub struct RunRecord {
     /// Stage starts a blackout held (the stage was not entered yet), at most [`HOLDS_KEPT`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held_starts: Vec<HeldStart>,
+    /// A rollback run under a RolloutPolicy: `Fast` or `Staged` (see `fast_rollback`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<crate::rollback_mode::RollbackMode>,
 }
 
 /// A stage start held by a blackout.

@@ -66,6 +66,7 @@ fn new_run(status: &PromotionStatus, index: u64, now: DateTime<Utc>) -> RunRecor
         outcome: RunOutcome::Running,
         stages: Vec::new(),
         held_starts: Vec::new(),
+        rollback: status.rollback,
     }
 }
 
@@ -97,7 +98,9 @@ fn update(run: &mut RunRecord, status: &PromotionStatus) {
     let (outcome, ended_at) = outcome(status);
     // A finished run stays finished: a completed run that corrects drift, or whose file turns
     // invalid, did complete.
-    if run.outcome == RunOutcome::Running || outcome != RunOutcome::Running {
+    // A halted run a retry re-drives (its failure cleared) runs again.
+    let retried = run.outcome == RunOutcome::Failed && status.failure.is_none();
+    if run.outcome == RunOutcome::Running || outcome != RunOutcome::Running || retried {
         run.outcome = outcome;
         run.ended_at = ended_at;
     }

@@ -23,6 +23,7 @@ use crate::gate;
 use crate::messages;
 use crate::output::EngineEvent;
 use crate::output::EventReason;
+use crate::retry;
 pub(crate) use crate::stage_run::{Exceeded, Hold, StageProfiles, StageRun};
 use crate::status::{
     AppliedProfile, ClusterCondition, ClusterState, ConsumedApproval, WaveProgress,
@@ -36,7 +37,13 @@ impl StageRun<'_, '_> {
             return Err(Hold::Failed(messages::foreign_profile(&self.profiles.main)));
         }
         self.keep_applied();
+        self.readd_retried()?;
         self.provisioned()?;
+        if self.st.fast_rollback {
+            // Content that completed here: no soak, checks, window, approval or analyses.
+            self.next_stage_free()?;
+            return Ok(Vec::new());
+        }
         let analyzed = self.analyze()?;
         let Some(trigger) = self.stage.trigger.as_ref() else {
             analyzed.done()?;
@@ -58,6 +65,9 @@ impl StageRun<'_, '_> {
     }
 
     fn render_spec(&self) -> Value {
+        if let Some(retry) = self.st.retry.as_deref().filter(|r| r.withdrawing()) {
+            return retry::withdrawing_spec(self.snapshot, self.stage, retry);
+        }
         waves::main_spec(
             self.snapshot,
             self.stage,
@@ -67,6 +77,9 @@ impl StageRun<'_, '_> {
     }
 
     fn render_object(&self, checks: &[Value]) -> Value {
+        if let Some(retry) = self.st.retry.as_deref().filter(|r| r.withdrawing()) {
+            return retry::withdrawing_object(self.snapshot, self.stage, retry);
+        }
         waves::main_object(self.snapshot, self.stage, checks, self.st.waves.as_deref())
     }
 
@@ -92,6 +105,43 @@ impl StageRun<'_, '_> {
             let object = self.render_object(self.checks);
             self.effects.apply(self.profiles.main.clone(), object);
         }
+    }
+
+    /// 1b. A retry (see `retry`): while the re-driven clusters' summaries are withdrawn, wait;
+    ///     once they are gone, target them again with a fresh apply (and a fresh deadline).
+    fn readd_retried(&mut self) -> Result<(), Hold> {
+        let Some(retry) = self.st.retry.as_deref().filter(|r| r.withdrawing()) else {
+            return Ok(());
+        };
+        let profile_shows_it = !self.main_applied_now
+            && self
+                .observed
+                .profiles
+                .get(&self.profiles.main)
+                .and_then(|p| p.applied_spec_hash())
+                == Some(self.profiles.wanted_hash.as_str());
+        if !profile_shows_it || !retry::withdrawn(retry, &self.profiles.main, self.observed) {
+            let text = format!(
+                "retry {}: withdrawing the ClusterSummaries of {} to deploy to them again",
+                retry.n,
+                retry.clusters.join(", ")
+            );
+            return Err(Hold::Wait(StageActivity::Provisioning { wave: None }, text));
+        }
+        if let Some(retry) = self.st.retry.as_deref_mut() {
+            retry.readded_at = Some(self.now);
+        }
+        let spec = self.render_spec();
+        let hash = spec_hash(&spec);
+        self.st.applied_at = self.now;
+        self.st.applied_spec_hash = hash.clone();
+        self.st.fresh_features = Vec::new();
+        self.profiles.wanted_hash = hash;
+        self.main_applied_now = true;
+        let object = self.render_object(self.checks);
+        self.effects.apply(self.profiles.main.clone(), object);
+        self.spec = Some(spec);
+        Ok(())
     }
 
     /// 2. Completion, once per run (§4.6 made strict, D4).

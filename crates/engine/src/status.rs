@@ -110,6 +110,15 @@ pub struct PromotionStatus {
     // Boxed (8 bytes where unset, as for most promotions); never an empty list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_notices: Option<Box<Vec<Notice>>>,
+    /// The highest retry counter consumed per stage and snapshot (`retry.tollgate.dev/<stage>:
+    /// <snapshot>/<n>`), newest last, bounded: a value is acted on (or refused) once, also after
+    /// a restart or by a new leader.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retries: Vec<crate::retry_state::ConsumedRetry>,
+    /// Set on a run that restores content known good (a rollback) under a RolloutPolicy: `Fast`
+    /// (stages where that content completed skip their gates) or `Staged`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<crate::rollback_mode::RollbackMode>,
 }
 
 /// A stage the current run has not reached yet.
@@ -238,6 +247,8 @@ impl PromotionStatus {
             stages_ahead: Vec::new(),
             verdicts: Vec::new(),
             pending_notices: None,
+            retries: Vec::new(),
+            rollback: None,
         }
     }
 
@@ -384,6 +395,13 @@ pub struct StageStatus {
     /// provisioned: measurements, values, verdicts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analyses: Option<Box<Vec<AnalysisRun>>>,
+    /// A retry re-drives the stage's failed and timed-out clusters (`tollgate retry`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<Box<crate::retry_state::StageRetry>>,
+    /// A fast rollback: the stage restores content that completed here, so it only waits for
+    /// its clusters (no soak, checks, window, approval, analyses or waves).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fast_rollback: bool,
 }
 
 /// A stage start a blackout holds: which stage, with which snapshot (a new run's, when the hold
@@ -584,8 +602,12 @@ mod tests {
         // 504 since stages carry their activity (+64 bytes: 2.5 MB at 10,000 promotions of 4 stages).
         // 520 with the boxed approval reviews (+8 bytes: 320 KB at 10,000 promotions of 4
         // stages).
-        assert!(std::mem::size_of::<StageStatus>() <= 520);
+        // 528 with the boxed retry and the fast-rollback flag (issue #34).
+        let stage = std::mem::size_of::<StageStatus>();
+        assert!(stage <= 528, "{stage}");
         // 496 with the verdicts (a vector) and the two boxed notify fields.
-        assert!(std::mem::size_of::<PromotionStatus>() <= 496);
+        // 520 with the consumed retries and the rollback mode (issue #34).
+        let promotion = std::mem::size_of::<PromotionStatus>();
+        assert!(promotion <= 520, "{promotion}");
     }
 }

@@ -454,6 +454,20 @@ impl<'i, 'a> Run<'i, 'a> {
             name: p.name().to_string(),
             version: p.version(),
         });
+        let (snapshot, history, observed, now) = (
+            self.snapshot,
+            self.input.history,
+            self.observed(),
+            self.now(),
+        );
+        crate::retry::act(
+            &mut self.status,
+            snapshot,
+            history,
+            observed,
+            now,
+            &mut self.effects,
+        );
         while self.status.failure.is_none()
             && let Flow::Advanced = self.progress_current_stage()
         {
@@ -500,6 +514,12 @@ impl<'i, 'a> Run<'i, 'a> {
         );
         self.effects.applies.clear();
         if failure.on_failure != OnFailure::Rollback {
+            crate::retry::note_late_failures(
+                &mut failure,
+                self.name(),
+                self.observed(),
+                self.now(),
+            );
             self.status.phase = Phase::Failed;
             self.status.message = Some(format!(
                 "{rejected}; the run is halted: commit a fix or revert to start a new run"
@@ -719,7 +739,11 @@ impl<'i, 'a> Run<'i, 'a> {
                 continue;
             };
             let profile = stage_profile_name(self.name(), &st.name);
-            if !applied_before || st.snapshot_index != self.snapshot.index || self.foreign(&profile)
+            let retrying = st.retry.as_deref().is_some_and(|r| r.withdrawing());
+            if !applied_before
+                || st.snapshot_index != self.snapshot.index
+                || self.foreign(&profile)
+                || retrying
             {
                 continue;
             }
@@ -834,6 +858,8 @@ impl<'i, 'a> Run<'i, 'a> {
         self.status.snapshot_id = Some(snapshot.hashes.snapshot_id.clone());
         let rollback_to = self.lineage.rollback_to();
         self.status.rollback_of = rollback_to;
+        self.status.rollback = crate::fast_rollback::mode(rollback_to, self.input.policy);
+        self.status.retries = previous.retries;
         self.status.invalid_spec = previous.invalid_spec;
         self.status.verdicts = previous.verdicts;
         self.status.conditions = previous.conditions;
@@ -857,10 +883,14 @@ impl<'i, 'a> Run<'i, 'a> {
             ));
         }
         if let Some(earlier) = rollback_to {
+            let mode = match self.status.rollback {
+                Some(mode) => format!(", rollback: {}", mode.as_str()),
+                None => String::new(),
+            };
             self.effects.events.push(EngineEvent::normal(
                 EventReason::Rollback,
                 format!(
-                    "Rolling back to the content of snapshot #{earlier} (snapshot #{}, commit {})",
+                    "Rolling back to the content of snapshot #{earlier} (snapshot #{}, commit {}{mode})",
                     snapshot.index,
                     short_sha(&snapshot.commit.sha)
                 ),
@@ -907,9 +937,12 @@ impl<'i, 'a> Run<'i, 'a> {
             .input
             .policy
             .map(|_| crate::clusters::targeted(&stage.cluster_selector, self.observed()));
+        // A fast rollback restores content that completed here: all clusters at once.
+        let fast_rollback = crate::fast_rollback::applies(&self.status, &stage.name);
         let waves = self
             .input
             .policy
+            .filter(|_| !fast_rollback)
             .and_then(|p| p.for_stage(&stage.name).waves)
             .zip(members.as_deref())
             .and_then(|(spec, members)| waves::start(members, self.observed(), &spec, now));
@@ -956,6 +989,8 @@ impl<'i, 'a> Run<'i, 'a> {
             skipped: false,
             waves: waves.map(Box::new),
             analyses: None,
+            retry: None,
+            fast_rollback,
         });
         self.status.current_stage_name = Some(stage.name.clone());
         self.status.last_promotion_time = Some(now);

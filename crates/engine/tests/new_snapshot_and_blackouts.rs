@@ -288,8 +288,9 @@ fn rejected_content_pushed_again_at_once_is_not_applied_again() {
 
 #[test]
 fn recommitted_rejected_content_waits_its_turn_like_any_change() {
-    let mut h =
-        rejected_second_snapshot(json!({"onFailure": "Rollback", "onNewSnapshot": "Queue"}));
+    // Staged: a fast rollback would pass the gate at once (issue #34), and #3 must stay running.
+    let mut h = rejected_second_snapshot(json!({"onFailure": "Rollback", "onNewSnapshot": "Queue",
+        "rollback": {"strategy": "Staged"}}));
     // #3 restores #1 (a rollback, acknowledged), and runs to the gate.
     h.commit_content(pipeline("1.0.0"), 30);
     h.settle();

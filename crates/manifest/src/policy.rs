@@ -19,7 +19,7 @@ use crate::rules;
 use crate::rules::k8s_names::{dns1123_label_problem, dns1123_subdomain_problem};
 use tollgate_model::blackout::Blackout;
 use tollgate_model::policy::{
-    FailureBudget, OnNewSnapshot, POLICY_API_VERSION, POLICY_KIND, RolloutPolicy,
+    FailureBudget, OnNewSnapshot, POLICY_API_VERSION, POLICY_KIND, RollbackStrategy, RolloutPolicy,
 };
 use tollgate_model::policy::{NotifyEvent, NotifyType};
 
@@ -38,6 +38,7 @@ const SPEC_FIELDS: &[&str] = &[
     "notify",
     "analyses",
     "approvals",
+    "rollback",
 ];
 const BLACKOUT_FIELDS: &[&str] = &["from", "to", "timeZone", "reason"];
 const OVERRIDE_FIELDS: &[&str] = &[
@@ -200,6 +201,9 @@ fn check_spec(spec: &Map<String, Value>, findings: &mut Vec<Finding>) {
     if let Some(blackouts) = spec.get("blackouts") {
         check_blackouts(blackouts, findings);
     }
+    if let Some(rollback) = spec.get("rollback") {
+        check_rollback(rollback, findings);
+    }
     if let Some(notify) = spec.get("notify") {
         check_notify(notify, findings);
     }
@@ -349,6 +353,38 @@ fn check_waves(waves: &Value, path: &str, findings: &mut Vec<Finding>) {
             )),
         }
     }
+}
+
+/// `rollback: {strategy: Fast | Staged}`.
+fn check_rollback(value: &Value, findings: &mut Vec<Finding>) {
+    let Some(fields) = value.as_object() else {
+        findings.push(Finding::error(
+            "wrong-type",
+            "spec.rollback",
+            format!(
+                "Invalid value: {value}: rollback must be a mapping such as `{{strategy: Fast}}`"
+            ),
+        ));
+        return;
+    };
+    unknown_fields(fields, "spec.rollback", &["strategy"], "rollback", findings);
+    let Some(strategy) = fields.get("strategy") else {
+        return;
+    };
+    if strategy
+        .as_str()
+        .is_some_and(|v| RollbackStrategy::VALUES.contains(&v))
+    {
+        return;
+    }
+    let supported = RollbackStrategy::VALUES
+        .map(|v| format!("{v:?}"))
+        .join(", ");
+    findings.push(Finding::error(
+        "unsupported-value",
+        "spec.rollback.strategy",
+        format!("Unsupported value: {strategy}: supported values: {supported}"),
+    ));
 }
 
 fn check_on_new_snapshot(value: &Value, findings: &mut Vec<Finding>) {
@@ -850,6 +886,32 @@ mod tests {
         assert_eq!(
             places(&parsed),
             [(6, 14, "spec.onFailure".into(), "unsupported-value")]
+        );
+    }
+
+    #[test]
+    fn rollback_strategy_is_fast_by_default_staged_on_request_and_strict() {
+        let parsed = read("  maxFailures: 0\n");
+        let policy = parsed.policy.expect("policy");
+        assert_eq!(policy.spec.rollback.strategy, RollbackStrategy::Fast);
+        let parsed = read("  rollback: {strategy: Staged}\n");
+        assert_eq!(places(&parsed), []);
+        let policy = parsed.policy.expect("policy");
+        assert_eq!(policy.spec.rollback.strategy, RollbackStrategy::Staged);
+        let parsed = read("  rollback: {strategy: fast}\n");
+        assert_eq!(
+            places(&parsed),
+            [(6, 24, "spec.rollback.strategy".into(), "unsupported-value")]
+        );
+        let parsed = read("  rollback:\n    stratgy: Fast\n");
+        assert_eq!(
+            places(&parsed),
+            [(7, 5, "spec.rollback.stratgy".into(), "unknown-field")]
+        );
+        let parsed = read("  rollback: Fast\n");
+        assert_eq!(
+            places(&parsed),
+            [(6, 13, "spec.rollback".into(), "wrong-type")]
         );
     }
 

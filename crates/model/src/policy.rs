@@ -67,6 +67,47 @@ pub struct RolloutPolicySpec {
     /// version of a policy without any is what it was before.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub approvals: BTreeMap<String, ApprovalPolicy>,
+    /// How a rollback (content that already completed in a stage) goes through the stages
+    /// (issue #34); skipped at its default, so the version of a policy without it is what it was
+    /// before.
+    #[serde(default, skip_serializing_if = "RollbackSpec::is_default")]
+    pub rollback: RollbackSpec,
+}
+
+/// `spec.rollback`: how a rollback to content that already completed in a stage goes through it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackSpec {
+    #[serde(default)]
+    pub strategy: RollbackStrategy,
+}
+
+impl RollbackSpec {
+    fn is_default(&self) -> bool {
+        *self == RollbackSpec::default()
+    }
+}
+
+/// `spec.rollback.strategy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RollbackStrategy {
+    /// A stage restored to content that completed there skips its soak, post-delay checks,
+    /// window, approval, analyses and waves: it only waits for its clusters.
+    #[default]
+    Fast,
+    /// A rollback goes through every stage with its gates, like any other change.
+    Staged,
+}
+
+impl RollbackStrategy {
+    pub const VALUES: [&'static str; 2] = ["Fast", "Staged"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RollbackStrategy::Fast => "Fast",
+            RollbackStrategy::Staged => "Staged",
+        }
+    }
 }
 
 /// `onNewSnapshot`: what a new snapshot does while a run is in progress. A rollback (content

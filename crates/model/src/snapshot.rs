@@ -111,6 +111,9 @@ pub struct ApprovalEvent {
 
 /// The annotation prefix of snapshot-bound approvals: `approve.tollgate.dev/<stage>: <snapshot>`.
 pub const APPROVE_ANNOTATION_PREFIX: &str = "approve.tollgate.dev/";
+/// The annotation prefix of retries of a halted stage: `retry.tollgate.dev/<stage>:
+/// <snapshot>/<n>` re-drives the stage's failed and timed-out clusters once per counter `n`.
+pub const RETRY_ANNOTATION_PREFIX: &str = "retry.tollgate.dev/";
 /// `tollgate.dev/paused: "true"` on a ClusterPromotion holds its pipeline where it is.
 pub const PAUSED_ANNOTATION: &str = "tollgate.dev/paused";
 

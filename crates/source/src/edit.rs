@@ -468,7 +468,9 @@ pub fn read_file_at(
 
 /// A one-file change to commit on a new branch.
 pub struct FileCommit<'a> {
+    /// The new branch; with `direct`, the existing branch whose tip `base` is, moved forward.
     pub branch: &'a str,
+    pub direct: bool,
     pub file: &'a str,
     pub content: &'a [u8],
     pub message: &'a str,
@@ -481,12 +483,6 @@ pub fn commit_on_new_branch(
     base: &Commit<'_>,
     change: &FileCommit<'_>,
 ) -> Result<Oid, EditError> {
-    let reference = format!("refs/heads/{}", change.branch);
-    if repo.find_reference(&reference).is_ok() {
-        return Err(EditError::BranchExists {
-            branch: change.branch.to_string(),
-        });
-    }
     let base_tree = base
         .tree()
         .map_err(git_error(format!("read the tree of {}", base.id())))?;
@@ -506,7 +502,31 @@ pub fn commit_on_new_branch(
     let tree = repo
         .find_tree(tree_id)
         .map_err(git_error("read the new tree"))?;
-    commit_tree(repo, base, &tree, change.branch, change.message)
+    match change.direct {
+        true => commit_tree_on_tip(repo, base, &tree, change.branch, change.message),
+        false => commit_tree(repo, base, &tree, change.branch, change.message),
+    }
+}
+
+/// Commits `tree` on top of `base`, the tip of `branch`, and moves `branch` to it (refused when
+/// the tip moved meanwhile).
+fn commit_tree_on_tip(
+    repo: &Repository,
+    base: &Commit<'_>,
+    tree: &git2::Tree<'_>,
+    branch: &str,
+    message: &str,
+) -> Result<Oid, EditError> {
+    let commit = create_commit(repo, base, tree, message)?;
+    repo.reference_matching(
+        &format!("refs/heads/{branch}"),
+        commit,
+        true,
+        base.id(),
+        message,
+    )
+    .map_err(git_error(format!("move branch {branch} to the new commit")))?;
+    Ok(commit)
 }
 
 /// Commits `tree` on top of `base`, signed when the repository's git configuration signs
@@ -524,6 +544,19 @@ pub fn commit_tree(
             branch: branch.to_string(),
         });
     }
+    let commit = create_commit(repo, base, tree, message)?;
+    repo.reference(&reference, commit, false, message)
+        .map_err(git_error(format!("create branch {branch}")))?;
+    Ok(commit)
+}
+
+/// The commit object of `tree` on top of `base`, signed when the git configuration signs.
+fn create_commit(
+    repo: &Repository,
+    base: &Commit<'_>,
+    tree: &git2::Tree<'_>,
+    message: &str,
+) -> Result<Oid, EditError> {
     let signature = repo
         .signature()
         .map_err(|source| EditError::NoIdentity { source })?;
@@ -549,13 +582,11 @@ pub fn commit_tree(
                 .map_err(git_error("create the signed commit"))?
         }
     };
-    repo.reference(&reference, commit, false, message)
-        .map_err(git_error(format!("create branch {branch}")))?;
     Ok(commit)
 }
 
 /// How the repository's git configuration signs commits, in words (`None`: it does not).
-fn signing_note(repo: &Repository) -> Result<Option<String>, EditError> {
+pub(crate) fn signing_note(repo: &Repository) -> Result<Option<String>, EditError> {
     let committer = repo
         .signature()
         .map(|s| s.to_string())
@@ -585,7 +616,10 @@ pub struct Target<'a> {
 /// A commit made on a new branch, for the CLI to report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EditOutcome {
+    /// The new branch, or the tracked branch itself when `direct`.
     pub branch: String,
+    /// Committed on the tracked branch itself (`--commit`), not on a new branch.
+    pub direct: bool,
     pub commit: String,
     /// The tip of the source branch the new commit sits on.
     pub base: String,
@@ -598,12 +632,12 @@ pub struct EditOutcome {
     pub warnings: Vec<String>,
 }
 
-struct Loaded {
-    repo: Repository,
-    source: GitSource,
+pub(crate) struct Loaded {
+    pub repo: Repository,
+    pub source: GitSource,
 }
 
-fn load(target: &Target<'_>) -> Result<Loaded, EditError> {
+pub(crate) fn load(target: &Target<'_>) -> Result<Loaded, EditError> {
     let source_error = |source| EditError::Source {
         repo: target.repo.display().to_string(),
         branch: target.branch.to_string(),
@@ -739,7 +773,7 @@ fn approval_value(existing: Option<&String>, chosen: &Snapshot, key: &str) -> (S
 
 /// The current snapshot of promotion `name` at the tip; an invalid or unknown promotion is a
 /// request error.
-fn current_snapshot<'s>(
+pub(crate) fn current_snapshot<'s>(
     source: &'s GitSource,
     name: &str,
     branch: &str,
@@ -797,15 +831,63 @@ pub fn approve(
     }
     let key = format!("{APPROVE_ANNOTATION_PREFIX}{stage}");
     let (value, note) = approval_value(promotion.metadata.annotations.get(&key), chosen, &key);
-    let tip = tip(&repo, target.branch)?;
+    let value12 = &value[..12.min(value.len())];
+    let edit = AnnotationEdit {
+        name,
+        key: &key,
+        value: &value,
+        branch: format!("tollgate/approve-{name}-{stage}-{value12}"),
+        message: format!(
+            "Approve {name} stage {stage} for snapshot #{} ({value12})",
+            chosen.index
+        ),
+        direct: false,
+    };
+    let mut outcome = commit_annotation(&repo, target, current, edit)?;
+    outcome.snapshot_index = chosen.index;
+    outcome.snapshot_id = chosen.id().to_string();
+    outcome.notes = [note].into_iter().chain(signed).collect();
+    outcome.warnings = warnings;
+    Ok(outcome)
+}
+
+/// One annotation to write into a promotion's manifest and commit (`approve`, `retry`).
+pub(crate) struct AnnotationEdit<'a> {
+    pub name: &'a str,
+    pub key: &'a str,
+    pub value: &'a str,
+    /// The new branch (ignored with `direct`).
+    pub branch: String,
+    pub message: String,
+    /// Commit on the tracked branch itself rather than on a new branch.
+    pub direct: bool,
+}
+
+/// Writes `edit.key: edit.value` into the promotion as of the branch tip (nothing else changes,
+/// which is verified) and commits it, signed as the git configuration says. The outcome names
+/// `current`; the caller adds its notes.
+pub(crate) fn commit_annotation(
+    repo: &Repository,
+    target: &Target<'_>,
+    current: &Snapshot,
+    edit: AnnotationEdit<'_>,
+) -> Result<EditOutcome, EditError> {
+    let name = edit.name;
+    let tip = tip(repo, target.branch)?;
     let file = current.file.clone();
-    let text = read_file_at(&repo, &tip, &file)?.ok_or_else(|| EditError::DocumentNotFound {
+    let text = read_file_at(repo, &tip, &file)?.ok_or_else(|| EditError::DocumentNotFound {
         file: file.clone(),
         name: name.to_string(),
     })?;
     let text = decode(text, &file, name)?;
     let document = find_promotion_document(&text, &file, name)?;
-    let body = set_annotation(&text[document.body.clone()], &file, name, &key, &value)?;
+    let body = set_annotation(
+        &text[document.body.clone()],
+        &file,
+        name,
+        edit.key,
+        edit.value,
+    )?;
     let edited = format!(
         "{}{body}{}",
         &text[..document.body.start],
@@ -814,35 +896,35 @@ pub fn approve(
     verify_annotated(
         &reparse(&edited, &file, name)?,
         current,
-        (&key, &value),
+        (edit.key, edit.value),
         &file,
     )?;
-    let value12 = &value[..12.min(value.len())];
-    let branch = format!("tollgate/approve-{name}-{stage}-{value12}");
-    let message = format!(
-        "Approve {name} stage {stage} for snapshot #{} ({value12})",
-        chosen.index
-    );
+    let branch = match edit.direct {
+        true => target.branch.to_string(),
+        false => edit.branch,
+    };
     let commit = commit_on_new_branch(
-        &repo,
+        repo,
         &tip,
         &FileCommit {
             branch: &branch,
+            direct: edit.direct,
             file: &file,
             content: edited.as_bytes(),
-            message: &message,
+            message: &edit.message,
         },
     )?;
     Ok(EditOutcome {
         branch,
+        direct: edit.direct,
         commit: commit.to_string(),
         base: tip.id().to_string(),
         file,
-        message,
-        snapshot_index: chosen.index,
-        snapshot_id: chosen.id().to_string(),
-        notes: [note].into_iter().chain(signed).collect(),
-        warnings,
+        message: edit.message,
+        snapshot_index: current.index,
+        snapshot_id: current.id().to_string(),
+        notes: Vec::new(),
+        warnings: Vec::new(),
     })
 }
 
@@ -1028,6 +1110,7 @@ fn approve_by_trailer(
     );
     Ok(EditOutcome {
         branch,
+        direct: false,
         commit: commit.to_string(),
         base: tip.id().to_string(),
         file: snapshot.file.clone(),
@@ -1137,6 +1220,7 @@ pub fn rollback(target: &Target<'_>, name: &str, index: u64) -> Result<EditOutco
         &tip,
         &FileCommit {
             branch: &branch,
+            direct: false,
             file: &current_file,
             content: edited.as_bytes(),
             message: &message,
@@ -1144,6 +1228,7 @@ pub fn rollback(target: &Target<'_>, name: &str, index: u64) -> Result<EditOutco
     )?;
     Ok(EditOutcome {
         branch,
+        direct: false,
         commit: commit.to_string(),
         base: tip.id().to_string(),
         file: current_file,

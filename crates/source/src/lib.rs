@@ -10,6 +10,7 @@ mod blob;
 mod claim_name;
 pub mod config;
 pub mod edit;
+pub mod edit_retry;
 pub mod error;
 mod index;
 mod known_hosts;

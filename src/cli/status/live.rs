@@ -156,7 +156,12 @@ fn run_label(status: &PromotionStatus) -> String {
     };
     let commit = short(status.snapshot_commit.as_deref().unwrap_or_default());
     match status.rollback_of {
-        Some(earlier) => format!("#{index} {commit} ↶#{earlier}"),
+        Some(earlier) => match status.rollback {
+            Some(tollgate_engine::fast_rollback::RollbackMode::Fast) => {
+                format!("#{index} {commit} ↶#{earlier} fast")
+            }
+            _ => format!("#{index} {commit} ↶#{earlier}"),
+        },
         None => format!("#{index} {commit}"),
     }
 }

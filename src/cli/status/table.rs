@@ -27,9 +27,25 @@ fn snapshot_label(status: &PromotionStatus) -> String {
     let commit = status.snapshot_commit.as_deref().unwrap_or_default();
     let mut label = format!("#{index} {}", short(commit));
     if let Some(rollback) = status.rollback_of {
-        label.push_str(&format!(" (rollback to #{rollback})"));
+        let mode = match status.rollback {
+            Some(mode) => format!(", {}", mode.as_str().to_lowercase()),
+            None => String::new(),
+        };
+        label.push_str(&format!(" (rollback to #{rollback}{mode})"));
     }
     label
+}
+
+/// What the newest retry did (`Retry` condition): re-driven, or refused and why.
+fn retry_line(status: &PromotionStatus) -> Option<String> {
+    let retry = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == tollgate_engine::retry::RETRY_CONDITION)?;
+    Some(match retry.status.as_str() {
+        "True" => retry.message.clone(),
+        _ => format!("refused: {}", retry.message),
+    })
 }
 
 /// The run's current stage; at the start of a run held before its first stage, the held one.
@@ -123,6 +139,7 @@ pub(super) fn render_detail(promotion: &Shown, width: usize) -> String {
             "Warning",
             conditions::problem(status, conditions::REJECTED_CONTENT).map(|c| c.message.clone()),
         ),
+        ("Retry", retry_line(status)),
         (
             "Queued",
             status

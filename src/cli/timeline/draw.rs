@@ -509,6 +509,9 @@ fn run_marker(run: &Run<'_>, label: &RunLabel, top: f64, lanes: usize) -> Group 
         if let Some(to) = run.record.rollback_of {
             group = group.set("data-rollback-of", to);
         }
+        if let Some(mode) = run.record.rollback {
+            group = group.set("data-rollback", mode.as_str());
+        }
     }
     group
 }

@@ -144,9 +144,13 @@ impl Run<'_> {
 
     /// `rollback to #1` for a run that brings back an earlier snapshot's content.
     pub fn rollback_label(&self) -> Option<String> {
+        let fast = match self.record.rollback {
+            Some(tollgate_engine::fast_rollback::RollbackMode::Fast) => "fast ",
+            _ => "",
+        };
         self.record
             .rollback_of
-            .map(|to| format!("rollback to #{to}"))
+            .map(|to| format!("{fast}rollback to #{to}"))
     }
 
     /// `superseded by #4`, or `superseded` when the run that replaced it is no longer kept.

@@ -44,6 +44,7 @@ fn run(index: u64, started: i64, outcome: RunOutcome, stages: Vec<StageRecord>) 
         outcome,
         stages,
         held_starts: Vec::new(),
+        rollback: None,
     }
 }
 

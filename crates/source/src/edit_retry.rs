@@ -1,0 +1,82 @@
+//! `retry` as a git edit: writes `retry.tollgate.dev/<stage>: <snapshot id>/<n>` into the
+//! promotion's manifest as of the branch tip, the way `approve` writes its annotation (the same
+//! surgical edit, verification and signing), on a new branch or, with `direct`, on the tracked
+//! branch itself. The controller re-drives the stage's failed clusters once per counter `n`.
+
+use tollgate_manifest::Snapshot;
+use tollgate_manifest::snapshot::RETRY_ANNOTATION_PREFIX;
+
+use crate::edit::{
+    AnnotationEdit, EditError, EditOutcome, Loaded, Target, commit_annotation, current_snapshot,
+    load, signing_note,
+};
+
+/// What to retry.
+#[derive(Clone, Debug)]
+pub struct RetryRequest<'a> {
+    pub name: &'a str,
+    pub stage: &'a str,
+    /// The counter; default: one more than the annotation's counter for the current snapshot.
+    pub n: Option<u64>,
+    /// Commit on the tracked branch itself.
+    pub direct: bool,
+}
+
+/// Commits the retry annotation for the current snapshot of the promotion.
+pub fn retry(target: &Target<'_>, request: &RetryRequest<'_>) -> Result<EditOutcome, EditError> {
+    let Loaded { repo, source } = load(target)?;
+    let name = request.name;
+    let stage = request.stage;
+    let current = current_snapshot(&source, name, target.branch)?;
+    if current.promotion.stage(stage).is_none() {
+        let stages: Vec<&str> = current
+            .promotion
+            .spec
+            .stages
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        return Err(EditError::UnknownStage {
+            name: name.to_string(),
+            stage: stage.to_string(),
+            stages: stages.join(", "),
+        });
+    }
+    let key = format!("{RETRY_ANNOTATION_PREFIX}{stage}");
+    let written = current.promotion.metadata.annotations.get(&key);
+    let n = request
+        .n
+        .unwrap_or_else(|| written.and_then(|v| counter_for(v, current)).unwrap_or(0) + 1);
+    let id12 = current.hashes.short().to_string();
+    let value = format!("{id12}/{n}");
+    let edit = AnnotationEdit {
+        name,
+        key: &key,
+        value: &value,
+        branch: format!("tollgate/retry-{name}-{stage}-{n}"),
+        message: format!(
+            "Retry {name} stage {stage} of snapshot #{} ({id12}, retry {n})",
+            current.index
+        ),
+        direct: request.direct,
+    };
+    let mut outcome = commit_annotation(&repo, target, current, edit)?;
+    outcome.notes = [format!(
+        "wrote {key}: {value} (retry {n} of snapshot #{}); the controller re-drives the stage's failed and timed-out clusters once for this value",
+        current.index
+    )]
+    .into_iter()
+    .chain(signing_note(&repo)?)
+    .collect();
+    Ok(outcome)
+}
+
+/// The counter of an annotation value `<snapshot>/<n>` that names `snapshot` (an id prefix of
+/// 12 or more characters or a commit prefix of 7 or more).
+fn counter_for(value: &str, snapshot: &Snapshot) -> Option<u64> {
+    let (named, n) = value.trim().rsplit_once('/')?;
+    let named = named.to_ascii_lowercase();
+    let names = (named.len() >= 12 && snapshot.id().starts_with(&named))
+        || (named.len() >= 7 && snapshot.commit.sha.starts_with(&named));
+    names.then(|| n.parse().ok()).flatten()
+}

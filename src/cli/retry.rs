@@ -1,0 +1,74 @@
+//! `tollgate retry NAME STAGE`: writes `retry.tollgate.dev/<stage>: <snapshot id>/<n>` into the
+//! promotion's manifest as of the branch tip and commits it, signed and verified as `approve`
+//! does, on a new branch (`tollgate/retry-<name>-<stage>-<n>`) or with `--commit` on the tracked
+//! branch itself. A run halted at that stage with that snapshot re-drives its failed and
+//! timed-out clusters once per `n` (default: one more than the annotation's counter). Exit 0
+//! committed, 1 unknown name/stage or an invalid manifest, 2 other errors.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use tollgate_source::edit::Target;
+use tollgate_source::edit_retry::{RetryRequest, retry};
+
+use super::approve::{finish, report_error};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The promotion's `metadata.name`.
+    pub name: String,
+    /// The halted stage to retry.
+    pub stage: String,
+    /// Local clone to commit in (its working tree and checkout are not touched).
+    #[arg(long, default_value = ".")]
+    pub repo: String,
+    /// Branch whose tip the retry is based on.
+    #[arg(long, default_value = "main")]
+    pub branch: String,
+    /// Sub-path of the repository holding the manifests ("" = the whole repository).
+    #[arg(long, default_value = "")]
+    pub path: String,
+    /// The retry counter (default: one more than the annotation's counter for this snapshot).
+    #[arg(long, value_name = "N")]
+    pub n: Option<u64>,
+    /// Commit on BRANCH itself instead of on a new branch.
+    #[arg(long)]
+    pub commit: bool,
+    /// Push the branch to this remote (otherwise nothing leaves the clone).
+    #[arg(long)]
+    pub push: Option<String>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let target = Target {
+        repo: Path::new(&args.repo),
+        branch: &args.branch,
+        path: &args.path,
+    };
+    let request = RetryRequest {
+        name: &args.name,
+        stage: &args.stage,
+        n: args.n.filter(|n| *n > 0),
+        direct: args.commit,
+    };
+    if args.n == Some(0) {
+        eprintln!("error: --n must be 1 or more");
+        return Ok(ExitCode::from(1));
+    }
+    match retry(&target, &request) {
+        Ok(outcome) => {
+            super::report_line(&format!(
+                "Retry of {} stage {} for snapshot #{} ({}).",
+                args.name,
+                args.stage,
+                outcome.snapshot_index,
+                &outcome.snapshot_id[..12.min(outcome.snapshot_id.len())]
+            ));
+            for note in &outcome.notes {
+                super::report_line(&format!("  {note}"));
+            }
+            finish(&args.repo, &outcome, args.push.as_deref())
+        }
+        Err(error) => report_error(&error),
+    }
+}
