@@ -8,6 +8,7 @@ use tollgate_engine::activity::StageActivity;
 use tollgate_engine::{Phase, RunOutcome};
 use tollgate_model::snapshot::{APPROVE_ANNOTATION_PREFIX, PAUSED_ANNOTATION};
 use tollgate_source::edit::{self, AnnotationEdit, EditError, EditOutcome};
+use tollgate_source::edit_retry::{self, RetryRequest};
 
 use super::git_view::RepoTarget;
 
@@ -38,8 +39,8 @@ pub struct Planned {
     pub branch: String,
 }
 
-/// The value of a retry annotation: `<snapshot id>/<n>`, `n` one more than an earlier retry of
-/// the same snapshot held (kept in one place until `tollgate retry` lands, which owns the rule).
+/// The value a retry button shows: `<snapshot id>/<n>`, `n` one more than an earlier retry of
+/// the same snapshot held (the commit itself is `tollgate retry`'s, `edit_retry::retry`).
 pub fn retry_value(snapshot_id: &str, existing: Option<&str>) -> String {
     let id12 = &snapshot_id[..12.min(snapshot_id.len())];
     let n = existing
@@ -95,8 +96,10 @@ pub fn planned(name: &str, status: &PromotionStatus) -> Vec<Planned> {
     planned
 }
 
+/// The branch `tollgate retry` makes for the counter of `value` (`<snapshot id>/<n>`).
 fn retry_branch(name: &str, stage: &str, value: &str) -> String {
-    format!("tollgate/retry-{name}-{stage}-{}", value.replace('/', "-"))
+    let n = value.rsplit_once('/').map_or("1", |(_, n)| n);
+    format!("tollgate/retry-{name}-{stage}-{n}")
 }
 
 /// Rollback to each earlier snapshot that completed a run (only completed content is restored).
@@ -176,20 +179,13 @@ pub fn commit(
             edit::annotate(&target, name, &annotation)
         }
         Request::Retry { stage } => {
-            let id = status
-                .and_then(|s| s.snapshot_id.clone())
-                .unwrap_or_default();
-            let key = format!("{RETRY_ANNOTATION_PREFIX}{stage}");
-            let value = |existing: Option<&str>| retry_value(&id, existing);
-            let branch = retry_branch(name, stage, &value(None));
-            let message = format!("Retry {name} stage {stage}");
-            let annotation = AnnotationEdit {
-                key: &key,
-                value: &value,
-                branch: &branch,
-                message: &message,
+            let request = RetryRequest {
+                name,
+                stage,
+                n: None,
+                direct: false,
             };
-            edit::annotate(&target, name, &annotation)
+            edit_retry::retry(&target, &request)
         }
     }
 }

@@ -119,6 +119,7 @@ mod tests {
             snapshot_index: index,
             commit: format!("c{index}"),
             rollback_of: None,
+            rollback: None,
             started_at: at(start),
             ended_at: end.map(at),
             outcome,

@@ -832,7 +832,7 @@ pub fn approve(
     let key = format!("{APPROVE_ANNOTATION_PREFIX}{stage}");
     let (value, note) = approval_value(promotion.metadata.annotations.get(&key), chosen, &key);
     let value12 = &value[..12.min(value.len())];
-    let edit = AnnotationEdit {
+    let edit = AnnotationCommit {
         name,
         key: &key,
         value: &value,
@@ -851,8 +851,9 @@ pub fn approve(
     Ok(outcome)
 }
 
-/// One annotation to write into a promotion's manifest and commit (`approve`, `retry`).
-pub(crate) struct AnnotationEdit<'a> {
+/// One annotation to write into a promotion's manifest and commit (`approve`, `retry`, and the
+/// web view's buttons through [`annotate`]).
+pub(crate) struct AnnotationCommit<'a> {
     pub name: &'a str,
     pub key: &'a str,
     pub value: &'a str,
@@ -870,7 +871,7 @@ pub(crate) fn commit_annotation(
     repo: &Repository,
     target: &Target<'_>,
     current: &Snapshot,
-    edit: AnnotationEdit<'_>,
+    edit: AnnotationCommit<'_>,
 ) -> Result<EditOutcome, EditError> {
     let name = edit.name;
     let tip = tip(repo, target.branch)?;
@@ -938,9 +939,8 @@ pub struct AnnotationEdit<'a> {
 }
 
 /// Writes `edit.key: <value>` into promotion `name` as of the branch tip and commits it on
-/// `edit.branch`; the content hashes must not change (only metadata is touched). The one
-/// implementation of an annotation commit besides `approve` (the web view's Pause, Resume and
-/// Retry buttons use it).
+/// `edit.branch` (through [`commit_annotation`], as `approve` and `retry` do); the content hashes
+/// must not change (only metadata is touched). The web view's Pause and Resume buttons use it.
 pub fn annotate(
     target: &Target<'_>,
     name: &str,
@@ -950,47 +950,17 @@ pub fn annotate(
     let current = current_snapshot(&source, name, target.branch)?;
     let existing = current.promotion.metadata.annotations.get(edit.key);
     let value = (edit.value)(existing.map(String::as_str));
-    let tip = tip(&repo, target.branch)?;
-    let file = current.file.clone();
-    let text = read_file_at(&repo, &tip, &file)?.ok_or_else(|| EditError::DocumentNotFound {
-        file: file.clone(),
-        name: name.to_string(),
-    })?;
-    let text = decode(text, &file, name)?;
-    let document = find_promotion_document(&text, &file, name)?;
-    let body = set_annotation(&text[document.body.clone()], &file, name, edit.key, &value)?;
-    let edited = format!(
-        "{}{body}{}",
-        &text[..document.body.start],
-        &text[document.body.end..]
-    );
-    verify_annotated(
-        &reparse(&edited, &file, name)?,
-        current,
-        (edit.key, &value),
-        &file,
-    )?;
-    let commit = commit_on_new_branch(
-        &repo,
-        &tip,
-        &FileCommit {
-            branch: edit.branch,
-            file: &file,
-            content: edited.as_bytes(),
-            message: edit.message,
-        },
-    )?;
-    Ok(EditOutcome {
+    let commit = AnnotationCommit {
+        name,
+        key: edit.key,
+        value: &value,
         branch: edit.branch.to_string(),
-        commit: commit.to_string(),
-        base: tip.id().to_string(),
-        file,
         message: edit.message.to_string(),
-        snapshot_index: current.index,
-        snapshot_id: current.id().to_string(),
-        notes: vec![format!("wrote {}: {value}", edit.key)],
-        warnings: Vec::new(),
-    })
+        direct: false,
+    };
+    let mut outcome = commit_annotation(&repo, target, current, commit)?;
+    outcome.notes = vec![format!("wrote {}: {value}", edit.key)];
+    Ok(outcome)
 }
 
 /// The edit changed nothing but the annotation: same content hashes, and it carries `key: value`.

@@ -7,7 +7,7 @@ use tollgate_manifest::Snapshot;
 use tollgate_manifest::snapshot::RETRY_ANNOTATION_PREFIX;
 
 use crate::edit::{
-    AnnotationEdit, EditError, EditOutcome, Loaded, Target, commit_annotation, current_snapshot,
+    AnnotationCommit, EditError, EditOutcome, Loaded, Target, commit_annotation, current_snapshot,
     load, signing_note,
 };
 
@@ -49,7 +49,7 @@ pub fn retry(target: &Target<'_>, request: &RetryRequest<'_>) -> Result<EditOutc
         .unwrap_or_else(|| written.and_then(|v| counter_for(v, current)).unwrap_or(0) + 1);
     let id12 = current.hashes.short().to_string();
     let value = format!("{id12}/{n}");
-    let edit = AnnotationEdit {
+    let edit = AnnotationCommit {
         name,
         key: &key,
         value: &value,
