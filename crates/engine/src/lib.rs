@@ -37,6 +37,7 @@ pub mod notices;
 pub mod observed;
 mod observed_spec;
 pub mod output;
+pub mod paused_clusters;
 mod phase;
 pub mod pipeline;
 pub mod preview;

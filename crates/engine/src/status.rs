@@ -14,6 +14,7 @@ use crate::activity::StageActivity;
 use crate::analysis_run::AnalysisRun;
 pub use crate::counts::StageCounts;
 use crate::notice::Notice;
+pub use crate::paused_clusters::PausedTime;
 pub use crate::phase::Phase;
 use crate::run_history::RunHistory;
 
@@ -368,6 +369,10 @@ pub struct StageStatus {
     /// When clusters not Provisioned by then are TimedOut (the stage's apply + progressDeadline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<DateTime<Utc>>,
+    /// Members that were paused during this run of the stage: the time is not charged against
+    /// their deadline (docs/rollout-policy.md#paused-clusters).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paused_clusters: Vec<PausedTime>,
     /// The clusters that are not Provisioned, first ones by namespace/name, with why and since when.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_provisioned: Vec<ClusterCondition>,
@@ -466,6 +471,9 @@ pub enum ClusterState {
     Joined,
     /// Was a member when the stage started and no longer matches (or is no longer ready).
     Vanished,
+    /// A member Sveltos pauses (`spec.paused`, or outside its `activeWindow`): waits for its
+    /// maintenance window; never counted failed or timed out while paused.
+    Paused,
 }
 
 impl ClusterState {
@@ -478,6 +486,7 @@ impl ClusterState {
             ClusterState::TimedOut => "TimedOut",
             ClusterState::Joined => "Joined",
             ClusterState::Vanished => "Vanished",
+            ClusterState::Paused => "Paused",
         }
     }
 }

@@ -906,7 +906,7 @@ impl<'i, 'a> Run<'i, 'a> {
         let members = self
             .input
             .policy
-            .map(|_| crate::clusters::targeted(&stage.cluster_selector, self.observed()));
+            .map(|_| crate::clusters::selected(&stage.cluster_selector, self.observed()));
         let waves = self
             .input
             .policy
@@ -951,6 +951,7 @@ impl<'i, 'a> Run<'i, 'a> {
             members,
             allowed_failures: None,
             deadline: None,
+            paused_clusters: Vec::new(),
             not_provisioned: Vec::new(),
             not_provisioned_unlisted: 0,
             skipped: false,

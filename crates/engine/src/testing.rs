@@ -83,6 +83,7 @@ impl World {
             ready: true,
             paused: false,
             capi: false,
+            active_window: None,
         });
     }
 
@@ -206,15 +207,16 @@ impl World {
                     let failing = self.failing_clusters.contains(&cluster.name);
                     // Sveltos retries a failed deployment: it recovers once the cause is gone.
                     let retried = existing.is_some_and(|f| f.is_failed()) && !failing;
-                    if existing.is_some()
+                    // A deployment a pause held back (never applied) goes out once it unpauses.
+                    if existing.is_some_and(|f| f.last_applied_time.is_some())
                         && !redeploy.iter().any(|r| r == feature)
-                        && !cluster.paused
+                        && !cluster.paused_at(now)
                         && !retried
                     {
                         continue;
                     }
                     let slow = self.slow_clusters.contains(&cluster.name);
-                    let state = if cluster.paused || slow {
+                    let state = if cluster.paused_at(now) || slow {
                         FeatureSummary {
                             feature_id: feature.into(),
                             status: "Provisioning".into(),
