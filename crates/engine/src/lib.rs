@@ -22,6 +22,7 @@ mod clusters;
 pub mod completion;
 pub mod conditions;
 mod counts;
+pub mod depends_on;
 pub mod drift;
 mod effects;
 pub mod features;
@@ -60,6 +61,7 @@ pub mod testing;
 mod verdict;
 mod waves;
 
+pub use depends_on::Dependency;
 pub use input::{Desired, StepInput};
 pub use notices::{Notice, notices};
 pub use observed::{

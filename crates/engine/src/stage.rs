@@ -196,7 +196,7 @@ impl StageRun<'_, '_> {
                     now: self.now,
                     previous: &self.st.not_provisioned,
                     paused: &paused,
-                    paused_times: &self.st.paused_clusters,
+                    paused_times: self.st.paused_clusters.as_deref().map_or(&[], Vec::as_slice),
                 },
             );
             (report, judged.map_or(0, <[String]>::len))
@@ -256,8 +256,9 @@ impl StageRun<'_, '_> {
         }
         let judged = reached.or(self.st.members.as_deref()).unwrap_or_default();
         let paused = paused_clusters::paused_members(judged, self.observed, self.now);
-        self.st.paused_clusters =
-            paused_clusters::account(&self.st.paused_clusters, &paused, judged, self.now);
+        let previous = self.st.paused_clusters.as_deref().map_or(&[][..], Vec::as_slice);
+        let times = paused_clusters::account(previous, &paused, judged, self.now);
+        self.st.paused_clusters = (!times.is_empty()).then(|| Box::new(times));
         paused
     }
 
@@ -276,7 +277,8 @@ impl StageRun<'_, '_> {
                 self.effects.wake(deadline);
             }
             for cluster in going.clone() {
-                let credit = paused_clusters::credit(&self.st.paused_clusters, &cluster.cluster);
+                let times = self.st.paused_clusters.as_deref().map_or(&[][..], Vec::as_slice);
+                let credit = paused_clusters::credit(times, &cluster.cluster);
                 if let Some(at) = deadline.checked_add_signed(credit)
                     && at > self.now
                 {

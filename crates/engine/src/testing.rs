@@ -14,6 +14,7 @@ use tollgate_model::model::{ClusterPromotion, LabelSelector};
 use tollgate_model::policy::RolloutPolicy;
 use tollgate_model::snapshot::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot};
 
+use crate::depends_on::Dependency;
 use crate::features::{changed_features, required_features};
 use crate::input::{Desired, StepInput};
 use crate::observed::{
@@ -48,6 +49,10 @@ pub struct World {
     pub unverified: Option<String>,
     /// Why the governing policy cannot be resolved (`policy` is then its last valid version).
     pub policy_problem: Option<String>,
+    /// The promotions this one depends on: name, stage names, persisted status.
+    pub dependencies: Vec<(String, Vec<String>, Option<PromotionStatus>)>,
+    /// Why its `tollgate.dev/depends-on` is refused.
+    pub dependency_problem: Option<String>,
     /// Analysis measurements taken (as the controller's runner would feed them).
     pub measurements: Vec<crate::measurement::Measurement>,
 }
@@ -66,6 +71,8 @@ impl World {
             history: Vec::new(),
             watch_problem: None,
             unverified: None,
+            dependencies: Vec::new(),
+            dependency_problem: None,
             policy_problem: None,
             measurements: Vec::new(),
         }
@@ -97,6 +104,15 @@ impl World {
 
     /// Run the engine on the world's current state without executing anything.
     pub fn evaluate(&self, desired: Desired<'_>, approvals: &[ApprovalEvent]) -> StepOutput {
+        let dependencies: Vec<Dependency<'_>> = self
+            .dependencies
+            .iter()
+            .map(|(promotion, stages, status)| Dependency {
+                promotion,
+                stages,
+                status: status.as_ref(),
+            })
+            .collect();
         step(&StepInput {
             desired,
             approvals,
@@ -107,6 +123,8 @@ impl World {
             history: &self.history,
             watch_problem: self.watch_problem.as_deref(),
             unverified: self.unverified.as_deref(),
+            dependencies: &dependencies,
+            dependency_problem: self.dependency_problem.as_deref(),
             policy_problem: self.policy_problem.as_deref(),
             measurements: &self.measurements,
         })

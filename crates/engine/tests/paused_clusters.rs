@@ -162,7 +162,7 @@ fn a_closed_active_window_pauses_the_cluster_and_the_engine_wakes_when_it_opens(
     assert!(h.stage_status("s1").provisioned_at.is_some());
     assert!(h.status().failure.is_none());
     // Its 2 hours outside the window are on record, not charged.
-    let record = &h.stage_status("s1").paused_clusters;
+    let record = h.stage_status("s1").paused_clusters.as_deref().expect("on record");
     assert_eq!(record.len(), 1, "{record:?}");
     assert_eq!(record[0].paused_seconds, 2 * 3600);
 }
