@@ -11,6 +11,7 @@ pub mod apply;
 pub mod cluster_view;
 pub mod desired;
 pub mod error;
+pub mod dependencies;
 pub mod git_task;
 pub mod guard;
 pub mod persist;
@@ -197,6 +198,7 @@ fn context(
         watch_health,
         progress_writes: Default::default(),
         analysis,
+        dependencies: Default::default(),
     }
 }
 

@@ -113,31 +113,7 @@ pub struct ApprovalEvent {
 pub const APPROVE_ANNOTATION_PREFIX: &str = "approve.tollgate.dev/";
 /// `tollgate.dev/paused: "true"` on a ClusterPromotion holds its pipeline where it is.
 pub const PAUSED_ANNOTATION: &str = "tollgate.dev/paused";
-/// `tollgate.dev/depends-on: cert-manager[,other]` on a ClusterPromotion: each of its stages
-/// starts only after the stage of the same name of each named promotion completed its run.
-pub const DEPENDS_ON_ANNOTATION: &str = "tollgate.dev/depends-on";
-
-/// The promotions named by a `tollgate.dev/depends-on` value, trimmed, empty entries dropped,
-/// in the order written, each once.
-pub fn depends_on_names(value: &str) -> Vec<String> {
-    let mut names: Vec<String> = Vec::new();
-    for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        if !names.iter().any(|n| n == name) {
-            names.push(name.to_string());
-        }
-    }
-    names
-}
-
-/// The promotions `promotion` depends on (its `tollgate.dev/depends-on` annotation).
-pub fn depends_on(promotion: &crate::model::ClusterPromotion) -> Vec<String> {
-    promotion
-        .metadata
-        .annotations
-        .get(DEPENDS_ON_ANNOTATION)
-        .map(|v| depends_on_names(v))
-        .unwrap_or_default()
-}
+pub use crate::depends_on::{DEPENDS_ON_ANNOTATION, depends_on, depends_on_names};
 
 /// Characters of an abbreviated commit SHA wherever tollgate shows one (git's default).
 pub const SHORT_SHA_LEN: usize = 7;
