@@ -647,7 +647,12 @@ fn coordination_violations(
     assert!(!dependencies.is_empty(), "no promotion depends on another");
     let stages: HashMap<String, Vec<String>> = plans
         .iter()
-        .map(|p| (p.name.clone(), p.stages.iter().map(|s| s.name.clone()).collect()))
+        .map(|p| {
+            (
+                p.name.clone(),
+                p.stages.iter().map(|s| s.name.clone()).collect(),
+            )
+        })
         .collect();
     let paused = BTreeSet::from([chaos_support::PAUSED_CLUSTER.to_string()]);
     check_dependencies(log, &dependencies, &stages)

@@ -70,15 +70,18 @@ async fn set_paused(world: &World, cluster: &str, paused: bool) {
 /// for a window and nothing timed out or failed.
 async fn waits_past_the_deadline(world: &World) -> Value {
     world
-        .eventually("staging waits past its deadline with a paused member", || async {
-            let status = world.status(WEB).await?;
-            let staging = stage_of(&status, "staging")?;
-            let deadline: chrono::DateTime<chrono::Utc> =
-                staging["deadline"].as_str()?.parse().ok()?;
-            let paused = staging["counts"]["paused"].as_u64() == Some(1);
-            (paused && chrono::Utc::now() > deadline + chrono::Duration::seconds(1))
-                .then_some(status)
-        })
+        .eventually(
+            "staging waits past its deadline with a paused member",
+            || async {
+                let status = world.status(WEB).await?;
+                let staging = stage_of(&status, "staging")?;
+                let deadline: chrono::DateTime<chrono::Utc> =
+                    staging["deadline"].as_str()?.parse().ok()?;
+                let paused = staging["counts"]["paused"].as_u64() == Some(1);
+                (paused && chrono::Utc::now() > deadline + chrono::Duration::seconds(1))
+                    .then_some(status)
+            },
+        )
         .await;
     // One more look, after the deadline passed: still waiting.
     let status = world.status(WEB).await.expect("status");
@@ -194,7 +197,11 @@ fn stage_ahead<'s>(status: &'s Value, name: &str) -> Option<&'s Value> {
 async fn a_dependent_promotion_waits_stage_by_stage_for_its_dependency() {
     let repo = TestRepo::new();
     // cert-manager's staging waits for an approval; apps depends on cert-manager.
-    repo.write("cert-manager.yaml", &three_stage(CERT, Some(false)).to_yaml());
+    repo.write(
+        "cert-manager.yaml",
+        &three_stage(CERT, Some(false)).to_yaml(),
+    );
+    repo.commit("cert-manager");
     repo.write(
         "apps.yaml",
         &three_stage(APPS, None)
@@ -202,6 +209,18 @@ async fn a_dependent_promotion_waits_stage_by_stage_for_its_dependency() {
             .to_yaml(),
     );
     repo.commit("apps after cert-manager");
+    // `plan` says what each stage's start waits for.
+    let out = tollgate_binary()
+        .args(["plan", "--from", "HEAD~1", "--to", "HEAD", "--repo"])
+        .arg(repo.path())
+        .output()
+        .expect("tollgate plan");
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        plan.contains("stage staging waits for cert-manager/staging"),
+        "{plan}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let world = World::start(
         repo,
         &fleet_of_envs(&["dev", "staging", "prod"], 1, "20ms").to_yaml(),
@@ -234,9 +253,10 @@ async fn a_dependent_promotion_waits_stage_by_stage_for_its_dependency() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("waits for cert-manager/staging"), "{text}");
     // cert-manager's staging is approved in git: apps goes on, stage by stage, to the end.
-    world
-        .repo
-        .write("cert-manager.yaml", &three_stage(CERT, Some(true)).to_yaml());
+    world.repo.write(
+        "cert-manager.yaml",
+        &three_stage(CERT, Some(true)).to_yaml(),
+    );
     world.repo.commit("approve cert-manager staging");
     world.poke();
     world.wait_phase(CERT, "Completed").await;
@@ -277,7 +297,10 @@ async fn a_cycle_and_an_unknown_name_are_refused_and_the_others_keep_rolling() {
     for expected in ["a.yaml:6:", "b.yaml:6:", "c.yaml:6:"] {
         assert!(text.contains(expected), "{expected} in {text}");
     }
-    assert!(text.contains("a cycle") || text.contains("makes a cycle"), "{text}");
+    assert!(
+        text.contains("a cycle") || text.contains("makes a cycle"),
+        "{text}"
+    );
     assert!(text.contains("\"nope\""), "{text}");
     let world = World::start(
         repo,
@@ -285,7 +308,11 @@ async fn a_cycle_and_an_unknown_name_are_refused_and_the_others_keep_rolling() {
     )
     .await;
     world.wait_phase("d", "Completed").await;
-    for (name, why) in [("a", "a cycle: a -> b -> a"), ("b", "a cycle"), ("c", "\"nope\"")] {
+    for (name, why) in [
+        ("a", "a cycle: a -> b -> a"),
+        ("b", "a cycle"),
+        ("c", "\"nope\""),
+    ] {
         let status = world.wait_phase(name, "Held").await;
         let message = status["message"].as_str().unwrap_or_default();
         assert!(

@@ -52,7 +52,12 @@ impl DependencyIndex {
                         name.clone(),
                         Declared {
                             stages: Arc::new(
-                                promotion.spec.stages.iter().map(|s| s.name.clone()).collect(),
+                                promotion
+                                    .spec
+                                    .stages
+                                    .iter()
+                                    .map(|s| s.name.clone())
+                                    .collect(),
                             ),
                             depends_on: depends_on(promotion),
                             file: snapshot.file.clone(),

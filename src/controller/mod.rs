@@ -9,9 +9,9 @@
 
 pub mod apply;
 pub mod cluster_view;
+pub mod dependencies;
 pub mod desired;
 pub mod error;
-pub mod dependencies;
 pub mod git_task;
 pub mod guard;
 pub mod persist;

@@ -122,7 +122,8 @@ impl Shell {
         };
         self.scheduler.on_touch(touch, &cluster);
         if !dependants.is_empty() {
-            self.scheduler.on_touch(Touch::Promotions(dependants), &cluster);
+            self.scheduler
+                .on_touch(Touch::Promotions(dependants), &cluster);
         }
     }
 

@@ -10,7 +10,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tollgate_emulator::WriteRecord;
-use tollgate_render::{PROMOTION_LABEL, SNAPSHOT_INDEX_ANNOTATION, STAGE_LABEL, VERIFICATION_LABEL};
+use tollgate_render::{
+    PROMOTION_LABEL, SNAPSHOT_INDEX_ANNOTATION, STAGE_LABEL, VERIFICATION_LABEL,
+};
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CoordinationViolation {
@@ -113,7 +115,8 @@ pub fn check_paused(
     for record in log {
         if record.resource.starts_with("sveltosclusters.") {
             let key = format!("{}/{}", record.namespace, record.name);
-            match record.object["spec"]["paused"].as_bool() == Some(true) && record.verb != "delete" {
+            match record.object["spec"]["paused"].as_bool() == Some(true) && record.verb != "delete"
+            {
                 true => paused.insert(key),
                 false => paused.remove(&key),
             };
@@ -128,9 +131,13 @@ pub fn check_paused(
             .into_iter()
             .flatten()
             .flat_map(|s| s["notProvisioned"].as_array().into_iter().flatten());
-        let failing = status["failure"]["clusters"].as_array().into_iter().flatten();
+        let failing = status["failure"]["clusters"]
+            .as_array()
+            .into_iter()
+            .flatten();
         for cluster in listed.chain(failing) {
-            let (Some(name), Some(state)) = (cluster["cluster"].as_str(), cluster["state"].as_str())
+            let (Some(name), Some(state)) =
+                (cluster["cluster"].as_str(), cluster["state"].as_str())
             else {
                 continue;
             };
@@ -192,9 +199,15 @@ mod tests {
     fn a_dependant_stage_started_before_its_dependency_completed_is_a_violation() {
         let deps = BTreeMap::from([("apps".to_string(), "cert".to_string())]);
         let stages = HashMap::from([("cert".to_string(), vec!["s0".to_string()])]);
-        let early = [profile("apps", "s0", 1), status("cert", 2, "s0", "Completed")];
+        let early = [
+            profile("apps", "s0", 1),
+            status("cert", 2, "s0", "Completed"),
+        ];
         assert_eq!(check_dependencies(&early, &deps, &stages).len(), 1);
-        let ordered = [status("cert", 1, "s0", "Completed"), profile("apps", "s0", 2)];
+        let ordered = [
+            status("cert", 1, "s0", "Completed"),
+            profile("apps", "s0", 2),
+        ];
         assert!(check_dependencies(&ordered, &deps, &stages).is_empty());
         // A stage the dependency does not have never waits.
         let other = [profile("apps", "s9", 1)];

@@ -190,9 +190,15 @@ mod tests {
         // Active 02:00-04:00 every night (from unpauses, to pauses).
         let nightly = cluster("n", false, Some(("0 2 * * *", "0 4 * * *")));
         assert!(nightly.paused_at(at("2026-11-27T12:00:00Z")));
-        assert!(!nightly.paused_at(at("2026-11-27T02:00:00Z")), "opens at from");
+        assert!(
+            !nightly.paused_at(at("2026-11-27T02:00:00Z")),
+            "opens at from"
+        );
         assert!(!nightly.paused_at(at("2026-11-27T03:59:59Z")));
-        assert!(nightly.paused_at(at("2026-11-27T04:00:00Z")), "closes at to");
+        assert!(
+            nightly.paused_at(at("2026-11-27T04:00:00Z")),
+            "closes at to"
+        );
         assert_eq!(
             nightly.next_window_change(at("2026-11-27T12:00:00Z")),
             Some(at("2026-11-28T02:00:00Z"))

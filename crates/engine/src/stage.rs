@@ -23,11 +23,11 @@ use crate::gate;
 use crate::messages;
 use crate::output::EngineEvent;
 use crate::output::EventReason;
+use crate::paused_clusters;
 pub(crate) use crate::stage_run::{Exceeded, Hold, StageProfiles, StageRun};
 use crate::status::{
     AppliedProfile, ClusterCondition, ClusterState, ConsumedApproval, WaveProgress,
 };
-use crate::paused_clusters;
 use crate::waves;
 use std::collections::BTreeMap;
 
@@ -196,7 +196,11 @@ impl StageRun<'_, '_> {
                     now: self.now,
                     previous: &self.st.not_provisioned,
                     paused: &paused,
-                    paused_times: self.st.paused_clusters.as_deref().map_or(&[], Vec::as_slice),
+                    paused_times: self
+                        .st
+                        .paused_clusters
+                        .as_deref()
+                        .map_or(&[], Vec::as_slice),
                 },
             );
             (report, judged.map_or(0, <[String]>::len))
@@ -256,7 +260,11 @@ impl StageRun<'_, '_> {
         }
         let judged = reached.or(self.st.members.as_deref()).unwrap_or_default();
         let paused = paused_clusters::paused_members(judged, self.observed, self.now);
-        let previous = self.st.paused_clusters.as_deref().map_or(&[][..], Vec::as_slice);
+        let previous = self
+            .st
+            .paused_clusters
+            .as_deref()
+            .map_or(&[][..], Vec::as_slice);
         let times = paused_clusters::account(previous, &paused, judged, self.now);
         self.st.paused_clusters = (!times.is_empty()).then(|| Box::new(times));
         paused
@@ -277,7 +285,11 @@ impl StageRun<'_, '_> {
                 self.effects.wake(deadline);
             }
             for cluster in going.clone() {
-                let times = self.st.paused_clusters.as_deref().map_or(&[][..], Vec::as_slice);
+                let times = self
+                    .st
+                    .paused_clusters
+                    .as_deref()
+                    .map_or(&[][..], Vec::as_slice);
                 let credit = paused_clusters::credit(times, &cluster.cluster);
                 if let Some(at) = deadline.checked_add_signed(credit)
                     && at > self.now

@@ -595,7 +595,11 @@ mod tests {
         // stages).
         // 536 with the paused clusters (a box, and their count: +16 bytes, 640 KB at 10,000
         // promotions of 4 stages).
-        assert!(std::mem::size_of::<StageStatus>() <= 536, "{}", std::mem::size_of::<StageStatus>());
+        assert!(
+            std::mem::size_of::<StageStatus>() <= 536,
+            "{}",
+            std::mem::size_of::<StageStatus>()
+        );
         // 496 with the verdicts (a vector) and the two boxed notify fields.
         assert!(std::mem::size_of::<PromotionStatus>() <= 496);
     }

@@ -65,7 +65,10 @@ fn nothing_starts_while_the_dependency_never_ran() {
             dependency: "cert-manager/dev".into()
         })
     );
-    assert_eq!(out.wake_at, None, "woken by the dependency's change, not a timer");
+    assert_eq!(
+        out.wake_at, None,
+        "woken by the dependency's change, not a timer"
+    );
     h.assert_idempotent();
 }
 
@@ -139,7 +142,10 @@ fn a_refused_depends_on_holds_every_start_and_says_why_once() {
     assert!(out.actions.is_empty());
     assert_eq!(h.status().phase, Phase::Held);
     let message = h.status().message.clone().unwrap_or_default();
-    assert!(message.contains("tollgate.dev/depends-on refused"), "{message}");
+    assert!(
+        message.contains("tollgate.dev/depends-on refused"),
+        "{message}"
+    );
     assert!(message.contains("apps.yaml:5"), "{message}");
     let blocked = h
         .world

@@ -29,7 +29,10 @@ fn two_stages() -> tollgate_model::ClusterPromotion {
 
 fn set_paused(h: &mut Harness, name: &str, paused: bool) {
     let clusters = std::sync::Arc::make_mut(&mut h.world.observed.clusters);
-    let cluster = clusters.iter_mut().find(|c| c.name == name).expect("cluster");
+    let cluster = clusters
+        .iter_mut()
+        .find(|c| c.name == name)
+        .expect("cluster");
     cluster.paused = paused;
 }
 
@@ -48,12 +51,21 @@ fn a_paused_cluster_does_not_time_out_the_stage_and_counts_once_unpaused() {
     set_paused(&mut h, "s1-2", true);
     h.settle();
     let s1 = h.stage_status("s1");
-    assert_eq!(s1.members.as_deref().map(<[String]>::len), Some(2), "a member");
+    assert_eq!(
+        s1.members.as_deref().map(<[String]>::len),
+        Some(2),
+        "a member"
+    );
     assert_eq!(s1.counts.paused, 1);
     assert_eq!(listed_state(&h, "s1", "s1-2"), Some(ClusterState::Paused));
     // Long past the deadline: still waiting, nothing timed out, nothing failed.
     h.later(Duration::minutes(30));
-    assert_eq!(h.status().phase, Phase::Progressing, "{:?}", h.status().message);
+    assert_eq!(
+        h.status().phase,
+        Phase::Progressing,
+        "{:?}",
+        h.status().message
+    );
     assert!(h.status().failure.is_none());
     assert_eq!(listed_state(&h, "s1", "s1-2"), Some(ClusterState::Paused));
     assert!(!h.has_profile(&profile_name("s2")), "Wait: s2 waits for it");
@@ -87,9 +99,16 @@ fn the_deadline_resumes_when_the_cluster_unpauses_without_the_paused_time() {
     assert_eq!(out.wake_at, Some(moved), "wakes at its own deadline");
     h.settle_at(moved - Duration::seconds(1));
     assert_eq!(h.status().phase, Phase::Progressing);
-    assert_eq!(listed_state(&h, "s1", "s1-2"), Some(ClusterState::Provisioning));
+    assert_eq!(
+        listed_state(&h, "s1", "s1-2"),
+        Some(ClusterState::Provisioning)
+    );
     h.settle_at(moved);
-    assert_eq!(h.status().phase, Phase::Failed, "still slow at its deadline");
+    assert_eq!(
+        h.status().phase,
+        Phase::Failed,
+        "still slow at its deadline"
+    );
     let failure = h.status().failure.as_deref().expect("failure");
     assert_eq!(failure.clusters[0].state, ClusterState::TimedOut);
     assert_eq!(failure.clusters[0].since, moved);
@@ -106,7 +125,10 @@ fn skip_lets_the_stage_complete_without_its_paused_clusters() {
     set_paused(&mut h, "s2-2", true);
     h.settle();
     let s1 = h.stage_status("s1");
-    assert!(s1.provisioned_at.is_some(), "Skip: s1 completes without s1-2");
+    assert!(
+        s1.provisioned_at.is_some(),
+        "Skip: s1 completes without s1-2"
+    );
     assert_eq!(s1.counts.paused, 1);
     assert!(h.has_profile(&profile_name("s2")));
     // s2 waits (the default): its paused cluster holds it.
@@ -144,25 +166,41 @@ fn a_closed_active_window_pauses_the_cluster_and_the_engine_wakes_when_it_opens(
     })
     .expect("window");
     let clusters = std::sync::Arc::make_mut(&mut h.world.observed.clusters);
-    let cluster = clusters.iter_mut().find(|c| c.name == "s1-2").expect("s1-2");
+    let cluster = clusters
+        .iter_mut()
+        .find(|c| c.name == "s1-2")
+        .expect("s1-2");
     cluster.active_window = Some(window);
     let out = h.settle();
-    assert_eq!(out.wake_at, Some(t0() + Duration::minutes(5)), "the deadline");
+    assert_eq!(
+        out.wake_at,
+        Some(t0() + Duration::minutes(5)),
+        "the deadline"
+    );
     let out = h.settle_at(t0() + Duration::minutes(5));
     let opens = t("2025-10-07T12:00:00Z");
     assert_eq!(listed_state(&h, "s1", "s1-2"), Some(ClusterState::Paused));
     let message = h.stage_status("s1").not_provisioned[0].message.clone();
     assert!(
-        message.as_deref().is_some_and(|m| m.contains("2025-10-07T12:00:00Z")),
+        message
+            .as_deref()
+            .is_some_and(|m| m.contains("2025-10-07T12:00:00Z")),
         "{message:?}"
     );
     assert_eq!(out.wake_at, Some(opens), "then woken when the window opens");
-    assert!(h.status().failure.is_none(), "not timed out at the deadline");
+    assert!(
+        h.status().failure.is_none(),
+        "not timed out at the deadline"
+    );
     h.settle_at(opens);
     assert!(h.stage_status("s1").provisioned_at.is_some());
     assert!(h.status().failure.is_none());
     // Its 2 hours outside the window are on record, not charged.
-    let record = h.stage_status("s1").paused_clusters.as_deref().expect("on record");
+    let record = h
+        .stage_status("s1")
+        .paused_clusters
+        .as_deref()
+        .expect("on record");
     assert_eq!(record.len(), 1, "{record:?}");
     assert_eq!(record[0].paused_seconds, 2 * 3600);
 }

@@ -866,18 +866,30 @@ mod tests {
 
     #[test]
     fn paused_clusters_is_wait_or_skip_and_defaults_to_wait() {
-        let parsed = read("  stages:\n    prod: {pausedClusters: skip}\n    dev: {pausedClusters: Skip}\n");
+        let parsed =
+            read("  stages:\n    prod: {pausedClusters: skip}\n    dev: {pausedClusters: Skip}\n");
         assert_eq!(
             places(&parsed),
-            [(7, 28, "spec.stages.prod.pausedClusters".into(), "unsupported-value")]
+            [(
+                7,
+                28,
+                "spec.stages.prod.pausedClusters".into(),
+                "unsupported-value"
+            )]
         );
         assert!(parsed.diagnostics[0].message.contains("\"Wait\", \"Skip\""));
         let parsed = read("  stages:\n    dev: {pausedClusters: Skip}\n");
         assert_eq!(parsed.diagnostics, Vec::new());
         let policy = parsed.policy.expect("valid");
         use tollgate_model::policy::PausedClusters;
-        assert_eq!(policy.for_stage("dev").paused_clusters, PausedClusters::Skip);
-        assert_eq!(policy.for_stage("prod").paused_clusters, PausedClusters::Wait);
+        assert_eq!(
+            policy.for_stage("dev").paused_clusters,
+            PausedClusters::Skip
+        );
+        assert_eq!(
+            policy.for_stage("prod").paused_clusters,
+            PausedClusters::Wait
+        );
     }
 
     #[test]
