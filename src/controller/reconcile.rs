@@ -65,6 +65,9 @@ pub enum Outcome {
     Forgotten,
 }
 
+/// A promotion this one depends on: its name, its stages in git, its persisted status.
+type ObservedDependency = (String, Arc<Vec<String>>, Option<Arc<PromotionStatus>>);
+
 /// What one step starts from: the persisted state, git, and the cluster as the watches show it.
 struct Observation<'a> {
     name: &'a str,
@@ -72,8 +75,8 @@ struct Observation<'a> {
     git: StepGit<'a>,
     observed: Observed,
     watch_problem: Option<String>,
-    /// The promotions it depends on: name, stages in git, persisted status.
-    dependencies: Vec<(String, Arc<Vec<String>>, Option<Arc<PromotionStatus>>)>,
+    /// The promotions it depends on, as observed.
+    dependencies: Vec<ObservedDependency>,
     dependency_problem: Option<String>,
 }
 
