@@ -13,9 +13,11 @@
 mod chaos_support;
 mod support;
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use chaos_support::blackout_invariants::{BlackoutWindow, check_blackouts};
+use chaos_support::coordination_invariants::{check_dependencies, check_paused};
 use chaos_support::failure_invariants::check_failures;
 use chaos_support::invariants::{self, Violation};
 use chaos_support::recovery_invariants::check_recovery;
@@ -479,8 +481,35 @@ async fn inject_faults(
         approve(world, &mut plans[i]);
         injected.approvals += 1;
     }
+    unpause(world, chaos_support::PAUSED_CLUSTER).await;
     world.poke();
     injected
+}
+
+/// The paused cluster's maintenance window opens (as Sveltos's window would unpause it).
+async fn unpause(world: &World, cluster: &str) {
+    let (namespace, name) = cluster.split_once('/').unwrap_or_default();
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        world.client.clone(),
+        namespace,
+        &resources::sveltos_cluster(),
+    );
+    let patch = serde_json::json!({"spec": {"paused": false}});
+    // Writes still meet injected faults: try again, as an operator would.
+    for attempt in 1.. {
+        let result = api
+            .patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await;
+        match result {
+            Ok(_) => return,
+            Err(error) if attempt >= 50 => panic!("unpause the SveltosCluster: {error}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
 }
 
 /// Which one-off events of the schedule happened.
@@ -606,6 +635,34 @@ fn time_to_fix(world: &World, freezes: &[BlackoutWindow]) -> bool {
 /// How long after the last failure (and the freeze) the fix is committed.
 const FIX_AFTER_FAILURE: Duration = Duration::from_millis(2_500);
 
+/// Issue #34: dependants never start a stage before their dependency completed it, and the
+/// paused cluster is never counted failed or timed out.
+fn coordination_violations(
+    log: &[tollgate_emulator::WriteRecord],
+    plans: &[PromotionPlan],
+) -> Vec<String> {
+    let dependencies: BTreeMap<String, String> = plans
+        .iter()
+        .filter_map(|p| Some((p.name.clone(), p.depends_on.clone()?)))
+        .collect();
+    assert!(!dependencies.is_empty(), "no promotion depends on another");
+    let stages: HashMap<String, Vec<String>> = plans
+        .iter()
+        .map(|p| {
+            (
+                p.name.clone(),
+                p.stages.iter().map(|s| s.name.clone()).collect(),
+            )
+        })
+        .collect();
+    let paused = BTreeSet::from([chaos_support::PAUSED_CLUSTER.to_string()]);
+    check_dependencies(log, &dependencies, &stages)
+        .into_iter()
+        .chain(check_paused(log, &paused))
+        .map(|v| v.to_string())
+        .collect()
+}
+
 /// The write log against the invariants, and proof that the schedule exercised the failure
 /// model and the waves.
 fn check_history(world: &World, plans: &[PromotionPlan], injected: &Injected, seed: u64) {
@@ -627,6 +684,7 @@ fn check_history(world: &World, plans: &[PromotionPlan], injected: &Injected, se
                 .into_iter()
                 .map(|v| v.to_string()),
         )
+        .chain(coordination_violations(&log, plans))
         .collect();
     if !violations.is_empty() {
         dump_log(&log, seed);

@@ -368,6 +368,7 @@ fn says(activity: &StageActivity, failures: u32, view: View) -> Vec<String> {
             words.push(if table { rfc(*until) } else { "left".into() });
             words
         }
+        StageActivity::AwaitingDependency { dependency } => vec![format!("waits for {dependency}")],
         StageActivity::Paused => vec!["paused".into()],
         StageActivity::Completed => {
             let mut words = vec!["completed".to_string()];

@@ -436,6 +436,7 @@ fn details(planned: &Planned<'_>) -> Vec<(&'static str, String)> {
     }
     if let Some(snapshot) = new_run_snapshot(planned).filter(|_| touched(planned)) {
         rows.extend(gates::rows(&snapshot.promotion, plan.policy.as_deref()));
+        rows.extend(depends_on_rows(&snapshot.promotion));
     }
     for change in &plan.selector_changes {
         rows.push((
@@ -477,6 +478,36 @@ fn details(planned: &Planned<'_>) -> Vec<(&'static str, String)> {
         rows.push(("error", diagnostic.to_string()));
     }
     rows
+}
+
+/// `tollgate.dev/depends-on`: what each stage's start waits for (a dependency without a stage of
+/// that name holds nothing; the live view says which ones still hold).
+fn depends_on_rows(
+    promotion: &tollgate_manifest::model::ClusterPromotion,
+) -> Vec<(&'static str, String)> {
+    let dependencies = tollgate_model::depends_on::depends_on(promotion);
+    if dependencies.is_empty() {
+        return Vec::new();
+    }
+    promotion
+        .spec
+        .stages
+        .iter()
+        .map(|stage| {
+            let waits: Vec<String> = dependencies
+                .iter()
+                .map(|d| format!("{d}/{}", stage.name))
+                .collect();
+            (
+                "order",
+                format!(
+                    "stage {} {}",
+                    stage.name,
+                    tollgate_engine::depends_on::waits_for_text(&waits)
+                ),
+            )
+        })
+        .collect()
 }
 
 fn summary_counts(planned: &[Planned<'_>]) -> String {

@@ -14,6 +14,7 @@ use tollgate_manifest::{Diagnostic, Limits, parse_file};
 
 mod analysis_soak;
 mod approvals_gate;
+mod depends_on;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputFormat {
@@ -110,6 +111,9 @@ fn diagnostics_of(
         sources.get(file).map(String::as_str)
     }));
     diagnostics.extend(policies::diagnostics(parsed_files, |file| {
+        sources.get(file).map(String::as_str)
+    }));
+    diagnostics.extend(depends_on::diagnostics(parsed_files, |file| {
         sources.get(file).map(String::as_str)
     }));
     diagnostics

@@ -11,6 +11,8 @@ use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use serde_json::Value;
 use tollgate_engine::{Observed, ObservedCluster, ObservedProfile};
+use tollgate_model::model::TimeWindow;
+use tollgate_model::window::Window;
 use tollgate_render::PROMOTION_LABEL;
 
 use super::cache::IndexedCache;
@@ -189,21 +191,42 @@ pub fn convert_capi_cluster(object: &LeanObject) -> Option<(Option<String>, Obse
     Some((None, cluster(object, ready, true)))
 }
 
-/// Both kinds pause with `spec.paused`.
+/// Both kinds pause with `spec.paused`; a SveltosCluster also outside its `spec.activeWindow`
+/// (evaluated by the engine at each step's `now`).
 fn cluster(object: &LeanObject, ready: bool, capi: bool) -> ObservedCluster {
-    let paused = object
-        .spec
-        .as_ref()
+    let spec = object.spec.as_ref();
+    let paused = spec
         .and_then(|s| s.get("paused"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    let name = object.name_any();
+    let active_window = match (capi, spec.and_then(|s| s.get("activeWindow"))) {
+        (false, Some(window)) => active_window(window, &name),
+        _ => None,
+    };
     ObservedCluster {
         namespace: object.namespace().unwrap_or_default(),
-        name: object.name_any(),
+        name,
         labels: object.labels().clone().into_iter().collect(),
         ready,
         paused,
         capi,
+        active_window,
+    }
+}
+
+/// `spec.activeWindow {from, to}` (cron), parsed. One that does not parse pauses nothing:
+/// Sveltos cannot evaluate it either; said in the log, once per change of the cluster.
+fn active_window(window: &Value, cluster: &str) -> Option<Window> {
+    let parsed = serde_json::from_value::<TimeWindow>(window.clone())
+        .map_err(|e| e.to_string())
+        .and_then(|w| Window::parse(&w).map_err(|e| e.to_string()));
+    match parsed {
+        Ok(window) => Some(window),
+        Err(error) => {
+            tracing::warn!(cluster, %error, "SveltosCluster spec.activeWindow ignored");
+            None
+        }
     }
 }
 
@@ -434,6 +457,16 @@ mod tests {
         }));
         let (_, c) = convert_sveltos_cluster(&ready).expect("converted");
         assert!(c.ready && c.paused);
+        let windowed = object(json!({
+            "apiVersion": "lib.projectsveltos.io/v1beta1", "kind": "SveltosCluster",
+            "metadata": {"name": "c4", "namespace": "fleet"},
+            "spec": {"activeWindow": {"from": "0 2 * * *", "to": "0 4 * * *"}},
+            "status": {"ready": true}
+        }));
+        let (_, c) = convert_sveltos_cluster(&windowed).expect("converted");
+        let noon: DateTime<Utc> = "2026-11-27T12:00:00Z".parse().expect("time");
+        assert!(!c.paused && c.paused_at(noon), "outside 02:00-04:00");
+        assert!(!c.paused_at("2026-11-27T03:00:00Z".parse().expect("time")));
         let unready = object(json!({
             "apiVersion": "lib.projectsveltos.io/v1beta1", "kind": "SveltosCluster",
             "metadata": {"name": "c2", "namespace": "fleet"}

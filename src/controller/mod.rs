@@ -9,6 +9,7 @@
 
 pub mod apply;
 pub mod cluster_view;
+pub mod dependencies;
 pub mod desired;
 pub mod error;
 pub mod git_task;
@@ -197,6 +198,7 @@ fn context(
         watch_health,
         progress_writes: Default::default(),
         analysis,
+        dependencies: Default::default(),
     }
 }
 

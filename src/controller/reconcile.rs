@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use tollgate_engine::measurement::Measurement;
-use tollgate_engine::{Desired, EngineEvent, Observed, PromotionStatus, StepInput, StepOutput};
+use tollgate_engine::{
+    Dependency, Desired, EngineEvent, Observed, PromotionStatus, StepInput, StepOutput,
+};
 use tollgate_render::{preverification_profile_name, stage_profile_name};
 use tracing::info;
 
@@ -45,6 +47,8 @@ pub struct Context {
     pub progress_writes: super::progress_writes::ProgressWrites,
     /// Makes the analysis measurements steps ask for, and keeps their results (issue #32).
     pub analysis: crate::analysis::AnalysisRunner,
+    /// Every promotion's `tollgate.dev/depends-on` and stages, from git (issue #34).
+    pub dependencies: Arc<super::dependencies::DependencyIndex>,
 }
 
 #[derive(Debug)]
@@ -61,6 +65,9 @@ pub enum Outcome {
     Forgotten,
 }
 
+/// A promotion this one depends on: its name, its stages in git, its persisted status.
+type ObservedDependency = (String, Arc<Vec<String>>, Option<Arc<PromotionStatus>>);
+
 /// What one step starts from: the persisted state, git, and the cluster as the watches show it.
 struct Observation<'a> {
     name: &'a str,
@@ -68,6 +75,9 @@ struct Observation<'a> {
     git: StepGit<'a>,
     observed: Observed,
     watch_problem: Option<String>,
+    /// The promotions it depends on, as observed.
+    dependencies: Vec<ObservedDependency>,
+    dependency_problem: Option<String>,
 }
 
 impl Observation<'_> {
@@ -99,16 +109,36 @@ fn observe<'a>(ctx: &Context, name: &'a str, presence: &'a GitPresence) -> Obser
     let status = persisted.as_ref().and_then(|p| p.status.as_deref());
     let git = StepGit::new(name, presence, status);
     let generated = generated_names(name, &git.translation.desired());
+    let resolved = ctx.dependencies.resolve(name);
+    let dependencies = resolved
+        .dependencies
+        .into_iter()
+        .map(|(dependency, stages)| {
+            let status = ctx.statuses.get(&dependency).and_then(|p| p.status);
+            (dependency, stages, status)
+        })
+        .collect();
     Observation {
         name,
         observed: ctx.caches.observe(name, &generated),
         persisted,
         git,
         watch_problem: ctx.watch_health.problem(),
+        dependencies,
+        dependency_problem: resolved.problem,
     }
 }
 
 fn plan(seen: &Observation<'_>, measured: &[Measurement], now: DateTime<Utc>) -> StepOutput {
+    let dependencies: Vec<Dependency<'_>> = seen
+        .dependencies
+        .iter()
+        .map(|(promotion, stages, status)| Dependency {
+            promotion,
+            stages,
+            status: status.as_deref(),
+        })
+        .collect();
     tollgate_engine::step(&StepInput {
         desired: seen.git.translation.desired(),
         approvals: seen.git.approvals,
@@ -121,6 +151,8 @@ fn plan(seen: &Observation<'_>, measured: &[Measurement], now: DateTime<Utc>) ->
         unverified: seen.git.unverified,
         policy_problem: seen.git.policy_problem,
         measurements: measured,
+        dependencies: &dependencies,
+        dependency_problem: seen.dependency_problem.as_deref(),
     })
 }
 

@@ -102,6 +102,7 @@ impl Shell {
             caches: &self.ctx.caches,
             statuses: &self.ctx.statuses,
         };
+        self.ctx.dependencies.absorb(&update);
         let commands = self.scheduler.on_git(&update, &cluster);
         self.execute(commands);
     }
@@ -111,7 +112,19 @@ impl Shell {
             caches: &self.ctx.caches,
             statuses: &self.ctx.statuses,
         };
+        // A promotion's status changed: those that depend on it look again (issue #34).
+        let dependants: Vec<String> = match &touch {
+            Touch::Promotions(names) => names
+                .iter()
+                .flat_map(|name| self.ctx.dependencies.dependants_of(name))
+                .collect(),
+            _ => Vec::new(),
+        };
         self.scheduler.on_touch(touch, &cluster);
+        if !dependants.is_empty() {
+            self.scheduler
+                .on_touch(Touch::Promotions(dependants), &cluster);
+        }
     }
 
     fn execute(&self, commands: Vec<Command>) {
@@ -172,6 +185,9 @@ impl Shell {
                 if actions > 0 || status_written {
                     debug!(promotion = %name, actions, status_written, "stepped");
                 }
+                if status_written {
+                    self.step_dependants(name);
+                }
                 StepDone::Stepped { wake_at }
             }
             Ok(Outcome::Forgotten) => {
@@ -182,6 +198,21 @@ impl Shell {
             Err(error) => return self.failed(name, &error),
         };
         self.scheduler.on_step_done(name, done, Utc::now());
+    }
+
+    /// `name`'s status changed: the promotions that depend on it look again at once, without
+    /// waiting for the watch to echo the write (issue #34).
+    fn step_dependants(&mut self, name: &str) {
+        let dependants = self.ctx.dependencies.dependants_of(name);
+        if dependants.is_empty() {
+            return;
+        }
+        let cluster = Cached {
+            caches: &self.ctx.caches,
+            statuses: &self.ctx.statuses,
+        };
+        self.scheduler
+            .on_touch(Touch::Promotions(dependants), &cluster);
     }
 
     fn failed(&mut self, name: &str, error: &ReconcileError) {

@@ -563,6 +563,7 @@ mod tests {
                     clusters: vec![format!("fleet/c{i}")],
                 })
                 .collect(),
+            depends_on: None,
             final_snapshot: 1,
             approved_at: None,
             tier: None,

@@ -3,6 +3,7 @@
 #![allow(dead_code)] // the unit tests of `invariants` use a subset
 
 pub mod blackout_invariants;
+pub mod coordination_invariants;
 pub mod failure_invariants;
 pub mod invariants;
 pub mod recovery_invariants;
@@ -73,7 +74,12 @@ pub struct PromotionPlan {
     pub approved_at: Option<DateTime<Utc>>,
     /// Label `tier` (`rollback` or `halt`): the RolloutPolicy governing it, see [`POLICIES`].
     pub tier: Option<&'static str>,
+    /// `tollgate.dev/depends-on`: the promotion whose stages this one's wait for.
+    pub depends_on: Option<String>,
 }
+
+/// A cluster of group `g2` that Sveltos pauses until the faults stop.
+pub const PAUSED_CLUSTER: &str = "fleet/g2-paused";
 
 /// Chart versions the fleet fails on the clusters labelled `fails: "yes"` (odd groups).
 pub const FAILING_CHART: &str = "9.9.0";
@@ -151,6 +157,8 @@ impl PromotionPlan {
                 7 => Some("halt"),
                 _ => None,
             },
+            // Each fifth-of-ten depends on the automatic, ungoverned promotion before it.
+            depends_on: (index % 10 == 5).then(|| format!("chaos-{:02}", index - 1)),
         }
     }
 
@@ -163,6 +171,9 @@ impl PromotionPlan {
         let mut manifest = promotion(&self.name).chart("app", chart_version);
         if let Some(tier) = self.tier {
             manifest = manifest.label("tier", tier);
+        }
+        if let Some(dependency) = &self.depends_on {
+            manifest = manifest.annotation("tollgate.dev/depends-on", dependency);
         }
         for planned in &self.stages {
             let mut built = stage(&planned.name).selector("group", &format!("g{}", planned.group));
@@ -198,5 +209,9 @@ pub fn fleet_yaml(latency: &str) -> String {
             fleet = fleet.cluster(built);
         }
     }
+    // In its maintenance window until the faults stop: its stages wait for it (never counting it
+    // failed or timed out), then it gets the release.
+    let (namespace, name) = PAUSED_CLUSTER.split_once('/').unwrap_or_default();
+    fleet = fleet.cluster(cluster(name).ns(namespace).label("group", "g2").paused());
     fleet.to_yaml()
 }

@@ -565,6 +565,15 @@ fn sync_summaries(
         .iter()
         .filter(|c| tracking.is_paused(c))
         .collect();
+    // A maintenance window that opens or closes changes what may be deployed: look again then.
+    let window_change = view
+        .matching
+        .iter()
+        .filter_map(|c| tracking.window_change_in(c))
+        .min();
+    if let Some(after) = window_change {
+        tracking.wake(now + after, view.name);
+    }
     let active = view.matching.len() - paused.len();
     let budget = max_update(&view.profile["spec"]["maxUpdate"], active);
     let updating = view

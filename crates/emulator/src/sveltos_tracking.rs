@@ -8,6 +8,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::Value;
 use tokio::time::Instant;
+use tollgate_model::model::TimeWindow;
+use tollgate_model::window::{Window, WindowState};
 
 use crate::selector::{LabelSelector, Requirement};
 use crate::stand_in_inbox::{StandInChange, StandInInbox};
@@ -91,6 +93,9 @@ pub struct Tracking {
     /// Clusters with `spec.paused: true`: every pass over a profile asks for each of its
     /// clusters, and reading the cluster object each time parsed it again at fleet scale.
     paused: HashSet<Key>,
+    /// `spec.activeWindow` of the clusters that have one: outside it Sveltos pauses the cluster
+    /// (evaluated at the wall clock, like Sveltos).
+    windows: HashMap<Key, Window>,
 }
 
 impl Tracking {
@@ -128,6 +133,7 @@ impl Tracking {
         self.clusters_by_label.clear();
         self.cluster_labels.clear();
         self.paused.clear();
+        self.windows.clear();
         for (key, cluster) in store.range(CLUSTERS, None, None) {
             self.file_cluster_labels((key.namespace.clone(), key.name.clone()), Some(&cluster));
         }
@@ -196,6 +202,14 @@ impl Tracking {
             self.paused.insert(key.clone());
         } else {
             self.paused.remove(&key);
+        }
+        match cluster.and_then(active_window) {
+            Some(window) => {
+                self.windows.insert(key.clone(), window);
+            }
+            None => {
+                self.windows.remove(&key);
+            }
         }
         for label in self.cluster_labels.remove(&key).unwrap_or_default() {
             if let Some(members) = self.clusters_by_label.get_mut(&label) {
@@ -276,6 +290,22 @@ impl Tracking {
     /// Whether the cluster is paused, as of the changes taken in.
     pub fn is_paused(&self, cluster: &Key) -> bool {
         self.paused.contains(cluster)
+            || self.windows.get(cluster).is_some_and(|w| {
+                matches!(w.state_at(chrono::Utc::now()), WindowState::Closed { .. })
+            })
+    }
+
+    /// How long until the cluster's `activeWindow` opens or closes, if it has one: the stand-in
+    /// looks at its profiles again then.
+    pub fn window_change_in(&self, cluster: &Key) -> Option<std::time::Duration> {
+        let window = self.windows.get(cluster)?;
+        let now = chrono::Utc::now();
+        let at = match window.state_at(now) {
+            WindowState::Open { closes_at } => closes_at,
+            WindowState::Closed { opens_at } => opens_at,
+        };
+        (at != chrono::DateTime::<chrono::Utc>::MAX_UTC)
+            .then(|| (at - now).to_std().unwrap_or_default())
     }
 
     pub fn forget_selection(&mut self, profile: &str) {
@@ -316,6 +346,14 @@ impl Tracking {
     pub fn has_dirty(&self) -> bool {
         !self.dirty.is_empty()
     }
+}
+
+/// A cluster's `spec.activeWindow`, when it has one that parses (one that does not pauses
+/// nothing: Sveltos cannot evaluate it either).
+fn active_window(cluster: &Value) -> Option<Window> {
+    let window = cluster["spec"].get("activeWindow")?;
+    let window: TimeWindow = serde_json::from_value(window.clone()).ok()?;
+    Window::parse(&window).ok()
 }
 
 #[cfg(test)]

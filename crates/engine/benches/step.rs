@@ -87,6 +87,8 @@ fn bench_step(c: &mut Criterion) {
             history: &[],
             watch_problem: None,
             unverified: None,
+            dependencies: &[],
+            dependency_problem: None,
             policy_problem: None,
             measurements: &[],
         };

@@ -55,6 +55,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ready: true,
                 paused: false,
                 capi: false,
+                active_window: None,
             })
             .collect();
         let started = Instant::now();

@@ -59,6 +59,9 @@ pub enum StageActivity {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         wave: Option<WaveOf>,
     },
+    /// Its start waits for the same stage of the promotions it depends on
+    /// (`tollgate.dev/depends-on`): `dependency` names them, `cert-manager/staging`.
+    AwaitingDependency { dependency: String },
     /// The promotion is paused (`tollgate.dev/paused`).
     Paused,
     /// The trigger held: the stage is done for this run (tolerated failures show in its counts).
@@ -77,7 +80,7 @@ pub enum StageActivity {
 }
 
 /// Every `kind`, in declaration order.
-const KINDS: [&str; 16] = [
+const KINDS: [&str; 17] = [
     "Pending",
     "Provisioning",
     "WavePause",
@@ -88,6 +91,7 @@ const KINDS: [&str; 16] = [
     "Analyzing",
     "AnalysisInconclusive",
     "Blackout",
+    "AwaitingDependency",
     "Paused",
     "Completed",
     "Skipped",
@@ -118,6 +122,10 @@ impl JsonSchema for StageActivity {
                     "description": "Why (Failed, AnalysisInconclusive; Blackout, the blackout's reason).",
                     "type": "string"
                 },
+                "dependency": {
+                    "description": "What the start waits for, `promotion/stage` (AwaitingDependency).",
+                    "type": "string"
+                },
                 "snapshot": {
                     "description": "The snapshot a rollback restored (Restored).",
                     "type": "integer", "format": "uint64", "minimum": 0
@@ -141,6 +149,7 @@ impl StageActivity {
             StageActivity::Analyzing { .. } => "Analyzing",
             StageActivity::AnalysisInconclusive { .. } => "AnalysisInconclusive",
             StageActivity::Blackout { .. } => "Blackout",
+            StageActivity::AwaitingDependency { .. } => "AwaitingDependency",
             StageActivity::Paused => "Paused",
             StageActivity::Completed => "Completed",
             StageActivity::Skipped => "Skipped",
@@ -182,7 +191,8 @@ impl StageActivity {
             | StageActivity::AwaitingWindow { .. }
             | StageActivity::AwaitingApproval
             | StageActivity::Analyzing { .. }
-            | StageActivity::Blackout { .. } => Phase::Waiting,
+            | StageActivity::Blackout { .. }
+            | StageActivity::AwaitingDependency { .. } => Phase::Waiting,
             StageActivity::Paused | StageActivity::AnalysisInconclusive { .. } => Phase::Paused,
             StageActivity::Completed | StageActivity::Skipped => Phase::Completed,
             StageActivity::Failed { .. } => Phase::Failed,

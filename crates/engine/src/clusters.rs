@@ -1,20 +1,23 @@
-//! Per-cluster state inside a stage (Pending, Provisioning, Provisioned, Failed, TimedOut), read
-//! from the ClusterSummaries of the stage's profile, and the stage's verdict under a policy.
+//! Per-cluster state inside a stage (Pending, Provisioning, Provisioned, Failed, TimedOut,
+//! Paused), read from the ClusterSummaries of the stage's profile, and the stage's verdict under a
+//! policy.
 //!
 //! A failure counts for tollgate's apply only once the summary carries the applied spec and, for
 //! a feature that apply changed, reports a status written after it: a Failed left over from the
 //! content before is not this content's failure.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
 use tollgate_model::model::LabelSelector;
+use tollgate_model::policy::PausedClusters;
 
 use crate::completion::{
     AppliedExpectation, SummaryCriteria, profile_current, summary_problem, whole_second,
 };
 use crate::messages;
 use crate::observed::{Observed, ObservedSummary, cluster_key};
+use crate::paused_clusters::{self, PausedTime};
 use crate::status::{CLUSTERS_LISTED, ClusterCondition, ClusterState, StageCounts};
 
 /// Lists clusters whose `scope: Cluster` analysis failed as Failed (`AnalysisFailed: why`),
@@ -50,6 +53,8 @@ pub(crate) struct ClusterReport {
     pub timed_out: u32,
     pub joined: u32,
     pub vanished: u32,
+    /// Members Sveltos pauses now (not yet provisioned): waiting for a maintenance window.
+    pub paused: u32,
     /// The first clusters not Provisioned, by `namespace/name`.
     pub listed: Vec<ClusterCondition>,
     pub unlisted: u32,
@@ -61,9 +66,11 @@ impl ClusterReport {
         self.failed + self.timed_out
     }
 
-    /// Every judged cluster has an outcome: Provisioned, Failed or TimedOut.
-    pub fn settled(&self) -> bool {
-        self.pending == 0 && self.provisioning == 0
+    /// Every judged cluster has an outcome: Provisioned, Failed or TimedOut; paused ones too
+    /// unless the stage completes without them (`pausedClusters: Skip`).
+    pub fn settled(&self, paused_clusters: PausedClusters) -> bool {
+        let paused_done = paused_clusters == PausedClusters::Skip || self.paused == 0;
+        self.pending == 0 && self.provisioning == 0 && paused_done
     }
 
     /// The failed and timed-out clusters among the listed ones.
@@ -92,6 +99,7 @@ impl ClusterReport {
         counts.timed_out = self.timed_out;
         counts.joined = self.joined;
         counts.vanished = self.vanished;
+        counts.paused = self.paused;
     }
 }
 
@@ -104,6 +112,10 @@ pub(crate) struct Judging<'a> {
     pub now: DateTime<Utc>,
     /// The conditions listed by the previous step: a state keeps its `since`.
     pub previous: &'a [ClusterCondition],
+    /// Members Sveltos pauses now, with why (see `paused_clusters`).
+    pub paused: &'a BTreeMap<String, String>,
+    /// Time members spent paused: each one's deadline moves on by its own.
+    pub paused_times: &'a [PausedTime],
 }
 
 /// The clusters matching the stage now (ready, unpaused, selected), sorted.
@@ -112,6 +124,28 @@ pub(crate) fn matching(expected: &AppliedExpectation<'_>, observed: &Observed) -
     if let Some(targets) = expected.targets {
         keys.retain(|k| targets.binary_search(k).is_ok());
     }
+    keys
+}
+
+/// The stage's members at its start: every ready cluster `expected` selects, paused or not
+/// (a paused member waits for its window), sorted.
+pub(crate) fn members(expected: &AppliedExpectation<'_>, observed: &Observed) -> Vec<String> {
+    let mut keys = selected(expected.selector, observed);
+    if let Some(targets) = expected.targets {
+        keys.retain(|k| targets.binary_search(k).is_ok());
+    }
+    keys
+}
+
+/// `namespace/name` of every ready cluster `selector` selects, paused or not, sorted.
+pub(crate) fn selected(selector: &LabelSelector, observed: &Observed) -> Vec<String> {
+    let mut keys: Vec<String> = observed
+        .clusters
+        .iter()
+        .filter(|c| c.selected_by(selector))
+        .map(|c| cluster_key(&c.namespace, &c.name))
+        .collect();
+    keys.sort();
     keys
 }
 
@@ -156,7 +190,7 @@ pub(crate) fn report(
         summary_state(summary, expected, &criteria)
     };
     let note = |report: &mut ClusterReport, key: &str, state, message| {
-        let (state, message) = judging.timed(state, message);
+        let (state, message) = judging.timed(key, state, message);
         match state {
             ClusterState::Pending => report.pending += 1,
             ClusterState::Provisioning => report.provisioning += 1,
@@ -165,6 +199,7 @@ pub(crate) fn report(
             ClusterState::TimedOut => report.timed_out += 1,
             ClusterState::Joined => report.joined += 1,
             ClusterState::Vanished => report.vanished += 1,
+            ClusterState::Paused => report.paused += 1,
         }
         if state != ClusterState::Provisioned {
             judging.list(report, key, state, message);
@@ -179,7 +214,13 @@ pub(crate) fn report(
         }
         Some(members) => {
             for key in members {
-                let (state, message) = if matching.binary_search(key).is_ok() {
+                let (state, message) = if let Some(why) = judging.paused.get(key) {
+                    // Provisioned before it paused: done. Else it waits for its window.
+                    match state_of(key) {
+                        (ClusterState::Provisioned, m) => (ClusterState::Provisioned, m),
+                        _ => (ClusterState::Paused, Some(why.clone())),
+                    }
+                } else if matching.binary_search(key).is_ok() {
                     state_of(key)
                 } else {
                     (
@@ -208,13 +249,21 @@ pub(crate) fn report(
 }
 
 impl Judging<'_> {
-    /// Pending and Provisioning turn TimedOut at the deadline.
+    /// The cluster's own deadline: the stage's, moved on by the time it spent paused.
+    pub fn deadline_of(&self, key: &str) -> Option<DateTime<Utc>> {
+        let deadline = self.deadline?;
+        let credit = paused_clusters::credit(self.paused_times, key);
+        Some(deadline.checked_add_signed(credit).unwrap_or(deadline))
+    }
+
+    /// Pending and Provisioning turn TimedOut at the cluster's deadline (a paused cluster never).
     fn timed(
         &self,
+        key: &str,
         state: ClusterState,
         message: Option<String>,
     ) -> (ClusterState, Option<String>) {
-        let late = self.deadline.is_some_and(|d| self.now >= d);
+        let late = self.deadline_of(key).is_some_and(|d| self.now >= d);
         match state {
             ClusterState::Pending | ClusterState::Provisioning if late => {
                 let text = self.deadline_text.clone().unwrap_or_default();
@@ -244,7 +293,7 @@ impl Judging<'_> {
             .iter()
             .find(|c| c.cluster == key && c.state == state)
             .map(|c| c.since)
-            .unwrap_or(match (state, self.deadline) {
+            .unwrap_or(match (state, self.deadline_of(key)) {
                 (ClusterState::TimedOut, Some(deadline)) => deadline,
                 _ => self.now,
             });

@@ -37,4 +37,7 @@ pub struct StageCounts {
     pub joined: u32,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub vanished: u32,
+    /// Members Sveltos pauses now, waiting for their maintenance window (not yet provisioned).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub paused: u32,
 }

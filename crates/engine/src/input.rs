@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use tollgate_model::policy::RolloutPolicy;
 use tollgate_model::snapshot::{ApprovalEvent, Snapshot};
 
+use crate::depends_on::Dependency;
 use crate::measurement::Measurement;
 use crate::observed::Observed;
 use crate::status::PromotionStatus;
@@ -36,6 +37,12 @@ pub struct StepInput<'a> {
     /// and why; the last verified snapshot keeps running. Reported in the `CommitVerified`
     /// condition, and told once as a `CommitNotVerified` warning.
     pub unverified: Option<&'a str>,
+    /// The promotions this one depends on (`tollgate.dev/depends-on`), as observed: a stage
+    /// starts only once the same stage of each completed its current run.
+    pub dependencies: &'a [Dependency<'a>],
+    /// Why its `tollgate.dev/depends-on` is refused (a cycle, an unknown promotion), naming the
+    /// file: no stage of it starts until fixed; a stage in progress goes on.
+    pub dependency_problem: Option<&'a str>,
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -23,6 +23,7 @@ pub mod completion;
 pub mod conditions;
 mod counts;
 pub mod delivery;
+pub mod depends_on;
 pub mod drift;
 mod effects;
 pub mod fast_rollback;
@@ -39,6 +40,7 @@ pub mod notices;
 pub mod observed;
 mod observed_spec;
 pub mod output;
+pub mod paused_clusters;
 mod phase;
 pub mod pipeline;
 pub mod preview;
@@ -64,6 +66,7 @@ pub mod testing;
 mod verdict;
 mod waves;
 
+pub use depends_on::Dependency;
 pub use input::{Desired, StepInput};
 pub use notices::{Notice, notices};
 pub use observed::{

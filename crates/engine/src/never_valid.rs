@@ -59,6 +59,8 @@ mod tests {
             history: &[],
             watch_problem: None,
             unverified: None,
+            dependencies: &[],
+            dependency_problem: None,
             policy_problem: None,
             measurements: &[],
         };
@@ -94,6 +96,8 @@ mod tests {
             history: &[],
             watch_problem: None,
             unverified: None,
+            dependencies: &[],
+            dependency_problem: None,
             policy_problem: None,
             measurements: &[],
         };

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 pub use crate::observed_spec::{ObservedSpec, SpecField, WeakField, WeakSpec};
 use chrono::{DateTime, Utc};
+use tollgate_model::window::{Window, WindowState};
 use tollgate_render::{
     MANAGED_BY_LABEL, MANAGED_BY_VALUE, PROMOTION_LABEL, SNAPSHOT_INDEX_ANNOTATION,
     SPEC_HASH_ANNOTATION, STAGE_LABEL, VERIFICATION_LABEL,
@@ -157,9 +158,36 @@ pub struct ObservedCluster {
     pub paused: bool,
     /// A Cluster API `Cluster` (else a `SveltosCluster`): how a `clusterRefs` entry names it.
     pub capi: bool,
+    /// SveltosCluster `spec.activeWindow`, parsed: outside it Sveltos pauses the cluster. `None`
+    /// when absent (or unparsable: Sveltos cannot evaluate it either, so never pauses by it).
+    pub active_window: Option<Window>,
 }
 
 impl ObservedCluster {
+    /// Sveltos deploys nothing to it at `now`: `spec.paused`, or its `activeWindow` is closed
+    /// (docs/rollout-policy.md#paused-clusters). Pure: `now` is an argument.
+    pub fn paused_at(&self, now: DateTime<Utc>) -> bool {
+        self.paused
+            || self
+                .active_window
+                .as_ref()
+                .is_some_and(|w| matches!(w.state_at(now), WindowState::Closed { .. }))
+    }
+
+    /// When its pause state changes next by its `activeWindow` (it opens or closes), if it has one.
+    pub fn next_window_change(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let window = self.active_window.as_ref()?;
+        Some(match window.state_at(now) {
+            WindowState::Open { closes_at } => closes_at,
+            WindowState::Closed { opens_at } => opens_at,
+        })
+    }
+
+    /// Ready and selected by `selector`, paused or not: a stage's member.
+    pub fn selected_by(&self, selector: &tollgate_model::model::LabelSelector) -> bool {
+        self.ready && selector.matches(&self.labels)
+    }
+
     /// A stage with `selector` targets it now: ready, not paused, and selected.
     pub fn targeted_by(&self, selector: &tollgate_model::model::LabelSelector) -> bool {
         self.ready && !self.paused && selector.matches(&self.labels)

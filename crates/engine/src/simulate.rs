@@ -280,6 +280,8 @@ impl<'i> Simulator<'i> {
             history: &self.history,
             watch_problem: None,
             unverified: None,
+            dependencies: &[],
+            dependency_problem: None,
         })
     }
 

@@ -23,12 +23,14 @@ use crate::gate;
 use crate::messages;
 use crate::output::EngineEvent;
 use crate::output::EventReason;
+use crate::paused_clusters;
 use crate::retry;
 pub(crate) use crate::stage_run::{Exceeded, Hold, StageProfiles, StageRun};
 use crate::status::{
     AppliedProfile, ClusterCondition, ClusterState, ConsumedApproval, WaveProgress,
 };
 use crate::waves;
+use std::collections::BTreeMap;
 
 impl StageRun<'_, '_> {
     /// Runs the steps in order; `Ok` when the stage's trigger held and the pipeline moves on.
@@ -214,7 +216,7 @@ impl StageRun<'_, '_> {
         self.st.counts = completion.counts.clone();
         if self.policy.is_some() && self.st.members.is_none() {
             // Fixed at stage start; a policy that arrives mid-stage fixes them now.
-            let members = clusters::matching(&self.main_expectation(spec, None), self.observed);
+            let members = clusters::members(&self.main_expectation(spec, None), self.observed);
             self.st.members = Some(members);
         }
         let policy = self.policy.clone();
@@ -225,6 +227,7 @@ impl StageRun<'_, '_> {
             .and_then(|p| p.progress_deadline)
             .and_then(|d| chrono::Duration::from_std(d).ok())
             .and_then(|d| self.st.applied_at.checked_add_signed(d));
+        let paused = self.account_paused(reached.as_deref());
         let (report, members) = {
             let judged = match &reached {
                 Some(reached) => Some(reached.as_slice()),
@@ -244,6 +247,12 @@ impl StageRun<'_, '_> {
                     }),
                     now: self.now,
                     previous: &self.st.not_provisioned,
+                    paused: &paused,
+                    paused_times: self
+                        .st
+                        .paused_clusters
+                        .as_deref()
+                        .map_or(&[], Vec::as_slice),
                 },
             );
             (report, judged.map_or(0, <[String]>::len))
@@ -286,14 +295,65 @@ impl StageRun<'_, '_> {
             self.st.not_provisioned = report.listed;
             return Err(Hold::Exceeded(exceeded));
         }
-        if let Some(deadline) = deadline
-            && !report.settled()
-        {
-            self.effects.wake(deadline);
+        let settled = report.settled(policy.paused_clusters);
+        if !settled {
+            self.wake_for_clusters(&report, deadline);
         }
-        let settled = report.settled();
         self.st.not_provisioned = report.listed;
         Ok(settled)
+    }
+
+    /// Which judged members Sveltos pauses now, and the record of the time they spent paused
+    /// (written to the stage's status). Only while a policy governs: without one nothing times
+    /// out and paused clusters simply do not match (upstream).
+    fn account_paused(&mut self, reached: Option<&[String]>) -> BTreeMap<String, String> {
+        if self.policy.is_none() {
+            return BTreeMap::new();
+        }
+        let judged = reached.or(self.st.members.as_deref()).unwrap_or_default();
+        let paused = paused_clusters::paused_members(judged, self.observed, self.now);
+        let previous = self
+            .st
+            .paused_clusters
+            .as_deref()
+            .map_or(&[][..], Vec::as_slice);
+        let times = paused_clusters::account(previous, &paused, judged, self.now);
+        self.st.paused_clusters = (!times.is_empty()).then(|| Box::new(times));
+        paused
+    }
+
+    /// Wake at the earliest deadline of a cluster still going (each moved on by the time it was
+    /// paused) and when a cluster's `activeWindow` opens or closes.
+    fn wake_for_clusters(&mut self, report: &ClusterReport, deadline: Option<DateTime<Utc>>) {
+        let going = report.listed.iter().filter(|c| {
+            matches!(
+                c.state,
+                ClusterState::Pending | ClusterState::Provisioning | ClusterState::Paused
+            )
+        });
+        if let Some(deadline) = deadline {
+            // Only instants to come: past the stage's deadline a paused cluster still waits.
+            if deadline > self.now {
+                self.effects.wake(deadline);
+            }
+            for cluster in going.clone() {
+                let times = self
+                    .st
+                    .paused_clusters
+                    .as_deref()
+                    .map_or(&[][..], Vec::as_slice);
+                let credit = paused_clusters::credit(times, &cluster.cluster);
+                if let Some(at) = deadline.checked_add_signed(credit)
+                    && at > self.now
+                {
+                    self.effects.wake(at);
+                }
+            }
+        }
+        let keys = going.map(|c| c.cluster.as_str());
+        if let Some(at) = paused_clusters::next_window_change(keys, self.observed, self.now) {
+            self.effects.wake(at);
+        }
     }
 
     /// Counts against the stage's members, every wave included: the members fixed at its start

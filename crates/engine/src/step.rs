@@ -18,6 +18,7 @@ use tollgate_render::{
 
 use crate::activity::{self, StageActivity, WaveOf};
 use crate::conditions;
+use crate::depends_on;
 use crate::drift;
 use crate::effects::Effects;
 use crate::features::fresh_after_apply;
@@ -327,6 +328,16 @@ struct Run<'i, 'a> {
     effects: Effects,
     /// A blackout holding the next stage's start in this step (the stage ahead shows it).
     blackout_hold: Option<ActiveBlackout>,
+    /// The stage whose start the promotions this one depends on hold, and what it waits for.
+    dependency_hold: Option<(String, String)>,
+}
+
+/// What holds a stage start among the promotions this one depends on.
+enum DependencyHold {
+    /// Their stages of that name, `promotion/stage`, that did not complete their current run.
+    Waits(Vec<String>),
+    /// The `tollgate.dev/depends-on` annotation is refused (a cycle, an unknown name): why.
+    Refused(String),
 }
 
 impl<'i, 'a> Run<'i, 'a> {
@@ -372,6 +383,7 @@ impl<'i, 'a> Run<'i, 'a> {
             status,
             effects,
             blackout_hold: None,
+            dependency_hold: None,
         }
     }
 
@@ -446,6 +458,14 @@ impl<'i, 'a> Run<'i, 'a> {
                 self.hold_for_blackout(&blackout, first, waits);
                 return self.held_output_waking();
             }
+            let first = self.promotion.spec.stages.first().map(|s| s.name.clone());
+            if let Some(first) = first
+                && let Some(held) = self.dependency_hold(&first)
+            {
+                let waits = format!("snapshot #{} waits to start", self.snapshot.index);
+                self.hold_for_dependency(first, held, &waits);
+                return self.held_output();
+            }
             if let Err(blocked) = self.start_run() {
                 return self.blocked(blocked);
             }
@@ -483,6 +503,10 @@ impl<'i, 'a> Run<'i, 'a> {
                     if let Some(blackout) = self.blackout() {
                         let waits = format!("stage {} waits to start", next.name);
                         self.hold_for_blackout(&blackout, Some(next.name.clone()), waits);
+                        break;
+                    }
+                    if let Some(held) = self.dependency_hold(&next.name) {
+                        self.hold_for_dependency(next.name.clone(), held, "");
                         break;
                     }
                     self.enter_stage(next, StageEntry::Advance)
@@ -647,6 +671,54 @@ impl<'i, 'a> Run<'i, 'a> {
         });
         self.effects.wake(blackout.until);
         self.blackout_hold = Some(blackout.clone());
+    }
+
+    /// What holds the start of `stage` among the promotions this one depends on
+    /// (`tollgate.dev/depends-on`): their unfinished stages of that name, or the refusal of
+    /// the annotation itself (a cycle, an unknown name), which holds every start.
+    fn dependency_hold(&self, stage: &str) -> Option<DependencyHold> {
+        if let Some(problem) = self.input.dependency_problem {
+            return Some(DependencyHold::Refused(problem.to_string()));
+        }
+        let waits = depends_on::waits_for(self.input.dependencies, stage);
+        (!waits.is_empty()).then_some(DependencyHold::Waits(waits))
+    }
+
+    /// A stage start is held by the promotions this one depends on: say so (the stage ahead shows
+    /// it); the controller steps again when one of them changes.
+    fn hold_for_dependency(&mut self, stage: String, held: DependencyHold, waits: &str) {
+        let run = match waits {
+            "" => String::new(),
+            waits => format!(" ({waits})"),
+        };
+        let (phase, message, dependency) = match held {
+            DependencyHold::Waits(waits) => {
+                let text = depends_on::waits_for_text(&waits);
+                (
+                    Phase::Waiting,
+                    format!("stage {stage} {text}{run}"),
+                    waits.join(", "),
+                )
+            }
+            DependencyHold::Refused(problem) => (
+                Phase::Held,
+                format!(
+                    "stage {stage} does not start{run}: {} refused: {problem}",
+                    tollgate_model::snapshot::DEPENDS_ON_ANNOTATION
+                ),
+                "a fix of tollgate.dev/depends-on".to_string(),
+            ),
+        };
+        if self.input.status.and_then(|s| s.message.as_deref()) != Some(message.as_str())
+            && phase == Phase::Held
+        {
+            self.effects
+                .events
+                .push(EngineEvent::warning(EventReason::Blocked, message.clone()));
+        }
+        self.status.phase = phase;
+        self.status.message = Some(message);
+        self.dependency_hold = Some((stage, dependency));
     }
 
     /// No actions; woken when a time-based hold ends.
@@ -936,7 +1008,7 @@ impl<'i, 'a> Run<'i, 'a> {
         let members = self
             .input
             .policy
-            .map(|_| crate::clusters::targeted(&stage.cluster_selector, self.observed()));
+            .map(|_| crate::clusters::selected(&stage.cluster_selector, self.observed()));
         // A fast rollback restores content that completed here: all clusters at once.
         let fast_rollback = crate::fast_rollback::applies(&self.status, &stage.name);
         let waves = self
@@ -984,6 +1056,7 @@ impl<'i, 'a> Run<'i, 'a> {
             members,
             allowed_failures: None,
             deadline: None,
+            paused_clusters: None,
             not_provisioned: Vec::new(),
             not_provisioned_unlisted: 0,
             skipped: false,
@@ -1229,7 +1302,13 @@ impl<'i, 'a> Run<'i, 'a> {
             .enumerate()
             .map(|(i, stage)| {
                 let held = self.blackout_hold.as_ref().filter(|_| i == 0);
-                self.stage_ahead(stage, held)
+                let mut ahead = self.stage_ahead(stage, held);
+                if let Some((held, dependency)) = &self.dependency_hold
+                    && held == &stage.name
+                {
+                    self.awaiting_dependency(&mut ahead, dependency);
+                }
+                ahead
             })
             .collect();
         self.status.stages_ahead = ahead;
@@ -1263,6 +1342,22 @@ impl<'i, 'a> Run<'i, 'a> {
             activity,
             activity_since,
         }
+    }
+
+    /// The stage ahead waits for the promotions it depends on (since the hold began).
+    fn awaiting_dependency(&self, ahead: &mut StageAhead, dependency: &str) {
+        let held = StageActivity::AwaitingDependency {
+            dependency: dependency.to_string(),
+        };
+        let since = self
+            .input
+            .status
+            .and_then(|s| s.stages_ahead.iter().find(|a| a.name == ahead.name))
+            .filter(|a| a.activity.same_kind(&held))
+            .and_then(|a| a.activity_since)
+            .unwrap_or(self.now());
+        ahead.activity = held;
+        ahead.activity_since = Some(since);
     }
 
     /// Profiles of this promotion that must go: those of stages no longer in the spec, and every

@@ -14,6 +14,7 @@ use tollgate_model::model::{ClusterPromotion, LabelSelector};
 use tollgate_model::policy::RolloutPolicy;
 use tollgate_model::snapshot::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot};
 
+use crate::depends_on::Dependency;
 use crate::features::{changed_features, required_features};
 use crate::input::{Desired, StepInput};
 use crate::observed::{
@@ -48,6 +49,10 @@ pub struct World {
     pub unverified: Option<String>,
     /// Why the governing policy cannot be resolved (`policy` is then its last valid version).
     pub policy_problem: Option<String>,
+    /// The promotions this one depends on: name, stage names, persisted status.
+    pub dependencies: Vec<(String, Vec<String>, Option<PromotionStatus>)>,
+    /// Why its `tollgate.dev/depends-on` is refused.
+    pub dependency_problem: Option<String>,
     /// Analysis measurements taken (as the controller's runner would feed them).
     pub measurements: Vec<crate::measurement::Measurement>,
 }
@@ -66,6 +71,8 @@ impl World {
             history: Vec::new(),
             watch_problem: None,
             unverified: None,
+            dependencies: Vec::new(),
+            dependency_problem: None,
             policy_problem: None,
             measurements: Vec::new(),
         }
@@ -83,6 +90,7 @@ impl World {
             ready: true,
             paused: false,
             capi: false,
+            active_window: None,
         });
     }
 
@@ -96,6 +104,15 @@ impl World {
 
     /// Run the engine on the world's current state without executing anything.
     pub fn evaluate(&self, desired: Desired<'_>, approvals: &[ApprovalEvent]) -> StepOutput {
+        let dependencies: Vec<Dependency<'_>> = self
+            .dependencies
+            .iter()
+            .map(|(promotion, stages, status)| Dependency {
+                promotion,
+                stages,
+                status: status.as_ref(),
+            })
+            .collect();
         step(&StepInput {
             desired,
             approvals,
@@ -106,6 +123,8 @@ impl World {
             history: &self.history,
             watch_problem: self.watch_problem.as_deref(),
             unverified: self.unverified.as_deref(),
+            dependencies: &dependencies,
+            dependency_problem: self.dependency_problem.as_deref(),
             policy_problem: self.policy_problem.as_deref(),
             measurements: &self.measurements,
         })
@@ -206,15 +225,16 @@ impl World {
                     let failing = self.failing_clusters.contains(&cluster.name);
                     // Sveltos retries a failed deployment: it recovers once the cause is gone.
                     let retried = existing.is_some_and(|f| f.is_failed()) && !failing;
-                    if existing.is_some()
+                    // A deployment a pause held back (never applied) goes out once it unpauses.
+                    if existing.is_some_and(|f| f.last_applied_time.is_some())
                         && !redeploy.iter().any(|r| r == feature)
-                        && !cluster.paused
+                        && !cluster.paused_at(now)
                         && !retried
                     {
                         continue;
                     }
                     let slow = self.slow_clusters.contains(&cluster.name);
-                    let state = if cluster.paused || slow {
+                    let state = if cluster.paused_at(now) || slow {
                         FeatureSummary {
                             feature_id: feature.into(),
                             status: "Provisioning".into(),

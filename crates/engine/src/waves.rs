@@ -161,6 +161,7 @@ mod tests {
                     ready: true,
                     paused: false,
                     capi: false,
+                    active_window: None,
                 }
             },
         ));

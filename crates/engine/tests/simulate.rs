@@ -151,6 +151,7 @@ fn prod_fleet(n: usize) -> Vec<ObservedCluster> {
         ready: true,
         paused: false,
         capi: false,
+        active_window: None,
     }];
     clusters.extend((1..=n).map(|i| {
         ObservedCluster {
@@ -164,6 +165,7 @@ fn prod_fleet(n: usize) -> Vec<ObservedCluster> {
             ready: true,
             paused: false,
             capi: false,
+            active_window: None,
         }
     }));
     clusters

@@ -47,11 +47,13 @@ const OVERRIDE_FIELDS: &[&str] = &[
     "onFailure",
     "waves",
     "analyses",
+    "pausedClusters",
 ];
 const WAVES_FIELDS: &[&str] = &["sortingLabelKey", "size", "canary", "pause"];
 const SELECTOR_FIELDS: &[&str] = &["matchLabels", "matchExpressions"];
 const EXPRESSION_FIELDS: &[&str] = &["key", "operator", "values"];
 const ON_FAILURE_VALUES: &[&str] = &["Halt", "Rollback"];
+const PAUSED_CLUSTERS_VALUES: &[&str] = &["Wait", "Skip"];
 
 /// One `RolloutPolicy` document of a file.
 #[derive(Clone, Debug, PartialEq)]
@@ -243,12 +245,15 @@ fn check_stages(
             findings.push(Finding::error(
                 "wrong-type",
                 path,
-                "Invalid value: a stage override must be a mapping of progressDeadline, maxFailures and onFailure",
+                "Invalid value: a stage override must be a mapping of progressDeadline, maxFailures, onFailure, waves, analyses and pausedClusters",
             ));
             continue;
         };
         unknown_fields(body, &path, OVERRIDE_FIELDS, "a stage override", findings);
         check_budget_fields(body, &path, findings);
+        if let Some(paused) = body.get("pausedClusters") {
+            check_paused_clusters(paused, &child_path(&path, "pausedClusters"), findings);
+        }
         if let Some(waves) = body.get("waves") {
             check_waves(waves, &child_path(&path, "waves"), findings);
         }
@@ -260,6 +265,21 @@ fn check_stages(
         }
     }
     used
+}
+
+/// `pausedClusters`: `Wait` (the default) or `Skip`.
+fn check_paused_clusters(value: &Value, path: &str, findings: &mut Vec<Finding>) {
+    if value
+        .as_str()
+        .is_some_and(|v| PAUSED_CLUSTERS_VALUES.contains(&v))
+    {
+        return;
+    }
+    findings.push(Finding::error(
+        "unsupported-value",
+        path,
+        format!("Unsupported value: {value}: supported values: \"Wait\", \"Skip\""),
+    ));
 }
 
 /// `waves`: a sorting label key, a size (count or percentage), an optional canary and pause.
@@ -878,6 +898,34 @@ mod tests {
             ]
         );
         assert!(parsed.diagnostics[0].message.contains("progressDeadline"));
+    }
+
+    #[test]
+    fn paused_clusters_is_wait_or_skip_and_defaults_to_wait() {
+        let parsed =
+            read("  stages:\n    prod: {pausedClusters: skip}\n    dev: {pausedClusters: Skip}\n");
+        assert_eq!(
+            places(&parsed),
+            [(
+                7,
+                28,
+                "spec.stages.prod.pausedClusters".into(),
+                "unsupported-value"
+            )]
+        );
+        assert!(parsed.diagnostics[0].message.contains("\"Wait\", \"Skip\""));
+        let parsed = read("  stages:\n    dev: {pausedClusters: Skip}\n");
+        assert_eq!(parsed.diagnostics, Vec::new());
+        let policy = parsed.policy.expect("valid");
+        use tollgate_model::policy::PausedClusters;
+        assert_eq!(
+            policy.for_stage("dev").paused_clusters,
+            PausedClusters::Skip
+        );
+        assert_eq!(
+            policy.for_stage("prod").paused_clusters,
+            PausedClusters::Wait
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod analysis_template;
 pub mod approval_policy;
 pub mod blackout;
 pub mod cron;
+pub mod depends_on;
 pub mod duration;
 pub mod hash;
 pub mod label_map;

@@ -155,6 +155,30 @@ pub struct StageOverride {
     /// Names of `spec.analyses` the stage must pass before it completes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub analyses: Vec<String>,
+    /// Whether the stage waits for clusters Sveltos pauses (maintenance windows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_clusters: Option<PausedClusters>,
+}
+
+/// `stages.<name>.pausedClusters`: what a stage does with member clusters Sveltos pauses
+/// (`SveltosCluster.spec.paused`, or a closed `spec.activeWindow`). Either way they never count
+/// against the deadline or the failure budget while paused.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PausedClusters {
+    /// The stage completes only once its paused clusters unpaused and got the release.
+    #[default]
+    Wait,
+    /// The stage completes without its paused clusters.
+    Skip,
+}
+
+impl PausedClusters {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PausedClusters::Wait => "Wait",
+            PausedClusters::Skip => "Skip",
+        }
+    }
 }
 
 /// `stages.<name>.waves`: the stage's clusters go out in ordered waves. Membership and order are
@@ -296,6 +320,8 @@ pub struct StagePolicy {
     pub analyses: Vec<Analysis>,
     /// `spec.approvals.<stage>`: who may open the stage's manual gate (issue #33).
     pub approvals: Option<ApprovalPolicy>,
+    /// `stages.<name>.pausedClusters` (default `Wait`).
+    pub paused_clusters: PausedClusters,
 }
 
 impl RolloutPolicy {
@@ -334,6 +360,7 @@ impl RolloutPolicy {
                 })
                 .unwrap_or_default(),
             approvals: spec.approvals.get(stage).cloned(),
+            paused_clusters: over.and_then(|o| o.paused_clusters).unwrap_or_default(),
         }
     }
 

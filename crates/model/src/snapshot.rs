@@ -116,6 +116,7 @@ pub const APPROVE_ANNOTATION_PREFIX: &str = "approve.tollgate.dev/";
 pub const RETRY_ANNOTATION_PREFIX: &str = "retry.tollgate.dev/";
 /// `tollgate.dev/paused: "true"` on a ClusterPromotion holds its pipeline where it is.
 pub const PAUSED_ANNOTATION: &str = "tollgate.dev/paused";
+pub use crate::depends_on::{DEPENDS_ON_ANNOTATION, depends_on, depends_on_names};
 
 /// Characters of an abbreviated commit SHA wherever tollgate shows one (git's default).
 pub const SHORT_SHA_LEN: usize = 7;

@@ -209,6 +209,9 @@ fn task_of(activity: &StageActivity) -> Option<(String, bool)> {
             (format!("blackout holds {}", wave(*w)), true)
         }
         StageActivity::Blackout { wave: None, .. } => ("blackout".to_string(), true),
+        StageActivity::AwaitingDependency { dependency } => {
+            (format!("waits for {dependency}"), true)
+        }
         StageActivity::Paused => ("paused".to_string(), true),
         StageActivity::Failed { .. } => ("failed".to_string(), true),
         StageActivity::RollingBack => ("rolling back".to_string(), true),

@@ -59,6 +59,9 @@ pub fn activity(view: &StageView<'_>, times: Times) -> String {
             reason,
             wave,
         } => blackout(*until, reason.as_deref(), *wave, times),
+        StageActivity::AwaitingDependency { dependency } => {
+            format!("waits for {dependency}{}", age(view, times))
+        }
         StageActivity::Paused => format!("paused{}", age(view, times)),
         StageActivity::Completed => completed(view, times),
         StageActivity::Skipped => "skipped: no matching clusters".to_string(),
@@ -152,6 +155,11 @@ fn provisioning(view: &StageView<'_>, wave: Option<WaveOf>, times: Times) -> Str
             text.push_str(&format!(", deadline in {}", precise(now, deadline)));
         }
         _ => {}
+    }
+    // Clusters Sveltos pauses hold the stage (pausedClusters: Wait) or are left out (Skip).
+    let paused = view.status.map_or(0, |st| st.counts.paused);
+    if paused > 0 {
+        text.push_str(&format!(", {paused} waiting for a maintenance window"));
     }
     text
 }

@@ -297,6 +297,12 @@ fn render_clusters(view: &StageView<'_>, width: usize) -> String {
     if counts.later_waves > 0 {
         line.push_str(&format!(", {} in later waves", counts.later_waves));
     }
+    if counts.paused > 0 {
+        line.push_str(&format!(
+            ", {} paused (waiting for a maintenance window)",
+            counts.paused
+        ));
+    }
     if let Some(allowed) = stage.allowed_failures {
         line.push_str(&format!(" (tolerated: {allowed})"));
     }

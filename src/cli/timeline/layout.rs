@@ -277,7 +277,9 @@ fn kind_of(activity: &StageActivity) -> Option<BarKind> {
         StageActivity::Paused => BarKind::Paused,
         StageActivity::Failed { .. } => BarKind::Failed,
         StageActivity::RollingBack => BarKind::Rollback,
+        // A held start is shown by the stage ahead (status, the live view), not as a bar.
         StageActivity::Pending
+        | StageActivity::AwaitingDependency { .. }
         | StageActivity::Completed
         | StageActivity::Skipped
         | StageActivity::Restored { .. } => return None,

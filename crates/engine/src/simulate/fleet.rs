@@ -76,6 +76,7 @@ pub fn assumed(
                 ready: true,
                 paused: false,
                 capi: false,
+                active_window: None,
             });
         }
     }

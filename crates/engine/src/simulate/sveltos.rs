@@ -127,7 +127,7 @@ impl SimulatedSveltos {
                     failure_message: None,
                 });
                 // A paused cluster gets a summary but no deployment.
-                if cluster.paused {
+                if cluster.paused_at(now) {
                     self.due.remove(&due_key);
                 } else {
                     self.due.insert(due_key.clone(), done);
