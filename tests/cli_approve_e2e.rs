@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 use support::{TestRepo, World, fleet_yaml, seed};
@@ -50,27 +50,9 @@ async fn wait_completed(world: &World, snapshot: u64) -> Value {
         .await
 }
 
-/// `tollgate approve MANUAL staging`, then merges the branch it printed into main.
+/// `tollgate approve MANUAL staging`, merged.
 fn approve_and_merge(world: &World) -> Output {
-    let output = Command::new(assert_cmd::cargo::cargo_bin("tollgate"))
-        .args(["approve", MANUAL, "staging", "--repo"])
-        .arg(world.repo.path())
-        .output()
-        .expect("tollgate approve");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let branch = stdout
-        .split_whitespace()
-        .skip_while(|word| *word != "branch")
-        .nth(1)
-        .expect("the new branch is printed");
-    world.repo.git(&["merge", "-q", "--ff-only", branch]);
-    world.poke();
-    output
+    support::approve_and_merge(world, MANUAL, "staging")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

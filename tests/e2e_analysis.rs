@@ -287,31 +287,9 @@ async fn no_data_under_on_no_data_inconclusive_holds_the_stage_until_approved_th
         })
         .await;
     // `tollgate approve web dev`, merged, lets the held stage go on (as for a manual gate).
-    approve_and_merge(&world, "dev");
+    support::approve_and_merge(&world, WEB, "dev");
     world.wait_phase(WEB, "Completed").await;
     assert_eq!(chart(&world, "web-prod").await.as_deref(), Some("1.0.0"));
-}
-
-/// `tollgate approve web STAGE --repo`, then merges the branch it printed into main.
-fn approve_and_merge(world: &World, stage: &str) {
-    let output = support::tollgate_binary()
-        .args(["approve", WEB, stage, "--repo"])
-        .arg(world.repo.path())
-        .output()
-        .expect("tollgate approve");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let branch = stdout
-        .split_whitespace()
-        .skip_while(|word| *word != "branch")
-        .nth(1)
-        .expect("the new branch is printed");
-    world.repo.git(&["merge", "-q", "--ff-only", branch]);
-    world.poke();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -378,3 +378,27 @@ impl Drop for KillOnDrop {
 pub fn tollgate_binary() -> Command {
     Command::new(assert_cmd::cargo::cargo_bin("tollgate"))
 }
+
+/// `tollgate approve PROMOTION STAGE --repo`, then merges the branch it printed into main and
+/// pokes the controller; returns the command's output.
+pub fn approve_and_merge(world: &World, promotion: &str, stage: &str) -> std::process::Output {
+    let output = tollgate_binary()
+        .args(["approve", promotion, stage, "--repo"])
+        .arg(world.repo.path())
+        .output()
+        .expect("tollgate approve");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let branch = stdout
+        .split_whitespace()
+        .skip_while(|word| *word != "branch")
+        .nth(1)
+        .expect("the new branch is printed");
+    world.repo.git(&["merge", "-q", "--ff-only", branch]);
+    world.poke();
+    output
+}

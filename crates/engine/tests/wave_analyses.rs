@@ -54,18 +54,6 @@ fn waved_and_gated(analysis: Value, stage_extra: Value) -> Harness {
     h
 }
 
-/// The clusters the prod profile targets now (its clusterRefs, or "selector").
-fn targeted(h: &Harness) -> Vec<String> {
-    let spec = h.profile_spec_of(&profile_name("prod"));
-    match spec.get("clusterRefs").and_then(Value::as_array) {
-        Some(refs) => refs
-            .iter()
-            .map(|r| r["name"].as_str().unwrap_or_default().to_string())
-            .collect(),
-        None => vec!["selector".to_string()],
-    }
-}
-
 /// Steps 10 s later (the measurement is due), returns what is due.
 fn due_after_initial_delay(h: &mut Harness) -> Vec<MeasurementDue> {
     h.later(Duration::seconds(10)).measurements
@@ -103,7 +91,7 @@ fn approve_prod(h: &mut Harness, seq: u64) {
 fn a_canary_whose_analysis_fails_never_reaches_another_wave() {
     let mut h = waved_and_gated(json!({"count": 1}), json!({"onFailure": "Halt"}));
     h.settle();
-    assert_eq!(targeted(&h), ["prod-b"]);
+    assert_eq!(targeted(&h, "prod"), ["prod-b"]);
     let due = due_after_initial_delay(&mut h);
     assert_eq!(due.len(), 1, "{due:?}");
     assert_eq!(
@@ -113,7 +101,7 @@ fn a_canary_whose_analysis_fails_never_reaches_another_wave() {
     answer(&mut h, &due, MeasurementVerdict::Failed);
     assert_eq!(h.status().phase, Phase::Failed, "{:?}", h.status().message);
     h.later(Duration::hours(1));
-    assert_eq!(targeted(&h), ["prod-b"], "no later wave is reached");
+    assert_eq!(targeted(&h, "prod"), ["prod-b"], "no later wave is reached");
 }
 
 #[test]
@@ -138,16 +126,16 @@ fn the_next_wave_waits_for_the_analyses_of_the_waves_reached() {
     // Unanswered, the measurement holds the next wave however long it takes.
     let due = due_after_initial_delay(&mut h);
     h.later(Duration::hours(1));
-    assert_eq!(targeted(&h), ["prod-b"]);
+    assert_eq!(targeted(&h, "prod"), ["prod-b"]);
     answer(&mut h, &due, MeasurementVerdict::Successful);
-    assert_eq!(targeted(&h), ["prod-a", "prod-b", "prod-c"]);
+    assert_eq!(targeted(&h, "prod"), ["prod-a", "prod-b", "prod-c"]);
     // Wave 2 is analysed over the waves reached.
     let due = due_after_initial_delay(&mut h);
     assert_eq!(due.len(), 1);
     assert_eq!(due[0].query, "errors{cluster=~\"prod-a|prod-b|prod-c\"}");
     assert_eq!(due[0].wave, Some(2));
     answer(&mut h, &due, MeasurementVerdict::Successful);
-    assert_eq!(targeted(&h), ["selector"], "the last wave");
+    assert_eq!(targeted(&h, "prod"), ["selector"], "the last wave");
     // The last wave: the whole stage, then done.
     let due = due_after_initial_delay(&mut h);
     assert_eq!(due.len(), 1);
@@ -198,15 +186,19 @@ fn an_approval_passes_one_inconclusive_wave_and_never_another() {
         h.stage_status("prod").activity,
         StageActivity::AnalysisInconclusive { .. }
     ));
-    assert_eq!(targeted(&h), ["prod-b"]);
+    assert_eq!(targeted(&h, "prod"), ["prod-b"]);
     approve_prod(&mut h, 20);
-    assert_eq!(targeted(&h), ["prod-a", "prod-b", "prod-c"], "approved on");
+    assert_eq!(
+        targeted(&h, "prod"),
+        ["prod-a", "prod-b", "prod-c"],
+        "approved on"
+    );
     assert_eq!(h.status().consumed_approvals.len(), 1, "consumed at once");
     // Wave 2 inconclusive too: the approval already used does not pass it.
     let due = due_after_initial_delay(&mut h);
     answer(&mut h, &due, MeasurementVerdict::Inconclusive);
     h.later(Duration::minutes(5));
     assert_eq!(h.status().phase, Phase::Paused, "{:?}", h.status().message);
-    assert_eq!(targeted(&h), ["prod-a", "prod-b", "prod-c"]);
+    assert_eq!(targeted(&h, "prod"), ["prod-a", "prod-b", "prod-c"]);
     h.assert_idempotent();
 }

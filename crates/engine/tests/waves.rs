@@ -46,18 +46,6 @@ fn waved(h: &mut Harness, waves: Value) {
     h.world.policy = Some(policy(json!({"stages": {"prod": {"waves": waves}}})));
 }
 
-/// The clusters the prod profile targets now (its clusterRefs, or "selector").
-fn targeted(h: &Harness) -> Vec<String> {
-    let spec = h.profile_spec_of(&profile_name("prod"));
-    match spec.get("clusterRefs").and_then(Value::as_array) {
-        Some(refs) => refs
-            .iter()
-            .map(|r| r["name"].as_str().unwrap_or_default().to_string())
-            .collect(),
-        None => vec!["selector".to_string()],
-    }
-}
-
 /// Clusters with a prod ClusterSummary.
 fn reached(h: &Harness) -> Vec<String> {
     let mut names: Vec<String> = h
@@ -81,7 +69,7 @@ fn no_cluster_of_a_later_wave_is_targeted_before_its_wave() {
     );
     h.settle();
     // Canary: the lowest order (prod-b, order 1), alone; LeavePolicies while waves remain.
-    assert_eq!(targeted(&h), ["prod-b"]);
+    assert_eq!(targeted(&h, "prod"), ["prod-b"]);
     assert_eq!(reached(&h), ["prod-b"]);
     let spec = h.profile_spec_of(&profile_name("prod"));
     assert!(spec.get("clusterSelector").is_none());
@@ -109,11 +97,11 @@ fn no_cluster_of_a_later_wave_is_targeted_before_its_wave() {
     );
     h.assert_idempotent();
     h.later(Duration::minutes(2));
-    assert_eq!(targeted(&h), ["prod-a", "prod-b", "prod-c"]);
+    assert_eq!(targeted(&h, "prod"), ["prod-a", "prod-b", "prod-c"]);
     assert!(h.stage_status("prod").provisioned_at.is_none());
     h.later(Duration::minutes(2));
     // The last wave: the selector again, the user's stopMatchingBehavior, and the stage done.
-    assert_eq!(targeted(&h), ["selector"]);
+    assert_eq!(targeted(&h, "prod"), ["selector"]);
     assert_eq!(
         h.profile_spec_of(&profile_name("prod"))["stopMatchingBehavior"],
         "WithdrawPolicies"
@@ -166,10 +154,10 @@ fn a_blackout_holds_the_next_wave_until_it_ends() {
         "stages": {"prod": {"waves": {"sortingLabelKey": "order", "size": 2, "pause": "2m"}}},
     })));
     h.settle();
-    assert_eq!(targeted(&h), ["prod-b", "prod-c"]);
+    assert_eq!(targeted(&h, "prod"), ["prod-b", "prod-c"]);
     h.later(Duration::minutes(2));
     assert_eq!(
-        targeted(&h),
+        targeted(&h, "prod"),
         ["prod-b", "prod-c"],
         "no wave starts in the blackout"
     );
@@ -183,7 +171,10 @@ fn a_blackout_holds_the_next_wave_until_it_ends() {
     );
     assert_eq!(h.status().next_wake_up, Some(t("2025-10-07T11:00:00Z")));
     h.settle_at(t("2025-10-07T11:00:00Z"));
-    assert_eq!(targeted(&h), ["prod-a", "prod-b", "prod-c", "prod-d"]);
+    assert_eq!(
+        targeted(&h, "prod"),
+        ["prod-a", "prod-b", "prod-c", "prod-d"]
+    );
 }
 
 #[test]
@@ -191,7 +182,7 @@ fn a_stage_without_waves_is_unchanged() {
     let mut h = fleet_and_promotion();
     h.world.policy = Some(policy(json!({"maxFailures": 0})));
     h.settle();
-    assert_eq!(targeted(&h), ["selector"]);
+    assert_eq!(targeted(&h, "prod"), ["selector"]);
     assert!(h.stage_status("prod").waves.is_none());
     let _: ClusterPromotion = (*h.snapshot.promotion).clone();
 }

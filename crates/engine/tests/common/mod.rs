@@ -192,3 +192,15 @@ impl Harness {
 pub fn profile_name(stage: &str) -> String {
     format!("{P}-{stage}")
 }
+
+/// The clusters `stage`'s profile targets now (its clusterRefs, or "selector").
+pub fn targeted(h: &Harness, stage: &str) -> Vec<String> {
+    let spec = h.profile_spec_of(&profile_name(stage));
+    match spec.get("clusterRefs").and_then(Value::as_array) {
+        Some(refs) => refs
+            .iter()
+            .map(|r| r["name"].as_str().unwrap_or_default().to_string())
+            .collect(),
+        None => vec!["selector".to_string()],
+    }
+}
