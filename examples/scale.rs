@@ -369,6 +369,10 @@ impl EmulatorProcess {
         self.ask("rv").parse().expect("resourceVersion")
     }
 
+    fn event_reasons(&mut self) -> Value {
+        serde_json::from_str(&self.ask("events")).expect("events")
+    }
+
     fn request_counts(&mut self) -> RequestCounts {
         let entries: Vec<(String, String, u64)> =
             serde_json::from_str(&self.ask("counts")).expect("counts");
@@ -482,6 +486,16 @@ fn answer(emulator: &EmulatorHandle, query: &str) -> String {
                 .map(|w| w.time),
         ),
         ["last"] => time(emulator.last_write().map(|w| w.time)),
+        ["events"] => {
+            let mut reasons = BTreeMap::<String, u64>::new();
+            for w in emulator.write_log() {
+                if w.resource.starts_with("events.") {
+                    let reason = w.object["reason"].as_str().unwrap_or("?").to_string();
+                    *reasons.entry(reason).or_default() += 1;
+                }
+            }
+            json!(reasons).to_string()
+        }
         ["stats"] => {
             let cpu = std::fs::read_to_string("/proc/self/stat")
                 .ok()
@@ -714,6 +728,7 @@ fn main() {
     progress("API quiet", build_started, &mut emulator);
     let settled = emulator.last_write().map(|t| ms(t - started_at));
     let total_counts = emulator.request_counts();
+    let event_reasons = emulator.event_reasons();
     let throttled_until_quiet = throttle_metrics.throttled.get();
 
     // One-file changes: bump p0's chart, time until its stage-1 profile carries the version.
@@ -819,6 +834,10 @@ fn main() {
             "total_until_quiet": by_verb(&total_counts),
             "steady_state": by_verb(&quiet_counts),
         },
+        "events_by_reason_until_quiet": event_reasons,
+        "requests_by_resource_until_quiet": total_counts.0.iter()
+            .map(|((verb, resource), n)| (format!("{verb} {resource}"), json!(n)))
+            .collect::<BTreeMap<String, Value>>(),
         "requests_by_resource_steady_state": quiet_counts.0.iter()
             .map(|((verb, resource), n)| (format!("{verb} {resource}"), json!(n)))
             .collect::<BTreeMap<String, Value>>(),

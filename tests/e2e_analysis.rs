@@ -585,7 +585,12 @@ async fn a_dry_run_analysis_is_measured_and_shown_but_never_decides() {
 }
 
 /// A loopback server: `/smoke` answers the web check (only with the header of the secret file),
-/// `/repos/o/r/commits/<sha>/status` GitHub's combined status (pending at first, then green).
+/// `/repos/o/r/commits/<sha>/status` GitHub's combined status (pending at first, then green),
+/// `/ok` a green check at once and `/slow` the same after [`SLOW`].
+/// Longer than the controller holds a write for a first measurement (2 s), within the
+/// runner's timeout (10 s).
+const SLOW: std::time::Duration = std::time::Duration::from_secs(4);
+
 struct Loopback {
     address: String,
     /// Paths asked, in order.
@@ -607,7 +612,12 @@ fn loopback() -> Loopback {
             let head = head.to_ascii_lowercase();
             let path = head.split(' ').nth(1).unwrap_or("").to_string();
             log.lock().expect("log").push(path.clone());
-            let (code, body) = if path.starts_with("/smoke") {
+            let (code, body) = if path.starts_with("/ok") {
+                (200, json!({"ok": true}))
+            } else if path.starts_with("/slow") {
+                std::thread::sleep(SLOW);
+                (200, json!({"ok": true}))
+            } else if path.starts_with("/smoke") {
                 match head.contains("x-smoke-token: s3cret") {
                     true => (200, json!({"ok": true, "p99": 120})),
                     false => (401, json!({"message": "no token"})),
@@ -695,4 +705,90 @@ async fn web_and_commit_status_checks_gate_a_stage_on_loopback_servers() {
     for secret in ["s3cret", "gh-t0ken"] {
         assert!(!text.contains(secret), "a secret in status");
     }
+}
+
+/// One green check of `server`'s `path` gating every stage of `envs`.
+fn one_check(server: &Loopback, path: &str, envs: &[&str]) -> String {
+    let analyses = json!([{"name": "check", "web": {
+        "url": format!("{}{path}", server.address), "jsonPath": "{.ok}"},
+        "successCondition": "result == true"}]);
+    gated_policy(analyses, envs, json!({}))
+}
+
+/// The persisted status shows `stage`'s analysis started and nothing measured yet.
+fn started_unmeasured(status: &Value, stage: &str) -> bool {
+    let stages = status["stages"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    stages
+        .iter()
+        .filter(|s| s["name"] == stage)
+        .flat_map(|s| s["analyses"].as_array().map(Vec::as_slice).unwrap_or(&[]))
+        .any(|run| run["phase"] == "Running" && verdicts(run).is_empty())
+}
+
+/// Unhappy path of the write economy below: a measurement slower than the hold never hides that
+/// the stage is being analysed (the start is written, then the result), and is made once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_measurement_slower_than_the_hold_shows_its_analysis_started_before_its_result() {
+    let server = loopback();
+    let envs = ["dev", "prod"];
+    let policy = one_check(&server, "/slow", &["dev"]);
+    let files = [("web.yaml", web("1.0.0", &envs)), ("policy.yaml", policy)];
+    let world = start(fleet_of_envs(&envs, 1, "10ms"), &files).await;
+    world
+        .eventually(
+            "dev's analysis shown started, before its result",
+            || async {
+                let status = world.status(WEB).await?;
+                started_unmeasured(&status, "dev").then_some(())
+            },
+        )
+        .await;
+    let status = world.wait_phase(WEB, "Completed").await;
+    assert_eq!(
+        verdicts(runs(&status, "dev")[0]),
+        ["Successful"],
+        "{status:#}"
+    );
+    let asked = server.asked.lock().expect("log").clone();
+    assert_eq!(
+        asked,
+        ["/slow"],
+        "measured once, not again by the steps that waited"
+    );
+}
+
+/// API-server economy (issue #20) with analyses: a step that only starts analyses waits (a
+/// moment) for their first results, so a stage gated by one quick measurement costs what an
+/// ungated handoff costs: the counts of `e2e_write_economy`'s three-stage rollout, no status
+/// write and no Events more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_gated_by_one_measurement_costs_the_writes_of_an_ungated_handoff() {
+    let server = loopback();
+    let envs = ["dev", "staging", "prod"];
+    let policy = one_check(&server, "/ok", &envs);
+    let files = [("web.yaml", web("1.0.0", &envs)), ("policy.yaml", policy)];
+    let world = start(fleet_of_envs(&envs, 2, "10ms"), &files).await;
+    let status = world.wait_phase(WEB, "Completed").await;
+    for env in envs {
+        assert_eq!(
+            verdicts(runs(&status, env)[0]),
+            ["Successful"],
+            "{status:#}"
+        );
+    }
+    // Anything held back would be written by now (holds end within 2 s).
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let expected: std::collections::BTreeMap<String, u32> = [
+        ("apply clusterprofiles.config.projectsveltos.io", 3),
+        ("apply gitpromotions.tollgate.dev", 1),
+        ("update gitpromotions.tollgate.dev/status", 4),
+        ("create events.events.k8s.io", 2),
+    ]
+    .into_iter()
+    .map(|(what, n)| (what.to_string(), n))
+    .collect();
+    assert_eq!(world.controller_writes(), expected);
 }

@@ -8,27 +8,7 @@ mod support;
 use std::collections::BTreeMap;
 
 use support::{TestRepo, World};
-use tollgate_emulator::server::FLEET_MANAGER;
-use tollgate_emulator::sveltos::FIELD_MANAGER as SVELTOS_MANAGER;
 use tollgate_fixtures::{cluster, fleet, policy, promotion, stage};
-
-/// The controller's writes (not the Sveltos stand-in's or the fleet's), by verb and resource.
-fn controller_writes(world: &World) -> BTreeMap<String, u32> {
-    let mut counts = BTreeMap::new();
-    for write in world.emulator.write_log() {
-        if write.field_manager == SVELTOS_MANAGER || write.field_manager == FLEET_MANAGER {
-            continue;
-        }
-        let subresource = if write.status_subresource {
-            "/status"
-        } else {
-            ""
-        };
-        let what = format!("{} {}{subresource}", write.verb, write.resource);
-        *counts.entry(what).or_default() += 1;
-    }
-    counts
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_three_stage_rollout_costs_at_most_three_writes_per_transition() {
@@ -47,7 +27,7 @@ async fn a_three_stage_rollout_costs_at_most_three_writes_per_transition() {
     world.wait_phase("web", "Completed").await;
     // Anything held back would be written by now (the interval is 2 s).
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    let counts = controller_writes(&world);
+    let counts = world.controller_writes();
     let expected: BTreeMap<String, u32> = [
         ("apply clusterprofiles.config.projectsveltos.io", 3),
         ("apply gitpromotions.tollgate.dev", 1),
@@ -127,7 +107,7 @@ async fn notices_cost_no_status_write_and_one_patch_per_transition_at_most() {
         })
         .await;
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    let mut counts = controller_writes(&world);
+    let mut counts = world.controller_writes();
     let patches = counts
         .remove("patch gitpromotions.tollgate.dev")
         .unwrap_or(0);

@@ -14,6 +14,7 @@ pub mod desired;
 pub mod error;
 pub mod git_task;
 pub mod guard;
+pub mod measurement_holds;
 pub mod persist;
 pub mod progress_writes;
 pub mod reconcile;
@@ -197,6 +198,7 @@ fn context(
         metrics: config.metrics.clone(),
         watch_health,
         progress_writes: Default::default(),
+        measurement_holds: Default::default(),
         analysis,
         dependencies: Default::default(),
     }

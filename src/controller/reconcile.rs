@@ -45,6 +45,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     pub watch_health: WatchHealth,
     pub progress_writes: super::progress_writes::ProgressWrites,
+    /// Steps that only asked for first measurements, waiting for the results (issue #32).
+    pub measurement_holds: super::measurement_holds::MeasurementHolds,
     /// Makes the analysis measurements steps ask for, and keeps their results (issue #32).
     pub analysis: crate::analysis::AnalysisRunner,
     /// Every promotion's `tollgate.dev/depends-on` and stages, from git (issue #34).
@@ -166,6 +168,7 @@ async fn forget(ctx: &Context, seen: &Observation<'_>) -> Result<Outcome, Reconc
             .map_err(ReconcileError::DeleteState)?;
         ctx.statuses.forget_own(name);
         ctx.progress_writes.forget(name);
+        ctx.measurement_holds.release(name);
     }
     match ctx.writer.dry_run() {
         true => info!(
@@ -180,7 +183,8 @@ async fn forget(ctx: &Context, seen: &Observation<'_>) -> Result<Outcome, Reconc
     Ok(Outcome::Forgotten)
 }
 
-/// Persists the step's status (progress-only changes paced, see `progress_writes`), then tells.
+/// Persists the step's status (progress-only changes paced, see `progress_writes`; a step that
+/// only asked for first measurements waits for them, see `measurement_holds`), then tells.
 async fn record(
     ctx: &Context,
     seen: &Observation<'_>,
@@ -188,6 +192,8 @@ async fn record(
     measured: &[Measurement],
     now: DateTime<Utc>,
 ) -> Result<Outcome, ReconcileError> {
+    let (name, before) = (seen.name, seen.status());
+    let awaiting = tollgate_engine::write_hold::awaits_first_measurements(before, &planned);
     let StepOutput {
         actions,
         mut status,
@@ -195,7 +201,6 @@ async fn record(
         wake_at,
         measurements: due,
     } = planned;
-    let (name, before) = (seen.name, seen.status());
     let policy = seen.git.policy.as_deref();
     let analyses = |persisted: bool| crate::analysis::StepMeasurements {
         promotion: name,
@@ -208,6 +213,24 @@ async fn record(
     let progress_only = actions.is_empty()
         && events.is_empty()
         && tollgate_engine::progress::only_progress_differs(before, &status);
+    let held_until = match (awaiting, progress_only) {
+        (true, _) => ctx.measurement_holds.held_until(name, now),
+        (false, true) => ctx.progress_writes.held_until(name, now),
+        (false, false) => None,
+    };
+    if let Some(until) = held_until {
+        if let Some(before) = before {
+            ctx.notifier.after_step(name, policy, before);
+        }
+        ctx.analysis.after_step(&analyses(false));
+        return Ok(Outcome::Stepped {
+            wake_at: Some(wake_at.map_or(until, |at| at.min(until))),
+            actions: 0,
+            status_written: false,
+            status: seen.persisted.as_ref().and_then(|p| p.status.clone()),
+        });
+    }
+    ctx.measurement_holds.release(name);
     // The transition's notices are written with it, before they are sent (issue #29).
     if !progress_only && before != Some(&status) {
         let transition = crate::notify::Transition {
@@ -222,18 +245,6 @@ async fn record(
     status.shrink_to_fit();
     // Shared with the status cache's record of this write (no copy per step).
     let status = Arc::new(status);
-    if progress_only && let Some(until) = ctx.progress_writes.held_until(name, now) {
-        if let Some(before) = before {
-            ctx.notifier.after_step(name, policy, before);
-        }
-        ctx.analysis.after_step(&analyses(false));
-        return Ok(Outcome::Stepped {
-            wake_at: Some(wake_at.map_or(until, |at| at.min(until))),
-            actions: 0,
-            status_written: false,
-            status: seen.persisted.as_ref().and_then(|p| p.status.clone()),
-        });
-    }
     let file = seen.git.translation.file();
     let written = persist(ctx, name, file, seen.persisted.as_ref(), &status).await?;
     ctx.analysis.after_step(&analyses(true));

@@ -238,6 +238,27 @@ impl World {
             .collect()
     }
 
+    /// The controller's writes (not the Sveltos stand-in's or the fleet's), by verb and resource
+    /// (`update gitpromotions.tollgate.dev/status`).
+    pub fn controller_writes(&self) -> std::collections::BTreeMap<String, u32> {
+        use tollgate_emulator::server::FLEET_MANAGER;
+        use tollgate_emulator::sveltos::FIELD_MANAGER as SVELTOS_MANAGER;
+        let mut counts = std::collections::BTreeMap::new();
+        for write in self.emulator.write_log() {
+            if write.field_manager == SVELTOS_MANAGER || write.field_manager == FLEET_MANAGER {
+                continue;
+            }
+            let subresource = if write.status_subresource {
+                "/status"
+            } else {
+                ""
+            };
+            let what = format!("{} {}{subresource}", write.verb, write.resource);
+            *counts.entry(what).or_default() += 1;
+        }
+        counts
+    }
+
     /// Writes a kubeconfig for the emulator into the world's temp dir, for CLI commands.
     pub fn kubeconfig(&self) -> PathBuf {
         let path = self.cache.path().join("emulator.kubeconfig");

@@ -65,6 +65,7 @@ pub mod subset;
 pub mod testing;
 mod verdict;
 mod waves;
+pub mod write_hold;
 
 pub use depends_on::Dependency;
 pub use input::{Desired, StepInput};

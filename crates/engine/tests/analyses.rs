@@ -10,6 +10,7 @@ use tollgate_engine::activity::StageActivity;
 use tollgate_engine::analysis_run::AnalysisPhase;
 use tollgate_engine::measurement::{Measurement, MeasurementDue};
 use tollgate_engine::status::ClusterState;
+use tollgate_engine::write_hold::awaits_first_measurements;
 use tollgate_engine::{Phase, StepOutput};
 use tollgate_model::analysis::MeasurementVerdict;
 use tollgate_model::policy::RolloutPolicy;
@@ -305,4 +306,108 @@ fn a_result_for_another_run_is_ignored() {
     answer(&mut h, &[due], MeasurementVerdict::Failed, "1");
     h.settle();
     assert_eq!(runs(&h)[0].phase, AnalysisPhase::Running);
+}
+
+/// Steps (persisting each) until a step asks for measurements; that step is returned unpersisted,
+/// as the controller holds it, with the status it started from.
+fn until_measurements_asked(
+    h: &mut Harness,
+) -> (Option<tollgate_engine::PromotionStatus>, StepOutput) {
+    for _ in 0..20 {
+        let before = h.world.status.clone();
+        let out = h.step_failing();
+        if !out.measurements.is_empty() {
+            return (before, out);
+        }
+        h.step();
+        h.world.sveltos();
+    }
+    panic!("no measurement asked for");
+}
+
+#[test]
+fn a_step_that_only_asks_for_first_measurements_may_wait_and_the_next_step_records_them() {
+    let mut h = gated("0s", json!({}), json!({}));
+    let (before, out) = until_measurements_asked(&mut h);
+    assert!(awaits_first_measurements(before.as_ref(), &out), "{out:?}");
+    // Nothing was written; the result comes in and the next step writes the handoff at once.
+    h.world.now += Duration::milliseconds(40);
+    answer(
+        &mut h,
+        &out.measurements,
+        MeasurementVerdict::Successful,
+        "0",
+    );
+    let events_before = h.world.events.len();
+    let out = h.step();
+    assert!(!awaits_first_measurements(before.as_ref(), &out));
+    assert_eq!(runs(&h)[0].phase, AnalysisPhase::Successful);
+    assert_eq!(runs(&h)[0].measurements.len(), 1);
+    assert_eq!(
+        runs(&h)[0].started_at,
+        h.world.now,
+        "the run starts when the step that wrote it saw the stage provisioned (later, never earlier)"
+    );
+    assert!(
+        out.actions
+            .iter()
+            .any(|a| a.profile_name() == profile_name("s2"))
+    );
+    assert_eq!(
+        h.world.events[events_before..].len(),
+        0,
+        "an automatic handoff inside a Progressing run tells no Event: {:?}",
+        &h.world.events[events_before..]
+    );
+}
+
+#[test]
+fn a_step_that_records_a_measurement_or_decides_is_written_at_once() {
+    // A second measurement due at once: the first one's record must be written.
+    let mut h = gated("0s", json!({"count": 2, "interval": "0s"}), json!({}));
+    let (before, out) = until_measurements_asked(&mut h);
+    h.step();
+    answer(
+        &mut h,
+        &out.measurements,
+        MeasurementVerdict::Successful,
+        "0",
+    );
+    let persisted = h.world.status.clone();
+    let recorded = h.step_failing();
+    assert_eq!(recorded.measurements.first().map(|d| d.index), Some(1));
+    assert!(!awaits_first_measurements(persisted.as_ref(), &recorded));
+    assert!(awaits_first_measurements(before.as_ref(), &out));
+    // A failed first measurement decides: written at once.
+    let mut h = gated("0s", json!({}), json!({}));
+    let (_, out) = until_measurements_asked(&mut h);
+    h.step();
+    answer(&mut h, &out.measurements, MeasurementVerdict::Failed, "0.3");
+    let persisted = h.world.status.clone();
+    let failed = h.step_failing();
+    assert!(!awaits_first_measurements(persisted.as_ref(), &failed));
+    // A query that cannot be rendered fails the run at its start: no measurement to wait for.
+    let mut h = gated("0s", json!({}), json!({}));
+    if let Some(policy) = h.world.policy.as_mut() {
+        policy.spec.analyses[0]
+            .prometheus
+            .as_mut()
+            .expect("prometheus")
+            .query = "{{ nope }}".into();
+    }
+    let failing = loop_until_stage_failed(&mut h);
+    assert!(failing.measurements.is_empty());
+}
+
+fn loop_until_stage_failed(h: &mut Harness) -> StepOutput {
+    for _ in 0..20 {
+        let before = h.world.status.clone();
+        let out = h.step();
+        assert!(!awaits_first_measurements(before.as_ref(), &out));
+        if out.status.phase == Phase::Failed || out.status.phase == Phase::RollingBack {
+            return out;
+        }
+        h.world.sveltos();
+    }
+    panic!("the stage did not fail");
 }
