@@ -6,7 +6,8 @@
 //!
 //! CEL runs on one thread of its own with a large stack: the parser recurses deeply per nesting
 //! level (see `tollgate-manifest`'s CEL checks), and a runaway condition must not overflow a
-//! runtime worker. Compiled programs are kept by their text.
+//! runtime worker. Compiled programs are kept by their text, and the standard library's
+//! environment is built once (building it was most of an evaluation's cost).
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -71,11 +72,26 @@ impl Judge {
     }
 }
 
+/// Compiled programs by their text, and the root context their evaluations bind `result` under.
+struct Evaluator {
+    programs: HashMap<String, Result<Arc<Program>, String>>,
+    root: Context<'static, 'static>,
+}
+
+impl Default for Evaluator {
+    fn default() -> Self {
+        Evaluator {
+            programs: HashMap::new(),
+            root: Context::default(),
+        }
+    }
+}
+
 fn serve(queue: &mpsc::Receiver<Job>) {
-    let mut programs: HashMap<String, Result<Arc<Program>, String>> = HashMap::new();
+    let mut evaluator = Evaluator::default();
     for job in queue {
         let judged = catch_unwind(AssertUnwindSafe(|| {
-            judge(&job.conditions, &job.result, &mut programs)
+            judge(&job.conditions, &job.result, &mut evaluator)
         }))
         .unwrap_or_else(|_| {
             Err(
@@ -88,16 +104,12 @@ fn serve(queue: &mpsc::Receiver<Job>) {
 }
 
 /// Argo Rollouts' rule over the two conditions.
-fn judge(
-    conditions: &Conditions,
-    result: &ResultValue,
-    programs: &mut HashMap<String, Result<Arc<Program>, String>>,
-) -> Judgement {
+fn judge(conditions: &Conditions, result: &ResultValue, evaluator: &mut Evaluator) -> Judgement {
     let mut holds = |field: &str, text: &Option<String>| -> Result<Option<bool>, String> {
         let Some(text) = text else {
             return Ok(None);
         };
-        evaluate(text, result, programs)
+        evaluate(text, result, evaluator)
             .map(Some)
             .map_err(|e| format!("{field} {text:?}: {e}"))
     };
@@ -127,11 +139,8 @@ fn judge(
     })
 }
 
-fn evaluate(
-    text: &str,
-    result: &ResultValue,
-    programs: &mut HashMap<String, Result<Arc<Program>, String>>,
-) -> Result<bool, String> {
+fn evaluate(text: &str, result: &ResultValue, evaluator: &mut Evaluator) -> Result<bool, String> {
+    let programs = &mut evaluator.programs;
     if programs.len() >= PROGRAMS_KEPT && !programs.contains_key(text) {
         programs.clear();
     }
@@ -143,7 +152,7 @@ fn evaluate(
                 .map_err(|e| format!("does not compile: {e}"))
         })
         .clone()?;
-    let mut context = Context::default();
+    let mut context = evaluator.root.new_inner_scope();
     context.add_variable_from_value("result", cel_value(result)?);
     match program.execute(&context) {
         Ok(Value::Bool(holds)) => Ok(holds),
@@ -177,7 +186,7 @@ mod tests {
             success: success.map(str::to_string),
             failure: failure.map(str::to_string),
         };
-        judge(&conditions, &result, &mut HashMap::new())
+        judge(&conditions, &result, &mut Evaluator::default())
     }
 
     #[test]
