@@ -1,6 +1,6 @@
 //! Fault injection as a kube client sees it.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! (Strict → 400, Warn → pruned with a warning per field, Ignore → pruned), server-side apply
 //! refusing undeclared fields, and 422 Invalid with per-field causes worded like the real server.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

@@ -2,8 +2,8 @@
 //! 410 Gone for watches older than the retained history or a restart, start-up 403s, and the
 //! plain-text 404 of paths outside every served group.
 
-mod common;
-mod raw_http;
+use crate::common;
+use crate::raw_http;
 
 use std::pin::pin;
 use std::time::Duration;

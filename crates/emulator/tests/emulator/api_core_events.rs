@@ -1,8 +1,8 @@
 //! core/v1 Events and events.k8s.io/v1 Events are one storage under two APIs, as on the real
 //! server: `kubectl get events` (core/v1) lists what tollgate writes through events.k8s.io/v1.
 
-mod common;
-mod raw_http;
+use crate::common;
+use crate::raw_http;
 
 use std::path::Path;
 use std::pin::pin;

@@ -2,7 +2,7 @@
 //! the bearer token or a client certificate the CA signed; anything else is refused (401, or a
 //! failed handshake) before a request reaches the API.
 
-mod common;
+use crate::common;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! The Sveltos stand-in, observed only through the API (and the write log).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

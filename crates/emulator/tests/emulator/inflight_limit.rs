@@ -2,8 +2,8 @@
 //! `--max-mutating-requests-inflight`): 429 `TooManyRequests` with `Retry-After` over the limit,
 //! watches not counted, and a slot given back when its client goes away.
 
-mod common;
-mod raw_http;
+use crate::common;
+use crate::raw_http;
 
 use std::pin::pin;
 use std::time::Duration;

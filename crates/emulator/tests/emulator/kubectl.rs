@@ -1,6 +1,6 @@
 //! `kubectl` against a running emulator, when the binary is installed (otherwise a skip notice).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

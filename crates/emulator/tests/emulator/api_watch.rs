@@ -1,6 +1,6 @@
 //! Watches and reflectors through kube-runtime: staying in sync, bookmarks, 410 relists.
 
-mod common;
+use crate::common;
 
 use std::pin::pin;
 

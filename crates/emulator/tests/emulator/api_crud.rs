@@ -1,7 +1,7 @@
 //! CRUD, status subresource, selectors, paging, conflicts, finalizers, discovery and CRDs,
 //! all through kube::Client over HTTP.
 
-mod common;
+use crate::common;
 
 use common::*;
 use k8s_openapi::api::coordination::v1::Lease;

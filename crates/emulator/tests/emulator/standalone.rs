@@ -1,6 +1,6 @@
 //! The demo fleet file, and the state file surviving a restart.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

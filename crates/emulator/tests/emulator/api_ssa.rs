@@ -1,6 +1,6 @@
 //! Server-side apply through kube::Client: ownership, conflicts, force, field removal, status.
 
-mod common;
+use crate::common;
 
 use common::*;
 use kube::api::{Patch, PatchParams};

@@ -1,8 +1,8 @@
 //! kubectl's requests for namespaces, events and printer columns: raw HTTP with kubectl's headers
 //! (always), and the kubectl binary itself when it is installed.
 
-mod common;
-mod raw_http;
+use crate::common;
+use crate::raw_http;
 
 use std::path::Path;
 

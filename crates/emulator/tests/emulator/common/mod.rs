@@ -1,5 +1,4 @@
 //! Helpers shared by the integration tests: start an emulator, build a kube client, wait.
-#![allow(dead_code)]
 
 use std::future::Future;
 use std::time::Duration;
@@ -11,7 +10,7 @@ use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet};
 /// tollgate's GitPromotion CRD, as deployed: the emulator serves what its caller passes in, and
 /// these tests exercise it on the CRD tollgate passes.
 pub fn git_promotion_crd() -> serde_json::Value {
-    serde_saphyr::from_str(include_str!("../../../../deploy/crd.yaml")).expect("deploy/crd.yaml")
+    serde_saphyr::from_str(include_str!("../../../../../deploy/crd.yaml")).expect("deploy/crd.yaml")
 }
 
 /// The configuration tollgate starts its emulator with (the defaults, serving GitPromotions).

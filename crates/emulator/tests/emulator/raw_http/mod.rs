@@ -1,15 +1,16 @@
 //! Plain HTTP/1.1 requests with the headers a given client sends, for what a kube client hides:
 //! status lines, content types and non-JSON bodies.
-#![allow(dead_code)]
 
 use std::net::SocketAddr;
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 /// kubectl's Accept header for `kubectl get` (server-side printing).
+#[cfg_attr(not(feature = "kubectl"), allow(dead_code))] // used by the `kubectl` tests only
 pub const KUBECTL_TABLE_ACCEPT: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
 
 /// kubectl's User-Agent, which also makes `kubectl` the default field manager.
+#[cfg_attr(not(feature = "kubectl"), allow(dead_code))] // used by the `kubectl` tests only
 pub const KUBECTL_USER_AGENT: &str = "kubectl/v1.32.4 (linux/amd64) kubernetes/59526cd";
 
 #[derive(Debug)]
