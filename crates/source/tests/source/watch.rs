@@ -1,6 +1,6 @@
 //! `watch_local` sees new commits of a local repository.
 
-mod common;
+use crate::common;
 
 use std::sync::mpsc;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! Snapshot history and change detection on real repositories built with the git CLI.
 
-mod common;
+use crate::common;
 
 use common::{Manifest, TestRepo, invalid_manifest};
 use tollgate_source::{Change, PromotionView, SourceError};

@@ -1,6 +1,6 @@
 //! RolloutPolicies at the branch head, read from real repositories built with the git CLI.
 
-mod common;
+use crate::common;
 
 use common::{Manifest, TestRepo};
 use tollgate_source::{GitSource, PolicySet, PromotionView};

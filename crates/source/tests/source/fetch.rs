@@ -1,9 +1,8 @@
 //! Remote repositories: fetch over file:// and over a real smart-HTTP server with basic auth,
 //! authentication failures, unreachable remotes, corrupt caches.
 
-mod common;
-#[path = "support/git_http_server.rs"]
-mod git_http_server;
+use crate::common;
+use crate::git_http_server;
 
 use std::path::Path;
 

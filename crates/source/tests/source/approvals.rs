@@ -1,6 +1,6 @@
 //! Approval provenance (docs/architecture.md#d2-approvals-are-consumed-never-lost) from first-parent history.
 
-mod common;
+use crate::common;
 
 use common::{Manifest, TestRepo};
 use tollgate_manifest::{ApprovalEvent, ApprovalKind};

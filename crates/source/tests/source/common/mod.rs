@@ -1,7 +1,6 @@
 //! Test repositories built with the `git` CLI in temp dirs, and ClusterPromotion manifests.
-#![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use tempfile::TempDir;
@@ -171,8 +170,4 @@ spec:
   stages: not-a-list
 "
     )
-}
-
-pub fn tempdir_path(dir: &TempDir, name: &str) -> PathBuf {
-    dir.path().join(name)
 }
