@@ -1,5 +1,6 @@
 //! The bodies of the fuzz targets (`fuzz/fuzz_targets/`). They live in the library so that the
-//! corpus replay test (`tests/fuzz_corpus.rs`) runs exactly what the fuzzer ran, in every CI run.
+//! corpus replay test (`tests/suite/fuzz_corpus.rs`) runs exactly what the fuzzer ran, in every CI
+//! run.
 //!
 //! Each one checks properties of the result, not only that nothing panics: a fuzzer that finds a
 //! wrong answer is worth more than one that finds a crash.

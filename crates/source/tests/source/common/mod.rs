@@ -1,0 +1,173 @@
+//! Test repositories built with the `git` CLI in temp dirs, and ClusterPromotion manifests.
+
+use std::path::Path;
+use std::process::Command;
+
+use tempfile::TempDir;
+use tollgate_source::{GitSource, SourceConfig};
+
+pub struct TestRepo {
+    pub dir: TempDir,
+}
+
+/// Runs git with a fixed identity and no user/system configuration.
+pub fn git_in(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Alice Author")
+        .env("GIT_AUTHOR_EMAIL", "alice@example.com")
+        .env("GIT_COMMITTER_NAME", "Carl Committer")
+        .env("GIT_COMMITTER_EMAIL", "carl@example.com")
+        .output()
+        .expect("run git");
+    assert!(
+        output.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+impl TestRepo {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        git_in(dir.path(), &["init", "-q", "-b", "main"]);
+        TestRepo { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn git(&self, args: &[&str]) -> String {
+        git_in(self.path(), args)
+    }
+
+    pub fn write(&self, file: &str, content: &str) {
+        let path = self.path().join(file);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(path, content).expect("write file");
+    }
+
+    pub fn remove(&self, file: &str) {
+        std::fs::remove_file(self.path().join(file)).expect("remove file");
+    }
+
+    /// Stages everything and commits; returns the new commit's SHA.
+    pub fn commit(&self, message: &str) -> String {
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "--allow-empty", "-m", message]);
+        self.head()
+    }
+
+    pub fn head(&self) -> String {
+        self.git(&["rev-parse", "HEAD"])
+    }
+
+    pub fn config(&self, path: &str) -> SourceConfig {
+        SourceConfig::new(
+            self.path().display().to_string(),
+            "main",
+            path,
+            self.path().join("unused-cache"),
+        )
+    }
+
+    pub fn source(&self) -> GitSource {
+        GitSource::open(self.config("")).expect("open source")
+    }
+
+    pub fn source_at(&self, path: &str) -> GitSource {
+        GitSource::open(self.config(path)).expect("open source")
+    }
+}
+
+/// A ClusterPromotion with a staging (auto) and a production (manual) stage.
+#[derive(Clone, Debug)]
+pub struct Manifest {
+    pub name: String,
+    pub chart_version: String,
+    pub production_env: String,
+    pub delay: String,
+    pub approved: Option<bool>,
+    pub annotations: Vec<(String, String)>,
+}
+
+impl Manifest {
+    pub fn new(name: &str, chart_version: &str) -> Self {
+        Manifest {
+            name: name.to_string(),
+            chart_version: chart_version.to_string(),
+            production_env: "production".to_string(),
+            delay: "5m".to_string(),
+            approved: None,
+            annotations: Vec::new(),
+        }
+    }
+
+    pub fn version(mut self, version: &str) -> Self {
+        self.chart_version = version.to_string();
+        self
+    }
+
+    pub fn approved(mut self, approved: Option<bool>) -> Self {
+        self.approved = approved;
+        self
+    }
+
+    pub fn delay(mut self, delay: &str) -> Self {
+        self.delay = delay.to_string();
+        self
+    }
+
+    pub fn production_env(mut self, env: &str) -> Self {
+        self.production_env = env.to_string();
+        self
+    }
+
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        self.annotations.retain(|(k, _)| k != key);
+        self.annotations.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn yaml(&self) -> String {
+        let production =
+            tollgate_fixtures::stage("production").selector("env", &self.production_env);
+        let production = match self.approved {
+            Some(approved) => production.approved(approved),
+            None => production.manual(),
+        };
+        let mut manifest = tollgate_fixtures::promotion(&self.name);
+        for (key, value) in &self.annotations {
+            manifest = manifest.annotation(key, value);
+        }
+        manifest
+            .chart("app", &self.chart_version)
+            .stage(
+                tollgate_fixtures::stage("staging")
+                    .selector("env", "staging")
+                    .delay(&self.delay),
+            )
+            .stage(production)
+            .to_yaml()
+    }
+}
+
+/// A manifest whose `stages` has the wrong type: it parses as YAML, names itself, and is invalid.
+pub fn invalid_manifest(name: &str) -> String {
+    format!(
+        "apiVersion: config.projectsveltos.io/v1beta1
+kind: ClusterPromotion
+metadata:
+  name: {name}
+spec:
+  stages: not-a-list
+"
+    )
+}

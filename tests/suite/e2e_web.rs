@@ -1,0 +1,543 @@
+//! End to end: the web view (issue #35) in a real headless Chromium, driven through WebDriver.
+//! Real rollouts through the controller on the embedded management cluster, from real git
+//! repositories: the overview lists the promotions, a stage's bar moves live while the test
+//! commits (no reload), the Approve button on a waiting gate yields a branch whose merge opens
+//! the gate (and the web view writes nothing to the cluster), a failed stage shows its clusters'
+//! messages, and Pause opens a pull request on an emulated git host. Screenshots of the overview
+//! and a promotion page at 1280×800 land in `target/screenshots/`.
+
+use crate::support;
+use crate::support::browser;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use browser::{screenshot, with_browser};
+use fantoccini::{Client, Locator};
+use serde_json::{Value, json};
+use support::{KillOnDrop, PATIENCE, TestRepo, World, tollgate_binary};
+use tollgate::web::git_view::RepoTarget;
+use tollgate::web::pull_request::{GitHost, PullRequests};
+use tollgate::web::{WebConfig, source};
+use tollgate_fixtures::{cluster, fleet, policy, promotion, stage};
+
+const WEB: &str = "web";
+const API: &str = "api";
+const HELM_ERROR: &str = "values: replicas must be an integer";
+
+fn two_stages(name: &str, chart: &str, prod_manual: bool) -> String {
+    let prod = stage("prod").selector("env", "prod");
+    let prod = if prod_manual {
+        prod.manual()
+    } else {
+        prod.auto()
+    };
+    promotion(name)
+        .label("team", name)
+        .chart(name, chart)
+        .stage(stage("dev").selector("env", "dev").auto())
+        .stage(prod)
+        .to_yaml()
+}
+
+/// dev-1, and prod-1..3 provisioning at different speeds (so a bar has steps to show).
+fn fleet_yaml() -> String {
+    fleet()
+        .default_latency("50ms")
+        .cluster(cluster("dev-1").ns("fleet").label("env", "dev"))
+        .cluster(
+            cluster("prod-1")
+                .ns("fleet")
+                .label("env", "prod")
+                .latency("600ms"),
+        )
+        .cluster(
+            cluster("prod-2")
+                .ns("fleet")
+                .label("env", "prod")
+                .latency("1500ms"),
+        )
+        .cluster(
+            cluster("prod-3")
+                .ns("fleet")
+                .label("env", "prod")
+                .latency("2500ms"),
+        )
+        .to_yaml()
+}
+
+/// The web view as `run --ui` serves it: over the controller's own status cache, committing in
+/// the world's repository.
+async fn serve_in_process(world: &World, pull_requests: Option<PullRequests>) -> SocketAddr {
+    let (handle, _) = world.controller.as_ref().expect("controller");
+    let config = WebConfig {
+        source: source::from_status_cache(handle.statuses.clone()),
+        repo: Some(RepoTarget {
+            dir: world.repo.path().to_path_buf(),
+            branch: "main".to_string(),
+            path: String::new(),
+        }),
+        token: None,
+        pull_requests,
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, tollgate::web::router(config)).await;
+    });
+    addr
+}
+
+/// Polls the page until `check` yields, or fails after [`PATIENCE`] naming `what`.
+async fn until<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn attr(client: &Client, css: &str, name: &str) -> Option<String> {
+    client
+        .find(Locator::Css(css))
+        .await
+        .ok()?
+        .attr(name)
+        .await
+        .ok()?
+}
+
+async fn text(client: &Client, css: &str) -> Option<String> {
+    client.find(Locator::Css(css)).await.ok()?.text().await.ok()
+}
+
+#[test]
+fn the_overview_lists_the_rollout_and_a_bar_moves_live_while_the_test_commits() {
+    with_browser(|client| async move {
+        let repo = TestRepo::new();
+        repo.write("web.yaml", &two_stages(WEB, "1.0.0", false));
+        repo.write("api.yaml", &two_stages(API, "1.0.0", false));
+        repo.commit("web and api");
+        let world = World::start(repo, &fleet_yaml()).await;
+        world.wait_phase(WEB, "Completed").await;
+        world.wait_phase(API, "Completed").await;
+        let addr = serve_in_process(&world, None).await;
+
+        client
+            .goto(&format!("http://{addr}/ui"))
+            .await
+            .expect("overview");
+        for name in [API, WEB] {
+            let phase = attr(
+                &client,
+                &format!("li[data-name='{name}'] [data-phase]"),
+                "data-phase",
+            )
+            .await;
+            assert_eq!(
+                phase.as_deref(),
+                Some("Completed"),
+                "{name} on the overview"
+            );
+        }
+        // Filtering by a git label (query parameters, no script needed).
+        client
+            .goto(&format!("http://{addr}/ui?label=team%3Dapi"))
+            .await
+            .expect("filtered");
+        assert!(
+            client
+                .find(Locator::Css("li[data-name='api']"))
+                .await
+                .is_ok()
+        );
+        assert!(
+            client
+                .find(Locator::Css("li[data-name='web']"))
+                .await
+                .is_err(),
+            "web filtered out"
+        );
+        client
+            .goto(&format!("http://{addr}/ui"))
+            .await
+            .expect("overview");
+        screenshot(&client, "web-overview").await;
+
+        client
+            .goto(&format!("http://{addr}/ui/promotions/{WEB}"))
+            .await
+            .expect("promotion page");
+        client
+            .execute("window.notReloaded = true;", vec![])
+            .await
+            .expect("mark the page");
+        world
+            .repo
+            .write("web.yaml", &two_stages(WEB, "2.0.0", false));
+        world.repo.commit("web 2.0.0");
+        world.poke();
+
+        // The prod bar as the page shows it, read until the new run completed it.
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        until("the prod bar to fill with snapshot #2", || {
+            let (client, seen) = (client.clone(), seen.clone());
+            async move {
+                let now = attr(&client, "#stage-prod .bar", "aria-valuenow")
+                    .await
+                    .unwrap_or_default();
+                let runs = attr(&client, "#stage-prod", "data-activity")
+                    .await
+                    .unwrap_or_default();
+                let snapshot = text(&client, "#stage-prod .muted")
+                    .await
+                    .unwrap_or_default();
+                let state = format!("{runs}:{now}");
+                let mut seen = seen.lock().expect("lock");
+                if seen.last() != Some(&state) {
+                    seen.push(state);
+                }
+                (runs == "Completed" && snapshot.contains("#2") && now == "3").then_some(())
+            }
+        })
+        .await;
+        let seen = seen.lock().expect("lock").clone();
+        let provisioning: Vec<&String> = seen
+            .iter()
+            .filter(|s| s.starts_with("Provisioning:"))
+            .collect();
+        assert!(
+            !provisioning.is_empty() && seen.len() >= 3,
+            "the bar did not move through the run: {seen:?}"
+        );
+        let kept = client
+            .execute("return window.notReloaded === true;", vec![])
+            .await
+            .expect("script");
+        assert_eq!(
+            kept,
+            Value::Bool(true),
+            "the page was reloaded; it must update in place"
+        );
+        screenshot(&client, "web-promotion").await;
+        // Every control has an accessible name, and at phone width nothing scrolls sideways.
+        let unnamed = client
+            .execute(
+                "return [...document.querySelectorAll('a, button, select, input:not([type=hidden])')]\
+                 .filter(e => !(e.getAttribute('aria-label') || e.textContent.trim())).length;",
+                vec![],
+            )
+            .await
+            .expect("script");
+        assert_eq!(unnamed, json!(0), "controls without an accessible name");
+        client.set_window_size(390, 844).await.expect("phone width");
+        client.refresh().await.expect("reload at phone width");
+        let overflow = client
+            .execute(
+                "return document.documentElement.scrollWidth - document.documentElement.clientWidth;",
+                vec![],
+            )
+            .await
+            .expect("script");
+        assert!(
+            overflow.as_i64().is_some_and(|o| o <= 0),
+            "the page scrolls sideways by {overflow}px at 390px"
+        );
+        // The delivery figures: on the page, and as metrics.
+        let deployments = text(&client, "#delivery tr[data-figures='prod'] td").await;
+        assert_eq!(deployments.as_deref(), Some("2"), "prod deployed #1 and #2");
+        let metrics = world.metrics.encode();
+        assert!(
+            metrics.contains("tollgate_delivery_deployments{promotion=\"web\",stage=\"prod\"} 2"),
+            "{metrics}"
+        );
+    });
+}
+
+/// The writes a `tollgate ui` process made to the management cluster (its user agent).
+fn ui_writes(world: &World) -> Vec<String> {
+    world
+        .emulator
+        .write_log()
+        .iter()
+        .filter(|w| w.user_agent.starts_with("tollgate-ui"))
+        .map(|w| format!("{} {} {}", w.verb, w.resource, w.name))
+        .collect()
+}
+
+#[test]
+fn approve_on_a_waiting_gate_commits_a_branch_whose_merge_opens_the_gate() {
+    with_browser(|client| async move {
+        let repo = TestRepo::new();
+        repo.write("web.yaml", &two_stages(WEB, "1.0.0", true));
+        repo.commit("web with a manual prod gate");
+        let world = World::start(repo, &fleet_yaml()).await;
+        world
+            .eventually("prod to await approval", || async {
+                let status = world.status(WEB).await?;
+                let prod = status["stages"]
+                    .as_array()?
+                    .iter()
+                    .find(|s| s["name"] == "prod")?
+                    .clone();
+                (prod["activity"]["kind"] == "AwaitingApproval").then_some(())
+            })
+            .await;
+
+        // `tollgate ui` as a user runs it: its own process, reading the cluster by kubeconfig.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("port")
+            .port();
+        let listen = format!("127.0.0.1:{port}");
+        let kubeconfig = world.kubeconfig();
+        let _ui = KillOnDrop(
+            tollgate_binary()
+                .args(["ui", "--listen", &listen, "--kubeconfig"])
+                .arg(&kubeconfig)
+                .arg("--repo")
+                .arg(world.repo.path())
+                .spawn()
+                .expect("tollgate ui starts"),
+        );
+        let page = format!("http://{listen}/ui/promotions/{WEB}");
+        until("tollgate ui to serve the promotion", || {
+            let (client, page) = (client.clone(), page.clone());
+            async move {
+                client.goto(&page).await.ok()?;
+                client
+                    .find(Locator::Css("form[data-action='approve'] button"))
+                    .await
+                    .ok()
+            }
+        })
+        .await;
+        let diff = text(&client, "form[data-action='approve'] pre")
+            .await
+            .expect("the approval's diff");
+        assert!(diff.contains("approve.tollgate.dev/prod:"), "{diff}");
+        let command = text(&client, "form[data-action='approve'] code")
+            .await
+            .unwrap_or_default();
+        assert!(
+            command.starts_with("tollgate/approve-web-prod-"),
+            "the branch is named: {command}"
+        );
+        let button = client
+            .find(Locator::Css("form[data-action='approve'] button"))
+            .await
+            .expect("button");
+        assert!(
+            button
+                .attr("aria-label")
+                .await
+                .expect("label")
+                .is_some_and(|l| l.starts_with("Approve prod"))
+        );
+        button.click().await.expect("press Approve");
+
+        let branch = until("the page to show the new branch", || {
+            let client = client.clone();
+            async move { attr(&client, "#committed", "data-branch").await }
+        })
+        .await;
+        world
+            .repo
+            .git(&["rev-parse", "--verify", &format!("refs/heads/{branch}")]);
+        assert_eq!(
+            world.status(WEB).await.expect("status")["phase"],
+            "Waiting",
+            "the commit alone opens nothing"
+        );
+        assert!(
+            ui_writes(&world).is_empty(),
+            "the web view wrote to the cluster: {:?}",
+            ui_writes(&world)
+        );
+
+        world.repo.git(&["merge", "--ff-only", &branch]);
+        world.poke();
+        world.wait_phase(WEB, "Completed").await;
+        assert!(
+            ui_writes(&world).is_empty(),
+            "the web view wrote to the cluster: {:?}",
+            ui_writes(&world)
+        );
+    });
+}
+
+/// Each create-PR request: (repository, Authorization header, body).
+type PullRequestsSeen = Arc<Mutex<Vec<(String, String, Value)>>>;
+
+/// A loopback stand-in for a git host's create-PR endpoint (GitHub's), recording each request.
+async fn emulated_github() -> (String, PullRequestsSeen) {
+    use axum::extract::State;
+    use axum::http::HeaderMap;
+    let seen: PullRequestsSeen = Arc::default();
+    let app = axum::Router::new()
+        .route(
+            "/repos/{owner}/{repo}/pulls",
+            axum::routing::post(
+                |State(seen): State<PullRequestsSeen>,
+                 axum::extract::Path((owner, repo)): axum::extract::Path<(String, String)>,
+                 headers: HeaderMap,
+                 axum::Json(body): axum::Json<Value>| async move {
+                    let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+                    seen.lock().expect("lock").push((format!("{owner}/{repo}"), auth, body));
+                    (axum::http::StatusCode::CREATED, axum::Json(json!({"number": 7, "html_url": "https://git.example/acme/fleet/pull/7"})))
+                },
+            ),
+        )
+        .with_state(seen.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, seen)
+}
+
+#[test]
+fn a_failed_stage_shows_its_clusters_messages_and_pause_opens_a_pull_request() {
+    with_browser(|client| async move {
+        let repo = TestRepo::new();
+        repo.write("web.yaml", &two_stages(WEB, "1.0.0", false));
+        repo.write(
+            "policy.yaml",
+            &policy("halt")
+                .max_failures("0")
+                .on_failure("Halt")
+                .to_yaml(),
+        );
+        repo.commit("web with a halting policy");
+        let remote = tempfile::tempdir().expect("remote dir");
+        let bare = remote.path().join("fleet.git");
+        std::process::Command::new("git")
+            .args(["init", "-q", "--bare"])
+            .arg(&bare)
+            .status()
+            .expect("git init");
+        repo.git(&["remote", "add", "origin", &bare.to_string_lossy()]);
+        let fleet = fleet()
+            .default_latency("50ms")
+            .cluster(cluster("dev-1").ns("fleet").label("env", "dev"))
+            .cluster(cluster("prod-1").ns("fleet").label("env", "prod"))
+            .cluster(
+                cluster("prod-2")
+                    .ns("fleet")
+                    .label("env", "prod")
+                    .fail_feature("Helm", HELM_ERROR),
+            )
+            .to_yaml();
+        let world = World::start(repo, &fleet).await;
+        world.wait_phase(WEB, "Failed").await;
+
+        let (api_url, seen) = emulated_github().await;
+        let token_file = world.cache.path().join("git-host-token");
+        std::fs::write(&token_file, "ghp-web-view-test-token\n").expect("token file");
+        let pull_requests = PullRequests {
+            host: GitHost::Github,
+            api_url,
+            repository: "acme/fleet".to_string(),
+            token_file,
+            remote: "origin".to_string(),
+        };
+        let addr = serve_in_process(&world, Some(pull_requests)).await;
+
+        client
+            .goto(&format!("http://{addr}/ui"))
+            .await
+            .expect("overview");
+        let failing = attr(&client, "li.failing", "data-name").await;
+        assert_eq!(
+            failing.as_deref(),
+            Some(WEB),
+            "a failed promotion is listed first, marked failing"
+        );
+        client
+            .goto(&format!("http://{addr}/ui/promotions/{WEB}"))
+            .await
+            .expect("page");
+        let message = text(
+            &client,
+            "#clusters tr[data-cluster='fleet/prod-2'] td.message",
+        )
+        .await;
+        assert!(
+            message.as_deref().is_some_and(|m| m.contains(HELM_ERROR)),
+            "{message:?}"
+        );
+        let state = attr(
+            &client,
+            "#clusters tr[data-cluster='fleet/prod-2']",
+            "data-state",
+        )
+        .await;
+        assert_eq!(state.as_deref(), Some("Failed"));
+        assert_eq!(
+            attr(&client, "#stage-prod", "data-activity")
+                .await
+                .as_deref(),
+            Some("Failed")
+        );
+        let retry = text(&client, "form[data-action='retry']")
+            .await
+            .unwrap_or_default();
+        assert!(
+            retry.contains("tollgate retry web prod") && retry.contains("retry.tollgate.dev/prod:"),
+            "{retry}"
+        );
+
+        client
+            .find(Locator::Css("form[data-action='pause'] button"))
+            .await
+            .expect("Pause")
+            .click()
+            .await
+            .expect("press Pause");
+        let link = until("the pull request link", || {
+            let client = client.clone();
+            async move { text(&client, "#pull-request").await }
+        })
+        .await;
+        assert_eq!(link, "https://git.example/acme/fleet/pull/7");
+        let requests = seen.lock().expect("lock").clone();
+        assert_eq!(requests.len(), 1, "{requests:?}");
+        let (repository, auth, body) = &requests[0];
+        assert_eq!(repository, "acme/fleet");
+        assert_eq!(auth, "Bearer ghp-web-view-test-token");
+        assert_eq!(body["head"], "tollgate/pause-web");
+        assert_eq!(body["base"], "main");
+        // The branch reached the remote, with the pause annotation.
+        let shown = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&bare)
+            .args(["show", "tollgate/pause-web:web.yaml"])
+            .output()
+            .expect("git show");
+        let manifest = String::from_utf8_lossy(&shown.stdout);
+        assert!(
+            manifest.contains("tollgate.dev/paused: \"true\"")
+                || manifest.contains("tollgate.dev/paused: 'true'")
+                || manifest.contains("tollgate.dev/paused: true"),
+            "{manifest}"
+        );
+        let _ = Path::new(&bare);
+    });
+}
