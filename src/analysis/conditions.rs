@@ -73,18 +73,10 @@ impl Judge {
 }
 
 /// Compiled programs by their text, and the root context their evaluations bind `result` under.
+#[derive(Default)]
 struct Evaluator {
     programs: HashMap<String, Result<Arc<Program>, String>>,
     root: Context<'static, 'static>,
-}
-
-impl Default for Evaluator {
-    fn default() -> Self {
-        Evaluator {
-            programs: HashMap::new(),
-            root: Context::default(),
-        }
-    }
 }
 
 fn serve(queue: &mpsc::Receiver<Job>) {
