@@ -4,7 +4,7 @@
 //! dependants of a promotion whose status changed. The rule itself lives in the engine
 //! (`tollgate_engine::depends_on`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use tollgate_model::depends_on::{DEPENDS_ON_ANNOTATION, cycle_through, depends_on};
@@ -22,7 +22,39 @@ struct Declared {
 /// Every promotion's declared dependencies and stages, kept current by each git sync.
 #[derive(Debug, Default)]
 pub struct DependencyIndex {
-    declared: RwLock<BTreeMap<String, Declared>>,
+    maps: RwLock<Maps>,
+}
+
+#[derive(Debug, Default)]
+struct Maps {
+    declared: BTreeMap<String, Declared>,
+    /// Who names each promotion, so that a status write finds its dependants without a scan of
+    /// every promotion (that scan, once per write, was quadratic at 10,000 promotions).
+    dependants: HashMap<String, Vec<String>>,
+}
+
+impl Maps {
+    #[cfg(test)]
+    fn new(declared: BTreeMap<String, Declared>) -> Self {
+        let mut maps = Maps {
+            declared,
+            dependants: HashMap::new(),
+        };
+        maps.index_dependants();
+        maps
+    }
+
+    fn index_dependants(&mut self) {
+        self.dependants.clear();
+        for (dependant, declared) in &self.declared {
+            for dependency in &declared.depends_on {
+                let names = self.dependants.entry(dependency.clone()).or_default();
+                if !names.contains(dependant) {
+                    names.push(dependant.clone());
+                }
+            }
+        }
+    }
 }
 
 /// One promotion's dependencies for a step: each named one with its stages, or why the
@@ -39,16 +71,22 @@ impl DependencyIndex {
         if update.error.is_some() {
             return;
         }
-        let mut declared = self.declared.write().unwrap_or_else(|e| e.into_inner());
+        let mut maps = self.maps.write().unwrap_or_else(|e| e.into_inner());
+        let declared = &mut maps.declared;
+        let mut orders_changed = false;
         if update.complete {
-            declared.retain(|name, _| update.promotions.contains_key(name));
+            declared.retain(|name, d| {
+                let kept = update.promotions.contains_key(name);
+                orders_changed |= !kept && !d.depends_on.is_empty();
+                kept
+            });
         }
         for (name, git) in &update.promotions {
             let snapshot = git.as_ref().and_then(|g| g.view.effective_snapshot());
             match snapshot {
                 Some(snapshot) => {
                     let promotion = &snapshot.promotion;
-                    declared.insert(
+                    let previous = declared.insert(
                         name.clone(),
                         Declared {
                             stages: Arc::new(
@@ -63,28 +101,34 @@ impl DependencyIndex {
                             file: snapshot.file.clone(),
                         },
                     );
+                    let now = declared.get(name).map(|d| &d.depends_on);
+                    orders_changed |= previous.as_ref().map(|d| &d.depends_on) != now
+                        && (previous.is_some_and(|d| !d.depends_on.is_empty())
+                            || now.is_some_and(|d| !d.is_empty()));
                 }
                 None => {
-                    declared.remove(name);
+                    orders_changed |= declared
+                        .remove(name)
+                        .is_some_and(|d| !d.depends_on.is_empty());
                 }
             }
+        }
+        if orders_changed {
+            maps.index_dependants();
         }
     }
 
     /// The promotions that name `name` in their `tollgate.dev/depends-on`.
     pub fn dependants_of(&self, name: &str) -> Vec<String> {
-        let declared = self.declared.read().unwrap_or_else(|e| e.into_inner());
-        declared
-            .iter()
-            .filter(|(_, d)| d.depends_on.iter().any(|n| n == name))
-            .map(|(dependant, _)| dependant.clone())
-            .collect()
+        let maps = self.maps.read().unwrap_or_else(|e| e.into_inner());
+        maps.dependants.get(name).cloned().unwrap_or_default()
     }
 
     /// `name`'s dependencies with their stages, or why its annotation is refused: a name no
     /// promotion in git has, or a cycle through it.
     pub fn resolve(&self, name: &str) -> Resolved {
-        let declared = self.declared.read().unwrap_or_else(|e| e.into_inner());
+        let maps = self.maps.read().unwrap_or_else(|e| e.into_inner());
+        let declared = &maps.declared;
         let Some(own) = declared.get(name) else {
             return Resolved::default();
         };
@@ -134,7 +178,7 @@ mod tests {
             })
             .collect();
         DependencyIndex {
-            declared: RwLock::new(declared),
+            maps: RwLock::new(Maps::new(declared)),
         }
     }
 
