@@ -86,7 +86,10 @@ impl DependencyIndex {
             match snapshot {
                 Some(snapshot) => {
                     let promotion = &snapshot.promotion;
-                    let previous = declared.insert(
+                    let names = depends_on(promotion);
+                    let before = declared.get(name).map_or(&[][..], |d| &d.depends_on[..]);
+                    orders_changed |= before != names.as_slice();
+                    declared.insert(
                         name.clone(),
                         Declared {
                             stages: Arc::new(
@@ -97,14 +100,10 @@ impl DependencyIndex {
                                     .map(|s| s.name.clone())
                                     .collect(),
                             ),
-                            depends_on: depends_on(promotion),
+                            depends_on: names,
                             file: snapshot.file.clone(),
                         },
                     );
-                    let now = declared.get(name).map(|d| &d.depends_on);
-                    orders_changed |= previous.as_ref().map(|d| &d.depends_on) != now
-                        && (previous.is_some_and(|d| !d.depends_on.is_empty())
-                            || now.is_some_and(|d| !d.is_empty()));
                 }
                 None => {
                     orders_changed |= declared
