@@ -4,7 +4,7 @@
 //! `cargo run --release --example scale -- --promotions N --stages S --clusters M
 //!  [--shards 100] [--quiet-secs 10] [--poll-ms 100] [--changes 5] [--latency-ms 20]
 //!  [--request-latency-ms 0] [--max-inflight N] [--concurrency N | --max-concurrency 256]
-//!  [--distinct-specs] [--analysis]`
+//!  [--distinct-specs] [--analysis | --policy-only]`
 //!
 //! `--latency-ms` is the fleet's provisioning latency; `--request-latency-ms` delays every API
 //! answer of the emulator (a slower server); `--max-inflight N` makes it answer 429 (Retry-After
@@ -21,6 +21,8 @@
 //! against a stub query endpoint in this process (threads `analysis-stub`, counted with the
 //! harness, not the controller) that answers every instant query at once with `0`: the
 //! controller's cost of scheduling, making and recording measurements, without a real Prometheus.
+//! `--policy-only` adds the same policy without analyses: the baseline that tells what analyses
+//! cost apart from what being governed by a policy costs.
 //!
 //! The emulator runs in a child process (this binary with `--emulator-child`), so this process's
 //! RSS and CPU are the controller's (plus the harness's main thread, reported apart). The child
@@ -92,6 +94,9 @@ struct Args {
     distinct_specs: bool,
     /// One analysis per stage against the stub query endpoint.
     analysis: bool,
+    /// The policy of `--analysis` without its analyses: the baseline that isolates what
+    /// scheduling analyses costs from what governing by a policy costs.
+    policy_only: bool,
     emulator_child: bool,
 }
 
@@ -131,6 +136,7 @@ impl Args {
             ),
             distinct_specs: args.iter().any(|a| a == "--distinct-specs"),
             analysis: args.iter().any(|a| a == "--analysis"),
+            policy_only: args.iter().any(|a| a == "--policy-only"),
             emulator_child: args.iter().any(|a| a == "--emulator-child"),
         };
         if parsed.promotions == 0 || parsed.stages == 0 || parsed.shards == 0 {
@@ -177,6 +183,32 @@ fn analysis_policy(stages: usize, address: &str) -> String {
         yaml.push_str(&format!("    s{stage}: {{analyses: [errors]}}\n"));
     }
     yaml
+}
+
+/// The policy of `--policy-only`: governs every promotion, gates nothing.
+const POLICY_WITHOUT_ANALYSES: &str = "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: scale\nspec:\n  selector: {}\n";
+
+/// Promotion steps so far, by result, as `/metrics` counts them.
+fn reconciles(metrics: &tollgate::metrics::Metrics) -> serde_json::Map<String, Value> {
+    metrics
+        .encode()
+        .lines()
+        .filter_map(|line| line.strip_prefix("tollgate_reconciles_total{result=\""))
+        .filter_map(|rest| rest.split_once("\"} "))
+        .map(|(result, count)| {
+            (
+                result.to_string(),
+                json!(count.parse::<f64>().unwrap_or(0.0)),
+            )
+        })
+        .collect()
+}
+
+/// The size of one promotion's state object (its status, mostly) as the API server serves it.
+async fn state_object_bytes(client: Client, name: &str) -> Option<usize> {
+    let api: Api<tollgate::cluster::crd::GitPromotion> = Api::all(client);
+    let object = api.get(name).await.ok()?;
+    serde_json::to_vec(&object).ok().map(|bytes| bytes.len())
 }
 
 /// Threads of the stub query endpoint (their CPU is the harness's).
@@ -656,6 +688,9 @@ fn main() {
             analysis_policy(args.stages, address),
         )
         .expect("write policy");
+    } else if args.policy_only {
+        std::fs::write(repo.path().join("policy.yaml"), POLICY_WITHOUT_ANALYSES)
+            .expect("write policy");
     }
     git(repo.path(), &["add", "-A"]);
     git(repo.path(), &["commit", "-q", "-m", "promotions"]);
@@ -671,7 +706,7 @@ fn main() {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let listed = {
         let _runtime = harness_rt.enter();
-        watch_first_stage(harness_client, seen.clone())
+        watch_first_stage(harness_client.clone(), seen.clone())
     };
     harness_rt.block_on(async {
         let _ = listed.await;
@@ -688,7 +723,7 @@ fn main() {
         concurrency: args.concurrency.steps(),
         throttle: throttle.clone(),
         instance: None,
-        metrics,
+        metrics: metrics.clone(),
         analysis: Default::default(),
     };
     let started = Instant::now();
@@ -730,6 +765,8 @@ fn main() {
     let total_counts = emulator.request_counts();
     let event_reasons = emulator.event_reasons();
     let throttled_until_quiet = throttle_metrics.throttled.get();
+    let steps_until_quiet = reconciles(&metrics);
+    let state_object_bytes = harness_rt.block_on(state_object_bytes(harness_client.clone(), "p1"));
 
     // One-file changes: bump p0's chart, time until its stage-1 profile carries the version.
     let mut change_samples = Vec::new();
@@ -792,6 +829,7 @@ fn main() {
         "shards": args.shards,
         "distinct_specs": args.distinct_specs,
         "analysis_per_stage": args.analysis,
+        "policy_only": args.policy_only,
         "analysis_queries_answered": stub.as_ref().map(|(_, n)| n.load(std::sync::atomic::Ordering::Relaxed)),
         "cluster_summaries_expected": args.promotions * args.stages * args.clusters.div_ceil(args.shards),
         "setup_ms": setup_ms,
@@ -827,6 +865,8 @@ fn main() {
             "controller_process_end": memory_mib("VmRSS"),
             "emulator_process_peak_vmhwm": emulator_peak_rss,
         },
+        "steps_until_quiet": steps_until_quiet,
+        "state_object_bytes_p1": state_object_bytes,
         // Writes until quiet over stage starts (N × S), the measure of issue #20 (was 5.7).
         "writes_per_stage_transition": total_counts.writes() as f64
             / (args.promotions * args.stages) as f64,

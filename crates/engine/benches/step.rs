@@ -99,5 +99,59 @@ fn bench_step(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_step);
+criterion_group!(benches, bench_step, bench_fleet_step);
 criterion_main!(benches);
+
+/// One step of the scale harness's promotion (4 stages of 10 clusters each in a fleet of 1,000,
+/// stage 3 provisioning), without and with a RolloutPolicy: the per-step cost of being governed.
+fn bench_fleet_step(c: &mut Criterion) {
+    let stages: Vec<serde_json::Value> = (0..4)
+        .map(|s| json!({"name": format!("s{s}"), "clusterSelector": {"matchLabels": {"shard": s.to_string()}}}))
+        .collect();
+    let promotion = testing::promotion(json!({
+        "apiVersion": "config.projectsveltos.io/v1beta1",
+        "kind": "ClusterPromotion",
+        "metadata": {"name": "fleet"},
+        "spec": {
+            "profileSpec": {"helmCharts": [{"repositoryURL": "https://charts.example.com",
+                "repositoryName": "example", "chartName": "example/app", "chartVersion": "1.0.0",
+                "releaseName": "app", "releaseNamespace": "app"}]},
+            "stages": stages,
+        }
+    }));
+    let snapshot = testing::snapshot(promotion, 1, testing::commit(1));
+    let desired = Desired::Snapshot {
+        current: &snapshot,
+        invalid: None,
+    };
+    let policy: tollgate_model::policy::RolloutPolicy = serde_json::from_value(json!({
+        "apiVersion": "tollgate.dev/v1alpha1", "kind": "RolloutPolicy",
+        "metadata": {"name": "scale"}, "spec": {"selector": {}},
+    }))
+    .expect("policy");
+    for governed in [false, true] {
+        let mut world = World::new(DateTime::UNIX_EPOCH + Duration::days(20_000));
+        world.policy = governed.then(|| policy.clone());
+        for i in 0..1000 {
+            world.add_cluster(&format!("c{i}"), &[("shard", &(i % 100).to_string())]);
+            if i % 100 == 2 {
+                world.slow_clusters.insert(format!("c{i}"));
+            }
+        }
+        for _ in 0..20 {
+            world.step(desired, &[]);
+            world.sveltos();
+            world.advance(Duration::seconds(1));
+        }
+        let current = world
+            .status
+            .as_ref()
+            .and_then(|s| s.current_stage_name.clone());
+        assert_eq!(current.as_deref(), Some("s2"), "stage 3 provisioning");
+        let name = match governed {
+            false => "step: 4 stages of 10 in 1,000 clusters, provisioning",
+            true => "step: 4 stages of 10 in 1,000 clusters, provisioning, governed by a policy",
+        };
+        c.bench_function(name, |b| b.iter(|| world.evaluate(black_box(desired), &[])));
+    }
+}
