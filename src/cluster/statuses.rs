@@ -61,11 +61,20 @@ fn convert_state(object: &LeanObject) -> Option<(Option<String>, PersistedState)
 #[derive(Default)]
 pub struct StatusCache {
     pub watched: Arc<IndexedCache<PersistedState>>,
-    own: Mutex<HashMap<String, PersistedState>>,
+    own: Mutex<HashMap<String, OwnWrite>>,
+}
+
+/// Our last write of one promotion's status, until the watch has caught up with it.
+#[derive(Debug)]
+struct OwnWrite {
+    state: PersistedState,
+    /// The watch has shown this very version: a later version it shows is newer than our write
+    /// (another writer's, e.g. a confirm-prune annotation), so the watched object wins again.
+    shown: bool,
 }
 
 impl StatusCache {
-    fn own(&self) -> std::sync::MutexGuard<'_, HashMap<String, PersistedState>> {
+    fn own(&self) -> std::sync::MutexGuard<'_, HashMap<String, OwnWrite>> {
         self.own.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -73,18 +82,22 @@ impl StatusCache {
         let watched = self.watched.get(&(String::new(), name.to_string()));
         let mut own = self.own();
         match (own.get(name), watched) {
-            (Some(mine), Some(seen)) if mine.resource_version == seen.resource_version => {
+            (Some(mine), Some(seen)) if mine.state.resource_version == seen.resource_version => {
                 own.remove(name);
                 Some(seen)
             }
-            (Some(mine), _) => Some(mine.clone()),
+            (Some(mine), _) => Some(mine.state.clone()),
             (None, seen) => seen,
         }
     }
 
     /// Records a write we just made (or, in dry-run, would have made).
     pub fn record_own(&self, name: &str, state: PersistedState) {
-        self.own().insert(name.to_string(), state);
+        let write = OwnWrite {
+            state,
+            shown: false,
+        };
+        self.own().insert(name.to_string(), write);
     }
 
     /// A watched GitPromotion as the watch caches it. When it shows our own write (same
@@ -93,9 +106,22 @@ impl StatusCache {
     pub fn convert_watched(&self, object: &LeanObject) -> Option<(Option<String>, PersistedState)> {
         let (index, mut state) = convert_state(object)?;
         let name = index.as_deref()?;
-        if let Some(mine) = self.own().get(name)
-            && mine.resource_version == state.resource_version
-            && let (Some(ours), Some(seen)) = (&mine.status, &state.status)
+        let mut own = self.own();
+        let Some(mine) = own.get_mut(name) else {
+            return Some((index, state));
+        };
+        if mine.state.resource_version != state.resource_version {
+            // Shown before, so this version came after ours. Without this, a watch that showed
+            // our write and the next one between two loop turns left ours winning for good, and
+            // a confirm-prune annotation made right after a RemovalHeld write was never seen.
+            // The cache holds our version until this one replaces it.
+            if mine.shown {
+                own.remove(name);
+            }
+            return Some((index, state));
+        }
+        mine.shown = true;
+        if let (Some(ours), Some(seen)) = (&mine.state.status, &state.status)
             && ours == seen
         {
             state.status = Some(ours.clone());
@@ -120,7 +146,7 @@ impl StatusCache {
         own.retain(|name, mine| {
             self.watched
                 .get(&(String::new(), name.clone()))
-                .is_none_or(|seen| seen.resource_version != mine.resource_version)
+                .is_none_or(|seen| seen.resource_version != mine.state.resource_version)
         });
         // A cold start fills the map with every promotion; its table would stay that size.
         if own.capacity() > 64 && own.len() < own.capacity() / 4 {
@@ -175,7 +201,7 @@ mod tests {
         assert!(!own.contains_key("caught-up"));
         assert_eq!(
             own.get("lagging")
-                .and_then(|s| s.resource_version.as_deref()),
+                .and_then(|s| s.state.resource_version.as_deref()),
             Some("5"),
             "the watch has not shown our write yet: ours still wins"
         );
@@ -210,7 +236,7 @@ mod tests {
         let (_, seen) = cache
             .convert_watched(&watched("7", &progressing))
             .expect("converted");
-        let ours = cache.own().get("p").and_then(|s| s.status.clone());
+        let ours = cache.own().get("p").and_then(|s| s.state.status.clone());
         assert!(
             Arc::ptr_eq(&seen.status.expect("status"), &ours.expect("ours")),
             "one copy for both"
@@ -228,8 +254,48 @@ mod tests {
                 .expect("converted");
             let seen = seen.status.expect("status");
             assert_eq!(*seen, status("Completed"));
-            let ours = cache.own().get("p").and_then(|s| s.status.clone());
+            let ours = cache.own().get("p").and_then(|s| s.state.status.clone());
             assert!(!Arc::ptr_eq(&seen, &ours.expect("ours")));
+        }
+    }
+
+    /// The watch as the controller's loop sees it: each event converted, then cached.
+    fn watch_shows(cache: &StatusCache, object: &LeanObject) {
+        let (index, state) = cache.convert_watched(object).expect("converted");
+        cache
+            .watched
+            .upsert((String::new(), "p".into()), index, state);
+    }
+
+    #[test]
+    fn an_annotation_made_right_after_our_write_is_seen_even_if_no_step_ran_between() {
+        let cache = StatusCache::default();
+        let held = status("RemovalHeld");
+        cache.record_own("p", own("7", &held));
+        // The watch shows our write, then a confirm-prune annotation by someone else, before the
+        // controller's loop looked (no `get` nor `forget_caught_up` between the two events).
+        watch_shows(&cache, &watched("7", &held));
+        let mut confirmed = watched("8", &held);
+        confirmed.metadata.annotations =
+            Some([(CONFIRM_PRUNE_ANNOTATION.to_string(), "true".to_string())].into());
+        watch_shows(&cache, &confirmed);
+        let state = cache.get("p").expect("state");
+        assert_eq!(state.resource_version.as_deref(), Some("8"));
+        assert!(
+            state.confirms_prune(),
+            "the later version wins over our write"
+        );
+    }
+
+    #[test]
+    fn a_lagging_watch_never_replaces_our_write_with_an_older_version() {
+        let cache = StatusCache::default();
+        cache.record_own("p", own("7", &status("Completed")));
+        // Versions from before our write, still arriving: ours wins, for every step.
+        for version in ["5", "6"] {
+            watch_shows(&cache, &watched(version, &status("Progressing")));
+            let state = cache.get("p").expect("state");
+            assert_eq!(state.resource_version.as_deref(), Some("7"));
         }
     }
 }
