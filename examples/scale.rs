@@ -174,19 +174,20 @@ fn promotion(index: usize, stages: usize, shards: usize, version: &str) -> Strin
     yaml
 }
 
+/// The policy of `--policy-only`: governs every promotion, gates nothing. `--analysis` adds its
+/// analyses to this very text, so the baseline differs from it only by them.
+const POLICY_WITHOUT_ANALYSES: &str = "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: scale\nspec:\n  selector: {}\n";
+
 /// The policy of `--analysis`: one Prometheus analysis on every stage, one measurement each.
 fn analysis_policy(stages: usize, address: &str) -> String {
     let mut yaml = format!(
-        "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: scale\nspec:\n  selector: {{}}\n  analyses:\n  - name: errors\n    prometheus:\n      address: {address}\n      query: 'sum(errors{{cluster=~\"{{{{ clustersRegex }}}}\"}})'\n    successCondition: result < 0.01\n  stages:\n"
+        "{POLICY_WITHOUT_ANALYSES}  analyses:\n  - name: errors\n    prometheus:\n      address: {address}\n      query: 'sum(errors{{cluster=~\"{{{{ clustersRegex }}}}\"}})'\n    successCondition: result < 0.01\n  stages:\n"
     );
     for stage in 0..stages {
         yaml.push_str(&format!("    s{stage}: {{analyses: [errors]}}\n"));
     }
     yaml
 }
-
-/// The policy of `--policy-only`: governs every promotion, gates nothing.
-const POLICY_WITHOUT_ANALYSES: &str = "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: scale\nspec:\n  selector: {}\n";
 
 /// Promotion steps so far, by result, as `/metrics` counts them.
 fn reconciles(metrics: &tollgate::metrics::Metrics) -> serde_json::Map<String, Value> {
