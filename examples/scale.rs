@@ -298,33 +298,44 @@ fn stat_cpu_seconds(stat: &str) -> Option<(String, f64)> {
     Some((comm, ticks / TICKS))
 }
 
-/// CPU seconds of this process's threads, split into (controller, harness): the harness is the
-/// main thread, every other thread (controller runtime, git thread, filesystem watcher) is the
-/// controller's. The emulator is another process.
+/// CPU seconds of this process, split into (controller, harness): the harness is the main
+/// thread and the stub's threads, the rest (controller runtime, git thread, filesystem watcher,
+/// blocking-pool threads, also those that ended) is the controller's. The emulator is another
+/// process.
 fn cpu_by_part() -> (f64, f64) {
+    let (_, harness) = cpu_by_thread();
+    let total = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .as_deref()
+        .and_then(stat_cpu_seconds)
+        .map_or(f64::NAN, |(_, seconds)| seconds);
+    (total - harness, harness)
+}
+
+/// CPU seconds of the threads alive now, by thread name (digits dropped, so that numbered
+/// workers add up), and the harness's part of them.
+fn cpu_by_thread() -> (BTreeMap<String, f64>, f64) {
     let pid = std::process::id().to_string();
-    let (mut controller, mut harness) = (0.0, 0.0);
+    let (mut by_name, mut harness) = (BTreeMap::new(), 0.0);
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return (f64::NAN, f64::NAN);
+        return (by_name, f64::NAN);
     };
     for task in tasks.flatten() {
         let tid = task.file_name().to_string_lossy().to_string();
-        let Some((_, seconds)) = std::fs::read_to_string(task.path().join("stat"))
+        let Some((comm, seconds)) = std::fs::read_to_string(task.path().join("stat"))
             .ok()
             .as_deref()
             .and_then(stat_cpu_seconds)
         else {
             continue;
         };
-        let stub = std::fs::read_to_string(task.path().join("comm"))
-            .is_ok_and(|comm| comm.starts_with(STUB_THREAD));
-        if tid == pid || stub {
+        if tid == pid || comm.starts_with(STUB_THREAD) {
             harness += seconds;
-        } else {
-            controller += seconds;
         }
+        let name: String = comm.chars().filter(|c| !c.is_ascii_digit()).collect();
+        *by_name.entry(name).or_insert(0.0) += seconds;
     }
-    (controller, harness)
+    (by_name, harness)
 }
 
 fn by_verb(counts: &RequestCounts) -> Value {
@@ -859,6 +870,8 @@ fn main() {
             "harness": cpu_after.1,
             "emulator_process": emulator_cpu_total,
         },
+        // Threads that ended (idle blocking-pool threads) count in the totals, not here.
+        "cpu_s_by_live_thread": cpu_by_thread().0,
         "rss_mib": {
             "controller_process_peak_vmhwm": memory_mib("VmHWM"),
             "controller_process_before_controller": rss_before_controller,
