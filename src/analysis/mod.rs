@@ -9,7 +9,8 @@
 //! - at most `concurrency` measurements at a time, each within `timeout`;
 //! - only the leader measures: the steps that ask are the leader's, and a measurement checks the
 //!   lease again before it starts and before its result is kept;
-//! - a result pokes its promotion, so it steps at once rather than at its next wake-up.
+//! - a result pokes its promotion, so it steps at once rather than at its next wake-up, unless
+//!   a step waits for it (`wait_for_results`) and goes on with it.
 //!
 //! Files: `prometheus`, `web`, `commit_status` (providers), `secrets`, `http`, `conditions`
 //! (CEL), `observation` (what a provider saw), `store`.
@@ -39,7 +40,7 @@ use crate::cluster::watch::Touch;
 use crate::notify::send::{HttpsClient, https_client};
 use conditions::{Conditions, Judge};
 use observation::{MeasureError, Observation};
-use store::Store;
+use store::{Store, Wait};
 
 /// Measurements at a time when not configured (`--analysis-concurrency`).
 pub const DEFAULT_CONCURRENCY: usize = 16;
@@ -173,6 +174,30 @@ impl AnalysisRunner {
         }
     }
 
+    /// Waits up to `bound` for the promotion's measurements in flight, for a step that was
+    /// `given` these results. Whether new results are there to step with (else nothing was in
+    /// flight, or the bound passed: the results that come later poke the promotion).
+    pub async fn wait_for_results(
+        &self,
+        promotion: &str,
+        given: &[Measurement],
+        bound: Duration,
+    ) -> bool {
+        let wait = self.inner.store().wait(promotion, given);
+        let mut told = match wait {
+            Wait::Nothing => return false,
+            Wait::Ready => return true,
+            Wait::Pending(told) => told,
+        };
+        if let Ok(ended) = tokio::time::timeout(bound, &mut told).await {
+            // An error: the runner closed, nothing new to step with.
+            return ended.is_ok();
+        }
+        // Closed first: a result either reached us before (we step with it) or pokes.
+        told.close();
+        told.try_recv().is_ok()
+    }
+
     /// The promotion is gone: its results with it.
     pub fn forget(&self, promotion: &str) {
         self.inner.store().forget(promotion);
@@ -203,8 +228,8 @@ impl Inner {
         if let Some(m) = &taken {
             debug!(promotion = %job.promotion, stage = %key.stage, analysis = %key.analysis, index = key.index, verdict = m.verdict.as_str(), value = m.value.as_deref().unwrap_or(""), "measured");
         }
-        self.store().finish(&job.promotion, &key, taken);
-        if measured {
+        let taken_by_a_step = self.store().finish(&job.promotion, &key, taken);
+        if measured && !taken_by_a_step {
             let _ = self.poke.send(Touch::Promotions(vec![job.promotion]));
         }
     }

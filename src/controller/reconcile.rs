@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use tollgate_engine::measurement::Measurement;
+use tollgate_engine::measurement::{Measurement, MeasurementDue};
 use tollgate_engine::{
     Dependency, Desired, EngineEvent, Observed, PromotionStatus, StepInput, StepOutput,
 };
@@ -88,12 +88,56 @@ impl Observation<'_> {
     }
 }
 
+/// How long a step that only asked for first measurements waits for them, so that the same
+/// turn steps again with the results (no poke, no second turn through the scheduler). A slower
+/// measurement pokes its promotion when it ends.
+const FIRST_RESULTS_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+
 pub async fn reconcile(
     ctx: &Context,
     name: &str,
     presence: &GitPresence,
     now: DateTime<Utc>,
 ) -> Result<Outcome, ReconcileError> {
+    let stepped = step(ctx, name, presence, now).await?;
+    let Some(given) = stepped.awaits_results else {
+        return Ok(stepped.outcome);
+    };
+    if !ctx
+        .analysis
+        .wait_for_results(name, &given, FIRST_RESULTS_WAIT)
+        .await
+    {
+        return Ok(stepped.outcome);
+    }
+    // The results are in: the step that records them runs now. Its `now` is read again, as the
+    // results were taken after the first one's.
+    let now = now.max(Utc::now());
+    Ok(step(ctx, name, presence, now).await?.outcome)
+}
+
+/// How one pass through the pipeline ended.
+struct Stepped {
+    outcome: Outcome,
+    /// Held for its first measurements (see `measurement_holds`): the results it was given.
+    awaits_results: Option<Vec<Measurement>>,
+}
+
+impl From<Outcome> for Stepped {
+    fn from(outcome: Outcome) -> Self {
+        Stepped {
+            outcome,
+            awaits_results: None,
+        }
+    }
+}
+
+async fn step(
+    ctx: &Context,
+    name: &str,
+    presence: &GitPresence,
+    now: DateTime<Utc>,
+) -> Result<Stepped, ReconcileError> {
     let seen = observe(ctx, name, presence);
     let measured = ctx.analysis.results(name);
     let planned = plan(&seen, &measured, now);
@@ -101,9 +145,9 @@ pub async fn reconcile(
     let removed = matches!(seen.git.translation.desired(), Desired::Removed { .. });
     if removed && planned.actions.is_empty() {
         ctx.analysis.forget(name);
-        return forget(ctx, &seen).await;
+        return forget(ctx, &seen).await.map(Stepped::from);
     }
-    record(ctx, &seen, planned, &measured, now).await
+    record(ctx, &seen, planned, measured, now).await
 }
 
 fn observe<'a>(ctx: &Context, name: &'a str, presence: &'a GitPresence) -> Observation<'a> {
@@ -189,11 +233,69 @@ async fn record(
     ctx: &Context,
     seen: &Observation<'_>,
     planned: StepOutput,
+    measured: Vec<Measurement>,
+    now: DateTime<Utc>,
+) -> Result<Stepped, ReconcileError> {
+    let (name, before) = (seen.name, seen.status());
+    let awaiting = tollgate_engine::write_hold::awaits_first_measurements(before, &planned);
+    let progress_only = planned.actions.is_empty()
+        && planned.events.is_empty()
+        && tollgate_engine::progress::only_progress_differs(before, &planned.status);
+    let held_until = match (awaiting, progress_only) {
+        (true, _) => ctx.measurement_holds.held_until(name, now),
+        (false, true) => ctx.progress_writes.held_until(name, now),
+        (false, false) => None,
+    };
+    if let Some(until) = held_until {
+        let outcome = hold(ctx, seen, &planned, &measured, until);
+        return Ok(Stepped {
+            outcome,
+            awaits_results: awaiting.then_some(measured),
+        });
+    }
+    ctx.measurement_holds.release(name);
+    let outcome = write(ctx, seen, planned, &measured, progress_only, now).await?;
+    Ok(Stepped::from(outcome))
+}
+
+/// The step's write waits until `until` (or an earlier wake-up); what it asks to measure starts.
+fn hold(
+    ctx: &Context,
+    seen: &Observation<'_>,
+    planned: &StepOutput,
     measured: &[Measurement],
+    until: DateTime<Utc>,
+) -> Outcome {
+    let (name, policy) = (seen.name, seen.git.policy.as_deref());
+    if let Some(before) = seen.status() {
+        ctx.notifier.after_step(name, policy, before);
+    }
+    ctx.analysis.after_step(&step_measurements(
+        seen,
+        measured,
+        &planned.measurements,
+        false,
+    ));
+    let wake_at = planned.wake_at.map_or(until, |at| at.min(until));
+    Outcome::Stepped {
+        wake_at: Some(wake_at),
+        actions: 0,
+        status_written: false,
+        status: seen.persisted.as_ref().and_then(|p| p.status.clone()),
+    }
+}
+
+/// Writes the step's status (with the notices its transition owes), then tells.
+async fn write(
+    ctx: &Context,
+    seen: &Observation<'_>,
+    planned: StepOutput,
+    measured: &[Measurement],
+    progress_only: bool,
     now: DateTime<Utc>,
 ) -> Result<Outcome, ReconcileError> {
     let (name, before) = (seen.name, seen.status());
-    let awaiting = tollgate_engine::write_hold::awaits_first_measurements(before, &planned);
+    let policy = seen.git.policy.as_deref();
     let StepOutput {
         actions,
         mut status,
@@ -201,36 +303,6 @@ async fn record(
         wake_at,
         measurements: due,
     } = planned;
-    let policy = seen.git.policy.as_deref();
-    let analyses = |persisted: bool| crate::analysis::StepMeasurements {
-        promotion: name,
-        given: measured,
-        due: &due,
-        persisted,
-        policy,
-        history: seen.git.history,
-    };
-    let progress_only = actions.is_empty()
-        && events.is_empty()
-        && tollgate_engine::progress::only_progress_differs(before, &status);
-    let held_until = match (awaiting, progress_only) {
-        (true, _) => ctx.measurement_holds.held_until(name, now),
-        (false, true) => ctx.progress_writes.held_until(name, now),
-        (false, false) => None,
-    };
-    if let Some(until) = held_until {
-        if let Some(before) = before {
-            ctx.notifier.after_step(name, policy, before);
-        }
-        ctx.analysis.after_step(&analyses(false));
-        return Ok(Outcome::Stepped {
-            wake_at: Some(wake_at.map_or(until, |at| at.min(until))),
-            actions: 0,
-            status_written: false,
-            status: seen.persisted.as_ref().and_then(|p| p.status.clone()),
-        });
-    }
-    ctx.measurement_holds.release(name);
     // The transition's notices are written with it, before they are sent (issue #29).
     if !progress_only && before != Some(&status) {
         let transition = crate::notify::Transition {
@@ -247,7 +319,8 @@ async fn record(
     let status = Arc::new(status);
     let file = seen.git.translation.file();
     let written = persist(ctx, name, file, seen.persisted.as_ref(), &status).await?;
-    ctx.analysis.after_step(&analyses(true));
+    ctx.analysis
+        .after_step(&step_measurements(seen, measured, &due, true));
     if written.is_some() {
         ctx.progress_writes.written(name, now);
         ctx.metrics.observe_step(name, before, &status);
@@ -265,6 +338,23 @@ async fn record(
         status_written: written.is_some(),
         status: Some(status),
     })
+}
+
+/// What the analysis runner needs of a step: the results it was `given`, what it says is `due`.
+fn step_measurements<'a>(
+    seen: &'a Observation<'_>,
+    given: &'a [Measurement],
+    due: &'a [MeasurementDue],
+    persisted: bool,
+) -> crate::analysis::StepMeasurements<'a> {
+    crate::analysis::StepMeasurements {
+        promotion: seen.name,
+        given,
+        due,
+        persisted,
+        policy: seen.git.policy.as_deref(),
+        history: seen.git.history,
+    }
 }
 
 /// A stage transition: another current stage, or the same one started by a new run.
