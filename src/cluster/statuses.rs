@@ -1,11 +1,12 @@
 //! The persisted status of every promotion, as the engine must see it.
 //!
 //! The GitPromotion watch lags behind our own writes, and stepping on a stale status would redo
-//! work. So our own last write wins until the watch shows that same resourceVersion. If another
+//! work. So our own last write wins until the watch shows that same resourceVersion (and is not
+//! recorded at all if the watch showed it before the write's response came back). If another
 //! writer got in between, our next conditional write fails with 409 and [`StatusCache::forget_own`]
 //! makes the watched (or re-read) object authoritative again: optimistic concurrency does the rest.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use kube::ResourceExt;
@@ -62,7 +63,15 @@ fn convert_state(object: &LeanObject) -> Option<(Option<String>, PersistedState)
 pub struct StatusCache {
     pub watched: Arc<IndexedCache<PersistedState>>,
     own: Mutex<HashMap<String, OwnWrite>>,
+    /// Per promotion, the last few resourceVersions the watch showed (locked only while `own`
+    /// is). A write's response can come after the watch showed it and a later version: then
+    /// our record must not be made, or it would hide that later version for good.
+    shown: Mutex<HashMap<String, VecDeque<String>>>,
 }
+
+/// resourceVersions remembered per promotion in [`StatusCache::shown`]: more than the events
+/// a watch shows between a write and its response.
+const SHOWN_KEPT: usize = 4;
 
 /// Our last write of one promotion's status, until the watch has caught up with it.
 #[derive(Debug)]
@@ -78,6 +87,11 @@ impl StatusCache {
         self.own.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Taken only while `own` is held (one lock order).
+    fn shown(&self) -> std::sync::MutexGuard<'_, HashMap<String, VecDeque<String>>> {
+        self.shown.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub fn get(&self, name: &str) -> Option<PersistedState> {
         let watched = self.watched.get(&(String::new(), name.to_string()));
         let mut own = self.own();
@@ -91,13 +105,25 @@ impl StatusCache {
         }
     }
 
-    /// Records a write we just made (or, in dry-run, would have made).
+    /// Records a write we just made (or, in dry-run, would have made), unless the watch has
+    /// shown it already: what it shows is then that write or a later version.
     pub fn record_own(&self, name: &str, state: PersistedState) {
+        let mut own = self.own();
+        let shown = self.shown().get(name).is_some_and(|versions| {
+            state
+                .resource_version
+                .as_ref()
+                .is_some_and(|ours| versions.contains(ours))
+        });
+        if shown {
+            own.remove(name);
+            return;
+        }
         let write = OwnWrite {
             state,
             shown: false,
         };
-        self.own().insert(name.to_string(), write);
+        own.insert(name.to_string(), write);
     }
 
     /// A watched GitPromotion as the watch caches it. When it shows our own write (same
@@ -107,6 +133,14 @@ impl StatusCache {
         let (index, mut state) = convert_state(object)?;
         let name = index.as_deref()?;
         let mut own = self.own();
+        if let Some(version) = &state.resource_version {
+            let mut shown = self.shown();
+            let versions = shown.entry(name.to_string()).or_default();
+            if versions.len() == SHOWN_KEPT {
+                versions.pop_front();
+            }
+            versions.push_back(version.clone());
+        }
         let Some(mine) = own.get_mut(name) else {
             return Some((index, state));
         };
@@ -155,7 +189,9 @@ impl StatusCache {
     }
 
     pub fn forget_own(&self, name: &str) {
-        self.own().remove(name);
+        let mut own = self.own();
+        own.remove(name);
+        self.shown().remove(name);
     }
 
     /// Names of every promotion with a GitPromotion object (including ones gone from git).
@@ -265,6 +301,23 @@ mod tests {
         cache
             .watched
             .upsert((String::new(), "p".into()), index, state);
+    }
+
+    #[test]
+    fn a_write_the_watch_showed_before_we_recorded_it_never_hides_a_later_version() {
+        let cache = StatusCache::default();
+        let held = status("RemovalHeld");
+        // The watch shows our write and then a confirm-prune annotation before the write's
+        // response is recorded (the step was still finishing).
+        watch_shows(&cache, &watched("7", &held));
+        let mut confirmed = watched("8", &held);
+        confirmed.metadata.annotations =
+            Some([(CONFIRM_PRUNE_ANNOTATION.to_string(), "true".to_string())].into());
+        watch_shows(&cache, &confirmed);
+        cache.record_own("p", own("7", &held));
+        let state = cache.get("p").expect("state");
+        assert_eq!(state.resource_version.as_deref(), Some("8"));
+        assert!(state.confirms_prune(), "the later version is not hidden");
     }
 
     #[test]
