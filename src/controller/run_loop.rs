@@ -81,6 +81,11 @@ impl Shell {
             let commands = self.scheduler.on_lease(self.leader.is_leader());
             self.execute(commands);
             self.ctx.statuses.forget_caught_up();
+            let cluster = Cached {
+                caches: &self.ctx.caches,
+                statuses: &self.ctx.statuses,
+            };
+            self.scheduler.on_turn(&cluster);
             let now = Utc::now();
             let steps = self.scheduler.due(now);
             if !steps.is_empty() {

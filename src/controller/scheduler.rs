@@ -229,18 +229,40 @@ impl Scheduler {
             }
             Touch::Promotions(names) => {
                 for name in names {
-                    // A held removal confirmed by annotation is released here.
-                    if let Some(held) = self.held.get(&name)
-                        && cluster.confirms_prune(&name)
-                    {
-                        info!(promotion = %name, "held removal confirmed by annotation");
-                        let last = held.last.clone();
-                        self.pass_removal(name.clone(), last);
-                    }
+                    self.release_if_confirmed(&name, cluster);
                     self.dirty.insert(name);
                 }
             }
         }
+    }
+
+    /// Every turn of the loop: held removals whose GitPromotion now carries the confirm-prune
+    /// annotation are released, also when no touch told us (the status cache may have shown it
+    /// only after the touch was handled). Held removals are few; usually there are none.
+    pub fn on_turn(&mut self, cluster: &dyn ClusterView) {
+        if self.held.is_empty() {
+            return;
+        }
+        let held: Vec<String> = self.held.keys().cloned().collect();
+        for name in held {
+            if self.release_if_confirmed(&name, cluster) {
+                self.dirty.insert(name);
+            }
+        }
+    }
+
+    /// A held removal confirmed by annotation passes the guard. Whether it was released.
+    fn release_if_confirmed(&mut self, name: &str, cluster: &dyn ClusterView) -> bool {
+        let Some(held) = self.held.get(name) else {
+            return false;
+        };
+        if !cluster.confirms_prune(name) {
+            return false;
+        }
+        info!(promotion = %name, "held removal confirmed by annotation");
+        let last = held.last.clone();
+        self.pass_removal(name.to_string(), last);
+        true
     }
 
     /// Every watch has listed once.

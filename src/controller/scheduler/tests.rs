@@ -334,6 +334,24 @@ fn a_mass_removal_is_held_and_stepped_frozen_until_confirmed_by_annotation() {
 }
 
 #[test]
+fn a_held_removal_confirmed_without_a_touch_is_released_on_the_next_turn() {
+    let mut cluster = FakeCluster::ran(&["a", "b"]);
+    let mut scheduler = started(&["a", "b"], &cluster);
+    scheduler.on_git(&removal_of(&["a", "b"]), &cluster);
+    assert_eq!(
+        kinds(&settle(&mut scheduler, t(1))),
+        [("a", "held"), ("b", "held")]
+    );
+    scheduler.on_turn(&cluster);
+    assert!(scheduler.due(t(2)).is_empty(), "nothing confirmed yet");
+    // The annotation is there, but the touch that carried it was handled before the status
+    // cache showed it: the next turn releases it all the same.
+    cluster.confirmed.insert("a".into());
+    scheduler.on_turn(&cluster);
+    assert_eq!(kinds(&scheduler.due(t(3))), [("a", "removed")]);
+}
+
+#[test]
 fn a_held_promotion_back_in_git_runs_again() {
     let cluster = FakeCluster::ran(&["a"]);
     let mut scheduler = started(&["a"], &cluster);
