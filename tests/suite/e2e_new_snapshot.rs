@@ -103,13 +103,16 @@ async fn finish_current_completes_the_running_run_then_starts_the_newest() {
             (chart_of(&world, "dev").await.as_deref() == Some("3.0.0")).then_some(())
         })
         .await;
-    let events = world.events_of(WEB).await;
-    assert!(
-        events
-            .iter()
-            .any(|(r, n)| r == "SnapshotsSuperseded" && n.contains("#2")),
-        "{events:?}"
-    );
+    // Events are published after the status is written: wait for them, do not race them.
+    world
+        .eventually("the SnapshotsSuperseded event names #2", || async {
+            let events = world.events_of(WEB).await;
+            events
+                .iter()
+                .any(|(r, n)| r == "SnapshotsSuperseded" && n.contains("#2"))
+                .then_some(())
+        })
+        .await;
     // 2.0.0 never reached any stage.
     for env in ["dev", "staging", "prod"] {
         assert_ne!(chart_of(&world, env).await.as_deref(), Some("2.0.0"));
