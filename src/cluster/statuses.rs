@@ -303,6 +303,14 @@ mod tests {
             .upsert((String::new(), "p".into()), index, state);
     }
 
+    /// Version `version` of `p`, annotated `tollgate.dev/confirm-prune=true` by someone else.
+    fn confirmed(version: &str, status: &PromotionStatus) -> LeanObject {
+        let mut object = watched(version, status);
+        object.metadata.annotations =
+            Some([(CONFIRM_PRUNE_ANNOTATION.to_string(), "true".to_string())].into());
+        object
+    }
+
     #[test]
     fn a_write_the_watch_showed_before_we_recorded_it_never_hides_a_later_version() {
         let cache = StatusCache::default();
@@ -310,10 +318,7 @@ mod tests {
         // The watch shows our write and then a confirm-prune annotation before the write's
         // response is recorded (the step was still finishing).
         watch_shows(&cache, &watched("7", &held));
-        let mut confirmed = watched("8", &held);
-        confirmed.metadata.annotations =
-            Some([(CONFIRM_PRUNE_ANNOTATION.to_string(), "true".to_string())].into());
-        watch_shows(&cache, &confirmed);
+        watch_shows(&cache, &confirmed("8", &held));
         cache.record_own("p", own("7", &held));
         let state = cache.get("p").expect("state");
         assert_eq!(state.resource_version.as_deref(), Some("8"));
@@ -328,10 +333,7 @@ mod tests {
         // The watch shows our write, then a confirm-prune annotation by someone else, before the
         // controller's loop looked (no `get` nor `forget_caught_up` between the two events).
         watch_shows(&cache, &watched("7", &held));
-        let mut confirmed = watched("8", &held);
-        confirmed.metadata.annotations =
-            Some([(CONFIRM_PRUNE_ANNOTATION.to_string(), "true".to_string())].into());
-        watch_shows(&cache, &confirmed);
+        watch_shows(&cache, &confirmed("8", &held));
         let state = cache.get("p").expect("state");
         assert_eq!(state.resource_version.as_deref(), Some("8"));
         assert!(
