@@ -245,7 +245,7 @@ impl<'i> Simulator<'i> {
             fleet_assumed,
             policy: input.policy.map(|policy| {
                 let mut policy = policy.clone();
-                policy.spec.approvals.clear();
+                policy.spec_mut().approvals.clear();
                 policy
             }),
         }

@@ -389,7 +389,7 @@ fn a_step_that_records_a_measurement_or_decides_is_written_at_once() {
     // A query that cannot be rendered fails the run at its start: no measurement to wait for.
     let mut h = gated("0s", json!({}), json!({}));
     if let Some(policy) = h.world.policy.as_mut() {
-        policy.spec.analyses[0]
+        policy.spec_mut().analyses[0]
             .prometheus
             .as_mut()
             .expect("prometheus")

@@ -30,6 +30,21 @@ pub struct RolloutPolicy {
     pub metadata: Metadata,
     #[serde(default)]
     pub spec: RolloutPolicySpec,
+    /// [`RolloutPolicy::version`], computed once: every step of every promotion the policy
+    /// governs records it, and hashing the spec each time was a measurable share of a step.
+    #[serde(skip)]
+    version: VersionMemo,
+}
+
+/// The memo of a policy's version. Invisible to equality: two policies with equal specs have
+/// equal versions, whether or not either was computed yet.
+#[derive(Clone, Debug, Default)]
+struct VersionMemo(std::sync::OnceLock<String>);
+
+impl PartialEq for VersionMemo {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -367,8 +382,19 @@ impl RolloutPolicy {
     /// The policy's version: a short hash of its spec, recorded in the status of the runs it
     /// governs.
     pub fn version(&self) -> String {
-        let spec = serde_json::to_value(&self.spec).unwrap_or(Value::Null);
-        hash_value(&spec).chars().take(12).collect()
+        self.version
+            .0
+            .get_or_init(|| {
+                let spec = serde_json::to_value(&self.spec).unwrap_or(Value::Null);
+                hash_value(&spec).chars().take(12).collect()
+            })
+            .clone()
+    }
+
+    /// The spec, to change: the version is computed again from the changed spec.
+    pub fn spec_mut(&mut self) -> &mut RolloutPolicySpec {
+        self.version = VersionMemo::default();
+        &mut self.spec
     }
 }
 
@@ -618,5 +644,18 @@ mod tests {
             choose_policy(&promotion, &policies),
             Err(PolicyChoiceError::Missing("nope".into()))
         );
+    }
+
+    #[test]
+    fn the_version_is_computed_once_and_again_after_the_spec_is_changed() {
+        let mut p = policy(serde_json::json!({"onFailure": "Halt"}));
+        let fresh = policy(serde_json::json!({"onFailure": "Halt"}));
+        let version = p.version();
+        assert_eq!(p, fresh, "a computed version does not change equality");
+        assert_eq!(p.clone().version(), version);
+        p.spec_mut().on_failure = OnFailure::Rollback;
+        let changed = policy(serde_json::json!({"onFailure": "Rollback"}));
+        assert_ne!(p.version(), version, "a changed spec has another version");
+        assert_eq!(p.version(), changed.version());
     }
 }
