@@ -124,14 +124,36 @@ fn bench_fleet_step(c: &mut Criterion) {
         current: &snapshot,
         invalid: None,
     };
-    let policy: tollgate_model::policy::RolloutPolicy = serde_json::from_value(json!({
-        "apiVersion": "tollgate.dev/v1alpha1", "kind": "RolloutPolicy",
-        "metadata": {"name": "scale"}, "spec": {"selector": {}},
-    }))
-    .expect("policy");
-    for governed in [false, true] {
+    let policy = |spec: serde_json::Value| -> tollgate_model::policy::RolloutPolicy {
+        serde_json::from_value(json!({
+            "apiVersion": "tollgate.dev/v1alpha1", "kind": "RolloutPolicy",
+            "metadata": {"name": "scale"}, "spec": spec,
+        }))
+        .expect("policy")
+    };
+    let gated: serde_json::Map<String, serde_json::Value> = (0..4)
+        .map(|s| (format!("s{s}"), json!({"analyses": ["error-rate"]})))
+        .collect();
+    let policies = [
+        ("", None),
+        (
+            ", governed by a policy",
+            Some(policy(json!({"selector": {}}))),
+        ),
+        (
+            ", one analysis per stage (two recorded)",
+            Some(policy(
+                json!({"selector": {}, "stages": gated, "analyses": [{
+                "name": "error-rate",
+                "prometheus": {"address": "http://prometheus.example:9090",
+                    "query": "sum(rate(errors{cluster=~\"{{ clustersRegex }}\"}[1m]))"},
+                "successCondition": "result < 0.01"}]}),
+            )),
+        ),
+    ];
+    for (what, policy) in policies {
         let mut world = World::new(DateTime::UNIX_EPOCH + Duration::days(20_000));
-        world.policy = governed.then(|| policy.clone());
+        world.policy = policy;
         for i in 0..1000 {
             world.add_cluster(&format!("c{i}"), &[("shard", &(i % 100).to_string())]);
             if i % 100 == 2 {
@@ -139,7 +161,8 @@ fn bench_fleet_step(c: &mut Criterion) {
             }
         }
         for _ in 0..20 {
-            world.step(desired, &[]);
+            let out = world.step(desired, &[]);
+            answer(&mut world, &out.measurements);
             world.sveltos();
             world.advance(Duration::seconds(1));
         }
@@ -148,10 +171,24 @@ fn bench_fleet_step(c: &mut Criterion) {
             .as_ref()
             .and_then(|s| s.current_stage_name.clone());
         assert_eq!(current.as_deref(), Some("s2"), "stage 3 provisioning");
-        let name = match governed {
-            false => "step: 4 stages of 10 in 1,000 clusters, provisioning",
-            true => "step: 4 stages of 10 in 1,000 clusters, provisioning, governed by a policy",
-        };
-        c.bench_function(name, |b| b.iter(|| world.evaluate(black_box(desired), &[])));
+        let name = format!("step: 4 stages of 10 in 1,000 clusters, provisioning{what}");
+        c.bench_function(&name, |b| {
+            b.iter(|| world.evaluate(black_box(desired), &[]))
+        });
+    }
+}
+
+/// Plays the analysis runner: every measurement due succeeds at once.
+fn answer(world: &mut World, due: &[tollgate_engine::measurement::MeasurementDue]) {
+    for due in due {
+        world
+            .measurements
+            .push(tollgate_engine::measurement::Measurement {
+                key: due.key(),
+                taken_at: world.now,
+                value: Some("0.001".to_string()),
+                verdict: tollgate_model::analysis::MeasurementVerdict::Successful,
+                error: None,
+            });
     }
 }

@@ -60,7 +60,8 @@ impl StageRun<'_, '_> {
         let (wave, total, reached) = (waves.reached, waves.total(), waves.reached_clusters());
         let analyzed = self.analyze_from(done_at, Some(wave), &reached)?;
         if let Some(consumed) = analyzed.consumes.clone() {
-            for run in self.st.analyses.iter_mut().flat_map(|runs| runs.iter_mut()) {
+            let runs = self.st.analyses.as_mut().map(std::sync::Arc::make_mut);
+            for run in runs.into_iter().flat_map(|runs| runs.iter_mut()) {
                 if run.wave == Some(wave) && run.phase == AnalysisPhase::Inconclusive {
                     run.approved_by = Some(consumed.commit.clone());
                 }
@@ -86,7 +87,12 @@ impl StageRun<'_, '_> {
         let Some(policy) = self.policy.clone().filter(|p| !p.analyses.is_empty()) else {
             return Ok(Analyzed::default());
         };
-        let mut runs = self.st.analyses.take().map(|b| *b).unwrap_or_default();
+        let mut runs = self
+            .st
+            .analyses
+            .take()
+            .map(std::sync::Arc::unwrap_or_clone)
+            .unwrap_or_default();
         let outcome = analysis::progress(
             &mut runs,
             &AnalysisInput {
@@ -102,7 +108,7 @@ impl StageRun<'_, '_> {
             },
             provisioned_at,
         );
-        self.st.analyses = Some(Box::new(runs));
+        self.st.analyses = Some(std::sync::Arc::new(runs));
         self.effects.events.extend(outcome.events);
         self.effects.measurements.extend(outcome.due);
         if let Some(next) = outcome.next_due {

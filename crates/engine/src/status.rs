@@ -398,8 +398,10 @@ pub struct StageStatus {
     pub waves: Option<Box<WaveProgress>>,
     /// The stage's analysis runs (RolloutPolicy `stages.<name>.analyses`), once its clusters are
     /// provisioned: measurements, values, verdicts.
+    // Shared: every step copies the status, and only the stage being analysed changes its runs
+    // (copied then, on write).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub analyses: Option<Box<Vec<AnalysisRun>>>,
+    pub analyses: Option<std::sync::Arc<Vec<AnalysisRun>>>,
     /// A retry re-drives the stage's failed and timed-out clusters (`tollgate retry`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<Box<crate::retry_state::StageRetry>>,
