@@ -99,7 +99,8 @@ pub async fn reconcile(
     presence: &GitPresence,
     now: DateTime<Utc>,
 ) -> Result<Outcome, ReconcileError> {
-    let stepped = step(ctx, name, presence, now).await?;
+    let seen = observe(ctx, name, presence);
+    let stepped = step(ctx, &seen, now).await?;
     let Some(given) = stepped.awaits_results else {
         return Ok(stepped.outcome);
     };
@@ -110,10 +111,11 @@ pub async fn reconcile(
     {
         return Ok(stepped.outcome);
     }
-    // The results are in: the step that records them runs now. Its `now` is read again, as the
-    // results were taken after the first one's.
+    // The results are in: the step that records them runs now, from the same observation (the
+    // held step wrote nothing; what changed since touches the promotion for another step). Its
+    // `now` is read again, as the results were taken after the first one's.
     let now = now.max(Utc::now());
-    Ok(step(ctx, name, presence, now).await?.outcome)
+    Ok(step(ctx, &seen, now).await?.outcome)
 }
 
 /// How one pass through the pipeline ended.
@@ -134,20 +136,19 @@ impl From<Outcome> for Stepped {
 
 async fn step(
     ctx: &Context,
-    name: &str,
-    presence: &GitPresence,
+    seen: &Observation<'_>,
     now: DateTime<Utc>,
 ) -> Result<Stepped, ReconcileError> {
-    let seen = observe(ctx, name, presence);
+    let name = seen.name;
     let measured = ctx.analysis.results(name);
-    let planned = plan(&seen, &measured, now);
+    let planned = plan(seen, &measured, now);
     apply(ctx, &planned.actions).await?;
     let removed = matches!(seen.git.translation.desired(), Desired::Removed { .. });
     if removed && planned.actions.is_empty() {
         ctx.analysis.forget(name);
-        return forget(ctx, &seen).await.map(Stepped::from);
+        return forget(ctx, seen).await.map(Stepped::from);
     }
-    record(ctx, &seen, planned, measured, now).await
+    record(ctx, seen, planned, measured, now).await
 }
 
 fn observe<'a>(ctx: &Context, name: &'a str, presence: &'a GitPresence) -> Observation<'a> {
