@@ -28,6 +28,7 @@ pub struct RolloutPolicy {
     pub api_version: String,
     pub kind: String,
     pub metadata: Metadata,
+    /// Change it through [`RolloutPolicy::spec_mut`], which forgets the computed version.
     #[serde(default)]
     pub spec: RolloutPolicySpec,
     /// [`RolloutPolicy::version`], computed once: every step of every promotion the policy
