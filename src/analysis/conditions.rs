@@ -6,12 +6,9 @@
 //!
 //! CEL runs on one thread of its own with a large stack: the parser recurses deeply per nesting
 //! level (see `tollgate-manifest`'s CEL checks), and a runaway condition must not overflow a
-//! runtime worker. Conditions of at most [`INLINE_CONDITION_BYTES`] are the exception: too short
-//! to nest deeply, they are judged on the calling thread, as the hop to the CEL thread and back
-//! cost more than judging them. Compiled programs are kept by their text, and the standard
-//! library's environment is built once per thread (building it was most of an evaluation's cost).
+//! runtime worker. Compiled programs are kept by their text, and the standard library's
+//! environment is built once (building it was most of an evaluation's cost).
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, mpsc};
@@ -26,49 +23,12 @@ use super::observation::ResultValue;
 const CEL_STACK_BYTES: usize = 64 * 1024 * 1024;
 /// Programs kept compiled; past this the cache starts over (policies rarely hold many).
 const PROGRAMS_KEPT: usize = 512;
-/// Conditions this short (each), nested at most [`INLINE_NESTING`] deep, are judged on the
-/// calling thread: the parser's recursion stays far below what a runtime worker's stack holds
-/// (each bracket costs a dozen frames; 27 nested brackets overflow a 2 MiB debug-build stack).
-pub const INLINE_CONDITION_BYTES: usize = 64;
-pub const INLINE_NESTING: usize = 2;
-
-thread_local! {
-    /// The evaluator of the conditions judged on this thread.
-    static INLINE: RefCell<Evaluator> = RefCell::new(Evaluator::default());
-}
 
 /// An analysis's conditions.
 #[derive(Clone, Debug, Default)]
 pub struct Conditions {
     pub success: Option<String>,
     pub failure: Option<String>,
-}
-
-impl Conditions {
-    /// Short and shallow enough to be judged on the calling thread.
-    fn short(&self) -> bool {
-        [&self.success, &self.failure]
-            .into_iter()
-            .flatten()
-            .all(|text| text.len() <= INLINE_CONDITION_BYTES && nesting(text) <= INLINE_NESTING)
-    }
-}
-
-/// The deepest bracket nesting of a condition's text (brackets in string literals count too:
-/// an overestimate only sends the condition to the CEL thread).
-fn nesting(text: &str) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    for c in text.chars() {
-        match c {
-            '(' | '[' | '{' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            ')' | ']' | '}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
 }
 
 /// The verdict, or why the conditions could not judge.
@@ -97,11 +57,6 @@ impl Judge {
     }
 
     pub async fn judge(&self, conditions: Conditions, result: ResultValue) -> Judgement {
-        if conditions.short() {
-            return INLINE.with(|evaluator| {
-                judge_guarded(&conditions, &result, &mut evaluator.borrow_mut())
-            });
-        }
         let (reply, answer) = oneshot::channel();
         let job = Job {
             conditions,
@@ -127,23 +82,17 @@ struct Evaluator {
 fn serve(queue: &mpsc::Receiver<Job>) {
     let mut evaluator = Evaluator::default();
     for job in queue {
-        let judged = judge_guarded(&job.conditions, &job.result, &mut evaluator);
+        let judged = catch_unwind(AssertUnwindSafe(|| {
+            judge(&job.conditions, &job.result, &mut evaluator)
+        }))
+        .unwrap_or_else(|_| {
+            Err(
+                "the CEL evaluator failed on this condition (a bug in it); simplify the condition"
+                    .to_string(),
+            )
+        });
         let _ = job.reply.send(judged);
     }
-}
-
-/// [`judge`], with a panic in the CEL crate reported as an error of the condition.
-fn judge_guarded(
-    conditions: &Conditions,
-    result: &ResultValue,
-    evaluator: &mut Evaluator,
-) -> Judgement {
-    catch_unwind(AssertUnwindSafe(|| judge(conditions, result, evaluator))).unwrap_or_else(|_| {
-        Err(
-            "the CEL evaluator failed on this condition (a bug in it); simplify the condition"
-                .to_string(),
-        )
-    })
 }
 
 /// Argo Rollouts' rule over the two conditions.
@@ -329,36 +278,5 @@ mod tests {
             judged.is_ok() || judged.is_err(),
             "answered without overflowing"
         );
-    }
-
-    #[tokio::test]
-    async fn short_conditions_are_judged_on_the_calling_thread_long_ones_on_the_cel_thread() {
-        // A judge whose CEL thread is gone: only what is judged inline gets a verdict.
-        let (jobs, queue) = mpsc::channel::<Job>();
-        drop(queue);
-        let judge = Judge { jobs };
-        let success = |text: String| Conditions {
-            success: Some(text),
-            failure: None,
-        };
-        let inline = [
-            "result < 0.01".to_string(),
-            "((result < 1)) && [1, 2].size() == 2".to_string(),
-            format!("{}true", "!!".repeat(30)),
-        ];
-        for text in inline {
-            assert!(text.len() <= INLINE_CONDITION_BYTES, "{text}");
-            let judged = judge.judge(success(text.clone()), ResultValue::Number(0.001));
-            assert_eq!(judged.await, Ok(Successful), "{text} is judged inline");
-        }
-        let stopped = Err("the condition evaluator stopped".to_string());
-        let on_the_cel_thread = [
-            format!("result < 1 && {}", "result >= 0 && ".repeat(4) + "true"),
-            format!("{}result{} < 1", "(".repeat(3), ")".repeat(3)),
-        ];
-        for text in on_the_cel_thread {
-            let judged = judge.judge(success(text.clone()), ResultValue::Number(0.1));
-            assert_eq!(judged.await, stopped, "{text} is not judged inline");
-        }
     }
 }
