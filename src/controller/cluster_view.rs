@@ -1,6 +1,7 @@
 //! What the scheduler reads of the management cluster: a few questions answered from the watches'
 //! in-memory caches (no request), behind a trait so that its tests answer them from plain sets.
 
+use super::reconcile::Context;
 use crate::cluster::observe::ObservedCaches;
 use crate::cluster::statuses::StatusCache;
 
@@ -20,6 +21,16 @@ pub trait ClusterView {
 pub struct Cached<'a> {
     pub caches: &'a ObservedCaches,
     pub statuses: &'a StatusCache,
+}
+
+impl<'a> Cached<'a> {
+    /// The caches of the controller's context.
+    pub fn of(ctx: &'a Context) -> Self {
+        Cached {
+            caches: &ctx.caches,
+            statuses: &ctx.statuses,
+        }
+    }
 }
 
 impl ClusterView for Cached<'_> {

@@ -81,10 +81,7 @@ impl Shell {
             let commands = self.scheduler.on_lease(self.leader.is_leader());
             self.execute(commands);
             self.ctx.statuses.forget_caught_up();
-            let cluster = Cached {
-                caches: &self.ctx.caches,
-                statuses: &self.ctx.statuses,
-            };
+            let cluster = Cached::of(&self.ctx);
             self.scheduler.on_turn(&cluster);
             let now = Utc::now();
             let steps = self.scheduler.due(now);
@@ -103,20 +100,14 @@ impl Shell {
             // Logged once where it happened (the source); here it only feeds the sync metrics.
             debug!(%error, "git source error");
         }
-        let cluster = Cached {
-            caches: &self.ctx.caches,
-            statuses: &self.ctx.statuses,
-        };
+        let cluster = Cached::of(&self.ctx);
         self.ctx.dependencies.absorb(&update);
         let commands = self.scheduler.on_git(&update, &cluster);
         self.execute(commands);
     }
 
     fn on_touch(&mut self, touch: Touch) {
-        let cluster = Cached {
-            caches: &self.ctx.caches,
-            statuses: &self.ctx.statuses,
-        };
+        let cluster = Cached::of(&self.ctx);
         // A promotion's status changed: those that depend on it look again (issue #34).
         let dependants: Vec<String> = match &touch {
             Touch::Promotions(names) => names
@@ -212,10 +203,7 @@ impl Shell {
         if dependants.is_empty() {
             return;
         }
-        let cluster = Cached {
-            caches: &self.ctx.caches,
-            statuses: &self.ctx.statuses,
-        };
+        let cluster = Cached::of(&self.ctx);
         self.scheduler
             .on_touch(Touch::Promotions(dependants), &cluster);
     }
