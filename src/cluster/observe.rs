@@ -10,6 +10,7 @@ use std::sync::{Arc, RwLock};
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use serde_json::Value;
+use tollgate_engine::fleet::Fleet;
 use tollgate_engine::{Observed, ObservedCluster, ObservedProfile};
 use tollgate_model::model::TimeWindow;
 use tollgate_model::window::Window;
@@ -36,7 +37,7 @@ pub struct ObservedCaches {
     pub clusters: Arc<IndexedCache<ObservedCluster>>,
     /// The fleet as every step sees it, rebuilt only when the cluster cache changed: a copy per
     /// step made cold start O(promotions × clusters).
-    fleet: RwLock<Option<(u64, Arc<Vec<ObservedCluster>>)>>,
+    fleet: RwLock<Option<(u64, Arc<Fleet>)>>,
 }
 
 impl ObservedCaches {
@@ -84,7 +85,7 @@ impl ObservedCaches {
     }
 
     /// The shared fleet snapshot, rebuilt if the cluster cache moved on since it was taken.
-    fn fleet(&self) -> Arc<Vec<ObservedCluster>> {
+    fn fleet(&self) -> Arc<Fleet> {
         let generation = self.clusters.generation();
         if let Some((taken_at, fleet)) = self
             .fleet
@@ -96,7 +97,7 @@ impl ObservedCaches {
             return fleet.clone();
         }
         let (generation, clusters) = self.clusters.all_sorted();
-        let fleet = Arc::new(clusters);
+        let fleet = Arc::new(Fleet::new(clusters));
         *self.fleet.write().unwrap_or_else(|e| e.into_inner()) = Some((generation, fleet.clone()));
         fleet
     }

@@ -141,8 +141,8 @@ pub(crate) fn members(expected: &AppliedExpectation<'_>, observed: &Observed) ->
 pub(crate) fn selected(selector: &LabelSelector, observed: &Observed) -> Vec<String> {
     let mut keys: Vec<String> = observed
         .clusters
-        .iter()
-        .filter(|c| c.selected_by(selector))
+        .labelled(selector)
+        .filter(|c| c.ready)
         .map(|c| cluster_key(&c.namespace, &c.name))
         .collect();
     keys.sort();
@@ -153,8 +153,8 @@ pub(crate) fn selected(selector: &LabelSelector, observed: &Observed) -> Vec<Str
 pub(crate) fn targeted(selector: &LabelSelector, observed: &Observed) -> Vec<String> {
     let mut keys: Vec<String> = observed
         .clusters
-        .iter()
-        .filter(|c| c.targeted_by(selector))
+        .labelled(selector)
+        .filter(|c| c.targetable())
         .map(|c| cluster_key(&c.namespace, &c.name))
         .collect();
     keys.sort();

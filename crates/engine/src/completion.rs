@@ -55,8 +55,8 @@ pub struct Completion {
 pub fn check(expected: &AppliedExpectation<'_>, observed: &Observed) -> Completion {
     let matching: Vec<(&str, &str)> = observed
         .clusters
-        .iter()
-        .filter(|c| c.targeted_by(expected.selector))
+        .labelled(expected.selector)
+        .filter(|c| c.targetable())
         .filter(|c| expected.targets_cluster(&c.namespace, &c.name))
         .map(|c| (c.namespace.as_str(), c.name.as_str()))
         .collect();
@@ -278,7 +278,7 @@ mod tests {
                 summary("c", &older, at),
                 summary("d", &older, at),
             ],
-            clusters: Arc::new(clusters.to_vec()),
+            clusters: Arc::new(clusters.to_vec().into()),
         };
         let selector = LabelSelector {
             match_labels: LabelMap::from_iter([("env".to_string(), "s1".to_string())]),

@@ -28,6 +28,7 @@ pub mod drift;
 mod effects;
 pub mod fast_rollback;
 pub mod features;
+pub mod fleet;
 mod gate;
 pub mod input;
 pub mod lineage;

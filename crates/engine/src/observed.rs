@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+pub use crate::fleet::{Fleet, ObservedCluster};
 pub use crate::observed_spec::{ObservedSpec, SpecField, WeakField, WeakSpec};
 use chrono::{DateTime, Utc};
-use tollgate_model::window::{Window, WindowState};
 use tollgate_render::{
     MANAGED_BY_LABEL, MANAGED_BY_VALUE, PROMOTION_LABEL, SNAPSHOT_INDEX_ANNOTATION,
     SPEC_HASH_ANNOTATION, STAGE_LABEL, VERIFICATION_LABEL,
@@ -21,7 +21,7 @@ pub struct Observed {
     pub summaries: Vec<ObservedSummary>,
     /// SveltosClusters and CAPI Clusters. Shared: every promotion sees the same fleet, and a
     /// copy per step would cost O(fleet) per step.
-    pub clusters: Arc<Vec<ObservedCluster>>,
+    pub clusters: Arc<Fleet>,
 }
 
 /// A ClusterProfile as the engine reads it: its name, spec and the labels and annotations tollgate
@@ -146,53 +146,6 @@ impl FeatureSummary {
 }
 
 pub const PROVISIONED: &str = "Provisioned";
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ObservedCluster {
-    pub namespace: String,
-    pub name: String,
-    pub labels: BTreeMap<String, String>,
-    /// SveltosCluster `status.ready`, or CAPI control plane initialised; not being deleted.
-    pub ready: bool,
-    /// SveltosCluster `spec.paused`: it gets a ClusterSummary but nothing is deployed to it.
-    pub paused: bool,
-    /// A Cluster API `Cluster` (else a `SveltosCluster`): how a `clusterRefs` entry names it.
-    pub capi: bool,
-    /// SveltosCluster `spec.activeWindow`, parsed: outside it Sveltos pauses the cluster. `None`
-    /// when absent (or unparsable: Sveltos cannot evaluate it either, so never pauses by it).
-    pub active_window: Option<Window>,
-}
-
-impl ObservedCluster {
-    /// Sveltos deploys nothing to it at `now`: `spec.paused`, or its `activeWindow` is closed
-    /// (docs/rollout-policy.md#paused-clusters). Pure: `now` is an argument.
-    pub fn paused_at(&self, now: DateTime<Utc>) -> bool {
-        self.paused
-            || self
-                .active_window
-                .as_ref()
-                .is_some_and(|w| matches!(w.state_at(now), WindowState::Closed { .. }))
-    }
-
-    /// When its pause state changes next by its `activeWindow` (it opens or closes), if it has one.
-    pub fn next_window_change(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let window = self.active_window.as_ref()?;
-        Some(match window.state_at(now) {
-            WindowState::Open { closes_at } => closes_at,
-            WindowState::Closed { opens_at } => opens_at,
-        })
-    }
-
-    /// Ready and selected by `selector`, paused or not: a stage's member.
-    pub fn selected_by(&self, selector: &tollgate_model::model::LabelSelector) -> bool {
-        self.ready && selector.matches(&self.labels)
-    }
-
-    /// A stage with `selector` targets it now: ready, not paused, and selected.
-    pub fn targeted_by(&self, selector: &tollgate_model::model::LabelSelector) -> bool {
-        self.ready && !self.paused && selector.matches(&self.labels)
-    }
-}
 
 /// `namespace/name` of a cluster.
 pub(crate) fn cluster_key(namespace: &str, name: &str) -> String {

@@ -180,7 +180,7 @@ mod tests {
 
     fn observed(clusters: Vec<ObservedCluster>) -> Observed {
         Observed {
-            clusters: Arc::new(clusters),
+            clusters: Arc::new(clusters.into()),
             ..Default::default()
         }
     }

@@ -218,7 +218,7 @@ impl<'i> Simulator<'i> {
             None => (fleet::assumed(promotion, input.policy), true),
         };
         let observed = Observed {
-            clusters: Arc::new(fleet),
+            clusters: Arc::new(fleet.into()),
             ..Observed::default()
         };
         let mut history = input.history.to_vec();

@@ -58,7 +58,7 @@ pub struct Stage {
 }
 
 /// A Kubernetes label selector. An empty selector matches no cluster (Sveltos semantics).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LabelSelector {
     /// A sorted slice rather than a `BTreeMap`: one label would otherwise cost a whole B-tree
@@ -86,7 +86,7 @@ impl LabelSelector {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LabelSelectorRequirement {
     pub key: String,
