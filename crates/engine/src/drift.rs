@@ -14,35 +14,58 @@ use tollgate_render::{
 use crate::observed::ObservedProfile;
 use crate::subset::carries;
 
-/// What tollgate set on a stage's main profile, as the watch cache can compare it.
+/// What tollgate set on a stage's main profile, as the watch cache can compare it (the spec
+/// itself is rendered only when its hash does not settle it, see [`untouched`]).
 pub struct Expected<'a> {
     pub promotion: &'a str,
     pub stage: &'a str,
-    pub spec: &'a Value,
-    /// `tollgate.dev/spec-hash` of that apply.
+    /// `tollgate.dev/spec-hash` of that apply: the hash of the spec it applied.
     pub spec_hash: &'a str,
     /// [`tollgate_render::snapshot_digest`] of the run's snapshot.
     pub snapshot_annotations: u64,
 }
 
+/// The profile carries exactly the spec tollgate applied (by its hash) and everything else
+/// tollgate set: nothing drifted, known without rendering the spec. `false` only says to compare
+/// fields ([`drifted_fields`]): a server default added to the spec is not drift either.
+pub fn untouched(expected: &Expected<'_>, observed: Option<&ObservedProfile>) -> bool {
+    observed.is_some_and(|observed| {
+        !observed.deleting
+            && observed.spec.hash() == expected.spec_hash
+            && metadata_fields(expected, observed).is_empty()
+    })
+}
+
 /// The fields of a generated profile that differ from what tollgate set, by path
 /// (`spec.helmCharts`, `metadata.labels[tollgate.dev/stage]`, …); `["deleted"]` when it is gone.
 /// Empty when the profile carries everything tollgate set.
-pub fn drifted_fields(expected: &Expected<'_>, observed: Option<&ObservedProfile>) -> Vec<String> {
+/// `spec` is the spec that apply set (its hash `expected.spec_hash`).
+pub fn drifted_fields(
+    expected: &Expected<'_>,
+    spec: &Value,
+    observed: Option<&ObservedProfile>,
+) -> Vec<String> {
     let Some(observed) = observed.filter(|p| !p.deleting) else {
         return vec!["deleted".to_string()];
     };
     let mut fields = Vec::new();
-    if let Some(spec) = expected.spec.as_object()
-        && !observed.spec.is(expected.spec)
+    if let Some(fields_set) = spec.as_object()
+        && !observed.spec.is(spec)
     {
         let observed_spec = observed.spec.value();
-        for (key, value) in spec {
+        for (key, value) in fields_set {
             if !carries(value, observed_spec.get(key)) {
                 fields.push(format!("spec.{key}"));
             }
         }
     }
+    fields.extend(metadata_fields(expected, observed));
+    fields
+}
+
+/// The labels and annotations tollgate set that the profile no longer carries, by path.
+fn metadata_fields(expected: &Expected<'_>, observed: &ObservedProfile) -> Vec<String> {
+    let mut fields = Vec::new();
     let labels = [
         (MANAGED_BY_LABEL, observed.managed_by_tollgate),
         (
@@ -118,10 +141,10 @@ mod tests {
             &Expected {
                 promotion: "p",
                 stage: "dev",
-                spec: &object["spec"],
                 spec_hash: "s",
                 snapshot_annotations: as_applied.snapshot_annotations,
             },
+            &object["spec"],
             observed_object,
         )
     }
@@ -161,6 +184,60 @@ mod tests {
                 "metadata.annotations[tollgate.dev/spec-hash]"
             ]
         );
+    }
+
+    /// Whether the profile applied from [`expected`] (annotated with its spec's hash), after
+    /// `edit`, is [`untouched`]; `None` when `edit` deletes it.
+    fn untouched_after(edit: impl FnOnce(&mut Value) -> Option<ObservedProfile>) -> bool {
+        let mut object = expected();
+        let applied_hash = tollgate_model::hash::hash_value(&object["spec"]);
+        object["metadata"]["annotations"][SPEC_HASH_ANNOTATION] = json!(applied_hash);
+        let expected = Expected {
+            promotion: "p",
+            stage: "dev",
+            spec_hash: &applied_hash,
+            snapshot_annotations: observed(&object).snapshot_annotations,
+        };
+        let after = edit(&mut object);
+        untouched(&expected, after.as_ref())
+    }
+
+    #[test]
+    fn a_spec_edited_by_hand_is_not_untouched_though_its_annotations_are() {
+        assert!(!untouched_after(|object| {
+            object["spec"]["helmCharts"][0]["chartVersion"] = json!("9.9.9");
+            Some(observed(object))
+        }));
+    }
+
+    #[test]
+    fn edited_labels_and_deletions_are_not_untouched() {
+        assert!(!untouched_after(|object| {
+            object["metadata"]["labels"][PROMOTION_LABEL] = json!("other");
+            Some(observed(object))
+        }));
+        assert!(!untouched_after(|object| {
+            object["metadata"]["annotations"][SPEC_HASH_ANNOTATION] = json!("other");
+            Some(observed(object))
+        }));
+        assert!(!untouched_after(|object| {
+            let mut deleting = observed(object);
+            deleting.deleting = true;
+            Some(deleting)
+        }));
+        assert!(!untouched_after(|_| None));
+    }
+
+    #[test]
+    fn the_profile_as_applied_is_untouched_and_a_server_default_sends_to_the_fields() {
+        assert!(untouched_after(|object| Some(observed(object))));
+        assert!(!untouched_after(|object| {
+            object["spec"]["stopMatchingBehavior"] = json!("WithdrawPolicies");
+            Some(observed(object))
+        }));
+        let mut object = expected();
+        object["spec"]["stopMatchingBehavior"] = json!("WithdrawPolicies");
+        assert!(drifted(Some(&observed(&object))).is_empty());
     }
 
     #[test]

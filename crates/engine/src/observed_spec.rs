@@ -10,10 +10,10 @@
 
 use std::cell::RefCell;
 use std::fmt;
-use std::sync::{Arc, LazyLock, Weak};
+use std::sync::{Arc, LazyLock, OnceLock, Weak};
 
 use serde_json::Value;
-use tollgate_model::hash::{canonical_field, canonical_json};
+use tollgate_model::hash::{canonical_field, canonical_json, hash_canonical_text};
 
 use crate::subset::first_field_out_of_sync;
 
@@ -21,7 +21,23 @@ use crate::subset::first_field_out_of_sync;
 /// interns it, so a profile and all its summaries share one copy, and its fields, so specs that
 /// differ in one field share the others.
 #[derive(Clone)]
-pub struct ObservedSpec(Arc<SpecText>);
+pub struct ObservedSpec(Arc<Spec>);
+
+struct Spec {
+    text: SpecText,
+    /// [`tollgate_model::hash::hash_value`] of the spec, computed when first asked: drift is
+    /// checked on every applied stage every step, by comparing it with the hash tollgate applied.
+    hash: OnceLock<Box<str>>,
+}
+
+impl Spec {
+    fn new(text: SpecText) -> Arc<Spec> {
+        Arc::new(Spec {
+            text,
+            hash: OnceLock::new(),
+        })
+    }
+}
 
 enum SpecText {
     /// An object: its fields' text in key order, `{` + fields joined by `,` + `}`.
@@ -36,7 +52,7 @@ enum SpecText {
 pub struct SpecField(Arc<Box<str>>);
 
 static NULL: LazyLock<ObservedSpec> =
-    LazyLock::new(|| ObservedSpec(Arc::new(SpecText::Other(Box::from("null")))));
+    LazyLock::new(|| ObservedSpec(Spec::new(SpecText::Other(Box::from("null")))));
 
 impl ObservedSpec {
     /// The spec of `value`, canonicalised, sharing nothing.
@@ -59,7 +75,7 @@ impl ObservedSpec {
             }
             other => SpecText::Other(canonical_json(other).into_boxed_str()),
         };
-        ObservedSpec(Arc::new(text))
+        ObservedSpec(Spec::new(text))
     }
 
     /// No spec (`null`): an object without one.
@@ -68,12 +84,12 @@ impl ObservedSpec {
     }
 
     pub fn is_null(&self) -> bool {
-        matches!(&*self.0, SpecText::Other(text) if &**text == "null")
+        matches!(&self.0.text, SpecText::Other(text) if &**text == "null")
     }
 
     /// The canonical JSON text ([`canonical_json`]).
     pub fn text(&self) -> String {
-        match &*self.0 {
+        match &self.0.text {
             SpecText::Object(fields) => {
                 let mut text = String::from("{");
                 for (i, field) in fields.iter().enumerate() {
@@ -91,7 +107,7 @@ impl ObservedSpec {
 
     /// Whether [`Self::text`] is `canonical`, without building it.
     pub fn has_text(&self, canonical: &str) -> bool {
-        let fields = match &*self.0 {
+        let fields = match &self.0.text {
             SpecText::Object(fields) => fields,
             SpecText::Other(text) => return **text == *canonical,
         };
@@ -116,6 +132,14 @@ impl ObservedSpec {
     pub fn value(&self) -> Value {
         // The text is canonical JSON, so it parses; `Null` only guards the type.
         serde_json::from_str(&self.text()).unwrap_or(Value::Null)
+    }
+
+    /// Its [`tollgate_model::hash::hash_value`] (what `tollgate.dev/spec-hash` records for the
+    /// spec tollgate applies), computed once.
+    pub fn hash(&self) -> &str {
+        self.0
+            .hash
+            .get_or_init(|| hash_canonical_text(&self.text()).into_boxed_str())
     }
 
     /// Exactly `value` (so it carries all of it), without parsing.
@@ -150,7 +174,7 @@ impl SpecField {
 }
 
 /// An [`ObservedSpec`] held without keeping it alive.
-pub struct WeakSpec(Weak<SpecText>);
+pub struct WeakSpec(Weak<Spec>);
 
 impl WeakSpec {
     /// The spec, while anything still holds it.
@@ -182,7 +206,7 @@ impl WeakField {
 /// Equal text.
 impl PartialEq for ObservedSpec {
     fn eq(&self, other: &Self) -> bool {
-        match (&*self.0, &*other.0) {
+        match (&self.0.text, &other.0.text) {
             (SpecText::Object(mine), SpecText::Object(theirs)) => mine == theirs,
             (SpecText::Other(mine), SpecText::Other(theirs)) => mine == theirs,
             // An object's text is never that of anything else.
@@ -243,6 +267,20 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn the_hash_is_the_hash_of_the_spec_tollgate_would_record() {
+        let spec = json!({"tier": 100, "helmCharts": [{"b": 1, "a": "é"}]});
+        let observed = ObservedSpec::of(&spec);
+        assert_eq!(observed.hash(), tollgate_model::hash::hash_value(&spec));
+        assert_eq!(observed.hash(), observed.hash(), "computed once, kept");
+        let edited = ObservedSpec::of(&json!({"tier": 101, "helmCharts": [{"b": 1, "a": "é"}]}));
+        assert_ne!(edited.hash(), observed.hash());
+        assert_eq!(
+            ObservedSpec::null().hash(),
+            tollgate_model::hash::hash_value(&serde_json::Value::Null)
+        );
+    }
 
     #[test]
     fn equal_specs_in_any_key_order_have_the_same_text() {

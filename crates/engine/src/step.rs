@@ -823,21 +823,25 @@ impl<'i, 'a> Run<'i, 'a> {
                 (Some(trigger), true) => trigger.post_delay_health_checks(),
                 _ => &[],
             };
-            let spec = waves::main_spec(self.snapshot, stage, checks, st.waves.as_deref());
-            // Without appended checks the spec is pinned by the run's hashes, so the recorded
-            // hash is its hash (no need to compute it); with them, a trigger edit within the run
-            // may have changed the checks, and then what was applied is not known.
-            if st.post_delay_checks_applied && spec_hash(&spec) != st.applied_spec_hash {
-                continue;
-            }
             let expected = drift::Expected {
                 promotion: self.name(),
                 stage: &st.name,
-                spec: &spec,
                 spec_hash: &st.applied_spec_hash,
                 snapshot_annotations,
             };
-            let fields = drift::drifted_fields(&expected, self.observed().profiles.get(&profile));
+            let observed = self.observed().profiles.get(&profile);
+            // Without appended checks the spec is pinned by the run's hashes, so the recorded
+            // hash is its hash: a profile carrying that hash is untouched, without rendering.
+            // With them, a trigger edit within the run may have changed the checks, and then
+            // what was applied is not known.
+            if !st.post_delay_checks_applied && drift::untouched(&expected, observed) {
+                continue;
+            }
+            let spec = waves::main_spec(self.snapshot, stage, checks, st.waves.as_deref());
+            if st.post_delay_checks_applied && spec_hash(&spec) != st.applied_spec_hash {
+                continue;
+            }
+            let fields = drift::drifted_fields(&expected, &spec, observed);
             if !fields.is_empty() {
                 let object = waves::main_object(self.snapshot, stage, checks, st.waves.as_deref());
                 drifted.push((profile, object, fields));

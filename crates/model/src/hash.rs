@@ -131,6 +131,11 @@ pub fn hash_value(value: &Value) -> String {
     digest_base64(&canonical)
 }
 
+/// [`hash_value`] of the value whose [`canonical_json`] is `canonical`.
+pub fn hash_canonical_text(canonical: &str) -> String {
+    digest_base64(canonical.as_bytes())
+}
+
 fn digest_base64(canonical: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(Sha256::digest(canonical))
 }
