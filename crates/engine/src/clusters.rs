@@ -6,7 +6,7 @@
 //! a feature that apply changed, reports a status written after it: a Failed left over from the
 //! content before is not this content's failure.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use tollgate_model::model::LabelSelector;
@@ -167,13 +167,13 @@ pub(crate) fn report(
     judging: &Judging<'_>,
 ) -> ClusterReport {
     let matching = matching(expected, observed);
-    let summaries: HashMap<String, &ObservedSummary> = observed
-        .summaries
-        .iter()
-        .filter(|s| &*s.profile_name == expected.profile)
-        .filter(|s| expected.targets_cluster(&s.namespace, &s.cluster_name))
-        .map(|s| (cluster_key(&s.namespace, &s.cluster_name), s))
-        .collect();
+    let summaries = SummariesByCluster::new(
+        observed
+            .summaries
+            .iter()
+            .filter(|s| &*s.profile_name == expected.profile)
+            .filter(|s| expected.targets_cluster(&s.namespace, &s.cluster_name)),
+    );
     let current = profile_current(expected, observed);
     let criteria = SummaryCriteria::new(expected);
     let mut report = ClusterReport::default();
@@ -246,6 +246,32 @@ pub(crate) fn report(
         }
     }
     report
+}
+
+/// A stage's ClusterSummaries by cluster, found by `namespace/name` without formatting a key
+/// per summary (this runs for every stage judged in every step).
+struct SummariesByCluster<'a>(Vec<&'a ObservedSummary>);
+
+impl<'a> SummariesByCluster<'a> {
+    fn new(summaries: impl Iterator<Item = &'a ObservedSummary>) -> Self {
+        let mut sorted: Vec<&ObservedSummary> = summaries.collect();
+        // Stable: of two summaries for one cluster, the later one is found (as a map keeps it).
+        sorted.sort_by(|a, b| Self::cluster(a).cmp(&Self::cluster(b)));
+        SummariesByCluster(sorted)
+    }
+
+    fn cluster(summary: &ObservedSummary) -> (&str, &str) {
+        (&summary.namespace, &summary.cluster_name)
+    }
+
+    fn get(&self, key: &str) -> Option<&'a ObservedSummary> {
+        let (namespace, name) = key.split_once('/')?;
+        let after = self
+            .0
+            .partition_point(|s| Self::cluster(s) <= (namespace, name));
+        let last = *self.0.get(after.checked_sub(1)?)?;
+        (Self::cluster(last) == (namespace, name)).then_some(last)
+    }
 }
 
 impl Judging<'_> {
@@ -340,5 +366,42 @@ fn summary_state(
     match summary_problem(summary, expected, criteria) {
         None => (ClusterState::Provisioned, None),
         Some(problem) => (ClusterState::Provisioning, Some(problem)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(namespace: &str, cluster: &str, name: &str) -> ObservedSummary {
+        ObservedSummary {
+            namespace: namespace.into(),
+            name: name.into(),
+            cluster_name: cluster.into(),
+            ..ObservedSummary::default()
+        }
+    }
+
+    #[test]
+    fn summaries_are_found_by_cluster_key_and_the_later_of_two_wins() {
+        let all = [
+            summary("fleet", "b", "first"),
+            summary("fleet-x", "a", "other-namespace"),
+            summary("fleet", "a", "a"),
+            summary("fleet", "b", "second"),
+        ];
+        let found = SummariesByCluster::new(all.iter());
+        let name = |key: &str| found.get(key).map(|s| s.name.to_string());
+        assert_eq!(name("fleet/a").as_deref(), Some("a"));
+        assert_eq!(name("fleet-x/a").as_deref(), Some("other-namespace"));
+        assert_eq!(name("fleet/b").as_deref(), Some("second"));
+        assert_eq!(name("fleet/c"), None);
+        assert_eq!(name("fleet"), None, "not a namespace/name key");
+        assert_eq!(
+            SummariesByCluster::new([].iter())
+                .get("fleet/a")
+                .map(|s| s.name.clone()),
+            None
+        );
     }
 }
