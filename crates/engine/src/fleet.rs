@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::{Deref, DerefMut};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use tollgate_model::model::LabelSelector;
 
@@ -25,6 +25,8 @@ pub struct Fleet {
     clusters: Vec<ObservedCluster>,
     /// Selector → positions in `clusters` of those whose labels it matches.
     matched: RwLock<HashMap<LabelSelector, Arc<[u32]>>>,
+    /// Positions of the clusters Sveltos may pause (see [`Fleet::pausable`]).
+    pausable: OnceLock<Box<[u32]>>,
 }
 
 impl Fleet {
@@ -32,7 +34,17 @@ impl Fleet {
         Fleet {
             clusters,
             matched: RwLock::default(),
+            pausable: OnceLock::new(),
         }
+    }
+
+    /// The clusters Sveltos may pause: `spec.paused`, or with an `activeWindow`. No other is
+    /// ever [`ObservedCluster::paused_at`] any time.
+    pub fn pausable(&self) -> impl Iterator<Item = &ObservedCluster> + '_ {
+        let positions = self
+            .pausable
+            .get_or_init(|| positions(&self.clusters, |c| c.paused || c.active_window.is_some()));
+        positions.iter().map(|&i| &self.clusters[i as usize])
     }
 
     /// The clusters whose labels `selector` matches (ready or not, paused or not), in fleet
@@ -51,13 +63,8 @@ impl Fleet {
             return positions.clone();
         }
         drop(remembered);
-        let positions: Arc<[u32]> = self
-            .clusters
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| selector.matches(&c.labels))
-            .map(|(i, _)| u32::try_from(i).expect("fewer than 2^32 clusters"))
-            .collect();
+        let positions: Arc<[u32]> =
+            positions(&self.clusters, |c| selector.matches(&c.labels)).into();
         let mut remembered = self.matched.write().unwrap_or_else(|e| e.into_inner());
         if remembered.len() >= SELECTORS_REMEMBERED {
             remembered.clear();
@@ -65,6 +72,19 @@ impl Fleet {
         remembered.insert(selector.clone(), positions.clone());
         positions
     }
+}
+
+/// The positions of the clusters `wanted`.
+fn positions(
+    clusters: &[ObservedCluster],
+    wanted: impl Fn(&ObservedCluster) -> bool,
+) -> Box<[u32]> {
+    clusters
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| wanted(c))
+        .map(|(i, _)| u32::try_from(i).expect("fewer than 2^32 clusters"))
+        .collect()
 }
 
 impl From<Vec<ObservedCluster>> for Fleet {
@@ -88,6 +108,7 @@ impl DerefMut for Fleet {
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
+        self.pausable = OnceLock::new();
         &mut self.clusters
     }
 }
@@ -210,6 +231,22 @@ mod tests {
         fleet.truncate(1);
         assert_eq!(names(fleet.labelled(&shard("2"))), ["a"]);
         assert_eq!(names(copy.labelled(&shard("2"))), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn only_clusters_with_a_pause_or_a_window_are_pausable_and_a_change_is_seen() {
+        let mut fleet = Fleet::new(vec![cluster("a", "1"), cluster("b", "1")]);
+        fleet[1].paused = true;
+        assert_eq!(names(fleet.pausable()), ["b"]);
+        fleet[0].active_window = Some(
+            Window::parse(&tollgate_model::model::TimeWindow {
+                from: "0 2 * * *".into(),
+                to: "0 4 * * *".into(),
+            })
+            .expect("window"),
+        );
+        fleet[1].paused = false;
+        assert_eq!(names(fleet.pausable()), ["a"]);
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub(crate) fn paused_members(
     if members.is_empty() {
         return paused;
     }
-    for cluster in observed.clusters.iter().filter(|c| c.paused_at(now)) {
+    for cluster in observed.clusters.pausable().filter(|c| c.paused_at(now)) {
         let key = cluster_key(&cluster.namespace, &cluster.name);
         if members.binary_search(&key).is_ok() {
             paused.insert(key, why_paused(cluster, now));
@@ -136,7 +136,7 @@ pub(crate) fn next_window_change<'k>(
 ) -> Option<DateTime<Utc>> {
     let windowed: HashMap<String, &ObservedCluster> = observed
         .clusters
-        .iter()
+        .pausable()
         .filter(|c| c.active_window.is_some())
         .map(|c| (cluster_key(&c.namespace, &c.name), c))
         .collect();
