@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
+use serde::Serialize;
 use serde_json::Value;
 use tracing::{debug, info, warn};
 
@@ -204,31 +205,35 @@ impl ClusterWriter {
     /// Replaces the status, conditional on `resource_version` (409 → [`ClusterError::Conflict`]:
     /// someone else wrote since we read; the caller re-reads and recomputes). Returns the new
     /// resourceVersion.
-    pub async fn write_status(
+    /// The status is serialized once, straight into the request body (a `Value` tree built
+    /// first cost as much as the write's own serialization).
+    pub async fn write_status<S: Serialize + Sync>(
         &self,
         name: &str,
         resource_version: Option<String>,
-        status: Value,
+        status: &S,
     ) -> Result<Option<String>, ClusterError> {
         self.gate()?;
         if self.dry_run {
             debug!(promotion = name, "dry-run: status not persisted");
             return Ok(resource_version);
         }
-        let data = LeanObject {
-            api_version: GitPromotion::api_version(&()).into_owned(),
-            kind: GitPromotion::kind(&()).into_owned(),
+        let data = StatusWrite {
+            api_version: GitPromotion::api_version(&()),
+            kind: GitPromotion::kind(&()),
             metadata: ObjectMeta {
                 name: Some(name.to_string()),
                 resource_version,
                 ..ObjectMeta::default()
             },
-            spec: None,
-            status: Some(status),
+            status,
         };
         let params = PostParams::default();
         let written = self
-            .leased(|| self.state.replace_status(name, &params, &data))
+            .leased(|| {
+                self.state
+                    .replace_subresource("status", name, &params, &data)
+            })
             .await?
             .map_err(|e| classify(e, "update status of", "gitpromotions", name))?;
         Ok(written.resource_version())
@@ -272,4 +277,14 @@ impl ClusterWriter {
             Err(e) => Err(classify(e, "delete", "gitpromotions", name)),
         }
     }
+}
+
+/// The body of a status replace: the object's identity and the status, borrowed.
+#[derive(Serialize)]
+struct StatusWrite<'a, S> {
+    #[serde(rename = "apiVersion")]
+    api_version: std::borrow::Cow<'static, str>,
+    kind: std::borrow::Cow<'static, str>,
+    metadata: ObjectMeta,
+    status: &'a S,
 }

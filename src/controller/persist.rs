@@ -9,7 +9,6 @@ use tracing::debug;
 use super::error::ReconcileError;
 use super::reconcile::Context;
 use crate::cluster::crd::GitPromotionSpec;
-use crate::cluster::errors::ClusterError;
 use crate::cluster::statuses::PersistedState;
 
 /// Writes `status` if it differs from the persisted one; returns the state written (also
@@ -46,13 +45,11 @@ pub async fn persist(
             )
         }
     };
-    let value = serde_json::to_value(status).map_err(|e| {
-        ReconcileError::PersistStatus(ClusterError::Decode {
-            what: format!("status of {name}"),
-            message: e.to_string(),
-        })
-    })?;
-    match ctx.writer.write_status(name, resource_version, value).await {
+    match ctx
+        .writer
+        .write_status(name, resource_version, &**status)
+        .await
+    {
         Ok(new_version) => {
             debug!(promotion = name, "status persisted");
             let written = PersistedState {
