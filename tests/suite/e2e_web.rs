@@ -315,20 +315,23 @@ fn approve_on_a_waiting_gate_commits_a_branch_whose_merge_opens_the_gate() {
                 .expect("tollgate ui starts"),
         );
         let page = format!("http://{listen}/ui/promotions/{WEB}");
-        until("tollgate ui to serve the promotion", || {
-            let (client, page) = (client.clone(), page.clone());
-            async move {
-                client.goto(&page).await.ok()?;
-                client
-                    .find(Locator::Css("form[data-action='approve'] button"))
-                    .await
-                    .ok()
-            }
-        })
+        // The button and the diff are read in one attempt: a live update may replace the form
+        // between two reads (a stale element), and the next attempt reads the new one.
+        let diff = until(
+            "tollgate ui to serve the promotion and its approval",
+            || {
+                let (client, page) = (client.clone(), page.clone());
+                async move {
+                    client.goto(&page).await.ok()?;
+                    client
+                        .find(Locator::Css("form[data-action='approve'] button"))
+                        .await
+                        .ok()?;
+                    text(&client, "form[data-action='approve'] pre").await
+                }
+            },
+        )
         .await;
-        let diff = text(&client, "form[data-action='approve'] pre")
-            .await
-            .expect("the approval's diff");
         assert!(diff.contains("approve.tollgate.dev/prod:"), "{diff}");
         let command = text(&client, "form[data-action='approve'] code")
             .await
