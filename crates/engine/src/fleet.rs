@@ -1,4 +1,5 @@
-//! The clusters every promotion sees, shared, remembering which clusters each selector matches.
+//! The clusters every promotion sees (`ObservedCluster`), shared as one `Fleet` that remembers
+//! which clusters each selector matches.
 //!
 //! Matching a stage's selector against every cluster's labels was about 40 % of a step at 1,000
 //! clusters (twice per stage per step: its report and its completion check), yet the answer only
@@ -53,11 +54,12 @@ impl Fleet {
         &'a self,
         selector: &LabelSelector,
     ) -> impl Iterator<Item = &'a ObservedCluster> + 'a {
-        let positions = self.positions(selector);
+        let positions = self.matching(selector);
         (0..positions.len()).map(move |i| &self.clusters[positions[i] as usize])
     }
 
-    fn positions(&self, selector: &LabelSelector) -> Arc<[u32]> {
+    /// The positions of the clusters `selector` matches, remembered.
+    fn matching(&self, selector: &LabelSelector) -> Arc<[u32]> {
         let remembered = self.matched.read().unwrap_or_else(|e| e.into_inner());
         if let Some(positions) = remembered.get(selector) {
             return positions.clone();
