@@ -205,6 +205,7 @@ impl ClusterWriter {
     /// Replaces the status, conditional on `resource_version` (409 → [`ClusterError::Conflict`]:
     /// someone else wrote since we read; the caller re-reads and recomputes). Returns the new
     /// resourceVersion.
+    ///
     /// The status is serialized once, straight into the request body (a `Value` tree built
     /// first cost as much as the write's own serialization).
     pub async fn write_status<S: Serialize + Sync>(
