@@ -128,6 +128,7 @@ fn check_valid_promotion(promotion: &tollgate_manifest::ClusterPromotion, limits
             committer: "fuzz".into(),
             committer_email: "fuzz@example.com".into(),
             time: DateTime::UNIX_EPOCH,
+            committed: DateTime::UNIX_EPOCH,
             subject: "fuzz".into(),
             signature: None,
         }

@@ -470,6 +470,7 @@ impl<'i> Simulator<'i> {
             committer: "assumed approval".to_string(),
             committer_email: String::new(),
             time: now,
+            committed: now,
             subject: "approval assumed by the simulation".to_string(),
             signature: None,
         }

@@ -277,6 +277,7 @@ pub fn commit(seq: u64) -> CommitInfo {
         committer: format!("committer{seq}"),
         committer_email: format!("committer{seq}@example.com"),
         time: DateTime::<Utc>::UNIX_EPOCH + Duration::seconds(i64::try_from(seq).unwrap_or(0)),
+        committed: DateTime::<Utc>::UNIX_EPOCH + Duration::seconds(i64::try_from(seq).unwrap_or(0)),
         subject: format!("commit {seq}"),
         signature: None,
     }

@@ -25,7 +25,13 @@ pub struct CommitInfo {
     pub author_email: String,
     pub committer: String,
     pub committer_email: String,
+    /// Author time: what `git log` shows, and what people mean by "when".
     pub time: DateTime<Utc>,
+    /// Committer time: part of what a signature covers, so for a signed commit the signer's own
+    /// statement of when it was made. An approval is fresh only if committed at or after its
+    /// run's start commit (docs/trust.md#freshness).
+    #[serde(default)]
+    pub committed: DateTime<Utc>,
     /// First line of the commit message.
     pub subject: String,
     /// The commit's signature checked against the controller's trusted keys; `None`: not checked

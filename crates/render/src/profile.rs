@@ -215,6 +215,7 @@ mod tests {
                 committer: String::new(),
                 committer_email: String::new(),
                 time: chrono::DateTime::UNIX_EPOCH,
+                committed: chrono::DateTime::UNIX_EPOCH,
                 subject: String::new(),
                 signature: None,
             }

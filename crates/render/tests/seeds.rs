@@ -69,6 +69,7 @@ fn snapshot_of(promotion: ClusterPromotion) -> Snapshot {
             committer: "Ada".to_string(),
             committer_email: "ada@example.com".to_string(),
             time,
+            committed: time,
             subject: "roll out".to_string(),
             signature: None,
         }

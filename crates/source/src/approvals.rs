@@ -7,6 +7,8 @@ use tollgate_manifest::model::{ManualTrigger, Trigger};
 use tollgate_manifest::snapshot::APPROVE_ANNOTATION_PREFIX;
 use tollgate_manifest::{ApprovalEvent, ApprovalKind, ClusterPromotion, CommitInfo};
 
+use crate::attribution::Attribution;
+
 fn manual<'a>(promotion: &'a ClusterPromotion, stage: &str) -> Option<&'a ManualTrigger> {
     match promotion.stage(stage)?.trigger.as_ref()? {
         Trigger::Manual(manual) => Some(manual),
@@ -16,8 +18,26 @@ fn manual<'a>(promotion: &'a ClusterPromotion, stage: &str) -> Option<&'a Manual
 
 /// Events in `new` relative to `old` (the previous valid content, `None` if there is none):
 /// `approved` flipping from not-true to true on a manual stage, and `approve.tollgate.dev/<stage>`
-/// annotations added or changed. All are kept; the engine judges validity per run.
+/// annotations added or changed. All are kept; the engine judges validity per run. Each event
+/// is `commit`'s, unless `attributions` credit it to the commit that introduced it.
 pub(crate) fn approval_events(
+    old: Option<&ClusterPromotion>,
+    new: &ClusterPromotion,
+    commit: &Arc<CommitInfo>,
+    attributions: &[Attribution],
+) -> Vec<ApprovalEvent> {
+    let mut events = found_events(old, new, commit);
+    for event in &mut events {
+        if let Some(credited) = attributions.iter().find(|a| {
+            a.promotion == new.metadata.name && a.stage == event.stage && a.kind == event.kind
+        }) {
+            event.commit = Arc::clone(&credited.commit);
+        }
+    }
+    events
+}
+
+fn found_events(
     old: Option<&ClusterPromotion>,
     new: &ClusterPromotion,
     commit: &Arc<CommitInfo>,

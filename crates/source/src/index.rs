@@ -26,6 +26,20 @@ pub(crate) struct CommitDelta {
     pub approvals: Vec<TrailerApproval>,
     /// Who brought the changes (see [`Snapshot::contributors`]).
     pub contributors: Arc<[String]>,
+    /// Approval facts of the changed files that a commit this one brings introduced, credited
+    /// to that commit (see [`crate::attribution`]); empty when it brings only itself.
+    pub attributions: Vec<crate::attribution::Attribution>,
+    /// `Tollgate-Approve` trailers of commits that are no statements, ignored.
+    pub ignored: Vec<IgnoredStatement>,
+}
+
+/// A `Tollgate-Approve` trailer in a commit that is no statement commit (a merge, a commit that
+/// changes files): ignored, and shown by `tollgate history` with why (issue #44).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IgnoredStatement {
+    pub trailer: crate::trailers::ApproveTrailer,
+    pub commit: Arc<CommitInfo>,
+    pub why: &'static str,
 }
 
 /// One `Tollgate-Approve` trailer and the commit that carries it.
@@ -76,6 +90,8 @@ pub(crate) struct PromotionHistory {
     /// hands out a reference, and only a change of the history copies it, once.
     pub snapshots: Arc<Vec<Snapshot>>,
     pub approvals: Arc<Vec<ApprovalEvent>>,
+    /// Trailers naming this promotion that were ignored (no statement commit), oldest first.
+    pub ignored: Vec<IgnoredStatement>,
     /// The newest valid content, the baseline for approval events.
     last_valid: Option<Arc<ClusterPromotion>>,
     state: State,
@@ -170,6 +186,11 @@ impl HistoryIndex {
             let history = self.promotions.entry(name.clone()).or_default();
             before.entry(name).or_insert_with(|| history.summary());
             history.record(definition, delta);
+        }
+        for ignored in &delta.ignored {
+            if let Some(history) = self.promotions.get_mut(&ignored.trailer.promotion) {
+                history.ignored.push(ignored.clone());
+            }
         }
         for approval in &delta.approvals {
             let name = &approval.trailer.promotion;
@@ -315,7 +336,12 @@ impl PromotionHistory {
             }
             Definition::Invalid(errors) => self.state = State::Invalid(errors),
             Definition::Valid { promotion, file } => {
-                let events = approval_events(self.last_valid.as_deref(), &promotion, commit);
+                let events = approval_events(
+                    self.last_valid.as_deref(),
+                    &promotion,
+                    commit,
+                    &delta.attributions,
+                );
                 // As for snapshots below: most promotions see few approvals, so the first ones
                 // are stored without a vector's spare slots.
                 if !events.is_empty() {
@@ -445,6 +471,7 @@ mod tests {
             committer: "Ada".into(),
             committer_email: "ada@example.com".into(),
             time: DateTime::UNIX_EPOCH,
+            committed: DateTime::UNIX_EPOCH,
             subject: format!("commit {seq}"),
             signature: None,
         })
@@ -464,6 +491,8 @@ mod tests {
     /// `(path, Some((promotion name, label)))` writes the file, `(path, None)` deletes it.
     fn delta(seq: u64, files: &[(&str, Option<(&str, &str)>)]) -> CommitDelta {
         CommitDelta {
+            attributions: Vec::new(),
+            ignored: Vec::new(),
             info: commit(seq),
             approvals: Vec::new(),
             contributors: Arc::from([]),
@@ -490,6 +519,8 @@ mod tests {
     /// `(path, Some(text))` writes the file, `(path, None)` deletes it.
     fn raw_delta(seq: u64, files: &[(&str, Option<&str>)]) -> CommitDelta {
         CommitDelta {
+            attributions: Vec::new(),
+            ignored: Vec::new(),
             info: commit(seq),
             approvals: Vec::new(),
             contributors: Arc::from([]),
@@ -830,6 +861,8 @@ mod tests {
             ("deep.yaml", BlobContent::Loaded(deep.into_bytes())),
         ];
         let delta = CommitDelta {
+            attributions: Vec::new(),
+            ignored: Vec::new(),
             info: commit(0),
             approvals: Vec::new(),
             contributors: Arc::from([]),

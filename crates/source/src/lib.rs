@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 mod approvals;
+mod attribution;
 pub mod backoff;
 mod blob;
 mod claim_name;
@@ -22,6 +23,7 @@ pub mod repo;
 pub mod report;
 pub mod sign;
 mod source;
+mod statement;
 pub mod timeouts;
 pub mod trailers;
 mod treediff;
@@ -32,6 +34,7 @@ pub mod watch;
 pub use blob::{Diagnostic, Limits};
 pub use config::{Auth, Secret, SourceConfig};
 pub use error::{SourceError, redact_url};
+pub use index::IgnoredStatement;
 pub use poker::Poker;
 pub use policies::{PolicyProblem, PolicySet};
 pub use repo::current_branch;

@@ -449,6 +449,8 @@ mod tests {
     /// `(path, Some(text))` writes the file, `(path, None)` deletes it.
     fn apply(index: &mut PolicyIndex, files: &[(&str, Option<&str>)]) {
         let delta = CommitDelta {
+            attributions: Vec::new(),
+            ignored: Vec::new(),
             approvals: Vec::new(),
             contributors: Arc::from([]),
             info: Arc::new(CommitInfo {
@@ -459,6 +461,7 @@ mod tests {
                 committer: String::new(),
                 committer_email: String::new(),
                 time: chrono::DateTime::UNIX_EPOCH,
+                committed: chrono::DateTime::UNIX_EPOCH,
                 subject: String::new(),
                 signature: None,
             }),

@@ -11,9 +11,11 @@ use tollgate_manifest::CommitInfo;
 use tollgate_model::SignatureCheck;
 use tracing::warn;
 
+use crate::attribution::{Attribution, Attributor, facts_of};
 use crate::blob::{BlobContent, Limits, ParsedBlob, parse_blobs};
 use crate::error::SourceError;
-use crate::index::{CommitDelta, FileDelta, TrailerApproval};
+use crate::index::{CommitDelta, FileDelta, IgnoredStatement, TrailerApproval};
+use crate::statement::{self, is_statement};
 use crate::trailers::{self, ApproveTrailer};
 use crate::treediff::{FileChange, Root, diff_roots, resolve_root};
 use crate::verify::CommitChecks;
@@ -51,6 +53,9 @@ struct PendingCommit {
     files: Vec<(String, Pending)>,
     approvals: Vec<TrailerApproval>,
     contributors: Arc<[String]>,
+    /// The commits it brings besides itself, when there are any (see [`crate::attribution`]).
+    brought: Vec<(Oid, u64)>,
+    ignored: Vec<IgnoredStatement>,
 }
 
 /// A first-parent commit to read: its position, whether it is accepted as a snapshot point, and
@@ -66,24 +71,26 @@ pub(crate) struct NewCommit {
 #[derive(Default)]
 struct Folded {
     identities: Vec<String>,
-    /// Approval trailers with their commit (its `seq` set when the accepted commit is known).
+    /// Approval trailers of statement commits, each with its commit.
     approvals: Vec<(ApproveTrailer, CommitInfo)>,
+    /// Every commit brought, oldest first-parent first, each with the `seq` of the first-parent
+    /// commit that brought it (its own for a first-parent commit, a merge's for what it merges).
+    brought: Vec<(Oid, u64)>,
+    /// Trailers that are no statements (see [`crate::statement`]).
+    ignored: Vec<IgnoredStatement>,
 }
 
 impl Folded {
-    /// The approvals at `seq`, and the contributors (sorted, distinct).
-    fn finish(mut self, seq: u64) -> (Vec<TrailerApproval>, Arc<[String]>) {
+    /// The approvals and the contributors (sorted, distinct).
+    fn finish(mut self) -> (Vec<TrailerApproval>, Arc<[String]>) {
         self.identities.sort();
         self.identities.dedup();
         let approvals = self
             .approvals
             .into_iter()
-            .map(|(trailer, mut info)| {
-                info.seq = seq;
-                TrailerApproval {
-                    trailer,
-                    commit: Arc::new(info),
-                }
+            .map(|(trailer, info)| TrailerApproval {
+                trailer,
+                commit: Arc::new(info),
             })
             .collect();
         (approvals, self.identities.into())
@@ -129,7 +136,7 @@ impl DeltaReader<'_> {
                 .find_commit(*oid)
                 .map_err(self.error(*oid, "the commit"))?;
             for member in &new.range {
-                self.fold(&mut folded, *member, &mut checks)
+                self.fold(&mut folded, (*member, new.seq), &mut checks)
                     .map_err(self.error(*member, "the commit"))?;
             }
             if !new.accepted {
@@ -142,13 +149,14 @@ impl DeltaReader<'_> {
                 .map_err(self.error(*oid, "the tree"))?;
             root = new_root;
             let is_head = Some(position) == last_accepted;
-            let folded_now = std::mem::take(&mut folded);
-            if changes.is_empty() && folded_now.approvals.is_empty() && !is_head {
+            let mut folded_now = std::mem::take(&mut folded);
+            let news = !folded_now.approvals.is_empty() || !folded_now.ignored.is_empty();
+            if changes.is_empty() && !news && !is_head {
                 continue;
             }
             let signature = checks.as_deref_mut().map(|c| c.check(self.repo, *oid));
             let info = Arc::new(commit_info(&commit, new.seq, signature));
-            if !changes.is_empty() || !folded_now.approvals.is_empty() {
+            if !changes.is_empty() || news {
                 let mut files = Vec::with_capacity(changes.len());
                 for change in &changes {
                     let state = match change.new {
@@ -169,12 +177,19 @@ impl DeltaReader<'_> {
                     };
                     files.push((change.path.clone(), state));
                 }
-                let (approvals, contributors) = folded_now.finish(new.seq);
+                let ignored = std::mem::take(&mut folded_now.ignored);
+                let brought = match folded_now.brought.len() {
+                    0 | 1 => Vec::new(),
+                    _ => std::mem::take(&mut folded_now.brought),
+                };
+                let (approvals, contributors) = folded_now.finish();
                 pending.push(PendingCommit {
                     info: Arc::clone(&info),
                     files,
                     approvals,
                     contributors,
+                    brought,
+                    ignored,
                 });
             }
             if is_head {
@@ -193,41 +208,52 @@ impl DeltaReader<'_> {
         for ((blob, _, _), result) in queue.iter().zip(&parsed) {
             parsed_blobs.insert(*blob, Arc::clone(result));
         }
-        let deltas = pending
-            .into_iter()
-            .map(|commit| CommitDelta {
+        let mut deltas = Vec::with_capacity(pending.len());
+        for commit in pending {
+            let files: Vec<FileDelta> = commit
+                .files
+                .into_iter()
+                .map(|(path, state)| FileDelta {
+                    path,
+                    new: match state {
+                        Pending::Deleted => None,
+                        Pending::Parsed(blob, result) => Some((blob, result)),
+                        // `parse_blobs` returns one result per queued blob, in order.
+                        Pending::Queued(blob, slot) => Some((blob, Arc::clone(&parsed[slot]))),
+                    },
+                })
+                .collect();
+            let attributions = self.attribute(
+                parsed_blobs,
+                &commit.brought,
+                &files,
+                &commit.info,
+                &mut checks,
+            );
+            deltas.push(CommitDelta {
                 info: commit.info,
                 approvals: commit.approvals,
                 contributors: commit.contributors,
-                files: commit
-                    .files
-                    .into_iter()
-                    .map(|(path, state)| FileDelta {
-                        path,
-                        new: match state {
-                            Pending::Deleted => None,
-                            Pending::Parsed(blob, result) => Some((blob, result)),
-                            // `parse_blobs` returns one result per queued blob, in order.
-                            Pending::Queued(blob, slot) => Some((blob, Arc::clone(&parsed[slot]))),
-                        },
-                    })
-                    .collect(),
-            })
-            .collect();
+                files,
+                attributions,
+                ignored: commit.ignored,
+            });
+        }
         Ok(ReadResult { deltas, head })
     }
 }
 
 impl DeltaReader<'_> {
     /// Adds one commit of a range to what the next accepted commit brings: its author,
-    /// committer and verified signers, and its approval trailers.
+    /// committer and verified signers, and the approval trailers of a statement commit.
     fn fold(
         &self,
         folded: &mut Folded,
-        oid: Oid,
+        (oid, seq): (Oid, u64),
         checks: &mut Option<&mut CommitChecks>,
     ) -> Result<(), git2::Error> {
         let commit = self.repo.find_commit(oid)?;
+        folded.brought.push((oid, seq));
         let signature = checks.as_deref_mut().map(|c| c.check(self.repo, oid));
         let email = |bytes: &[u8]| String::from_utf8_lossy(bytes).to_ascii_lowercase();
         folded.identities.push(email(commit.author().email_bytes()));
@@ -238,18 +264,91 @@ impl DeltaReader<'_> {
             folded.identities.extend(principals.iter().cloned());
         }
         let message = String::from_utf8_lossy(commit.message_bytes());
-        if message.contains(':') {
-            let (found, errors) = trailers::approvals(&message);
-            for error in errors {
-                warn!(commit = %oid, %error, "approval trailer ignored");
-            }
+        if !message.contains(':') {
+            return Ok(());
+        }
+        let (found, errors) = trailers::approvals(&message);
+        for error in errors {
+            warn!(commit = %oid, %error, "approval trailer ignored");
+        }
+        if found.is_empty() {
+            return Ok(());
+        }
+        if !is_statement(&commit) {
+            let why = statement::why_not(&commit);
+            warn!(commit = %oid, why, "Tollgate-Approve trailer ignored");
             for trailer in found {
-                folded
-                    .approvals
-                    .push((trailer, commit_info(&commit, 0, signature.clone())));
+                folded.ignored.push(IgnoredStatement {
+                    trailer,
+                    commit: Arc::new(commit_info(&commit, seq, signature.clone())),
+                    why,
+                });
             }
+            return Ok(());
+        }
+        for trailer in found {
+            folded
+                .approvals
+                .push((trailer, commit_info(&commit, seq, signature.clone())));
         }
         Ok(())
+    }
+
+    /// The approval facts of `files` that a commit of `brought` (other than the accepted one,
+    /// `accepted`) introduced, each credited to that commit (see [`crate::attribution`]).
+    fn attribute(
+        &self,
+        parsed: &mut HashMap<Oid, Arc<ParsedBlob>>,
+        brought: &[(Oid, u64)],
+        files: &[FileDelta],
+        accepted: &CommitInfo,
+        checks: &mut Option<&mut CommitChecks>,
+    ) -> Vec<Attribution> {
+        if brought.is_empty() {
+            return Vec::new();
+        }
+        let oids: Vec<Oid> = brought.iter().map(|(oid, _)| *oid).collect();
+        let mut attributor = Attributor {
+            repo: self.repo,
+            limits: self.limits,
+            parsed,
+        };
+        let mut found = Vec::new();
+        for file in files {
+            let Some((_, blob)) = &file.new else { continue };
+            for doc in &blob.docs {
+                let Ok(promotion) = &doc.outcome else {
+                    continue;
+                };
+                for (stage, kind) in facts_of(promotion) {
+                    let Some(introducer) =
+                        attributor.introducer(&oids, &file.path, &doc.name, (&stage, &kind))
+                    else {
+                        continue;
+                    };
+                    if introducer.to_string() == accepted.sha {
+                        continue;
+                    }
+                    let Ok(commit) = self.repo.find_commit(introducer) else {
+                        continue;
+                    };
+                    let seq = brought
+                        .iter()
+                        .find(|(oid, _)| *oid == introducer)
+                        .map_or(accepted.seq, |(_, seq)| *seq);
+                    let signature = checks
+                        .as_deref_mut()
+                        .map(|c| c.check(self.repo, introducer));
+                    found.push(Attribution {
+                        promotion: doc.name.clone(),
+                        stage,
+                        kind,
+                        commit: Arc::new(commit_info(&commit, seq, signature)),
+                    });
+                }
+            }
+        }
+        found
     }
 }
 
@@ -257,8 +356,7 @@ fn commit_info(commit: &Commit<'_>, seq: u64, signature: Option<SignatureCheck>)
     let author = commit.author();
     let committer = commit.committer();
     let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-    // Author time: what `git log` shows, and what people mean by "when".
-    let seconds = author.when().seconds();
+    let at = |seconds: i64| DateTime::<Utc>::from_timestamp(seconds, 0).unwrap_or_default();
     CommitInfo {
         sha: commit.id().to_string(),
         seq,
@@ -266,7 +364,9 @@ fn commit_info(commit: &Commit<'_>, seq: u64, signature: Option<SignatureCheck>)
         author_email: text(author.email_bytes()),
         committer: text(committer.name_bytes()),
         committer_email: text(committer.email_bytes()),
-        time: DateTime::<Utc>::from_timestamp(seconds, 0).unwrap_or_default(),
+        // Author time: what `git log` shows, and what people mean by "when".
+        time: at(author.when().seconds()),
+        committed: at(committer.when().seconds()),
         subject: commit.summary_bytes().map(text).unwrap_or_default(),
         signature,
     }

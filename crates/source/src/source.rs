@@ -426,6 +426,14 @@ impl GitSource {
             .map_or(&[], |h| h.approvals.as_slice())
     }
 
+    /// `Tollgate-Approve` trailers naming the promotion that were ignored (no statement commit).
+    pub fn ignored_statements(&self, name: &str) -> &[crate::IgnoredStatement] {
+        self.index
+            .promotions
+            .get(name)
+            .map_or(&[], |h| h.ignored.as_slice())
+    }
+
     /// [`Self::history`], shared: a reference to the index's own copy, which the index copies
     /// only when the promotion's history changes while the returned one is alive. A reader that
     /// keeps every promotion's history (the controller) holds no copy of its own.

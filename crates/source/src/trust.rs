@@ -183,11 +183,17 @@ pub(crate) fn screen(
     Screen { accepted, refusal }
 }
 
+/// Whether `oid` is a seal: a statement commit (issue #44: a seal copied into a merge's or a
+/// content commit's message vouches for nothing) whose message carries `Tollgate-Seal:`.
 fn is_seal(repo: &Repository, oid: Oid) -> bool {
-    repo.find_commit(oid)
-        .ok()
-        .and_then(|c| c.message().ok().map(trailers::is_seal))
-        .unwrap_or(false)
+    let Ok(commit) = repo.find_commit(oid) else {
+        return false;
+    };
+    let sealed = commit.message().ok().is_some_and(trailers::is_seal);
+    if sealed && !crate::statement::is_statement(&commit) {
+        tracing::warn!(commit = %oid, why = crate::statement::why_not(&commit), "Tollgate-Seal trailer ignored");
+    }
+    sealed && crate::statement::is_statement(&commit)
 }
 
 fn refusal(
