@@ -52,6 +52,7 @@ pub fn find(
         && names_snapshot(value, snapshot)
         && let Some(event) = annotation_event(events, stage, value)
         && event.commit.seq >= snapshot.commit.seq
+        && is_fresh(event, snapshot)
         && usable(event)
     {
         return Some(ValidApproval {
@@ -71,7 +72,7 @@ pub fn find(
         });
     }
     let event = field_event?;
-    if event.commit.seq < snapshot.commit.seq || !usable(event) {
+    if event.commit.seq < snapshot.commit.seq || !is_fresh(event, snapshot) || !usable(event) {
         return None;
     }
     Some(ValidApproval {
@@ -149,6 +150,23 @@ pub fn used_note(stage: &str, snapshot: &Snapshot, approver: &Approver) -> Strin
     format!(
         "Stage {stage} approved for snapshot #{} by {who} (commit {sha}, {})",
         snapshot.index, approver.kind
+    )
+}
+
+/// Whether `event` was committed at or after the run's start commit (issue #44): an approval
+/// made earlier (signed during an earlier run of the same content, on a branch merged only now)
+/// is no approval of this run. Committer times compare: a signature covers them.
+pub fn is_fresh(event: &ApprovalEvent, snapshot: &Snapshot) -> bool {
+    event.commit.committed >= snapshot.commit.committed
+}
+
+/// Why an approval that is not [`is_fresh`] does not count.
+pub fn stale_note(event: &ApprovalEvent, snapshot: &Snapshot) -> String {
+    format!(
+        "made before this run started (committed {}; the run started with commit {} committed {})",
+        crate::messages::timestamp(event.commit.committed),
+        short_sha(&snapshot.commit.sha),
+        crate::messages::timestamp(snapshot.commit.committed)
     )
 }
 

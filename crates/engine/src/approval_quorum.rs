@@ -18,7 +18,7 @@ use tollgate_model::model::ManualTrigger;
 use tollgate_model::signature::SignatureCheck;
 use tollgate_model::snapshot::{ApprovalEvent, ApprovalKind, Snapshot, short_sha};
 
-use crate::approval::names_snapshot;
+use crate::approval::{self, names_snapshot};
 use crate::status::{ApprovalReview, Approver, ApproverKind, ConsumedApproval};
 
 /// What the gate found: every candidate reviewed, and the approvals that count (with their
@@ -129,6 +129,8 @@ pub fn judge(
             ))
         } else if let Some(other) = used_by_another_run(consumed, stage, event, snapshot.index) {
             Some(format!("used by run #{other}"))
+        } else if consumable && !approval::is_fresh(event, snapshot) {
+            Some(approval::stale_note(event, snapshot))
         } else {
             refusal(policy, snapshot, &identity, &counted_names)
         };

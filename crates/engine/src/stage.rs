@@ -47,7 +47,8 @@ impl StageRun<'_, '_> {
             return Ok(Vec::new());
         }
         let analyzed = self.analyze()?;
-        let Some(trigger) = self.stage.trigger.as_ref() else {
+        let bound = gate::bound_trigger(self.stage, self.policy.as_ref());
+        let Some(trigger) = self.stage.trigger.as_ref().or(bound.as_ref()) else {
             analyzed.done()?;
             self.next_stage_free()?;
             return Ok(analyzed.consumes.into_iter().collect());
