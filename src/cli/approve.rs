@@ -2,14 +2,17 @@
 //! (`approve.tollgate.dev/<stage>: <snapshot id prefix>`, or the SHA of the commit that introduced
 //! the snapshot when the annotation already holds its id) into the promotion's manifest as of the
 //! branch tip and commits it on a new branch, ready to push as a PR. Never pushes unless
-//! `--push REMOTE`. Exit 0 committed, 1 unknown name/stage/snapshot, a stage without a manual
-//! trigger or an invalid manifest, 2 other errors.
+//! `--push REMOTE`. It approves the run that waits: with a cluster named (`--kubeconfig`,
+//! `--context`, or `KUBECONFIG`), the snapshot the GitPromotion runs; and it commits nothing
+//! on a tip that carries a commit the controller would not roll out (issue #44). Exit 0
+//! committed, 1 unknown name/stage/snapshot, a stage without a manual trigger or an invalid
+//! manifest, 2 other errors (a tip that would not verify among them).
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use tollgate_manifest::snapshot::short_sha;
-use tollgate_source::edit::{EditError, EditOutcome, Target, approve};
+use tollgate_source::edit::{EditError, EditOutcome, Target, approve_run};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -32,15 +35,38 @@ pub struct Args {
     /// Push the new branch to this remote (otherwise nothing leaves the clone).
     #[arg(long)]
     pub push: Option<String>,
+    /// The controller's verification: snapshots numbered as it numbers them, and nothing
+    /// committed on a tip that would not verify.
+    #[command(flatten)]
+    pub trust: super::trust_args::TrustArgs,
+    /// The management cluster whose GitPromotion says which run waits (also `KUBECONFIG`).
+    #[command(flatten)]
+    pub cluster: super::connect::ClusterArgs,
 }
 
+/// Exit code of a refusal to approve on top of content the controller refuses.
+const EXIT_REFUSED: u8 = 2;
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let status = super::controller_view::read_or_warn(&args.cluster, &args.name, true);
+    if let Some(refusal) = status.as_ref().and_then(super::controller_view::refusal) {
+        eprintln!(
+            "error: the controller refuses a commit of the branch: {refusal}. Approving on top of it would sign for it; nothing was committed (sign or revert that commit first)"
+        );
+        return Ok(ExitCode::from(EXIT_REFUSED));
+    }
+    let waiting = status
+        .as_ref()
+        .and_then(super::controller_view::current_run);
+    let trust = args.trust.config();
     let target = Target {
         repo: Path::new(&args.repo),
         branch: &args.branch,
         path: &args.path,
+        trust: Some(&trust),
     };
-    match approve(&target, &args.name, &args.stage, args.snapshot.as_deref()) {
+    let snapshot = args.snapshot.as_deref();
+    match approve_run(&target, &args.name, &args.stage, snapshot, waiting.as_ref()) {
         Ok(outcome) => {
             super::report_line(&format!(
                 "Approved {} stage {} for snapshot #{} ({}).",

@@ -9,8 +9,6 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-use kube::Api;
-use kube::api::DynamicObject;
 use serde_json::{Value, json};
 use tollgate_engine::PromotionStatus;
 use tollgate_engine::lineage::{self, SnapshotRun};
@@ -41,10 +39,10 @@ pub struct Args {
     pub cache_dir: Option<PathBuf>,
     #[arg(long, short = 'o', value_enum, default_value = "table")]
     pub output: OutputFormat,
-    /// Trusted keys, as `tollgate run --trusted-keys` takes them: marks each snapshot's and
-    /// approval's commit verified (by whom) or not (why).
-    #[arg(long, env = "TOLLGATE_TRUSTED_KEYS")]
-    pub trusted_keys: Option<PathBuf>,
+    /// The controller's verification (`--verify-commits`, `--trusted-keys`): snapshots numbered
+    /// as the controller numbers them, each commit marked verified (by whom) or not (why).
+    #[command(flatten)]
+    pub trust: super::trust_args::TrustArgs,
     /// Credentials for a remote `--repo`, as `tollgate run` takes them.
     #[command(flatten)]
     pub git_auth: super::run::GitAuthArgs,
@@ -73,7 +71,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         cache_dir,
     );
     config.auth = args.git_auth.to_auth()?;
-    config.trust.trusted_keys = args.trusted_keys.clone();
+    config.trust = args.trust.config();
     let mut source = GitSource::open(config).context("cannot open the repository")?;
     source
         .sync()
@@ -123,30 +121,7 @@ struct Git<'a> {
 
 /// The promotion's status from the cluster, when one was named and could be read.
 fn read_status(args: &Args) -> Option<PromotionStatus> {
-    if args.cluster.kubeconfig.is_none() && args.cluster.context.is_none() {
-        return None;
-    }
-    let read = super::block_on(async {
-        let client = super::connect::client(&args.cluster).await?;
-        let api: Api<DynamicObject> =
-            Api::all_with(client, &crate::cluster::resources::git_promotion());
-        let object = api.get_opt(&args.name).await?;
-        let status = object.and_then(|o| o.data.get("status").cloned());
-        Ok(status
-            .map(serde_json::from_value::<PromotionStatus>)
-            .transpose()?)
-    });
-    match read {
-        Ok(status) => status,
-        Err(error) => {
-            eprintln!(
-                "warning: cannot read the GitPromotion {:?}: {}",
-                args.name,
-                super::error_chain(&error)
-            );
-            None
-        }
-    }
+    super::controller_view::read_or_warn(&args.cluster, &args.name, false)
 }
 
 /// What the status tells of a snapshot's run, in words.

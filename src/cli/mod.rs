@@ -10,6 +10,7 @@ pub mod analysis_gates;
 pub mod approve;
 pub mod client_certificate;
 pub mod connect;
+pub mod controller_view;
 pub mod crd;
 // Without the `embedded` feature, the same names say that the embedded cluster is not built in.
 #[cfg_attr(not(feature = "embedded"), path = "embedded_absent.rs")]

@@ -37,13 +37,19 @@ pub struct Args {
     /// Push the branch to this remote (otherwise nothing leaves the clone).
     #[arg(long)]
     pub push: Option<String>,
+    /// The controller's verification: snapshots numbered as it numbers them, and nothing
+    /// committed on a tip that would not verify.
+    #[command(flatten)]
+    pub trust: super::trust_args::TrustArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let trust = args.trust.config();
     let target = Target {
         repo: Path::new(&args.repo),
         branch: &args.branch,
         path: &args.path,
+        trust: Some(&trust),
     };
     let request = RetryRequest {
         name: &args.name,

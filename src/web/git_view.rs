@@ -27,6 +27,7 @@ impl RepoTarget {
             repo: &self.dir,
             branch: &self.branch,
             path: &self.path,
+            trust: None,
         }
     }
 }

@@ -53,6 +53,7 @@ mod e2e_drift;
 mod e2e_fail_closed;
 mod e2e_failure_policy;
 mod e2e_gates;
+mod e2e_insider;
 mod e2e_invalid_files;
 mod e2e_leader;
 mod e2e_lifecycle;

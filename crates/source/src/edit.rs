@@ -5,6 +5,7 @@
 
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 
 use git2::build::TreeUpdateBuilder;
 use git2::{Commit, FileMode, ObjectType, Oid, Repository};
@@ -118,6 +119,10 @@ pub enum EditError {
         "the approval policy of stage {stage:?} requires signed approvals, and git signs nothing here: set user.signingKey (and gpg.format ssh for an SSH key); nothing was committed"
     )]
     SigningRequired { stage: String },
+    #[error(
+        "the tip of {branch:?} carries a commit the controller would not roll out: {refusal}. A commit made on top of it would sign for it; nothing was committed (sign or revert that commit first)"
+    )]
+    UnverifiedTip { branch: String, refusal: String },
     #[error("git: cannot {what}: {source}")]
     Git {
         what: String,
@@ -611,6 +616,10 @@ pub struct Target<'a> {
     pub repo: &'a Path,
     pub branch: &'a str,
     pub path: &'a str,
+    /// The controller's verification (issue #44): snapshots are numbered as the controller
+    /// numbers them, and with a `--verify-commits` mode nothing is committed on a tip that
+    /// carries a commit that would not verify (a signed commit on top would vouch for it).
+    pub trust: Option<&'a crate::TrustConfig>,
 }
 
 /// A commit made on a new branch, for the CLI to report.
@@ -651,9 +660,18 @@ pub(crate) fn load(target: &Target<'_>) -> Result<Loaded, EditError> {
         })
     })?;
     // Local repositories are read in place: the cache directory is never used.
-    let config = SourceConfig::new(repo_text, target.branch, target.path, std::env::temp_dir());
+    let mut config = SourceConfig::new(repo_text, target.branch, target.path, std::env::temp_dir());
+    if let Some(trust) = target.trust {
+        config.trust = trust.clone();
+    }
     let mut source = GitSource::open(config).map_err(source_error)?;
     source.sync().map_err(source_error)?;
+    if let Some(refusal) = source.refusal() {
+        return Err(EditError::UnverifiedTip {
+            branch: target.branch.to_string(),
+            refusal: refusal.message(),
+        });
+    }
     Ok(Loaded { repo, source })
 }
 
@@ -792,6 +810,18 @@ pub(crate) fn current_snapshot<'s>(
     }
 }
 
+/// The run that waits, as the controller's status tells it (`tollgate approve` reads it from
+/// the cluster when it can): the snapshot it runs, numbered and introduced as the controller
+/// sees them, which `approve` names rather than the branch tip's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaitingRun {
+    pub index: u64,
+    /// The snapshot id (content identity: the same whoever numbers it).
+    pub id: String,
+    /// The commit that introduced it, as the controller sees it.
+    pub commit: String,
+}
+
 /// Writes `approve.tollgate.dev/<stage>: <value>` into promotion `name` as of the branch tip and
 /// commits it on `tollgate/approve-<name>-<stage>-<value12>`. `snapshot` (`#N` or an id prefix)
 /// defaults to the current snapshot; the value is its id prefix, or the SHA of the commit that
@@ -802,24 +832,38 @@ pub fn approve(
     stage: &str,
     snapshot: Option<&str>,
 ) -> Result<EditOutcome, EditError> {
+    approve_run(target, name, stage, snapshot, None)
+}
+
+/// [`approve`], naming `waiting` (the run the controller says waits) unless `snapshot` is given.
+pub fn approve_run(
+    target: &Target<'_>,
+    name: &str,
+    stage: &str,
+    snapshot: Option<&str>,
+    waiting: Option<&WaitingRun>,
+) -> Result<EditOutcome, EditError> {
     let Loaded { repo, source } = load(target)?;
     let current = current_snapshot(&source, name, target.branch)?;
     let promotion = &current.promotion;
-    if !gated_by_analyses(&source, current, stage) {
+    let mut warnings = Vec::new();
+    let policy = approval_policy(&source, current, stage, &mut warnings);
+    if !gated_by_analyses(&source, current, stage) && policy.is_none() {
         require_manual_stage(promotion, name, stage)?;
     }
-    let mut warnings = Vec::new();
-    let chosen = match snapshot {
-        None => current,
-        Some(selector) => select_snapshot(source.history(name), name, selector)?,
+    let waiting_snapshot = waiting.and_then(|w| as_controller_sees(source.history(name), w));
+    let chosen = match (snapshot, &waiting_snapshot) {
+        (Some(selector), _) => select_snapshot(source.history(name), name, selector)?,
+        (None, Some(waiting)) => waiting,
+        (None, None) => current,
     };
-    if chosen.index != current.index {
+    if chosen.id() != current.id() {
         warnings.push(format!(
-            "snapshot #{} is not the current snapshot #{}: the approval only applies if #{} runs again",
+            "snapshot #{} is not the branch tip's snapshot #{}: the approval applies to the run of #{}",
             chosen.index, current.index, chosen.index
         ));
     }
-    let (trailer_for, signed) = approval_form(&repo, &source, current, stage, &mut warnings)?;
+    let (trailer_for, signed) = approval_form(&repo, policy.as_ref(), stage)?;
     if let Some(min_approvals) = trailer_for {
         let approval = TrailerApproval {
             name,
@@ -849,6 +893,19 @@ pub fn approve(
     outcome.notes = [note].into_iter().chain(signed).collect();
     outcome.warnings = warnings;
     Ok(outcome)
+}
+
+/// The snapshot of `history` with `waiting`'s content, numbered and introduced as the
+/// controller sees it; `None` when git here has no such content.
+fn as_controller_sees(history: &[Snapshot], waiting: &WaitingRun) -> Option<Snapshot> {
+    let local = history.iter().rev().find(|s| s.id() == waiting.id)?;
+    let mut commit = (*local.commit).clone();
+    commit.sha = waiting.commit.clone();
+    Some(Snapshot {
+        index: waiting.index,
+        commit: Arc::new(commit),
+        ..local.clone()
+    })
 }
 
 /// One annotation to write into a promotion's manifest and commit (`approve`, `retry`, and the
@@ -989,14 +1046,11 @@ fn verify_annotated(
 /// unsigned approval the policy would not count.
 fn approval_form(
     repo: &Repository,
-    source: &GitSource,
-    current: &Snapshot,
+    policy: Option<&tollgate_model::approval_policy::ApprovalPolicy>,
     stage: &str,
-    warnings: &mut Vec<String>,
 ) -> Result<(Option<u32>, Option<String>), EditError> {
-    let policy = approval_policy(source, current, stage, warnings);
     let signed = signing_note(repo)?;
-    if policy.as_ref().is_some_and(|p| p.require_signature) && signed.is_none() {
+    if policy.is_some_and(|p| p.require_signature) && signed.is_none() {
         return Err(EditError::SigningRequired {
             stage: stage.to_string(),
         });
