@@ -518,3 +518,80 @@ async fn approve_names_the_run_that_waits_not_the_tip() {
         "approves the run that waits: {stdout}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_key_never_rolls_running_content_back() {
+    let Some(cast) = cast() else { return };
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0", false));
+    repo.commit_signed(&cast.alice, "web 1.0.0");
+    repo.write("web.yaml", &web("2.0.0", false));
+    let bobs = repo.commit_signed(&cast.bob, "web 2.0.0");
+    let world = start(repo, trust(Some(VerifyCommits::Head), cast.keys.path())).await;
+    world.wait_phase("web", "Completed").await;
+    assert_eq!(
+        chart_version(&world, "web-production").await.as_deref(),
+        Some("2.0.0")
+    );
+
+    // Bob's key goes: his commit, which runs, no longer verifies.
+    std::fs::remove_file(cast.keys.path().join("bob.sshpub")).expect("remove bob's key");
+    world.poke();
+    let status = world
+        .eventually("the change of keys is reported", || async {
+            let status = world.status("web").await?;
+            let kept = status["conditions"].as_array()?.iter().any(|c| {
+                c["type"] == "CommitVerified"
+                    && c["status"] == "False"
+                    && c["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains(&bobs[..7]) && m.contains("keeps running"))
+            });
+            kept.then_some(status)
+        })
+        .await;
+    assert_eq!(status["snapshotCommit"], bobs.as_str(), "{status:#}");
+    assert_eq!(status["phase"], "Completed", "{status:#}");
+    for profile in ["web-staging", "web-production"] {
+        assert_eq!(
+            chart_version(&world, profile).await.as_deref(),
+            Some("2.0.0"),
+            "{profile} keeps what runs"
+        );
+    }
+    let events = world.events_of("web").await;
+    assert!(
+        events
+            .iter()
+            .any(|(reason, note)| reason == "CommitNotVerified" && note.contains("keeps running")),
+        "{events:?}"
+    );
+
+    // A newer commit Bob signs is held; Alice's verified one replaces what runs.
+    world.repo.write("web.yaml", &web("3.0.0", false));
+    let held = world.repo.commit_signed(&cast.bob, "web 3.0.0");
+    world.poke();
+    world
+        .eventually("Bob's new commit is refused", || async {
+            let status = world.status("web").await?;
+            status["conditions"]
+                .to_string()
+                .contains(&held[..7])
+                .then_some(())
+        })
+        .await;
+    assert_eq!(
+        chart_version(&world, "web-production").await.as_deref(),
+        Some("2.0.0")
+    );
+    world.repo.write("web.yaml", &web("4.0.0", false));
+    let alices = world.repo.commit_signed(&cast.alice, "web 4.0.0");
+    world.poke();
+    world
+        .eventually("Alice's commit rolls out", || async {
+            let status = world.status("web").await?;
+            (status["snapshotCommit"] == alices.as_str() && status["phase"] == "Completed")
+                .then_some(())
+        })
+        .await;
+}

@@ -43,6 +43,10 @@ pub struct GitSource {
     refusal: Option<Arc<Refusal>>,
     /// The trusted keys changed: the next sync re-indexes the whole history.
     rebuild_next: bool,
+    /// The commit that ran when the trusted keys last changed: it stays accepted whatever the
+    /// new keys say of it (a key change never rolls running content back), until a verified
+    /// commit after it is accepted.
+    pinned: Option<Oid>,
 }
 
 /// Verification state: the keys, the mode, and the signature checks made with these keys.
@@ -89,6 +93,7 @@ impl GitSource {
             tip: None,
             refusal: None,
             rebuild_next: false,
+            pinned: None,
         })
     }
 
@@ -331,6 +336,9 @@ impl GitSource {
         {
             trust.checks = CommitChecks::new(trust.keys.keys().clone());
             self.rebuild_next = true;
+            if let Some(head) = &self.head {
+                self.pinned = Some(head.oid);
+            }
         }
     }
 
@@ -359,11 +367,22 @@ impl GitSource {
         };
         let ranges: Vec<(Oid, Vec<Oid>)> =
             commits.iter().map(|c| (c.oid, c.range.clone())).collect();
-        let screen = screen(repo, &ranges, mode, &mut trust.checks, running);
-        for (commit, accepted) in commits.iter_mut().zip(screen.accepted) {
-            commit.accepted = accepted;
+        let pinned = self.pinned.filter(|pin| *pin == running.unwrap_or(*pin));
+        let in_range = pinned.filter(|pin| ranges.iter().any(|(oid, _)| oid == pin));
+        let screen = screen(repo, &ranges, mode, &mut trust.checks, (running, in_range));
+        for (commit, accepted) in commits.iter_mut().zip(&screen.accepted) {
+            commit.accepted = *accepted;
         }
-        let refusal = screen.refusal.filter(|r| r.tip == tip.to_string());
+        // The pin holds while it is the newest accepted commit.
+        let newest = commits.iter().rev().find(|c| c.accepted).map(|c| c.oid);
+        self.pinned = pinned.filter(|pin| newest.is_none_or(|n| n == *pin));
+        let refusal = screen
+            .refusal
+            .filter(|r| r.tip == tip.to_string())
+            .or_else(|| {
+                let pin = self.pinned?;
+                crate::trust::kept_refusal(repo, mode, &mut trust.checks, pin, tip)
+            });
         Ok((commits, refusal))
     }
 

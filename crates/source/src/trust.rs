@@ -52,6 +52,9 @@ pub struct Refusal {
     pub tip: String,
     /// The last accepted commit, which keeps running (`None`: none yet).
     pub running: Option<String>,
+    /// The trusted keys changed and `commit`, which ran then, no longer verifies: it keeps
+    /// running (a key change never rolls back) until a verified commit replaces it.
+    pub kept: bool,
 }
 
 impl Refusal {
@@ -71,6 +74,14 @@ impl Refusal {
                 short(&self.tip)
             ),
         };
+        if self.kept {
+            return format!(
+                "the trusted keys changed: commit {} ({:?} by {}) that runs no longer verifies: {why}; it keeps running (a key change never rolls content back) until a verified commit replaces it",
+                short(&self.commit),
+                self.subject,
+                self.author
+            );
+        }
         let running = match &self.running {
             Some(sha) => format!("the last verified commit {} keeps running", short(sha)),
             None => "no commit is verified yet: nothing runs".to_string(),
@@ -136,12 +147,14 @@ pub(crate) struct Screen {
 }
 
 /// Screens `commits` (with their ranges) under `mode`. `running` is the last accepted commit.
+/// `pinned` is accepted whatever its signature says: the commit that ran when the trusted keys
+/// changed (a key change never rolls running content back; issue #44).
 pub(crate) fn screen(
     repo: &Repository,
     commits: &[(Oid, Vec<Oid>)],
     mode: VerifyCommits,
     checks: &mut CommitChecks,
-    running: Option<Oid>,
+    (running, pinned): (Option<Oid>, Option<Oid>),
 ) -> Screen {
     let mut accepted = Vec::with_capacity(commits.len());
     // Strict: the first unverified commit since the last accepted one.
@@ -149,6 +162,12 @@ pub(crate) fn screen(
     let mut last_accepted = running;
     for (oid, range) in commits {
         let check = checks.check(repo, *oid);
+        if Some(*oid) == pinned {
+            pending = None;
+            last_accepted = Some(*oid);
+            accepted.push(true);
+            continue;
+        }
         let ok = match mode {
             VerifyCommits::Head => check.is_verified(),
             VerifyCommits::Strict => {
@@ -233,7 +252,25 @@ fn refusal(
         detail,
         tip: tip.to_string(),
         running: running.map(|oid| oid.to_string()),
+        kept: false,
     }
+}
+
+/// The refusal of a pinned commit (see [`screen`]) that no longer verifies, if it does not.
+pub(crate) fn kept_refusal(
+    repo: &Repository,
+    mode: VerifyCommits,
+    checks: &mut CommitChecks,
+    pinned: Oid,
+    tip: Oid,
+) -> Option<Refusal> {
+    let check = checks.check(repo, pinned);
+    if check.is_verified() {
+        return None;
+    }
+    let mut refusal = refusal(repo, mode, pinned, &check, tip, Some(pinned));
+    refusal.kept = true;
+    Some(refusal)
 }
 
 /// One commit of a range and its signature check.
@@ -295,7 +332,7 @@ pub fn verify_range(
             });
         }
     }
-    let mut verdict = |mode| screen(repo, &ranges, mode, &mut checks, Some(base)).refusal;
+    let mut verdict = |mode| screen(repo, &ranges, mode, &mut checks, (Some(base), None)).refusal;
     let head = verdict(VerifyCommits::Head);
     let strict = verdict(VerifyCommits::Strict);
     Ok(RangeVerification {
