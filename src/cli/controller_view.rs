@@ -6,7 +6,6 @@
 use kube::Api;
 use kube::api::DynamicObject;
 use tollgate_engine::PromotionStatus;
-use tollgate_engine::conditions::COMMIT_VERIFIED;
 use tollgate_source::edit::WaitingRun;
 
 use super::connect::ClusterArgs;
@@ -61,9 +60,5 @@ pub fn current_run(status: &PromotionStatus) -> Option<WaitingRun> {
 
 /// Why the controller refuses the branch tip (`--verify-commits`), when it does.
 pub fn refusal(status: &PromotionStatus) -> Option<&str> {
-    status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == COMMIT_VERIFIED && c.status == "False")
-        .map(|c| c.message.as_str())
+    status.commit_refusal()
 }

@@ -202,6 +202,35 @@ async fn an_unsigned_approval_folded_into_a_signed_commit_is_not_the_signers_app
     );
     assert!(!got[1].1 && got[1].2 == "unsigned", "{got:?}");
     assert_eq!(status["phase"], "Waiting");
+    // Every view shows the quorum and who did not count.
+    let detail = status_cli(&world, &["status", "web"]);
+    assert!(detail.contains("staging 1 of 2 approvals"), "{detail}");
+    assert!(
+        detail.contains(&format!(
+            "{} bob@example.com does not count: unsigned",
+            &mallory[..7]
+        )),
+        "{detail}"
+    );
+    let list = status_cli(&world, &["status"]);
+    assert!(list.contains("1 of 2 distinct approvers"), "{list}");
+}
+
+/// `tollgate status …` against the world's cluster, its words on one line (the table wraps
+/// cells at 80 columns when piped).
+fn status_cli(world: &World, args: &[&str]) -> String {
+    let output = tollgate_binary()
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(world.kubeconfig())
+        .output()
+        .expect("tollgate status");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout)
+        .replace(['│', '┆'], " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -463,6 +492,16 @@ async fn approve_refuses_a_tip_carrying_commits_that_would_not_verify() {
         })
         .await;
     let branches = branch_count(&world.repo);
+    let list = status_cli(&world, &["status"]);
+    assert!(
+        list.contains("refused: commit") && list.contains(&evil[..7]),
+        "{list}"
+    );
+    let detail = status_cli(&world, &["status", "web"]);
+    assert!(
+        detail.contains("Refused:") && detail.contains("unsigned"),
+        "{detail}"
+    );
 
     // As status told her (the cluster knows what is verified).
     let output = approve_cli(&world, &cast.alice, &[]);

@@ -114,6 +114,7 @@ fn pass_quorum(
         run.consumed,
     );
     run.st.approvals = Some(Box::new(quorum.reviews.clone()));
+    run.st.approvals_needed = Some(quorum.needed);
     if !quorum.is_met() {
         run.st.describe(messages::AWAITING_APPROVAL, run.now);
         run.st.awaiting_approval_since.get_or_insert(run.now);

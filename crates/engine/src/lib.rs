@@ -46,6 +46,7 @@ mod phase;
 pub mod pipeline;
 pub mod preview;
 pub mod progress;
+pub mod quorum_view;
 mod removal;
 pub mod retry;
 mod retry_state;

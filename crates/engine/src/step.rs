@@ -1053,6 +1053,7 @@ impl<'i, 'a> Run<'i, 'a> {
             counts: Default::default(),
             approver: None,
             approvals: None,
+            approvals_needed: None,
             waiting_reason: None,
             awaiting_approval_since: None,
             awaiting_window_since: None,

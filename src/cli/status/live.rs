@@ -169,6 +169,9 @@ fn run_label(status: &PromotionStatus) -> String {
 /// The promotion's message where the stage lines cannot say it: failures, rollbacks, an invalid
 /// file at HEAD, a held removal, a snapshot queued behind the run.
 fn notable_message(status: &PromotionStatus) -> Option<String> {
+    if let Some(refusal) = status.commit_refusal() {
+        return Some(format!("refused: {}", first_line(refusal)));
+    }
     if let Some(problem) = conditions::problem(status, conditions::POLICY_VALID) {
         return Some(format!("policy problem: {}", first_line(&problem.message)));
     }

@@ -47,7 +47,10 @@ pub fn activity(view: &StageView<'_>, times: Times) -> String {
                 end(*until, times)
             ),
         },
-        StageActivity::AwaitingApproval => format!("awaiting approval{}", age(view, times)),
+        StageActivity::AwaitingApproval => match view.quorum() {
+            Some(quorum) => format!("awaiting approval, {}{}", quorum.tally(), age(view, times)),
+            None => format!("awaiting approval{}", age(view, times)),
+        },
         StageActivity::Analyzing { until } => analyzing(view, *until, times),
         StageActivity::AnalysisInconclusive { reason } => format!(
             "analysis inconclusive, awaiting approval{}: {}",

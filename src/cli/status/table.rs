@@ -71,7 +71,7 @@ pub(super) fn render_overview(shown: &[Shown], width: usize) -> String {
                 status.phase.as_str().to_string(),
                 stage_label(status),
                 snapshot_label(status),
-                status.message.clone().unwrap_or_default(),
+                overview_message(status),
                 time(status.next_wake_up),
             ],
             Ok(None) => vec![promotion.name.clone()],
@@ -106,6 +106,17 @@ pub(super) fn render_overview(shown: &[Shown], width: usize) -> String {
     fit::table(&header[..5], &rows, width)
 }
 
+/// The overview's message: a refused commit first (it is not in what the run does), then what
+/// the run does.
+fn overview_message(status: &PromotionStatus) -> String {
+    let message = status.message.clone().unwrap_or_default();
+    match status.commit_refusal() {
+        Some(refusal) if message.is_empty() => format!("refused: {refusal}"),
+        Some(refusal) => format!("refused: {refusal}; {message}"),
+        None => message,
+    }
+}
+
 /// Where the labels of the detail's first lines end.
 const LABEL: usize = 14;
 
@@ -131,6 +142,7 @@ pub(super) fn render_detail(promotion: &Shown, width: usize) -> String {
         ("Next wake-up", status.next_wake_up.map(|t| time(Some(t)))),
         ("Paused since", status.paused_since.map(|t| time(Some(t)))),
         ("Invalid spec", status.invalid_spec.clone()),
+        ("Refused", status.commit_refusal().map(str::to_string)),
         (
             "Policy error",
             conditions::problem(status, conditions::POLICY_VALID).map(|c| c.message.clone()),
@@ -161,6 +173,7 @@ pub(super) fn render_detail(promotion: &Shown, width: usize) -> String {
     out.push_str(&render_stages(&pipeline, width));
     for view in &pipeline {
         out.push_str(&render_approver(view, width));
+        out.push_str(&render_quorum(view, width));
     }
     if let Some(failure) = &status.failure {
         out.push_str(&render_failure(status, failure, width));
@@ -235,6 +248,27 @@ fn render_approver(view: &StageView<'_>, width: usize) -> String {
         short(sha)
     );
     labelled("Approved:", &value, width)
+}
+
+/// A gate's quorum under an approval policy: the tally, then each approval it looked at.
+fn render_quorum(view: &StageView<'_>, width: usize) -> String {
+    let Some(quorum) = view.quorum() else {
+        return String::new();
+    };
+    let mut out = labelled(
+        "Approvals:",
+        &format!("{} {} approvals", view.name, quorum.tally()),
+        width,
+    );
+    for review in quorum.counted.iter().chain(&quorum.refused) {
+        let verdict = match &review.reason {
+            None => "counts".to_string(),
+            Some(reason) => format!("does not count: {reason}"),
+        };
+        let line = format!("{} {} {verdict}", short(&review.sha), review.approver);
+        out.push_str(&labelled("", &line, width));
+    }
+    out
 }
 
 /// The failed stage, why, and what the user does next (the stages' rows say what the rollback
