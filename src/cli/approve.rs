@@ -106,12 +106,15 @@ pub(crate) fn finish(
         super::report_line(&format!("  {}", outcome.message));
         return push_branch(repo, outcome, push);
     }
+    let changed = match outcome.file.as_str() {
+        "" => "no file changed".to_string(),
+        file => format!("{file} changed"),
+    };
     super::report_line(&format!(
-        "Committed {} on new branch {} (from {}; {} changed).",
+        "Committed {} on new branch {} (from {}; {changed}).",
         short_sha(&outcome.commit),
         outcome.branch,
         short_sha(&outcome.base),
-        outcome.file
     ));
     super::report_line(&format!("  {}", outcome.message));
     match push {

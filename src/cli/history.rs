@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tollgate_engine::PromotionStatus;
 use tollgate_engine::lineage::{self, SnapshotRun};
 use tollgate_manifest::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot};
-use tollgate_source::{GitSource, PromotionView, SourceConfig, current_branch};
+use tollgate_source::{GitSource, IgnoredStatement, PromotionView, SourceConfig, current_branch};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputFormat {
@@ -102,13 +102,58 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 snapshots,
                 approvals,
             };
-            let document = json_document(&args, &branch, &git, runs.as_ref());
+            let mut document = json_document(&args, &branch, &git, runs.as_ref());
+            document["ignoredStatements"] = ignored_json(source.ignored_statements(&args.name));
             format!("{}\n", serde_json::to_string_pretty(&document)?)
         }
-        OutputFormat::Table => render_table(view, snapshots, approvals, runs.as_ref()),
+        OutputFormat::Table => {
+            let mut out = render_table(view, snapshots, approvals, runs.as_ref());
+            out.push_str(&render_ignored(source.ignored_statements(&args.name)));
+            out
+        }
     };
     super::write_stdout(&output)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `Tollgate-Approve` trailers that are no statements (issue #44): ignored, and why.
+fn render_ignored(ignored: &[IgnoredStatement]) -> String {
+    if ignored.is_empty() {
+        return String::new();
+    }
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+        "stage",
+        "trailer",
+        "commit",
+        "author",
+        "ignored because",
+    ]);
+    for statement in ignored {
+        table.add_row(vec![
+            statement.trailer.stage.clone(),
+            format!("Tollgate-Approve @{}", statement.trailer.snapshot),
+            short_sha(&statement.commit).to_string(),
+            signed_author(&statement.commit),
+            statement.why.to_string(),
+        ]);
+    }
+    format!("\nIgnored approval trailers (no statement commit):\n{table}\n")
+}
+
+fn ignored_json(ignored: &[IgnoredStatement]) -> Value {
+    ignored
+        .iter()
+        .map(|statement| {
+            json!({
+                "stage": statement.trailer.stage,
+                "snapshot": statement.trailer.snapshot,
+                "commit": statement.commit.sha,
+                "author": format!("{} <{}>", statement.commit.author, statement.commit.author_email),
+                "why": statement.why,
+            })
+        })
+        .collect()
 }
 
 /// What git says of the promotion.

@@ -22,6 +22,7 @@ pub mod plan_verify;
 pub mod retry;
 pub mod rollback;
 pub mod run;
+pub mod seal;
 pub mod status;
 pub mod timeline;
 pub mod trust_args;
@@ -89,6 +90,9 @@ pub enum Command {
     Approve(approve::Args),
     /// Restore a promotion to an earlier snapshot's content: commit it on a new branch.
     Rollback(rollback::Args),
+    /// Commit a signed statement that vouches for the unsigned history before it
+    /// (`Tollgate-Seal:`, for `--verify-commits Strict`).
+    Seal(seal::Args),
     /// Retry a halted stage: commit the retry annotation that re-drives its failed clusters.
     Retry(retry::Args),
     /// Draw a promotion's recent runs as a timeline (SVG or PNG), from the management cluster.
@@ -115,6 +119,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Plan(args) => plan::run(args),
         Command::Approve(args) => approve::run(args),
         Command::Rollback(args) => rollback::run(args),
+        Command::Seal(args) => seal::run(args),
         Command::Retry(args) => retry::run(args),
         Command::Timeline(args) => timeline::run(args),
         Command::Ui(args) => ui::run(*args),

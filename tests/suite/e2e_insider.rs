@@ -634,3 +634,144 @@ async fn removing_a_key_never_rolls_running_content_back() {
         })
         .await;
 }
+
+/// `tollgate ARGS --repo REPO` with the given signer's git configuration; (exit code, stdout,
+/// stderr).
+fn cli(repo: &TestRepo, signer: Option<&dyn Signer>, args: &[&str]) -> (i32, String, String) {
+    if let Some(signer) = signer {
+        signer.configure(repo);
+    }
+    let mut command = tollgate_binary();
+    command.args(args).arg("--repo").arg(repo.path());
+    for (key, value) in signer.map(|s| s.env()).unwrap_or_default() {
+        command.env(key, value);
+    }
+    let output = command.env_remove("KUBECONFIG").output().expect("tollgate");
+    repo.unsign();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The chart version of each snapshot `tollgate history -o json` lists, by index.
+fn history_versions(repo: &TestRepo, extra: &[&str]) -> Vec<(u64, String)> {
+    let mut args = vec!["history", "web", "-o", "json"];
+    args.extend_from_slice(extra);
+    let (code, stdout, stderr) = cli(repo, None, &args);
+    assert_eq!(code, 0, "{stderr}");
+    let document: Value = serde_json::from_str(&stdout).expect("json");
+    document["snapshots"]
+        .as_array()
+        .expect("snapshots")
+        .iter()
+        .map(|s| {
+            let subject = s["commit"]["subject"].as_str().unwrap_or_default();
+            (
+                s["index"].as_u64().unwrap_or_default(),
+                subject.trim_start_matches("web ").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn history_and_rollback_number_snapshots_as_the_controller_does() {
+    let Some(cast) = cast() else { return };
+    let repo = TestRepo::new();
+    for (version, signer) in [
+        ("1.0.0", Some(&cast.alice)),
+        ("6.6.6", None),
+        ("2.0.0", Some(&cast.alice)),
+        ("3.0.0", Some(&cast.alice)),
+    ] {
+        repo.write("web.yaml", &web(version, false));
+        match signer {
+            Some(signer) => repo.commit_signed(signer, &format!("web {version}")),
+            None => commit_as(
+                &repo,
+                "Mallory <mallory@example.com>",
+                &format!("web {version}"),
+            ),
+        };
+    }
+    let keys = cast.keys.path().display().to_string();
+    let head = ["--verify-commits", "Head", "--trusted-keys", keys.as_str()];
+    let versions = |v: &[(u64, &str)]| -> Vec<(u64, String)> {
+        v.iter().map(|(i, s)| (*i, s.to_string())).collect()
+    };
+    assert_eq!(
+        history_versions(&repo, &head),
+        versions(&[(1, "1.0.0"), (2, "2.0.0"), (3, "3.0.0")]),
+        "the unsigned 6.6.6 is no snapshot"
+    );
+    let mut args = vec!["rollback", "web", "--to", "2"];
+    args.extend_from_slice(&head);
+    let (code, stdout, stderr) = cli(&repo, Some(&cast.alice), &args);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let branch = repo.git(&[
+        "for-each-ref",
+        "--format=%(refname:short)",
+        "refs/heads/tollgate",
+    ]);
+    let restored = repo.git(&["show", &format!("{branch}:web.yaml")]);
+    assert!(
+        restored.contains("2.0.0") && !restored.contains("6.6.6"),
+        "{restored}"
+    );
+}
+
+#[test]
+fn a_seal_vouches_for_unsigned_history_and_copied_trailers_are_noted_in_history() {
+    let Some(cast) = cast() else { return };
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0", true));
+    repo.commit_signed(&cast.alice, "web 1.0.0");
+    repo.write("web.yaml", &web("2.0.0", true));
+    commit_as(&repo, "Mallory <mallory@example.com>", "web 2.0.0");
+    // A content commit whose message ends in an approval trailer: text, not a statement.
+    repo.write("web.yaml", &web("3.0.0", true));
+    let copied = repo.commit_signed(
+        &cast.alice,
+        "web 3.0.0\n\nTollgate-Approve: web/staging@0123456789ab",
+    );
+    let keys = cast.keys.path().display().to_string();
+    let strict = [
+        "--verify-commits",
+        "Strict",
+        "--trusted-keys",
+        keys.as_str(),
+    ];
+    assert_eq!(
+        history_versions(&repo, &strict).len(),
+        1,
+        "2.0.0 is unsigned"
+    );
+
+    repo.git(&["config", "--unset", "user.signingKey"]);
+    let (code, stdout, stderr) = cli(&repo, None, &["seal", "2.0.0 reviewed in #12"]);
+    assert_eq!(
+        code, 2,
+        "a seal git would not sign is refused: {stdout}{stderr}"
+    );
+    let (code, stdout, stderr) = cli(&repo, Some(&cast.alice), &["seal", "2.0.0 reviewed in #12"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let branch = repo.git(&[
+        "for-each-ref",
+        "--format=%(refname:short)",
+        "refs/heads/tollgate",
+    ]);
+    repo.git(&["merge", "-q", "--ff-only", &branch]);
+    let sealed = history_versions(&repo, &strict);
+    assert_eq!(sealed.last().map(|(i, _)| *i), Some(2), "{sealed:?}");
+
+    let mut args = vec!["history", "web"];
+    args.extend_from_slice(&strict);
+    let (code, stdout, stderr) = cli(&repo, None, &args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("Ignored approval trailers") && stdout.contains(&copied[..7]),
+        "{stdout}"
+    );
+}

@@ -123,6 +123,12 @@ pub enum EditError {
         "the tip of {branch:?} carries a commit the controller would not roll out: {refusal}. A commit made on top of it would sign for it; nothing was committed (sign or revert that commit first)"
     )]
     UnverifiedTip { branch: String, refusal: String },
+    #[error(
+        "a seal must be signed, and git signs nothing here: set user.signingKey (and gpg.format ssh for an SSH key); nothing was committed"
+    )]
+    SealUnsigned,
+    #[error("a seal needs a one-line justification (why the history before it is vouched for)")]
+    SealJustification,
     #[error("git: cannot {what}: {source}")]
     Git {
         what: String,
@@ -144,11 +150,12 @@ impl EditError {
                 | EditError::AmbiguousSnapshot { .. }
                 | EditError::InvalidAtTip { .. }
                 | EditError::AlreadyAtSnapshot { .. }
+                | EditError::SealJustification
         )
     }
 }
 
-fn git_error(what: impl Into<String>) -> impl FnOnce(git2::Error) -> EditError {
+pub(crate) fn git_error(what: impl Into<String>) -> impl FnOnce(git2::Error) -> EditError {
     let what = what.into();
     move |source| EditError::Git { what, source }
 }
@@ -675,7 +682,7 @@ pub(crate) fn load(target: &Target<'_>) -> Result<Loaded, EditError> {
     Ok(Loaded { repo, source })
 }
 
-fn tip<'r>(repo: &'r Repository, branch: &str) -> Result<Commit<'r>, EditError> {
+pub(crate) fn tip<'r>(repo: &'r Repository, branch: &str) -> Result<Commit<'r>, EditError> {
     repo.find_reference(&format!("refs/heads/{branch}"))
         .and_then(|r| r.peel_to_commit())
         .map_err(git_error(format!("read the tip of branch {branch}")))

@@ -12,6 +12,7 @@ mod claim_name;
 pub mod config;
 pub mod edit;
 pub mod edit_retry;
+pub mod edit_seal;
 pub mod error;
 mod index;
 mod known_hosts;

@@ -60,6 +60,11 @@ pub fn is_seal(message: &str) -> bool {
         .any(|justification| !justification.is_empty())
 }
 
+/// The seal trailer, in the form `tollgate seal` writes.
+pub fn seal_line(justification: &str) -> String {
+    format!("{SEAL_TRAILER}: {justification}")
+}
+
 /// The message with an approval trailer, in the form `tollgate approve` writes.
 pub fn approve_line(promotion: &str, stage: &str, snapshot: &str) -> String {
     format!("{APPROVE_TRAILER}: {promotion}/{stage}@{snapshot}")
