@@ -17,9 +17,15 @@ use tollgate_source::edit::{EditError, EditOutcome, Target, approve_run};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The promotion's `metadata.name`.
-    pub name: String,
+    #[arg(required_unless_present = "policy")]
+    pub name: Option<String>,
     /// The manual stage to approve.
-    pub stage: String,
+    #[arg(required_unless_present = "policy")]
+    pub stage: Option<String>,
+    /// As an admin of this RolloutPolicy, approve the changes waiting for its admins (issue #44):
+    /// a signed statement commit naming the newest one.
+    #[arg(long, conflicts_with_all = ["name", "stage", "snapshot"])]
+    pub policy: Option<String>,
     /// Local clone to commit in (its working tree and checkout are not touched).
     #[arg(long, default_value = ".")]
     pub repo: String,
@@ -48,7 +54,13 @@ pub struct Args {
 const EXIT_REFUSED: u8 = 2;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let status = super::controller_view::read_or_warn(&args.cluster, &args.name, true);
+    if let Some(policy) = &args.policy {
+        return run_policy(&args, policy);
+    }
+    let (Some(name), Some(stage)) = (&args.name, &args.stage) else {
+        anyhow::bail!("approve needs NAME and STAGE, or --policy NAME");
+    };
+    let status = super::controller_view::read_or_warn(&args.cluster, name, true);
     if let Some(refusal) = status.as_ref().and_then(super::controller_view::refusal) {
         eprintln!(
             "error: the controller refuses a commit of the branch: {refusal}. Approving on top of it would sign for it; nothing was committed (sign or revert that commit first)"
@@ -66,14 +78,35 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         trust: Some(&trust),
     };
     let snapshot = args.snapshot.as_deref();
-    match approve_run(&target, &args.name, &args.stage, snapshot, waiting.as_ref()) {
+    match approve_run(&target, name, stage, snapshot, waiting.as_ref()) {
         Ok(outcome) => {
             super::report_line(&format!(
-                "Approved {} stage {} for snapshot #{} ({}).",
-                args.name,
-                args.stage,
+                "Approved {name} stage {stage} for snapshot #{} ({}).",
                 outcome.snapshot_index,
                 &outcome.snapshot_id[..12.min(outcome.snapshot_id.len())]
+            ));
+            for note in &outcome.notes {
+                super::report_line(&format!("  {note}"));
+            }
+            finish(&args.repo, &outcome, args.push.as_deref())
+        }
+        Err(error) => report_error(&error),
+    }
+}
+
+/// `approve --policy NAME`: the admin's statement for the changes waiting under the policy.
+fn run_policy(args: &Args, policy: &str) -> anyhow::Result<ExitCode> {
+    let trust = args.trust.config();
+    let target = Target {
+        repo: Path::new(&args.repo),
+        branch: &args.branch,
+        path: &args.path,
+        trust: Some(&trust),
+    };
+    match tollgate_source::edit_policy::approve_policy(&target, policy) {
+        Ok(outcome) => {
+            super::report_line(&format!(
+                "Approved the changes waiting for the admins of RolloutPolicy {policy}:"
             ));
             for note in &outcome.notes {
                 super::report_line(&format!("  {note}"));

@@ -13,8 +13,8 @@ use tollgate_manifest::rules::annotations::APPROVE_NAMES_NO_SNAPSHOT;
 use tollgate_manifest::{Diagnostic, Limits, parse_file};
 
 mod analysis_soak;
-mod approvals_gate;
 mod depends_on;
+mod policy_admins;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputFormat {
@@ -337,8 +337,14 @@ mod policies {
             diagnostics.extend(super::analysis_soak::diagnostics(
                 policy, file, line, promotions, &text_of,
             ));
-            diagnostics.extend(super::approvals_gate::diagnostics(
-                policy, file, line, promotions, &text_of,
+        }
+        for (policy, file) in set.policies() {
+            let line = places
+                .get(policy.name())
+                .and_then(|at| at.first())
+                .map_or(1, |at| at.line);
+            diagnostics.extend(super::policy_admins::diagnostics(
+                policy, file, line, &text_of,
             ));
         }
         diagnostics

@@ -176,6 +176,8 @@ pub struct StepGit<'a> {
     /// policy that governed the run, if any: the run goes on, nothing new starts (fail closed).
     pub policy: Option<Arc<RolloutPolicy>>,
     pub policy_problem: Option<&'a str>,
+    /// The `policy_problem` is a change waiting for an admin's approval.
+    pub policy_unapproved: bool,
     /// Why the branch tip does not run (`--verify-commits`), if it does not.
     pub unverified: Option<&'a str>,
 }
@@ -194,6 +196,7 @@ impl<'a> StepGit<'a> {
                     history: &git.history,
                     policy,
                     policy_problem,
+                    policy_unapproved: git.policy.as_ref().is_err_and(|p| p.unapproved),
                     unverified: git.unverified.as_deref(),
                 }
             }
@@ -204,6 +207,7 @@ impl<'a> StepGit<'a> {
                 history: &[],
                 policy: None,
                 policy_problem: None,
+                policy_unapproved: false,
                 unverified: None,
             },
         }
@@ -381,6 +385,7 @@ mod tests {
         let problem = PolicyProblem {
             message: "policies.yaml:4: two RolloutPolicies select web".into(),
             chosen: None,
+            unapproved: false,
             set: PolicySet::new(vec![(policy("strict"), "policies.yaml".into())], vec![]),
         };
         let broken = Arc::new(PromotionGit {

@@ -197,6 +197,7 @@ fn plan(seen: &Observation<'_>, measured: &[Measurement], now: DateTime<Utc>) ->
         watch_problem: seen.watch_problem.as_deref(),
         unverified: seen.git.unverified,
         policy_problem: seen.git.policy_problem,
+        policy_unapproved: seen.git.policy_unapproved,
         measurements: measured,
         dependencies: &dependencies,
         dependency_problem: seen.dependency_problem.as_deref(),

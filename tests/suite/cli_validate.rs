@@ -797,7 +797,7 @@ fn analyses_for_a_stage_no_governed_promotion_has_are_the_unused_override_warnin
 }
 
 #[test]
-fn an_approval_policy_on_a_stage_without_a_gate_is_a_warning_naming_the_promotion() {
+fn a_policy_with_gates_and_no_admins_is_a_warning() {
     let policy = policy_yaml(
         "fleet",
         "  selector: {}\n  approvals:\n    a:\n      approvers: [alice@example.com, bob@example.com]\n      minApprovals: 2\n",
@@ -807,22 +807,16 @@ fn an_approval_policy_on_a_stage_without_a_gate_is_a_warning_naming_the_promotio
     assert_eq!(
         places(&diagnostics),
         [(
-            "approval-policy-no-gate".to_string(),
+            "policy-without-admins".to_string(),
             "fleet.yaml".to_string(),
-            8
+            7
         )]
     );
-    assert_eq!(diagnostics[0]["path"], "spec.approvals.a");
+    assert_eq!(diagnostics[0]["path"], "spec.approvals");
     let text = message(&diagnostics[0]);
-    assert!(
-        text.contains("never applies to ClusterPromotion good"),
-        "{text}"
-    );
-    // A manual trigger on `a` is a gate the policy governs: no warning.
-    let manual = GOOD.replace(
-        "      matchLabels: {env: a}\n",
-        "      matchLabels: {env: a}\n    trigger:\n      manual: {}\n",
-    );
-    let (code, diagnostics) = validate_json(&[("fleet.yaml", &policy), ("app.yaml", &manual)]);
+    assert!(text.contains("gates stage a but lists no admins"), "{text}");
+    // With admins: no warning (the gate applies whatever stage a's trigger says).
+    let governed = policy.replace("  selector: {}\n", "  selector: {}\n  admins: [sre-lead]\n");
+    let (code, diagnostics) = validate_json(&[("fleet.yaml", &governed), ("app.yaml", GOOD)]);
     assert_eq!((code, diagnostics), (0, Vec::new()));
 }

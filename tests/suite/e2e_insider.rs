@@ -775,3 +775,130 @@ fn a_seal_vouches_for_unsigned_history_and_copied_trailers_are_noted_in_history(
         "{stdout}"
     );
 }
+
+/// `gates` with Bob as its admin, gating staging (approver Alice) unless `gating` is false.
+fn governed(gating: bool) -> String {
+    let approvals = match gating {
+        true => {
+            "  approvals:\n    staging:\n      approvers: [alice@example.com]\n      requireSignature: true\n"
+        }
+        false => "",
+    };
+    format!(
+        "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: gates\nspec:\n  admins: [bob@example.com]\n{approvals}"
+    )
+}
+
+fn policy_condition(status: &Value) -> Option<(String, String)> {
+    let condition = status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "PolicyValid")?;
+    Some((
+        condition["reason"].as_str()?.to_string(),
+        condition["message"].as_str()?.to_string(),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_change_takes_effect_only_once_an_admin_approves_it() {
+    let Some(cast) = cast() else { return };
+    let repo = TestRepo::new();
+    // Staging's trigger is `auto`: only the policy gates it.
+    repo.write("web.yaml", &web("1.0.0", false));
+    repo.write("policy.yaml", &governed(true));
+    repo.commit_signed(&cast.carol, "web 1.0.0");
+    let world = start(repo, trust(None, cast.keys.path())).await;
+    gate_waits(&world, 1).await;
+
+    // Carol (trusted, no admin) lifts the gate in the policy itself.
+    world.repo.write("policy.yaml", &governed(false));
+    let lift = world.repo.commit_signed(&cast.carol, "gates: no approvals");
+    world.poke();
+    let status = world
+        .eventually("the change waits for an admin", || async {
+            let status = world.status("web").await?;
+            let (reason, message) = policy_condition(&status)?;
+            (reason == "PolicyChangeUnapproved" && message.contains(&lift[..7])).then_some(status)
+        })
+        .await;
+    assert_eq!(status["phase"], "Held", "{status:#}");
+    let (_, message) = policy_condition(&status).expect("condition");
+    assert!(
+        message.contains("tollgate approve --policy gates"),
+        "{message}"
+    );
+    assert!(world.profile("web-production").await.is_none());
+    let events = world.events_of("web").await;
+    assert!(
+        events
+            .iter()
+            .any(|(reason, _)| reason == "PolicyChangeUnapproved"),
+        "{events:?}"
+    );
+
+    // Neither Mallory's unsigned statement nor Alice's (no admin) approves it.
+    let statement = format!(
+        "Approve gates\n\nTollgate-Approve-Policy: gates@{}",
+        &lift[..12]
+    );
+    world
+        .repo
+        .git(&["commit", "-q", "--allow-empty", "-m", &statement]);
+    world.repo.commit_empty_signed(&cast.alice, &statement);
+    let (code, stdout, stderr) = cli(
+        &world.repo,
+        Some(&cast.bob),
+        &["approve", "--policy", "gates"],
+    );
+    assert_eq!(code, 0, "the change still waits: {stdout}{stderr}");
+    let branch = world.repo.git(&[
+        "for-each-ref",
+        "--format=%(refname:short)",
+        "refs/heads/tollgate",
+    ]);
+    world.repo.git(&["merge", "-q", "--ff-only", &branch]);
+    world.poke();
+    world.wait_phase("web", "Completed").await;
+    assert_eq!(
+        chart_version(&world, "web-production").await.as_deref(),
+        Some("1.0.0")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moving_a_promotion_out_of_a_governed_policy_waits_for_an_admin() {
+    let Some(cast) = cast() else { return };
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0", false));
+    repo.write("policy.yaml", &governed(true));
+    repo.write(
+        "lax.yaml",
+        "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: lax\nspec:\n  selector:\n    matchLabels:\n      never: selected\n",
+    );
+    repo.commit_signed(&cast.carol, "web 1.0.0");
+    let world = start(repo, trust(None, cast.keys.path())).await;
+    gate_waits(&world, 1).await;
+
+    // Carol points web at the lax policy, with new content.
+    let moved = promotion("web")
+        .annotation("tollgate.dev/policy", "lax")
+        .chart("web", "2.0.0")
+        .stage(stage("staging").selector("env", "staging").auto())
+        .stage(stage("production").selector("env", "production").auto())
+        .to_yaml();
+    world.repo.write("web.yaml", &moved);
+    let change = world
+        .repo
+        .commit_signed(&cast.carol, "web: lax policy, 2.0.0");
+    world.poke();
+    let status = world
+        .eventually("the move waits for an admin", || async {
+            let status = world.status("web").await?;
+            let (reason, message) = policy_condition(&status)?;
+            (reason == "PolicyChangeUnapproved" && message.contains(&change[..7])).then_some(status)
+        })
+        .await;
+    assert_eq!(status["phase"], "Held", "{status:#}");
+    assert!(world.profile("web-production").await.is_none());
+}

@@ -90,6 +90,7 @@ fn bench_step(c: &mut Criterion) {
             dependencies: &[],
             dependency_problem: None,
             policy_problem: None,
+            policy_unapproved: false,
             measurements: &[],
         };
         let output = step(&input);

@@ -80,15 +80,21 @@ pub(crate) fn set_watch_health(
 }
 
 /// Sets the `PolicyValid` condition; true when a new problem should be told (`PolicyInvalid`).
+/// `unapproved`: the problem is a change waiting for an admin (`PolicyChangeUnapproved`).
 pub(crate) fn set_policy_valid(
     status: &mut PromotionStatus,
     problem: Option<&str>,
+    unapproved: bool,
     now: DateTime<Utc>,
 ) -> bool {
+    let reason = match unapproved {
+        true => "PolicyChangeUnapproved",
+        false => "PolicyInvalid",
+    };
     let wanted = Wanted {
         type_: POLICY_VALID,
         healthy: ("True", "PolicyResolved"),
-        unhealthy: ("False", "PolicyInvalid"),
+        unhealthy: ("False", reason),
         problem,
     };
     set(status, wanted, now)

@@ -25,6 +25,9 @@ pub struct StepInput<'a> {
     /// annotation names a missing policy, its policy's file does not parse), naming file, line and
     /// the fix. Fails closed: the run in progress goes on under `policy`, nothing new starts.
     pub policy_problem: Option<&'a str>,
+    /// The `policy_problem` is a change no admin approved yet (`PolicyChangeUnapproved`, issue
+    /// #44), not an error: `policy` is the version in force, and the promotion is held.
+    pub policy_unapproved: bool,
     /// Analysis measurements the controller's runner took for this promotion and the step has
     /// not recorded yet (results of other runs or already recorded ones are ignored).
     pub measurements: &'a [Measurement],

@@ -62,6 +62,7 @@ mod tests {
             dependencies: &[],
             dependency_problem: None,
             policy_problem: None,
+            policy_unapproved: false,
             measurements: &[],
         };
         let out = step(&input);
@@ -99,6 +100,7 @@ mod tests {
             dependencies: &[],
             dependency_problem: None,
             policy_problem: None,
+            policy_unapproved: false,
             measurements: &[],
         };
         let first_error = "p.yaml:8:21: mapping values are not allowed in this context";

@@ -76,6 +76,9 @@ pub enum EventReason {
     WaveCompleted,
     SnapshotsSuperseded,
     PolicyInvalid,
+    /// A change that could lift a gate waits for an admin of the governing RolloutPolicy; the
+    /// version in force governs the run, nothing new starts (issue #44).
+    PolicyChangeUnapproved,
     /// The branch tip failed commit verification; the last verified snapshot keeps running.
     CommitNotVerified,
     RejectedContentRecommitted,
@@ -115,6 +118,7 @@ impl EventReason {
             EventReason::WaveCompleted => "WaveCompleted",
             EventReason::SnapshotsSuperseded => "SnapshotsSuperseded",
             EventReason::PolicyInvalid => "PolicyInvalid",
+            EventReason::PolicyChangeUnapproved => "PolicyChangeUnapproved",
             EventReason::CommitNotVerified => "CommitNotVerified",
             EventReason::RejectedContentRecommitted => "RejectedContentRecommitted",
             EventReason::InvalidSpec => "InvalidSpec",

@@ -277,6 +277,7 @@ impl<'i> Simulator<'i> {
             now,
             policy: self.policy.as_ref(),
             policy_problem: self.input.policy_problem,
+            policy_unapproved: false,
             history: &self.history,
             watch_problem: None,
             unverified: None,

@@ -129,13 +129,23 @@ fn tell_conditions(
     output: &mut StepOutput,
 ) {
     let problem = input.policy_problem;
-    if conditions::set_policy_valid(&mut output.status, problem, input.now)
+    let unapproved = input.policy_unapproved;
+    if conditions::set_policy_valid(&mut output.status, problem, unapproved, input.now)
         && let Some(problem) = problem
     {
-        output.events.push(EngineEvent::warning(
-            EventReason::PolicyInvalid,
-            problem.to_string(),
-        ));
+        let reason = match unapproved {
+            true => EventReason::PolicyChangeUnapproved,
+            false => EventReason::PolicyInvalid,
+        };
+        output
+            .events
+            .push(EngineEvent::warning(reason, problem.to_string()));
+    }
+    if unapproved
+        && let Some(problem) = problem
+        && output.status.queued_snapshot.is_none()
+    {
+        held_for_admins(&mut output.status, problem);
     }
     let status = &output.status;
     let halted = status.failure.is_some()
@@ -174,7 +184,8 @@ fn held_without_run(input: &StepInput<'_>, newest: &Snapshot, invalid: Option<&s
         wake_at: None,
         measurements: Vec::new(),
     };
-    held_by_policy(output, newest, input.policy_problem.unwrap_or_default())
+    let problem = input.policy_problem.unwrap_or_default();
+    held_by_policy(output, newest, (problem, input.policy_unapproved))
 }
 
 /// Runs `run` (the snapshot [`new_snapshot::choose`] picked); when that run finishes in this step
@@ -195,7 +206,7 @@ fn run_chosen<'a>(
         return first;
     };
     if let Some(problem) = input.policy_problem {
-        return held_by_policy(first, waiting, problem);
+        return held_by_policy(first, waiting, (problem, input.policy_unapproved));
     }
     if !new_snapshot::finished(&first.status, run) {
         return queued(first, waiting, choice.policy, input.history);
@@ -271,7 +282,12 @@ fn queued(
 
 /// Says in status that `waiting` is held by a policy problem: phase `Held`, unless the run that
 /// goes on failed or is paused (that phase says more), and the problem first in the message.
-fn held_by_policy(mut output: StepOutput, waiting: &Snapshot, problem: &str) -> StepOutput {
+/// `unapproved`: the problem is a change waiting for an admin, not an error.
+fn held_by_policy(
+    mut output: StepOutput,
+    waiting: &Snapshot,
+    (problem, unapproved): (&str, bool),
+) -> StepOutput {
     let status = &mut output.status;
     status.queued_snapshot = Some(waiting.index);
     let quiet = matches!(
@@ -281,8 +297,12 @@ fn held_by_policy(mut output: StepOutput, waiting: &Snapshot, problem: &str) -> 
     if quiet {
         status.phase = Phase::Held;
     }
+    let until = match unapproved {
+        true => "an admin approves the change",
+        false => "the RolloutPolicy is fixed",
+    };
     let held = format!(
-        "snapshot #{} is held until the RolloutPolicy is fixed: {problem}",
+        "snapshot #{} is held until {until}: {problem}",
         waiting.index
     );
     status.message = Some(match status.message.take() {
@@ -290,6 +310,22 @@ fn held_by_policy(mut output: StepOutput, waiting: &Snapshot, problem: &str) -> 
         None => held,
     });
     output
+}
+
+/// A change no admin approved yet holds the promotion even with no newer snapshot waiting: the
+/// run in progress goes on under the version in force, which the message says.
+fn held_for_admins(status: &mut PromotionStatus, problem: &str) {
+    if matches!(
+        status.phase,
+        Phase::Progressing | Phase::Waiting | Phase::Completed
+    ) {
+        status.phase = Phase::Held;
+    }
+    let held = format!("held: {problem}");
+    status.message = Some(match status.message.take() {
+        Some(running) => format!("{held}; meanwhile {running}"),
+        None => held,
+    });
 }
 
 fn append_message(status: &mut PromotionStatus, note: &str) {

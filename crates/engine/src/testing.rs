@@ -49,6 +49,7 @@ pub struct World {
     pub unverified: Option<String>,
     /// Why the governing policy cannot be resolved (`policy` is then its last valid version).
     pub policy_problem: Option<String>,
+    pub policy_unapproved: bool,
     /// The promotions this one depends on: name, stage names, persisted status.
     pub dependencies: Vec<(String, Vec<String>, Option<PromotionStatus>)>,
     /// Why its `tollgate.dev/depends-on` is refused.
@@ -74,6 +75,7 @@ impl World {
             dependencies: Vec::new(),
             dependency_problem: None,
             policy_problem: None,
+            policy_unapproved: false,
             measurements: Vec::new(),
         }
     }
@@ -126,6 +128,7 @@ impl World {
             dependencies: &dependencies,
             dependency_problem: self.dependency_problem.as_deref(),
             policy_problem: self.policy_problem.as_deref(),
+            policy_unapproved: self.policy_unapproved,
             measurements: &self.measurements,
         })
     }

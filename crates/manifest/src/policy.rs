@@ -19,7 +19,8 @@ use crate::rules;
 use crate::rules::k8s_names::{dns1123_label_problem, dns1123_subdomain_problem};
 use tollgate_model::blackout::Blackout;
 use tollgate_model::policy::{
-    FailureBudget, OnNewSnapshot, POLICY_API_VERSION, POLICY_KIND, RollbackStrategy, RolloutPolicy,
+    FailureBudget, OnNewSnapshot, OnRewind, POLICY_API_VERSION, POLICY_KIND, RollbackStrategy,
+    RolloutPolicy,
 };
 use tollgate_model::policy::{NotifyEvent, NotifyType};
 
@@ -39,6 +40,8 @@ const SPEC_FIELDS: &[&str] = &[
     "analyses",
     "approvals",
     "rollback",
+    "admins",
+    "onRewind",
 ];
 const BLACKOUT_FIELDS: &[&str] = &["from", "to", "timeZone", "reason"];
 const OVERRIDE_FIELDS: &[&str] = &[
@@ -211,6 +214,12 @@ fn check_spec(spec: &Map<String, Value>, findings: &mut Vec<Finding>) {
     }
     if let Some(approvals) = spec.get("approvals") {
         crate::policy_approvals::check_approvals(approvals, findings);
+    }
+    if let Some(admins) = spec.get("admins") {
+        crate::policy_approvals::check_principals(admins, "spec.admins", "admins", findings);
+    }
+    if let Some(on_rewind) = spec.get("onRewind") {
+        check_enum(on_rewind, "spec.onRewind", &OnRewind::VALUES, findings);
     }
     let analyses = spec
         .get("analyses")
@@ -408,16 +417,27 @@ fn check_rollback(value: &Value, findings: &mut Vec<Finding>) {
 }
 
 fn check_on_new_snapshot(value: &Value, findings: &mut Vec<Finding>) {
-    if value
-        .as_str()
-        .is_some_and(|v| OnNewSnapshot::VALUES.contains(&v))
-    {
+    check_enum(
+        value,
+        "spec.onNewSnapshot",
+        &OnNewSnapshot::VALUES,
+        findings,
+    );
+}
+
+/// A string that must be one of `values`.
+fn check_enum(value: &Value, path: &str, values: &[&str], findings: &mut Vec<Finding>) {
+    if value.as_str().is_some_and(|v| values.contains(&v)) {
         return;
     }
-    let supported = OnNewSnapshot::VALUES.map(|v| format!("{v:?}")).join(", ");
+    let supported = values
+        .iter()
+        .map(|v| format!("{v:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     findings.push(Finding::error(
         "unsupported-value",
-        "spec.onNewSnapshot",
+        path,
         format!("Unsupported value: {value}: supported values: {supported}"),
     ));
 }

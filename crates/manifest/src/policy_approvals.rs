@@ -96,12 +96,28 @@ fn check_fields(fields: &Map<String, Value>, path: &str, findings: &mut Vec<Find
 /// `approvers`: a list of distinct, non-empty principals. How many distinct ones are listed,
 /// when it is a list.
 fn check_approvers(approvers: &Value, path: &str, findings: &mut Vec<Finding>) -> Option<usize> {
-    let path = child_path(path, "approvers");
-    let Some(list) = approvers.as_array() else {
+    check_principals(
+        approvers,
+        &child_path(path, "approvers"),
+        "approvers",
+        findings,
+    )
+}
+
+/// A list (`field` at `path`: `approvers`, `admins`) of distinct, non-empty principals. How many
+/// distinct ones are listed, when it is a list.
+pub(crate) fn check_principals(
+    principals: &Value,
+    path: &str,
+    field: &str,
+    findings: &mut Vec<Finding>,
+) -> Option<usize> {
+    let path = path.to_string();
+    let Some(list) = principals.as_array() else {
         findings.push(Finding::error(
             "wrong-type",
             path,
-            "Invalid value: approvers must be a list of principals from the trusted keys, e.g. [\"sre-lead\", \"alice@example.com\"]",
+            format!("Invalid value: {field} must be a list of principals from the trusted keys, e.g. [\"sre-lead\", \"alice@example.com\"]"),
         ));
         return None;
     };
@@ -121,7 +137,7 @@ fn check_approvers(approvers: &Value, path: &str, findings: &mut Vec<Finding>) -
             _ => findings.push(Finding::error(
                 "invalid-value",
                 item,
-                format!("Invalid value: {approver}: an approver is a non-empty principal (an allowed-signers principal or an OpenPGP user-ID e-mail)"),
+                format!("Invalid value: {approver}: each of {field} is a non-empty principal (an allowed-signers principal or an OpenPGP user-ID e-mail)"),
             )),
         }
     }

@@ -83,6 +83,16 @@ pub struct RolloutPolicySpec {
     /// version of a policy without any is what it was before.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub approvals: BTreeMap<String, ApprovalPolicy>,
+    /// Who approves a change of this policy, or of the gated stages of the promotions it governs
+    /// (principals from the trusted keys, issue #44): such a change takes effect only once one
+    /// of them signs a `Tollgate-Approve-Policy` statement. Empty: changes take effect as
+    /// committed. Skipped when empty, so the version of a policy without it is what it was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub admins: Vec<String>,
+    /// What a branch rewritten so that the running snapshot is no longer in its history does
+    /// (issue #44); skipped at its default.
+    #[serde(default, skip_serializing_if = "OnRewind::is_follow")]
+    pub on_rewind: OnRewind,
     /// How a rollback (content that already completed in a stage) goes through the stages
     /// (issue #34); skipped at its default, so the version of a policy without it is what it was
     /// before.
@@ -123,6 +133,31 @@ impl RollbackStrategy {
             RollbackStrategy::Fast => "Fast",
             RollbackStrategy::Staged => "Staged",
         }
+    }
+}
+
+/// `onRewind`: what a rewritten branch (the running snapshot no longer in its history) does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OnRewind {
+    /// Roll out what the branch now says (a Warning event and a `BranchRewound` notice say so).
+    #[default]
+    Follow,
+    /// Hold: nothing new starts until the branch again has the running snapshot in its history.
+    Hold,
+}
+
+impl OnRewind {
+    pub const VALUES: [&'static str; 2] = ["Follow", "Hold"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnRewind::Follow => "Follow",
+            OnRewind::Hold => "Hold",
+        }
+    }
+
+    fn is_follow(&self) -> bool {
+        *self == OnRewind::Follow
     }
 }
 
@@ -343,6 +378,26 @@ pub struct StagePolicy {
 impl RolloutPolicy {
     pub fn name(&self) -> &str {
         &self.metadata.name
+    }
+
+    /// Whether `identity` (a verified signer's principal) is one of the admins; case-insensitive.
+    pub fn lists_admin(&self, identity: &str) -> bool {
+        self.spec
+            .admins
+            .iter()
+            .any(|admin| admin.eq_ignore_ascii_case(identity))
+    }
+
+    /// The stages this policy gates: named under `approvals`, or with analyses.
+    pub fn gated_stages(&self) -> impl Iterator<Item = &str> {
+        let approvals = self.spec.approvals.keys().map(String::as_str);
+        let analyzed = self
+            .spec
+            .stages
+            .iter()
+            .filter(|(_, over)| !over.analyses.is_empty())
+            .map(|(name, _)| name.as_str());
+        approvals.chain(analyzed)
     }
 
     /// Whether the policy's selector picks a promotion with these labels (`{}` picks every one).

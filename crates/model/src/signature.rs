@@ -89,3 +89,6 @@ impl SignatureCheck {
 pub const APPROVE_TRAILER: &str = "Tollgate-Approve";
 /// The trailer of a signed commit that vouches for the unsigned history before it (`Strict`).
 pub const SEAL_TRAILER: &str = "Tollgate-Seal";
+/// The trailer of a signed statement commit by which an admin approves the pending changes of a
+/// RolloutPolicy with `admins` (issue #44): `Tollgate-Approve-Policy: <policy>@<change commit>`.
+pub const APPROVE_POLICY_TRAILER: &str = "Tollgate-Approve-Policy";

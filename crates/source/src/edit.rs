@@ -124,6 +124,12 @@ pub enum EditError {
     )]
     UnverifiedTip { branch: String, refusal: String },
     #[error(
+        "an approval by the admins of RolloutPolicy {policy:?} counts only signed, and git signs nothing here: set user.signingKey (and gpg.format ssh for an SSH key); nothing was committed"
+    )]
+    AdminSignatureRequired { policy: String },
+    #[error("no change waits for the admins of RolloutPolicy {policy:?}: nothing to approve")]
+    NothingToApprove { policy: String },
+    #[error(
         "a seal must be signed, and git signs nothing here: set user.signingKey (and gpg.format ssh for an SSH key); nothing was committed"
     )]
     SealUnsigned,
@@ -151,6 +157,7 @@ impl EditError {
                 | EditError::InvalidAtTip { .. }
                 | EditError::AlreadyAtSnapshot { .. }
                 | EditError::SealJustification
+                | EditError::NothingToApprove { .. }
         )
     }
 }

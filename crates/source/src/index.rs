@@ -31,6 +31,8 @@ pub(crate) struct CommitDelta {
     pub attributions: Vec<crate::attribution::Attribution>,
     /// `Tollgate-Approve` trailers of commits that are no statements, ignored.
     pub ignored: Vec<IgnoredStatement>,
+    /// `Tollgate-Approve-Policy` statements of the commits this one brings.
+    pub policy_approvals: Vec<crate::governance::PolicyApproval>,
 }
 
 /// A `Tollgate-Approve` trailer in a commit that is no statement commit (a merge, a commit that
@@ -138,8 +140,13 @@ pub(crate) struct HistoryIndex {
 
 impl HistoryIndex {
     /// Applies one commit. Every name it touches gets an entry in `before`: its summary before
-    /// the first commit (of those applied with the same map) that touched it.
-    pub fn apply(&mut self, delta: &CommitDelta, before: &mut BTreeMap<String, Summary>) {
+    /// the first commit (of those applied with the same map) that touched it. Returns the names
+    /// whose definition the commit touched.
+    pub fn apply(
+        &mut self,
+        delta: &CommitDelta,
+        before: &mut BTreeMap<String, Summary>,
+    ) -> Vec<String> {
         let mut names = BTreeSet::new();
         // Every changed file lets go of its names first, so that a name moving between files in
         // one commit is free whatever order the files come in.
@@ -181,10 +188,13 @@ impl HistoryIndex {
             }
             self.files.insert(path, entry);
         }
-        for name in names {
-            let definition = self.resolve(&name);
+        let touched: Vec<String> = names.into_iter().collect();
+        for name in &touched {
+            let definition = self.resolve(name);
             let history = self.promotions.entry(name.clone()).or_default();
-            before.entry(name).or_insert_with(|| history.summary());
+            before
+                .entry(name.clone())
+                .or_insert_with(|| history.summary());
             history.record(definition, delta);
         }
         for ignored in &delta.ignored {
@@ -206,6 +216,7 @@ impl HistoryIndex {
                 self.approved.insert(name.clone());
             }
         }
+        touched
     }
 
     /// The names a file defines, and the extra name its unattributed errors go under.
@@ -303,6 +314,15 @@ impl HistoryIndex {
                 history.view = history.current_view();
             }
         }
+    }
+
+    /// The promotion's newest valid content, while git defines it (invalid: its last good).
+    pub fn valid_content(&self, name: &str) -> Option<&Arc<ClusterPromotion>> {
+        let history = self.promotions.get(name)?;
+        if history.state == State::Absent {
+            return None;
+        }
+        history.last_valid.as_ref()
     }
 
     pub fn summary(&self, name: &str) -> Summary {
@@ -493,6 +513,7 @@ mod tests {
         CommitDelta {
             attributions: Vec::new(),
             ignored: Vec::new(),
+            policy_approvals: Vec::new(),
             info: commit(seq),
             approvals: Vec::new(),
             contributors: Arc::from([]),
@@ -521,6 +542,7 @@ mod tests {
         CommitDelta {
             attributions: Vec::new(),
             ignored: Vec::new(),
+            policy_approvals: Vec::new(),
             info: commit(seq),
             approvals: Vec::new(),
             contributors: Arc::from([]),
@@ -863,6 +885,7 @@ mod tests {
         let delta = CommitDelta {
             attributions: Vec::new(),
             ignored: Vec::new(),
+            policy_approvals: Vec::new(),
             info: commit(0),
             approvals: Vec::new(),
             contributors: Arc::from([]),

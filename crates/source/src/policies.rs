@@ -105,6 +105,13 @@ impl PolicyIndex {
         }
     }
 
+    /// Each name's last valid version while some file defines it.
+    pub fn heads(&self) -> impl Iterator<Item = (&String, &Arc<RolloutPolicy>)> {
+        self.last_valid
+            .iter()
+            .map(|(name, (policy, _, _))| (name, policy))
+    }
+
     /// The set at head: valid (or last valid) policies and the current errors.
     pub fn set(&self) -> PolicySet {
         let policies = self
@@ -283,6 +290,8 @@ struct PolicySetInner {
     troubled: BTreeMap<String, Diagnostic>,
     /// Last valid versions of names no file defines any more.
     retired: BTreeMap<String, Arc<RolloutPolicy>>,
+    /// The changes waiting for an admin's approval (issue #44).
+    governance: crate::governance::Governance,
 }
 
 /// Why the policy governing a promotion cannot be resolved now. The controller fails closed on
@@ -291,8 +300,11 @@ struct PolicySetInner {
 pub struct PolicyProblem {
     /// What is wrong, where (file and line) and how to fix it.
     pub message: String,
-    /// The chosen policy when only its file is broken: its last valid version.
+    /// The chosen policy when only its file is broken: its last valid version. For a change no
+    /// admin approved yet: the version in force.
     pub chosen: Option<Arc<RolloutPolicy>>,
+    /// The problem is a change waiting for an admin (`PolicyChangeUnapproved`), not an error.
+    pub unapproved: bool,
     /// The policies at head, for the last valid version of the one that governed a run.
     pub set: PolicySet,
 }
@@ -387,8 +399,17 @@ impl PolicySet {
         let problem = |message: String, chosen: Option<Arc<RolloutPolicy>>| PolicyProblem {
             message,
             chosen,
+            unapproved: false,
             set: self.clone(),
         };
+        if let Some(waiting) = self.unapproved(&promotion.metadata.name, &promotion.metadata) {
+            return Err(PolicyProblem {
+                message: waiting.message(),
+                chosen: Some(Arc::clone(&waiting.in_force)),
+                unapproved: true,
+                set: self.clone(),
+            });
+        }
         match chosen {
             Ok(None) => Ok(None),
             Ok(Some(chosen)) => {
@@ -403,6 +424,32 @@ impl PolicySet {
             }
             Err(error) => Err(problem(self.describe(&error, file), None)),
         }
+    }
+
+    /// The changes waiting for an admin's approval.
+    pub fn governance(&self) -> &crate::governance::Governance {
+        &self.inner.governance
+    }
+
+    /// The set with the changes waiting for an admin.
+    pub(crate) fn with_governance(mut self, governance: crate::governance::Governance) -> Self {
+        Arc::make_mut(&mut self.inner).governance = governance;
+        self
+    }
+
+    /// The change an admin has to approve before the promotion may start a run: one to the
+    /// promotion's relation to its policy, or to the policy it chooses.
+    fn unapproved(
+        &self,
+        name: &str,
+        metadata: &tollgate_model::model::Metadata,
+    ) -> Option<&crate::governance::Unapproved> {
+        let governance = &self.inner.governance;
+        if let Some(waiting) = governance.promotions.get(name) {
+            return Some(waiting);
+        }
+        let chosen = choose_policy(metadata, self.policies().map(|(p, _)| &**p)).ok()??;
+        governance.policies.get(chosen.name())
     }
 
     /// The error of a chosen policy whose definition at head is broken, and the fix.
@@ -451,6 +498,7 @@ mod tests {
         let delta = CommitDelta {
             attributions: Vec::new(),
             ignored: Vec::new(),
+            policy_approvals: Vec::new(),
             approvals: Vec::new(),
             contributors: Arc::from([]),
             info: Arc::new(CommitInfo {

@@ -14,6 +14,7 @@ use tracing::warn;
 use crate::attribution::{Attribution, Attributor, facts_of};
 use crate::blob::{BlobContent, Limits, ParsedBlob, parse_blobs};
 use crate::error::SourceError;
+use crate::governance::PolicyApproval;
 use crate::index::{CommitDelta, FileDelta, IgnoredStatement, TrailerApproval};
 use crate::statement::{self, is_statement};
 use crate::trailers::{self, ApproveTrailer};
@@ -56,6 +57,7 @@ struct PendingCommit {
     /// The commits it brings besides itself, when there are any (see [`crate::attribution`]).
     brought: Vec<(Oid, u64)>,
     ignored: Vec<IgnoredStatement>,
+    policy_approvals: Vec<PolicyApproval>,
 }
 
 /// A first-parent commit to read: its position, whether it is accepted as a snapshot point, and
@@ -78,6 +80,8 @@ struct Folded {
     brought: Vec<(Oid, u64)>,
     /// Trailers that are no statements (see [`crate::statement`]).
     ignored: Vec<IgnoredStatement>,
+    /// `Tollgate-Approve-Policy` trailers of statement commits.
+    policy_approvals: Vec<PolicyApproval>,
 }
 
 impl Folded {
@@ -150,7 +154,9 @@ impl DeltaReader<'_> {
             root = new_root;
             let is_head = Some(position) == last_accepted;
             let mut folded_now = std::mem::take(&mut folded);
-            let news = !folded_now.approvals.is_empty() || !folded_now.ignored.is_empty();
+            let news = !folded_now.approvals.is_empty()
+                || !folded_now.ignored.is_empty()
+                || !folded_now.policy_approvals.is_empty();
             if changes.is_empty() && !news && !is_head {
                 continue;
             }
@@ -178,6 +184,7 @@ impl DeltaReader<'_> {
                     files.push((change.path.clone(), state));
                 }
                 let ignored = std::mem::take(&mut folded_now.ignored);
+                let policy_approvals = std::mem::take(&mut folded_now.policy_approvals);
                 let brought = match folded_now.brought.len() {
                     0 | 1 => Vec::new(),
                     _ => std::mem::take(&mut folded_now.brought),
@@ -190,6 +197,7 @@ impl DeltaReader<'_> {
                     contributors,
                     brought,
                     ignored,
+                    policy_approvals,
                 });
             }
             if is_head {
@@ -237,6 +245,7 @@ impl DeltaReader<'_> {
                 files,
                 attributions,
                 ignored: commit.ignored,
+                policy_approvals: commit.policy_approvals,
             });
         }
         Ok(ReadResult { deltas, head })
@@ -268,13 +277,18 @@ impl DeltaReader<'_> {
             return Ok(());
         }
         let (found, errors) = trailers::approvals(&message);
-        for error in errors {
+        let (policies, policy_errors) = trailers::policy_approvals(&message);
+        for error in errors.iter().chain(&policy_errors) {
             warn!(commit = %oid, %error, "approval trailer ignored");
         }
-        if found.is_empty() {
+        if found.is_empty() && policies.is_empty() {
             return Ok(());
         }
         if !is_statement(&commit) {
+            if !policies.is_empty() {
+                let why = statement::why_not(&commit);
+                warn!(commit = %oid, why, "Tollgate-Approve-Policy trailer ignored");
+            }
             let why = statement::why_not(&commit);
             warn!(commit = %oid, why, "Tollgate-Approve trailer ignored");
             for trailer in found {
@@ -286,10 +300,15 @@ impl DeltaReader<'_> {
             }
             return Ok(());
         }
+        let info = commit_info(&commit, seq, signature);
+        for trailer in policies {
+            folded.policy_approvals.push(PolicyApproval {
+                trailer,
+                commit: Arc::new(info.clone()),
+            });
+        }
         for trailer in found {
-            folded
-                .approvals
-                .push((trailer, commit_info(&commit, seq, signature.clone())));
+            folded.approvals.push((trailer, info.clone()));
         }
         Ok(())
     }

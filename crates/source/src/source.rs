@@ -12,6 +12,7 @@ use crate::backoff::Backoff;
 use crate::blob::{Diagnostic, Limits, ParsedBlob};
 use crate::config::SourceConfig;
 use crate::error::SourceError;
+use crate::governance::{GovernanceIndex, Heads};
 use crate::index::{HistoryIndex, Summary, change_between};
 use crate::poker::Poker;
 use crate::policies::{PolicyIndex, PolicySet};
@@ -28,6 +29,8 @@ pub struct GitSource {
     limits: Limits,
     index: HistoryIndex,
     policy_index: PolicyIndex,
+    /// Which governed changes an admin approved (see [`crate::governance`]).
+    governance: GovernanceIndex,
     /// The policies at head, as last built from `policy_index`.
     policies: PolicySet,
     head: Option<IndexedHead>,
@@ -84,6 +87,7 @@ impl GitSource {
             limits: config.limits,
             index: HistoryIndex::default(),
             policy_index: PolicyIndex::default(),
+            governance: GovernanceIndex::default(),
             policies: PolicySet::default(),
             head: None,
             parsed_blobs: HashMap::new(),
@@ -165,11 +169,22 @@ impl GitSource {
         } else {
             std::mem::take(&mut self.policy_index)
         };
+        let mut governance = if rebuilt {
+            GovernanceIndex::default()
+        } else {
+            std::mem::take(&mut self.governance)
+        };
         for delta in &read.deltas {
-            index.apply(delta, &mut prior);
+            let touched = index.apply(delta, &mut prior);
             policy_index.apply(delta);
+            let heads = Heads {
+                promotions: &index,
+                policies: &policy_index,
+            };
+            governance.apply(&heads, &delta.info, &touched, &delta.policy_approvals);
         }
-        let policies = policy_index.set();
+        let policies = policy_index.set().with_governance(governance.view());
+        self.governance = governance;
         let policies_changed = policies != self.policies;
         self.policy_index = policy_index;
         self.policies = policies;

@@ -3,7 +3,7 @@
 //! interpret-trailers`, only the message's last paragraph holds trailers; keys are
 //! case-insensitive.
 
-use tollgate_model::signature::{APPROVE_TRAILER, SEAL_TRAILER};
+use tollgate_model::signature::{APPROVE_POLICY_TRAILER, APPROVE_TRAILER, SEAL_TRAILER};
 
 /// One `Tollgate-Approve` trailer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -11,6 +11,42 @@ pub struct ApproveTrailer {
     pub promotion: String,
     pub stage: String,
     pub snapshot: String,
+}
+
+/// One `Tollgate-Approve-Policy` trailer: an admin approves the pending changes of `policy` up
+/// to and including the change made by commit `change` (a prefix of 7+ hex characters).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyApproveTrailer {
+    pub policy: String,
+    pub change: String,
+}
+
+/// The policy approvals a commit message carries, and the trailers that do not parse.
+pub fn policy_approvals(message: &str) -> (Vec<PolicyApproveTrailer>, Vec<String>) {
+    let mut found = Vec::new();
+    let mut errors = Vec::new();
+    for value in trailer_values(message, APPROVE_POLICY_TRAILER) {
+        let parsed = value.rsplit_once('@').and_then(|(policy, change)| {
+            let (policy, change) = (policy.trim(), change.trim());
+            let hex = change.len() >= 7 && change.chars().all(|c| c.is_ascii_hexdigit());
+            (!policy.is_empty() && hex).then(|| PolicyApproveTrailer {
+                policy: policy.to_string(),
+                change: change.to_ascii_lowercase(),
+            })
+        });
+        match parsed {
+            Some(trailer) => found.push(trailer),
+            None => errors.push(format!(
+                "{APPROVE_POLICY_TRAILER}: {value:?} is not `<policy>@<commit, 7+ hex characters>`"
+            )),
+        }
+    }
+    (found, errors)
+}
+
+/// The policy approval trailer, in the form `tollgate approve --policy` writes.
+pub fn approve_policy_line(policy: &str, change: &str) -> String {
+    format!("{APPROVE_POLICY_TRAILER}: {policy}@{change}")
 }
 
 /// The values of trailer `key` in `message`'s last paragraph.
@@ -100,6 +136,22 @@ mod tests {
         assert!(found.is_empty());
         assert_eq!(errors.len(), 2, "{errors:?}");
         assert!(errors[0].contains("`<promotion>/<stage>@<snapshot id>`"));
+    }
+
+    #[test]
+    fn policy_approvals_name_a_policy_and_a_change_commit() {
+        let (found, errors) = policy_approvals(
+            "Approve\n\nTollgate-Approve-Policy: gates@ABCDEF1\nTollgate-Approve-Policy: gates@xyz\nTollgate-Approve: web/prod@0123456789ab\n",
+        );
+        assert_eq!(
+            found,
+            [PolicyApproveTrailer {
+                policy: "gates".into(),
+                change: "abcdef1".into()
+            }]
+        );
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(approvals("Tollgate-Approve-Policy: gates@abcdef1").0, []);
     }
 
     #[test]
