@@ -180,6 +180,8 @@ pub struct StepGit<'a> {
     pub policy_unapproved: bool,
     /// Why the branch tip does not run (`--verify-commits`), if it does not.
     pub unverified: Option<&'a str>,
+    /// The branch was rewritten under the promotion's newest snapshot, if it was.
+    pub rewound: Option<&'a str>,
 }
 
 impl<'a> StepGit<'a> {
@@ -198,6 +200,7 @@ impl<'a> StepGit<'a> {
                     policy_problem,
                     policy_unapproved: git.policy.as_ref().is_err_and(|p| p.unapproved),
                     unverified: git.unverified.as_deref(),
+                    rewound: git.rewound.as_deref(),
                 }
             }
             // A removal runs nothing new: no approval, history or policy applies.
@@ -209,6 +212,7 @@ impl<'a> StepGit<'a> {
                 policy_problem: None,
                 policy_unapproved: false,
                 unverified: None,
+                rewound: None,
             },
         }
     }
@@ -282,6 +286,7 @@ mod tests {
             history: Arc::new(vec![(*snap(1, "web.yaml")).clone()]),
             policy: Ok(Some(policy("defaults"))),
             unverified: None,
+            rewound: None,
         })
     }
 

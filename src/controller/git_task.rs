@@ -36,6 +36,9 @@ pub struct PromotionGit {
     /// Why the branch tip does not run (`--verify-commits`): which commit failed verification
     /// and why. Every promotion carries it: they all track that tip.
     pub unverified: Option<Arc<str>>,
+    /// The branch was rewritten and this promotion's newest snapshot is no longer in its
+    /// history (issue #44): what happened, in words.
+    pub rewound: Option<Arc<str>>,
 }
 
 /// The outcome of one sync, as far as the controller cares.
@@ -127,15 +130,19 @@ fn sync_loop(
 ) {
     let mut complete_next = true;
     let mut refusal = None;
+    let mut rewind = None;
     while !stop.load(Ordering::SeqCst) {
         // Clear a pending poke before syncing: a poke that arrives during the sync re-triggers.
         poker.take();
         let (update, wait) = match source.sync() {
             Ok(report) => {
                 // A new (or lifted) refusal is news for every promotion, not only changed ones.
-                let relist =
-                    complete_next || report.rebuilt || source.refusal() != refusal.as_ref();
+                let relist = complete_next
+                    || report.rebuilt
+                    || source.refusal() != refusal.as_ref()
+                    || source.rewind() != rewind.as_ref();
                 refusal = source.refusal().cloned();
+                rewind = source.rewind().cloned();
                 let complete = complete_next || report.rebuilt;
                 complete_next = false;
                 (update_of(&source, &report, complete, relist), interval)
@@ -237,6 +244,10 @@ fn snapshot_of(
         history: source.shared_history(name),
         policy,
         unverified: source.refusal().map(|refusal| Arc::from(refusal.message())),
+        rewound: source
+            .rewind()
+            .and_then(|rewind| rewind.note(name))
+            .map(Arc::from),
     })
 }
 

@@ -196,6 +196,7 @@ fn plan(seen: &Observation<'_>, measured: &[Measurement], now: DateTime<Utc>) ->
         history: seen.git.history,
         watch_problem: seen.watch_problem.as_deref(),
         unverified: seen.git.unverified,
+        rewound: seen.git.rewound,
         policy_problem: seen.git.policy_problem,
         policy_unapproved: seen.git.policy_unapproved,
         measurements: measured,

@@ -115,6 +115,7 @@ pub fn summary(notice: &Notice) -> String {
         NotifyEvent::AnalysisInconclusive => {
             format!("stage {}: an analysis is inconclusive", notice.stage)
         }
+        NotifyEvent::BranchRewound => "the branch was rewritten".to_string(),
     };
     let counts = &notice.counts;
     let mut line = format!(
@@ -133,6 +134,7 @@ pub fn summary(notice: &Notice) -> String {
                 | NotifyEvent::BlackoutHeld
                 | NotifyEvent::AnalysisFailed
                 | NotifyEvent::AnalysisInconclusive
+                | NotifyEvent::BranchRewound
         )
     }) {
         line.push_str(&format!(" — {reason}"));
@@ -151,6 +153,7 @@ fn slack(notice: &Notice) -> Value {
         NotifyEvent::BlackoutHeld => ":no_entry:",
         NotifyEvent::AnalysisFailed => ":chart_with_downwards_trend:",
         NotifyEvent::AnalysisInconclusive => ":grey_question:",
+        NotifyEvent::BranchRewound => ":warning:",
     };
     json!({"text": format!("{icon} {}", summary(notice))})
 }
@@ -192,7 +195,9 @@ fn state(kind: NotifyType, event: NotifyEvent) -> Option<&'static str> {
     let state = match (kind, event) {
         // The run's end is its last stage's success; a held stage has no status of its own yet
         // (a new run's first stage waits on a commit that has none).
-        (_, NotifyEvent::Completed | NotifyEvent::BlackoutHeld) => return None,
+        (_, NotifyEvent::Completed | NotifyEvent::BlackoutHeld | NotifyEvent::BranchRewound) => {
+            return None;
+        }
         (
             NotifyType::Gitlab,
             NotifyEvent::StageStarted | NotifyEvent::WaveStarted | NotifyEvent::WaveCompleted,

@@ -1217,3 +1217,89 @@ async fn a_pending_commit_status_is_never_sent_after_the_stages_success() {
         })
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_rewound_under_the_running_snapshot_is_told_and_followed() {
+    let receiver = Receiver::start(Answer::Ok).await;
+    let secrets = Secrets::new();
+    let file = secrets.file("hook", &receiver.url("/hook"), Some(HMAC_KEY));
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0"));
+    repo.write(
+        "policy.yaml",
+        &policy("fleet-defaults")
+            .notify("hook", "webhook", &file, &["BranchRewound"])
+            .to_yaml(),
+    );
+    let first = repo.commit("web 1.0.0");
+    repo.write("web.yaml", &web("2.0.0"));
+    let second = repo.commit("web 2.0.0");
+    let world = World::start(repo, &three_envs().to_yaml()).await;
+    world.wait_phase(WEB, "Completed").await;
+
+    // A force-push takes 2.0.0 out of the branch's history.
+    world.repo.git(&["reset", "-q", "--hard", &first]);
+    world.poke();
+    let told = wait_told(&world, &receiver, 1).await;
+    // Told from the step that follows the branch: the new run is at its first stage.
+    assert_eq!(told, pairs(&[("BranchRewound", "dev")]));
+    let body = receiver.under("/hook")[0].json();
+    let reason = body["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&second[..7]) && reason.contains("onRewind: Follow"),
+        "{body}"
+    );
+    let schema = schema();
+    assert!(schema.is_valid(&body), "{body}");
+    let events = world.events_of(WEB).await;
+    assert!(
+        events.iter().any(|(reason, _)| reason == "BranchRewound"),
+        "{events:?}"
+    );
+    // Follow: what the branch now says rolls out.
+    world
+        .eventually("1.0.0 rolls out again", || async {
+            let profile = world.profile("web-prod").await?;
+            let version = support::str_at(&profile.data, "/spec/helmCharts/0/chartVersion")?;
+            (version == "1.0.0").then_some(())
+        })
+        .await;
+    assert_each_delivered_once(&receiver);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_rewind_hold_starts_nothing_until_the_branch_moves_on() {
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0"));
+    repo.write(
+        "policy.yaml",
+        "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: hold\nspec:\n  onRewind: Hold\n",
+    );
+    let first = repo.commit("web 1.0.0");
+    repo.write("web.yaml", &web("2.0.0"));
+    repo.commit("web 2.0.0");
+    let world = World::start(repo, &three_envs().to_yaml()).await;
+    world.wait_phase(WEB, "Completed").await;
+
+    world.repo.git(&["reset", "-q", "--hard", &first]);
+    world.poke();
+    let status = world.wait_phase(WEB, "Held").await;
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(message.contains("onRewind: Hold"), "{status:#}");
+    for env in ["dev", "staging", "prod"] {
+        let profile = world.profile(&format!("web-{env}")).await.expect("profile");
+        let version = support::str_at(&profile.data, "/spec/helmCharts/0/chartVersion");
+        assert_eq!(version, Some("2.0.0"), "{env} keeps what ran");
+    }
+    // A new commit on top of the rewritten branch: the branch moved on, and it rolls out.
+    world.repo.write("web.yaml", &web("3.0.0"));
+    let third = world.repo.commit("web 3.0.0");
+    world.poke();
+    world
+        .eventually("3.0.0 completes", || async {
+            let status = world.status(WEB).await?;
+            (status["snapshotCommit"] == third.as_str() && status["phase"] == "Completed")
+                .then_some(())
+        })
+        .await;
+}

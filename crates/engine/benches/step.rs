@@ -87,6 +87,7 @@ fn bench_step(c: &mut Criterion) {
             history: &[],
             watch_problem: None,
             unverified: None,
+            rewound: None,
             dependencies: &[],
             dependency_problem: None,
             policy_problem: None,

@@ -16,6 +16,8 @@ pub const WATCHES_HEALTHY: &str = "WatchesHealthy";
 pub const POLICY_VALID: &str = "PolicyValid";
 /// `type` of the condition saying whether the branch tip passed commit verification.
 pub const COMMIT_VERIFIED: &str = "CommitVerified";
+/// `type` of the condition saying the branch was rewritten under the newest snapshot.
+pub const BRANCH_REWOUND: &str = "BranchRewound";
 /// `type` of the condition saying the newest snapshot has the content of a rejected one.
 pub const REJECTED_CONTENT: &str = "RejectedContent";
 
@@ -110,6 +112,21 @@ pub(crate) fn set_rejected_content(
         type_: REJECTED_CONTENT,
         healthy: ("False", "NoRejectedContent"),
         unhealthy: ("True", "RejectedContentRecommitted"),
+        problem: note,
+    };
+    set(status, wanted, now)
+}
+
+/// Sets the `BranchRewound` condition; true when the rewrite is new (worth telling).
+pub(crate) fn set_branch_rewound(
+    status: &mut PromotionStatus,
+    note: Option<&str>,
+    now: DateTime<Utc>,
+) -> bool {
+    let wanted = Wanted {
+        type_: BRANCH_REWOUND,
+        healthy: ("False", "BranchFollowed"),
+        unhealthy: ("True", "BranchRewound"),
         problem: note,
     };
     set(status, wanted, now)

@@ -114,7 +114,7 @@ fn pass_quorum(
         run.consumed,
     );
     run.st.approvals = Some(Box::new(quorum.reviews.clone()));
-    run.st.approvals_needed = Some(quorum.needed);
+    run.st.approvals_needed = Some(u16::try_from(quorum.needed).unwrap_or(u16::MAX));
     if !quorum.is_met() {
         run.st.describe(messages::AWAITING_APPROVAL, run.now);
         run.st.awaiting_approval_since.get_or_insert(run.now);

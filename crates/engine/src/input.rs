@@ -40,6 +40,10 @@ pub struct StepInput<'a> {
     /// and why; the last verified snapshot keeps running. Reported in the `CommitVerified`
     /// condition, and told once as a `CommitNotVerified` warning.
     pub unverified: Option<&'a str>,
+    /// The branch was rewritten and the promotion's newest snapshot is no longer in its history
+    /// (issue #44): told once (a `BranchRewound` condition, Warning event and notice); under
+    /// `onRewind: Hold` nothing new starts while it lasts.
+    pub rewound: Option<&'a str>,
     /// The promotions this one depends on (`tollgate.dev/depends-on`), as observed: a stage
     /// starts only once the same stage of each completed its current run.
     pub dependencies: &'a [Dependency<'a>],
@@ -76,4 +80,52 @@ pub enum Desired<'a> {
         promotion: &'a str,
         last: Option<&'a Snapshot>,
     },
+}
+
+impl<'a> StepInput<'a> {
+    /// Why no new run may start now, if one may not: the governing policy cannot be resolved
+    /// (or a change waits for an admin), or the branch was rewritten under `onRewind: Hold`.
+    pub(crate) fn start_hold(&self) -> Option<StartHold<'a>> {
+        if let Some(problem) = self.policy_problem {
+            return Some(StartHold {
+                why: problem,
+                kind: match self.policy_unapproved {
+                    true => StartHoldKind::Unapproved,
+                    false => StartHoldKind::Policy,
+                },
+            });
+        }
+        let hold = self
+            .policy
+            .is_some_and(|p| p.spec.on_rewind == tollgate_model::policy::OnRewind::Hold);
+        self.rewound.filter(|_| hold).map(|why| StartHold {
+            why,
+            kind: StartHoldKind::Rewound,
+        })
+    }
+}
+
+/// Why nothing new starts (see [`StepInput::start_hold`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StartHold<'a> {
+    pub why: &'a str,
+    pub kind: StartHoldKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StartHoldKind {
+    Policy,
+    Unapproved,
+    Rewound,
+}
+
+impl StartHold<'_> {
+    /// What lifts it, for "snapshot #N is held until …".
+    pub fn until(&self) -> &'static str {
+        match self.kind {
+            StartHoldKind::Policy => "the RolloutPolicy is fixed",
+            StartHoldKind::Unapproved => "an admin approves the change",
+            StartHoldKind::Rewound => "the branch moves on from its rewritten tip (onRewind: Hold)",
+        }
+    }
 }

@@ -36,7 +36,7 @@ pub(crate) fn choose<'a>(
         .policy
         .map(|p| p.spec.on_new_snapshot)
         .unwrap_or_default();
-    if input.policy_problem.is_some() {
+    if input.start_hold().is_some() {
         return held_by_policy(input, newest, policy);
     }
     let newest_now = Choice {

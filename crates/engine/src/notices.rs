@@ -48,6 +48,7 @@ pub fn notices(
 ) -> Vec<Notice> {
     let mut out: Vec<Notice> = held_start(promotion, previous, next, now)
         .into_iter()
+        .chain(rewound(promotion, previous, next, now))
         .collect();
     let Some(run) = run_of(next) else {
         return out;
@@ -248,6 +249,46 @@ fn held_start(
         author: None,
         phase: next.phase.clone(),
         reason: next.message.clone(),
+        counts: StageCounts::default(),
+        time: now,
+    })
+}
+
+/// A branch newly rewritten under the promotion's newest snapshot (the `BranchRewound`
+/// condition appeared, or names another rewrite).
+fn rewound(
+    promotion: &str,
+    previous: Option<&PromotionStatus>,
+    next: &PromotionStatus,
+    now: DateTime<Utc>,
+) -> Option<Notice> {
+    let message = |status: &PromotionStatus| {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == crate::conditions::BRANCH_REWOUND && c.status == "True")
+            .map(|c| c.message.clone())
+    };
+    let note = message(next)?;
+    if previous.and_then(message).as_ref() == Some(&note) {
+        return None;
+    }
+    let key = json!([
+        promotion,
+        next.snapshot_index,
+        NotifyEvent::BranchRewound.as_str(),
+        note
+    ]);
+    Some(Notice {
+        id: short_id(&key),
+        kind: NotifyEvent::BranchRewound,
+        promotion: promotion.to_string(),
+        stage: next.current_stage_name.clone().unwrap_or_default(),
+        snapshot_index: next.snapshot_index.unwrap_or_default(),
+        snapshot_commit: next.snapshot_commit.clone(),
+        author: None,
+        phase: next.phase.clone(),
+        reason: Some(note),
         counts: StageCounts::default(),
         time: now,
     })

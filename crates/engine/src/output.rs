@@ -79,6 +79,8 @@ pub enum EventReason {
     /// A change that could lift a gate waits for an admin of the governing RolloutPolicy; the
     /// version in force governs the run, nothing new starts (issue #44).
     PolicyChangeUnapproved,
+    /// The branch was rewritten: the promotion's newest snapshot is no longer in its history.
+    BranchRewound,
     /// The branch tip failed commit verification; the last verified snapshot keeps running.
     CommitNotVerified,
     RejectedContentRecommitted,
@@ -120,6 +122,7 @@ impl EventReason {
             EventReason::PolicyInvalid => "PolicyInvalid",
             EventReason::PolicyChangeUnapproved => "PolicyChangeUnapproved",
             EventReason::CommitNotVerified => "CommitNotVerified",
+            EventReason::BranchRewound => "BranchRewound",
             EventReason::RejectedContentRecommitted => "RejectedContentRecommitted",
             EventReason::InvalidSpec => "InvalidSpec",
             EventReason::AnalysisFailed => "AnalysisFailed",

@@ -58,7 +58,7 @@ impl<'s> StageView<'s> {
         let status = self.status?;
         let reviews = status.approvals.as_deref()?;
         Some(QuorumView {
-            needed: status.approvals_needed.unwrap_or(1),
+            needed: u32::from(status.approvals_needed.unwrap_or(1)),
             counted: reviews.iter().filter(|r| r.counts).collect(),
             refused: reviews.iter().filter(|r| !r.counts).collect(),
         })

@@ -281,6 +281,7 @@ impl<'i> Simulator<'i> {
             history: &self.history,
             watch_problem: None,
             unverified: None,
+            rewound: None,
             dependencies: &[],
             dependency_problem: None,
         })

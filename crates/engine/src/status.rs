@@ -359,7 +359,7 @@ pub struct StageStatus {
     /// Under an approval policy: the distinct approvers the gate needs (`minApprovals`), so
     /// every view shows the quorum (`1 of 2`) with the reviews (issue #44).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approvals_needed: Option<u32>,
+    pub approvals_needed: Option<u16>,
     /// What the stage waits for, in plain words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_reason: Option<String>,

@@ -22,7 +22,7 @@ use crate::depends_on;
 use crate::drift;
 use crate::effects::Effects;
 use crate::features::fresh_after_apply;
-use crate::input::{Desired, StepInput};
+use crate::input::{Desired, StartHold, StepInput};
 use crate::lineage::{self, Lineage, Verdict};
 use crate::messages;
 use crate::never_valid;
@@ -55,10 +55,30 @@ pub fn step(input: &StepInput<'_>) -> StepOutput {
             refusal.to_string(),
         ));
     }
+    tell_rewind(input, &mut output);
     crate::run_recording::record(input.status, &mut output.status, input.now);
     coalesce_handoffs(&mut output.events);
     drop_unphased_stage_events(input.status, &mut output);
     output
+}
+
+/// A rewritten branch (issue #44): the `BranchRewound` condition, and a Warning event when it
+/// is new, saying what the promotion does about it (`onRewind`).
+fn tell_rewind(input: &StepInput<'_>, output: &mut StepOutput) {
+    let hold = input
+        .policy
+        .is_some_and(|p| p.spec.on_rewind == tollgate_model::policy::OnRewind::Hold);
+    let note = input.rewound.map(|rewound| match hold {
+        true => format!("{rewound}; nothing new starts until the branch moves on from its rewritten tip (onRewind: Hold)"),
+        false => format!("{rewound}; rolling out what the branch now says (onRewind: Follow)"),
+    });
+    if conditions::set_branch_rewound(&mut output.status, note.as_deref(), input.now)
+        && let Some(note) = note
+    {
+        output
+            .events
+            .push(EngineEvent::warning(EventReason::BranchRewound, note));
+    }
 }
 
 /// Stage-progress events (Provisioning, Provisioned) only when the promotion's phase or run
@@ -184,8 +204,10 @@ fn held_without_run(input: &StepInput<'_>, newest: &Snapshot, invalid: Option<&s
         wake_at: None,
         measurements: Vec::new(),
     };
-    let problem = input.policy_problem.unwrap_or_default();
-    held_by_policy(output, newest, (problem, input.policy_unapproved))
+    match input.start_hold() {
+        Some(hold) => held_by_policy(output, newest, hold),
+        None => output,
+    }
 }
 
 /// Runs `run` (the snapshot [`new_snapshot::choose`] picked); when that run finishes in this step
@@ -205,8 +227,8 @@ fn run_chosen<'a>(
     let Some(waiting) = choice.waiting else {
         return first;
     };
-    if let Some(problem) = input.policy_problem {
-        return held_by_policy(first, waiting, (problem, input.policy_unapproved));
+    if let Some(hold) = input.start_hold() {
+        return held_by_policy(first, waiting, hold);
     }
     if !new_snapshot::finished(&first.status, run) {
         return queued(first, waiting, choice.policy, input.history);
@@ -282,12 +304,9 @@ fn queued(
 
 /// Says in status that `waiting` is held by a policy problem: phase `Held`, unless the run that
 /// goes on failed or is paused (that phase says more), and the problem first in the message.
-/// `unapproved`: the problem is a change waiting for an admin, not an error.
-fn held_by_policy(
-    mut output: StepOutput,
-    waiting: &Snapshot,
-    (problem, unapproved): (&str, bool),
-) -> StepOutput {
+/// `waiting` waits: the policy cannot be resolved, a change waits for an admin, or the branch
+/// was rewritten under `onRewind: Hold`.
+fn held_by_policy(mut output: StepOutput, waiting: &Snapshot, hold: StartHold<'_>) -> StepOutput {
     let status = &mut output.status;
     status.queued_snapshot = Some(waiting.index);
     let quiet = matches!(
@@ -297,13 +316,11 @@ fn held_by_policy(
     if quiet {
         status.phase = Phase::Held;
     }
-    let until = match unapproved {
-        true => "an admin approves the change",
-        false => "the RolloutPolicy is fixed",
-    };
     let held = format!(
-        "snapshot #{} is held until {until}: {problem}",
-        waiting.index
+        "snapshot #{} is held until {}: {}",
+        waiting.index,
+        hold.until(),
+        hold.why
     );
     status.message = Some(match status.message.take() {
         Some(running) => format!("{held}; meanwhile {running}"),

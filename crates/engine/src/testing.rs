@@ -47,6 +47,7 @@ pub struct World {
     pub watch_problem: Option<String>,
     /// Why the branch tip failed commit verification (`--verify-commits`).
     pub unverified: Option<String>,
+    pub rewound: Option<String>,
     /// Why the governing policy cannot be resolved (`policy` is then its last valid version).
     pub policy_problem: Option<String>,
     pub policy_unapproved: bool,
@@ -72,6 +73,7 @@ impl World {
             history: Vec::new(),
             watch_problem: None,
             unverified: None,
+            rewound: None,
             dependencies: Vec::new(),
             dependency_problem: None,
             policy_problem: None,
@@ -125,6 +127,7 @@ impl World {
             history: &self.history,
             watch_problem: self.watch_problem.as_deref(),
             unverified: self.unverified.as_deref(),
+            rewound: self.rewound.as_deref(),
             dependencies: &dependencies,
             dependency_problem: self.dependency_problem.as_deref(),
             policy_problem: self.policy_problem.as_deref(),

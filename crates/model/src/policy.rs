@@ -553,10 +553,12 @@ pub enum NotifyEvent {
     AnalysisFailed,
     /// An analysis of a stage is inconclusive: the stage is held until approved.
     AnalysisInconclusive,
+    /// The branch was rewritten: the promotion's newest snapshot is no longer in its history.
+    BranchRewound,
 }
 
 impl NotifyEvent {
-    pub const ALL: [NotifyEvent; 11] = [
+    pub const ALL: [NotifyEvent; 12] = [
         NotifyEvent::StageStarted,
         NotifyEvent::StageCompleted,
         NotifyEvent::StageFailed,
@@ -568,6 +570,7 @@ impl NotifyEvent {
         NotifyEvent::BlackoutHeld,
         NotifyEvent::AnalysisFailed,
         NotifyEvent::AnalysisInconclusive,
+        NotifyEvent::BranchRewound,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -583,6 +586,7 @@ impl NotifyEvent {
             NotifyEvent::BlackoutHeld => "BlackoutHeld",
             NotifyEvent::AnalysisFailed => "AnalysisFailed",
             NotifyEvent::AnalysisInconclusive => "AnalysisInconclusive",
+            NotifyEvent::BranchRewound => "BranchRewound",
         }
     }
 }

@@ -24,6 +24,7 @@ mod policies;
 mod read;
 pub mod repo;
 pub mod report;
+pub mod rewind;
 pub mod sign;
 mod source;
 mod statement;

@@ -19,6 +19,7 @@ use crate::policies::{PolicyIndex, PolicySet};
 use crate::read::{DeltaReader, IndexedHead, NewCommit, ReadResult};
 use crate::repo::RepoAccess;
 use crate::report::{Change, PromotionView, SyncReport};
+use crate::rewind::Rewind;
 use crate::trust::{Refusal, VerifyCommits, accept_all, screen};
 use crate::verify::{CommitChecks, TrustedKeysDir};
 
@@ -50,6 +51,8 @@ pub struct GitSource {
     /// new keys say of it (a key change never rolls running content back), until a verified
     /// commit after it is accepted.
     pinned: Option<Oid>,
+    /// The last rewrite of the branch that took out what ran, until the branch moves on.
+    rewind: Option<Arc<Rewind>>,
 }
 
 /// Verification state: the keys, the mode, and the signature checks made with these keys.
@@ -98,6 +101,7 @@ impl GitSource {
             refusal: None,
             rebuild_next: false,
             pinned: None,
+            rewind: None,
         })
     }
 
@@ -156,6 +160,7 @@ impl GitSource {
         // Everything fallible is done: apply.
         // Each touched name's summary before this sync; on a rebuild, the old index's.
         let mut prior: BTreeMap<String, Summary> = BTreeMap::new();
+        self.follow_rewind(rebuilt, head_oid);
         let mut index = if rebuilt {
             for name in self.index.names() {
                 prior.insert(name.clone(), self.index.summary(name));
@@ -243,6 +248,37 @@ impl GitSource {
             rebuilt,
             duration: started.elapsed(),
         })
+    }
+
+    /// Notes a rewrite that took out what ran (a rebuild whose old tip is not in the new
+    /// history), or forgets the last one once the branch moved on from it.
+    fn follow_rewind(&mut self, rebuilt: bool, head: Oid) {
+        let Some(from) = self.tip.filter(|_| rebuilt && !self.rebuild_next) else {
+            if !rebuilt {
+                self.rewind = None;
+            }
+            return;
+        };
+        let newest = self
+            .index
+            .promotions
+            .iter()
+            .filter_map(|(name, history)| {
+                let last = history.snapshots.last()?;
+                Some((name.clone(), (last.index, last.commit.sha.clone())))
+            })
+            .collect();
+        let repo = self.access.repo();
+        let rewind = crate::rewind::detect(repo, self.access.branch(), (from, head), newest);
+        if let Some(rewind) = &rewind {
+            warn!(repo = %self.access.display(), from = %rewind.from, to = %rewind.to, promotions = rewind.lost.len(), "branch rewritten: what ran is no longer in its history");
+        }
+        self.rewind = rewind.map(Arc::new);
+    }
+
+    /// The last rewrite of the branch that took out what ran, until the branch moves on.
+    pub fn rewind(&self) -> Option<&Arc<Rewind>> {
+        self.rewind.as_ref()
     }
 
     /// Walks first parents back from the new head until the indexed head: found means the

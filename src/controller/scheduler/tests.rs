@@ -32,6 +32,7 @@ fn valid(name: &str, index: u64) -> Arc<PromotionGit> {
         history: Arc::default(),
         policy: Ok(None),
         unverified: None,
+        rewound: None,
     })
 }
 
@@ -46,6 +47,7 @@ fn never_valid() -> Arc<PromotionGit> {
         history: Arc::default(),
         policy: Ok(None),
         unverified: None,
+        rewound: None,
     })
 }
 
