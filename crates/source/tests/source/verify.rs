@@ -284,3 +284,76 @@ fn new_trusted_keys_are_read_on_change() {
     assert_eq!(running(&source), by_bob, "bob's key is trusted now");
     assert!(source.refusal().is_none());
 }
+
+/// Whether `git verify-commit` accepts `sha`: the oracle tollgate follows. SSH signatures are
+/// checked against `allowed` (an allowed-signers file), OpenPGP ones in the signer's gpg home.
+fn git_verifies(repo: &TestRepo, sha: &str, allowed: &Path, signer: &dyn Signer) -> bool {
+    let mut command = std::process::Command::new("git");
+    command
+        .current_dir(repo.path())
+        .arg("-c")
+        .arg(format!("gpg.ssh.allowedSignersFile={}", allowed.display()))
+        .args(["verify-commit", sha]);
+    for (key, value) in signer.env() {
+        command.env(key, value);
+    }
+    command.output().expect("git runs").status.success()
+}
+
+/// The reason and detail of an unverified check; panics on a verified one.
+fn refused(check: SignatureCheck) -> (Unverified, String) {
+    match check {
+        SignatureCheck::Unverified { reason, detail } => (reason, detail),
+        SignatureCheck::Verified { .. } => panic!("verified, but should not be: {check:?}"),
+    }
+}
+
+#[test]
+fn an_allowed_signer_counts_only_for_commits_dated_within_its_validity_window() {
+    if !tools() {
+        return;
+    }
+    let alice = SshSigner::new("alice");
+    let keys = tempfile::tempdir().expect("temp dir");
+    alice.trust_with_options(
+        keys.path(),
+        r#"valid-after="20200101Z",valid-before="20210101Z""#,
+    );
+    let allowed = keys.path().join("alice.sshpub");
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &manifest("1.0.0"));
+    let within = repo.commit_signed_at(&alice, "in the window", 1_590_969_600); // 2020-06-01
+    repo.write("web.yaml", &manifest("1.0.1"));
+    let after = repo.commit_signed(&alice, "after the window");
+    repo.write("web.yaml", &manifest("1.0.2"));
+    let before = repo.commit_signed_at(&alice, "before the window", 1_546_300_800); // 2019-01-01
+
+    let (reason, detail) = refused(check(&repo, &after, keys.path()));
+    assert_eq!(reason, Unverified::BadSignature);
+    assert!(
+        detail.contains("SHA256:")
+            && detail.contains("alice.sshpub:1")
+            && detail.contains("expired")
+            && detail.contains("valid-before 2021-01-01T00:00:00Z"),
+        "{detail}"
+    );
+    let (reason, detail) = refused(check(&repo, &before, keys.path()));
+    assert_eq!(reason, Unverified::BadSignature);
+    assert!(
+        detail.contains("not yet valid")
+            && detail.contains("valid-after 2020-01-01T00:00:00Z")
+            && detail.contains("2019-01-01T00:00:00Z"),
+        "{detail}"
+    );
+    assert!(
+        matches!(
+            check(&repo, &within, keys.path()),
+            SignatureCheck::Verified { .. }
+        ),
+        "a commit dated within the window verifies"
+    );
+    // git judges the same way, at the committer date.
+    assert!(git_verifies(&repo, &within, &allowed, &alice));
+    assert!(!git_verifies(&repo, &after, &allowed, &alice));
+    assert!(!git_verifies(&repo, &before, &allowed, &alice));
+}
