@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use tollgate_fixtures::signing::{GpgSigner, Signer, SshSigner, have_tool};
+use tollgate_fixtures::signing::{DAY, GpgSigner, Signer, SshSigner, have_tool, unix_now};
 use tollgate_fixtures::{TestRepo, promotion, stage};
 use tollgate_model::{SignatureCheck, Unverified};
 use tollgate_source::verify::{TrustedKeys, commit_signature};
@@ -308,6 +308,10 @@ fn refused(check: SignatureCheck) -> (Unverified, String) {
     }
 }
 
+fn utc(at: i64) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp(at, 0).expect("a valid time")
+}
+
 #[test]
 fn an_allowed_signer_counts_only_for_commits_dated_within_its_validity_window() {
     if !tools() {
@@ -356,4 +360,126 @@ fn an_allowed_signer_counts_only_for_commits_dated_within_its_validity_window() 
     assert!(git_verifies(&repo, &within, &allowed, &alice));
     assert!(!git_verifies(&repo, &after, &allowed, &alice));
     assert!(!git_verifies(&repo, &before, &allowed, &alice));
+}
+
+#[test]
+fn a_revoked_openpgp_key_does_not_verify() {
+    if !tools() {
+        return;
+    }
+    let gerda = GpgSigner::new("gerda");
+    let keys = tempfile::tempdir().expect("temp dir");
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &manifest("1.0.0"));
+    let sha = repo.commit_signed(&gerda, "signed, then the key is revoked");
+    gerda.trust_in(keys.path());
+    assert!(matches!(
+        check(&repo, &sha, keys.path()),
+        SignatureCheck::Verified { .. }
+    ));
+
+    let before_revocation = gerda.armored();
+    gerda.revoke();
+    gerda.trust_in(keys.path());
+    let (reason, detail) = refused(check(&repo, &sha, keys.path()));
+    assert_eq!(reason, Unverified::BadSignature);
+    assert!(
+        detail.contains(gerda.fingerprint()) && detail.contains("revoked"),
+        "{detail}"
+    );
+    // An old export left beside the revoked one (and read first) does not undo the revocation.
+    std::fs::write(keys.path().join("gerda-old.asc"), before_revocation).expect("write");
+    let (_, detail) = refused(check(&repo, &sha, keys.path()));
+    assert!(detail.contains("revoked"), "{detail}");
+    assert!(!git_verifies(&repo, &sha, keys.path(), &gerda));
+}
+
+/// The dates (`YYYY-MM-DD`) an expiry set by `GpgSigner::expire(days_ago)` may fall on, computed
+/// around the call (a midnight may pass while gpg runs).
+fn expiry_dates(days_ago: i64, expire: impl FnOnce()) -> [String; 2] {
+    let day = |at: i64| utc(at - days_ago * DAY).format("%Y-%m-%d").to_string();
+    let before = day(unix_now());
+    expire();
+    [before, day(unix_now())]
+}
+
+#[test]
+fn an_openpgp_key_counts_only_for_signatures_made_before_it_expired() {
+    if !tools() {
+        return;
+    }
+    let gerda = GpgSigner::made_days_ago("gerda", 10, false);
+    let keys = tempfile::tempdir().expect("temp dir");
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &manifest("1.0.0"));
+    let early = repo.commit_signed(&gerda.at(unix_now() - 5 * DAY), "signed five days ago");
+    repo.write("web.yaml", &manifest("1.0.1"));
+    let late = repo.commit_signed(&gerda, "signed now");
+    let dates = expiry_dates(2, || gerda.expire(2));
+    gerda.trust_in(keys.path());
+
+    let (reason, detail) = refused(check(&repo, &late, keys.path()));
+    assert_eq!(reason, Unverified::BadSignature);
+    assert!(
+        detail.contains(gerda.fingerprint())
+            && dates
+                .iter()
+                .any(|date| detail.contains(&format!("expired on {date}"))),
+        "{detail} (expected an expiry on {dates:?})"
+    );
+    assert!(!git_verifies(&repo, &late, keys.path(), &gerda));
+    assert!(
+        matches!(
+            check(&repo, &early, keys.path()),
+            SignatureCheck::Verified { .. }
+        ),
+        "a signature made before the key expired still verifies"
+    );
+}
+
+#[test]
+fn a_revoked_or_expired_signing_subkey_does_not_verify() {
+    if !tools() {
+        return;
+    }
+    let (hans, ida) = (
+        GpgSigner::made_days_ago("hans", 10, true),
+        GpgSigner::made_days_ago("ida", 10, true),
+    );
+    let keys = tempfile::tempdir().expect("temp dir");
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &manifest("1.0.0"));
+    let by_hans = repo.commit_signed(&hans, "signed by hans's subkey");
+    repo.write("web.yaml", &manifest("1.0.1"));
+    let by_ida = repo.commit_signed(&ida, "signed by ida's subkey");
+    hans.trust_in(keys.path());
+    assert!(matches!(
+        check(&repo, &by_hans, keys.path()),
+        SignatureCheck::Verified { .. }
+    ));
+
+    hans.revoke_subkey();
+    let dates = expiry_dates(2, || ida.expire(2));
+    hans.trust_in(keys.path());
+    ida.trust_in(keys.path());
+    let subkey = |signer: &GpgSigner| signer.subkey_fingerprint().expect("subkey").to_string();
+    let (reason, detail) = refused(check(&repo, &by_hans, keys.path()));
+    assert_eq!(reason, Unverified::BadSignature);
+    assert!(
+        detail.contains(&subkey(&hans))
+            && detail.contains(hans.fingerprint())
+            && detail.contains("revoked"),
+        "{detail}"
+    );
+    let (reason, detail) = refused(check(&repo, &by_ida, keys.path()));
+    assert_eq!(reason, Unverified::BadSignature);
+    assert!(
+        detail.contains(&subkey(&ida))
+            && dates
+                .iter()
+                .any(|date| detail.contains(&format!("expired on {date}"))),
+        "{detail} (expected an expiry on {dates:?})"
+    );
+    assert!(!git_verifies(&repo, &by_hans, keys.path(), &hans));
+    assert!(!git_verifies(&repo, &by_ida, keys.path(), &ida));
 }
