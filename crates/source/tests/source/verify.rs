@@ -483,3 +483,32 @@ fn a_revoked_or_expired_signing_subkey_does_not_verify() {
     assert!(!git_verifies(&repo, &by_hans, keys.path(), &hans));
     assert!(!git_verifies(&repo, &by_ida, keys.path(), &ida));
 }
+
+#[test]
+fn a_key_file_rewritten_with_the_same_keys_does_not_re_verify_the_history() {
+    if !tools() {
+        return;
+    }
+    let alice = SshSigner::new("alice");
+    let keys = tempfile::tempdir().expect("temp dir");
+    alice.trust_in(keys.path());
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &manifest("1.0.0"));
+    repo.commit_signed(&alice, "by alice");
+    let mut source = source(&repo, keys.path(), VerifyCommits::Head);
+    source.sync().expect("sync");
+    // The same bytes, a new file (as an editor saving without a change, or a Secret re-synced):
+    // its modification time moves, its keys do not.
+    let file = keys.path().join("alice.sshpub");
+    let text = std::fs::read(&file).expect("read");
+    std::fs::remove_file(&file).expect("remove");
+    std::fs::write(&file, &text).expect("write");
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .and_then(|f| f.set_modified(later))
+        .expect("touch");
+    let report = source.sync().expect("sync");
+    assert!(!report.rebuilt, "the same keys: nothing to re-verify");
+}
