@@ -264,6 +264,11 @@ mod tests {
                 "not after",
             ),
             (r#"namespaces="git","#, "empty option"),
+            ("cert-authority", "cert-authority keys are not supported"),
+            (
+                r#"cert-authority,valid-before="20300101Z""#,
+                "cert-authority",
+            ),
         ] {
             let error = option_error(options);
             assert!(

@@ -442,16 +442,22 @@ fn a_revoked_or_expired_signing_subkey_does_not_verify() {
     if !tools() {
         return;
     }
-    let (hans, ida) = (
+    let (hans, ida, jan) = (
         GpgSigner::made_days_ago("hans", 10, true),
         GpgSigner::made_days_ago("ida", 10, true),
+        GpgSigner::made_days_ago("jan", 10, true),
     );
     let keys = tempfile::tempdir().expect("temp dir");
     let repo = TestRepo::new();
-    repo.write("web.yaml", &manifest("1.0.0"));
-    let by_hans = repo.commit_signed(&hans, "signed by hans's subkey");
-    repo.write("web.yaml", &manifest("1.0.1"));
-    let by_ida = repo.commit_signed(&ida, "signed by ida's subkey");
+    let mut signed = Vec::new();
+    for (version, signer) in ["1.0.0", "1.0.1", "1.0.2"]
+        .into_iter()
+        .zip([&hans, &ida, &jan])
+    {
+        repo.write("web.yaml", &manifest(version));
+        signed.push(repo.commit_signed(signer, "signed by a subkey"));
+    }
+    let [by_hans, by_ida, by_jan] = <[String; 3]>::try_from(signed).expect("three commits");
     hans.trust_in(keys.path());
     assert!(matches!(
         check(&repo, &by_hans, keys.path()),
@@ -459,29 +465,44 @@ fn a_revoked_or_expired_signing_subkey_does_not_verify() {
     ));
 
     hans.revoke_subkey();
-    let dates = expiry_dates(2, || ida.expire(2));
-    hans.trust_in(keys.path());
-    ida.trust_in(keys.path());
+    let ida_dates = expiry_dates(2, || ida.expire_subkey(2));
+    // The primary key's expiry covers its subkeys.
+    let jan_dates = expiry_dates(2, || jan.expire(2));
+    for signer in [&hans, &ida, &jan] {
+        signer.trust_in(keys.path());
+    }
     let subkey = |signer: &GpgSigner| signer.subkey_fingerprint().expect("subkey").to_string();
     let (reason, detail) = refused(check(&repo, &by_hans, keys.path()));
     assert_eq!(reason, Unverified::BadSignature);
     assert!(
-        detail.contains(&subkey(&hans))
-            && detail.contains(hans.fingerprint())
-            && detail.contains("revoked"),
+        detail.contains(&format!(
+            "signing subkey {} of key {} is revoked",
+            subkey(&hans),
+            hans.fingerprint()
+        )),
         "{detail}"
     );
-    let (reason, detail) = refused(check(&repo, &by_ida, keys.path()));
-    assert_eq!(reason, Unverified::BadSignature);
-    assert!(
-        detail.contains(&subkey(&ida))
-            && dates
-                .iter()
-                .any(|date| detail.contains(&format!("expired on {date}"))),
-        "{detail} (expected an expiry on {dates:?})"
-    );
+    for (sha, expired, dates) in [
+        (
+            &by_ida,
+            format!("signing subkey {}", subkey(&ida)),
+            ida_dates,
+        ),
+        (&by_jan, format!("key {}", jan.fingerprint()), jan_dates),
+    ] {
+        let (reason, detail) = refused(check(&repo, sha, keys.path()));
+        assert_eq!(reason, Unverified::BadSignature);
+        assert!(
+            detail.starts_with(&expired)
+                && dates
+                    .iter()
+                    .any(|date| detail.contains(&format!("expired on {date}"))),
+            "{detail} (expected {expired} to have expired on {dates:?})"
+        );
+    }
     assert!(!git_verifies(&repo, &by_hans, keys.path(), &hans));
     assert!(!git_verifies(&repo, &by_ida, keys.path(), &ida));
+    assert!(!git_verifies(&repo, &by_jan, keys.path(), &jan));
 }
 
 #[test]
