@@ -11,7 +11,7 @@ use super::show_time;
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct SignerOptions {
     pub cert_authority: bool,
-    /// `namespaces="git,file"`: what the key may sign (`None`: anything).
+    /// `namespaces="git,file"`: the patterns of what the key may sign (`None`: anything).
     pub namespaces: Option<Vec<String>>,
     pub validity: Validity,
 }
@@ -98,7 +98,8 @@ impl SignerOptions {
         match (name, value) {
             ("cert-authority", None) => self.cert_authority = true,
             ("namespaces", Some(list)) if self.namespaces.is_none() => {
-                self.namespaces = Some(list.split(',').map(|n| n.trim().to_string()).collect());
+                // Untrimmed, as ssh-keygen reads it: `"file, git"` does not name git.
+                self.namespaces = Some(list.split(',').map(str::to_string).collect());
             }
             ("valid-after", Some(time)) if self.validity.after.is_none() => {
                 self.validity.after = Some(parse_time(name, time)?);

@@ -56,6 +56,33 @@ fn is_option_list(field: &str) -> bool {
     field.contains('"') || field.split(',').any(|option| option == "cert-authority")
 }
 
+/// Whether a `namespaces=` list lets the key sign git commits, read as ssh-keygen reads it: a
+/// list of patterns (`*` and `?` wildcards), one of which must match `git`, and none of the
+/// negated ones (`!git`).
+fn allows_git(patterns: &[String]) -> bool {
+    let mut allowed = false;
+    for pattern in patterns {
+        match pattern.strip_prefix('!') {
+            Some(negated) if wildcard_match(negated.as_bytes(), GIT_NAMESPACE.as_bytes()) => {
+                return false;
+            }
+            Some(_) => {}
+            None => allowed |= wildcard_match(pattern.as_bytes(), GIT_NAMESPACE.as_bytes()),
+        }
+    }
+    allowed
+}
+
+/// `*` matches any run of characters, `?` any one; everything else itself.
+fn wildcard_match(pattern: &[u8], text: &[u8]) -> bool {
+    match pattern.split_first() {
+        None => text.is_empty(),
+        Some((b'*', rest)) => (0..=text.len()).any(|skip| wildcard_match(rest, &text[skip..])),
+        Some((b'?', rest)) => !text.is_empty() && wildcard_match(rest, &text[1..]),
+        Some((c, rest)) => text.first() == Some(c) && wildcard_match(rest, &text[1..]),
+    }
+}
+
 /// Reads an allowed-signers style file: each non-empty, non-comment line is
 /// `[principal[,principal…]] [options] <key type> <base64> [comment]`. Without principals the
 /// key's comment is its principal (its fingerprint when it has none).
@@ -112,7 +139,7 @@ fn read_line(line: &str, origin: String) -> Result<Option<SshKey>, String> {
     if options
         .namespaces
         .as_ref()
-        .is_some_and(|list| !list.iter().any(|namespace| namespace == GIT_NAMESPACE))
+        .is_some_and(|patterns| !allows_git(patterns))
     {
         return Ok(None);
     }
@@ -303,6 +330,24 @@ mod tests {
         let keys = read_allowed_signers("team.sshpub", &text).expect("reads");
         assert_eq!(keys.len(), 1, "only the line whose namespaces include git");
         assert_eq!(keys[0].principals, ["a"]);
+    }
+
+    #[test]
+    fn namespaces_are_patterns_as_ssh_keygen_reads_them() {
+        // Each checked against `ssh-keygen -Y verify -n git` (OpenSSH 9.2).
+        for (list, git) in [
+            ("*", true),
+            ("g?t", true),
+            ("file,gi*", true),
+            ("!git,*", false),
+            ("*,!git", false),
+            ("!file", false),
+            ("GIT", false),
+            ("file, git", false),
+        ] {
+            let patterns: Vec<String> = list.split(',').map(str::to_string).collect();
+            assert_eq!(allows_git(&patterns), git, "namespaces=\"{list}\"");
+        }
     }
 
     #[test]
