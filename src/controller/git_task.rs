@@ -1,6 +1,7 @@
 //! The git side of the loop: a dedicated thread owns the [`GitSource`] (git2 is blocking) and
-//! sends what changed to the controller. It syncs on start, on every poke (webhooks, the local
-//! filesystem watch) and on the poll interval; after an error it waits the source's backoff.
+//! sends what changed to the controller. It syncs on start, on every poke (webhooks, the
+//! filesystem watches of a local repository and of the trusted keys) and on the poll interval;
+//! after an error it waits the source's backoff.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -73,28 +74,17 @@ impl GitThread {
         updates: mpsc::Sender<GitUpdate>,
     ) -> Result<Self, ControllerError> {
         let watch_path = (!config.is_remote()).then(|| PathBuf::from(&config.repo));
+        let keys_dir = config.trust.trusted_keys.clone();
         let source = GitSource::open(config)?;
         let poker = source.poker();
-        let local_watch = match watch_path {
-            Some(path) => {
-                let poker = poker.clone();
-                match tollgate_source::watch_local(&path, move || poker.poke()) {
-                    Ok(watch) => Some(watch),
-                    Err(error) => {
-                        warn!(%error, "cannot watch the local repository; relying on the poll interval");
-                        None
-                    }
-                }
-            }
-            None => None,
-        };
+        let watches = start_watches(watch_path, keys_dir, &poker);
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = stop.clone();
         let thread_poker = poker.clone();
         let handle = std::thread::Builder::new()
             .name("tollgate-git".into())
             .spawn(move || {
-                let _watch = local_watch;
+                let _watches = watches;
                 sync_loop(source, interval, updates, thread_stop, thread_poker);
             })
             .map_err(ControllerError::GitThread)?;
@@ -119,6 +109,36 @@ impl Drop for GitThread {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The filesystem watches that poke a sync: the local repository's refs (a new commit) and the
+/// trusted-keys directory (a key added, changed or removed: the sync re-verifies the history).
+/// A watch that cannot be set up leaves that change to the poll interval.
+fn start_watches(
+    repo: Option<PathBuf>,
+    keys_dir: Option<PathBuf>,
+    poker: &Poker,
+) -> Vec<tollgate_source::LocalWatch> {
+    let mut watches = Vec::new();
+    if let Some(path) = repo {
+        let poker = poker.clone();
+        match tollgate_source::watch_local(&path, move || poker.poke()) {
+            Ok(watch) => watches.push(watch),
+            Err(error) => {
+                warn!(%error, "cannot watch the local repository; relying on the poll interval")
+            }
+        }
+    }
+    if let Some(dir) = keys_dir {
+        let poker = poker.clone();
+        match tollgate_source::watch_keys(&dir, move || poker.poke()) {
+            Ok(watch) => watches.push(watch),
+            Err(error) => {
+                warn!(%error, "cannot watch the trusted keys; key changes wait for the poll interval")
+            }
+        }
+    }
+    watches
 }
 
 fn sync_loop(

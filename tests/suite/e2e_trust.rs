@@ -14,12 +14,12 @@ use tollgate_fixtures::signing::{GpgSigner, Signer, SshSigner, have_tool};
 use tollgate_fixtures::{promotion, stage};
 use tollgate_source::{TrustConfig, VerifyCommits};
 
-fn tools() -> bool {
+pub(crate) fn tools() -> bool {
     have_tool("ssh-keygen", "openssh-client") && have_tool("gpg", "gnupg")
 }
 
 /// `web`: staging then production, both automatic.
-fn web(version: &str) -> String {
+pub(crate) fn web(version: &str) -> String {
     promotion("web")
         .chart("web", version)
         .stage(stage("staging").selector("env", "staging").auto())
@@ -27,7 +27,7 @@ fn web(version: &str) -> String {
         .to_yaml()
 }
 
-fn verifying(mode: VerifyCommits, keys: &Path) -> TrustConfig {
+pub(crate) fn verifying(mode: VerifyCommits, keys: &Path) -> TrustConfig {
     TrustConfig {
         verify_commits: Some(mode),
         trusted_keys: Some(keys.to_path_buf()),
@@ -50,7 +50,7 @@ fn condition<'s>(status: &'s Value, type_: &str) -> Option<&'s Value> {
 
 /// Waits until the `CommitVerified` condition is False and names `sha` (and `also`); returns
 /// the status.
-async fn wait_refused(world: &World, promotion: &str, sha: &str, also: &str) -> Value {
+pub(crate) async fn wait_refused(world: &World, promotion: &str, sha: &str, also: &str) -> Value {
     world
         .eventually(
             &format!("{promotion} reports {sha} not verified"),
@@ -68,7 +68,7 @@ async fn wait_refused(world: &World, promotion: &str, sha: &str, also: &str) -> 
         .await
 }
 
-async fn wait_run_of(world: &World, promotion: &str, sha: &str) -> Value {
+pub(crate) async fn wait_run_of(world: &World, promotion: &str, sha: &str) -> Value {
     world
         .eventually(
             &format!("{promotion} completes the run of {sha}"),
@@ -81,7 +81,7 @@ async fn wait_run_of(world: &World, promotion: &str, sha: &str) -> Value {
         .await
 }
 
-async fn chart_version(world: &World, profile: &str) -> Option<String> {
+pub(crate) async fn chart_version(world: &World, profile: &str) -> Option<String> {
     let profile = world.profile(profile).await?;
     str_at(&profile.data, "/spec/helmCharts/0/chartVersion").map(str::to_string)
 }

@@ -65,6 +65,7 @@ mod e2e_rollout;
 mod e2e_safety;
 mod e2e_throttle;
 mod e2e_trust;
+mod e2e_trust_keys;
 mod e2e_views_agree;
 mod e2e_web;
 mod e2e_write_economy;

@@ -45,4 +45,4 @@ pub use repo::current_branch;
 pub use report::{Change, PromotionView, SyncReport};
 pub use source::GitSource;
 pub use trust::{Refusal, TrustConfig, VerifyCommits};
-pub use watch::{LocalWatch, watch_local};
+pub use watch::{LocalWatch, watch_keys, watch_local};

@@ -42,18 +42,45 @@ impl TrustedKeys {
     /// Reads every `*.sshpub` and `*.asc` file of `dir` (other files are ignored). Any error
     /// fails the whole read: a half-read trust set is no trust set.
     pub fn read_dir(dir: &Path) -> Result<Self, KeyDirError> {
+        Self::parse(&read_files(dir)?)
+    }
+
+    fn parse(files: &[(PathBuf, String)]) -> Result<Self, KeyDirError> {
         let mut keys = TrustedKeys::default();
-        for path in key_files(dir)? {
-            let text = std::fs::read_to_string(&path).map_err(|e| read_error(&path, e))?;
+        for (path, text) in files {
             let shown = path.display().to_string();
-            match extension(&path) {
-                Some("sshpub") => keys.ssh.extend(read_allowed_signers(&shown, &text)?),
-                Some("asc") => keys.openpgp.extend(read_openpgp_keys(&shown, &text)?),
+            match extension(path) {
+                Some("sshpub") => keys.ssh.extend(read_allowed_signers(&shown, text)?),
+                Some("asc") => keys.openpgp.extend(read_openpgp_keys(&shown, text)?),
                 _ => {}
             }
         }
         Ok(keys)
     }
+}
+
+/// The key files of `dir` with their text, sorted by name.
+fn read_files(dir: &Path) -> Result<Vec<(PathBuf, String)>, KeyDirError> {
+    let mut files = Vec::new();
+    for path in key_files(dir)? {
+        let text = std::fs::read_to_string(&path).map_err(|e| read_error(&path, e))?;
+        files.push((path, text));
+    }
+    Ok(files)
+}
+
+/// A digest of the key files' names and text: what decides whether the keys changed (a file
+/// saved again unchanged, or a Secret volume re-synced, moves the stamp, not the keys).
+fn digest(files: &[(PathBuf, String)]) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for (path, text) in files {
+        for part in [path.as_os_str().as_encoded_bytes(), text.as_bytes()] {
+            hasher.update((part.len() as u64).to_le_bytes());
+            hasher.update(part);
+        }
+    }
+    hasher.finalize().to_vec()
 }
 
 fn read_error(path: &Path, error: std::io::Error) -> KeyDirError {
@@ -97,7 +124,10 @@ fn stamp(dir: &Path) -> Result<Stamp, KeyDirError> {
 #[derive(Debug)]
 pub struct TrustedKeysDir {
     dir: PathBuf,
+    /// Cheap to take on every sync; when it moves, the files are read and their digest compared.
     stamp: Stamp,
+    /// The digest of the files the keys in force were read from.
+    digest: Vec<u8>,
     keys: std::sync::Arc<TrustedKeys>,
 }
 
@@ -107,11 +137,13 @@ impl TrustedKeysDir {
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, KeyDirError> {
         let dir = dir.into();
         let stamp = stamp(&dir)?;
-        let keys = TrustedKeys::read_dir(&dir)?;
+        let files = read_files(&dir)?;
+        let keys = TrustedKeys::parse(&files)?;
         info!(dir = %dir.display(), keys = keys.len(), "trusted keys read");
         Ok(TrustedKeysDir {
             dir,
             stamp,
+            digest: digest(&files),
             keys: std::sync::Arc::new(keys),
         })
     }
@@ -121,8 +153,9 @@ impl TrustedKeysDir {
     }
 
     /// Re-reads the directory if a key file was added, removed or changed. Returns true when the
-    /// keys changed. A broken file keeps the previous keys in force (logged with file and line):
-    /// removing trust takes a readable directory, not a corrupted one.
+    /// keys changed (not when a file was only saved again). A broken file keeps the previous keys
+    /// in force (logged with file and line): removing trust takes a readable directory, not a
+    /// corrupted one.
     pub fn refresh(&mut self) -> bool {
         let stamp = match stamp(&self.dir) {
             Ok(stamp) => stamp,
@@ -135,12 +168,21 @@ impl TrustedKeysDir {
             return false;
         }
         self.stamp = stamp;
-        match TrustedKeys::read_dir(&self.dir) {
-            Ok(keys) => {
+        let parsed = read_files(&self.dir).and_then(|files| {
+            let digest = digest(&files);
+            match digest == self.digest {
+                true => Ok(None),
+                false => TrustedKeys::parse(&files).map(|keys| Some((digest, keys))),
+            }
+        });
+        match parsed {
+            Ok(Some((digest, keys))) => {
                 info!(dir = %self.dir.display(), keys = keys.len(), "trusted keys changed; re-verifying");
+                self.digest = digest;
                 self.keys = std::sync::Arc::new(keys);
                 true
             }
+            Ok(None) => false,
             Err(error) => {
                 warn!(%error, "trusted keys unreadable; the previous keys stay in force");
                 false

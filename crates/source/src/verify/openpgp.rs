@@ -6,6 +6,8 @@ use tollgate_model::{SignatureCheck, Unverified};
 
 use super::keys::KeyDirError;
 
+mod validity;
+
 #[derive(Debug)]
 pub(crate) struct OpenPgpKey {
     key: SignedPublicKey,
@@ -62,7 +64,8 @@ pub(crate) fn read_openpgp_keys(path: &str, text: &str) -> Result<Vec<OpenPgpKey
 }
 
 /// Verifies an armored detached signature over `signed` against the trusted OpenPGP keys: the
-/// issuer (fingerprint or key ID) must be a trusted primary key or one of its subkeys.
+/// issuer (fingerprint or key ID) must be a trusted primary key or one of its subkeys, neither
+/// revoked nor expired when the signature was made.
 pub(crate) fn check(keys: &[OpenPgpKey], signature: &[u8], signed: &[u8]) -> SignatureCheck {
     let signature = match DetachedSignature::from_armor_single(signature) {
         Ok((signature, _)) => signature,
@@ -73,57 +76,85 @@ pub(crate) fn check(keys: &[OpenPgpKey], signature: &[u8], signed: &[u8]) -> Sig
             );
         }
     };
-    let fingerprints: Vec<String> = signature
-        .signature
-        .issuer_fingerprint()
-        .iter()
-        .map(|f| format!("{f:X}"))
-        .collect();
-    let key_ids: Vec<Vec<u8>> = signature
-        .signature
-        .issuer_key_id()
-        .iter()
-        .map(|id| id.as_ref().to_vec())
-        .collect();
-    let issued_by = |details: &dyn KeyDetails| {
-        fingerprints.contains(&format!("{:X}", details.fingerprint()))
-            || key_ids.contains(&details.legacy_key_id().as_ref().to_vec())
-    };
-    let shown = fingerprints
-        .first()
-        .cloned()
-        .or_else(|| {
-            key_ids
-                .first()
-                .map(|id| id.iter().map(|b| format!("{b:02X}")).collect())
-        })
-        .unwrap_or_else(|| "no issuer".to_string());
+    let issuer = Issuer::of(&signature.signature);
     for trusted in keys {
         let primary = &trusted.key.primary_key;
-        let result = if issued_by(primary) {
-            signature.verify(primary, signed)
+        let (result, subkey) = if issuer.issued(primary) {
+            (signature.verify(primary, signed), None)
         } else if let Some(subkey) = trusted
             .key
             .public_subkeys
             .iter()
-            .find(|subkey| issued_by(&subkey.key))
+            .find(|subkey| issuer.issued(&subkey.key))
         {
-            signature.verify(&subkey.key, signed)
+            (signature.verify(&subkey.key, signed), Some(subkey))
         } else {
             continue;
         };
         let fingerprint = format!("{:X}", trusted.key.fingerprint());
-        return match result {
-            Ok(()) => SignatureCheck::Verified {
+        if let Err(e) = result {
+            return SignatureCheck::unverified(
+                Unverified::BadSignature,
+                format!("{fingerprint}: {e}"),
+            );
+        }
+        let made = signature
+            .signature
+            .created()
+            .map(|t| i64::from(t.as_secs()));
+        return match validity::refusal(keys, trusted, subkey, made) {
+            Some(why) => SignatureCheck::unverified(Unverified::BadSignature, why),
+            None => SignatureCheck::Verified {
                 principals: trusted.principals.clone(),
                 key: fingerprint,
             },
-            Err(e) => {
-                SignatureCheck::unverified(Unverified::BadSignature, format!("{fingerprint}: {e}"))
-            }
         };
     }
-    SignatureCheck::unverified(Unverified::UnknownKey, shown)
+    SignatureCheck::unverified(Unverified::UnknownKey, issuer.shown())
+}
+
+/// Who a signature says made it: issuer fingerprints and key IDs.
+struct Issuer {
+    fingerprints: Vec<String>,
+    key_ids: Vec<Vec<u8>>,
+}
+
+impl Issuer {
+    fn of(signature: &pgp::packet::Signature) -> Self {
+        Issuer {
+            fingerprints: signature
+                .issuer_fingerprint()
+                .iter()
+                .map(|f| format!("{f:X}"))
+                .collect(),
+            key_ids: signature
+                .issuer_key_id()
+                .iter()
+                .map(|id| id.as_ref().to_vec())
+                .collect(),
+        }
+    }
+
+    fn issued(&self, key: &dyn KeyDetails) -> bool {
+        self.fingerprints
+            .contains(&format!("{:X}", key.fingerprint()))
+            || self
+                .key_ids
+                .contains(&key.legacy_key_id().as_ref().to_vec())
+    }
+
+    /// How an unknown issuer is named: its fingerprint, else its key ID.
+    fn shown(&self) -> String {
+        self.fingerprints
+            .first()
+            .cloned()
+            .or_else(|| {
+                self.key_ids
+                    .first()
+                    .map(|id| id.iter().map(|b| format!("{b:02X}")).collect())
+            })
+            .unwrap_or_else(|| "no issuer".to_string())
+    }
 }
 
 #[cfg(test)]

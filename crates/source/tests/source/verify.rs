@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use tollgate_fixtures::signing::{GpgSigner, Signer, SshSigner, have_tool};
+use tollgate_fixtures::signing::{DAY, GpgSigner, Signer, SshSigner, have_tool, unix_now};
 use tollgate_fixtures::{TestRepo, promotion, stage};
 use tollgate_model::{SignatureCheck, Unverified};
 use tollgate_source::verify::{TrustedKeys, commit_signature};
@@ -283,4 +283,253 @@ fn new_trusted_keys_are_read_on_change() {
     source.sync().expect("sync");
     assert_eq!(running(&source), by_bob, "bob's key is trusted now");
     assert!(source.refusal().is_none());
+}
+
+/// Whether `git verify-commit` accepts `sha`: the oracle tollgate follows. SSH signatures are
+/// checked against `allowed` (an allowed-signers file), OpenPGP ones in the signer's gpg home.
+fn git_verifies(repo: &TestRepo, sha: &str, allowed: &Path, signer: &dyn Signer) -> bool {
+    let mut command = std::process::Command::new("git");
+    command
+        .current_dir(repo.path())
+        .arg("-c")
+        .arg(format!("gpg.ssh.allowedSignersFile={}", allowed.display()))
+        .args(["verify-commit", sha]);
+    for (key, value) in signer.env() {
+        command.env(key, value);
+    }
+    command.output().expect("git runs").status.success()
+}
+
+/// The reason and detail of an unverified check; panics on a verified one.
+fn refused(check: SignatureCheck) -> (Unverified, String) {
+    match check {
+        SignatureCheck::Unverified { reason, detail } => (reason, detail),
+        SignatureCheck::Verified { .. } => panic!("verified, but should not be: {check:?}"),
+    }
+}
+
+fn utc(at: i64) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp(at, 0).expect("a valid time")
+}
+
+#[test]
+fn an_allowed_signer_counts_only_for_commits_dated_within_its_validity_window() {
+    if !tools() {
+        return;
+    }
+    let alice = SshSigner::new("alice");
+    let keys = tempfile::tempdir().expect("temp dir");
+    alice.trust_with_options(
+        keys.path(),
+        r#"valid-after="20200101Z",valid-before="20210101Z""#,
+    );
+    let allowed = keys.path().join("alice.sshpub");
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &manifest("1.0.0"));
+    let within = repo.commit_signed_at(&alice, "in the window", 1_590_969_600); // 2020-06-01
+    repo.write("web.yaml", &manifest("1.0.1"));
+    let after = repo.commit_signed(&alice, "after the window");
+    repo.write("web.yaml", &manifest("1.0.2"));
+    let before = repo.commit_signed_at(&alice, "before the window", 1_546_300_800); // 2019-01-01
+
+    let (reason, detail) = refused(check(&repo, &after, keys.path()));
+    assert_eq!(reason, Unverified::BadSignature);
+    assert!(
+        detail.contains("SHA256:")
+            && detail.contains("alice.sshpub:1")
+            && detail.contains("expired")
+            && detail.contains("valid-before 2021-01-01T00:00:00Z"),
+        "{detail}"
+    );
+    let (reason, detail) = refused(check(&repo, &before, keys.path()));
+    assert_eq!(reason, Unverified::BadSignature);
+    assert!(
+        detail.contains("not yet valid")
+            && detail.contains("valid-after 2020-01-01T00:00:00Z")
+            && detail.contains("2019-01-01T00:00:00Z"),
+        "{detail}"
+    );
+    assert!(
+        matches!(
+            check(&repo, &within, keys.path()),
+            SignatureCheck::Verified { .. }
+        ),
+        "a commit dated within the window verifies"
+    );
+    // git judges the same way, at the committer date.
+    assert!(git_verifies(&repo, &within, &allowed, &alice));
+    assert!(!git_verifies(&repo, &after, &allowed, &alice));
+    assert!(!git_verifies(&repo, &before, &allowed, &alice));
+}
+
+#[test]
+fn a_revoked_openpgp_key_does_not_verify() {
+    if !tools() {
+        return;
+    }
+    let gerda = GpgSigner::new("gerda");
+    let keys = tempfile::tempdir().expect("temp dir");
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &manifest("1.0.0"));
+    let sha = repo.commit_signed(&gerda, "signed, then the key is revoked");
+    gerda.trust_in(keys.path());
+    assert!(matches!(
+        check(&repo, &sha, keys.path()),
+        SignatureCheck::Verified { .. }
+    ));
+
+    let before_revocation = gerda.armored();
+    gerda.revoke();
+    gerda.trust_in(keys.path());
+    let (reason, detail) = refused(check(&repo, &sha, keys.path()));
+    assert_eq!(reason, Unverified::BadSignature);
+    assert!(
+        detail.contains(gerda.fingerprint()) && detail.contains("revoked"),
+        "{detail}"
+    );
+    // An old export left beside the revoked one (and read first) does not undo the revocation.
+    std::fs::write(keys.path().join("gerda-old.asc"), before_revocation).expect("write");
+    let (_, detail) = refused(check(&repo, &sha, keys.path()));
+    assert!(detail.contains("revoked"), "{detail}");
+    assert!(!git_verifies(&repo, &sha, keys.path(), &gerda));
+}
+
+/// The dates (`YYYY-MM-DD`) an expiry set by `GpgSigner::expire(days_ago)` may fall on, computed
+/// around the call (a midnight may pass while gpg runs).
+fn expiry_dates(days_ago: i64, expire: impl FnOnce()) -> [String; 2] {
+    let day = |at: i64| utc(at - days_ago * DAY).format("%Y-%m-%d").to_string();
+    let before = day(unix_now());
+    expire();
+    [before, day(unix_now())]
+}
+
+#[test]
+fn an_openpgp_key_counts_only_for_signatures_made_before_it_expired() {
+    if !tools() {
+        return;
+    }
+    let gerda = GpgSigner::made_days_ago("gerda", 10, false);
+    let keys = tempfile::tempdir().expect("temp dir");
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &manifest("1.0.0"));
+    let early = repo.commit_signed(&gerda.at(unix_now() - 5 * DAY), "signed five days ago");
+    repo.write("web.yaml", &manifest("1.0.1"));
+    let late = repo.commit_signed(&gerda, "signed now");
+    let dates = expiry_dates(2, || gerda.expire(2));
+    gerda.trust_in(keys.path());
+
+    let (reason, detail) = refused(check(&repo, &late, keys.path()));
+    assert_eq!(reason, Unverified::BadSignature);
+    assert!(
+        detail.contains(gerda.fingerprint())
+            && dates
+                .iter()
+                .any(|date| detail.contains(&format!("expired on {date}"))),
+        "{detail} (expected an expiry on {dates:?})"
+    );
+    assert!(!git_verifies(&repo, &late, keys.path(), &gerda));
+    assert!(
+        matches!(
+            check(&repo, &early, keys.path()),
+            SignatureCheck::Verified { .. }
+        ),
+        "a signature made before the key expired still verifies"
+    );
+}
+
+#[test]
+fn a_revoked_or_expired_signing_subkey_does_not_verify() {
+    if !tools() {
+        return;
+    }
+    let (hans, ida, jan) = (
+        GpgSigner::made_days_ago("hans", 10, true),
+        GpgSigner::made_days_ago("ida", 10, true),
+        GpgSigner::made_days_ago("jan", 10, true),
+    );
+    let keys = tempfile::tempdir().expect("temp dir");
+    let repo = TestRepo::new();
+    let mut signed = Vec::new();
+    for (version, signer) in ["1.0.0", "1.0.1", "1.0.2"]
+        .into_iter()
+        .zip([&hans, &ida, &jan])
+    {
+        repo.write("web.yaml", &manifest(version));
+        signed.push(repo.commit_signed(signer, "signed by a subkey"));
+    }
+    let [by_hans, by_ida, by_jan] = <[String; 3]>::try_from(signed).expect("three commits");
+    hans.trust_in(keys.path());
+    assert!(matches!(
+        check(&repo, &by_hans, keys.path()),
+        SignatureCheck::Verified { .. }
+    ));
+
+    hans.revoke_subkey();
+    let ida_dates = expiry_dates(2, || ida.expire_subkey(2));
+    // The primary key's expiry covers its subkeys.
+    let jan_dates = expiry_dates(2, || jan.expire(2));
+    for signer in [&hans, &ida, &jan] {
+        signer.trust_in(keys.path());
+    }
+    let subkey = |signer: &GpgSigner| signer.subkey_fingerprint().expect("subkey").to_string();
+    let (reason, detail) = refused(check(&repo, &by_hans, keys.path()));
+    assert_eq!(reason, Unverified::BadSignature);
+    assert!(
+        detail.contains(&format!(
+            "signing subkey {} of key {} is revoked",
+            subkey(&hans),
+            hans.fingerprint()
+        )),
+        "{detail}"
+    );
+    for (sha, expired, dates) in [
+        (
+            &by_ida,
+            format!("signing subkey {}", subkey(&ida)),
+            ida_dates,
+        ),
+        (&by_jan, format!("key {}", jan.fingerprint()), jan_dates),
+    ] {
+        let (reason, detail) = refused(check(&repo, sha, keys.path()));
+        assert_eq!(reason, Unverified::BadSignature);
+        assert!(
+            detail.starts_with(&expired)
+                && dates
+                    .iter()
+                    .any(|date| detail.contains(&format!("expired on {date}"))),
+            "{detail} (expected {expired} to have expired on {dates:?})"
+        );
+    }
+    assert!(!git_verifies(&repo, &by_hans, keys.path(), &hans));
+    assert!(!git_verifies(&repo, &by_ida, keys.path(), &ida));
+    assert!(!git_verifies(&repo, &by_jan, keys.path(), &jan));
+}
+
+#[test]
+fn a_key_file_rewritten_with_the_same_keys_does_not_re_verify_the_history() {
+    if !tools() {
+        return;
+    }
+    let alice = SshSigner::new("alice");
+    let keys = tempfile::tempdir().expect("temp dir");
+    alice.trust_in(keys.path());
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &manifest("1.0.0"));
+    repo.commit_signed(&alice, "by alice");
+    let mut source = source(&repo, keys.path(), VerifyCommits::Head);
+    source.sync().expect("sync");
+    // The same bytes, a new file (as an editor saving without a change, or a Secret re-synced):
+    // its modification time moves, its keys do not.
+    let file = keys.path().join("alice.sshpub");
+    let text = std::fs::read(&file).expect("read");
+    std::fs::remove_file(&file).expect("remove");
+    std::fs::write(&file, &text).expect("write");
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .and_then(|f| f.set_modified(later))
+        .expect("touch");
+    let report = source.sync().expect("sync");
+    assert!(!report.rebuilt, "the same keys: nothing to re-verify");
 }
