@@ -871,11 +871,18 @@ pub fn approve_run(
         (None, Some(waiting)) => waiting,
         (None, None) => current,
     };
+    let from_cluster = snapshot.is_none() && waiting_snapshot.is_some();
     if chosen.id() != current.id() {
-        warnings.push(format!(
-            "snapshot #{} is not the branch tip's snapshot #{}: the approval applies to the run of #{}",
-            chosen.index, current.index, chosen.index
-        ));
+        warnings.push(match from_cluster {
+            true => format!(
+                "approving snapshot #{}, the run the GitPromotion says waits; the branch tip's content is snapshot #{} (as git here numbers it)",
+                chosen.index, current.index
+            ),
+            false => format!(
+                "snapshot #{} is not the current snapshot #{}: the approval only applies if #{} runs again",
+                chosen.index, current.index, chosen.index
+            ),
+        });
     }
     let (trailer_for, signed) = approval_form(&repo, policy.as_ref(), stage)?;
     if let Some(min_approvals) = trailer_for {

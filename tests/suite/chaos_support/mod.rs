@@ -7,6 +7,7 @@ pub mod coordination_invariants;
 pub mod failure_invariants;
 pub mod invariants;
 pub mod recovery_invariants;
+pub mod trust_invariants;
 pub mod wave_invariants;
 
 use std::time::Duration;

@@ -70,7 +70,8 @@ fn watching_a_missing_keys_directory_fails() {
 }
 
 /// The trusted keys of `watch_keys` tests: `alice` trusted, `bob` not yet; the branch tip is
-/// signed by bob, so whether it runs says whether bob's key is in force.
+/// signed by bob, so whether it runs verified says whether bob's key is in force. (Once it ran,
+/// removing bob's key keeps it running, refused: a key change never rolls content back.)
 struct KeysWorld {
     alice: SshSigner,
     bob: SshSigner,
@@ -120,10 +121,13 @@ fn line(signer: &SshSigner) -> String {
 }
 
 impl KeysWorld {
+    /// Bob's commit runs, and verifies with the keys in force.
     fn bob_runs(&self) -> bool {
-        self.source
+        let runs = self
+            .source
             .head()
-            .is_some_and(|head| head.sha == self.by_bob)
+            .is_some_and(|head| head.sha == self.by_bob);
+        runs && self.source.refusal().is_none()
     }
 
     /// Syncs on every poke until none has come for a while: the pokes of a change's first steps
