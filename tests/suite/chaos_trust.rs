@@ -25,7 +25,7 @@ use tollgate_fixtures::signing::{Signer, SshSigner, have_tool};
 use tollgate_fixtures::{promotion, stage};
 use tollgate_source::{TrustConfig, VerifyCommits};
 
-const STEPS: u64 = 20;
+const STEPS: u64 = 40;
 const DEFAULT_SEED: u64 = 44_2026;
 
 fn seed() -> u64 {
@@ -67,6 +67,8 @@ struct Trial {
     /// The content on main now (version, gated, annotation).
     content: (String, bool, Option<String>),
     next_version: u64,
+    /// The move being made: names its side branches and tags.
+    step: u64,
 }
 
 impl Trial {
@@ -79,7 +81,18 @@ impl Trial {
 
     /// Carol signs the working tree.
     fn carol_signs(&mut self, message: &str) {
-        self.world.repo.commit_signed(&self.carol, message);
+        self.signs(0, message);
+    }
+
+    /// Carol (0), Alice (1) or Bob (2) signs the working tree: an unrelated commit by an
+    /// approver folds Mallory's unsigned commits in as well as Carol's does.
+    fn signs(&mut self, who: u64, message: &str) {
+        let signer = match who {
+            1 => &self.alice,
+            2 => &self.bob,
+            _ => &self.carol,
+        };
+        self.world.repo.commit_signed(signer, message);
         self.verified.insert(self.content.0.clone());
     }
 
@@ -118,18 +131,28 @@ impl Trial {
         if staging["activity"]["kind"] != "AwaitingApproval" {
             return None;
         }
+        // The id and the version from one object (the profile the gate's stage runs), and only
+        // when the status waits for that snapshot: two reads could see two runs.
         let profile = self.world.profile("web-staging").await?;
         let version = support::str_at(&profile.data, "/spec/helmCharts/0/chartVersion")?;
-        let id = status["snapshotId"].as_str()?[..12].to_string();
-        Some((id, version.to_string()))
+        let annotations = profile.metadata.annotations.as_ref()?;
+        let id = annotations.get("tollgate.dev/snapshot-id")?;
+        if status["snapshotId"].as_str() != Some(id.as_str()) {
+            return None;
+        }
+        Some((id[..12].to_string(), version.to_string()))
     }
 }
 
 /// One honest approval through `tollgate approve`, as an approver runs it; merged when committed.
-async fn approve_honestly(trial: &mut Trial, alice: bool) {
-    let Some((_, version)) = trial.waiting().await else {
-        return;
-    };
+/// `Err` with the command's output when nothing was committed.
+/// `(id, version)`: the waiting run's snapshot id and the version its stage runs (from
+/// [`Trial::waiting`]); the approval names that snapshot, so what it approves is known exactly.
+async fn approve_honestly(
+    trial: &mut Trial,
+    alice: bool,
+    (id, version): (String, String),
+) -> Result<(), String> {
     let (signer, name) = match alice {
         true => (&trial.alice, "alice@example.com"),
         false => (&trial.bob, "bob@example.com"),
@@ -140,12 +163,18 @@ async fn approve_honestly(trial: &mut Trial, alice: bool) {
         .args(["approve", "web", "staging", "--repo"])
         .arg(trial.world.repo.path())
         .args(["--verify-commits", "Head", "--trusted-keys", &keys])
+        .args(["--snapshot", &id])
         .env("KUBECONFIG", trial.world.kubeconfig())
         .output()
         .expect("tollgate approve");
     trial.world.repo.unsign();
     if !output.status.success() {
-        return; // a tip that would not verify, a run that moved on: nothing committed
+        // A tip that would not verify, a run that moved on: nothing committed.
+        return Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ));
     }
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let branch = stdout
@@ -155,18 +184,20 @@ async fn approve_honestly(trial: &mut Trial, alice: bool) {
         .expect("the branch")
         .to_string();
     trial.world.repo.git(&["merge", "-q", "--ff-only", &branch]);
+    trial.world.repo.git(&["branch", "-q", "-D", &branch]);
     trial.verified.insert(trial.content.0.clone());
     trial
         .approved
         .entry(version)
         .or_default()
         .insert(name.to_string());
+    Ok(())
 }
 
 /// Alice's signature on an approval made an hour ago on a branch, merged now unsigned.
 fn stale_replay(trial: &Trial, id: &str) {
     let repo = &trial.world.repo;
-    let branch = format!("stale-{}", trial.next_version);
+    let branch = format!("stale-{}", trial.step);
     repo.git(&["checkout", "-q", "-b", &branch]);
     trial.alice.configure(repo);
     let date = (chrono::Utc::now() - chrono::Duration::hours(1))
@@ -200,11 +231,11 @@ fn stale_replay(trial: &Trial, id: &str) {
 /// Alice merges a tag (as git proposes) whose message ends in an approval trailer.
 fn tag_copy(trial: &mut Trial, id: &str) {
     let repo = &trial.world.repo;
-    let branch = format!("tagged-{}", trial.next_version);
+    let branch = format!("tagged-{}", trial.step);
     repo.git(&["checkout", "-q", "-b", &branch]);
-    repo.write(&format!("notes-{}.md", trial.next_version), "notes\n");
+    repo.write(&format!("notes-{}.md", trial.step), "notes\n");
     trial.unsigned("notes");
-    let tag = format!("t-{}", trial.next_version);
+    let tag = format!("t-{}", trial.step);
     let message = format!("Notes\n\nTollgate-Approve: web/staging@{id}");
     repo.git(&[
         "-c",
@@ -219,15 +250,16 @@ fn tag_copy(trial: &mut Trial, id: &str) {
     ]);
     repo.git(&["checkout", "-q", "main"]);
     trial.alice.configure(repo);
-    repo.git(&["merge", "-q", "-S", "--no-edit", &tag]);
+    repo.git(&["merge", "-q", "-S", "--no-ff", "--no-edit", &tag]);
     repo.unsign();
     trial.verified.insert(trial.content.0.clone());
 }
 
 async fn one_move(trial: &mut Trial, rng: &mut SeededRng) -> &'static str {
+    trial.step += 1;
     let waiting = trial.waiting().await;
     let id = waiting.as_ref().map(|(id, _)| id.clone());
-    match (rng.between(0, 9), id) {
+    match (rng.between(0, 11), id) {
         (0, _) => {
             trial.bump();
             trial.unsigned("unsigned bump");
@@ -250,8 +282,14 @@ async fn one_move(trial: &mut Trial, rng: &mut SeededRng) -> &'static str {
                 .world
                 .repo
                 .write("README.md", &format!("{}\n", rng.next_u64()));
-            trial.carol_signs("docs");
-            "mallory annotates, carol's signed commit folds it in"
+            let folder = rng.between(0, 2);
+            trial.signs(folder, "docs");
+            // The other approver approves honestly: with the folded annotation credited to the
+            // signer, that would make two.
+            if let Some(waiting) = trial.waiting().await {
+                let _ = approve_honestly(trial, folder != 1, waiting).await;
+            }
+            "mallory annotates, a signed unrelated commit folds it in, the other approver approves"
         }
         (4, _) => {
             trial.content.1 = !trial.content.1;
@@ -277,8 +315,16 @@ async fn one_move(trial: &mut Trial, rng: &mut SeededRng) -> &'static str {
         }
         (_, _) => {
             let alice = rng.between(0, 1) == 0;
-            approve_honestly(trial, alice).await;
-            "an approver approves the waiting run"
+            let Some(waiting) = waiting else {
+                return "no run waits for an approval";
+            };
+            match approve_honestly(trial, alice, waiting).await {
+                Ok(()) => "an approver approves the waiting run",
+                Err(why) => {
+                    eprintln!("  refused: {}", why.lines().last().unwrap_or_default());
+                    "an approver finds nothing to approve"
+                }
+            }
         }
     }
 }
@@ -317,6 +363,7 @@ async fn chaos_insiders_never_get_unverified_content_out_or_a_gate_open() {
         approved: BTreeMap::new(),
         content: ("1.0.0".to_string(), true, None),
         next_version: 0,
+        step: 0,
     };
     trial.write();
     trial.carol_signs("web 1.0.0");
@@ -363,7 +410,9 @@ async fn finish_honestly(trial: &mut Trial) {
             })
             .await;
         assert_eq!(waiting.1, version);
-        approve_honestly(trial, alice).await;
+        if let Err(output) = approve_honestly(trial, alice, waiting.clone()).await {
+            panic!("the final approval was refused: {output}");
+        }
         trial.world.poke();
         if alice {
             trial

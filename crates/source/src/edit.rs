@@ -1139,7 +1139,11 @@ fn approve_by_trailer(
         .map_err(git_error(format!("read the tree of {}", tip.id())))?;
     let id = snapshot.id();
     let id12 = &id[..12.min(id.len())];
-    let branch = format!("tollgate/approve-{name}-{stage}-{id12}");
+    // One branch per approver: several approvers approve one snapshot, each with a commit.
+    let branch = format!(
+        "tollgate/approve-{name}-{stage}-{id12}-{}",
+        approver_slug(repo)
+    );
     let subject = format!(
         "Approve {name} stage {stage} for snapshot #{} ({id12})",
         snapshot.index
@@ -1165,6 +1169,36 @@ fn approve_by_trailer(
         notes: [note].into_iter().chain(signed).collect(),
         warnings,
     })
+}
+
+/// The committer's e-mail local part (or name) as a branch-name word: `alice` for
+/// `alice@example.com`.
+fn approver_slug(repo: &Repository) -> String {
+    let signature = repo.signature().ok();
+    let who = signature
+        .as_ref()
+        .and_then(|s| {
+            s.email()
+                .ok()
+                .map(|e| e.split('@').next().unwrap_or(e).to_string())
+        })
+        .or_else(|| {
+            signature
+                .as_ref()
+                .and_then(|s| s.name().ok().map(str::to_string))
+        })
+        .unwrap_or_default();
+    let slug: String = who
+        .chars()
+        .map(|c| match c.is_ascii_alphanumeric() {
+            true => c.to_ascii_lowercase(),
+            false => '-',
+        })
+        .collect();
+    match slug.trim_matches('-') {
+        "" => "approver".to_string(),
+        slug => slug.to_string(),
+    }
 }
 
 /// The file at the tip (`at_tip`, `None` when it is gone) with promotion `name` restored to
