@@ -141,8 +141,9 @@ impl GitView {
             .collect()
     }
 
+    /// The commit's page on the git host; only ever an https address (`links::https_only`).
     pub fn commit_url(&self, sha: &str) -> Option<String> {
-        self.commit_base.as_ref().map(|base| format!("{base}{sha}"))
+        commit_url_of(self.commit_base.as_deref()?, sha)
     }
 }
 
@@ -152,6 +153,13 @@ fn commit_base(dir: &std::path::Path) -> Option<String> {
     let repo = git2::Repository::open(dir).ok()?;
     let remote = repo.find_remote("origin").ok()?;
     web_base(remote.url().ok()?).map(|base| format!("{base}/commit/"))
+}
+
+/// `base` + `sha` when that is a plain https address: a remote is text anyone with push access
+/// to the clone's configuration wrote.
+fn commit_url_of(base: &str, sha: &str) -> Option<String> {
+    let url = format!("{base}{sha}");
+    super::links::https_only(&url).map(str::to_string)
 }
 
 /// `https://host/owner/repo` for a remote URL.
@@ -176,7 +184,7 @@ pub fn web_base(url: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::web_base;
+    use super::{commit_url_of, web_base};
 
     #[test]
     fn remote_urls_become_web_addresses_without_credentials() {
@@ -194,5 +202,24 @@ mod tests {
         );
         assert_eq!(web_base("/srv/git/fleet"), None);
         assert_eq!(web_base("file:///srv/git/fleet"), None);
+        // Only https pages: a plain-http remote, or anything that is no remote, links nowhere.
+        assert_eq!(web_base("http://git.example/acme/fleet.git"), None);
+        assert_eq!(web_base("javascript:alert(1)"), None);
+        assert_eq!(web_base("git://git.example/acme/fleet.git"), None);
+    }
+
+    #[test]
+    fn a_commit_link_is_https_or_none() {
+        let link = |remote: &str| {
+            let base = format!("{}/commit/", web_base(remote)?);
+            commit_url_of(&base, "0123456789ab")
+        };
+        assert_eq!(
+            link("git@github.com:acme/fleet.git").as_deref(),
+            Some("https://github.com/acme/fleet/commit/0123456789ab")
+        );
+        assert_eq!(link("git@evil\"onmouseover=alert(1):acme/fleet.git"), None);
+        assert_eq!(link("https://git.example/acme/fleet x.git"), None);
+        assert_eq!(link("http://git.example/acme/fleet.git"), None);
     }
 }

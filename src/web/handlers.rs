@@ -12,6 +12,7 @@ use serde::Deserialize;
 use tollgate_engine::PromotionStatus;
 
 use super::actions::{self, Request};
+use super::links;
 use super::overview::{self, Filter};
 use super::page::{self, frame, short};
 use super::promotion::{self, PageInput};
@@ -277,7 +278,7 @@ pub(super) async fn act(
             @match &pull_request {
                 None => p { "Nothing was pushed and nothing was written to the cluster. To apply it: "
                     code { "git merge --ff-only " (outcome.branch) } " into " code { (repo.branch) } ", or push it and open a pull request." },
-                Some(Ok(url)) => p { "Pull request: " a href=(url) id="pull-request" { (url) } },
+                Some(Ok(url)) => p { "Pull request: " (links::link_or_text(url, "pull-request", html! { (url) })) },
                 Some(Err(error)) => p.notice.error role="alert" { "The commit is on the branch, but the pull request was not opened: " (error) },
             }
         }

@@ -156,11 +156,23 @@ fn app(token: Option<&str>) -> axum::Router {
         repo: None,
         token: token.map(tollgate_source::Secret::new),
         pull_requests: None,
+        allowed_hosts: Vec::new(),
     })
 }
 
+/// The address the test requests reached, as a real server's connection tells the router.
+const SERVED_ON: &str = "127.0.0.1:8080";
+
+fn served(mut request: HttpRequest<Body>) -> HttpRequest<Body> {
+    let addr = SERVED_ON.parse().expect("an address");
+    request
+        .extensions_mut()
+        .insert(axum::extract::ConnectInfo(super::ServedOn(addr)));
+    request
+}
+
 async fn send(app: axum::Router, request: HttpRequest<Body>) -> (StatusCode, String) {
-    let response = app.oneshot(request).await.expect("a response");
+    let response = app.oneshot(served(request)).await.expect("a response");
     let status = response.status();
     let body = axum::body::to_bytes(response.into_body(), 1 << 20)
         .await
@@ -197,7 +209,7 @@ async fn with_a_token_pages_need_it_and_the_login_sets_a_strict_cookie() {
         .body(Body::from("token=s3cret"))
         .unwrap();
     let response = app(Some("s3cret"))
-        .oneshot(login)
+        .oneshot(served(login))
         .await
         .expect("a response");
     let cookie = response
