@@ -21,6 +21,7 @@ mod read;
 pub mod repo;
 pub mod report;
 pub mod sign;
+pub mod signer_principals;
 mod source;
 pub mod timeouts;
 pub mod trailers;
