@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use tollgate_source::report::PromotionView;
-use tollgate_source::{GitSource, SourceConfig};
+use tollgate_source::{GitSource, PolicySet, SourceConfig};
+
+use super::signed_gates::GatePolicies;
 
 /// How old the facts read from git may be.
 pub const RESYNC_AFTER: Duration = Duration::from_millis(500);
@@ -47,6 +49,8 @@ pub struct SnapshotRow {
 pub struct GitFacts {
     pub labels: BTreeMap<String, String>,
     pub snapshots: Vec<SnapshotRow>,
+    /// The RolloutPolicies that may govern its gates (whether an approval needs a signature).
+    pub gates: GatePolicies,
 }
 
 /// Every promotion's facts, by name.
@@ -111,33 +115,10 @@ impl GitView {
         if let Err(error) = source.sync() {
             tracing::warn!(%error, "the web view cannot read the repository");
         }
+        let policies = source.policies();
         source
             .promotions()
-            .map(|(name, view)| {
-                let labels = match view {
-                    PromotionView::Valid { snapshot } => snapshot
-                        .promotion
-                        .metadata
-                        .labels
-                        .clone()
-                        .into_iter()
-                        .collect(),
-                    PromotionView::Invalid { .. } => BTreeMap::new(),
-                };
-                let snapshots = source
-                    .history(name)
-                    .iter()
-                    .map(|s| SnapshotRow {
-                        index: s.index,
-                        sha: s.commit.sha.clone(),
-                        author: s.commit.author.clone(),
-                        time: s.commit.time,
-                        subject: s.commit.subject.clone(),
-                        same_content_as: s.same_content_as,
-                    })
-                    .collect();
-                (name.to_string(), GitFacts { labels, snapshots })
-            })
+            .map(|(name, view)| (name.to_string(), facts_of(source, &policies, name, view)))
             .collect()
     }
 
@@ -153,6 +134,42 @@ fn commit_base(dir: &std::path::Path) -> Option<String> {
     let repo = git2::Repository::open(dir).ok()?;
     let remote = repo.find_remote("origin").ok()?;
     web_base(remote.url().ok()?).map(|base| format!("{base}/commit/"))
+}
+
+/// One promotion's facts: its labels at the tip, its snapshots, the policies over its gates.
+fn facts_of(
+    source: &GitSource,
+    policies: &PolicySet,
+    name: &str,
+    view: &PromotionView,
+) -> GitFacts {
+    let labels = match view {
+        PromotionView::Valid { snapshot } => snapshot
+            .promotion
+            .metadata
+            .labels
+            .clone()
+            .into_iter()
+            .collect(),
+        PromotionView::Invalid { .. } => BTreeMap::new(),
+    };
+    let snapshots = source
+        .history(name)
+        .iter()
+        .map(|s| SnapshotRow {
+            index: s.index,
+            sha: s.commit.sha.clone(),
+            author: s.commit.author.clone(),
+            time: s.commit.time,
+            subject: s.commit.subject.clone(),
+            same_content_as: s.same_content_as,
+        })
+        .collect();
+    GitFacts {
+        labels,
+        snapshots,
+        gates: GatePolicies::read(policies, view),
+    }
 }
 
 /// `base` + `sha` when that is a plain https address: a remote is text anyone with push access

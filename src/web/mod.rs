@@ -20,6 +20,7 @@ mod page;
 mod promotion;
 pub mod pull_request;
 mod security_headers;
+mod signed_gates;
 pub mod source;
 
 use std::collections::BTreeMap;

@@ -281,3 +281,70 @@ async fn the_pages_render_without_script_and_unknown_promotions_are_404() {
         "the one stylesheet has a phone layout"
     );
 }
+
+#[tokio::test]
+async fn without_a_repository_a_gate_under_an_approval_policy_shows_the_signed_command() {
+    let mut prod = stage("prod", json!({"kind": "AwaitingApproval"}));
+    prod["approvals"] = json!([]);
+    let mut gated = status("Waiting", vec![prod], json!([]));
+    gated.policy = serde_json::from_value(json!({"name": "gates", "version": "v"})).ok();
+    let gated = Arc::new(gated);
+    let source: super::source::PromotionSource = Arc::new(move || {
+        vec![Listed {
+            name: "web".to_string(),
+            labels: BTreeMap::new(),
+            status: Ok(Some(gated.clone())),
+        }]
+    });
+    let app = router(WebConfig {
+        source,
+        repo: None,
+        token: None,
+        pull_requests: None,
+        allowed_hosts: Vec::new(),
+    });
+    let page = get("/ui/promotions/web").body(Body::empty()).unwrap();
+    let (status, body) = send(app, page).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!body.contains("data-action=\"approve\""), "{body}");
+    assert!(body.contains("data-action=\"approve-signed\""), "{body}");
+    assert!(
+        body.contains("tollgate approve web prod --snapshot &#39;#3&#39;")
+            || body.contains("tollgate approve web prod --snapshot '#3'"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn every_response_under_ui_carries_the_security_headers() {
+    for (path, host) in [
+        ("/ui", SERVED_ON),
+        ("/ui/static/live.js", SERVED_ON),
+        ("/ui/no-such-page", SERVED_ON),
+        ("/ui", "evil.example:8080"),
+    ] {
+        let request = HttpRequest::get(path)
+            .header("host", host)
+            .body(Body::empty())
+            .unwrap();
+        let response = app(None)
+            .oneshot(served(request))
+            .await
+            .expect("a response");
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        assert_eq!(
+            header("content-security-policy").as_deref(),
+            Some(super::CONTENT_SECURITY_POLICY),
+            "{path} via {host}"
+        );
+        assert_eq!(header("x-frame-options").as_deref(), Some("DENY"));
+        assert_eq!(header("x-content-type-options").as_deref(), Some("nosniff"));
+        assert_eq!(header("referrer-policy").as_deref(), Some("same-origin"));
+    }
+}
