@@ -148,3 +148,61 @@ fn refusal(check: &WebSigner<'_>, signing: &Signing, keys: &Path, c: &Conflict) 
         c.principal
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tollgate_fixtures::TestRepo;
+    use tollgate_fixtures::signing::{Signer, SshSigner, have_tool};
+
+    const APPROVERS: &str = "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: gates\nspec:\n  approvals:\n    prod:\n      approvers: [alice@example.com]\n";
+
+    fn repo_with(files: &[(&str, &str)]) -> TestRepo {
+        let repo = TestRepo::new();
+        for (name, text) in files {
+            repo.write(name, text);
+        }
+        repo.commit("files");
+        repo
+    }
+
+    #[test]
+    fn the_tracked_repository_policies_count_when_it_is_another_local_directory() {
+        if !have_tool("ssh-keygen", "openssh-client") {
+            return;
+        }
+        let alice = SshSigner::new("alice");
+        let keys = tempfile::tempdir().expect("keys");
+        alice.trust_in(keys.path());
+        // The clone has no policy yet; the tracked repository has one listing alice.
+        let clone = repo_with(&[("README", "clone")]);
+        alice.configure(&clone);
+        let tracked = repo_with(&[("policy.yaml", APPROVERS)]);
+        let tracked_dir = tracked.path().display().to_string();
+        fn check<'a>(clone: &'a Path, tracked: &'a str, keys: Option<&'a Path>) -> WebSigner<'a> {
+            WebSigner {
+                ui_repo: clone,
+                tracked,
+                branch: "main",
+                path: "",
+                trusted_keys: keys,
+            }
+        }
+        let refused = refuse_approver_key(&check(clone.path(), &tracked_dir, Some(keys.path())))
+            .expect_err("alice signs for the web view");
+        let message = refused.to_string();
+        assert!(
+            message.contains("alice@example.com") && message.contains("RolloutPolicy gates"),
+            "{message}"
+        );
+        assert!(message.contains("SHA256:"), "the key is named: {message}");
+        // A remote URL is not read here (the clone stands for it); no keys, no principal.
+        refuse_approver_key(&check(
+            clone.path(),
+            "https://git.example/fleet.git",
+            Some(keys.path()),
+        ))
+        .expect("only the clone's policies, none listing alice");
+        refuse_approver_key(&check(clone.path(), &tracked_dir, None)).expect("no trusted keys");
+    }
+}

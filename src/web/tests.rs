@@ -317,13 +317,22 @@ async fn without_a_repository_a_gate_under_an_approval_policy_shows_the_signed_c
 
 #[tokio::test]
 async fn every_response_under_ui_carries_the_security_headers() {
-    for (path, host) in [
-        ("/ui", SERVED_ON),
-        ("/ui/static/live.js", SERVED_ON),
-        ("/ui/no-such-page", SERVED_ON),
-        ("/ui", "evil.example:8080"),
+    for (method, path, host, code) in [
+        ("GET", "/ui", SERVED_ON, StatusCode::OK),
+        ("GET", "/ui/static/live.js", SERVED_ON, StatusCode::OK),
+        ("GET", "/ui/no-such-page", SERVED_ON, StatusCode::NOT_FOUND),
+        ("GET", "/ui", "evil.example:8080", StatusCode::FORBIDDEN),
+        // No Origin: refused, with the headers all the same.
+        (
+            "POST",
+            "/ui/promotions/web/actions",
+            SERVED_ON,
+            StatusCode::FORBIDDEN,
+        ),
     ] {
-        let request = HttpRequest::get(path)
+        let request = HttpRequest::builder()
+            .method(method)
+            .uri(path)
             .header("host", host)
             .body(Body::empty())
             .unwrap();
@@ -331,6 +340,7 @@ async fn every_response_under_ui_carries_the_security_headers() {
             .oneshot(served(request))
             .await
             .expect("a response");
+        assert_eq!(response.status(), code, "{method} {path} via {host}");
         let header = |name: &str| {
             response
                 .headers()
@@ -341,7 +351,7 @@ async fn every_response_under_ui_carries_the_security_headers() {
         assert_eq!(
             header("content-security-policy").as_deref(),
             Some(super::CONTENT_SECURITY_POLICY),
-            "{path} via {host}"
+            "{method} {path} via {host}"
         );
         assert_eq!(header("x-frame-options").as_deref(), Some("DENY"));
         assert_eq!(header("x-content-type-options").as_deref(), Some("nosniff"));

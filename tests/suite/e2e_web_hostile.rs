@@ -47,12 +47,23 @@ fn a_rebound_host_is_refused_and_nothing_is_committed_pushed_or_opened() {
     let (repo, remote, bare) = repo_with_remote();
     let stub = GitHostStub::start(&["https://git.example/acme/fleet/pull/7"]);
     let flags = stub.flags(&token_file(remote.path()));
-    let ui = UiRun::spawn(
-        repo.path(),
-        &flags.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
+    // The operator's public names for it, as an ingress would forward them.
+    let env = [(
+        "TOLLGATE_UI_ALLOWED_HOSTS".to_string(),
+        PathBuf::from("tollgate.example.com,ops.example:9443"),
+    )];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let ui = UiRun::spawn_with_env(repo.path(), &flags, &env);
     let addr = ui.addr();
     ui.wait_for_action(&addr, "web", "pause");
+    for allowed in ["tollgate.example.com", "ops.example:9443"] {
+        let page = request(&addr, allowed, "GET", "/ui/promotions/web", &[], b"").expect("answer");
+        assert_eq!(
+            page.status, 200,
+            "{allowed}, an allowed name: {}",
+            page.body
+        );
+    }
 
     // evil.example now resolves to the server: the browser sends the attacker's name as Host,
     // and the attacker's page as Origin, which then looks "same-origin" to a naive check.
@@ -180,4 +191,67 @@ fn a_pull_request_address_that_is_not_https_is_never_a_link() {
         );
     }
     assert_eq!(stub.seen().len(), 2);
+}
+
+/// A kubeconfig whose API server does not answer: `tollgate ui` serves its pages regardless.
+fn dead_kubeconfig(dir: &std::path::Path) -> PathBuf {
+    let path = dir.join("kubeconfig");
+    let yaml = "apiVersion: v1\nkind: Config\ncurrent-context: t\n\
+                clusters:\n- name: t\n  cluster: {server: \"http://127.0.0.1:1\"}\n\
+                users:\n- name: t\n  user: {}\n\
+                contexts:\n- name: t\n  context: {cluster: t, user: t}\n";
+    std::fs::write(&path, yaml).expect("kubeconfig");
+    path
+}
+
+#[test]
+fn tollgate_ui_on_every_interface_admits_the_address_reached_and_the_names_given() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("dir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut child = support::tollgate_binary()
+        .args(["ui", "--listen", &format!("0.0.0.0:{port}"), "--kubeconfig"])
+        .arg(dead_kubeconfig(dir.path()))
+        .args(["--ui-allowed-host", &format!("ui.example:{port}")])
+        .args(["--ui-allowed-host", "ops.example"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("tollgate ui starts");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("its first line");
+    let _ui = support::KillOnDrop(child);
+    // It prints an address the allow-list admits, not 0.0.0.0.
+    let addr = format!("127.0.0.1:{port}");
+    assert_eq!(
+        line.trim(),
+        format!("Serving the web view on http://{addr}/ui")
+    );
+    let status = |host: &str| {
+        request(&addr, host, "GET", "/ui", &[], b"")
+            .expect("answer")
+            .status
+    };
+    for admitted in [
+        addr.clone(),
+        format!("localhost:{port}"),
+        format!("ui.example:{port}"),
+        "ops.example".to_string(),
+        format!("ops.example:{}", port ^ 1),
+    ] {
+        assert_eq!(status(&admitted), 200, "{admitted}");
+    }
+    for refused in [
+        format!("evil.example:{port}"),
+        format!("ui.example:{}", port ^ 1),
+        format!("0.0.0.0:{port}"),
+        format!("127.0.0.1:{}", port ^ 1),
+    ] {
+        assert_eq!(status(&refused), 403, "{refused}");
+    }
 }

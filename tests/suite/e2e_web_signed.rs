@@ -118,9 +118,15 @@ mod startup {
         let trusted = ["--trusted-keys", keys.path().to_str().expect("utf-8")];
         let mut refused = UiRun::spawn(repo.path(), &trusted);
         let exit = refused.wait_exit();
-        assert!(!exit.success(), "it started: {}", refused.log());
+        assert_eq!(exit.code(), Some(2), "it started: {}", refused.log());
         let log = refused.log();
-        for part in ["alice@example.com", "gates", "prod", "user.signingKey"] {
+        for part in [
+            "alice@example.com",
+            "gates",
+            "prod",
+            "user.signingKey",
+            "SHA256:",
+        ] {
             assert!(log.contains(part), "the refusal names {part}: {log}");
         }
         assert!(!log.contains("serving /healthz"), "it served first: {log}");
