@@ -140,15 +140,25 @@ pub fn admits(host_header: &str, served_on: Option<SocketAddr>, allowed: &[Allow
 }
 
 /// Refuses, with 403 and a body that says what to do, a request whose Host is not this server's.
-pub(super) async fn require(State(web): State<WebState>, request: Request, next: Next) -> Response {
-    // HTTP/2 carries the name in the request's authority, HTTP/1.1 in the Host header.
+pub(super) async fn require(
+    State(web): State<WebState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    // HTTP/2 carries the name in the request's authority, HTTP/1.1 in the Host header; the
+    // authority is copied into Host so that the Origin check compares with the same name.
+    if !request.headers().contains_key(header::HOST)
+        && let Some(authority) = request.uri().authority()
+        && let Ok(value) = authority.as_str().parse()
+    {
+        request.headers_mut().insert(header::HOST, value);
+    }
     let host = request
         .headers()
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
-        .map(str::to_string)
-        .or_else(|| request.uri().authority().map(|a| a.to_string()))
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .to_string();
     let served_on = request
         .extensions()
         .get::<ConnectInfo<ServedOn>>()

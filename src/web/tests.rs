@@ -358,3 +358,18 @@ async fn every_response_under_ui_carries_the_security_headers() {
         assert_eq!(header("referrer-policy").as_deref(), Some("same-origin"));
     }
 }
+
+#[tokio::test]
+async fn without_a_host_header_the_request_authority_is_the_host_as_http2_sends_it() {
+    let form = |authority: &str| {
+        HttpRequest::post(format!("http://{authority}/ui/promotions/web/actions"))
+            .header("origin", format!("http://{authority}"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(Body::from("action=pause"))
+            .unwrap()
+    };
+    let (status, body) = send(app(None), form(SERVED_ON)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "past both checks: {body}");
+    let (status, _) = send(app(None), form("evil.example:8080")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}
