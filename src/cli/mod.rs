@@ -28,6 +28,7 @@ pub mod timeline;
 pub mod trust_args;
 pub mod ui;
 pub mod ui_args;
+pub mod ui_signing;
 pub mod validate;
 
 #[derive(Parser, Debug)]

@@ -309,6 +309,17 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         false => None,
     };
     let webhook_secrets = args.server.secrets()?;
+    if args.server.ui
+        && let Some(ui_repo) = &args.server.ui_repo
+    {
+        super::ui_signing::refuse_approver_key(&super::ui_signing::WebSigner {
+            ui_repo,
+            tracked: &args.repo,
+            branch: &args.branch,
+            path: &args.path,
+            trusted_keys: args.trust.trusted_keys.as_deref(),
+        })?;
+    }
     let cache_dir = args.cache_dir.clone().unwrap_or_else(default_cache_dir);
     let mut source = SourceConfig::new(&args.repo, &args.branch, &args.path, &cache_dir);
     source.timeouts = tollgate_source::timeouts::NetworkTimeouts {

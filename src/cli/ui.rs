@@ -64,12 +64,31 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
     let addr = listener.local_addr().context("the listening address")?;
-    super::report_line(&format!("Serving the web view on http://{addr}/ui"));
-    axum::serve(listener, super::ui_args::router(web))
+    super::report_line(&format!(
+        "Serving the web view on http://{}/ui",
+        reachable(addr)
+    ));
+    let service =
+        super::ui_args::router(web).into_make_service_with_connect_info::<crate::web::ServedOn>();
+    axum::serve(listener, service)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await
         .context("serving the web view")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The address to print for `addr`: on every interface, loopback (the Host allow-list admits the
+/// address a connection reached, and `0.0.0.0` is none).
+fn reachable(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+            (std::net::Ipv4Addr::LOCALHOST, addr.port()).into()
+        }
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+            (std::net::Ipv6Addr::LOCALHOST, addr.port()).into()
+        }
+        _ => addr,
+    }
 }

@@ -9,7 +9,7 @@ use tollgate_source::Secret;
 use crate::web::git_view::RepoTarget;
 use crate::web::pull_request::{GitHost, PullRequests};
 use crate::web::source::PromotionSource;
-use crate::web::{self, WebConfig};
+use crate::web::{self, AllowedHost, WebConfig};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct UiArgs {
@@ -34,6 +34,16 @@ pub struct UiArgs {
     /// The remote the web view pushes a new branch to before opening its pull request.
     #[arg(long, env = "TOLLGATE_UI_GIT_REMOTE", default_value = "origin")]
     pub ui_git_remote: String,
+    /// A name (NAME, any port; or NAME:PORT) requests may give as Host besides the address they
+    /// reached: the public name a proxy or ingress serves the web view under. Repeatable; other
+    /// names are refused (a rebound DNS name must not reach the pages).
+    #[arg(
+        long = "ui-allowed-host",
+        env = "TOLLGATE_UI_ALLOWED_HOSTS",
+        value_name = "NAME[:PORT]",
+        value_delimiter = ','
+    )]
+    pub ui_allowed_hosts: Vec<AllowedHost>,
 }
 
 impl UiArgs {
@@ -58,6 +68,7 @@ impl UiArgs {
             pull_requests: self.pull_requests(repo.is_some())?,
             repo,
             token,
+            allowed_hosts: self.ui_allowed_hosts.clone(),
         })
     }
 

@@ -189,7 +189,11 @@ impl BoundServer {
     ) -> Result<(), ServerError> {
         let addr = self.addr;
         info!(%addr, "HTTP server listening");
-        axum::serve(self.listener, self.router)
+        // The web view's Host allow-list admits the address each connection reached.
+        let service = self
+            .router
+            .into_make_service_with_connect_info::<crate::web::ServedOn>();
+        axum::serve(self.listener, service)
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(|source| ServerError::Serve { addr, source })?;

@@ -1,5 +1,6 @@
-//! The optional bearer token (`--ui-token-file`), and the same-origin check on every POST: the
-//! pages hold no session of their own, so a cross-site form must not be able to press a button.
+//! The optional bearer token (`--ui-token-file`) and the sign-in form that sets it as a cookie.
+//! (Whether a POST, the sign-in form's included, comes from the web view's own pages is checked
+//! before this, for every route: see `origin`.)
 
 use axum::extract::{Form, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -14,12 +15,8 @@ use super::page::frame;
 
 const COOKIE: &str = "tollgate_ui_token";
 
-/// Lets a request through when no token is configured or it carries the token; refuses a
-/// cross-site POST either way.
+/// Lets a request through when no token is configured or it carries the token.
 pub(super) async fn require(State(web): State<WebState>, request: Request, next: Next) -> Response {
-    if request.method() == axum::http::Method::POST && !same_origin(request.headers()) {
-        return (StatusCode::FORBIDDEN, "cross-site request refused").into_response();
-    }
     let Some(token) = &web.token else {
         return next.run(request).await;
     };
@@ -51,20 +48,6 @@ fn cookie(headers: &HeaderMap) -> Option<&str> {
         .find_map(|pair| pair.trim().strip_prefix(COOKIE)?.strip_prefix('='))
 }
 
-/// `Origin` (or else `Sec-Fetch-Site`) says the form came from this server's own pages.
-fn same_origin(headers: &HeaderMap) -> bool {
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    if let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) {
-        let origin_host = origin.split_once("://").map(|(_, rest)| rest);
-        return host.is_some() && origin_host == host;
-    }
-    match headers.get("sec-fetch-site").and_then(|s| s.to_str().ok()) {
-        Some(site) => site == "same-origin" || site == "none",
-        // Neither header: not a browser (curl, a script), which cannot ride a user's session.
-        None => true,
-    }
-}
-
 fn login_page(failed: bool) -> Html<String> {
     Html(
         frame(
@@ -93,14 +76,7 @@ pub(super) struct Login {
 }
 
 /// Sets the token cookie (HttpOnly, SameSite=Strict, only under /ui) when the token is right.
-pub(super) async fn login(
-    State(web): State<WebState>,
-    headers: HeaderMap,
-    Form(login): Form<Login>,
-) -> Response {
-    if !same_origin(&headers) {
-        return (StatusCode::FORBIDDEN, "cross-site request refused").into_response();
-    }
+pub(super) async fn login(State(web): State<WebState>, Form(login): Form<Login>) -> Response {
     match &web.token {
         Some(token) if matches(&login.token, token.expose()) => {
             let cookie = format!(

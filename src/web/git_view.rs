@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use tollgate_source::report::PromotionView;
-use tollgate_source::{GitSource, SourceConfig};
+use tollgate_source::{GitSource, PolicySet, SourceConfig};
+
+use super::signed_gates::GatePolicies;
 
 /// How old the facts read from git may be.
 pub const RESYNC_AFTER: Duration = Duration::from_millis(500);
@@ -48,6 +50,8 @@ pub struct SnapshotRow {
 pub struct GitFacts {
     pub labels: BTreeMap<String, String>,
     pub snapshots: Vec<SnapshotRow>,
+    /// The RolloutPolicies that may govern its gates (whether an approval needs a signature).
+    pub gates: GatePolicies,
 }
 
 /// Every promotion's facts, by name.
@@ -112,38 +116,16 @@ impl GitView {
         if let Err(error) = source.sync() {
             tracing::warn!(%error, "the web view cannot read the repository");
         }
+        let policies = source.policies();
         source
             .promotions()
-            .map(|(name, view)| {
-                let labels = match view {
-                    PromotionView::Valid { snapshot } => snapshot
-                        .promotion
-                        .metadata
-                        .labels
-                        .clone()
-                        .into_iter()
-                        .collect(),
-                    PromotionView::Invalid { .. } => BTreeMap::new(),
-                };
-                let snapshots = source
-                    .history(name)
-                    .iter()
-                    .map(|s| SnapshotRow {
-                        index: s.index,
-                        sha: s.commit.sha.clone(),
-                        author: s.commit.author.clone(),
-                        time: s.commit.time,
-                        subject: s.commit.subject.clone(),
-                        same_content_as: s.same_content_as,
-                    })
-                    .collect();
-                (name.to_string(), GitFacts { labels, snapshots })
-            })
+            .map(|(name, view)| (name.to_string(), facts_of(source, &policies, name, view)))
             .collect()
     }
 
+    /// The commit's page on the git host; only ever an https address (`links::https_only`).
     pub fn commit_url(&self, sha: &str) -> Option<String> {
-        self.commit_base.as_ref().map(|base| format!("{base}{sha}"))
+        commit_url_of(self.commit_base.as_deref()?, sha)
     }
 }
 
@@ -153,6 +135,49 @@ fn commit_base(dir: &std::path::Path) -> Option<String> {
     let repo = git2::Repository::open(dir).ok()?;
     let remote = repo.find_remote("origin").ok()?;
     web_base(remote.url().ok()?).map(|base| format!("{base}/commit/"))
+}
+
+/// One promotion's facts: its labels at the tip, its snapshots, the policies over its gates.
+fn facts_of(
+    source: &GitSource,
+    policies: &PolicySet,
+    name: &str,
+    view: &PromotionView,
+) -> GitFacts {
+    let labels = match view {
+        PromotionView::Valid { snapshot } => snapshot
+            .promotion
+            .metadata
+            .labels
+            .clone()
+            .into_iter()
+            .collect(),
+        PromotionView::Invalid { .. } => BTreeMap::new(),
+    };
+    let snapshots = source
+        .history(name)
+        .iter()
+        .map(|s| SnapshotRow {
+            index: s.index,
+            sha: s.commit.sha.clone(),
+            author: s.commit.author.clone(),
+            time: s.commit.time,
+            subject: s.commit.subject.clone(),
+            same_content_as: s.same_content_as,
+        })
+        .collect();
+    GitFacts {
+        labels,
+        snapshots,
+        gates: GatePolicies::read(policies, view),
+    }
+}
+
+/// `base` + `sha` when that is a plain https address: a remote is text anyone with push access
+/// to the clone's configuration wrote.
+fn commit_url_of(base: &str, sha: &str) -> Option<String> {
+    let url = format!("{base}{sha}");
+    super::links::https_only(&url).map(str::to_string)
 }
 
 /// `https://host/owner/repo` for a remote URL.
@@ -177,7 +202,7 @@ pub fn web_base(url: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::web_base;
+    use super::{commit_url_of, web_base};
 
     #[test]
     fn remote_urls_become_web_addresses_without_credentials() {
@@ -195,5 +220,24 @@ mod tests {
         );
         assert_eq!(web_base("/srv/git/fleet"), None);
         assert_eq!(web_base("file:///srv/git/fleet"), None);
+        // Only https pages: a plain-http remote, or anything that is no remote, links nowhere.
+        assert_eq!(web_base("http://git.example/acme/fleet.git"), None);
+        assert_eq!(web_base("javascript:alert(1)"), None);
+        assert_eq!(web_base("git://git.example/acme/fleet.git"), None);
+    }
+
+    #[test]
+    fn a_commit_link_is_https_or_none() {
+        let link = |remote: &str| {
+            let base = format!("{}/commit/", web_base(remote)?);
+            commit_url_of(&base, "0123456789ab")
+        };
+        assert_eq!(
+            link("git@github.com:acme/fleet.git").as_deref(),
+            Some("https://github.com/acme/fleet/commit/0123456789ab")
+        );
+        assert_eq!(link("git@evil\"onmouseover=alert(1):acme/fleet.git"), None);
+        assert_eq!(link("https://git.example/acme/fleet x.git"), None);
+        assert_eq!(link("http://git.example/acme/fleet.git"), None);
     }
 }

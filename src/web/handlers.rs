@@ -12,10 +12,12 @@ use serde::Deserialize;
 use tollgate_engine::PromotionStatus;
 
 use super::actions::{self, Request};
+use super::links;
 use super::overview::{self, Filter};
 use super::page::{self, frame, short};
 use super::promotion::{self, PageInput};
 use super::pull_request::{self, Change};
+use super::signed_gates::{self, ApprovalRoute};
 use super::{Web, WebState};
 use crate::cli::timeline::{Period, svg_of};
 
@@ -187,6 +189,47 @@ fn refused(name: &str, status: StatusCode, message: &str) -> Response {
     )
 }
 
+/// What a POSTed action may be made with: the request, the clone, the promotion's status.
+struct Admitted {
+    request: Request,
+    repo: super::git_view::RepoTarget,
+    status: Arc<PromotionStatus>,
+}
+
+/// The action of `form`, when the page offers it for the promotion's current status; else the
+/// refusal page. An approval that only an approver's own signature counts for is refused.
+async fn admit(web: &WebState, name: &str, form: &ActionForm) -> Result<Admitted, Response> {
+    let Some(request) = form.request() else {
+        let message = "unknown action, or a field missing";
+        return Err(refused(name, StatusCode::BAD_REQUEST, message));
+    };
+    let Some(repo) = web.git.as_ref().map(|git| git.target.clone()) else {
+        let message = "no repository configured (--repo): nothing to commit in";
+        return Err(refused(name, StatusCode::CONFLICT, message));
+    };
+    let (listed, facts) = blocking(web, Web::read).await?;
+    let status = found(listed, name).map_err(IntoResponse::into_response)?;
+    let Some(planned) = actions::planned(name, &status)
+        .into_iter()
+        .find(|p| p.request == request)
+    else {
+        let message = "this action does not apply to the promotion now (its status changed?); reload the page";
+        return Err(refused(name, StatusCode::CONFLICT, message));
+    };
+    if let Request::Approve { stage } = &request
+        && let ApprovalRoute::SignedCommand { why } =
+            signed_gates::route(&status, facts.get(name).map(|f| &f.gates), stage)
+    {
+        let message = signed_gates::refusal(&planned.command, &why);
+        return Err(refused(name, StatusCode::FORBIDDEN, &message));
+    }
+    Ok(Admitted {
+        request,
+        repo,
+        status,
+    })
+}
+
 /// POST an action: commit it on a new branch (and open a pull request when a git host is
 /// configured). Only an action the page offers for the promotion's current status is made.
 pub(super) async fn act(
@@ -194,38 +237,14 @@ pub(super) async fn act(
     Path(name): Path<String>,
     Form(form): Form<ActionForm>,
 ) -> Response {
-    let Some(request) = form.request() else {
-        return refused(
-            &name,
-            StatusCode::BAD_REQUEST,
-            "unknown action, or a field missing",
-        );
+    let Admitted {
+        request,
+        repo,
+        status,
+    } = match admit(&web, &name, &form).await {
+        Ok(admitted) => admitted,
+        Err(refusal) => return refusal,
     };
-    let Some(repo) = web.git.as_ref().map(|git| git.target.clone()) else {
-        return refused(
-            &name,
-            StatusCode::CONFLICT,
-            "no repository configured (--repo): nothing to commit in",
-        );
-    };
-    let listed = match blocking(&web, |web| (web.source)()).await {
-        Ok(listed) => listed,
-        Err(response) => return response,
-    };
-    let status = match found(listed, &name) {
-        Ok(status) => status,
-        Err(missing) => return missing.into_response(),
-    };
-    if !actions::planned(&name, &status)
-        .iter()
-        .any(|p| p.request == request)
-    {
-        return refused(
-            &name,
-            StatusCode::CONFLICT,
-            "this action does not apply to the promotion now (its status changed?); reload the page",
-        );
-    }
     let _one_at_a_time = web.commit_lock.lock().await;
     let (edit_name, edit_status) = (name.clone(), status.clone());
     let edit_repo = repo.clone();
@@ -277,7 +296,7 @@ pub(super) async fn act(
             @match &pull_request {
                 None => p { "Nothing was pushed and nothing was written to the cluster. To apply it: "
                     code { "git merge --ff-only " (outcome.branch) } " into " code { (repo.branch) } ", or push it and open a pull request." },
-                Some(Ok(url)) => p { "Pull request: " a href=(url) id="pull-request" { (url) } },
+                Some(Ok(url)) => p { "Pull request: " (links::link_or_text(url, "pull-request", html! { (url) })) },
                 Some(Err(error)) => p.notice.error role="alert" { "The commit is on the branch, but the pull request was not opened: " (error) },
             }
         }

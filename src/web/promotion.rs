@@ -12,6 +12,7 @@ use super::bars;
 use super::delivery_view;
 use super::git_view::GitFacts;
 use super::page::{id_of, short, time};
+use super::signed_gates::{self, ApprovalRoute, GatePolicies};
 use crate::cli::status::stage_words::{self, Times};
 
 /// What the promotion page is made of.
@@ -193,11 +194,44 @@ fn approvals(status: &PromotionStatus) -> Markup {
 
 fn actions_section(input: &PageInput<'_>) -> Markup {
     let planned = actions::planned(input.name, input.status);
+    let gates = input.git.map(|facts| &facts.gates);
     html! {
         section id="actions" aria-label="Actions" {
             h2 { "Actions" }
             p.muted { "Each button commits the change shown on a new branch of the repository (never to the cluster); merge it to act." }
-            div.actions { @for action in &planned { (action_form(input, action)) } }
+            div.actions { @for action in &planned {
+                @match approval_route(input.status, gates, action) {
+                    ApprovalRoute::SignedCommand { why } => (signed_command(action, &why)),
+                    ApprovalRoute::Button => (action_form(input, action)),
+                }
+            } }
+        }
+    }
+}
+
+/// How `action` is offered: an approval that a policy wants signed is a command, not a button.
+fn approval_route(
+    status: &PromotionStatus,
+    gates: Option<&GatePolicies>,
+    action: &Planned,
+) -> ApprovalRoute {
+    match &action.request {
+        actions::Request::Approve { stage } => signed_gates::route(status, gates, stage),
+        _ => ApprovalRoute::Button,
+    }
+}
+
+/// An approval only an approver's own signature counts for: the command, and why no button.
+fn signed_command(action: &Planned, why: &str) -> Markup {
+    let stage = match &action.request {
+        actions::Request::Approve { stage } => stage.as_str(),
+        _ => "",
+    };
+    html! {
+        div.action data-action="approve-signed" data-stage=(stage) {
+            div { strong { (action.label) } }
+            p { (signed_gates::note(why)) }
+            pre aria-label={ "Command for " (action.label) } { (action.command) }
         }
     }
 }

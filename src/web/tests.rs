@@ -156,11 +156,23 @@ fn app(token: Option<&str>) -> axum::Router {
         repo: None,
         token: token.map(tollgate_source::Secret::new),
         pull_requests: None,
+        allowed_hosts: Vec::new(),
     })
 }
 
+/// The address the test requests reached, as a real server's connection tells the router.
+const SERVED_ON: &str = "127.0.0.1:8080";
+
+fn served(mut request: HttpRequest<Body>) -> HttpRequest<Body> {
+    let addr = SERVED_ON.parse().expect("an address");
+    request
+        .extensions_mut()
+        .insert(axum::extract::ConnectInfo(super::ServedOn(addr)));
+    request
+}
+
 async fn send(app: axum::Router, request: HttpRequest<Body>) -> (StatusCode, String) {
-    let response = app.oneshot(request).await.expect("a response");
+    let response = app.oneshot(served(request)).await.expect("a response");
     let status = response.status();
     let body = axum::body::to_bytes(response.into_body(), 1 << 20)
         .await
@@ -197,7 +209,7 @@ async fn with_a_token_pages_need_it_and_the_login_sets_a_strict_cookie() {
         .body(Body::from("token=s3cret"))
         .unwrap();
     let response = app(Some("s3cret"))
-        .oneshot(login)
+        .oneshot(served(login))
         .await
         .expect("a response");
     let cookie = response
@@ -268,4 +280,96 @@ async fn the_pages_render_without_script_and_unknown_promotions_are_404() {
         css.contains("@media"),
         "the one stylesheet has a phone layout"
     );
+}
+
+#[tokio::test]
+async fn without_a_repository_a_gate_under_an_approval_policy_shows_the_signed_command() {
+    let mut prod = stage("prod", json!({"kind": "AwaitingApproval"}));
+    prod["approvals"] = json!([]);
+    let mut gated = status("Waiting", vec![prod], json!([]));
+    gated.policy = serde_json::from_value(json!({"name": "gates", "version": "v"})).ok();
+    let gated = Arc::new(gated);
+    let source: super::source::PromotionSource = Arc::new(move || {
+        vec![Listed {
+            name: "web".to_string(),
+            labels: BTreeMap::new(),
+            status: Ok(Some(gated.clone())),
+        }]
+    });
+    let app = router(WebConfig {
+        source,
+        repo: None,
+        token: None,
+        pull_requests: None,
+        allowed_hosts: Vec::new(),
+    });
+    let page = get("/ui/promotions/web").body(Body::empty()).unwrap();
+    let (status, body) = send(app, page).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!body.contains("data-action=\"approve\""), "{body}");
+    assert!(body.contains("data-action=\"approve-signed\""), "{body}");
+    assert!(
+        body.contains("tollgate approve web prod --snapshot &#39;#3&#39;")
+            || body.contains("tollgate approve web prod --snapshot '#3'"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn every_response_under_ui_carries_the_security_headers() {
+    for (method, path, host, code) in [
+        ("GET", "/ui", SERVED_ON, StatusCode::OK),
+        ("GET", "/ui/static/live.js", SERVED_ON, StatusCode::OK),
+        ("GET", "/ui/no-such-page", SERVED_ON, StatusCode::NOT_FOUND),
+        ("GET", "/ui", "evil.example:8080", StatusCode::FORBIDDEN),
+        // No Origin: refused, with the headers all the same.
+        (
+            "POST",
+            "/ui/promotions/web/actions",
+            SERVED_ON,
+            StatusCode::FORBIDDEN,
+        ),
+    ] {
+        let request = HttpRequest::builder()
+            .method(method)
+            .uri(path)
+            .header("host", host)
+            .body(Body::empty())
+            .unwrap();
+        let response = app(None)
+            .oneshot(served(request))
+            .await
+            .expect("a response");
+        assert_eq!(response.status(), code, "{method} {path} via {host}");
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        assert_eq!(
+            header("content-security-policy").as_deref(),
+            Some(super::CONTENT_SECURITY_POLICY),
+            "{method} {path} via {host}"
+        );
+        assert_eq!(header("x-frame-options").as_deref(), Some("DENY"));
+        assert_eq!(header("x-content-type-options").as_deref(), Some("nosniff"));
+        assert_eq!(header("referrer-policy").as_deref(), Some("same-origin"));
+    }
+}
+
+#[tokio::test]
+async fn without_a_host_header_the_request_authority_is_the_host_as_http2_sends_it() {
+    let form = |authority: &str| {
+        HttpRequest::post(format!("http://{authority}/ui/promotions/web/actions"))
+            .header("origin", format!("http://{authority}"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(Body::from("action=pause"))
+            .unwrap()
+    };
+    let (status, body) = send(app(None), form(SERVED_ON)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "past both checks: {body}");
+    let (status, _) = send(app(None), form("evil.example:8080")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
 }

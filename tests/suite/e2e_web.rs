@@ -9,18 +9,15 @@
 use crate::support;
 use crate::support::browser;
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use browser::{screenshot, with_browser};
-use fantoccini::{Client, Locator};
+use fantoccini::Locator;
 use serde_json::{Value, json};
-use support::{KillOnDrop, PATIENCE, TestRepo, World, tollgate_binary};
-use tollgate::web::git_view::RepoTarget;
+use support::web_page::{attr, serve_in_process, text, until};
+use support::{KillOnDrop, TestRepo, World, tollgate_binary};
 use tollgate::web::pull_request::{GitHost, PullRequests};
-use tollgate::web::{WebConfig, source};
 use tollgate_fixtures::{cluster, fleet, policy, promotion, stage};
 
 const WEB: &str = "web";
@@ -66,63 +63,6 @@ fn fleet_yaml() -> String {
                 .latency("2500ms"),
         )
         .to_yaml()
-}
-
-/// The web view as `run --ui` serves it: over the controller's own status cache, committing in
-/// the world's repository.
-async fn serve_in_process(world: &World, pull_requests: Option<PullRequests>) -> SocketAddr {
-    let (handle, _) = world.controller.as_ref().expect("controller");
-    let config = WebConfig {
-        source: source::from_status_cache(handle.statuses.clone()),
-        repo: Some(RepoTarget {
-            dir: world.repo.path().to_path_buf(),
-            branch: "main".to_string(),
-            path: String::new(),
-        }),
-        token: None,
-        pull_requests,
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, tollgate::web::router(config)).await;
-    });
-    addr
-}
-
-/// Polls the page until `check` yields, or fails after [`PATIENCE`] naming `what`.
-async fn until<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn attr(client: &Client, css: &str, name: &str) -> Option<String> {
-    client
-        .find(Locator::Css(css))
-        .await
-        .ok()?
-        .attr(name)
-        .await
-        .ok()?
-}
-
-async fn text(client: &Client, css: &str) -> Option<String> {
-    client.find(Locator::Css(css)).await.ok()?.text().await.ok()
 }
 
 #[test]

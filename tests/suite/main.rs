@@ -69,6 +69,10 @@ mod e2e_trust;
 mod e2e_trust_keys;
 mod e2e_views_agree;
 mod e2e_web;
+mod e2e_web_framing;
+#[cfg(feature = "embedded")]
+mod e2e_web_hostile;
+mod e2e_web_signed;
 mod e2e_write_economy;
 mod emulator_failures;
 #[cfg(feature = "embedded")]

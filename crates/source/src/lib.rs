@@ -26,6 +26,7 @@ pub mod repo;
 pub mod report;
 pub mod rewind;
 pub mod sign;
+pub mod signer_principals;
 mod source;
 mod statement;
 pub mod timeouts;

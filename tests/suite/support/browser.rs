@@ -36,6 +36,8 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 struct Driver {
     _shell: Mutex<Child>,
     client: tokio::sync::Mutex<Client>,
+    /// chromedriver's address, for the commands fantoccini does not have (the browser log).
+    url: String,
 }
 
 fn tool(path: &str) -> Option<PathBuf> {
@@ -92,6 +94,7 @@ fn start(chromium: &Path, chromedriver: &Path) -> Driver {
     Driver {
         _shell: Mutex::new(shell),
         client: tokio::sync::Mutex::new(client),
+        url,
     }
 }
 
@@ -102,7 +105,9 @@ async fn connect(url: &str, chromium: &Path) -> Client {
             "binary": chromium.display().to_string(),
             "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                      "--window-size=1280,800", "--hide-scrollbars"]
-        }
+        },
+        // The console (CSP violations are reported there), read by `console_log`.
+        "goog:loggingPrefs": {"browser": "ALL"}
     });
     let capabilities = match capabilities {
         serde_json::Value::Object(map) => map,
@@ -157,4 +162,38 @@ pub async fn screenshot(client: &Client, name: &str) -> PathBuf {
     let path = screenshot_dir().join(format!("{name}.png"));
     std::fs::write(&path, png).expect("write screenshot");
     path
+}
+
+/// The browser console's messages since the last call (chromedriver's log of the session, which
+/// it empties on each read): a Content-Security-Policy violation is reported there, including
+/// one made while a page loaded, before a test could listen for it.
+pub async fn console_log(client: &Client) -> Vec<String> {
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Bytes;
+    let driver = driver().expect("a browser runs this test");
+    let session = client
+        .session_id()
+        .await
+        .expect("session id")
+        .expect("a session");
+    let request = hyper::Request::post(format!("{}/session/{session}/se/log", driver.url))
+        .header("Content-Type", "application/json")
+        .body(Full::new(Bytes::from_static(br#"{"type":"browser"}"#)))
+        .expect("request");
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build(HttpConnector::new());
+    let response = client.request(request).await.expect("chromedriver answers");
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("log body")
+        .to_bytes();
+    let answer: serde_json::Value = serde_json::from_slice(&body).expect("log JSON");
+    answer["value"]
+        .as_array()
+        .unwrap_or_else(|| panic!("chromedriver has no browser log: {answer}"))
+        .iter()
+        .filter_map(|entry| entry["message"].as_str().map(str::to_string))
+        .collect()
 }

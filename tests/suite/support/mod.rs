@@ -4,6 +4,8 @@
 pub mod browser;
 pub mod elected;
 pub mod prometheus;
+pub mod web_attack;
+pub mod web_page;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

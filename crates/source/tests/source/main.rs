@@ -13,5 +13,6 @@ mod approvals;
 mod fetch;
 mod history;
 mod policies;
+mod signer_principals;
 mod verify;
 mod watch;
