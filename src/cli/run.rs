@@ -452,6 +452,7 @@ fn web_router(args: &Args, handle: &controller::ControllerHandle) -> anyhow::Res
             dir: dir.clone(),
             branch: args.branch.clone(),
             path: args.path.clone(),
+            trust: Some(args.trust.config()),
         });
     let config = args.server.ui_args.web_config(source, repo)?;
     Ok(crate::web::router(config))

@@ -55,6 +55,7 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
         dir: dir.clone(),
         branch: args.branch.clone(),
         path: args.path.clone(),
+        trust: None,
     });
     let web = args.ui.web_config(source, repo)?;
     if !args.listen.ip().is_loopback() && web.token.is_none() {

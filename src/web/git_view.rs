@@ -21,6 +21,9 @@ pub struct RepoTarget {
     pub dir: PathBuf,
     pub branch: String,
     pub path: String,
+    /// The controller's verification (`run --ui`): the buttons number snapshots as it does and
+    /// commit nothing on a tip that would not verify (issue #44).
+    pub trust: Option<tollgate_source::TrustConfig>,
 }
 
 impl RepoTarget {
@@ -29,7 +32,7 @@ impl RepoTarget {
             repo: &self.dir,
             branch: &self.branch,
             path: &self.path,
-            trust: None,
+            trust: self.trust.as_ref(),
         }
     }
 }

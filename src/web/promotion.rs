@@ -67,6 +67,7 @@ fn summary(input: &PageInput<'_>) -> Markup {
             }
             @if let Some(message) = &status.message { p { (message) } }
             @if let Some(invalid) = &status.invalid_spec { p.notice.error role="alert" { "Invalid at HEAD: " (invalid) } }
+            @if let Some(refusal) = status.commit_refusal() { p.notice.error role="alert" { "Refused commit: " (refusal) } }
             @if let Some(failure) = &status.failure {
                 p.notice.error role="alert" { "Stage " (failure.stage) " failed at " (time(failure.at)) ": " (failure.reason) }
             }
@@ -170,12 +171,16 @@ fn approvals(status: &PromotionStatus) -> Markup {
         .iter()
         .filter(|st| st.approver.is_some() || st.approvals.is_some())
         .collect();
+    let pipeline = status.pipeline();
     html! {
         section id="approvals" aria-label="Approvals" {
             h2 { "Approvals" }
             @if stages.is_empty() { p.muted { "No approval in this run yet." } }
             @for st in stages {
                 h3 { (st.name) }
+                @if let Some(quorum) = pipeline.iter().find(|v| v.name == st.name).and_then(|v| v.quorum()) {
+                    p.quorum { (quorum.tally()) " approvals" @if quorum.is_met() { ": the gate opened" } }
+                }
                 @if let Some(approver) = &st.approver {
                     p { "Approved (" (approver.kind.as_str()) ") by " (approver.author.as_deref().unwrap_or("?"))
                         @if let Some(sha) = &approver.sha { " in " code { (short(sha)) } } }

@@ -373,3 +373,42 @@ async fn without_a_host_header_the_request_authority_is_the_host_as_http2_sends_
     let (status, _) = send(app(None), form("evil.example:8080")).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
 }
+
+#[tokio::test]
+async fn the_page_shows_a_refused_commit_and_the_quorum() {
+    let mut prod = stage("prod", json!({"kind": "AwaitingApproval"}));
+    prod["approvals"] = json!([
+        {"kind": "Trailer", "sha": "a".repeat(40), "approver": "alice@example.com",
+         "signature": "verified", "counts": true},
+        {"kind": "Annotation", "sha": "b".repeat(40), "approver": "bob@example.com",
+         "signature": "unsigned", "counts": false, "reason": "unsigned"}
+    ]);
+    prod["approvalsNeeded"] = json!(2);
+    let mut gated = status("Waiting", vec![prod], json!([]));
+    gated.conditions = serde_json::from_value(json!([{
+        "type": "CommitVerified", "status": "False", "reason": "CommitNotVerified",
+        "message": "commit 6666666 (\"web 6.6.6\" by Mallory) failed verification: unsigned",
+        "lastTransitionTime": "2026-01-01T00:00:00Z"
+    }]))
+    .expect("conditions");
+    let gated = Arc::new(gated);
+    let source: super::source::PromotionSource = Arc::new(move || {
+        vec![Listed {
+            name: "web".to_string(),
+            labels: BTreeMap::new(),
+            status: Ok(Some(gated.clone())),
+        }]
+    });
+    let app = router(WebConfig {
+        source,
+        repo: None,
+        token: None,
+        pull_requests: None,
+        allowed_hosts: Vec::new(),
+    });
+    let page = get("/ui/promotions/web").body(Body::empty()).unwrap();
+    let (status, body) = send(app, page).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("Refused commit: commit 6666666"), "{body}");
+    assert!(body.contains("1 of 2 approvals"), "{body}");
+}

@@ -99,12 +99,14 @@ struct Fingerprint {
     gated: String,
 }
 
+/// The head version of a governed policy when it is not the approved one (`None`: removed),
+/// and the commits that changed it since.
+type PendingPolicy = (Option<Arc<RolloutPolicy>>, Vec<Arc<CommitInfo>>);
+
 #[derive(Clone, Debug)]
 struct GovernedPolicy {
     approved: Arc<RolloutPolicy>,
-    /// The head version when it is not the approved one (`None` inside: removed), and the
-    /// commits that changed it since.
-    pending: Option<(Option<Arc<RolloutPolicy>>, Vec<Arc<CommitInfo>>)>,
+    pending: Option<PendingPolicy>,
 }
 
 #[derive(Clone, Debug)]

@@ -22,6 +22,7 @@ pub async fn serve_in_process(world: &World, pull_requests: Option<PullRequests>
             dir: world.repo.path().to_path_buf(),
             branch: "main".to_string(),
             path: String::new(),
+            trust: Some(world.trust.clone()),
         }),
         token: None,
         pull_requests,
