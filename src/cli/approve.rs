@@ -71,12 +71,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .as_ref()
         .and_then(super::controller_view::current_run);
     let trust = args.trust.config();
-    let target = Target {
-        repo: Path::new(&args.repo),
-        branch: &args.branch,
-        path: &args.path,
-        trust: Some(&trust),
-    };
+    let target = edit_target(&args.repo, &args.branch, &args.path, &trust);
     let snapshot = args.snapshot.as_deref();
     match approve_run(&target, name, stage, snapshot, waiting.as_ref()) {
         Ok(outcome) => {
@@ -97,12 +92,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// `approve --policy NAME`: the admin's statement for the changes waiting under the policy.
 fn run_policy(args: &Args, policy: &str) -> anyhow::Result<ExitCode> {
     let trust = args.trust.config();
-    let target = Target {
-        repo: Path::new(&args.repo),
-        branch: &args.branch,
-        path: &args.path,
-        trust: Some(&trust),
-    };
+    let target = edit_target(&args.repo, &args.branch, &args.path, &trust);
     match tollgate_source::edit_policy::approve_policy(&target, policy) {
         Ok(outcome) => {
             super::report_line(&format!(
@@ -114,6 +104,21 @@ fn run_policy(args: &Args, policy: &str) -> anyhow::Result<ExitCode> {
             finish(&args.repo, &outcome, args.push.as_deref())
         }
         Err(error) => report_error(&error),
+    }
+}
+
+/// The clone to commit in, with the controller's verification (shared with `rollback`, `retry`).
+pub(crate) fn edit_target<'a>(
+    repo: &'a str,
+    branch: &'a str,
+    path: &'a str,
+    trust: &'a tollgate_source::TrustConfig,
+) -> Target<'a> {
+    Target {
+        repo: Path::new(repo),
+        branch,
+        path,
+        trust: Some(trust),
     }
 }
 

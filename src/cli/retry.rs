@@ -5,13 +5,11 @@
 //! timed-out clusters once per `n` (default: one more than the annotation's counter). Exit 0
 //! committed, 1 unknown name/stage or an invalid manifest, 2 other errors.
 
-use std::path::Path;
 use std::process::ExitCode;
 
-use tollgate_source::edit::Target;
 use tollgate_source::edit_retry::{RetryRequest, retry};
 
-use super::approve::{finish, report_error};
+use super::approve::{edit_target, finish, report_error};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -45,12 +43,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let trust = args.trust.config();
-    let target = Target {
-        repo: Path::new(&args.repo),
-        branch: &args.branch,
-        path: &args.path,
-        trust: Some(&trust),
-    };
+    let target = edit_target(&args.repo, &args.branch, &args.path, &trust);
     let request = RetryRequest {
         name: &args.name,
         stage: &args.stage,

@@ -4,12 +4,11 @@
 //! the new snapshot "rollback to #N". Never pushes unless `--push REMOTE`. Exit 0 committed, 1
 //! unknown name/snapshot or nothing to roll back, 2 other errors.
 
-use std::path::Path;
 use std::process::ExitCode;
 
-use tollgate_source::edit::{Target, rollback};
+use tollgate_source::edit::rollback;
 
-use super::approve::{finish, report_error};
+use super::approve::{edit_target, finish, report_error};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -38,12 +37,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let trust = args.trust.config();
-    let target = Target {
-        repo: Path::new(&args.repo),
-        branch: &args.branch,
-        path: &args.path,
-        trust: Some(&trust),
-    };
+    let target = edit_target(&args.repo, &args.branch, &args.path, &trust);
     match rollback(&target, &args.name, args.to) {
         Ok(outcome) => {
             super::report_line(&format!(

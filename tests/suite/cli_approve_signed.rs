@@ -80,10 +80,12 @@ fn approve_signs_with_ssh_in_the_trailer_form_and_git_verify_commit_accepts_it()
     let sha = tip(&repo, &branch);
     repo.git(&["verify-commit", &sha]);
     let message = repo.git(&["log", "-1", "--format=%B", &sha]);
+    // `tollgate/approve-gated-staging-<snapshot id>-<approver>`: a branch per approver.
     let id = branch
         .rsplit('-')
-        .next()
+        .nth(1)
         .expect("snapshot id in the branch");
+    assert!(branch.ends_with("-alice"), "{branch}");
     assert!(
         message.contains(&format!("Tollgate-Approve: gated/staging@{id}")),
         "{message}"

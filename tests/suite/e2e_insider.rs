@@ -70,6 +70,15 @@ fn gates(min: u32, approvers: &[&str]) -> String {
     )
 }
 
+/// web 1.0.0, gated at staging under `policy`, committed signed by Carol.
+fn gated_repo(cast: &Cast, policy: &str) -> TestRepo {
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0", true));
+    repo.write("policy.yaml", policy);
+    repo.commit_signed(&cast.carol, "web 1.0.0");
+    repo
+}
+
 fn trust(mode: Option<VerifyCommits>, keys: &Path) -> TrustConfig {
     TrustConfig {
         verify_commits: mode,
@@ -174,13 +183,7 @@ async fn reviewed(world: &World, count: usize) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unsigned_approval_folded_into_a_signed_commit_is_not_the_signers_approval() {
     let Some(cast) = cast() else { return };
-    let repo = TestRepo::new();
-    repo.write("web.yaml", &web("1.0.0", true));
-    repo.write(
-        "policy.yaml",
-        &gates(2, &["alice@example.com", "bob@example.com"]),
-    );
-    repo.commit_signed(&cast.carol, "web 1.0.0");
+    let repo = gated_repo(&cast, &gates(2, &["alice@example.com", "bob@example.com"]));
     let world = start(repo, trust(Some(VerifyCommits::Head), cast.keys.path())).await;
     let id = gate_waits(&world, 1).await;
     approve(&world.repo, &cast.alice, &id);
@@ -293,13 +296,7 @@ async fn a_seal_copied_from_a_tag_into_a_signed_merge_vouches_for_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_copied_from_a_tag_into_a_signed_merge_is_nobodys_approval() {
     let Some(cast) = cast() else { return };
-    let repo = TestRepo::new();
-    repo.write("web.yaml", &web("1.0.0", true));
-    repo.write(
-        "policy.yaml",
-        &gates(1, &["alice@example.com", "bob@example.com"]),
-    );
-    repo.commit_signed(&cast.carol, "web 1.0.0");
+    let repo = gated_repo(&cast, &gates(1, &["alice@example.com", "bob@example.com"]));
     let world = start(repo, trust(None, cast.keys.path())).await;
     let id = gate_waits(&world, 1).await;
 
@@ -342,10 +339,7 @@ async fn an_approval_copied_from_a_tag_into_a_signed_merge_is_nobodys_approval()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gate_binds_whatever_the_stage_trigger_says() {
     let Some(cast) = cast() else { return };
-    let repo = TestRepo::new();
-    repo.write("web.yaml", &web("1.0.0", true));
-    repo.write("policy.yaml", &gates(1, &["alice@example.com"]));
-    repo.commit_signed(&cast.carol, "web 1.0.0");
+    let repo = gated_repo(&cast, &gates(1, &["alice@example.com"]));
     let world = start(repo, trust(Some(VerifyCommits::Head), cast.keys.path())).await;
     let id = gate_waits(&world, 1).await;
 
@@ -378,10 +372,7 @@ async fn a_gate_binds_whatever_the_stage_trigger_says() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_made_before_the_run_started_is_not_fresh_when_merged_later() {
     let Some(cast) = cast() else { return };
-    let repo = TestRepo::new();
-    repo.write("web.yaml", &web("1.0.0", true));
-    repo.write("policy.yaml", &gates(1, &["alice@example.com"]));
-    repo.commit_signed(&cast.carol, "web 1.0.0");
+    let repo = gated_repo(&cast, &gates(1, &["alice@example.com"]));
     let world = start(repo, trust(None, cast.keys.path())).await;
     let id = gate_waits(&world, 1).await;
 
@@ -471,13 +462,7 @@ fn branch_count(repo: &TestRepo) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approve_refuses_a_tip_carrying_commits_that_would_not_verify() {
     let Some(cast) = cast() else { return };
-    let repo = TestRepo::new();
-    repo.write("web.yaml", &web("1.0.0", true));
-    repo.write(
-        "policy.yaml",
-        &gates(2, &["alice@example.com", "bob@example.com"]),
-    );
-    repo.commit_signed(&cast.carol, "web 1.0.0");
+    let repo = gated_repo(&cast, &gates(2, &["alice@example.com", "bob@example.com"]));
     let world = start(repo, trust(Some(VerifyCommits::Head), cast.keys.path())).await;
     gate_waits(&world, 1).await;
 
@@ -598,13 +583,21 @@ async fn removing_a_key_never_rolls_running_content_back() {
             "{profile} keeps what runs"
         );
     }
-    let events = world.events_of("web").await;
-    assert!(
-        events
-            .iter()
-            .any(|(reason, note)| reason == "CommitNotVerified" && note.contains("keeps running")),
-        "{events:?}"
-    );
+    // Events are published after the status write that carries the transition.
+    world
+        .eventually(
+            "a CommitNotVerified event says it keeps running",
+            || async {
+                let events = world.events_of("web").await;
+                events
+                    .iter()
+                    .any(|(reason, note)| {
+                        reason == "CommitNotVerified" && note.contains("keeps running")
+                    })
+                    .then_some(())
+            },
+        )
+        .await;
 
     // A newer commit Bob signs is held; Alice's verified one replaces what runs.
     world.repo.write("web.yaml", &web("3.0.0", false));
@@ -829,13 +822,16 @@ async fn a_policy_change_takes_effect_only_once_an_admin_approves_it() {
         "{message}"
     );
     assert!(world.profile("web-production").await.is_none());
-    let events = world.events_of("web").await;
-    assert!(
-        events
-            .iter()
-            .any(|(reason, _)| reason == "PolicyChangeUnapproved"),
-        "{events:?}"
-    );
+    // Events are published after the status write that carries the transition.
+    world
+        .eventually("a PolicyChangeUnapproved event", || async {
+            let events = world.events_of("web").await;
+            events
+                .iter()
+                .any(|(reason, _)| reason == "PolicyChangeUnapproved")
+                .then_some(())
+        })
+        .await;
 
     // Neither Mallory's unsigned statement nor Alice's (no admin) approves it.
     let statement = format!(

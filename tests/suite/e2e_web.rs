@@ -257,7 +257,10 @@ fn approve_on_a_waiting_gate_commits_a_branch_whose_merge_opens_the_gate() {
         let page = format!("http://{listen}/ui/promotions/{WEB}");
         // The button and the diff are read in one attempt: a live update may replace the form
         // between two reads (a stale element), and the next attempt reads the new one.
-        let diff = until(
+        // The button, the diff and the branch are read in one attempt: a live update may
+        // replace the form between two reads (a stale element), and the next attempt reads the
+        // new one.
+        let (diff, command) = until(
             "tollgate ui to serve the promotion and its approval",
             || {
                 let (client, page) = (client.clone(), page.clone());
@@ -267,15 +270,14 @@ fn approve_on_a_waiting_gate_commits_a_branch_whose_merge_opens_the_gate() {
                         .find(Locator::Css("form[data-action='approve'] button"))
                         .await
                         .ok()?;
-                    text(&client, "form[data-action='approve'] pre").await
+                    let diff = text(&client, "form[data-action='approve'] pre").await?;
+                    let command = text(&client, "form[data-action='approve'] code").await?;
+                    Some((diff, command))
                 }
             },
         )
         .await;
         assert!(diff.contains("approve.tollgate.dev/prod:"), "{diff}");
-        let command = text(&client, "form[data-action='approve'] code")
-            .await
-            .unwrap_or_default();
         assert!(
             command.starts_with("tollgate/approve-web-prod-"),
             "the branch is named: {command}"

@@ -569,6 +569,39 @@ pub fn commit_tree(
     Ok(commit)
 }
 
+/// A statement commit to make: empty, on the branch tip, on a new branch.
+pub(crate) struct Statement {
+    pub branch: String,
+    pub subject: String,
+    pub message: String,
+    /// What to tell the user.
+    pub notes: Vec<String>,
+}
+
+/// Commits `statement` on `tip` (its tree unchanged: a statement commit, issue #44).
+pub(crate) fn commit_statement(
+    repo: &Repository,
+    tip: &Commit<'_>,
+    statement: Statement,
+) -> Result<EditOutcome, EditError> {
+    let tree = tip
+        .tree()
+        .map_err(git_error(format!("read the tree of {}", tip.id())))?;
+    let commit = commit_tree(repo, tip, &tree, &statement.branch, &statement.message)?;
+    Ok(EditOutcome {
+        branch: statement.branch,
+        direct: false,
+        commit: commit.to_string(),
+        base: tip.id().to_string(),
+        file: String::new(),
+        message: statement.subject,
+        snapshot_index: 0,
+        snapshot_id: String::new(),
+        notes: statement.notes,
+        warnings: Vec::new(),
+    })
+}
+
 /// The commit object of `tree` on top of `base`, signed when the git configuration signs.
 fn create_commit(
     repo: &Repository,

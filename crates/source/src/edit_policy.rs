@@ -4,7 +4,7 @@
 
 use tollgate_model::snapshot::short_sha;
 
-use crate::edit::{EditError, EditOutcome, Loaded, Target, commit_tree, git_error, load, tip};
+use crate::edit::{EditError, EditOutcome, Loaded, Statement, Target, commit_statement, load, tip};
 use crate::trailers;
 
 /// Commits the statement approving every change now waiting for the admins of `policy`.
@@ -21,33 +21,22 @@ pub fn approve_policy(target: &Target<'_>, policy: &str) -> Result<EditOutcome, 
         policy: policy.to_string(),
     })?;
     let tip = tip(&repo, target.branch)?;
-    let tree = tip
-        .tree()
-        .map_err(git_error(format!("read the tree of {}", tip.id())))?;
     let change = short_sha(&newest.sha).to_string();
     let change12 = &newest.sha[..12.min(newest.sha.len())];
-    let branch = format!("tollgate/approve-policy-{policy}-{change}");
     let subject = format!("Approve the changes under RolloutPolicy {policy} up to {change}");
     let what: Vec<String> = pending
         .iter()
         .map(|u| format!("- {} (commit {})", u.subject, short_sha(&u.latest().sha)))
         .collect();
-    let message = format!(
-        "{subject}\n\n{}\n\n{}\n",
-        what.join("\n"),
-        trailers::approve_policy_line(policy, change12)
-    );
-    let commit = commit_tree(&repo, &tip, &tree, &branch, &message)?;
-    Ok(EditOutcome {
-        branch,
-        direct: false,
-        commit: commit.to_string(),
-        base: tip.id().to_string(),
-        file: String::new(),
-        message: subject,
-        snapshot_index: 0,
-        snapshot_id: String::new(),
+    let statement = Statement {
+        branch: format!("tollgate/approve-policy-{policy}-{change}"),
+        message: format!(
+            "{subject}\n\n{}\n\n{}\n",
+            what.join("\n"),
+            trailers::approve_policy_line(policy, change12)
+        ),
+        subject,
         notes: what.into_iter().chain([signed]).collect(),
-        warnings: Vec::new(),
-    })
+    };
+    commit_statement(&repo, &tip, statement)
 }

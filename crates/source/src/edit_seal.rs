@@ -5,7 +5,9 @@
 
 use git2::Repository;
 
-use crate::edit::{EditError, EditOutcome, Target, commit_tree, git_error, signing_note, tip};
+use crate::edit::{
+    EditError, EditOutcome, Statement, Target, commit_statement, git_error, signing_note, tip,
+};
 use crate::trailers;
 
 /// Commits the seal on `tollgate/seal-<tip>`; a seal git would not sign is refused.
@@ -20,24 +22,13 @@ pub fn seal(target: &Target<'_>, justification: &str) -> Result<EditOutcome, Edi
     )))?;
     let signed = signing_note(&repo)?.ok_or(EditError::SealUnsigned)?;
     let tip = tip(&repo, target.branch)?;
-    let tree = tip
-        .tree()
-        .map_err(git_error(format!("read the tree of {}", tip.id())))?;
     let short = tollgate_model::snapshot::short_sha(&tip.id().to_string()).to_string();
-    let branch = format!("tollgate/seal-{short}");
     let subject = format!("Seal the history up to {short}");
-    let message = format!("{subject}\n\n{}\n", trailers::seal_line(justification));
-    let commit = commit_tree(&repo, &tip, &tree, &branch, &message)?;
-    Ok(EditOutcome {
-        branch,
-        direct: false,
-        commit: commit.to_string(),
-        base: tip.id().to_string(),
-        file: String::new(),
-        message: subject,
-        snapshot_index: 0,
-        snapshot_id: String::new(),
+    let statement = Statement {
+        branch: format!("tollgate/seal-{short}"),
+        message: format!("{subject}\n\n{}\n", trailers::seal_line(justification)),
+        subject,
         notes: vec![signed],
-        warnings: Vec::new(),
-    })
+    };
+    commit_statement(&repo, &tip, statement)
 }

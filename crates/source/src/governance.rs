@@ -116,6 +116,17 @@ struct GovernedPromotion {
     pending: Option<(Fingerprint, Vec<Arc<CommitInfo>>)>,
 }
 
+impl GovernedPromotion {
+    /// Governed by `policy`, its relation to it (`print`) approved, nothing waiting.
+    fn approved(policy: String, print: Fingerprint) -> Self {
+        GovernedPromotion {
+            policy,
+            approved: print,
+            pending: None,
+        }
+    }
+}
+
 /// What one commit changes, for [`GovernanceIndex::apply`].
 pub(crate) struct Heads<'a> {
     pub promotions: &'a HistoryIndex,
@@ -232,14 +243,8 @@ impl GovernanceIndex {
         };
         let print = fingerprint(promotion, chosen, &policy.approved);
         let Some(governed) = self.promotions.get_mut(name) else {
-            self.promotions.insert(
-                name.to_string(),
-                GovernedPromotion {
-                    policy: governing,
-                    approved: print,
-                    pending: None,
-                },
-            );
+            let governed = GovernedPromotion::approved(governing, print);
+            self.promotions.insert(name.to_string(), governed);
             return;
         };
         if governed.approved == print {
@@ -367,14 +372,8 @@ impl GovernanceIndex {
         };
         let approved = &self.policies[&governing].approved;
         let print = fingerprint(promotion, chosen, approved);
-        self.promotions.insert(
-            name.to_string(),
-            GovernedPromotion {
-                policy: governing,
-                approved: print,
-                pending: None,
-            },
-        );
+        let governed = GovernedPromotion::approved(governing, print);
+        self.promotions.insert(name.to_string(), governed);
     }
 
     /// The changes waiting for an admin.
