@@ -17,7 +17,7 @@ use tollgate_manifest::Snapshot;
 use tollgate_model::policy::OnNewSnapshot;
 use tollgate_source::plan::{
     BaseChoice, ChartChange, ChartRef, MergeBase, PlanStatus, PromotionPlan, RangePlan, Revision,
-    plan_range,
+    plan_range_verified,
 };
 
 use super::connect::ClusterArgs;
@@ -79,6 +79,16 @@ pub struct Args {
     /// the range's commits would verify.
     #[arg(long, env = "TOLLGATE_TRUSTED_KEYS")]
     pub trusted_keys: Option<std::path::PathBuf>,
+    /// The controller's `--verify-commits`: the base is read as the controller reads the branch
+    /// (snapshots numbered as it numbers them), `--to` as a verified commit on top of it.
+    #[arg(
+        long,
+        env = "TOLLGATE_VERIFY_COMMITS",
+        value_enum,
+        ignore_case = true,
+        requires = "trusted_keys"
+    )]
+    pub verify_commits: Option<super::trust_args::VerifyMode>,
     /// The instant the timeline estimate starts from (RFC 3339; default: now). For tests.
     #[arg(long, hide = true, value_parser = parse_now)]
     pub now: Option<DateTime<Utc>>,
@@ -109,12 +119,17 @@ pub struct Surroundings {
 const EXIT_INVALID: u8 = 1;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let plan = plan_range(
+    let trust = super::trust_args::TrustArgs {
+        verify_commits: args.verify_commits,
+        trusted_keys: args.trusted_keys.clone(),
+    }
+    .config();
+    let plan = plan_range_verified(
         Path::new(&args.repo),
-        &args.from,
-        &args.to,
+        (&args.from, &args.to),
         &args.path,
         args.base_choice(),
+        Some(&trust),
     )
     .context("cannot plan the range")?;
     let now = args.now.unwrap_or_else(Utc::now);

@@ -898,3 +898,47 @@ async fn moving_a_promotion_out_of_a_governed_policy_waits_for_an_admin() {
     assert_eq!(status["phase"], "Held", "{status:#}");
     assert!(world.profile("web-production").await.is_none());
 }
+
+#[test]
+fn plan_numbers_the_base_as_the_controller_does() {
+    let Some(cast) = cast() else { return };
+    let repo = TestRepo::new();
+    for (version, signed) in [
+        ("1.0.0", true),
+        ("6.6.6", false),
+        ("2.0.0", true),
+        ("3.0.0", true),
+    ] {
+        repo.write("web.yaml", &web(version, false));
+        match signed {
+            true => repo.commit_signed(&cast.alice, &format!("web {version}")),
+            false => commit_as(&repo, "Mallory <mallory@example.com>", "web 6.6.6"),
+        };
+    }
+    // A pull request back to 2.0.0: the controller's snapshot #2 (#3 were 6.6.6 counted).
+    repo.git(&["checkout", "-q", "-b", "back"]);
+    repo.write("web.yaml", &web("2.0.0", false));
+    repo.commit("back to 2.0.0");
+    let keys = cast.keys.path().display().to_string();
+    let (code, stdout, stderr) = cli(
+        &repo,
+        None,
+        &[
+            "plan",
+            "--from",
+            "main",
+            "--to",
+            "back",
+            "-o",
+            "json",
+            "--verify-commits",
+            "Head",
+            "--trusted-keys",
+            &keys,
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let plan: Value = serde_json::from_str(&stdout).expect("json");
+    let web = &plan["promotions"][0];
+    assert_eq!(web["sameContentAs"], 2, "{web:#}");
+}

@@ -217,11 +217,20 @@ struct Reader<'r> {
     path: String,
     limits: Limits,
     parsed: HashMap<Oid, Arc<ParsedBlob>>,
+    /// The controller's `--verify-commits` and the checks made with its trusted keys: the
+    /// indexes then number snapshots as the controller does (issue #44).
+    verification: Option<(crate::VerifyCommits, crate::verify::CommitChecks)>,
 }
 
 impl Reader<'_> {
     /// The snapshot index of first-parent history up to `tip`, as the controller builds it.
-    fn index_at(&mut self, tip: &Commit<'_>) -> Result<(HistoryIndex, PolicySet), PlanError> {
+    /// `proposed`: the tip is a change proposed for the branch (a pull request): it is read as
+    /// a verified commit would be, the commits before it folding into it.
+    fn index_at(
+        &mut self,
+        tip: &Commit<'_>,
+        proposed: bool,
+    ) -> Result<(HistoryIndex, PolicySet), PlanError> {
         let walk_error = |source| PlanError::Walk {
             commit: tip.id().to_string(),
             source,
@@ -237,14 +246,28 @@ impl Reader<'_> {
             path: &self.path,
             limits: &self.limits,
         };
-        let commits =
+        let mut commits =
             crate::trust::accept_all(self.repo, &commits, 0).map_err(|(commit, source)| {
                 PlanError::Walk {
                     commit: commit.to_string(),
                     source,
                 }
             })?;
-        let read = reader.read(&mut self.parsed, &commits, None, None)?;
+        let checks = match &mut self.verification {
+            Some((mode, checks)) => {
+                let ranges: Vec<(Oid, Vec<Oid>)> =
+                    commits.iter().map(|c| (c.oid, c.range.clone())).collect();
+                let pinned = proposed.then(|| tip.id());
+                let screen =
+                    crate::trust::screen(self.repo, &ranges, *mode, checks, (None, pinned));
+                for (commit, accepted) in commits.iter_mut().zip(screen.accepted) {
+                    commit.accepted = accepted;
+                }
+                Some(checks)
+            }
+            None => None,
+        };
+        let read = reader.read(&mut self.parsed, &commits, None, checks)?;
         let mut index = HistoryIndex::default();
         let mut policies = PolicyIndex::default();
         let mut prior = BTreeMap::new();
@@ -286,11 +309,35 @@ pub fn plan_range(
     path: &str,
     base: BaseChoice,
 ) -> Result<RangePlan, PlanError> {
+    plan_range_verified(repo, (from, to), path, base, None)
+}
+
+/// [`plan_range`] under the controller's verification (`--verify-commits` with its trusted
+/// keys): the base is indexed as the controller indexes the branch, and `to` as a verified
+/// commit on top of it would be (issue #44).
+pub fn plan_range_verified(
+    repo: &std::path::Path,
+    (from, to): (&str, &str),
+    path: &str,
+    base: BaseChoice,
+    trust: Option<&crate::TrustConfig>,
+) -> Result<RangePlan, PlanError> {
     let repository = Repository::open(repo).map_err(|source| PlanError::Open {
         repo: repo.display().to_string(),
         source,
     })?;
-    plan_range_in(&repository, from, to, path, base)
+    let verification = match trust {
+        Some(crate::TrustConfig {
+            verify_commits: Some(mode),
+            trusted_keys: Some(keys),
+        }) => {
+            let keys = crate::verify::TrustedKeys::read_dir(keys)
+                .map_err(|error| PlanError::Read(SourceError::from(error)))?;
+            Some((*mode, crate::verify::CommitChecks::new(Arc::new(keys))))
+        }
+        _ => None,
+    };
+    plan_in(&repository, (from, to), path, base, verification)
 }
 
 /// Plans the range `from..to` for the manifests under `path` (`""` = the whole repository),
@@ -301,6 +348,16 @@ pub fn plan_range_in(
     to: &str,
     path: &str,
     base: BaseChoice,
+) -> Result<RangePlan, PlanError> {
+    plan_in(repo, (from, to), path, base, None)
+}
+
+fn plan_in(
+    repo: &Repository,
+    (from, to): (&str, &str),
+    path: &str,
+    base: BaseChoice,
+    verification: Option<(crate::VerifyCommits, crate::verify::CommitChecks)>,
 ) -> Result<RangePlan, PlanError> {
     let from_commit = resolve(repo, from)?;
     let to_commit = resolve(repo, to)?;
@@ -316,9 +373,10 @@ pub fn plan_range_in(
             .join("/"),
         limits: Limits::default(),
         parsed: HashMap::new(),
+        verification,
     };
-    let (before, _) = reader.index_at(&start_commit)?;
-    let (after, policies) = reader.index_at(&to_commit)?;
+    let (before, _) = reader.index_at(&start_commit, false)?;
+    let (after, policies) = reader.index_at(&to_commit, true)?;
     let view =
         |index: &HistoryIndex, name: &str| index.promotions.get(name).and_then(|h| h.view.clone());
     let names: BTreeSet<&String> = before.names().chain(after.names()).collect();
