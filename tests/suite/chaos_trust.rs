@@ -331,10 +331,27 @@ async fn one_move(trial: &mut Trial, rng: &mut SeededRng) -> &'static str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_insiders_never_get_unverified_content_out_or_a_gate_open() {
+    run_trial(seed()).await;
+}
+
+/// A new schedule every day (the seed is printed; `CHAOS_SEED=<n>` replays it through the test
+/// above, and skips this one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_insiders_on_the_seed_of_the_day() {
+    if std::env::var_os("CHAOS_SEED").is_some() {
+        println!("CHAOS_SEED is set: the seed is replayed by the fixed-seed test only");
+        return;
+    }
+    let day = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs() / 86_400);
+    run_trial(day).await;
+}
+
+async fn run_trial(seed: u64) {
     if !have_tool("ssh-keygen", "openssh-client") {
         return;
     }
-    let seed = seed();
     eprintln!("chaos_trust seed {seed} (CHAOS_SEED={seed} replays it)");
     let mut rng = SeededRng::new(seed);
     let (alice, bob, carol) = (
