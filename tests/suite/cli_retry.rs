@@ -64,3 +64,43 @@ fn retry_commits_on_a_branch_then_on_main_counting_up() {
             .contains("Retry web stage staging of snapshot #1"),
     );
 }
+
+#[test]
+fn a_retry_committed_on_the_checked_out_branch_survives_the_users_next_commit() {
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web());
+    repo.commit("web");
+    let output = retry(&repo, &["staging", "--commit"]);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        repo.git(&["status", "--porcelain"]),
+        "",
+        "the index and the working tree follow the commit, as after `git commit`"
+    );
+    // The user goes on working and commits everything.
+    repo.write("NOTES.md", "notes\n");
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-q", "-am", "notes"]);
+    assert!(
+        annotation_at(&repo, "HEAD").ends_with("/1"),
+        "the next commit keeps the retry: {}",
+        repo.git(&["show", "HEAD:web.yaml"])
+    );
+
+    // Uncommitted changes to the file are never overwritten: the retry is refused.
+    let edited = web().replace("1.0.0", "1.0.1");
+    repo.write("web.yaml", &edited);
+    let head = repo.git(&["rev-parse", "HEAD"]);
+    let output = retry(&repo, &["staging", "--commit"]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("uncommitted changes"),
+        "{output:?}"
+    );
+    assert_eq!(repo.git(&["rev-parse", "HEAD"]), head, "nothing committed");
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("web.yaml")).expect("read"),
+        edited,
+        "the user's edit is kept"
+    );
+}

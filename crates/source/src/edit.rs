@@ -135,6 +135,12 @@ pub enum EditError {
     SealUnsigned,
     #[error("a seal needs a one-line justification (why the history before it is vouched for)")]
     SealJustification,
+    #[error(
+        "{file} has uncommitted changes in the working tree or the index of the checked-out branch; commit or stash them first (nothing was committed)"
+    )]
+    UncommittedChanges { file: String },
+    #[error("committed, but cannot update {file} in the working tree: {message}")]
+    Checkout { file: String, message: String },
     #[error("git: cannot {what}: {source}")]
     Git {
         what: String,
@@ -521,10 +527,24 @@ pub fn commit_on_new_branch(
     let tree = repo
         .find_tree(tree_id)
         .map_err(git_error("read the new tree"))?;
-    match change.direct {
-        true => commit_tree_on_tip(repo, base, &tree, change.branch, change.message),
-        false => commit_tree(repo, base, &tree, change.branch, change.message),
+    if !change.direct {
+        return commit_tree(repo, base, &tree, change.branch, change.message);
     }
+    // On the checked-out branch, the index and working tree follow the commit (as `git commit`
+    // would have them); uncommitted changes to the file refuse it first.
+    let checked_out = crate::checkout::is_checked_out(repo, change.branch);
+    if checked_out {
+        let base_blob = base_tree
+            .get_path(Path::new(change.file))
+            .ok()
+            .map(|e| e.id());
+        crate::checkout::ensure_unchanged(repo, change.file, base_blob)?;
+    }
+    let commit = commit_tree_on_tip(repo, base, &tree, change.branch, change.message)?;
+    if checked_out {
+        crate::checkout::follow(repo, change.file, change.content)?;
+    }
+    Ok(commit)
 }
 
 /// Commits `tree` on top of `base`, the tip of `branch`, and moves `branch` to it (refused when

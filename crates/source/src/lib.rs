@@ -8,6 +8,7 @@ mod approvals;
 mod attribution;
 pub mod backoff;
 mod blob;
+mod checkout;
 mod claim_name;
 pub mod config;
 pub mod edit;
