@@ -27,7 +27,7 @@ pub struct Args {
     #[arg(long, default_value = "")]
     pub path: String,
     /// The retry counter (default: one more than the annotation's counter for this snapshot).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub n: Option<u64>,
     /// Commit on BRANCH itself instead of on a new branch.
     #[arg(long)]
@@ -47,13 +47,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let request = RetryRequest {
         name: &args.name,
         stage: &args.stage,
-        n: args.n.filter(|n| *n > 0),
+        n: args.n,
         direct: args.commit,
     };
-    if args.n == Some(0) {
-        eprintln!("error: --n must be 1 or more");
-        return Ok(ExitCode::from(1));
-    }
     match retry(&target, &request) {
         Ok(outcome) => {
             super::report_line(&format!(

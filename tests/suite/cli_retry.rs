@@ -104,3 +104,25 @@ fn a_retry_committed_on_the_checked_out_branch_survives_the_users_next_commit() 
         "the user's edit is kept"
     );
 }
+
+#[test]
+fn a_counter_not_above_the_written_one_is_warned_about_and_zero_is_a_usage_error() {
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web());
+    repo.commit("web");
+    assert!(retry(&repo, &["staging", "--commit"]).status.success());
+    assert!(retry(&repo, &["staging", "--commit"]).status.success());
+    assert!(annotation_at(&repo, "HEAD").ends_with("/2"));
+    let output = retry(&repo, &["staging", "--commit", "--n", "1"]);
+    assert!(output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("already holds counter 2")
+            && stderr.contains("a spent counter does nothing"),
+        "{stderr}"
+    );
+    let head = repo.git(&["rev-parse", "HEAD"]);
+    let output = retry(&repo, &["staging", "--n", "0"]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert_eq!(repo.git(&["rev-parse", "HEAD"]), head, "nothing committed");
+}

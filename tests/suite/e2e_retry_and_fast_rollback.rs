@@ -129,6 +129,11 @@ async fn a_halted_stage_is_retried_and_only_its_failed_clusters_are_reapplied() 
     }
     let mut world = World::start(repo, &fleet.to_yaml()).await;
     let halted = world.wait_phase(WEB, "Failed").await;
+    let message = halted["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("`tollgate retry {WEB} staging`")),
+        "the halted stage's hint names the retry: {message}"
+    );
     assert_eq!(str_at(&halted, "/failure/stage"), Some("staging"));
 
     // Unhappy first: a retry naming another snapshot does nothing, and status says why.

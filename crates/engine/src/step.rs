@@ -599,7 +599,9 @@ impl<'i, 'a> Run<'i, 'a> {
             );
             self.status.phase = Phase::Failed;
             self.status.message = Some(format!(
-                "{rejected}; the run is halted: commit a fix or revert to start a new run"
+                "{rejected}; the run is halted: `tollgate retry {} {}` re-drives its failed clusters once their cause is fixed, or commit a fix or revert to start a new run",
+                self.name(),
+                failure.stage
             ));
             self.status.failure = Some(failure);
             return self.held_output();

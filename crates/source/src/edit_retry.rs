@@ -44,9 +44,16 @@ pub fn retry(target: &Target<'_>, request: &RetryRequest<'_>) -> Result<EditOutc
     }
     let key = format!("{RETRY_ANNOTATION_PREFIX}{stage}");
     let written = current.promotion.metadata.annotations.get(&key);
-    let n = request
-        .n
-        .unwrap_or_else(|| written.and_then(|v| counter_for(v, current)).unwrap_or(0) + 1);
+    let counter = written.and_then(|v| counter_for(v, current));
+    let n = request.n.unwrap_or_else(|| counter.unwrap_or(0) + 1);
+    let mut warnings = Vec::new();
+    if let Some(counter) = counter.filter(|c| *c >= n) {
+        warnings.push(format!(
+            "{key} already holds counter {counter} for snapshot #{}: counter {n} is not above it, so the controller may have spent it already (a spent counter does nothing); omit --n to write {}",
+            current.index,
+            counter + 1
+        ));
+    }
     let id12 = current.hashes.short().to_string();
     let value = format!("{id12}/{n}");
     let edit = AnnotationCommit {
@@ -68,6 +75,7 @@ pub fn retry(target: &Target<'_>, request: &RetryRequest<'_>) -> Result<EditOutc
     .into_iter()
     .chain(signing_note(&repo)?)
     .collect();
+    outcome.warnings = warnings;
     Ok(outcome)
 }
 
