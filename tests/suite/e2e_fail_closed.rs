@@ -390,3 +390,42 @@ async fn a_promotion_that_never_had_a_valid_policy_does_not_start() {
     world.poke();
     world.wait_phase(WEB, "Completed").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revert_held_by_a_broken_policy_after_a_rollback_is_held() {
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0"));
+    repo.write("policies/a.yaml", &rolling_back("a"));
+    repo.commit("web 1.0.0");
+    let world = World::start(repo, &prod_rejects_2x().to_yaml()).await;
+    world.wait_phase(WEB, "Completed").await;
+    world.repo.write("web.yaml", &web("2.0.0"));
+    world.repo.commit("web 2.0.0, which prod rejects");
+    world.poke();
+    world.wait_phase(WEB, "RolledBack").await;
+
+    // The revert lands together with a broken policy file: it is held, and says so.
+    world.repo.write(
+        "policies/a.yaml",
+        "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: a\nspec: [\n",
+    );
+    world.repo.write("web.yaml", &web("1.0.0"));
+    world.repo.commit("revert to 1.0.0, and a broken policy");
+    world.poke();
+    let held = world.wait_phase(WEB, "Held").await;
+    assert!(
+        message(&held).contains("snapshot #3 is held until the RolloutPolicy is fixed"),
+        "{held:#}"
+    );
+    let output = support::tollgate_binary()
+        .args(["status", WEB, "--kubeconfig"])
+        .arg(world.kubeconfig())
+        .output()
+        .expect("tollgate status");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("Phase:        Held"), "{text}");
+    assert!(
+        !text.contains("starts when this run finishes"),
+        "a held snapshot is not queued: {text}"
+    );
+}

@@ -309,9 +309,16 @@ fn queued(
 fn held_by_policy(mut output: StepOutput, waiting: &Snapshot, hold: StartHold<'_>) -> StepOutput {
     let status = &mut output.status;
     status.queued_snapshot = Some(waiting.index);
+    // A finished run (rolled back, halted) is no reason to hide the hold: the newest snapshot
+    // waits, and `Held` says so (issue #45).
     let quiet = matches!(
         status.phase,
-        Phase::Progressing | Phase::Waiting | Phase::Completed | Phase::Invalid
+        Phase::Progressing
+            | Phase::Waiting
+            | Phase::Completed
+            | Phase::Invalid
+            | Phase::RolledBack
+            | Phase::Failed
     );
     if quiet {
         status.phase = Phase::Held;

@@ -154,8 +154,11 @@ pub(super) fn render_detail(promotion: &Shown, width: usize) -> String {
         ("Retry", retry_line(status)),
         (
             "Queued",
+            // A held snapshot does not start when the run finishes: the message says what it
+            // waits for.
             status
                 .queued_snapshot
+                .filter(|_| status.phase != Phase::Held)
                 .map(|q| format!("snapshot #{q} starts when this run finishes")),
         ),
         (
