@@ -368,6 +368,11 @@ async fn a_broken_policy_file_holds_new_snapshots() {
     )
     .await;
     assert_eq!(held["policy"]["name"], "a", "the last valid version stays");
+    let text = message(&held);
+    assert!(
+        !text.contains("(: "),
+        "a syntax error names no empty field: {text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

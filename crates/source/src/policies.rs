@@ -455,9 +455,14 @@ impl PolicySet {
     /// The error of a chosen policy whose definition at head is broken, and the fix.
     fn troubled(&self, name: &str) -> Option<String> {
         let error = self.inner.troubled.get(name)?;
+        // A syntax error belongs to no field: no empty `(: …` before its message.
+        let what = match error.path.as_str() {
+            "" => error.message.clone(),
+            path => format!("{path}: {}", error.message),
+        };
         Some(format!(
-            "RolloutPolicy {name:?} has an error at {}:{}:{} ({}: {}); its last valid version governs the run in progress: fix the file",
-            error.file, error.line, error.column, error.path, error.message
+            "RolloutPolicy {name:?} has an error at {}:{}:{} ({what}); its last valid version governs the run in progress: fix the file",
+            error.file, error.line, error.column
         ))
     }
 
