@@ -148,8 +148,21 @@ fn evaluate(text: &str, result: &ResultValue, evaluator: &mut Evaluator) -> Resu
     context.add_variable_from_value("result", cel_value(result)?);
     match program.execute(&context) {
         Ok(Value::Bool(holds)) => Ok(holds),
-        Ok(other) => Err(format!("is not a boolean (it is {other:?})")),
+        Ok(other) => Err(format!("is not a boolean (it is {})", shown(&other))),
         Err(error) => Err(error.to_string()),
+    }
+}
+
+/// A CEL value as a person reads it: `1.0 (a number)`, not `Float(1.0)`.
+fn shown(value: &Value) -> String {
+    match value {
+        Value::Float(n) => format!("{n:?} (a number)"),
+        Value::Int(n) => format!("{n} (a number)"),
+        Value::UInt(n) => format!("{n} (a number)"),
+        Value::String(text) => format!("{text:?} (a string)"),
+        Value::List(items) => format!("a list of {}", items.len()),
+        Value::Null => "null".to_string(),
+        other => format!("{other:?}"),
     }
 }
 
@@ -251,7 +264,10 @@ mod tests {
         );
         let number =
             verdict(Some("result + 1.0"), None, ResultValue::Number(1.0)).expect_err("type");
-        assert!(number.contains("is not a boolean"), "{number}");
+        assert!(
+            number.ends_with("is not a boolean (it is 2.0 (a number))"),
+            "{number}"
+        );
         let unknown =
             verdict(None, Some("latency > 1"), ResultValue::Number(1.0)).expect_err("var");
         assert!(unknown.starts_with("failureCondition"), "{unknown}");

@@ -234,9 +234,12 @@ fn judge(run: &mut AnalysisRun, analysis: &Analysis, last: &Measurement) {
         ));
     } else if run.consecutive_errors > analysis.consecutive_error_limit() {
         run.phase = AnalysisPhase::Failed;
+        let errors = match run.consecutive_errors {
+            1 => "1 error".to_string(),
+            n => format!("{n} errors"),
+        };
         run.message = Some(format!(
-            "{} errors in a row, over consecutiveErrorLimit {} (last: {})",
-            run.consecutive_errors,
+            "{errors} in a row, over consecutiveErrorLimit {} (last: {})",
             analysis.consecutive_error_limit(),
             last.error.as_deref().unwrap_or("error")
         ));

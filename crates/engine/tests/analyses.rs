@@ -411,3 +411,21 @@ fn loop_until_stage_failed(h: &mut Harness) -> StepOutput {
     }
     panic!("the stage did not fail");
 }
+
+#[test]
+fn one_error_over_a_limit_of_zero_is_one_error_in_a_row() {
+    let mut h = gated(
+        "10s",
+        json!({"interval": "10s", "count": 1, "consecutiveErrorLimit": 0}),
+        json!({}),
+    );
+    measure(&mut h, MeasurementVerdict::Error, "");
+    let run = &runs(&h)[0];
+    assert_eq!(run.phase, AnalysisPhase::Failed, "{run:?}");
+    assert!(
+        run.message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("1 error in a row, over consecutiveErrorLimit 0")),
+        "{run:?}"
+    );
+}
