@@ -820,3 +820,42 @@ fn a_policy_with_gates_and_no_admins_is_a_warning() {
     let (code, diagnostics) = validate_json(&[("fleet.yaml", &governed), ("app.yaml", GOOD)]);
     assert_eq!((code, diagnostics), (0, Vec::new()));
 }
+
+#[test]
+fn a_condition_that_can_never_be_true_or_false_is_an_error_at_its_line() {
+    let analysis = |condition: &str| {
+        policy_yaml(
+            "fleet",
+            &format!(
+                "  selector: {{}}\n  analyses:\n  - name: error-rate\n    prometheus:\n      address: http://prometheus.monitoring:9090\n      query: sum(rate(http_requests_total[2m]))\n    interval: 30s\n    count: 2\n    successCondition: {condition}\n  stages:\n    a:\n      analyses: [error-rate]\n"
+            ),
+        )
+    };
+    let (code, diagnostics) = validate_json(&[
+        ("fleet.yaml", &analysis("\"result + 1.0\"")),
+        ("app.yaml", GOOD),
+    ]);
+    assert_eq!(code, 1, "{diagnostics:?}");
+    assert_eq!(
+        places(&diagnostics),
+        [(
+            "condition-not-boolean".to_string(),
+            "fleet.yaml".to_string(),
+            14
+        )]
+    );
+    assert!(
+        message(&diagnostics[0]).contains("an arithmetic result, never true or false"),
+        "{diagnostics:?}"
+    );
+    // A comparison, or a value that may be a boolean when it runs, is fine.
+    for fine in [
+        "\"result < 0.01\"",
+        "\"result\"",
+        "\"size(result) > 0 && result[0] < 1.0\"",
+    ] {
+        let (code, diagnostics) =
+            validate_json(&[("fleet.yaml", &analysis(fine)), ("app.yaml", GOOD)]);
+        assert_eq!(code, 0, "{fine}: {diagnostics:?}");
+    }
+}

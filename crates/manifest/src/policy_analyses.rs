@@ -12,7 +12,7 @@ use crate::duration::parse_go_duration;
 use crate::located::{child_path, item_path};
 use crate::policy_analysis_providers::check_provider;
 use crate::policy_fields::{check_positive_duration, unknown_fields};
-use crate::rules::cel::check_cel_over;
+use crate::rules::cel::{CelError, check_condition_over};
 use crate::suggest::nearest;
 use tollgate_model::analysis::{AnalysisScope, OnNoData};
 
@@ -301,8 +301,14 @@ fn check_condition(value: &Value, path: &str, field: &str, findings: &mut Vec<Fi
         ));
         return;
     };
-    if let Err(e) = check_cel_over(text, RESULT, condition_hint) {
-        findings.push(Finding::error("invalid-cel", path, e.to_string()));
+    match check_condition_over(text, RESULT, condition_hint) {
+        Err(e @ CelError::NotBoolean { .. }) => findings.push(Finding::error(
+            "condition-not-boolean",
+            path,
+            format!("Invalid value: {text:?}: {e}"),
+        )),
+        Err(e) => findings.push(Finding::error("invalid-cel", path, e.to_string())),
+        Ok(()) => {}
     }
 }
 

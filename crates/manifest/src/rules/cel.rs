@@ -61,6 +61,9 @@ pub enum CelError {
         /// [`MAX_RULE_BYTES`].
         limit: usize,
     },
+    /// The condition can never be true or false (an arithmetic result, a number, a list…).
+    #[error("it is {what}, never true or false: write a comparison such as `result < 0.01`")]
+    NotBoolean { what: &'static str },
     /// The third-party parser panicked on the rule (a parser bug, reported instead of crashing).
     #[error("the CEL parser failed on this rule (parser bug); simplify the rule")]
     ParserPanicked,
@@ -84,6 +87,26 @@ pub fn check_cel_over(
     variable: &str,
     hint: fn(&str) -> Option<String>,
 ) -> Result<(), CelError> {
+    check_parsed(rule, variable, hint, false)
+}
+
+/// [`check_cel_over`] for a condition, which must be able to be true or false: an expression
+/// whose outermost operation is arithmetic, or a literal other than `true`/`false`, a list or a
+/// map, is refused (issue #45: every measurement of such a condition would be an error).
+pub fn check_condition_over(
+    rule: &str,
+    variable: &str,
+    hint: fn(&str) -> Option<String>,
+) -> Result<(), CelError> {
+    check_parsed(rule, variable, hint, true)
+}
+
+fn check_parsed(
+    rule: &str,
+    variable: &str,
+    hint: fn(&str) -> Option<String>,
+    boolean: bool,
+) -> Result<(), CelError> {
     if rule.len() > MAX_RULE_BYTES {
         return Err(CelError::TooLong {
             bytes: rule.len(),
@@ -96,7 +119,7 @@ pub fn check_cel_over(
         let worker = std::thread::Builder::new()
             .name("cel-rule-check".to_string())
             .stack_size(PARSER_STACK_BYTES)
-            .spawn_scoped(scope, || parse_and_check(rule, variable))
+            .spawn_scoped(scope, || parse_and_check(rule, variable, boolean))
             .map_err(|err| CelError::ParserThread {
                 message: err.to_string(),
             })?;
@@ -111,7 +134,7 @@ pub fn check_cel_over(
     })
 }
 
-fn parse_and_check(rule: &str, variable: &str) -> Result<(), CelError> {
+fn parse_and_check(rule: &str, variable: &str, boolean: bool) -> Result<(), CelError> {
     let expr = Parser::new()
         .parse(rule)
         .map_err(|errors| CelError::Syntax {
@@ -123,7 +146,30 @@ fn parse_and_check(rule: &str, variable: &str) -> Result<(), CelError> {
                 .join("; "),
         })?;
     let mut bound = vec![variable];
-    check_free_identifiers(&expr, &mut bound)
+    check_free_identifiers(&expr, &mut bound)?;
+    match never_boolean(&expr).filter(|_| boolean) {
+        Some(what) => Err(CelError::NotBoolean { what }),
+        None => Ok(()),
+    }
+}
+
+/// What `expr` is when its outermost form can never be a boolean; `None` when it can (or may:
+/// a field, an index or a function call is only known when it runs).
+fn never_boolean(expr: &IdedExpr) -> Option<&'static str> {
+    use cel::common::ast::LiteralValue;
+    use cel::common::ast::operators::{ADD, DIVIDE, MODULO, MULTIPLY, NEGATE, SUBSTRACT};
+    match &expr.expr {
+        Expr::Call(call) => [ADD, SUBSTRACT, MULTIPLY, DIVIDE, MODULO, NEGATE]
+            .contains(&call.func_name.as_str())
+            .then_some("an arithmetic result"),
+        Expr::Literal(LiteralValue::Boolean(_)) => None,
+        Expr::Literal(LiteralValue::String(_) | LiteralValue::Bytes(_)) => Some("a string"),
+        Expr::Literal(LiteralValue::Null) => Some("null"),
+        Expr::Literal(_) => Some("a number"),
+        Expr::List(_) => Some("a list"),
+        Expr::Map(_) | Expr::Struct(_) => Some("a map"),
+        _ => None,
+    }
 }
 
 /// Walks the expression; `bound` holds the variables in scope (the rule's own, then those of
