@@ -18,17 +18,26 @@ pub fn named(cluster: &ClusterArgs, implicit: bool) -> bool {
         || (implicit && std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty()))
 }
 
+/// How long the read may take: a stale `KUBECONFIG` must not stall a command for kube's 30 s
+/// connect timeout.
+const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The GitPromotion's status; `Ok(None)` when the cluster has no such promotion (yet).
 pub fn read(cluster: &ClusterArgs, name: &str) -> anyhow::Result<Option<PromotionStatus>> {
     super::block_on(async {
-        let client = super::connect::client(cluster).await?;
-        let api: Api<DynamicObject> =
-            Api::all_with(client, &crate::cluster::resources::git_promotion());
-        let object = api.get_opt(name).await?;
-        let status = object.and_then(|o| o.data.get("status").cloned());
-        Ok(status
-            .map(serde_json::from_value::<PromotionStatus>)
-            .transpose()?)
+        let read = async {
+            let client = super::connect::client(cluster).await?;
+            let api: Api<DynamicObject> =
+                Api::all_with(client, &crate::cluster::resources::git_promotion());
+            let object = api.get_opt(name).await?;
+            let status = object.and_then(|o| o.data.get("status").cloned());
+            Ok(status
+                .map(serde_json::from_value::<PromotionStatus>)
+                .transpose()?)
+        };
+        tokio::time::timeout(READ_TIMEOUT, read)
+            .await
+            .unwrap_or_else(|_| anyhow::bail!("no answer within {READ_TIMEOUT:?}"))
     })
 }
 
