@@ -282,18 +282,14 @@ async fn the_pages_render_without_script_and_unknown_promotions_are_404() {
     );
 }
 
-#[tokio::test]
-async fn without_a_repository_a_gate_under_an_approval_policy_shows_the_signed_command() {
-    let mut prod = stage("prod", json!({"kind": "AwaitingApproval"}));
-    prod["approvals"] = json!([]);
-    let mut gated = status("Waiting", vec![prod], json!([]));
-    gated.policy = serde_json::from_value(json!({"name": "gates", "version": "v"})).ok();
-    let gated = Arc::new(gated);
+/// The page of promotion `web` with `status`, served without a repository.
+async fn promotion_page(status: PromotionStatus) -> (StatusCode, String) {
+    let status = Arc::new(status);
     let source: super::source::PromotionSource = Arc::new(move || {
         vec![Listed {
             name: "web".to_string(),
             labels: BTreeMap::new(),
-            status: Ok(Some(gated.clone())),
+            status: Ok(Some(status.clone())),
         }]
     });
     let app = router(WebConfig {
@@ -304,7 +300,16 @@ async fn without_a_repository_a_gate_under_an_approval_policy_shows_the_signed_c
         allowed_hosts: Vec::new(),
     });
     let page = get("/ui/promotions/web").body(Body::empty()).unwrap();
-    let (status, body) = send(app, page).await;
+    send(app, page).await
+}
+
+#[tokio::test]
+async fn without_a_repository_a_gate_under_an_approval_policy_shows_the_signed_command() {
+    let mut prod = stage("prod", json!({"kind": "AwaitingApproval"}));
+    prod["approvals"] = json!([]);
+    let mut gated = status("Waiting", vec![prod], json!([]));
+    gated.policy = serde_json::from_value(json!({"name": "gates", "version": "v"})).ok();
+    let (status, body) = promotion_page(gated).await;
     assert_eq!(status, StatusCode::OK);
     assert!(!body.contains("data-action=\"approve\""), "{body}");
     assert!(body.contains("data-action=\"approve-signed\""), "{body}");
@@ -391,23 +396,7 @@ async fn the_page_shows_a_refused_commit_and_the_quorum() {
         "lastTransitionTime": "2026-01-01T00:00:00Z"
     }]))
     .expect("conditions");
-    let gated = Arc::new(gated);
-    let source: super::source::PromotionSource = Arc::new(move || {
-        vec![Listed {
-            name: "web".to_string(),
-            labels: BTreeMap::new(),
-            status: Ok(Some(gated.clone())),
-        }]
-    });
-    let app = router(WebConfig {
-        source,
-        repo: None,
-        token: None,
-        pull_requests: None,
-        allowed_hosts: Vec::new(),
-    });
-    let page = get("/ui/promotions/web").body(Body::empty()).unwrap();
-    let (status, body) = send(app, page).await;
+    let (status, body) = promotion_page(gated).await;
     assert_eq!(status, StatusCode::OK);
     assert!(body.contains("Refused commit: commit 6666666"), "{body}");
     assert!(body.contains("1 of 2 approvals"), "{body}");

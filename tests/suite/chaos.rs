@@ -191,9 +191,7 @@ async fn rollouts_survive_chaos_on_the_seeds_of_the_day() {
         println!("CHAOS_SEED is set: the seed is replayed by the fixed-seed test only");
         return;
     }
-    let day = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_secs() / 86_400);
+    let day = chaos_support::day();
     tokio::join!(
         run_chaos(day * SEEDS_PER_DAY),
         run_chaos(day * SEEDS_PER_DAY + 1)

@@ -342,9 +342,7 @@ async fn chaos_insiders_on_the_seed_of_the_day() {
         println!("CHAOS_SEED is set: the seed is replayed by the fixed-seed test only");
         return;
     }
-    let day = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_secs() / 86_400);
+    let day = chaos_support::day();
     run_trial(day).await;
 }
 

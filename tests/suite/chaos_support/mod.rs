@@ -26,6 +26,14 @@ pub const FLEET_NAMESPACE: &str = "fleet";
 #[derive(Debug, Clone)]
 pub struct SeededRng(u64);
 
+/// Days since the epoch: chaos tests derive their seeds of the day from it (a new schedule every
+/// day, replayable with `CHAOS_SEED`).
+pub fn day() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs() / 86_400)
+}
+
 impl SeededRng {
     pub fn new(seed: u64) -> Self {
         SeededRng(seed)
