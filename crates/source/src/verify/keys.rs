@@ -30,7 +30,27 @@ pub struct TrustedKeys {
     pub(super) openpgp: Vec<OpenPgpKey>,
 }
 
+/// A trusted key and the principals a signature by it verifies as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignerIdentity {
+    /// The key as verification names it: an SSH SHA-256 fingerprint, an OpenPGP fingerprint.
+    pub key: String,
+    pub principals: Vec<String>,
+}
+
 impl TrustedKeys {
+    /// The trusted lines of SSH key `key` (only those that may sign git commits are read at
+    /// all), each with the principals a signature by it verifies as.
+    pub fn ssh_signer(&self, key: &ssh_key::PublicKey) -> Vec<SignerIdentity> {
+        self.ssh.iter().filter_map(|k| k.identity_of(key)).collect()
+    }
+
+    /// The trusted OpenPGP keys `wanted` names as gpg reads `user.signingKey`: a key ID or
+    /// fingerprint (of the primary key or a subkey, which signs as it), or part of a user ID.
+    pub fn openpgp_signer(&self, wanted: &str) -> Vec<SignerIdentity> {
+        super::openpgp::named_by(&self.openpgp, wanted)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.ssh.is_empty() && self.openpgp.is_empty()
     }

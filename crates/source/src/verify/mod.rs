@@ -11,7 +11,7 @@ mod ssh;
 use tollgate_model::SignatureCheck;
 
 pub use commit::{CommitChecks, commit_signature};
-pub use keys::{KeyDirError, TrustedKeys, TrustedKeysDir};
+pub use keys::{KeyDirError, SignerIdentity, TrustedKeys, TrustedKeysDir};
 
 /// Checks a detached signature over `signed` (a git commit without its `gpgsig` header).
 pub trait SignatureVerifier {

@@ -14,6 +14,46 @@ pub(crate) struct OpenPgpKey {
     principals: Vec<String>,
 }
 
+/// The keys `wanted` names (see [`super::TrustedKeys::openpgp_signer`]).
+pub(super) fn named_by(keys: &[OpenPgpKey], wanted: &str) -> Vec<super::keys::SignerIdentity> {
+    let wanted = wanted.trim().trim_end_matches('!');
+    let hex = wanted
+        .trim_start_matches("0x")
+        .replace(' ', "")
+        .to_ascii_uppercase();
+    let by_id = hex.len() >= 8 && hex.chars().all(|c| c.is_ascii_hexdigit());
+    let user_part = wanted
+        .trim_start_matches('<')
+        .trim_end_matches('>')
+        .to_ascii_lowercase();
+    keys.iter()
+        .filter(|trusted| {
+            let key = &trusted.key;
+            match by_id {
+                true => std::iter::once(format!("{:X}", key.fingerprint()))
+                    .chain(
+                        key.public_subkeys
+                            .iter()
+                            .map(|s| format!("{:X}", s.key.fingerprint())),
+                    )
+                    .any(|fingerprint| fingerprint.ends_with(&hex)),
+                false => {
+                    !user_part.is_empty()
+                        && key.details.users.iter().any(|user| {
+                            user.id
+                                .as_str()
+                                .is_some_and(|id| id.to_ascii_lowercase().contains(&user_part))
+                        })
+                }
+            }
+        })
+        .map(|trusted| super::keys::SignerIdentity {
+            key: format!("{:X}", trusted.key.fingerprint()),
+            principals: trusted.principals.clone(),
+        })
+        .collect()
+}
+
 /// The e-mail address of a user ID (`Alice <alice@example.com>`), lowercased; the whole ID when it
 /// has none.
 fn principal_of(user_id: &str) -> String {

@@ -19,6 +19,16 @@ pub(crate) struct SshKey {
     origin: String,
 }
 
+impl SshKey {
+    /// This line's identity when it trusts `key`.
+    pub(super) fn identity_of(&self, key: &PublicKey) -> Option<super::keys::SignerIdentity> {
+        (self.key.key_data() == key.key_data()).then(|| super::keys::SignerIdentity {
+            key: self.key.fingerprint(HashAlg::Sha256).to_string(),
+            principals: self.principals.clone(),
+        })
+    }
+}
+
 /// Splits a line into whitespace-separated tokens, keeping double-quoted parts together (an
 /// option such as `namespaces="git,file"`).
 fn tokens(line: &str) -> Vec<String> {
