@@ -53,10 +53,19 @@ pub(crate) fn facts_of(promotion: &ClusterPromotion) -> Vec<(String, ApprovalKin
     facts
 }
 
+/// Whether `promotion` carries `stage`'s fact `kind`.
 fn holds(promotion: &ClusterPromotion, stage: &str, kind: &ApprovalKind) -> bool {
-    facts_of(promotion)
-        .iter()
-        .any(|(s, k)| s == stage && k == kind)
+    match kind {
+        ApprovalKind::Field => promotion.stage(stage).is_some_and(|s| {
+            matches!(&s.trigger, Some(Trigger::Manual(manual)) if manual.approved == Some(true))
+        }),
+        ApprovalKind::Annotation { value } => promotion
+            .metadata
+            .annotations
+            .get(&format!("{APPROVE_ANNOTATION_PREFIX}{stage}"))
+            == Some(value),
+        ApprovalKind::Trailer { .. } => false,
+    }
 }
 
 /// Reads promotions at arbitrary commits, parsing each blob once.
@@ -64,6 +73,9 @@ pub(crate) struct Attributor<'a> {
     pub repo: &'a Repository,
     pub limits: &'a Limits,
     pub parsed: &'a mut HashMap<Oid, Arc<ParsedBlob>>,
+    /// Each (commit, file) looked up: every fact of a file asks about the same commits and
+    /// their parents.
+    pub read: HashMap<(Oid, String), Option<Arc<ParsedBlob>>>,
 }
 
 impl Attributor<'_> {
@@ -112,6 +124,16 @@ impl Attributor<'_> {
     }
 
     fn parsed_at(&mut self, commit: Oid, file: &str) -> Option<Arc<ParsedBlob>> {
+        let key = (commit, file.to_string());
+        if let Some(read) = self.read.get(&key) {
+            return read.clone();
+        }
+        let read = self.read_at(commit, file);
+        self.read.insert(key, read.clone());
+        read
+    }
+
+    fn read_at(&mut self, commit: Oid, file: &str) -> Option<Arc<ParsedBlob>> {
         let tree = self.repo.find_commit(commit).ok()?.tree().ok()?;
         let blob = tree.get_path(Path::new(file)).ok()?.id();
         if let Some(parsed) = self.parsed.get(&blob) {

@@ -914,8 +914,11 @@ pub fn approve_run(
     let current = current_snapshot(&source, name, target.branch)?;
     let promotion = &current.promotion;
     let mut warnings = Vec::new();
-    let policy = approval_policy(&source, current, stage, &mut warnings);
-    if !gated_by_analyses(&source, current, stage) && policy.is_none() {
+    let governing = governing_policy(&source, current, &mut warnings);
+    let policy = governing
+        .as_ref()
+        .and_then(|p| p.spec.approvals.get(stage).cloned());
+    if !gated_by_analyses(governing.as_deref(), current, stage) && policy.is_none() {
         require_manual_stage(promotion, name, stage)?;
     }
     let waiting_snapshot = waiting.and_then(|w| as_controller_sees(source.history(name), w));
@@ -1133,15 +1136,14 @@ fn approval_form(
     Ok((trailer_for, signed))
 }
 
-/// The approval policy of `stage` in the RolloutPolicy governing the current snapshot, if any.
-fn approval_policy(
+/// The RolloutPolicy governing the current snapshot, if any (resolved once per approval).
+fn governing_policy(
     source: &GitSource,
     current: &Snapshot,
-    stage: &str,
     warnings: &mut Vec<String>,
-) -> Option<tollgate_model::approval_policy::ApprovalPolicy> {
+) -> Option<Arc<tollgate_manifest::RolloutPolicy>> {
     match source.policies().choose(&current.promotion, &current.file) {
-        Ok(policy) => policy?.spec.approvals.get(stage).cloned(),
+        Ok(policy) => policy,
         Err(problem) => {
             warnings.push(format!(
                 "the RolloutPolicy governing this promotion cannot be resolved ({}); wrote the approval as if it had no approval policy"
@@ -1153,14 +1155,13 @@ fn approval_policy(
 
 /// Whether the RolloutPolicy governing the current snapshot gates `stage` with analyses: an
 /// inconclusive one holds the stage like a manual gate, and an approval lets it go on.
-fn gated_by_analyses(source: &GitSource, current: &Snapshot, stage: &str) -> bool {
-    let stage_known = current.promotion.stage(stage).is_some();
-    let policy = source.policies().choose(&current.promotion, &current.file);
-    stage_known
-        && policy
-            .ok()
-            .flatten()
-            .is_some_and(|p| !p.for_stage(stage).analyses.is_empty())
+fn gated_by_analyses(
+    governing: Option<&tollgate_manifest::RolloutPolicy>,
+    current: &Snapshot,
+    stage: &str,
+) -> bool {
+    current.promotion.stage(stage).is_some()
+        && governing.is_some_and(|p| !p.for_stage(stage).analyses.is_empty())
 }
 
 /// One approval in the trailer form.

@@ -402,7 +402,8 @@ impl PolicySet {
             unapproved: false,
             set: self.clone(),
         };
-        if let Some(waiting) = self.unapproved(&promotion.metadata.name, &promotion.metadata) {
+        let chosen_name = chosen.as_ref().ok().copied().flatten().map(|p| p.name());
+        if let Some(waiting) = self.unapproved(&promotion.metadata.name, chosen_name) {
             return Err(PolicyProblem {
                 message: waiting.message(),
                 chosen: Some(Arc::clone(&waiting.in_force)),
@@ -437,19 +438,18 @@ impl PolicySet {
         self
     }
 
-    /// The change an admin has to approve before the promotion may start a run: one to the
-    /// promotion's relation to its policy, or to the policy it chooses.
+    /// The change an admin has to approve before promotion `name` may start a run: one to the
+    /// promotion's relation to its policy, or to the policy it chooses (`chosen`).
     fn unapproved(
         &self,
         name: &str,
-        metadata: &tollgate_model::model::Metadata,
+        chosen: Option<&str>,
     ) -> Option<&crate::governance::Unapproved> {
         let governance = &self.inner.governance;
-        if let Some(waiting) = governance.promotions.get(name) {
-            return Some(waiting);
-        }
-        let chosen = choose_policy(metadata, self.policies().map(|(p, _)| &**p)).ok()??;
-        governance.policies.get(chosen.name())
+        governance
+            .promotions
+            .get(name)
+            .or_else(|| governance.policies.get(chosen?))
     }
 
     /// The error of a chosen policy whose definition at head is broken, and the fix.

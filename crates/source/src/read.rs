@@ -331,6 +331,7 @@ impl DeltaReader<'_> {
             repo: self.repo,
             limits: self.limits,
             parsed,
+            read: HashMap::new(),
         };
         let mut found = Vec::new();
         for file in files {

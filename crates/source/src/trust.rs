@@ -208,11 +208,14 @@ fn is_seal(repo: &Repository, oid: Oid) -> bool {
     let Ok(commit) = repo.find_commit(oid) else {
         return false;
     };
-    let sealed = commit.message().ok().is_some_and(trailers::is_seal);
-    if sealed && !crate::statement::is_statement(&commit) {
+    if !commit.message().ok().is_some_and(trailers::is_seal) {
+        return false;
+    }
+    let statement = crate::statement::is_statement(&commit);
+    if !statement {
         tracing::warn!(commit = %oid, why = crate::statement::why_not(&commit), "Tollgate-Seal trailer ignored");
     }
-    sealed && crate::statement::is_statement(&commit)
+    statement
 }
 
 fn refusal(
