@@ -11,6 +11,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use tollgate_engine::PromotionStatus;
 use tollgate_manifest::snapshot::short_sha;
 use tollgate_source::edit::{EditError, EditOutcome, Target, approve_run};
 
@@ -61,7 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         anyhow::bail!("approve needs NAME and STAGE, or --policy NAME");
     };
     let status = super::controller_view::read_or_warn(&args.cluster, name, true);
-    if let Some(refusal) = status.as_ref().and_then(super::controller_view::refusal) {
+    if let Some(refusal) = status.as_ref().and_then(PromotionStatus::commit_refusal) {
         eprintln!(
             "error: the controller refuses a commit of the branch: {refusal}. Approving on top of it would sign for it; nothing was committed (sign or revert that commit first)"
         );

@@ -66,8 +66,3 @@ pub fn current_run(status: &PromotionStatus) -> Option<WaitingRun> {
         commit: status.snapshot_commit.clone()?,
     })
 }
-
-/// Why the controller refuses the branch tip (`--verify-commits`), when it does.
-pub fn refusal(status: &PromotionStatus) -> Option<&str> {
-    status.commit_refusal()
-}

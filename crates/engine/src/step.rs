@@ -329,10 +329,7 @@ fn held_by_policy(mut output: StepOutput, waiting: &Snapshot, hold: StartHold<'_
         hold.until(),
         hold.why
     );
-    status.message = Some(match status.message.take() {
-        Some(running) => format!("{held}; meanwhile {running}"),
-        None => held,
-    });
+    prepend_held(status, held);
     output
 }
 
@@ -345,7 +342,11 @@ fn held_for_admins(status: &mut PromotionStatus, problem: &str) {
     ) {
         status.phase = Phase::Held;
     }
-    let held = format!("held: {problem}");
+    prepend_held(status, format!("held: {problem}"));
+}
+
+/// `held` first in the message; what the run in progress does goes on after it.
+fn prepend_held(status: &mut PromotionStatus, held: String) {
     status.message = Some(match status.message.take() {
         Some(running) => format!("{held}; meanwhile {running}"),
         None => held,
