@@ -144,6 +144,18 @@ fn approve(repo: &TestRepo, signer: &dyn Signer, id: &str) -> String {
     )
 }
 
+/// Runs git as Mallory (her name and e-mail as tagger or committer, no key).
+fn as_mallory(repo: &TestRepo, args: &[&str]) {
+    let mut all = vec![
+        "-c",
+        "user.name=Mallory",
+        "-c",
+        "user.email=mallory@example.com",
+    ];
+    all.extend_from_slice(args);
+    repo.git(&all);
+}
+
 /// An unsigned commit whose author line says `author` (anyone can write it).
 fn commit_as(repo: &TestRepo, author: &str, message: &str) -> String {
     repo.git(&["add", "-A"]);
@@ -249,17 +261,16 @@ async fn a_seal_copied_from_a_tag_into_a_signed_merge_vouches_for_nothing() {
     world.repo.git(&["checkout", "-q", "-b", "release"]);
     world.repo.write("web.yaml", &web("6.6.6", false));
     let evil = commit_as(&world.repo, "Mallory <mallory@example.com>", "web 6.6.6");
-    world.repo.git(&[
-        "-c",
-        "user.name=Mallory",
-        "-c",
-        "user.email=mallory@example.com",
-        "tag",
-        "-a",
-        "v6.6.6",
-        "-m",
-        "Release 6.6.6\n\nTollgate-Seal: reviewed",
-    ]);
+    as_mallory(
+        &world.repo,
+        &[
+            "tag",
+            "-a",
+            "v6.6.6",
+            "-m",
+            "Release 6.6.6\n\nTollgate-Seal: reviewed",
+        ],
+    );
     world.repo.git(&["checkout", "-q", "main"]);
     world.repo.write("NOTES.md", "notes\n");
     world.repo.commit_signed(&cast.alice, "notes");
@@ -303,17 +314,8 @@ async fn an_approval_copied_from_a_tag_into_a_signed_merge_is_nobodys_approval()
     world.repo.git(&["checkout", "-q", "-b", "side"]);
     world.repo.write("NOTES.md", "side notes\n");
     commit_as(&world.repo, "Mallory <mallory@example.com>", "notes");
-    world.repo.git(&[
-        "-c",
-        "user.name=Mallory",
-        "-c",
-        "user.email=mallory@example.com",
-        "tag",
-        "-a",
-        "notes-1",
-        "-m",
-        &format!("Notes\n\nTollgate-Approve: web/staging@{id}"),
-    ]);
+    let message = format!("Notes\n\nTollgate-Approve: web/staging@{id}");
+    as_mallory(&world.repo, &["tag", "-a", "notes-1", "-m", &message]);
     world.repo.git(&["checkout", "-q", "main"]);
     world.repo.write("README.md", "readme\n");
     world.repo.commit_signed(&cast.carol, "readme");
@@ -414,17 +416,10 @@ async fn an_approval_made_before_the_run_started_is_not_fresh_when_merged_later(
     assert_eq!(gate_waits(&world, 3).await, id, "the same content");
 
     // Mallory merges the stale branch (unsigned merge).
-    world.repo.git(&[
-        "-c",
-        "user.name=Mallory",
-        "-c",
-        "user.email=mallory@example.com",
-        "merge",
-        "-q",
-        "--no-ff",
-        "--no-edit",
-        "stale",
-    ]);
+    as_mallory(
+        &world.repo,
+        &["merge", "-q", "--no-ff", "--no-edit", "stale"],
+    );
     world.poke();
     let status = reviewed(&world, 1).await;
     let got = reviews(&status);

@@ -121,13 +121,18 @@ async fn an_unsigned_head_is_not_rolled_out_and_says_why() {
         Some("1.0.0"),
         "the unsigned version reaches no profile"
     );
-    let events = world.events_of("web").await;
-    assert!(
-        events
-            .iter()
-            .any(|(reason, note)| reason == "CommitNotVerified" && note.contains(&unsigned[..7])),
-        "{events:?}"
-    );
+    // Events are published after the status write that carries the refusal.
+    world
+        .eventually("a CommitNotVerified event names the commit", || async {
+            let events = world.events_of("web").await;
+            events
+                .iter()
+                .any(|(reason, note)| {
+                    reason == "CommitNotVerified" && note.contains(&unsigned[..7])
+                })
+                .then_some(())
+        })
+        .await;
     let (handle, _) = world.controller.as_ref().expect("controller");
     assert!(
         *handle.ready.borrow(),
