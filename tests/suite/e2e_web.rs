@@ -122,20 +122,34 @@ fn the_overview_lists_the_rollout_and_a_bar_moves_live_while_the_test_commits() 
             .goto(&format!("http://{addr}/ui/promotions/{WEB}"))
             .await
             .expect("promotion page");
+        // The page records every state its prod bar goes through (a DOM observer), so a slow
+        // WebDriver poll on a loaded machine cannot miss the states in between.
         client
-            .execute("window.notReloaded = true;", vec![])
+            .execute(
+                "window.notReloaded = true; window.prodStates = [];\
+                 const record = () => {\
+                   const stage = document.getElementById('stage-prod');\
+                   const bar = stage && stage.querySelector('.bar');\
+                   const state = (stage ? stage.getAttribute('data-activity') : '') + ':'\
+                     + (bar ? bar.getAttribute('aria-valuenow') : '');\
+                   const states = window.prodStates;\
+                   if (states[states.length - 1] !== state) { states.push(state); }\
+                 };\
+                 record();\
+                 new MutationObserver(record).observe(document.body,\
+                   { subtree: true, childList: true, attributes: true });",
+                vec![],
+            )
             .await
-            .expect("mark the page");
+            .expect("mark the page and observe the bar");
         world
             .repo
             .write("web.yaml", &two_stages(WEB, "2.0.0", false));
         world.repo.commit("web 2.0.0");
         world.poke();
 
-        // The prod bar as the page shows it, read until the new run completed it.
-        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
         until("the prod bar to fill with snapshot #2", || {
-            let (client, seen) = (client.clone(), seen.clone());
+            let client = client.clone();
             async move {
                 let now = attr(&client, "#stage-prod .bar", "aria-valuenow")
                     .await
@@ -146,16 +160,16 @@ fn the_overview_lists_the_rollout_and_a_bar_moves_live_while_the_test_commits() 
                 let snapshot = text(&client, "#stage-prod .muted")
                     .await
                     .unwrap_or_default();
-                let state = format!("{runs}:{now}");
-                let mut seen = seen.lock().expect("lock");
-                if seen.last() != Some(&state) {
-                    seen.push(state);
-                }
                 (runs == "Completed" && snapshot.contains("#2") && now == "3").then_some(())
             }
         })
         .await;
-        let seen = seen.lock().expect("lock").clone();
+        let seen: Vec<String> = client
+            .execute("return window.prodStates;", vec![])
+            .await
+            .ok()
+            .and_then(|states| serde_json::from_value(states).ok())
+            .unwrap_or_default();
         let provisioning: Vec<&String> = seen
             .iter()
             .filter(|s| s.starts_with("Provisioning:"))
