@@ -182,6 +182,7 @@ fn run_note(status: &PromotionStatus, index: u64) -> (String, Option<u64>) {
         SnapshotRun::Rejected { at, reason } => format!("rejected {}: {reason}", when(&at)),
         SnapshotRun::Superseded => "superseded".to_string(),
         SnapshotRun::Waiting => "waiting".to_string(),
+        SnapshotRun::Skipped { next } => format!("skipped: #{next} runs next"),
         SnapshotRun::NeverRan => "never ran".to_string(),
         SnapshotRun::Unknown => String::new(),
     };

@@ -148,7 +148,7 @@ async fn recommitted_rejected_content_during_a_blackout_is_held_and_warned() {
         "{events:?}"
     );
     // `history` with the cluster: #2 rejected and why, #3 a rollback that completed.
-    let history = history_json(&world);
+    let history = world.history_json(WEB);
     let snapshots = history["snapshots"].as_array().expect("snapshots");
     let run = |i: usize| snapshots[i]["run"].as_str().unwrap_or_default().to_string();
     assert!(
@@ -203,7 +203,7 @@ async fn a_pr_whose_intermediate_commit_equals_the_final_content_is_not_a_rollba
         s["snapshotIndex"] == 4 && s["phase"] == "Completed"
     })
     .await;
-    let history = history_json(&world);
+    let history = world.history_json(WEB);
     let runs: Vec<&str> = history["snapshots"]
         .as_array()
         .expect("snapshots")
@@ -215,23 +215,6 @@ async fn a_pr_whose_intermediate_commit_equals_the_final_content_is_not_a_rollba
     assert!(runs[3].starts_with("completed"), "{runs:?}");
     assert_eq!(history["snapshots"][3]["sameContentAs"], 2);
     assert_eq!(history["snapshots"][3]["rollbackOf"], Value::Null);
-}
-
-/// `tollgate history web -o json` with the cluster's status.
-fn history_json(world: &World) -> Value {
-    let output = support::tollgate_binary()
-        .args(["history", WEB, "-o", "json", "--repo"])
-        .arg(world.repo.path())
-        .arg("--kubeconfig")
-        .arg(world.kubeconfig())
-        .output()
-        .expect("tollgate history");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("json")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

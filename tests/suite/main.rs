@@ -67,6 +67,7 @@ mod e2e_safety;
 mod e2e_throttle;
 mod e2e_trust;
 mod e2e_trust_keys;
+mod e2e_user_corners;
 mod e2e_views_agree;
 mod e2e_web;
 mod e2e_web_framing;

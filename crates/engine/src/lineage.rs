@@ -173,6 +173,9 @@ pub enum SnapshotRun {
     Superseded,
     /// Newer than the current run: it has not started yet (queued, held, or in a blackout).
     Waiting,
+    /// Newer than the current run, older than the queued snapshot that runs next in its stead
+    /// (every `onNewSnapshot` but `Queue`): it will not run.
+    Skipped { next: u64 },
     /// No run of it is recorded although newer runs are: it was skipped (superseded while it
     /// waited, or never at the branch head when the controller looked).
     NeverRan,
@@ -209,7 +212,14 @@ pub fn snapshot_run(status: &PromotionStatus, index: u64) -> (SnapshotRun, Optio
             reason: String::new(),
         },
         None if status.snapshot_index == Some(index) => SnapshotRun::Running,
-        None if status.snapshot_index.is_none_or(|current| index > current) => SnapshotRun::Waiting,
+        None if status.snapshot_index.is_none_or(|current| index > current) => {
+            match status.queued_snapshot {
+                Some(next) if index < next && !status.queued_in_order => {
+                    SnapshotRun::Skipped { next }
+                }
+                _ => SnapshotRun::Waiting,
+            }
+        }
         None => {
             let oldest = status.runs.iter().map(|r| r.snapshot_index).min();
             match oldest {

@@ -81,6 +81,11 @@ pub struct PromotionStatus {
     /// FinishCurrent` or `Queue`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_snapshot: Option<u64>,
+    /// With `queuedSnapshot`, under `onNewSnapshot: Queue`: every snapshot after the running one
+    /// up to it runs, in commit order. Otherwise only `queuedSnapshot` runs next and the ones in
+    /// between are skipped (views say which will run: `lineage::snapshot_run`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub queued_in_order: bool,
     /// Snapshots skipped because a newer one started after the run they waited for
     /// (`onNewSnapshot: FinishCurrent`), most recent last, at most [`SUPERSEDED_KEPT`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -241,6 +246,7 @@ impl PromotionStatus {
             failure: None,
             conditions: Vec::new(),
             queued_snapshot: None,
+            queued_in_order: false,
             superseded_snapshots: Vec::new(),
             blackout_until: None,
             blackout_holds: None,

@@ -205,7 +205,8 @@ fn held_without_run(input: &StepInput<'_>, newest: &Snapshot, invalid: Option<&s
         measurements: Vec::new(),
     };
     match input.start_hold() {
-        Some(hold) => held_by_policy(output, newest, hold),
+        // No run to finish: the newest is the only one that can start.
+        Some(hold) => held_by_policy(output, newest, hold, OnNewSnapshot::Restart),
         None => output,
     }
 }
@@ -228,7 +229,7 @@ fn run_chosen<'a>(
         return first;
     };
     if let Some(hold) = input.start_hold() {
-        return held_by_policy(first, waiting, hold);
+        return held_by_policy(first, waiting, hold, choice.policy);
     }
     if !new_snapshot::finished(&first.status, run) {
         return queued(first, waiting, choice.policy, input.history);
@@ -272,6 +273,7 @@ fn queued(
     history: &[Snapshot],
 ) -> StepOutput {
     output.status.queued_snapshot = Some(waiting.index);
+    output.status.queued_in_order = policy == OnNewSnapshot::Queue;
     let running = output.status.snapshot_index.unwrap_or(0);
     // Queue runs every one of them in turn; FinishCurrent only the newest.
     let mut waits: Vec<u64> = match policy {
@@ -306,9 +308,15 @@ fn queued(
 /// goes on failed or is paused (that phase says more), and the problem first in the message.
 /// `waiting` waits: the policy cannot be resolved, a change waits for an admin, or the branch
 /// was rewritten under `onRewind: Hold`.
-fn held_by_policy(mut output: StepOutput, waiting: &Snapshot, hold: StartHold<'_>) -> StepOutput {
+fn held_by_policy(
+    mut output: StepOutput,
+    waiting: &Snapshot,
+    hold: StartHold<'_>,
+    policy: OnNewSnapshot,
+) -> StepOutput {
     let status = &mut output.status;
     status.queued_snapshot = Some(waiting.index);
+    status.queued_in_order = policy == OnNewSnapshot::Queue;
     // A finished run (rolled back, halted) is no reason to hide the hold: the newest snapshot
     // waits, and `Held` says so (issue #45).
     let quiet = matches!(
@@ -412,6 +420,7 @@ impl<'i, 'a> Run<'i, 'a> {
         status.hash_scheme = HASH_SCHEME;
         crate::pipeline::name_unnamed(&mut status);
         status.queued_snapshot = None;
+        status.queued_in_order = false;
         status.blackout_until = None;
         status.blackout_holds = None;
         let mut effects = Effects::default();

@@ -281,6 +281,23 @@ impl World {
         path
     }
 
+    /// `tollgate history PROMOTION -o json` with the cluster's status.
+    pub fn history_json(&self, promotion: &str) -> Value {
+        let output = tollgate_binary()
+            .args(["history", promotion, "-o", "json", "--repo"])
+            .arg(self.repo.path())
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .output()
+            .expect("tollgate history");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).expect("json")
+    }
+
     pub async fn wait_phase(&self, promotion: &str, phase: &str) -> Value {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
