@@ -71,6 +71,10 @@ enum CauseKind {
 struct Cause {
     kind: CauseKind,
     resource: String,
+    /// What an unreachable server did: the HTTP status it answered, or the innermost error of
+    /// the connection (refused, a TLS failure, a name that does not resolve). A change of it is
+    /// a change of cause (issue #45: refused, then a TLS error, was logged once).
+    detail: String,
     text: String,
 }
 
@@ -86,9 +90,15 @@ impl Cause {
             ClusterError::Decode { what, .. } => (CauseKind::Refused, what),
             ClusterError::NotLeader => (CauseKind::Refused, ""),
         };
+        let detail = match (kind, error.kube_error()) {
+            (CauseKind::Unreachable, Some(kube::Error::Api(status))) => status.code.to_string(),
+            (CauseKind::Unreachable, Some(error)) => innermost(error),
+            _ => String::new(),
+        };
         Cause {
             kind,
             resource: resource.to_string(),
+            detail,
             text: error.to_string(),
         }
     }
@@ -97,6 +107,7 @@ impl Cause {
         Cause {
             kind: CauseKind::Unreachable,
             resource: String::new(),
+            detail: "timeout".into(),
             text: format!("the management cluster did not answer within {ATTEMPT_TIMEOUT:?}"),
         }
     }
@@ -124,8 +135,17 @@ impl Cause {
     }
 
     fn same_as(&self, other: &Cause) -> bool {
-        self.kind == other.kind && self.resource == other.resource
+        self.kind == other.kind && self.resource == other.resource && self.detail == other.detail
     }
+}
+
+/// The innermost error of `error`'s chain: what actually went wrong on the connection.
+fn innermost(error: &dyn std::error::Error) -> String {
+    let mut inner = error;
+    while let Some(source) = inner.source() {
+        inner = source;
+    }
+    inner.to_string()
 }
 
 /// Retries [`check`] until it passes (`Some`), or `shutdown` fires (`None`). Publishes every

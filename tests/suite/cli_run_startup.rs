@@ -41,10 +41,15 @@ async fn emulator(listen_port: u16, without_types: &[&str]) -> EmulatorHandle {
 
 /// A kubeconfig for a plain-HTTP API server on `port`, whether or not anything listens there.
 fn kubeconfig(dir: &Path, port: u16) -> PathBuf {
+    kubeconfig_for(dir, &format!("http://127.0.0.1:{port}"))
+}
+
+/// A kubeconfig for the API server at `server`.
+fn kubeconfig_for(dir: &Path, server: &str) -> PathBuf {
     let path = dir.join("kubeconfig");
     let yaml = format!(
         "apiVersion: v1\nkind: Config\ncurrent-context: test\n\
-         clusters:\n- name: test\n  cluster: {{server: \"http://127.0.0.1:{port}\"}}\n\
+         clusters:\n- name: test\n  cluster: {{server: \"{server}\"}}\n\
          users:\n- name: test\n  user: {{}}\n\
          contexts:\n- name: test\n  context: {{cluster: test, user: test}}\n"
     );
@@ -165,6 +170,21 @@ impl Run {
         }
     }
 
+    /// The start-up log's waiting lines: one per change of cause (whatever the number of
+    /// retries), each naming its cause, in order.
+    fn assert_logged_causes(&self, causes: &[&str]) {
+        let log = self.log();
+        let waiting: Vec<&str> = log.lines().filter(|l| l.contains(WAITING_LINE)).collect();
+        assert_eq!(
+            waiting.len(),
+            causes.len(),
+            "one line per change of cause, not per retry:\n{log}"
+        );
+        for (line, cause) in waiting.iter().zip(causes) {
+            assert!(line.contains(cause), "{cause:?} in order:\n{log}");
+        }
+    }
+
     /// The start-up log: one waiting line (whatever the number of retries), naming `fix`, and
     /// the start.
     fn assert_logged_once(&self, fix: &str) {
@@ -240,8 +260,43 @@ async fn run_started_before_its_api_server_listens_then_answers_503_comes_up_by_
 
     emulator.outage_end();
     run.wait_rolled_out(&client(&emulator)).await;
-    // Refused and 503 are the same cause (the server is not answering yet): one line.
-    run.assert_logged_once("kubeconfig's server address");
+    // Refused, then 503: two causes, a line each (issue #45), however many retries each saw.
+    run.assert_logged_causes(&["onnection refused", "unable to handle"]);
+    assert!(run.log().contains(STARTING_LINE));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_of_cause_from_refused_to_a_tls_error_is_logged_once_each() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let repo = repo();
+    let port = free_port();
+    // The kubeconfig says https; nothing listens yet (refused), then a plain-HTTP server answers
+    // on the port (the TLS handshake fails), as when a proxy or the wrong port is configured.
+    let kubeconfig = kubeconfig_for(dir.path(), &format!("https://127.0.0.1:{port}"));
+    let mut run = Run::start(dir.path(), &repo, &kubeconfig);
+    run.wait_unready_saying(&["cannot reach the management cluster", "onnection refused"])
+        .await;
+    let emulator = emulator(port, &[]).await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let readyz = run.wait_unready_saying(&["cannot reach"]).await;
+        if !readyz.contains("onnection refused") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{readyz}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The TLS failure is retried (backing off to every 5 s) without a line per retry.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    run.assert_running("while the TLS handshake failed");
+    run.assert_logged_causes(&["onnection refused", "cannot reach"]);
+    let log = run.log();
+    let second = log.lines().filter(|l| l.contains(WAITING_LINE)).nth(1);
+    assert!(
+        second.is_some_and(|line| !line.contains("onnection refused")),
+        "the second line names the TLS failure:\n{log}"
+    );
+    drop(emulator);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
