@@ -81,3 +81,95 @@ async fn history_says_every_queued_snapshot_waits_under_queue() {
     let runs = runs_in_history(&world);
     assert_eq!(runs[1..], ["waiting", "waiting"], "{runs:?}");
 }
+
+// ---- paused clusters and order between promotions (item 10) ----
+
+/// dev-1, staging-1, and staging-2 paused by Sveltos.
+fn fleet_with_a_paused_cluster() -> String {
+    tollgate_fixtures::fleet()
+        .default_latency("20ms")
+        .cluster(
+            tollgate_fixtures::cluster("dev-1")
+                .ns("fleet")
+                .label("env", "dev"),
+        )
+        .cluster(
+            tollgate_fixtures::cluster("staging-1")
+                .ns("fleet")
+                .label("env", "staging"),
+        )
+        .cluster(
+            tollgate_fixtures::cluster("staging-2")
+                .ns("fleet")
+                .label("env", "staging")
+                .paused(),
+        )
+        .to_yaml()
+}
+
+async fn set_paused(world: &World, cluster: &str, paused: bool) {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        world.client.clone(),
+        "fleet",
+        &tollgate::cluster::resources::sveltos_cluster(),
+    );
+    api.patch(
+        cluster,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"paused": paused}})),
+    )
+    .await
+    .expect("patch the cluster");
+}
+
+fn status_text(world: &World, name: &str) -> String {
+    let out = support::tollgate_binary()
+        .args(["status", name, "--kubeconfig"])
+        .arg(world.kubeconfig())
+        .output()
+        .expect("tollgate status");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_unpaused_after_its_skip_stage_completed_no_longer_shows_paused() {
+    let repo = TestRepo::new();
+    repo.write(
+        "web.yaml",
+        &promotion(WEB)
+            .chart("web", "1.0.0")
+            .stage(stage("dev").selector("env", "dev").auto())
+            .stage(stage("staging").selector("env", "staging").auto())
+            .to_yaml(),
+    );
+    repo.write(
+        "policy.yaml",
+        "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: fleet-defaults\nspec:\n  selector: {}\n  stages:\n    staging:\n      pausedClusters: Skip\n",
+    );
+    repo.commit("web: staging skips paused clusters");
+    let world = World::start(repo, &fleet_with_a_paused_cluster()).await;
+    let status = world.wait_phase(WEB, "Completed").await;
+    assert_eq!(status["stages"][1]["counts"]["paused"], 1, "{status:#}");
+    // Its window opens after the stage completed: Sveltos deploys there, and every view says so.
+    set_paused(&world, "staging-2", false).await;
+    let status = status_where(&world, "staging-2 provisioned", |s| {
+        s["stages"][1]["counts"]["provisioned"] == 2
+    })
+    .await;
+    // A zero count is left out of the status.
+    assert_eq!(
+        status["stages"][1]["counts"].get("paused"),
+        None,
+        "{status:#}"
+    );
+    assert!(
+        status["stages"][1].get("notProvisioned").is_none(),
+        "{status:#}"
+    );
+    let text = status_text(&world, WEB);
+    assert!(
+        !text.contains("maintenance window") && !text.contains("┆ Paused"),
+        "{text}"
+    );
+}

@@ -27,7 +27,7 @@ use crate::paused_clusters;
 use crate::retry;
 pub(crate) use crate::stage_run::{Exceeded, Hold, StageProfiles, StageRun};
 use crate::status::{
-    AppliedProfile, ClusterCondition, ClusterState, ConsumedApproval, WaveProgress,
+    AppliedProfile, ClusterCondition, ClusterState, ConsumedApproval, StageStatus, WaveProgress,
 };
 use crate::waves;
 use std::collections::BTreeMap;
@@ -210,10 +210,26 @@ impl StageRun<'_, '_> {
         })
     }
 
-    /// The per-cluster view of the stage, and whether it is complete: without a policy every
-    /// matching cluster must be provisioned (upstream); with one, every member must have an
-    /// outcome within the failure budget, and a spent budget fails the stage.
-    fn judge(&mut self, spec: &Value, completion: &Completion) -> Result<bool, Hold> {
+    /// A stage that completed without its paused members (`pausedClusters: Skip`) keeps following
+    /// them: once a window opens and Sveltos deploys there, the counts and the cluster list say
+    /// so instead of "waiting for a maintenance window" forever (issue #45). Nothing is judged
+    /// again: the stage stays completed.
+    pub(crate) fn follow_paused_members(&mut self) {
+        if !follows_members(self.st) {
+            return;
+        }
+        let spec = match self.spec.take() {
+            Some(spec) => spec,
+            None => self.render_spec(),
+        };
+        let completion = self.check_main(&spec);
+        let observation = self.observe_clusters(&spec, &completion);
+        self.st.not_provisioned = observation.report.listed;
+        self.spec = Some(spec);
+    }
+
+    /// The per-cluster view of the stage now: counts, paused time, the judged members' states.
+    fn observe_clusters(&mut self, spec: &Value, completion: &Completion) -> Observation {
         self.st.counts = completion.counts.clone();
         if self.policy.is_some() && self.st.members.is_none() {
             // Fixed at stage start; a policy that arrives mid-stage fixes them now.
@@ -267,10 +283,27 @@ impl StageRun<'_, '_> {
         let counts = &mut self.st.counts;
         counts.provisioned = counts.provisioned.saturating_sub(failed_by_analysis);
         self.count_members(reached.as_deref());
+        self.st.not_provisioned_unlisted = report.unlisted;
+        Observation {
+            report,
+            members,
+            deadline,
+        }
+    }
+
+    /// The per-cluster view of the stage, and whether it is complete: without a policy every
+    /// matching cluster must be provisioned (upstream); with one, every member must have an
+    /// outcome within the failure budget, and a spent budget fails the stage.
+    fn judge(&mut self, spec: &Value, completion: &Completion) -> Result<bool, Hold> {
+        let Observation {
+            report,
+            members,
+            deadline,
+        } = self.observe_clusters(spec, completion);
         self.tell_timed_out(&report);
         self.st.deadline = deadline;
-        self.st.not_provisioned_unlisted = report.unlisted;
-        let Some(policy) = policy else {
+        let policy = self.policy.clone();
+        let Some(policy) = policy.as_ref() else {
             self.st.allowed_failures = None;
             self.st.not_provisioned = report.listed;
             return Ok(completion.complete);
@@ -755,4 +788,25 @@ pub(crate) fn lowercase_first(text: &str) -> String {
         Some(first) => first.to_lowercase().chain(chars).collect(),
         None => String::new(),
     }
+}
+
+/// A completed stage still has members on their way (paused by Sveltos when it completed under
+/// `pausedClusters: Skip`, then deploying once their window opened): it follows them until they
+/// settle. Failed, timed-out and joined clusters are settled or not judged: nothing to follow.
+pub(crate) fn follows_members(st: &StageStatus) -> bool {
+    !st.skipped
+        && st.not_provisioned.iter().any(|c| {
+            matches!(
+                c.state,
+                ClusterState::Paused | ClusterState::Pending | ClusterState::Provisioning
+            )
+        })
+}
+
+/// What [`StageRun::observe_clusters`] saw: the clusters' report, how many members are judged,
+/// and the stage's deadline.
+struct Observation {
+    report: ClusterReport,
+    members: usize,
+    deadline: Option<DateTime<Utc>>,
 }

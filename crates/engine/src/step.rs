@@ -591,6 +591,7 @@ impl<'i, 'a> Run<'i, 'a> {
         if self.status.failure.is_some() {
             return self.failed_run();
         }
+        self.follow_completed_stages();
         self.correct_drift();
         self.finish()
     }
@@ -1162,6 +1163,62 @@ impl<'i, 'a> Run<'i, 'a> {
         fresh_after_apply(self.own_live_profile(profile), spec, hash)
     }
 
+    /// Runs `f` on stage `index` of the promotion, as [`StageRun`] sees it (`None`: the stage
+    /// has no status in this run).
+    fn with_stage_run<R>(&mut self, index: usize, f: impl FnOnce(&mut StageRun) -> R) -> Option<R> {
+        let now = self.now();
+        let stages = &self.promotion.spec.stages;
+        let stage = &stages[index];
+        let (profiles, checks) = self.stage_profiles(stage, stages.get(index + 1));
+        let blackout = self.blackout();
+        let (snapshot, observed, approvals) =
+            (self.snapshot, self.observed(), self.input.approvals);
+        let PromotionStatus {
+            stages: statuses,
+            consumed_approvals,
+            ..
+        } = &mut self.status;
+        let st = statuses.iter_mut().find(|s| s.name == stage.name)?;
+        let mut run = StageRun {
+            snapshot,
+            stage,
+            observed,
+            approvals,
+            consumed: consumed_approvals,
+            now,
+            st,
+            effects: &mut self.effects,
+            checks,
+            profiles,
+            spec: None,
+            main_applied_now: false,
+            preverification: None,
+            policy: self.input.policy.map(|p| p.for_stage(&stage.name)),
+            blackout,
+            measurements: self.input.measurements,
+        };
+        Some(f(&mut run))
+    }
+
+    /// The run's completed stages keep following the members they completed without (paused
+    /// by Sveltos under `pausedClusters: Skip`): see `StageRun::follow_paused_members`.
+    fn follow_completed_stages(&mut self) {
+        let run = self.status.snapshot_index;
+        let following: Vec<usize> = (0..self.promotion.spec.stages.len())
+            .filter(|&i| {
+                let name = &self.promotion.spec.stages[i].name;
+                self.status.stage(name).is_some_and(|st| {
+                    Some(st.snapshot_index) == run
+                        && st.succeeded_at.is_some()
+                        && crate::stage::follows_members(st)
+                })
+            })
+            .collect();
+        for index in following {
+            self.with_stage_run(index, |run| run.follow_paused_members());
+        }
+    }
+
     /// Look at the current stage and run its steps ([`crate::stage`]); the outcome becomes the
     /// promotion's phase and message.
     fn progress_current_stage(&mut self) -> Flow {
@@ -1195,37 +1252,9 @@ impl<'i, 'a> Run<'i, 'a> {
             self.status.message = Some(completed_message(self.snapshot, stages.len()));
             return Flow::Hold;
         }
-        let (profiles, checks) = self.stage_profiles(stage, stages.get(index + 1));
-        let blackout = self.blackout();
-        let (snapshot, observed, approvals) =
-            (self.snapshot, self.observed(), self.input.approvals);
-        let PromotionStatus {
-            stages: statuses,
-            consumed_approvals,
-            ..
-        } = &mut self.status;
-        let Some(st) = statuses.iter_mut().find(|s| s.name == current) else {
+        let Some(outcome) = self.with_stage_run(index, |run| run.progress()) else {
             return Flow::Hold;
         };
-        let outcome = StageRun {
-            snapshot,
-            stage,
-            observed,
-            approvals,
-            consumed: consumed_approvals,
-            now,
-            st,
-            effects: &mut self.effects,
-            checks,
-            profiles,
-            spec: None,
-            main_applied_now: false,
-            preverification: None,
-            policy: self.input.policy.map(|p| p.for_stage(&stage.name)),
-            blackout,
-            measurements: self.input.measurements,
-        }
-        .progress();
         for consumed in std::mem::take(&mut self.effects.consumed) {
             self.status.record_consumed(consumed);
         }

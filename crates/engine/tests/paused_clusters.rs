@@ -204,3 +204,25 @@ fn a_closed_active_window_pauses_the_cluster_and_the_engine_wakes_when_it_opens(
     assert_eq!(record.len(), 1, "{record:?}");
     assert_eq!(record[0].paused_seconds, 2 * 3600);
 }
+
+#[test]
+fn a_member_unpaused_after_its_skip_stage_completed_is_followed_not_shown_paused() {
+    let mut h = Harness::new(two_stages());
+    h.world.policy = Some(policy(json!({
+        "progressDeadline": "5m", "maxFailures": 0,
+        "stages": {"s1": {"pausedClusters": "Skip"}},
+    })));
+    set_paused(&mut h, "s1-2", true);
+    h.settle();
+    assert_eq!(h.status().phase, Phase::Completed);
+    assert_eq!(listed_state(&h, "s1", "s1-2"), Some(ClusterState::Paused));
+    // Its window opens after the run completed: Sveltos deploys there.
+    set_paused(&mut h, "s1-2", false);
+    h.settle();
+    let s1 = h.stage_status("s1");
+    assert_eq!(s1.counts.paused, 0, "{s1:#?}");
+    assert_eq!(s1.counts.provisioned, 2, "{s1:#?}");
+    assert_eq!(listed_state(&h, "s1", "s1-2"), None);
+    assert_eq!(h.status().phase, Phase::Completed);
+    h.assert_idempotent();
+}
