@@ -173,3 +173,71 @@ async fn a_cluster_unpaused_after_its_skip_stage_completed_no_longer_shows_pause
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependant_of_a_halted_promotion_says_its_dependency_halted_and_how_it_goes_on() {
+    const CERT: &str = "cert-manager";
+    const APPS: &str = "apps";
+    let three_stages = |name: &str| {
+        let mut p = promotion(name).chart(name, "1.0.0");
+        for env in ["dev", "staging", "prod"] {
+            p = p.stage(stage(env).selector("env", env).auto());
+        }
+        p
+    };
+    let repo = TestRepo::new();
+    repo.write("cert-manager.yaml", &three_stages(CERT).to_yaml());
+    repo.write(
+        "apps.yaml",
+        &three_stages(APPS)
+            .annotation("tollgate.dev/depends-on", CERT)
+            .to_yaml(),
+    );
+    repo.write(
+        "policy.yaml",
+        "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: fleet-defaults\nspec:\n  selector: {}\n  progressDeadline: 30s\n  maxFailures: 0\n  onFailure: Halt\n",
+    );
+    repo.commit("cert-manager, then apps");
+    // cert-manager's chart fails on the staging cluster: it halts there.
+    let fleet = tollgate_fixtures::fleet()
+        .default_latency("20ms")
+        .cluster(
+            tollgate_fixtures::cluster("dev-1")
+                .ns("fleet")
+                .label("env", "dev"),
+        )
+        .cluster(
+            tollgate_fixtures::cluster("staging-1")
+                .ns("fleet")
+                .label("env", "staging")
+                .fail_feature("Helm", "cert-manager: values: bad"),
+        )
+        .cluster(
+            tollgate_fixtures::cluster("prod-1")
+                .ns("fleet")
+                .label("env", "prod"),
+        )
+        .to_yaml();
+    let world = World::start(repo, &fleet).await;
+    world.wait_phase(CERT, "Failed").await;
+    let expected = "cert-manager halted at stage staging: it goes on after `tollgate retry cert-manager staging` or a new commit";
+    let status = world
+        .eventually("apps says cert-manager halted", || async {
+            let status = world.status(APPS).await?;
+            status["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(expected))
+                .then_some(status)
+        })
+        .await;
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("stage staging waits for cert-manager/staging")),
+        "{status:#}"
+    );
+    // `status NAME` says it too.
+    let text = status_text(&world, APPS);
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(words.contains(expected), "{text}");
+}

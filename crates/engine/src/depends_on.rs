@@ -42,13 +42,34 @@ pub fn completed(status: &PromotionStatus, stage: &str) -> bool {
     })
 }
 
-/// What a dependant's stage waits for, as `promotion/stage` (empty: it may start).
+/// What a dependant's stage waits for, as `promotion/stage` (empty: it may start); a
+/// dependency whose run failed says so, and what lets it go on (issue #45: "waits for
+/// cert-manager/staging" alone hid that cert-manager had halted).
 pub fn waits_for(dependencies: &[Dependency<'_>], stage: &str) -> Vec<String> {
     dependencies
         .iter()
         .filter(|d| !d.lets_start(stage))
-        .map(|d| format!("{}/{stage}", d.promotion))
+        .map(
+            |d| match d.status.and_then(|status| stopped(d.promotion, status)) {
+                Some(why) => format!("{}/{stage} ({why})", d.promotion),
+                None => format!("{}/{stage}", d.promotion),
+            },
+        )
         .collect()
+}
+
+/// Why the current run of `promotion` will not complete another stage by itself: it failed
+/// under its policy (halted or rolled back), and what lets it go on.
+fn stopped(promotion: &str, status: &PromotionStatus) -> Option<String> {
+    let failure = status.failure.as_deref()?;
+    let what = match failure.on_failure {
+        tollgate_model::policy::OnFailure::Rollback => "rolled back",
+        _ => "halted",
+    };
+    Some(format!(
+        "{promotion} {what} at stage {stage}: it goes on after `tollgate retry {promotion} {stage}` or a new commit",
+        stage = failure.stage
+    ))
 }
 
 /// The words every view shows for a held start: `waits for cert-manager/staging`.
@@ -112,6 +133,30 @@ mod tests {
             ..cert
         };
         assert_eq!(waits_for(&[never], "dev"), ["cert-manager/dev"]);
+        // Halted: the wait says so, and what lets it go on.
+        let mut halted = status(
+            &[("dev", StageActivity::Failed { reason: "x".into() }, 2)],
+            2,
+        );
+        halted.failure = Some(Box::new(crate::status::RunFailure {
+            stage: "dev".into(),
+            snapshot_index: 2,
+            reason: "1 of 1 clusters failed".into(),
+            at: chrono::DateTime::UNIX_EPOCH,
+            on_failure: tollgate_model::policy::OnFailure::Halt,
+            clusters: Vec::new(),
+            rollback: Vec::new(),
+        }));
+        let cert_halted = Dependency {
+            status: Some(&halted),
+            ..cert
+        };
+        assert_eq!(
+            waits_for(&[cert_halted], "dev"),
+            [
+                "cert-manager/dev (cert-manager halted at stage dev: it goes on after `tollgate retry cert-manager dev` or a new commit)"
+            ]
+        );
         let skipped = status(&[("dev", StageActivity::Skipped, 3)], 3);
         let cert = Dependency {
             status: Some(&skipped),
