@@ -75,7 +75,7 @@ pub fn retry(target: &Target<'_>, request: &RetryRequest<'_>) -> Result<EditOutc
     .into_iter()
     .chain(signing_note(&repo)?)
     .collect();
-    outcome.warnings = warnings;
+    outcome.warnings.splice(0..0, warnings);
     Ok(outcome)
 }
 
