@@ -1,7 +1,7 @@
 //! `tollgate retry NAME STAGE`: writes `retry.tollgate.dev/<stage>: <snapshot id>/<n>` into the
 //! promotion's manifest as of the branch tip and commits it, signed and verified as `approve`
-//! does, on a new branch (`tollgate/retry-<name>-<stage>-<n>`) or with `--commit` on the tracked
-//! branch itself. A run halted at that stage with that snapshot re-drives its failed and
+//! does, on a new branch (`tollgate/retry-<name>-<stage>-<commit>-<n>`) or with `--commit` on
+//! the tracked branch itself. A run halted at that stage with that snapshot re-drives its failed and
 //! timed-out clusters once per `n` (default: one more than the annotation's counter). Exit 0
 //! committed, 1 unknown name/stage or an invalid manifest, 2 other errors.
 

@@ -1,6 +1,7 @@
 //! Corners of the commands that write to git (issue #45), through the built binary on real
 //! repositories: `retry`, `approve` and `rollback` edit a promotion written in flow style (as
-//! `validate` accepts it) keeping every other byte of the file.
+//! `validate` accepts it) keeping every other byte of the file; retry branches name the snapshot
+//! they retry.
 
 use crate::support;
 
@@ -236,5 +237,31 @@ fn rollback_restores_the_spec_of_a_flow_style_promotion_under_the_tips_metadata(
         let mut expected = v2.clone();
         expected["spec"] = v1["spec"].clone();
         assert_eq!(restored, expected, "{shape}");
+    }
+}
+
+fn commit_count(repo: &TestRepo) -> String {
+    repo.git(&["rev-list", "--count", "--all"])
+}
+
+#[test]
+fn retries_of_two_snapshots_go_on_two_branches_named_for_their_commits() {
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web_block("1.0.0"));
+    let first_commit = repo.commit("web 1.0.0");
+    let first = tollgate(&repo, &["retry", WEB, "staging"]);
+    assert!(succeeded(&first), "{}", printed(&first));
+    repo.write("web.yaml", &web_block("1.1.0"));
+    let second_commit = repo.commit("web 1.1.0");
+    let before = commit_count(&repo);
+    let second = tollgate(&repo, &["retry", WEB, "staging"]);
+    assert!(succeeded(&second), "{}", printed(&second));
+    assert_ne!(commit_count(&repo), before, "the second retry committed");
+    let list = repo.git(&["branch", "--list", "tollgate/retry-*"]);
+    let short = |sha: &str| sha[..7].to_string();
+    for (commit, output) in [(&first_commit, &first), (&second_commit, &second)] {
+        let branch = format!("tollgate/retry-web-staging-{}-1", short(commit));
+        assert!(list.contains(&branch), "{branch} in {list}");
+        assert!(printed(output).contains(&branch), "{}", printed(output));
     }
 }
