@@ -1,14 +1,14 @@
 //! Corners of the commands that write to git (issue #45), through the built binary on real
 //! repositories: `retry`, `approve` and `rollback` edit a promotion written in flow style (as
 //! `validate` accepts it) keeping every other byte of the file; retry branches name the snapshot
-//! they retry.
+//! they retry; a retry of a run that is not halted says which phase the run is really in.
 
 use crate::support;
 
 use std::process::Output;
 
 use serde_json::Value;
-use support::{TestRepo, tollgate_binary};
+use support::{TestRepo, World, fleet_yaml, tollgate_binary};
 use tollgate_fixtures::{promotion, stage};
 
 const WEB: &str = "web";
@@ -264,4 +264,67 @@ fn retries_of_two_snapshots_go_on_two_branches_named_for_their_commits() {
         assert!(list.contains(&branch), "{branch} in {list}");
         assert!(printed(output).contains(&branch), "{}", printed(output));
     }
+}
+
+async fn retry_condition(world: &World) -> Value {
+    world
+        .eventually("the retry refused", || async {
+            let status = world.status(WEB).await?;
+            let retry = status["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Retry")?
+                .clone();
+            (retry["status"] == "False").then_some(retry)
+        })
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_of_a_completed_run_is_refused_naming_the_completed_phase() {
+    let repo = TestRepo::new();
+    let web = promotion(WEB)
+        .chart("web", "1.0.0")
+        .stage(stage("dev").selector("env", "dev").auto())
+        .stage(stage("staging").selector("env", "staging").auto())
+        .to_yaml();
+    repo.write("web.yaml", &web);
+    repo.commit("web");
+    let world = World::start(repo, &fleet_yaml(1, "50ms")).await;
+    world.wait_phase(WEB, "Completed").await;
+
+    // With the cluster named, the CLI reads the run's phase and commits nothing.
+    let head = world.repo.git(&["rev-parse", "HEAD"]);
+    let output = tollgate_binary()
+        .args(["retry", WEB, "staging", "--repo"])
+        .arg(world.repo.path())
+        .arg("--kubeconfig")
+        .arg(world.kubeconfig())
+        .output()
+        .expect("tollgate retry runs");
+    let said = printed(&output);
+    assert_eq!(output.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("Completed") && !said.contains("Progressing"),
+        "names the run's real phase: {said}"
+    );
+    assert!(said.contains("nothing to retry"), "{said}");
+    assert_eq!(world.repo.git(&["rev-parse", "HEAD"]), head);
+    assert_eq!(world.repo.git(&["branch", "--list", "tollgate/*"]), "");
+
+    // Without the cluster, git alone decides: the annotation is committed, and the controller
+    // refuses it naming the phase the run was in, not the one it passes through to look.
+    let output = tollgate(&world.repo, &["retry", WEB, "staging", "--commit"]);
+    assert!(succeeded(&output), "{}", printed(&output));
+    world.poke();
+    let refused = retry_condition(&world).await;
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("phase Completed") && !message.contains("Progressing"),
+        "{message}"
+    );
+    assert_eq!(
+        world.wait_phase(WEB, "Completed").await["phase"],
+        "Completed"
+    );
 }
