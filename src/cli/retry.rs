@@ -1,12 +1,16 @@
 //! `tollgate retry NAME STAGE`: writes `retry.tollgate.dev/<stage>: <snapshot id>/<n>` into the
 //! promotion's manifest as of the branch tip and commits it, signed and verified as `approve`
-//! does, on a new branch (`tollgate/retry-<name>-<stage>-<n>`) or with `--commit` on the tracked
-//! branch itself. A run halted at that stage with that snapshot re-drives its failed and
-//! timed-out clusters once per `n` (default: one more than the annotation's counter). Exit 0
-//! committed, 1 unknown name/stage or an invalid manifest, 2 other errors.
+//! does, on a new branch (`tollgate/retry-<name>-<stage>-<commit>-<n>`) or with `--commit` on the
+//! tracked branch itself. A run halted at that stage with that snapshot re-drives its failed and
+//! timed-out clusters once per `n` (default: one more than the annotation's counter). With a
+//! cluster named, a run the GitPromotion shows not halted at that stage is refused, naming its
+//! phase, and nothing is committed. Exit 0 committed, 1 unknown name/stage, an invalid manifest
+//! or a run not halted at the stage, 2 other errors.
 
 use std::process::ExitCode;
 
+use tollgate_engine::PromotionStatus;
+use tollgate_model::policy::OnFailure;
 use tollgate_source::edit_retry::{RetryRequest, retry};
 
 use super::approve::{edit_target, finish, report_error};
@@ -39,9 +43,22 @@ pub struct Args {
     /// committed on a tip that would not verify.
     #[command(flatten)]
     pub trust: super::trust_args::TrustArgs,
+    /// The management cluster whose GitPromotion says whether the run is halted at STAGE (also
+    /// `KUBECONFIG`); without one, git alone decides and the controller refuses a retry of a run
+    /// that is not halted.
+    #[command(flatten)]
+    pub cluster: super::connect::ClusterArgs,
 }
 
+/// Exit code of a retry the run does not need (as for an unknown stage: the request is wrong).
+const EXIT_NOT_HALTED: u8 = 1;
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let status = super::controller_view::read_or_warn(&args.cluster, &args.name, true);
+    if let Some(refusal) = status.and_then(|s| not_halted_at(&s, &args.name, &args.stage)) {
+        eprintln!("error: {refusal}; nothing was committed");
+        return Ok(ExitCode::from(EXIT_NOT_HALTED));
+    }
     let trust = args.trust.config();
     let target = edit_target(&args.repo, &args.branch, &args.path, &trust);
     let request = RetryRequest {
@@ -66,4 +83,32 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         Err(error) => report_error(&error),
     }
+}
+
+/// Why the run `status` shows cannot be retried at `stage`, as the controller would refuse it
+/// (`tollgate_engine::retry`); `None` when it is halted there.
+fn not_halted_at(status: &PromotionStatus, name: &str, stage: &str) -> Option<String> {
+    let run = status.snapshot_index.map_or_else(
+        || "the run".to_string(),
+        |i| format!("the run of snapshot #{i}"),
+    );
+    let Some(failure) = status.failure.as_deref() else {
+        return Some(format!(
+            "{run} of {name} is {}, not halted: nothing to retry (`tollgate status {name}`)",
+            status.phase.as_str()
+        ));
+    };
+    if failure.on_failure == OnFailure::Rollback {
+        return Some(format!(
+            "{run} of {name} failed at stage {} and was rolled back (phase {}): a rolled-back snapshot is never applied again; commit a fix",
+            failure.stage,
+            status.phase.as_str()
+        ));
+    }
+    (failure.stage != stage).then(|| {
+        format!(
+            "{run} of {name} is halted at stage {}, not {stage}: retry {} instead",
+            failure.stage, failure.stage
+        )
+    })
 }

@@ -85,7 +85,7 @@ pub fn planned(name: &str, status: &PromotionStatus) -> Vec<Planned> {
                     label: format!("Retry {stage} with snapshot #{index}"),
                     diff: vec![format!("+ {RETRY_ANNOTATION_PREFIX}{stage}: \"{value}\"")],
                     command: format!("tollgate retry {name} {stage}"),
-                    branch: retry_branch(name, stage, &value),
+                    branch: retry_branch(name, stage, status, &value),
                 });
             }
             _ => {}
@@ -96,10 +96,15 @@ pub fn planned(name: &str, status: &PromotionStatus) -> Vec<Planned> {
     planned
 }
 
-/// The branch `tollgate retry` makes for the counter of `value` (`<snapshot id>/<n>`).
-fn retry_branch(name: &str, stage: &str, value: &str) -> String {
-    let n = value.rsplit_once('/').map_or("1", |(_, n)| n);
-    format!("tollgate/retry-{name}-{stage}-{n}")
+/// The branch `tollgate retry` makes for the run's snapshot and the counter of `value`
+/// (`<snapshot id>/<n>`).
+fn retry_branch(name: &str, stage: &str, status: &PromotionStatus, value: &str) -> String {
+    let n = value
+        .rsplit_once('/')
+        .and_then(|(_, n)| n.parse().ok())
+        .unwrap_or(1);
+    let commit = status.snapshot_commit.as_deref().unwrap_or_default();
+    edit_retry::retry_branch(name, stage, commit, n)
 }
 
 /// Rollback to each earlier snapshot that completed a run (only completed content is restored).

@@ -73,6 +73,12 @@ fn a_waiting_gate_offers_approve_a_failed_stage_retry_and_completed_snapshots_ro
         .expect("Retry dev");
     assert_eq!(retry.diff, ["+ retry.tollgate.dev/dev: \"0123456789ab/1\""]);
     assert_eq!(retry.command, "tollgate retry web dev");
+    assert_eq!(
+        retry.branch,
+        tollgate_source::edit_retry::retry_branch("web", "dev", &"c".repeat(40), 1),
+        "the branch `tollgate retry` makes"
+    );
+    assert_eq!(retry.branch, "tollgate/retry-web-dev-ccccccc-1");
     let rollbacks: Vec<&Request> = offered
         .iter()
         .map(|p| &p.request)

@@ -51,9 +51,10 @@ fn retry_commits_on_a_branch_then_on_main_counting_up() {
     let output = retry(&repo, &["staging"]);
     assert!(output.status.success(), "{output:?}");
     assert_eq!(repo.git(&["rev-parse", "HEAD"]), head, "main is untouched");
-    let first = annotation_at(&repo, "tollgate/retry-web-staging-1");
+    let branch = format!("tollgate/retry-web-staging-{}-1", &head[..7]);
+    let first = annotation_at(&repo, &branch);
     assert!(first.ends_with("/1"), "{first}");
-    repo.git(&["merge", "-q", "--ff-only", "tollgate/retry-web-staging-1"]);
+    repo.git(&["merge", "-q", "--ff-only", &branch]);
     // The counter defaults to one more than the annotation's, for the same snapshot.
     let output = retry(&repo, &["staging", "--commit"]);
     assert!(output.status.success(), "{output:?}");

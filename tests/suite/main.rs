@@ -29,6 +29,7 @@ mod cli_approve_e2e;
 mod cli_approve_rollback;
 mod cli_approve_signed;
 mod cli_concurrency;
+mod cli_edit_corners;
 #[cfg(feature = "embedded")]
 mod cli_embedded;
 mod cli_history;

@@ -94,11 +94,14 @@ pub(crate) enum Decision {
     },
 }
 
-/// Judges the retry annotations of `run` (the file's current annotations) against `status`.
+/// Judges the retry annotations of `run` (the file's current annotations) against `status`;
+/// `run_phase` is the phase the run was in before this step began (the step sets `Progressing`
+/// while it looks, which a refusal must not report).
 pub(crate) fn decide(
     status: &PromotionStatus,
     run: &Snapshot,
     history: &[Snapshot],
+    run_phase: &Phase,
 ) -> Vec<Decision> {
     run.promotion
         .metadata
@@ -106,14 +109,14 @@ pub(crate) fn decide(
         .iter()
         .filter_map(|(key, value)| {
             let stage = key.strip_prefix(RETRY_ANNOTATION_PREFIX)?;
-            Some(decide_one(status, run, history, stage, value))
+            Some(decide_one(status, (run, run_phase), history, stage, value))
         })
         .collect()
 }
 
 fn decide_one(
     status: &PromotionStatus,
-    run: &Snapshot,
+    (run, run_phase): (&Snapshot, &Phase),
     history: &[Snapshot],
     stage: &str,
     value: &str,
@@ -158,11 +161,13 @@ fn decide_one(
     };
     let run_index = named.index;
     let Some(failure) = status.failure.as_deref() else {
-        let phase = status.phase.as_str();
+        let phase = run_phase.as_str();
         return refuse(
             id,
             parsed.n,
-            format!("{key}: the run of snapshot #{run_index} is not halted (phase {phase})"),
+            format!(
+                "{key}: the run of snapshot #{run_index} is not halted (phase {phase}): nothing to retry"
+            ),
         );
     };
     if failure.on_failure == OnFailure::Rollback {
@@ -209,16 +214,17 @@ fn consume(status: &mut PromotionStatus, consumed: ConsumedRetry) {
     status.retries.drain(..excess);
 }
 
-/// Acts on the run's retry annotations: re-drives a halted stage or says why not.
+/// Acts on the run's retry annotations: re-drives a halted stage or says why not (`run_phase`:
+/// see [`decide`]).
 pub(crate) fn act(
     status: &mut PromotionStatus,
-    run: &Snapshot,
+    (run, run_phase): (&Snapshot, &Phase),
     history: &[Snapshot],
     observed: &Observed,
     now: DateTime<Utc>,
     effects: &mut Effects,
 ) {
-    for decision in decide(status, run, history) {
+    for decision in decide(status, run, history, run_phase) {
         match decision {
             Decision::Consumed => {}
             Decision::Refuse {

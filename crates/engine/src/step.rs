@@ -520,7 +520,12 @@ impl<'i, 'a> Run<'i, 'a> {
             ));
         }
 
-        self.status.phase = Phase::Progressing;
+        // A retry refused below names the phase the run was in, not the one set while looking.
+        let previous = std::mem::replace(&mut self.status.phase, Phase::Progressing);
+        let run_phase = match self.same_run() {
+            true => previous,
+            false => Phase::Progressing,
+        };
         if !self.same_run() {
             if let Some(blackout) = self.blackout() {
                 let waits = format!("snapshot #{} waits to start", self.snapshot.index);
@@ -552,7 +557,7 @@ impl<'i, 'a> Run<'i, 'a> {
         );
         crate::retry::act(
             &mut self.status,
-            snapshot,
+            (snapshot, &run_phase),
             history,
             observed,
             now,

@@ -266,10 +266,13 @@ fn locate_document(body: &str) -> Result<LocatedDocument, String> {
     }
 }
 
-/// Sets `metadata.annotations[key]` to the string `value` in one document's text: replaces the
-/// annotation's line when present, otherwise inserts one line under `annotations:` (creating that
-/// key under `metadata:` when absent). Every other line is kept byte for byte.
-pub fn set_annotation(
+pub use crate::edit_annotation::{Annotated, set_annotation};
+
+/// Sets `metadata.annotations[key]` to the string `value` in one document's text written in block
+/// style: replaces the annotation's line when present, otherwise inserts one line under
+/// `annotations:` (creating that key under `metadata:` when absent). Every other line is kept byte
+/// for byte. `NotBlockStyle` for a flow-style path ([`set_annotation`] edits any style).
+pub(crate) fn set_block_annotation(
     body: &str,
     file: &str,
     name: &str,
@@ -968,7 +971,7 @@ pub fn approve_run(
     outcome.snapshot_index = chosen.index;
     outcome.snapshot_id = chosen.id().to_string();
     outcome.notes = [note].into_iter().chain(signed).collect();
-    outcome.warnings = warnings;
+    outcome.warnings.splice(0..0, warnings);
     Ok(outcome)
 }
 
@@ -1016,13 +1019,17 @@ pub(crate) fn commit_annotation(
     })?;
     let text = decode(text, &file, name)?;
     let document = find_promotion_document(&text, &file, name)?;
-    let body = set_annotation(
+    let annotated = set_annotation(
         &text[document.body.clone()],
         &file,
         name,
         edit.key,
         edit.value,
     )?;
+    let mut body = annotated.text;
+    if document.body.end < text.len() && !body.ends_with('\n') {
+        body.push('\n');
+    }
     let edited = format!(
         "{}{body}{}",
         &text[..document.body.start],
@@ -1034,6 +1041,10 @@ pub(crate) fn commit_annotation(
         (edit.key, edit.value),
         &file,
     )?;
+    let warnings = match annotated.rewritten {
+        true => vec![crate::edit_annotation::rewritten_warning(&file, name)],
+        false => Vec::new(),
+    };
     let branch = match edit.direct {
         true => target.branch.to_string(),
         false => edit.branch,
@@ -1059,7 +1070,7 @@ pub(crate) fn commit_annotation(
         snapshot_index: current.index,
         snapshot_id: current.id().to_string(),
         notes: Vec::new(),
-        warnings: Vec::new(),
+        warnings,
     })
 }
 
@@ -1273,12 +1284,7 @@ fn restored_text(
             let head_body = &text[document.body.clone()];
             let mut body = match splice_spec(head_body, old_body) {
                 Some(body) => body,
-                None => {
-                    warnings.push(format!(
-                        "{file}: the spec of {name:?} is not a block-style top-level `spec:` at the tip or in the snapshot; restored the snapshot's whole document, metadata included"
-                    ));
-                    old_body.to_string()
-                }
+                None => spec_under_tip_metadata(head_body, old_body, file, name, warnings),
             };
             if document.body.end < text.len() && !body.ends_with('\n') {
                 body.push('\n');
@@ -1299,6 +1305,44 @@ fn restored_text(
             Ok(format!("{text}{separator}---\n{old_body}"))
         }
         Err(other) => Err(other),
+    }
+}
+
+/// The tip's document `head` with the spec of `old` when the spec cannot be spliced as lines (a
+/// flow-style document): `old` itself when nothing else differs, otherwise the content written
+/// again in block style (both said in `warnings`). `old` when either does not parse.
+fn spec_under_tip_metadata(
+    head: &str,
+    old: &str,
+    file: &str,
+    name: &str,
+    warnings: &mut Vec<String>,
+) -> String {
+    let restored = crate::edit_annotation::content_of(head)
+        .zip(crate::edit_annotation::content_of(old))
+        .map(|(mut head, old)| {
+            head["spec"] = old["spec"].clone();
+            (head, old)
+        });
+    let rewritten = match &restored {
+        Some((expected, old)) if expected != old => {
+            crate::edit_annotation::block_style_text(expected)
+        }
+        _ => None,
+    };
+    match rewritten {
+        Some(text) => {
+            warnings.push(format!(
+                "{file}: the spec of {name:?} is not a block-style top-level `spec:` at the tip or in the snapshot; its document was written again in block style with the snapshot's spec under the tip's metadata (its comments and formatting are gone; the file's other documents are untouched)"
+            ));
+            text
+        }
+        None => {
+            warnings.push(format!(
+                "{file}: the spec of {name:?} is not a block-style top-level `spec:` at the tip or in the snapshot; restored the snapshot's whole document (its metadata is the tip's)"
+            ));
+            old.to_string()
+        }
     }
 }
 
@@ -1490,7 +1534,8 @@ spec:
             "approve.tollgate.dev/prod",
             "0123456789ab",
         )
-        .expect("edit");
+        .expect("edit")
+        .text;
         let expected = DOC.replace(
             "metadata:\n",
             "metadata:\n  annotations:\n    approve.tollgate.dev/prod: \"0123456789ab\"\n",
@@ -1511,7 +1556,8 @@ spec:
             "approve.tollgate.dev/prod",
             "111111111111",
         )
-        .expect("insert");
+        .expect("insert")
+        .text;
         assert_eq!(
             added,
             doc.replace(
@@ -1526,14 +1572,17 @@ spec:
             "approve.tollgate.dev/prod",
             "222222222222",
         )
-        .expect("replace");
+        .expect("replace")
+        .text;
         assert_eq!(replaced, added.replace("111111111111", "222222222222"));
     }
 
     #[test]
     fn rewrites_empty_annotations() {
         let doc = DOC.replace("  labels:\n", "  annotations: {}\n  labels:\n");
-        let edited = set_annotation(&doc, "f.yaml", "app", "k", "v").expect("edit");
+        let edited = set_annotation(&doc, "f.yaml", "app", "k", "v")
+            .expect("edit")
+            .text;
         assert!(
             edited.contains("  annotations:\n    k: \"v\"\n  labels:\n"),
             "{edited}"
@@ -1541,13 +1590,14 @@ spec:
     }
 
     #[test]
-    fn refuses_flow_style_metadata() {
-        let doc = "apiVersion: v1\nkind: ClusterPromotion\nmetadata: {name: app}\nspec: {}\n";
-        let error = set_annotation(doc, "f.yaml", "app", "k", "v").expect_err("flow");
-        assert!(
-            matches!(error, EditError::NotBlockStyle { line: 3, .. }),
-            "{error}"
+    fn edits_flow_style_metadata_in_place() {
+        let doc = "apiVersion: v1\nkind: ClusterPromotion\nmetadata: {name: app} # c\nspec: {}\n";
+        let edited = set_annotation(doc, "f.yaml", "app", "k", "v").expect("flow");
+        assert_eq!(
+            edited.text,
+            doc.replace("{name: app}", "{annotations: {k: \"v\"}, name: app}")
         );
+        assert!(!edited.rewritten);
     }
 
     #[test]

@@ -60,7 +60,7 @@ pub fn retry(target: &Target<'_>, request: &RetryRequest<'_>) -> Result<EditOutc
         name,
         key: &key,
         value: &value,
-        branch: format!("tollgate/retry-{name}-{stage}-{n}"),
+        branch: retry_branch(name, stage, &current.commit.sha, n),
         message: format!(
             "Retry {name} stage {stage} of snapshot #{} ({id12}, retry {n})",
             current.index
@@ -75,8 +75,16 @@ pub fn retry(target: &Target<'_>, request: &RetryRequest<'_>) -> Result<EditOutc
     .into_iter()
     .chain(signing_note(&repo)?)
     .collect();
-    outcome.warnings = warnings;
+    outcome.warnings.splice(0..0, warnings);
     Ok(outcome)
+}
+
+/// The branch a retry commits on, `tollgate/retry-<name>-<stage>-<commit>-<n>`: `<commit>` is the
+/// short id of the commit that introduced the snapshot retried, so retries of two snapshots (each
+/// counting from 1) never want the same branch. The web view previews its retry button with it.
+pub fn retry_branch(name: &str, stage: &str, snapshot_commit: &str, n: u64) -> String {
+    let commit = tollgate_manifest::snapshot::short_sha(snapshot_commit);
+    format!("tollgate/retry-{name}-{stage}-{commit}-{n}")
 }
 
 /// The counter of an annotation value `<snapshot>/<n>` that names `snapshot` (an id prefix of

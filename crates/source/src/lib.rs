@@ -12,6 +12,8 @@ mod checkout;
 mod claim_name;
 pub mod config;
 pub mod edit;
+pub mod edit_annotation;
+mod edit_flow;
 pub mod edit_policy;
 pub mod edit_retry;
 pub mod edit_seal;

@@ -9,6 +9,7 @@ mod common;
 #[path = "../support/git_http_server.rs"]
 mod git_http_server;
 
+mod annotation_edit;
 mod approvals;
 mod fetch;
 mod history;
