@@ -9,8 +9,6 @@
 
 use std::process::ExitCode;
 
-use tollgate_engine::PromotionStatus;
-use tollgate_model::policy::OnFailure;
 use tollgate_source::edit_retry::{RetryRequest, retry};
 
 use super::approve::{edit_target, finish, report_error};
@@ -55,7 +53,9 @@ const EXIT_NOT_HALTED: u8 = 1;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let status = super::controller_view::read_or_warn(&args.cluster, &args.name, true);
-    if let Some(refusal) = status.and_then(|s| not_halted_at(&s, &args.name, &args.stage)) {
+    if let Some(refusal) =
+        status.and_then(|s| tollgate_engine::retry::refusal_of(&s, &args.name, &args.stage))
+    {
         eprintln!("error: {refusal}; nothing was committed");
         return Ok(ExitCode::from(EXIT_NOT_HALTED));
     }
@@ -83,32 +83,4 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         Err(error) => report_error(&error),
     }
-}
-
-/// Why the run `status` shows cannot be retried at `stage`, as the controller would refuse it
-/// (`tollgate_engine::retry`); `None` when it is halted there.
-fn not_halted_at(status: &PromotionStatus, name: &str, stage: &str) -> Option<String> {
-    let run = status.snapshot_index.map_or_else(
-        || "the run".to_string(),
-        |i| format!("the run of snapshot #{i}"),
-    );
-    let Some(failure) = status.failure.as_deref() else {
-        return Some(format!(
-            "{run} of {name} is {}, not halted: nothing to retry (`tollgate status {name}`)",
-            status.phase.as_str()
-        ));
-    };
-    if failure.on_failure == OnFailure::Rollback {
-        return Some(format!(
-            "{run} of {name} failed at stage {} and was rolled back (phase {}): a rolled-back snapshot is never applied again; commit a fix",
-            failure.stage,
-            status.phase.as_str()
-        ));
-    }
-    (failure.stage != stage).then(|| {
-        format!(
-            "{run} of {name} is halted at stage {}, not {stage}: retry {} instead",
-            failure.stage, failure.stage
-        )
-    })
 }

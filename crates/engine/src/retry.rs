@@ -503,3 +503,32 @@ fn set_condition(
         None => status.conditions.push(condition),
     }
 }
+
+/// Why the run `status` shows cannot be retried at `stage`, before anything is committed (the
+/// CLI asks with the GitPromotion it read; the controller's own refusal is [`decide`]'s); `None`
+/// when it is halted there. `name` is the promotion's.
+pub fn refusal_of(status: &PromotionStatus, name: &str, stage: &str) -> Option<String> {
+    let run = status.snapshot_index.map_or_else(
+        || "the run".to_string(),
+        |i| format!("the run of snapshot #{i}"),
+    );
+    let Some(failure) = status.failure.as_deref() else {
+        return Some(format!(
+            "{run} of {name} is {}, not halted: nothing to retry (`tollgate status {name}`)",
+            status.phase.as_str()
+        ));
+    };
+    if failure.on_failure == OnFailure::Rollback {
+        return Some(format!(
+            "{run} of {name} failed at stage {} and was rolled back (phase {}): a rolled-back snapshot is never applied again; commit a fix",
+            failure.stage,
+            status.phase.as_str()
+        ));
+    }
+    (failure.stage != stage).then(|| {
+        format!(
+            "{run} of {name} is halted at stage {}, not {stage}: retry {} instead",
+            failure.stage, failure.stage
+        )
+    })
+}
