@@ -181,9 +181,8 @@ fn approvals(status: &PromotionStatus) -> Markup {
                 @if let Some(quorum) = pipeline.iter().find(|v| v.name == st.name).and_then(|v| v.quorum()) {
                     p.quorum { (quorum.tally()) " approvals" @if quorum.is_met() { ": the gate opened" } }
                 }
-                @if let Some(approver) = &st.approver {
-                    p { "Approved (" (approver.kind.as_str()) ") by " (approver.author.as_deref().unwrap_or("?"))
-                        @if let Some(sha) = &approver.sha { " in " code { (short(sha)) } } }
+                @if let Some(words) = tollgate_engine::approval::approved_words(st) {
+                    p { "Approved " (words) }
                 }
                 @if let Some(reviews) = st.approvals.as_deref() {
                     table { thead { tr { th { "approver" } th { "commit" } th { "signature" } th { "counts" } th { "why not" } } }

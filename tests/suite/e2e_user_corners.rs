@@ -241,3 +241,98 @@ async fn a_dependant_of_a_halted_promotion_says_its_dependency_halted_and_how_it
     let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(words.contains(expected), "{text}");
 }
+
+// ---- a waved stage approved per wave (item 4) ----
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_wave_of_an_inconclusive_stage_records_who_approved_it() {
+    let Some(prom) = tokio::task::block_in_place(support::prometheus::prometheus) else {
+        return;
+    };
+    // A series nobody serves: every wave's analysis is inconclusive and waits for an approval.
+    let analysis = serde_json::json!({
+        "name": "error-rate",
+        "prometheus": {"address": prom.address, "query": "max(never_served{test=\"per-wave\"})"},
+        "interval": "1s", "count": 1, "onNoData": "Inconclusive",
+        "successCondition": "result < 0.01",
+    });
+    let policy = serde_json::json!({
+        "apiVersion": "tollgate.dev/v1alpha1", "kind": "RolloutPolicy",
+        "metadata": {"name": "gates"},
+        "spec": {
+            "selector": {}, "analyses": [analysis],
+            "stages": {"prod": {"analyses": ["error-rate"], "waves": {"sortingLabelKey": "order", "size": 1}}},
+        },
+    });
+    let mut fleet = tollgate_fixtures::fleet().default_latency("50ms");
+    for (name, order) in [("prod-1", "1"), ("prod-2", "2")] {
+        fleet = fleet.cluster(
+            tollgate_fixtures::cluster(name)
+                .ns("fleet")
+                .label("env", "prod")
+                .label("order", order),
+        );
+    }
+    let repo = TestRepo::new();
+    repo.write(
+        "web.yaml",
+        &promotion(WEB)
+            .chart("web", "1.0.0")
+            .stage(stage("prod").selector("env", "prod").auto())
+            .to_yaml(),
+    );
+    repo.write("policy.yaml", &policy.to_string());
+    repo.commit("web, analysed per wave");
+    let world = World::start(repo, &fleet.to_yaml()).await;
+    let inconclusive_in = |wave: u64| {
+        let world = &world;
+        async move {
+            world
+                .eventually(&format!("wave {wave} inconclusive"), || async {
+                    let status = world.status(WEB).await?;
+                    let runs = status["stages"][0]["analyses"].as_array()?.clone();
+                    runs.iter()
+                        .any(|r| r["wave"] == wave && r["phase"] == "Inconclusive")
+                        .then_some(())
+                })
+                .await
+        }
+    };
+    let mut approvers = Vec::new();
+    for (wave, who) in [(1, "Alice"), (2, "Bob")] {
+        inconclusive_in(wave).await;
+        world.repo.git(&["config", "user.name", who]);
+        world.repo.git(&[
+            "config",
+            "user.email",
+            &format!("{}@example.com", who.to_lowercase()),
+        ]);
+        support::approve_and_merge(&world, WEB, "prod");
+        approvers.push(world.repo.git(&["rev-parse", "HEAD"]));
+    }
+    let status = world.wait_phase(WEB, "Completed").await;
+    let runs = status["stages"][0]["analyses"]
+        .as_array()
+        .expect("analysis runs")
+        .clone();
+    for wave in [1, 2] {
+        let run = runs
+            .iter()
+            .find(|r| r["wave"] == wave)
+            .unwrap_or_else(|| panic!("wave {wave}'s run: {status:#}"));
+        let approved_by = run["approvedBy"].as_str().unwrap_or_default();
+        assert!(
+            !approved_by.is_empty()
+                && approvers.iter().any(
+                    |sha| sha.starts_with(approved_by) || approved_by.starts_with(sha.as_str())
+                ),
+            "wave {wave} approved by one of {approvers:?}: {run:#}"
+        );
+    }
+    let text = status_text(&world, WEB);
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("by Alice") && words.contains("by Bob"),
+        "both approvers shown:\n{text}"
+    );
+}

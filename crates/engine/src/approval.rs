@@ -153,6 +153,31 @@ pub fn used_note(stage: &str, snapshot: &Snapshot, approver: &Approver) -> Strin
     )
 }
 
+/// Who approved a stage of this run, in the words every view shows: `by Ada (Field, fedcba9)`,
+/// or per wave for a waved stage let past inconclusive analyses (`wave 1 by Alice (…), wave 2
+/// by Bob (…)`). `None`: not approved, or the approval names no commit.
+pub fn approved_words(st: &crate::status::StageStatus) -> Option<String> {
+    let who = |approver: &Approver| -> Option<String> {
+        let sha = approver.sha.as_deref()?;
+        Some(format!(
+            "{} ({}, {})",
+            approver.author.as_deref().unwrap_or("an unknown author"),
+            approver.kind,
+            short_sha(sha)
+        ))
+    };
+    match st.wave_approvers.as_deref() {
+        Some(waves) if !waves.is_empty() => Some(
+            waves
+                .iter()
+                .filter_map(|w| Some(format!("wave {} by {}", w.wave, who(&w.approver)?)))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        _ => who(st.approver.as_deref()?).map(|who| format!("by {who}")),
+    }
+}
+
 /// Whether `event` was committed at or after the run's start commit (issue #44): an approval
 /// made earlier (signed during an earlier run of the same content, on a branch merged only now)
 /// is no approval of this run. Committer times compare: a signature covers them.

@@ -431,6 +431,7 @@ fn restart_stage(
     st.awaiting_approval_since = None;
     st.awaiting_window_since = None;
     st.approver = None;
+    st.wave_approvers = None;
     st.approvals = None;
     st.analyses = None;
     st.deadline = None;

@@ -14,7 +14,7 @@ use crate::approval;
 use crate::clusters;
 use crate::output::{EngineEvent, EventReason};
 use crate::stage_run::{Exceeded, Hold, StageRun};
-use crate::status::{ClusterCondition, ClusterState, ConsumedApproval};
+use crate::status::{ClusterCondition, ClusterState, ConsumedApproval, WaveApprover};
 
 /// Where the stage's analyses stand after the analysis step.
 #[derive(Debug, Default)]
@@ -60,12 +60,6 @@ impl StageRun<'_, '_> {
         let (wave, total, reached) = (waves.reached, waves.total(), waves.reached_clusters());
         let analyzed = self.analyze_from(done_at, Some(wave), &reached)?;
         if let Some(consumed) = analyzed.consumes.clone() {
-            let runs = self.st.analyses.as_mut().map(std::sync::Arc::make_mut);
-            for run in runs.into_iter().flat_map(|runs| runs.iter_mut()) {
-                if run.wave == Some(wave) && run.phase == AnalysisPhase::Inconclusive {
-                    run.approved_by = Some(consumed.commit.clone());
-                }
-            }
             self.effects.consumed.push(consumed);
         }
         analyzed.done().map_err(|hold| match hold {
@@ -214,13 +208,56 @@ impl StageRun<'_, '_> {
                 ),
             ));
         };
-        if self.st.approver.is_none() {
-            self.effects.events.push(EngineEvent::normal(
-                EventReason::ApprovalUsed,
-                approval::used_note(&self.stage.name, self.snapshot, &valid.approver),
-            ));
-            self.st.approver = Some(Box::new(valid.approver));
+        if let Some(consumed) = &valid.consumes {
+            self.mark_approved(wave, &consumed.commit);
+        }
+        let waved = self.st.waves.as_deref().is_some_and(|w| w.total() > 1);
+        let wave_told = |st: &crate::status::StageStatus, wave| {
+            st.wave_approvers
+                .as_deref()
+                .is_some_and(|a| a.iter().any(|w| w.wave == wave))
+        };
+        match wave.filter(|_| waved) {
+            // Each wave is its own decision, and its approver is told and kept (issue #45).
+            Some(wave) if !wave_told(self.st, wave) => {
+                self.effects.events.push(EngineEvent::normal(
+                    EventReason::ApprovalUsed,
+                    format!(
+                        "{} (wave {wave})",
+                        approval::used_note(&self.stage.name, self.snapshot, &valid.approver)
+                    ),
+                ));
+                self.st
+                    .wave_approvers
+                    .get_or_insert_default()
+                    .push(WaveApprover {
+                        wave,
+                        approver: valid.approver.clone(),
+                    });
+                self.st
+                    .approver
+                    .get_or_insert_with(|| Box::new(valid.approver));
+            }
+            Some(_) => {}
+            None if self.st.approver.is_none() => {
+                self.effects.events.push(EngineEvent::normal(
+                    EventReason::ApprovalUsed,
+                    approval::used_note(&self.stage.name, self.snapshot, &valid.approver),
+                ));
+                self.st.approver = Some(Box::new(valid.approver));
+            }
+            None => {}
         }
         Ok(valid.consumes)
+    }
+
+    /// The inconclusive runs of `wave` were let pass by the approval in `commit`.
+    fn mark_approved(&mut self, wave: Option<u32>, commit: &str) {
+        let runs = self.st.analyses.as_mut().map(std::sync::Arc::make_mut);
+        for run in runs.into_iter().flat_map(|runs| runs.iter_mut()) {
+            if run.wave == wave && run.phase == AnalysisPhase::Inconclusive {
+                run.approved_by = Some(commit.to_string());
+            }
+        }
     }
 }

@@ -358,6 +358,10 @@ pub struct StageStatus {
     /// larger (10,000 promotions keep theirs in memory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approver: Option<Box<Approver>>,
+    /// A waved stage whose analyses were inconclusive: the approval that let each wave pass, in
+    /// wave order (`approver` keeps the first). Boxed like `approver`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wave_approvers: Option<Box<Vec<WaveApprover>>>,
     /// Under an approval policy (`spec.approvals.<stage>`): each approval of this run the gate
     /// looked at, whether it counts, and why not (issue #33). Boxed like `approver`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -557,6 +561,15 @@ pub struct Approver {
     pub time: Option<DateTime<Utc>>,
 }
 
+/// The approval that let one wave of a stage past its inconclusive analyses.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaveApprover {
+    pub wave: u32,
+    #[serde(flatten)]
+    pub approver: Approver,
+}
+
 /// One approval the gate of a stage with an approval policy looked at.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -625,8 +638,9 @@ mod tests {
         // stages).
         // 528 with the boxed retry and the fast-rollback flag (issue #34); 544 with the paused
         // clusters (a box, and their count: +16 bytes, 640 KB at 10,000 promotions of 4 stages).
+        // 552 with the boxed approvers of each wave (issue #45: +8 bytes, 320 KB).
         let stage = std::mem::size_of::<StageStatus>();
-        assert!(stage <= 544, "{stage}");
+        assert!(stage <= 552, "{stage}");
         // 496 with the verdicts (a vector) and the two boxed notify fields.
         // 520 with the consumed retries and the rollback mode (issue #34).
         let promotion = std::mem::size_of::<PromotionStatus>();

@@ -1130,6 +1130,7 @@ impl<'i, 'a> Run<'i, 'a> {
             succeeded_at: None,
             counts: Default::default(),
             approver: None,
+            wave_approvers: None,
             approvals: None,
             approvals_needed: None,
             waiting_reason: None,

@@ -235,22 +235,15 @@ fn clusters(counts: &StageCounts) -> String {
     text
 }
 
-/// Who approved a manual stage of this run.
+/// Who approved a manual stage of this run (each wave's approver, for a waved stage).
 fn render_approver(view: &StageView<'_>, width: usize) -> String {
-    let Some(approver) = view.status.and_then(|st| st.approver.as_deref()) else {
+    let Some(words) = view
+        .status
+        .and_then(tollgate_engine::approval::approved_words)
+    else {
         return String::new();
     };
-    let Some(sha) = approver.sha.as_deref() else {
-        return String::new();
-    };
-    let value = format!(
-        "{} by {} ({}, {})",
-        view.name,
-        approver.author.as_deref().unwrap_or_default(),
-        approver.kind,
-        short(sha)
-    );
-    labelled("Approved:", &value, width)
+    labelled("Approved:", &format!("{} {words}", view.name), width)
 }
 
 /// A gate's quorum under an approval policy: the tally, then each approval it looked at.
