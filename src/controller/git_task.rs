@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use tollgate_model::policy::POLICY_ANNOTATION;
 
 use tokio::sync::mpsc;
 use tollgate_manifest::snapshot::short_sha;
@@ -255,7 +256,22 @@ fn snapshot_of(
     view: &PromotionView,
 ) -> Arc<PromotionGit> {
     let policy = match view.effective_snapshot() {
-        Some(snapshot) => policies.choose(&snapshot.promotion, &snapshot.file),
+        Some(snapshot) => match policies.choose(&snapshot.promotion, &snapshot.file) {
+            // A problem names the promotion's annotation by file, line and column, as
+            // `tollgate validate` does.
+            Err(_)
+                if snapshot
+                    .promotion
+                    .metadata
+                    .annotations
+                    .contains_key(POLICY_ANNOTATION) =>
+            {
+                let keys = ["metadata", "annotations", POLICY_ANNOTATION];
+                let at = source.place_at_head(&snapshot.file, name, &keys);
+                policies.choose_at(&snapshot.promotion, &snapshot.file, at)
+            }
+            chosen => chosen,
+        },
         None => Ok(None),
     };
     Arc::new(PromotionGit {

@@ -299,7 +299,7 @@ async fn a_policy_conflict_holds_new_snapshots_until_it_is_resolved() {
     .await;
     assert_held(
         &world,
-        "\"a\" (policies/a.yaml:1) and \"b\" (policies/b.yaml:1)",
+        "\"a\" (policies/a.yaml:6) and \"b\" (policies/b.yaml:6)",
     )
     .await;
     // `tollgate status NAME` shows it.
@@ -330,7 +330,7 @@ async fn a_missing_policy_holds_new_snapshots() {
     .await;
     assert_held(
         &world,
-        "web.yaml: annotation tollgate.dev/policy names RolloutPolicy \"nope\", which no file defines",
+        "web.yaml:6:5: annotation tollgate.dev/policy names RolloutPolicy \"nope\", which no file defines",
     )
     .await;
 }

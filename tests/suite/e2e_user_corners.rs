@@ -336,3 +336,63 @@ async fn each_wave_of_an_inconclusive_stage_records_who_approved_it() {
         "both approvers shown:\n{text}"
     );
 }
+
+// ---- fail-closed messages name files and lines (item 11) ----
+
+/// `web` governed by the policy its annotation names (line 6, column 5), when `policy` is set.
+fn web_naming(policy: Option<&str>) -> String {
+    let annotation = match policy {
+        Some(name) => format!("  annotations:\n    tollgate.dev/policy: {name}\n"),
+        None => String::new(),
+    };
+    format!(
+        "apiVersion: config.projectsveltos.io/v1beta1\nkind: ClusterPromotion\nmetadata:\n  name: web\n{annotation}spec:\n  profileSpec:\n    helmCharts:\n    - repositoryURL: https://charts.example.com\n      repositoryName: example\n      chartName: example/web\n      chartVersion: 1.0.0\n      releaseName: web\n      releaseNamespace: web\n  stages:\n  - name: dev\n    clusterSelector:\n      matchLabels:\n        env: dev\n    trigger:\n      auto: {{}}\n"
+    )
+}
+
+async fn held_message(world: &World) -> String {
+    status_where(world, "web held", |s| s["phase"] == "Held").await["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promotion_held_by_a_policy_without_a_valid_version_names_both_places() {
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web_naming(Some("alpha")));
+    repo.write(
+        "alpha.yaml",
+        "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: alpha\nspec:\n  progressDeadline: soon\n",
+    );
+    repo.commit("web under a broken policy");
+    let world = World::start(repo, &three_envs().to_yaml()).await;
+    let message = held_message(&world).await;
+    assert!(
+        message.contains("web.yaml:6:5"),
+        "the annotation's place: {message}"
+    );
+    assert!(
+        message.contains("alpha.yaml:6:"),
+        "the policy's error: {message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promotion_two_policies_select_is_held_naming_each_selector_line() {
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web_naming(None));
+    for name in ["p1", "p2"] {
+        repo.write(
+            &format!("{name}.yaml"),
+            &format!("# {name}: the fleet's defaults\napiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: {name}\nspec:\n  progressDeadline: 5m\n  selector: {{}}\n"),
+        );
+    }
+    repo.commit("web under two policies");
+    let world = World::start(repo, &three_envs().to_yaml()).await;
+    let message = held_message(&world).await;
+    assert!(
+        message.contains("p1.yaml:8") && message.contains("p2.yaml:8"),
+        "each policy's selector line: {message}"
+    );
+}

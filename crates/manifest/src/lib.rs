@@ -30,6 +30,7 @@ pub mod crd_rules;
 pub mod diagnostic;
 pub mod documents;
 pub mod field_path;
+pub mod key_position;
 pub mod limits;
 pub mod loc_tree;
 pub mod located;

@@ -64,6 +64,9 @@ pub struct ParsedPolicy {
     pub name: Option<String>,
     /// Line of the document's first node.
     pub line: u32,
+    /// Line of its `spec.selector` key, when it has one: where a message about the promotions
+    /// it selects points (issue #45: not at the document's first line).
+    pub selector_line: Option<u32>,
     /// `None` iff there is an error diagnostic.
     pub policy: Option<RolloutPolicy>,
     pub diagnostics: Vec<Diagnostic>,
@@ -117,9 +120,14 @@ pub fn read_policy(
         .map(|f| locate(file, f, locations.map()))
         .collect();
     diagnostics.sort_by_key(|d| (d.line, d.column, d.severity));
+    let selector_line = locations
+        .get("spec.selector")
+        .and_then(|at| at.key)
+        .map(|key| key.line);
     ParsedPolicy {
         name,
         line,
+        selector_line,
         policy,
         diagnostics,
     }

@@ -26,6 +26,8 @@ pub(crate) struct PolicyDoc {
     pub name: Option<String>,
     /// Line of the document's first node.
     pub line: u32,
+    /// Line of its `spec.selector` key (else of the document): where it selects promotions.
+    pub selector_line: u32,
     pub outcome: Result<Arc<RolloutPolicy>, Vec<Diagnostic>>,
 }
 
@@ -128,6 +130,7 @@ fn policy_doc(document: tollgate_manifest::ParsedPolicy) -> PolicyDoc {
     PolicyDoc {
         name,
         line: document.line,
+        selector_line: document.selector_line.unwrap_or(document.line),
         outcome: match document.policy {
             Some(policy) => Ok(Arc::new(policy)),
             None => Err(document.diagnostics),

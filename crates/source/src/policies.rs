@@ -35,7 +35,8 @@ impl PolicyFile {
 pub(crate) struct PolicyIndex {
     /// Files that define policies (or did, before they stopped parsing), by path.
     files: BTreeMap<String, PolicyFile>,
-    /// Each name's last valid version, its file and line, while some file defines the name.
+    /// Each name's last valid version, its file and the line of its selector, while some file
+    /// defines the name.
     last_valid: BTreeMap<String, (Arc<RolloutPolicy>, String, u32)>,
     /// The last valid version of each name no file defines any more: a run it governed goes on
     /// under it while its promotion's policy cannot be resolved (fail closed).
@@ -88,12 +89,12 @@ impl PolicyIndex {
                     (
                         Some(PolicyDoc {
                             outcome: Ok(policy),
-                            line,
+                            selector_line,
                             ..
                         }),
                         None,
                         None,
-                    ) => Some((Arc::clone(policy), path.to_string(), *line)),
+                    ) => Some((Arc::clone(policy), path.to_string(), *selector_line)),
                     _ => None,
                 }
             }
@@ -395,6 +396,22 @@ impl PolicySet {
         promotion: &ClusterPromotion,
         file: &str,
     ) -> Result<Option<Arc<RolloutPolicy>>, PolicyProblem> {
+        self.choose_at(promotion, file, None)
+    }
+
+    /// [`Self::choose`], with where the promotion's `tollgate.dev/policy` annotation is written
+    /// (line, column), for a message that names it as `validate` does.
+    pub fn choose_at(
+        &self,
+        promotion: &ClusterPromotion,
+        file: &str,
+        annotation_at: Option<(u32, u32)>,
+    ) -> Result<Option<Arc<RolloutPolicy>>, PolicyProblem> {
+        let place = match annotation_at {
+            Some((line, column)) => format!("{file}:{line}:{column}"),
+            None => file.to_string(),
+        };
+        let file = place.as_str();
         let chosen = choose_policy(&promotion.metadata, self.policies().map(|(p, _)| &**p));
         let problem = |message: String, chosen: Option<Arc<RolloutPolicy>>| PolicyProblem {
             message,
@@ -455,11 +472,7 @@ impl PolicySet {
     /// The error of a chosen policy whose definition at head is broken, and the fix.
     fn troubled(&self, name: &str) -> Option<String> {
         let error = self.inner.troubled.get(name)?;
-        // A syntax error belongs to no field: no empty `(: …` before its message.
-        let what = match error.path.as_str() {
-            "" => error.message.clone(),
-            path => format!("{path}: {}", error.message),
-        };
+        let what = field_and_message(error);
         Some(format!(
             "RolloutPolicy {name:?} has an error at {}:{}:{} ({what}); its last valid version governs the run in progress: fix the file",
             error.file, error.line, error.column
@@ -474,14 +487,36 @@ impl PolicySet {
                 self.place_of(second)
             ),
             PolicyChoiceError::Missing(name) => match self.inner.unusable.get(name) {
-                Some(defined) => format!(
-                    "{file}: annotation {POLICY_ANNOTATION} names RolloutPolicy {name:?}, which {defined} defines but which has no valid version: fix the errors reported for it"
-                ),
+                Some(defined) => {
+                    // Where its definition fails, as `validate` reports it.
+                    let error = match self.inner.troubled.get(name) {
+                        Some(e) => format!(
+                            "has no valid version ({}:{}:{}: {})",
+                            e.file,
+                            e.line,
+                            e.column,
+                            field_and_message(e)
+                        ),
+                        None => format!("{defined} defines but which has no valid version"),
+                    };
+                    format!(
+                        "{file}: annotation {POLICY_ANNOTATION} names RolloutPolicy {name:?}, which {error}: fix the errors reported for it"
+                    )
+                }
                 None => format!(
                     "{file}: annotation {POLICY_ANNOTATION} names RolloutPolicy {name:?}, which no file defines: add it, or correct the annotation"
                 ),
             },
         }
+    }
+}
+
+/// `field: message`, or the message alone for a syntax error (it belongs to no field: no empty
+/// `(: …`).
+fn field_and_message(error: &Diagnostic) -> String {
+    match error.path.as_str() {
+        "" => error.message.clone(),
+        path => format!("{path}: {}", error.message),
     }
 }
 
@@ -572,7 +607,9 @@ mod tests {
             .expect_err("unusable")
             .message;
         assert!(
-            error.contains("\"a\", which p.yaml defines but which has no valid version"),
+            error.contains(
+                "\"a\", which has no valid version (p.yaml:6:21: spec.progressDeadline: "
+            ),
             "{error}"
         );
     }

@@ -540,6 +540,27 @@ impl GitSource {
     }
 
     /// The RolloutPolicies at head (each name's last valid version) and their errors.
+    /// Where the block-style key path `keys` of promotion `name` is written in `file` at the
+    /// indexed head (line, column), for a message that names it: read only when one is needed.
+    pub fn place_at_head(&self, file: &str, name: &str, keys: &[&str]) -> Option<(u32, u32)> {
+        let repo = self.access.repo();
+        let head = repo.find_commit(self.head.as_ref()?.oid).ok()?;
+        let entry = head
+            .tree()
+            .ok()?
+            .get_path(std::path::Path::new(file))
+            .ok()?;
+        let blob = repo.find_blob(entry.id()).ok()?;
+        let parsed = tollgate_manifest::parse::parse_file(file, blob.content(), &self.limits);
+        let line = parsed
+            .promotions
+            .iter()
+            .find(|p| p.name.as_deref() == Some(name))?
+            .line;
+        let text = std::str::from_utf8(blob.content()).ok()?;
+        tollgate_manifest::key_position::key_position(text, line, keys)
+    }
+
     pub fn policies(&self) -> PolicySet {
         self.policies.clone()
     }

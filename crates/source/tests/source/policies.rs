@@ -184,7 +184,7 @@ fn two_selecting_policies_conflict_by_file_and_the_annotation_resolves_it() {
         .message;
     assert!(
         conflict.starts_with(
-            "RolloutPolicies \"a\" (policies/a.yaml:1) and \"b\" (policies/b.yaml:1) both select this promotion (app.yaml): "
+            "RolloutPolicies \"a\" (policies/a.yaml:6) and \"b\" (policies/b.yaml:6) both select this promotion (app.yaml): "
         ),
         "{conflict}"
     );
