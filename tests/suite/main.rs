@@ -24,6 +24,7 @@ mod support;
 // The modules under `cfg(feature = "embedded")` run the binary's embedded cluster (`run
 // --embedded`, `tollgate emulator`); `required-features` left them out the same way.
 mod chaos;
+mod chaos_recovery;
 mod chaos_trust;
 mod cli_approve_e2e;
 mod cli_approve_rollback;

@@ -6,7 +6,9 @@ pub mod blackout_invariants;
 pub mod coordination_invariants;
 pub mod failure_invariants;
 pub mod invariants;
+pub mod recovery_chaos_invariants;
 pub mod recovery_invariants;
+pub mod stand_ins;
 pub mod trust_invariants;
 pub mod wave_invariants;
 
