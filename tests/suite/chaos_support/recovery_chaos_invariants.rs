@@ -49,14 +49,15 @@ pub enum RecoveryChaosViolation {
     },
 }
 
+/// One analysis run: (promotion, stage, analysis and wave, run start).
+type RunKey = (String, String, String, String);
+
 /// Every measurement instant the statuses ever recorded, per analysis run, against `interval`.
 pub fn check_measurement_spacing(
     log: &[WriteRecord],
     interval: Duration,
 ) -> Vec<RecoveryChaosViolation> {
-    // (promotion, stage, analysis, wave, run start) → measurement index → instant.
-    let mut runs: BTreeMap<(String, String, String, String), BTreeMap<u64, DateTime<Utc>>> =
-        BTreeMap::new();
+    let mut runs: BTreeMap<RunKey, BTreeMap<u64, DateTime<Utc>>> = BTreeMap::new();
     for record in log
         .iter()
         .filter(|r| r.resource.starts_with("gitpromotions."))
