@@ -51,10 +51,7 @@ const SUMMARIES: &str = "clustersummaries.config.projectsveltos.io";
 const WRITE_LOG_CAPACITY: usize = 100_000;
 
 fn seed() -> u64 {
-    std::env::var("CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(DEFAULT_SEED)
+    chaos_support::seed_or(DEFAULT_SEED)
 }
 
 /// What the schedule did, for the summary.
@@ -187,8 +184,7 @@ async fn rollouts_survive_restarts_errors_outages_and_dropped_watches() {
 /// `CHAOS_SEED=<n>` replays it through the test above (and skips this one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollouts_survive_chaos_on_the_seeds_of_the_day() {
-    if std::env::var_os("CHAOS_SEED").is_some() {
-        println!("CHAOS_SEED is set: the seed is replayed by the fixed-seed test only");
+    if chaos_support::replaying() {
         return;
     }
     let day = chaos_support::day();

@@ -43,10 +43,7 @@ const FAILING_CHART: &str = "9.9.0";
 const PAUSED: &str = "fleet/prod-p";
 
 fn seed() -> u64 {
-    std::env::var("CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(DEFAULT_SEED)
+    chaos_support::seed_or(DEFAULT_SEED)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -57,8 +54,7 @@ async fn recovery_survives_retries_reverts_pauses_stalls_and_a_leader_change() {
 /// A new schedule every day (the main chaos test's rule); a failure prints its seed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recovery_survives_chaos_on_the_seed_of_the_day() {
-    if std::env::var_os("CHAOS_SEED").is_some() {
-        println!("CHAOS_SEED is set: the seed is replayed by the fixed-seed test only");
+    if chaos_support::replaying() {
         return;
     }
     run(chaos_support::day() * 10 + 5).await;

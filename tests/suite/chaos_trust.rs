@@ -29,10 +29,7 @@ const STEPS: u64 = 40;
 const DEFAULT_SEED: u64 = 44_2026;
 
 fn seed() -> u64 {
-    std::env::var("CHAOS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(DEFAULT_SEED)
+    chaos_support::seed_or(DEFAULT_SEED)
 }
 
 fn web(version: &str, gated: bool, annotation: Option<&str>) -> String {
@@ -338,8 +335,7 @@ async fn chaos_insiders_never_get_unverified_content_out_or_a_gate_open() {
 /// above, and skips this one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_insiders_on_the_seed_of_the_day() {
-    if std::env::var_os("CHAOS_SEED").is_some() {
-        println!("CHAOS_SEED is set: the seed is replayed by the fixed-seed test only");
+    if chaos_support::replaying() {
         return;
     }
     let day = chaos_support::day();

@@ -84,26 +84,20 @@ async fn history_says_every_queued_snapshot_waits_under_queue() {
 
 // ---- paused clusters and order between promotions (item 10) ----
 
+/// A cluster in `fleet` labelled `env`.
+fn in_env(name: &str, env: &str) -> tollgate_fixtures::ClusterBuilder {
+    tollgate_fixtures::cluster(name)
+        .ns("fleet")
+        .label("env", env)
+}
+
 /// dev-1, staging-1, and staging-2 paused by Sveltos.
 fn fleet_with_a_paused_cluster() -> String {
     tollgate_fixtures::fleet()
         .default_latency("20ms")
-        .cluster(
-            tollgate_fixtures::cluster("dev-1")
-                .ns("fleet")
-                .label("env", "dev"),
-        )
-        .cluster(
-            tollgate_fixtures::cluster("staging-1")
-                .ns("fleet")
-                .label("env", "staging"),
-        )
-        .cluster(
-            tollgate_fixtures::cluster("staging-2")
-                .ns("fleet")
-                .label("env", "staging")
-                .paused(),
-        )
+        .cluster(in_env("dev-1", "dev"))
+        .cluster(in_env("staging-1", "staging"))
+        .cluster(in_env("staging-2", "staging").paused())
         .to_yaml()
 }
 
@@ -201,22 +195,9 @@ async fn a_dependant_of_a_halted_promotion_says_its_dependency_halted_and_how_it
     // cert-manager's chart fails on the staging cluster: it halts there.
     let fleet = tollgate_fixtures::fleet()
         .default_latency("20ms")
-        .cluster(
-            tollgate_fixtures::cluster("dev-1")
-                .ns("fleet")
-                .label("env", "dev"),
-        )
-        .cluster(
-            tollgate_fixtures::cluster("staging-1")
-                .ns("fleet")
-                .label("env", "staging")
-                .fail_feature("Helm", "cert-manager: values: bad"),
-        )
-        .cluster(
-            tollgate_fixtures::cluster("prod-1")
-                .ns("fleet")
-                .label("env", "prod"),
-        )
+        .cluster(in_env("dev-1", "dev"))
+        .cluster(in_env("staging-1", "staging").fail_feature("Helm", "cert-manager: values: bad"))
+        .cluster(in_env("prod-1", "prod"))
         .to_yaml();
     let world = World::start(repo, &fleet).await;
     world.wait_phase(CERT, "Failed").await;

@@ -36,6 +36,24 @@ pub fn day() -> u64 {
         .map_or(0, |since| since.as_secs() / 86_400)
 }
 
+/// The seed to run: `CHAOS_SEED` when set (a replay), else the test's own `default`.
+pub fn seed_or(default: u64) -> u64 {
+    std::env::var("CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Whether a seed is being replayed (`CHAOS_SEED` set): the tests of the day's seeds then skip,
+/// and say so, since the fixed-seed tests replay it.
+pub fn replaying() -> bool {
+    let replaying = std::env::var_os("CHAOS_SEED").is_some();
+    if replaying {
+        println!("CHAOS_SEED is set: the seed is replayed by the fixed-seed test only");
+    }
+    replaying
+}
+
 impl SeededRng {
     pub fn new(seed: u64) -> Self {
         SeededRng(seed)
