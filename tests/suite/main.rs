@@ -60,6 +60,7 @@ mod e2e_leader;
 mod e2e_lifecycle;
 mod e2e_new_snapshot;
 mod e2e_notify;
+mod e2e_notify_corners;
 mod e2e_recovery;
 mod e2e_retry_and_fast_rollback;
 mod e2e_rollout;
