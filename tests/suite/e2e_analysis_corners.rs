@@ -376,7 +376,7 @@ async fn a_connection_error_names_the_server_and_none_of_its_secrets() {
     let closed = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = closed.local_addr().expect("address").port();
     drop(closed);
-    let address = format!("http://alice:s3cret@127.0.0.1:{port}/prom?access_token=t0ken");
+    let address = format!("http://promuser:s3cret@127.0.0.1:{port}/prom?access_token=t0ken");
     let gate = analysis(
         &address,
         "error-rate",
@@ -397,7 +397,7 @@ async fn a_connection_error_names_the_server_and_none_of_its_secrets() {
         world.events_of(WEB).await,
         status_text(&world)
     );
-    for secret in ["alice", "s3cret", "t0ken"] {
+    for secret in ["promuser", "s3cret", "t0ken"] {
         assert!(!everything.contains(secret), "{secret} shown: {everything}");
     }
 }
