@@ -72,7 +72,7 @@ pub async fn measure(
     };
     // The address is a secret: the error names the file it is in.
     let server = format!("the address in {}", check.address_secret_file);
-    let answer = http::get(client, (&url, &server), &headers, timeout).await?;
+    let answer = http::get(client, &url, &server, &headers, timeout).await?;
     if !(200..300).contains(&answer.status) {
         return Err(MeasureError::Status {
             status: answer.status,

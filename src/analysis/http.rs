@@ -23,7 +23,8 @@ pub struct Answer {
 /// header value.
 pub async fn get(
     client: &HttpsClient,
-    (url, server): (&str, &str),
+    url: &str,
+    server: &str,
     headers: &[(String, String)],
     timeout: Duration,
 ) -> Result<Answer, MeasureError> {

@@ -33,7 +33,8 @@ pub enum Observation {
 /// secret (a token, a header value, a secret file's content or its URL).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MeasureError {
-    /// The server named as [`super::secrets::shown_origin`] shows it (never a credential).
+    /// Here and in the next two, `{0}` is the server as the provider may show it (for a URL in
+    /// git, [`super::secrets::shown_origin`]): never a credential.
     #[error("no answer from {0} within {1:?}")]
     TimedOut(String, std::time::Duration),
     #[error("cannot connect to {0}: {1}")]

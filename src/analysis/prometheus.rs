@@ -31,7 +31,7 @@ pub async fn measure(
     }
     let url = query_url(&check.address, query)?;
     let server = secrets::shown_origin(&url);
-    let answer = http::get(client, (&url, &server), &headers, timeout).await?;
+    let answer = http::get(client, &url, &server, &headers, timeout).await?;
     read_answer(answer.status, &answer.body)
 }
 

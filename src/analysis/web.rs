@@ -32,7 +32,7 @@ pub async fn measure(
         None => Vec::new(),
     };
     let server = secrets::shown_origin(url);
-    let answer = http::get(client, (url, &server), &headers, timeout).await?;
+    let answer = http::get(client, url, &server, &headers, timeout).await?;
     if !(200..300).contains(&answer.status) {
         return Err(MeasureError::Status {
             status: answer.status,
