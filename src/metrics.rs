@@ -297,7 +297,7 @@ impl Metrics {
         let notifications_dropped = Family::<EndpointLabels, Counter>::default();
         registry.register(
             "notifications_dropped",
-            "Notifications not sent on purpose: an older state of a stage after a newer one was delivered, or evicted from the bounded record of pending notices, by endpoint",
+            "Notifications not sent on purpose, each once: an older state of a stage after a newer one was delivered, folded into a newer state while a receiver was down, or given up at the limit of the record of pending notices, by endpoint",
             notifications_dropped.clone(),
         );
         let notification_latency: LatencyFamily =

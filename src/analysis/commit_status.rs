@@ -70,7 +70,9 @@ pub async fn measure(
             vec![("Authorization".to_string(), format!("token {token}"))],
         ),
     };
-    let answer = http::get(client, &url, &headers, timeout).await?;
+    // The address is a secret: the error names the file it is in.
+    let server = format!("the address in {}", check.address_secret_file);
+    let answer = http::get(client, &url, &server, &headers, timeout).await?;
     if !(200..300).contains(&answer.status) {
         return Err(MeasureError::Status {
             status: answer.status,

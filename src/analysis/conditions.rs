@@ -2,7 +2,8 @@
 //! first, then `successCondition`; with only one of them set, the other is its negation; with
 //! both set and neither holding, the measurement is inconclusive. Without conditions a boolean
 //! result decides (a commit's checks, a web check's `{.ok}`), and any other answer is a success.
-//! A condition that does not compile or evaluate to a boolean is an error.
+//! A condition that does not compile or evaluate to a boolean is an error. A Prometheus `NaN` never
+//! gets here: it is no data (`prometheus`), judged by `onNoData`.
 //!
 //! CEL runs on one thread of its own with a large stack: the parser recurses deeply per nesting
 //! level (see `tollgate-manifest`'s CEL checks), and a runaway condition must not overflow a
@@ -105,13 +106,6 @@ fn judge(conditions: &Conditions, result: &ResultValue, evaluator: &mut Evaluato
             .map(Some)
             .map_err(|e| format!("{field} {text:?}: {e}"))
     };
-    // NaN (a ratio over no traffic, 0/0) compares with nothing: CEL refuses the comparison, and
-    // no condition can hold, so it decides nothing.
-    if matches!(result, ResultValue::Number(n) if n.is_nan())
-        && (conditions.failure.is_some() || conditions.success.is_some())
-    {
-        return Ok(MeasurementVerdict::Inconclusive);
-    }
     let failure = holds("failureCondition", &conditions.failure)?;
     if failure == Some(true) {
         return Ok(MeasurementVerdict::Failed);
@@ -206,11 +200,6 @@ mod tests {
         assert_eq!(both(0.001), Ok(Successful));
         assert_eq!(both(0.2), Ok(Failed));
         assert_eq!(both(0.02), Ok(Inconclusive));
-        assert_eq!(
-            both(f64::NAN),
-            Ok(Inconclusive),
-            "NaN (no traffic) decides nothing"
-        );
     }
 
     #[test]

@@ -18,10 +18,13 @@ pub struct Answer {
     pub body: Bytes,
 }
 
-/// GETs `url` with `headers`, within `timeout`. Errors never carry the URL or a header value.
+/// GETs `url` with `headers`, within `timeout`. Errors name the server as `server` (the caller
+/// knows whether its address may be shown: [`super::secrets::shown_origin`]), never the URL or a
+/// header value.
 pub async fn get(
     client: &HttpsClient,
     url: &str,
+    server: &str,
     headers: &[(String, String)],
     timeout: Duration,
 ) -> Result<Answer, MeasureError> {
@@ -37,12 +40,13 @@ pub async fn get(
     let request = request
         .body(Full::new(Bytes::new()))
         .map_err(|_| MeasureError::Config("not a valid URL or header".to_string()))?;
+    let server = server.to_string();
     let exchange = async {
         let response = client.request(request).await.map_err(|error| {
             if error.is_connect() {
-                MeasureError::Connect
+                MeasureError::Connect(server.clone(), error_kind(&error))
             } else {
-                MeasureError::Connection(error_kind(&error))
+                MeasureError::Connection(server.clone(), error_kind(&error))
             }
         })?;
         let status = response.status().as_u16();
@@ -52,7 +56,10 @@ pub async fn get(
             .map_err(
                 |error| match error.downcast_ref::<http_body_util::LengthLimitError>() {
                     Some(_) => MeasureError::TooLarge(MAX_ANSWER_BYTES),
-                    None => MeasureError::Connection("reading the answer failed".to_string()),
+                    None => MeasureError::Connection(
+                        server.clone(),
+                        "reading the answer failed".to_string(),
+                    ),
                 },
             )?
             .to_bytes();
@@ -60,7 +67,7 @@ pub async fn get(
     };
     tokio::time::timeout(timeout, exchange)
         .await
-        .unwrap_or(Err(MeasureError::TimedOut(timeout)))
+        .unwrap_or_else(|_| Err(MeasureError::TimedOut(server.clone(), timeout)))
 }
 
 /// The error's sources without the request (hyper's texts name no URL).

@@ -1,6 +1,8 @@
 //! The `prometheus` provider: an instant query (`GET {address}/api/v1/query?query=…`) and its
 //! answer as a result: a scalar or a one-sample vector is a number, several samples a list of
-//! numbers, an empty vector no data. A failed query (HTTP error, `"status":"error"`, a range
+//! numbers, an empty vector no data. A `NaN` sample (a ratio over no traffic, 0/0) is no data
+//! too: it is left out of a list, and alone it is judged by `onNoData`, whatever the
+//! conditions. A failed query (HTTP error, `"status":"error"`, a range
 //! vector) is an error with Prometheus' own message.
 
 use std::time::Duration;
@@ -9,7 +11,7 @@ use serde_json::Value;
 use tollgate_model::analysis::PrometheusCheck;
 
 use super::http;
-use super::observation::{MeasureError, Observation, ResultValue, show_list};
+use super::observation::{MeasureError, Observation, ResultValue, show_list, show_number};
 use super::secrets;
 use crate::notify::send::HttpsClient;
 
@@ -28,7 +30,8 @@ pub async fn measure(
         ));
     }
     let url = query_url(&check.address, query)?;
-    let answer = http::get(client, &url, &headers, timeout).await?;
+    let server = secrets::shown_origin(&url);
+    let answer = http::get(client, &url, &server, &headers, timeout).await?;
     read_answer(answer.status, &answer.body)
 }
 
@@ -67,10 +70,13 @@ fn read_answer(status: u16, body: &[u8]) -> Result<Observation, MeasureError> {
     let result = &data["result"];
     match data["resultType"].as_str() {
         Some("scalar") => {
-            let (number, shown) = sample(result)?;
+            let number = sample(result)?;
+            if number.is_nan() {
+                return Ok(Observation::NoData(NAN_IS_NO_DATA.to_string()));
+            }
             Ok(Observation::Value {
                 result: ResultValue::Number(number),
-                shown,
+                shown: show_number(number),
             })
         }
         Some("string") => {
@@ -102,40 +108,41 @@ fn api_error(document: &Value) -> Option<String> {
     })
 }
 
+/// Why a `NaN` is no data.
+const NAN_IS_NO_DATA: &str = "the query returned NaN (a ratio over no traffic, 0/0)";
+
 fn vector(result: &Value) -> Result<Observation, MeasureError> {
     let samples = result
         .as_array()
         .ok_or_else(|| MeasureError::Malformed("a vector result that is not a list".into()))?;
     let mut numbers = Vec::with_capacity(samples.len());
-    let mut shown = Vec::with_capacity(samples.len());
     for entry in samples {
-        let (number, text) = sample(&entry["value"])?;
-        numbers.push(number);
-        shown.push(text);
+        numbers.push(sample(&entry["value"])?);
     }
+    let any = !numbers.is_empty();
+    numbers.retain(|n| !n.is_nan());
     Ok(match numbers.as_slice() {
+        [] if any => Observation::NoData(NAN_IS_NO_DATA.to_string()),
         [] => Observation::NoData("the query returned an empty vector".to_string()),
         [one] => Observation::Value {
             result: ResultValue::Number(*one),
-            shown: shown.remove(0),
+            shown: show_number(*one),
         },
         _ => Observation::Value {
-            shown: show_list(&shown),
+            shown: show_list(&numbers.iter().map(|n| show_number(*n)).collect::<Vec<_>>()),
             result: ResultValue::Numbers(numbers),
         },
     })
 }
 
-/// `[<time>, "<value>"]`: the value as a number, and as Prometheus wrote it.
-fn sample(pair: &Value) -> Result<(f64, String), MeasureError> {
+/// `[<time>, "<value>"]`: the value as a number.
+fn sample(pair: &Value) -> Result<f64, MeasureError> {
     let text = pair
         .get(1)
         .and_then(Value::as_str)
         .ok_or_else(|| MeasureError::Malformed("a sample without its value".into()))?;
-    let number = text
-        .parse::<f64>()
-        .map_err(|_| MeasureError::Malformed(format!("sample value {text:?} is not a number")))?;
-    Ok((number, text.to_string()))
+    text.parse::<f64>()
+        .map_err(|_| MeasureError::Malformed(format!("sample value {text:?} is not a number")))
 }
 
 #[cfg(test)]
@@ -178,15 +185,26 @@ mod tests {
             read(200, vector_of(&[])),
             Ok(Observation::NoData(_))
         ));
-        let Ok(Observation::Value {
-            result: ResultValue::Number(nan),
-            shown,
-        }) = read(200, vector_of(&["NaN"]))
-        else {
-            panic!("NaN is a number");
-        };
-        assert!(nan.is_nan());
-        assert_eq!(shown, "NaN");
+        assert_eq!(
+            read(200, vector_of(&["0.500000000000002"])),
+            value(ResultValue::Number(0.500000000000002), "0.5"),
+            "shown readably, judged exactly"
+        );
+    }
+
+    #[test]
+    fn nan_is_no_data_alone_and_left_out_of_a_list() {
+        let nan_scalar = json!({"status": "success", "data": {"resultType": "scalar", "result": [1.7e9, "NaN"]}});
+        for answer in [nan_scalar, vector_of(&["NaN"]), vector_of(&["NaN", "NaN"])] {
+            assert_eq!(
+                read(200, answer),
+                Ok(Observation::NoData(NAN_IS_NO_DATA.to_string()))
+            );
+        }
+        assert_eq!(
+            read(200, vector_of(&["NaN", "0.2"])),
+            value(ResultValue::Number(0.2), "0.2")
+        );
     }
 
     #[test]

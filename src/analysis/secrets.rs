@@ -7,6 +7,20 @@ use base64::Engine as _;
 
 use super::observation::MeasureError;
 
+/// How an error names the server a URL points at: its scheme, host and port only. The user
+/// and password of `http://user:password@host`, a token in the path or the query
+/// (`?access_token=…`) and the query itself are secret or noise, and never shown.
+pub fn shown_origin(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "(not a URL)".to_string();
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    format!("{scheme}://{host}")
+}
+
 /// Larger than any token or header set; a bound on what a wrong path could make us read.
 const MAX_SECRET_BYTES: u64 = 64 * 1024;
 
@@ -85,6 +99,25 @@ fn parse_headers(path: &str, text: &str) -> Result<Vec<(String, String)>, Measur
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_is_named_by_its_origin_without_credentials_path_or_query() {
+        for (url, shown) in [
+            (
+                "http://alice:s3cret@prom.monitoring:9090/api/v1/query?query=up",
+                "http://prom.monitoring:9090",
+            ),
+            (
+                "https://smoke.example.com/t0ken/check?access_token=s3cret",
+                "https://smoke.example.com",
+            ),
+            ("https://bob@h?x=1", "https://h"),
+            ("http://[::1]:9090", "http://[::1]:9090"),
+            ("p:9090", "(not a URL)"),
+        ] {
+            assert_eq!(shown_origin(url), shown, "{url}");
+        }
+    }
 
     #[test]
     fn user_and_password_is_basic_auth_anything_else_a_bearer_token() {

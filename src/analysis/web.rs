@@ -9,7 +9,7 @@ use serde_json::Value;
 use tollgate_model::analysis::WebCheck;
 
 use super::http;
-use super::observation::{MeasureError, Observation, ResultValue};
+use super::observation::{MeasureError, Observation, ResultValue, show_number};
 use super::secrets;
 use crate::notify::send::HttpsClient;
 
@@ -31,7 +31,8 @@ pub async fn measure(
         Some(path) => secrets::web_headers(path)?,
         None => Vec::new(),
     };
-    let answer = http::get(client, url, &headers, timeout).await?;
+    let server = secrets::shown_origin(url);
+    let answer = http::get(client, url, &server, &headers, timeout).await?;
     if !(200..300).contains(&answer.status) {
         return Err(MeasureError::Status {
             status: answer.status,
@@ -80,6 +81,9 @@ fn jsonpath(path: &str) -> String {
 fn observed(value: Value) -> Observation {
     let shown = match &value {
         Value::String(text) => text.clone(),
+        Value::Number(number) => number
+            .as_f64()
+            .map_or_else(|| number.to_string(), show_number),
         other => other.to_string(),
     };
     let shown = match shown.char_indices().nth(SHOWN_CHARS) {

@@ -313,6 +313,7 @@ async fn write(
             policy,
             previous: before,
             history: seen.git.history,
+            uid: seen.persisted.as_ref().and_then(|p| p.uid.as_deref()),
             now,
         };
         ctx.notifier.record(&transition, &mut status);

@@ -1,12 +1,14 @@
 //! The analysis gates' series (issue #32), from persisted status transitions like the other step
 //! counters: `tollgate_analysis_measurements_total{promotion,stage,analysis,result}` counts each
-//! measurement recorded, `tollgate_analysis_last_value{promotion,stage,analysis}` is the newest
-//! numeric value (a list, a boolean or no value leaves it as it was).
+//! measurement recorded, `tollgate_analysis_last_value{promotion,stage,analysis[,cluster]}` is the
+//! newest numeric value (a list, a boolean or no value leaves it as it was), per cluster under
+//! `scope: Cluster` (one series per stage would show whichever cluster was measured last: a
+//! healthy cluster's value hiding a failing one's).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
@@ -23,18 +25,36 @@ struct MeasurementLabels {
     result: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct ValueLabels {
     promotion: String,
     stage: String,
     analysis: String,
+    /// `namespace/name` under `scope: Cluster`; no label at all under `scope: Stage`.
+    cluster: Option<String>,
 }
+
+impl EncodeLabelSet for ValueLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        let mut labels = vec![
+            ("promotion", self.promotion.as_str()),
+            ("stage", self.stage.as_str()),
+            ("analysis", self.analysis.as_str()),
+        ];
+        if let Some(cluster) = &self.cluster {
+            labels.push(("cluster", cluster.as_str()));
+        }
+        labels.encode(encoder)
+    }
+}
+
+type Made = (String, String, Option<String>);
 
 pub struct AnalysisSeries {
     measurements: Family<MeasurementLabels, Counter>,
     last_value: Family<ValueLabels, ValueGauge>,
-    /// The label sets made per promotion, so that forgetting it removes them.
-    made: Mutex<HashMap<String, HashSet<(String, String)>>>,
+    /// The (stage, analysis, cluster) made per promotion, so that forgetting it removes them.
+    made: Mutex<HashMap<String, HashSet<Made>>>,
 }
 
 impl AnalysisSeries {
@@ -48,7 +68,7 @@ impl AnalysisSeries {
         let last_value = Family::<ValueLabels, ValueGauge>::default();
         registry.register(
             "analysis_last_value",
-            "The newest numeric value an analysis measured, by promotion, stage and analysis",
+            "The newest numeric value an analysis measured, by promotion, stage, analysis and (scope: Cluster) cluster",
             last_value.clone(),
         );
         AnalysisSeries {
@@ -96,7 +116,7 @@ impl AnalysisSeries {
             self.made()
                 .entry(promotion.to_string())
                 .or_default()
-                .insert((stage.to_string(), run.name.clone()));
+                .insert((stage.to_string(), run.name.clone(), run.cluster.clone()));
             last = Some(record);
         }
         if let Some(value) = last
@@ -107,6 +127,7 @@ impl AnalysisSeries {
                 promotion: promotion.to_string(),
                 stage: stage.to_string(),
                 analysis: run.name.clone(),
+                cluster: run.cluster.clone(),
             };
             self.last_value.get_or_create(&labels).set(value);
         }
@@ -117,7 +138,7 @@ impl AnalysisSeries {
         let Some(made) = self.made().remove(promotion) else {
             return;
         };
-        for (stage, analysis) in made {
+        for (stage, analysis, cluster) in made {
             for result in ["Successful", "Failed", "Inconclusive", "Error"] {
                 self.measurements.remove(&MeasurementLabels {
                     promotion: promotion.to_string(),
@@ -130,11 +151,12 @@ impl AnalysisSeries {
                 promotion: promotion.to_string(),
                 stage,
                 analysis,
+                cluster,
             });
         }
     }
 
-    fn made(&self) -> MutexGuard<'_, HashMap<String, HashSet<(String, String)>>> {
+    fn made(&self) -> MutexGuard<'_, HashMap<String, HashSet<Made>>> {
         // Plain values: a panic cannot leave the map half-updated in a way that matters.
         self.made.lock().unwrap_or_else(|e| e.into_inner())
     }

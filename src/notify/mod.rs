@@ -27,11 +27,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tollgate_engine::PromotionStatus;
 use tollgate_engine::notices::notices;
+use tollgate_engine::{EngineEvent, Notice, PromotionStatus};
 use tollgate_model::policy::{NotifyEndpoint, RolloutPolicy};
 use tollgate_model::snapshot::Snapshot;
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::cluster::events::EventPublisher;
 use crate::cluster::leader::LeaderGate;
@@ -66,6 +66,8 @@ pub struct Transition<'a> {
     /// The promotion's snapshots in git: the author of the run's commit is read from them, only
     /// when something is told.
     pub history: &'a [Snapshot],
+    /// The GitPromotion's uid, for the events a refusal publishes (`None`: not created yet).
+    pub uid: Option<&'a str>,
     pub now: DateTime<Utc>,
 }
 
@@ -138,12 +140,7 @@ impl Notifier {
         }
         let settled = inner.shared.log.view(step.promotion);
         let owed = pending::owed(carried, new, endpoints, |e, id| settled.contains(e, id));
-        for (notice, owed_to) in &owed.evicted {
-            for endpoint in owed_to {
-                inner.shared.metrics.notification_dropped(endpoint);
-            }
-            warn!(promotion = step.promotion, event = notice.kind.as_str(), stage = %notice.stage, endpoints = ?owed_to, kept = pending::PENDING_KEPT, "notification dropped: too many notices pending for this promotion");
-        }
+        inner.account_left(step, &owed);
         next.set_pending_notices(owed.notices);
     }
 
@@ -210,6 +207,54 @@ impl Notifier {
 }
 
 impl Inner {
+    /// The notices that left the record still owed: folded ones are dropped, the ones cut at
+    /// its limit given up.
+    fn account_left(&self, step: &Transition<'_>, owed: &pending::Owed) {
+        for (notice, owed_to) in &owed.folded {
+            let owed_to = self.settle(notice, owed_to);
+            for endpoint in &owed_to {
+                self.shared.metrics.notification_dropped(endpoint);
+            }
+            info!(promotion = step.promotion, event = notice.kind.as_str(), stage = %notice.stage, endpoints = ?owed_to, "notification folded: a newer state of its stage is pending for these endpoints");
+        }
+        for (notice, owed_to) in &owed.evicted {
+            let owed_to = self.settle(notice, owed_to);
+            self.given_up(step, notice, &owed_to);
+        }
+    }
+
+    /// Records a notice that left the record as settled (dropped) for the endpoints that owed
+    /// it, and returns those not settled before: a step computed again (its write refused, then
+    /// retried) folds the same notice again, and it is counted once.
+    fn settle(&self, notice: &Notice, owed_to: &[String]) -> Vec<String> {
+        owed_to
+            .iter()
+            .filter(|endpoint| {
+                let key = dedup::key(endpoint, &notice.id);
+                let new = !self.shared.log.contains(&notice.promotion, &key);
+                self.shared.log.remember(&notice.promotion, &key);
+                new
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// A notice cut at the record's limit: given up, as visibly as one that failed for too long.
+    fn given_up(&self, step: &Transition<'_>, notice: &Notice, owed_to: &[String]) {
+        let limit = pending::PENDING_LIMIT;
+        warn!(promotion = step.promotion, event = notice.kind.as_str(), stage = %notice.stage, endpoints = ?owed_to, limit, "notification given up: too many notices pending for this promotion");
+        for endpoint in owed_to {
+            self.shared.metrics.notification_dropped(endpoint);
+            let note = format!(
+                "{} notification of stage {} to endpoint {endpoint} not delivered: more than {limit} notices pending for this promotion (the receiver has been unreachable for long)",
+                notice.kind.as_str(),
+                notice.stage
+            );
+            let event = EngineEvent::warning(worker::NOTIFICATION_FAILED, note);
+            self.shared.events.publish(step.promotion, step.uid, &event);
+        }
+    }
+
     fn enqueue(&self, policy: &str, endpoint: &NotifyEndpoint, promotion: &str) {
         let slot = format!("{policy}/{}", endpoint.name);
         let mut workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());

@@ -6,15 +6,24 @@
 //! before anything is sent. A notice leaves it at a later status write once every endpoint
 //! listening to it settled it (delivered, gave up, or dropped it as stale), and never before an
 //! older notice of its stage that is still kept: an older state is recognised as stale only while
-//! the newer one is in the record.
+//! the newer one is in the record. A receiver down for long is owed more: past [`FOLD_ABOVE`]
+//! notices, older states fold into newer ones of their subject (the receiver is told the latest),
+//! so the record is bounded by subjects; past [`PENDING_LIMIT`] the oldest are given up.
 
 use tollgate_engine::Notice;
 use tollgate_model::policy::NotifyEndpoint;
 
 use super::payload;
 
-/// Notices kept per promotion: a run tells a handful per stage.
-pub const PENDING_KEPT: usize = 32;
+/// Past this many notices owed at once (a receiver down for a whole rollout), older states are
+/// folded into newer ones of their subject: the receiver is told each subject's latest state
+/// rather than every step to it. Below it, every notice is told.
+pub const FOLD_ABOVE: usize = 32;
+
+/// Past this many even after folding (more subjects owed than that: a commit status per commit
+/// and stage, over many commits), the oldest are given up, visibly (`NotificationFailed`). The
+/// record goes with every status write: it must stay a small part of the object.
+pub const PENDING_LIMIT: usize = 256;
 
 /// Whether `endpoint` is told `notice`: it lists the kind, and its type posts something for it.
 pub fn listens(endpoint: &NotifyEndpoint, notice: &Notice) -> bool {
@@ -28,55 +37,92 @@ fn same_subject(endpoint: &NotifyEndpoint, a: &Notice, b: &Notice) -> bool {
         && (!endpoint.kind.is_commit_status() || a.snapshot_commit == b.snapshot_commit)
 }
 
-/// The record after a transition, and the notices that fell off its end still owed somewhere.
+/// The record after a transition, and the notices that left it still owed somewhere.
 #[derive(Debug, Default, PartialEq)]
 pub struct Owed {
     pub notices: Vec<Notice>,
-    /// Evicted by the bound while some endpoint had not settled them: (notice, those endpoints).
+    /// Folded into a newer state of their subject: (notice, the endpoints that owed it).
+    pub folded: Vec<(Notice, Vec<String>)>,
+    /// Given up at [`PENDING_LIMIT`] while some endpoint had not settled them: (notice, those
+    /// endpoints).
     pub evicted: Vec<(Notice, Vec<String>)>,
 }
 
 /// The notices owed after a transition: those carried from the previous status that some
 /// listening endpoint has not settled, then the transition's `new` ones that some endpoint
-/// listens to and has not settled (a transition seen again has the same ids), oldest first, at
-/// most [`PENDING_KEPT`]. `settled(endpoint, id)`.
+/// listens to and has not settled (a transition seen again has the same ids), oldest first;
+/// past [`FOLD_ABOVE`] folded, past [`PENDING_LIMIT`] cut. `settled(endpoint, id)`.
 pub fn owed(
     carried: &[Notice],
     new: Vec<Notice>,
     endpoints: &[NotifyEndpoint],
     settled: impl Fn(&str, &str) -> bool,
 ) -> Owed {
-    let unsettled_by = |notice: &Notice| -> Vec<String> {
+    let owing = |notice: &Notice| -> Vec<&NotifyEndpoint> {
         endpoints
             .iter()
             .filter(|e| listens(e, notice) && !settled(&e.name, &notice.id))
-            .map(|e| e.name.clone())
             .collect()
     };
     let mut kept: Vec<Notice> = Vec::new();
     for notice in carried {
         let older_of_stage_kept = kept.iter().any(|k| k.stage == notice.stage);
-        if older_of_stage_kept || !unsettled_by(notice).is_empty() {
+        if older_of_stage_kept || !owing(notice).is_empty() {
             kept.push(notice.clone());
         }
     }
     for notice in new {
-        if !kept.iter().any(|k| k.id == notice.id) && !unsettled_by(&notice).is_empty() {
+        if !kept.iter().any(|k| k.id == notice.id) && !owing(&notice).is_empty() {
             kept.push(notice);
         }
     }
-    let excess = kept.len().saturating_sub(PENDING_KEPT);
+    let folded = fold(&mut kept, &owing);
+    let excess = kept.len().saturating_sub(PENDING_LIMIT);
     let evicted = kept
         .drain(..excess)
         .filter_map(|notice| {
-            let owed_to = unsettled_by(&notice);
+            let owed_to = names(&owing(&notice));
             (!owed_to.is_empty()).then_some((notice, owed_to))
         })
         .collect();
     Owed {
         notices: kept,
+        folded,
         evicted,
     }
+}
+
+/// While more than [`FOLD_ABOVE`] are kept: removes, oldest first, each notice that every
+/// endpoint owing it will be told a newer state of (a later notice of its subject that it
+/// listens to is kept). Only the oldest kept notice of a stage is folded, so a notice that
+/// shows an older one stale to some endpoint never leaves before that older one.
+fn fold<'e>(
+    kept: &mut Vec<Notice>,
+    owing: &impl Fn(&Notice) -> Vec<&'e NotifyEndpoint>,
+) -> Vec<(Notice, Vec<String>)> {
+    let mut folded = Vec::new();
+    let mut index = 0;
+    while kept.len() > FOLD_ABOVE && index < kept.len() {
+        let notice = &kept[index];
+        let oldest_of_stage = !kept[..index].iter().any(|k| k.stage == notice.stage);
+        let owed_to = owing(notice);
+        let newer_told = |endpoint: &&NotifyEndpoint| {
+            kept[index + 1..]
+                .iter()
+                .any(|later| same_subject(endpoint, notice, later) && listens(endpoint, later))
+        };
+        if oldest_of_stage && !owed_to.is_empty() && owed_to.iter().all(newer_told) {
+            let names = names(&owed_to);
+            folded.push((kept.remove(index), names));
+        } else {
+            index += 1;
+        }
+    }
+    folded
+}
+
+fn names(endpoints: &[&NotifyEndpoint]) -> Vec<String> {
+    endpoints.iter().map(|e| e.name.clone()).collect()
 }
 
 /// Whether `pending[index]` is stale for `endpoint`: a later notice of the same subject that it
@@ -207,13 +253,58 @@ mod tests {
     }
 
     #[test]
-    fn the_record_is_bounded_and_says_what_it_evicts() {
+    fn past_the_fold_bound_older_states_fold_into_the_newest_of_their_subject() {
+        let waves = [StageStarted, WaveStarted, WaveCompleted, StageCompleted];
+        let down = endpoint("chat", NotifyType::Slack, &waves);
+        let up = endpoint("gh", NotifyType::Github, &waves);
+        let mut new = vec![notice("dev-started", StageStarted, "dev")];
+        new.push(notice("dev-done", StageCompleted, "dev"));
+        for i in 0..FOLD_ABOVE {
+            new.push(notice(&format!("prod-wave-{i}"), WaveStarted, "prod"));
+        }
+        new.push(notice("prod-done", StageCompleted, "prod"));
+        let all_ids: Vec<String> = new.iter().map(|n| n.id.clone()).collect();
+        let endpoints = [down, up];
+        let gh_settled_all = |e: &str, id: &str| e == "gh" && all_ids.iter().any(|a| a == id);
+        let after = owed(&[], new, &endpoints, gh_settled_all);
+        assert_eq!(after.notices.len(), FOLD_ABOVE);
+        let folded: Vec<(&str, Vec<String>)> = after
+            .folded
+            .iter()
+            .map(|(n, e)| (n.id.as_str(), e.clone()))
+            .collect();
+        assert_eq!(
+            folded,
+            [
+                ("dev-started", vec!["chat".to_string()]),
+                ("prod-wave-0", vec!["chat".to_string()]),
+                ("prod-wave-1", vec!["chat".to_string()]),
+            ],
+            "the oldest states of subjects the endpoint will hear a newer state of"
+        );
+        assert_eq!(
+            after.notices[0].id, "dev-done",
+            "each stage's latest state stays"
+        );
+        assert_eq!(
+            after.notices.last().map(|n| n.id.as_str()),
+            Some("prod-done")
+        );
+        assert!(after.evicted.is_empty());
+    }
+
+    #[test]
+    fn a_notice_with_no_newer_state_for_its_endpoint_is_not_folded_and_the_limit_cuts() {
         let endpoints = [endpoint("chat", NotifyType::Slack, &[StageStarted])];
-        let new: Vec<Notice> = (0..PENDING_KEPT + 2)
+        let new: Vec<Notice> = (0..PENDING_LIMIT + 2)
             .map(|i| notice(&format!("n{i}"), StageStarted, &format!("s{i}")))
             .collect();
         let after = owed(&[], new, &endpoints, settled_set(&[("chat", "n1")]));
-        assert_eq!(after.notices.len(), PENDING_KEPT);
+        assert!(
+            after.folded.is_empty(),
+            "each stage once: nothing newer to tell"
+        );
+        assert_eq!(after.notices.len(), PENDING_LIMIT);
         assert_eq!(after.notices[0].id, "n2");
         let evicted: Vec<(&str, Vec<String>)> = after
             .evicted

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{Mutex as TurnLock, watch};
-use tollgate_engine::{EngineEvent, Notice};
+use tollgate_engine::{EngineEvent, Notice, PromotionStatus};
 use tollgate_model::policy::NotifyEndpoint;
 use tracing::{debug, info, warn};
 
@@ -148,6 +148,9 @@ enum Outcome {
     Settled,
     /// Left pending (not leading, closing, retired): the next leader or process sends it.
     Left,
+    /// No longer in the record: folded into a newer state of its subject, or evicted (counted
+    /// then). Never sent after that, or the receiver would get it after the newer one.
+    Gone,
 }
 
 impl Run {
@@ -174,26 +177,45 @@ impl Run {
         }
     }
 
-    /// Sends what the promotion's persisted status owes this endpoint, oldest first.
+    /// Sends what the promotion's persisted status owes this endpoint, oldest first. The record
+    /// is read again for each notice: it changes while a notice is retried.
     async fn promotion(&self, promotion: &str) {
-        let Some(state) = self.shared.statuses.get(promotion) else {
-            return;
-        };
-        let Some(status) = state.status else {
-            return;
-        };
-        let pending = status.pending_notices();
-        let uid = state.uid.as_deref();
-        for index in 0..pending.len() {
-            let notice = &pending[index];
-            if !listens(&self.endpoint, notice) || self.settled(notice) {
-                continue;
-            }
-            if let Outcome::Left = self.deliver(pending, index, uid).await {
+        // Seen gone from the record: never looked at again in this pass, whatever copy of the
+        // status is read next.
+        let mut gone: HashSet<String> = HashSet::new();
+        while let Some((status, uid)) = self.record(promotion) {
+            let pending = status.pending_notices();
+            let owed = pending
+                .iter()
+                .find(|n| listens(&self.endpoint, n) && !self.settled(n) && !gone.contains(&n.id));
+            let Some(notice) = owed else {
                 break;
+            };
+            match self.deliver(notice, uid.as_deref()).await {
+                Outcome::Settled => {}
+                Outcome::Gone => {
+                    gone.insert(notice.id.clone());
+                }
+                Outcome::Left => break,
             }
         }
         self.flush(promotion).await;
+    }
+
+    /// The promotion's persisted status (its `pendingNotices`), and its uid.
+    fn record(&self, promotion: &str) -> Option<(Arc<PromotionStatus>, Option<String>)> {
+        let state = self.shared.statuses.get(promotion)?;
+        Some((state.status?, state.uid))
+    }
+
+    /// The record as it is now, and where `notice` is in it; `None` once it left it.
+    fn recorded(&self, notice: &Notice) -> Option<(Arc<PromotionStatus>, usize)> {
+        let (status, _) = self.record(&notice.promotion)?;
+        let index = status
+            .pending_notices()
+            .iter()
+            .position(|n| n.id == notice.id)?;
+        Some((status, index))
     }
 
     fn settled(&self, notice: &Notice) -> bool {
@@ -212,10 +234,9 @@ impl Run {
         self.shared.log.flush(promotion).await;
     }
 
-    /// One notice, until it is settled or left: an attempt, then retries with backoff until
-    /// `retryFor` after its transition.
-    async fn deliver(&self, pending: &[Notice], index: usize, uid: Option<&str>) -> Outcome {
-        let notice = &pending[index];
+    /// One notice, until it is settled, left or gone: an attempt, then retries with backoff
+    /// until `retryFor` after its transition, each against the record as it is then.
+    async fn deliver(&self, notice: &Notice, uid: Option<&str>) -> Outcome {
         let name = self.endpoint.name.as_str();
         let retry_for =
             chrono::Duration::from_std(self.endpoint.retry_for()).unwrap_or(chrono::Duration::MAX);
@@ -232,7 +253,11 @@ impl Run {
             if self.mode() == Mode::Retired {
                 return Outcome::Left;
             }
-            let why = match self.attempt(pending, index, uid).await {
+            let Some((status, index)) = self.recorded(notice) else {
+                debug!(endpoint = name, event = notice.kind.as_str(), stage = %notice.stage, "notification no longer pending: a newer state of its subject replaced it");
+                return Outcome::Gone;
+            };
+            let why = match self.attempt(status.pending_notices(), index, uid).await {
                 Ok(outcome) => return outcome,
                 Err(why) => why,
             };

@@ -285,7 +285,9 @@ fn decide(
             outcome.inconclusive.get_or_insert_with(why);
         }
         (AnalysisPhase::Running, _) => ask(run, analysis, input, outcome),
-        (AnalysisPhase::Successful | AnalysisPhase::Inconclusive, _) => {}
+        // Cancelled only once its stage ended (`analysis_end`): never in a stage that decides.
+        (AnalysisPhase::Successful | AnalysisPhase::Inconclusive | AnalysisPhase::Cancelled, _) => {
+        }
     }
 }
 
@@ -300,8 +302,7 @@ fn ask(
         return;
     }
     let index = attempts(run);
-    let intervals = i32::try_from(index).unwrap_or(i32::MAX);
-    let due_at = run.started_at + to_chrono(analysis.interval()) * intervals;
+    let due_at = next_due_at(run, analysis);
     if input.now >= due_at {
         outcome.due.push(MeasurementDue {
             stage: input.stage.to_string(),
@@ -330,12 +331,25 @@ fn ask(
     ));
 }
 
+/// When the run's next measurement is due: the first at its start, each next one `interval`
+/// after the last one recorded (as Argo Rollouts does). Never on a fixed grid from the start: a
+/// new leader or a restarted process that finds measurements overdue takes them `interval`
+/// apart, not in a burst that would end the soak early.
+fn next_due_at(run: &AnalysisRun, analysis: &Analysis) -> DateTime<Utc> {
+    match run.measurements.last() {
+        Some(last) => (last.at + to_chrono(analysis.interval())).max(run.started_at),
+        None => run.started_at,
+    }
+}
+
 /// The Warning a run's end tells: failed, or inconclusive.
 fn told(stage: &str, run: &AnalysisRun) -> Option<EngineEvent> {
     let reason = match run.phase {
         AnalysisPhase::Failed => EventReason::AnalysisFailed,
         AnalysisPhase::Inconclusive => EventReason::AnalysisInconclusive,
-        AnalysisPhase::Running | AnalysisPhase::Successful => return None,
+        AnalysisPhase::Running | AnalysisPhase::Successful | AnalysisPhase::Cancelled => {
+            return None;
+        }
     };
     let on = run
         .cluster

@@ -69,6 +69,9 @@ pub enum AnalysisPhase {
     Failed,
     /// More inconclusive measurements than `inconclusiveLimit`: held like a manual gate.
     Inconclusive,
+    /// Its stage ended before it did (the stage completed, or the run failed): nothing more is
+    /// measured. The message says why.
+    Cancelled,
 }
 
 impl AnalysisPhase {
@@ -78,6 +81,7 @@ impl AnalysisPhase {
             AnalysisPhase::Successful => "Successful",
             AnalysisPhase::Failed => "Failed",
             AnalysisPhase::Inconclusive => "Inconclusive",
+            AnalysisPhase::Cancelled => "Cancelled",
         }
     }
 }

@@ -15,6 +15,7 @@
 
 pub mod activity;
 mod analysis;
+mod analysis_end;
 pub mod analysis_run;
 pub mod approval;
 pub mod approval_quorum;

@@ -184,7 +184,9 @@ fn analysis_notices(
         let kind = match run.phase {
             AnalysisPhase::Failed => NotifyEvent::AnalysisFailed,
             AnalysisPhase::Inconclusive => NotifyEvent::AnalysisInconclusive,
-            AnalysisPhase::Running | AnalysisPhase::Successful => continue,
+            AnalysisPhase::Running | AnalysisPhase::Successful | AnalysisPhase::Cancelled => {
+                continue;
+            }
         };
         let was = old
             .and_then(|o| o.analyses.as_deref())

@@ -46,6 +46,7 @@ pub fn step(input: &StepInput<'_>) -> StepOutput {
         Desired::Snapshot { current, invalid } => run_snapshot(input, current, invalid),
         Desired::RemovalHeld { reason, .. } => removal::step_held(input, reason),
     };
+    crate::analysis_end::cancel_ended(&mut output.status);
     conditions::set_watch_health(&mut output.status, input.watch_problem, input.now);
     if conditions::set_commit_verified(&mut output.status, input.unverified, input.now)
         && let Some(refusal) = input.unverified

@@ -82,7 +82,7 @@ fn activity(h: &Harness, stage: &str) -> StageActivity {
 }
 
 #[test]
-fn measurements_are_due_after_provisioning_plus_initial_delay_at_exact_intervals() {
+fn measurements_are_due_after_provisioning_plus_initial_delay_then_an_interval_after_the_last() {
     let mut h = gated(
         "2m",
         json!({"initialDelay": "10s", "interval": "30s", "count": 3}),
@@ -93,13 +93,18 @@ fn measurements_are_due_after_provisioning_plus_initial_delay_at_exact_intervals
     assert_eq!(out.wake_at, Some(t0() + Duration::seconds(10)));
     let run = &runs(&h)[0];
     assert_eq!(run.query, "sum(rate(errors{cluster=~\"s1-1|s1-2\"}[1m]))");
-    for (at, index) in [(10, 0), (40, 1), (70, 2)] {
+    // Each taken 3 s late: the next one is due an interval after it, never sooner (a new
+    // leader that finds measurements overdue takes them an interval apart, not in a burst).
+    for (at, index) in [(10, 0), (43, 1), (76, 2)] {
+        h.world.now = t0() + Duration::seconds(at - 1);
+        let early = h.settle();
+        assert!(early.measurements.is_empty(), "at {}s", at - 1);
+        assert_eq!(early.wake_at, Some(t0() + Duration::seconds(at)));
         h.world.now = t0() + Duration::seconds(at);
         let out = h.settle();
         assert_eq!(out.measurements.len(), 1, "at {at}s");
         assert_eq!(out.measurements[0].index, index);
         assert_eq!(out.measurements[0].due_at, h.world.now);
-        // Taken late: the next one is still due on the interval, not after the late one.
         h.world.now += Duration::seconds(3);
         let due = out.measurements.clone();
         answer(&mut h, &due, MeasurementVerdict::Successful, "0.001");

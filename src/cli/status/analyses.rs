@@ -6,17 +6,18 @@ use tollgate_engine::analysis_run::{AnalysisPhase, AnalysisRun};
 use tollgate_engine::pipeline::StageView;
 
 use super::fit;
+use super::quoted_errors::QuotedErrors;
 use super::table::time;
 
 /// The analyses table of `view`'s stage, or nothing when it has none.
-pub(super) fn render(view: &StageView<'_>, width: usize) -> String {
+pub(super) fn render(view: &StageView<'_>, quoted: &QuotedErrors, width: usize) -> String {
     let Some(runs) = view.status.and_then(|st| st.analyses.as_deref()) else {
         return String::new();
     };
     if runs.is_empty() {
         return String::new();
     }
-    let rows: Vec<Vec<String>> = runs.iter().map(row).collect();
+    let rows: Vec<Vec<String>> = runs.iter().map(|run| row(run, quoted)).collect();
     let mut out = format!("\nStage {}: analyses\n", view.name);
     out.push_str(&fit::table(
         &["ANALYSIS", "PHASE", "MEASURED", "LAST", "QUERY"],
@@ -26,7 +27,9 @@ pub(super) fn render(view: &StageView<'_>, width: usize) -> String {
     out
 }
 
-fn row(run: &AnalysisRun) -> Vec<String> {
+/// The error of the newest measurement is printed in LAST only: the phase's message, which
+/// quotes it, points there.
+fn row(run: &AnalysisRun, quoted: &QuotedErrors) -> Vec<String> {
     let mut name = run.name.clone();
     if let Some(cluster) = &run.cluster {
         name.push_str(&format!(" on {cluster}"));
@@ -43,7 +46,7 @@ fn row(run: &AnalysisRun) -> Vec<String> {
         .as_deref()
         .filter(|_| run.phase != AnalysisPhase::Running)
     {
-        phase.push_str(&format!(": {message}"));
+        phase.push_str(&format!(": {}", quoted.point(message)));
     }
     if let Some(commit) = &run.approved_by {
         phase.push_str(&format!(
@@ -124,7 +127,7 @@ mod tests {
         }))
         .expect("a status");
         let pipeline = status.pipeline();
-        let text = render(&pipeline[0], 150);
+        let text = render(&pipeline[0], &super::QuotedErrors::of(&status), 150);
         // Rows, their cells wrapped over lines joined again.
         let mut rows: Vec<Vec<String>> = Vec::new();
         let lines = text

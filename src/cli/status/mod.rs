@@ -11,6 +11,7 @@ mod bar;
 mod fit;
 mod follow;
 pub mod live;
+mod quoted_errors;
 mod relative;
 mod screen;
 pub mod stage_words;

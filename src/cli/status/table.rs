@@ -10,6 +10,7 @@ use tollgate_engine::{Phase, PromotionStatus, RunFailure};
 
 use super::Shown;
 use super::fit;
+use super::quoted_errors::QuotedErrors;
 use super::stage_words::{self, Times};
 
 pub(super) use tollgate_manifest::snapshot::short_sha as short;
@@ -127,6 +128,7 @@ pub(super) fn render_detail(promotion: &Shown, width: usize) -> String {
         Err(error) => return format!("Promotion:    {}\n{error}\n\n", promotion.name),
     };
     let pipeline = status.pipeline();
+    let quoted = QuotedErrors::of(status);
     let stage = Some(stage_label(status)).filter(|s| !s.is_empty());
     let snapshot = match status.snapshot_index {
         Some(_) => snapshot_label(status),
@@ -138,7 +140,10 @@ pub(super) fn render_detail(promotion: &Shown, width: usize) -> String {
         ("Phase", Some(status.phase.as_str().to_string())),
         ("Stage", stage),
         ("Snapshot", Some(snapshot)),
-        ("Message", status.message.clone()),
+        (
+            "Message",
+            status.message.as_deref().map(|m| quoted.point(m)),
+        ),
         ("Next wake-up", status.next_wake_up.map(|t| time(Some(t)))),
         ("Paused since", status.paused_since.map(|t| time(Some(t)))),
         ("Invalid spec", status.invalid_spec.clone()),
@@ -173,19 +178,19 @@ pub(super) fn render_detail(promotion: &Shown, width: usize) -> String {
             out.push_str(&labelled(&format!("{label}:"), &value, width));
         }
     }
-    out.push_str(&render_stages(&pipeline, width));
+    out.push_str(&render_stages(&pipeline, &quoted, width));
     for view in &pipeline {
         out.push_str(&render_approver(view, width));
         out.push_str(&render_quorum(view, width));
     }
     if let Some(failure) = &status.failure {
-        out.push_str(&render_failure(status, failure, width));
+        out.push_str(&render_failure(status, failure, &quoted, width));
     }
     for view in &pipeline {
         out.push_str(&render_clusters(view, width));
     }
     for view in &pipeline {
-        out.push_str(&super::analyses::render(view, width));
+        out.push_str(&super::analyses::render(view, &quoted, width));
     }
     out.push('\n');
     out
@@ -203,7 +208,7 @@ fn labelled(label: &str, value: &str, width: usize) -> String {
 }
 
 /// Every stage of the pipeline: the snapshot it runs, its counts over its members, what it does.
-fn render_stages(pipeline: &[StageView<'_>], width: usize) -> String {
+fn render_stages(pipeline: &[StageView<'_>], quoted: &QuotedErrors, width: usize) -> String {
     let rows: Vec<Vec<String>> = pipeline
         .iter()
         .map(|view| {
@@ -211,7 +216,7 @@ fn render_stages(pipeline: &[StageView<'_>], width: usize) -> String {
                 view.name.to_string(),
                 view.snapshot.map(|i| format!("#{i}")).unwrap_or_default(),
                 stage_words::counts(view).map(clusters).unwrap_or_default(),
-                stage_words::activity(view, Times::Absolute),
+                quoted.point(&stage_words::activity(view, Times::Absolute)),
             ]
         })
         .collect();
@@ -269,7 +274,12 @@ fn render_quorum(view: &StageView<'_>, width: usize) -> String {
 
 /// The failed stage, why, and what the user does next (the stages' rows say what the rollback
 /// did to each).
-fn render_failure(status: &PromotionStatus, failure: &RunFailure, width: usize) -> String {
+fn render_failure(
+    status: &PromotionStatus,
+    failure: &RunFailure,
+    quoted: &QuotedErrors,
+    width: usize,
+) -> String {
     let commit = status
         .snapshot_commit
         .as_deref()
@@ -283,7 +293,7 @@ fn render_failure(status: &PromotionStatus, failure: &RunFailure, width: usize) 
         failure.on_failure,
     );
     let mut out = format!("\n{}\n", fit::wrap(&headline, width));
-    out.push_str(&indented(&failure.reason, width));
+    out.push_str(&indented(&quoted.point(&failure.reason), width));
     let next = match status.phase {
         Phase::RollingBack => {
             "wait for the rollback to finish; then commit a fix, or revert to acknowledge"

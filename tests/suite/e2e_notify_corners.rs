@@ -1,0 +1,194 @@
+//! End to end (issue #45): at-least-once notification delivery past the bound of the record of
+//! notices owed. A receiver down for a whole rollout of 17 clusters (16 in waves of 1: more
+//! notices than the record keeps one by one) gets, once it is back, every notice the record still
+//! holds and each stage's latest state, each once, never an older state after a newer one; what
+//! was folded away is counted in `tollgate_notifications_dropped_total`, exactly.
+
+use crate::support;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{StatusCode, Uri};
+use serde_json::Value;
+use support::{TestRepo, World};
+use tempfile::TempDir;
+use tollgate_fixtures::{cluster, fleet, policy, promotion, stage};
+
+const WEB: &str = "web";
+/// What the record keeps one by one (`docs/notifications.md`, delivery).
+const FOLD_ABOVE: usize = 32;
+
+/// One notice a receiver accepted: (id, event, stage).
+type Told = (String, String, String);
+
+/// Two generic webhook receivers on one server: `/up` accepts everything, `/down` answers 503
+/// until it is set up.
+#[derive(Clone)]
+struct Receivers {
+    url: String,
+    accepted: Arc<Mutex<Vec<(String, Told)>>>,
+    down_is_up: Arc<AtomicBool>,
+}
+
+type ReceiverState = (Arc<Mutex<Vec<(String, Told)>>>, Arc<AtomicBool>);
+
+impl Receivers {
+    async fn start() -> Receivers {
+        let accepted = Arc::new(Mutex::new(Vec::new()));
+        let down_is_up = Arc::new(AtomicBool::new(false));
+        let state: ReceiverState = (accepted.clone(), down_is_up.clone());
+        let app = Router::new().fallback(receive).with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind receivers");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Receivers {
+            url,
+            accepted,
+            down_is_up,
+        }
+    }
+
+    /// What `path` accepted, in order.
+    fn told(&self, path: &str) -> Vec<Told> {
+        let accepted = self.accepted.lock().expect("log");
+        accepted
+            .iter()
+            .filter(|(p, _)| p == path)
+            .map(|(_, told)| told.clone())
+            .collect()
+    }
+}
+
+async fn receive(
+    State((accepted, down_is_up)): State<ReceiverState>,
+    uri: Uri,
+    body: Bytes,
+) -> StatusCode {
+    let path = uri.path().to_string();
+    if path == "/down" && !down_is_up.load(Ordering::SeqCst) {
+        return StatusCode::SERVICE_UNAVAILABLE;
+    }
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let field = |name: &str| body[name].as_str().unwrap_or_default().to_string();
+    let told = (field("id"), field("event"), field("stage"));
+    accepted.lock().expect("log").push((path, told));
+    StatusCode::OK
+}
+
+const EVENTS: &[&str] = &[
+    "StageStarted",
+    "StageCompleted",
+    "StageFailed",
+    "WaveStarted",
+    "WaveCompleted",
+    "Completed",
+];
+
+fn secret(dir: &TempDir, name: &str, url: &str) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, format!("{url}\nhmac-key\n")).expect("secret");
+    path.to_str().expect("utf-8").to_string()
+}
+
+/// `tollgate_notifications_dropped_total{endpoint="<endpoint>"}`, 0 when absent.
+fn dropped(world: &World, endpoint: &str) -> usize {
+    let series = format!("tollgate_notifications_dropped_total{{endpoint=\"{endpoint}\"}} ");
+    world
+        .metrics
+        .encode()
+        .lines()
+        .find_map(|l| l.strip_prefix(series.as_str()))
+        .map_or(0, |v| v.trim().parse().expect("a count"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_down_for_a_whole_waved_rollout_gets_each_stages_latest_state_once() {
+    let receivers = Receivers::start().await;
+    let secrets = tempfile::tempdir().expect("secrets dir");
+    let down = secret(&secrets, "down", &format!("{}/down", receivers.url));
+    let up = secret(&secrets, "up", &format!("{}/up", receivers.url));
+    let yaml = policy("fleet-defaults")
+        .notify("down", "webhook", &down, EVENTS)
+        .notify("up", "webhook", &up, EVENTS)
+        .to_yaml()
+        .replace(
+            "spec:\n",
+            "spec:\n  stages:\n    prod:\n      waves:\n        size: 1\n",
+        );
+    let repo = TestRepo::new();
+    let web = promotion(WEB)
+        .chart("web", "1.0.0")
+        .stage(stage("dev").selector("env", "dev").auto())
+        .stage(stage("prod").selector("env", "prod").auto());
+    repo.write("web.yaml", &web.to_yaml());
+    repo.write("policy.yaml", &yaml);
+    repo.commit("web 1.0.0, prod in 16 waves of 1");
+    let mut clusters = fleet().default_latency("20ms");
+    clusters = clusters.cluster(cluster("dev-1").ns("fleet").label("env", "dev"));
+    for i in 1..=16 {
+        let name = format!("prod-{i}");
+        clusters = clusters.cluster(cluster(&name).ns("fleet").label("env", "prod"));
+    }
+    let world = World::start(repo, &clusters.to_yaml()).await;
+    world.wait_phase(WEB, "Completed").await;
+    let all = world
+        .eventually("every notice told to the receiver that is up", || async {
+            let told = receivers.told("/up");
+            told.iter().any(|t| t.1 == "Completed").then_some(told)
+        })
+        .await;
+    assert!(
+        all.len() > FOLD_ABOVE,
+        "more notices than the record keeps one by one: {all:?}"
+    );
+    assert!(receivers.told("/down").is_empty(), "the receiver was down");
+
+    receivers.down_is_up.store(true, Ordering::SeqCst);
+    let got = world
+        .eventually(
+            "the rollout's last notice, once the receiver is back",
+            || async {
+                let told = receivers.told("/down");
+                told.iter().any(|t| t.1 == "Completed").then_some(told)
+            },
+        )
+        .await;
+
+    let ids: Vec<&String> = got.iter().map(|t| &t.0).collect();
+    let unique: BTreeSet<&String> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len(), "each notice once: {got:#?}");
+    // In the order they happened (the up receiver's): never an older state after a newer one.
+    let order = |told: &Told| all.iter().position(|a| a.0 == told.0);
+    let positions: Vec<Option<usize>> = got.iter().map(order).collect();
+    assert!(
+        positions.iter().all(Option::is_some) && positions.is_sorted(),
+        "only notices that happened, in their order: {got:#?}"
+    );
+    for stage in ["dev", "prod"] {
+        let latest = all.iter().rev().find(|a| a.2 == stage).expect("a notice");
+        assert!(
+            got.contains(latest),
+            "stage {stage}'s latest state: {got:#?}"
+        );
+    }
+    assert_eq!(
+        got.len(),
+        FOLD_ABOVE,
+        "every notice the record kept: {got:#?}"
+    );
+    assert_eq!(
+        got.len() + dropped(&world, "down"),
+        all.len(),
+        "each notice not told is counted dropped, once"
+    );
+    assert_eq!(dropped(&world, "up"), 0);
+}
