@@ -198,7 +198,10 @@ async fn run(seed: u64) {
     let mut rng = SeededRng::new(seed);
     let began = tokio::time::Instant::now();
     let mut trial = start().await;
-    // The release rolls out (the stand-in healthy), then the failing chart lands.
+    // The release rolls out (the stand-in healthy; leadership moves while prod is analysed),
+    // then the failing chart lands.
+    let mut done = Done::default();
+    trial.change_leader_during_analysis(&mut done).await;
     trial.wait_final(1).await;
     let failing = tokio::task::block_in_place(|| {
         for i in 0..PROMOTIONS {
@@ -210,7 +213,7 @@ async fn run(seed: u64) {
         trial.world.repo.commit("a chart staging-2 fails")
     });
     trial.poke();
-    let done = trial.inject(&mut rng).await;
+    trial.inject(&mut rng, &mut done).await;
 
     // Faults off; the failing chart reverted: every promotion ends on #3, #1's content.
     trial.prom.set(PromMode::Healthy);
@@ -223,6 +226,8 @@ async fn run(seed: u64) {
         trial.world.repo.git(&["revert", "--no-edit", &failing]);
     });
     trial.poke();
+    // The staged rollbacks analyse prod again: leadership moves once more meanwhile.
+    trial.change_leader_during_analysis(&mut done).await;
     trial.wait_final(3).await;
     tokio::time::sleep_until(began + RECEIVER_DOWN).await;
     assert!(
@@ -333,8 +338,7 @@ impl Trial {
     }
 
     /// The schedule: every 0.3–1.5 s one of its moves, for [`WINDOW`].
-    async fn inject(&mut self, rng: &mut SeededRng) -> Done {
-        let mut done = Done::default();
+    async fn inject(&mut self, rng: &mut SeededRng, done: &mut Done) {
         let started = tokio::time::Instant::now();
         while started.elapsed() < WINDOW {
             tokio::time::sleep(rng.millis(300, 1_500)).await;
@@ -356,28 +360,50 @@ impl Trial {
                         .expect("pause");
                     done.pauses += 1;
                 }
-                5 | 6 => self.retry_one(rng, &mut done).await,
+                5 => self.retry_one(rng, true, done).await,
+                6 => self.retry_one(rng, false, done).await,
                 _ => {
-                    if done.leader_changes < 2 && self.analysis_running().await {
+                    if self.analysis_running().await {
                         self.change_leader().await;
                         done.leader_changes += 1;
                     }
                 }
             }
         }
-        done
+        // Every schedule retries a halted run at least once.
+        if done.retries == 0 {
+            self.retry_one(rng, true, done).await;
+        }
     }
 
-    /// `tollgate retry NAME staging --commit` on a promotion whose run failed there: a halted one
-    /// is re-driven (and fails again: the chart is still broken), a rolled-back one refused.
-    async fn retry_one(&self, rng: &mut SeededRng, done: &mut Done) {
-        let i = rng.between(0, PROMOTIONS as u64 - 1) as usize;
-        let Some(status) = self.world.status(&name(i)).await else {
-            return;
-        };
-        if status["failure"]["stage"] != "staging" {
+    /// Moves leadership as soon as some analysis measures (within [`PATIENCE`]).
+    async fn change_leader_during_analysis(&mut self, done: &mut Done) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while tokio::time::Instant::now() < deadline {
+            if self.analysis_running().await {
+                self.change_leader().await;
+                done.leader_changes += 1;
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// `tollgate retry NAME staging --commit` on a promotion whose run failed at staging,
+    /// `halted` (re-driven, and failing again: the chart is still broken) or rolled back
+    /// (refused by the controller).
+    async fn retry_one(&self, rng: &mut SeededRng, halted: bool, done: &mut Done) {
+        let mut failed = Vec::new();
+        for i in (0..PROMOTIONS).filter(|i| (tier(*i) == "halt") == halted) {
+            let status = self.world.status(&name(i)).await;
+            if status.is_some_and(|s| s["failure"]["stage"] == "staging") {
+                failed.push(i);
+            }
+        }
+        if failed.is_empty() {
             return;
         }
+        let i = failed[rng.between(0, failed.len() as u64 - 1) as usize];
         let output = tokio::task::block_in_place(|| {
             tollgate_binary()
                 .args(["retry", &name(i), "staging", "--commit", "--repo"])
@@ -477,6 +503,10 @@ fn check(trial: &Trial, finals: &[(String, u64)], seed: u64, done: &Done) {
                 .is_some_and(|s| s.iter().any(|st| st["fastRollback"] == true))
         });
     assert!(fast, "seed {seed}: no stage rolled back on the fast path");
+    assert!(
+        done.leader_changes >= 2 && done.retries > 0,
+        "seed {seed}: the schedule missed a leader change during analyses or a retry: {done:?}"
+    );
     println!(
         "recovery chaos seed {seed}: {PROMOTIONS} promotions ended on #3 after a revert; {done:?}; \
          {} notices received ({} accepted) with the receiver down for at least {RECEIVER_DOWN:?}",
