@@ -10,7 +10,6 @@
 //! prints one JSON document.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 // The allocator the tollgate binary ships with, so the controller measured here is the one deployed.
@@ -36,12 +35,7 @@ fn arg(name: &str, default: u64) -> u64 {
 }
 
 fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {args:?}");
+    tollgate_fixtures::git::git(dir, args);
 }
 
 /// A four-stage promotion with no triggers: every stage advances as soon as it is provisioned.

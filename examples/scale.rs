@@ -148,12 +148,7 @@ impl Args {
 }
 
 fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {args:?} failed");
+    tollgate_fixtures::git::git(dir, args);
 }
 
 fn profile_name(promotion: usize, stage: usize) -> String {

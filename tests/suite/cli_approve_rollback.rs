@@ -8,9 +8,7 @@ use tollgate_manifest::snapshot::short_sha;
 use tollgate_manifest::{ApprovalKind, Snapshot};
 use tollgate_source::{GitSource, PromotionView, SourceConfig};
 
-use crate::git_support;
-
-use git_support::git;
+use tollgate_fixtures::git::git;
 
 /// `app` (commented, with an existing annotation) followed by a second promotion in one file.
 fn manifests(version: &str, production_env: &str) -> String {

@@ -8,9 +8,8 @@ use tollgate_fixtures::{promotion, stage};
 use tollgate_manifest::snapshot::short_sha;
 
 use crate::git_http_server;
-use crate::git_support;
 
-use git_support::git;
+use tollgate_fixtures::git::git;
 
 fn manifest(name: &str, version: &str, annotation: Option<&str>, approved: bool) -> String {
     let mut manifest = promotion(name);

@@ -7,12 +7,11 @@ use assert_cmd::Command;
 use serde_json::Value;
 use tollgate_fixtures::{promotion, stage};
 
-use crate::git_support;
 use crate::support;
 
 /// Dates are pinned so commit SHAs in the snapshots are stable.
 fn git(dir: &Path, args: &[&str]) -> String {
-    git_support::git_at(dir, args, "2026-01-02T03:04:05Z")
+    tollgate_fixtures::git::git_at(dir, args, "2026-01-02T03:04:05Z")
 }
 
 /// The knobs the scenarios turn.

@@ -337,21 +337,7 @@ fn snapshot_id(text: &str) -> String {
     tollgate_manifest::SpecHashes::of(promotion).snapshot_id
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "A")
-        .env("GIT_AUTHOR_EMAIL", "a@example.com")
-        .env("GIT_COMMITTER_NAME", "C")
-        .env("GIT_COMMITTER_EMAIL", "c@example.com")
-        .output()
-        .expect("git");
-    assert!(output.status.success(), "git {args:?}");
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
-}
+use tollgate_fixtures::git::git;
 
 #[test]
 fn approval_annotations_that_name_no_snapshot_are_warnings() {

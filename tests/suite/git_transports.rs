@@ -3,7 +3,6 @@
 //! deploy key and a known_hosts check (refused for an unknown host key) against a real `sshd`.
 
 use crate::git_http_server;
-use crate::git_support;
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -12,10 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use git_http_server::GitHttpServer;
-use git_support::git;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+use tollgate_fixtures::git::git;
 use tollgate_fixtures::{promotion, stage};
 
 /// A bare repository holding one promotion, under `root/promos.git`; returns the commit SHA.

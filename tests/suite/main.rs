@@ -18,7 +18,6 @@ mod chaos_support;
 /// The loopback smart-HTTP git server of the source crate's tests.
 #[path = "../../crates/source/tests/support/git_http_server.rs"]
 mod git_http_server;
-mod git_support;
 mod support;
 
 // The modules under `cfg(feature = "embedded")` run the binary's embedded cluster (`run

@@ -74,20 +74,17 @@ fn in_second_terminal(exports: &[String], command: &str) -> std::process::Output
         .expect("bash runs")
 }
 
+/// git as the newcomer of the walkthrough runs it: their own identity, nothing else configured.
 fn git(repo: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args([
-            "-c",
-            "user.name=New User",
-            "-c",
-            "user.email=new@example.com",
-        ])
-        .args(args)
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {args:?}");
+    let mut command = tollgate_fixtures::git::isolated(repo);
+    command.args([
+        "-c",
+        "user.name=New User",
+        "-c",
+        "user.email=new@example.com",
+    ]);
+    command.args(args);
+    tollgate_fixtures::git::run(command, args);
 }
 
 #[test]

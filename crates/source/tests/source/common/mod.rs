@@ -1,7 +1,6 @@
 //! Test repositories built with the `git` CLI in temp dirs, and ClusterPromotion manifests.
 
 use std::path::Path;
-use std::process::Command;
 
 use tempfile::TempDir;
 use tollgate_source::{GitSource, SourceConfig};
@@ -11,25 +10,7 @@ pub struct TestRepo {
 }
 
 /// Runs git with a fixed identity and no user/system configuration.
-pub fn git_in(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Alice Author")
-        .env("GIT_AUTHOR_EMAIL", "alice@example.com")
-        .env("GIT_COMMITTER_NAME", "Carl Committer")
-        .env("GIT_COMMITTER_EMAIL", "carl@example.com")
-        .output()
-        .expect("run git");
-    assert!(
-        output.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
-}
+pub use tollgate_fixtures::git::git as git_in;
 
 impl TestRepo {
     pub fn new() -> Self {
