@@ -5,6 +5,8 @@
 
 use crate::support;
 
+use support::child_emulator::{ChildEmulator, free_addr};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -17,35 +19,11 @@ use support::{
 const LEASE_PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases/tollgate-leader";
 const SECRET: &str = "relay-webhook-secret";
 
-fn free_addr() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port");
-    format!("127.0.0.1:{port}")
-}
-
-fn start_emulator(dir: &Path) -> (Process, PathBuf, String) {
-    let fleet = dir.join("fleet.yaml");
-    std::fs::write(&fleet, fleet_yaml(1, "100ms")).expect("fleet");
-    let kubeconfig = dir.join("kubeconfig");
-    let addr = free_addr();
-    let child = tollgate()
-        .args(["emulator", "--fleet"])
-        .arg(&fleet)
-        .args(["--listen", &addr, "--kubeconfig"])
-        .arg(&kubeconfig)
-        // The lease is read below with a plain HTTP request.
-        .arg("--insecure-http")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("emulator starts");
-    let process = Process(child);
-    eventually("the emulator answers", || {
-        (kubeconfig.exists() && http(&addr, "GET", "/version", &[], b"").is_some()).then_some(())
-    });
-    (process, kubeconfig, addr)
+fn start_emulator(dir: &Path) -> (ChildEmulator, PathBuf, String) {
+    // The lease is read with plain HTTP requests.
+    let (emulator, addr) = ChildEmulator::start_plain(dir, &fleet_yaml(1, "100ms"));
+    let kubeconfig = emulator.kubeconfig.clone();
+    (emulator, kubeconfig, addr)
 }
 
 /// One replica as the Deployment runs it; its log goes to `<dir>/<identity>.log`.

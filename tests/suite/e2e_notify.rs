@@ -4,6 +4,8 @@
 
 use crate::support;
 
+use support::child_emulator::ChildEmulator;
+
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +19,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 use std::process::Stdio;
 
-use support::{KillOnDrop, TestRepo, World, http, tollgate_binary};
+use support::{KillOnDrop, TestRepo, World, tollgate_binary};
 use tempfile::TempDir;
 use tollgate::cluster::leader::LeaderGate;
 use tollgate::cluster::resources;
@@ -997,37 +999,11 @@ async fn waves_and_a_blackout_are_told_and_are_no_commit_status_of_their_own() {
     );
 }
 
-/// A free loopback address.
-fn free_addr() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port");
-    format!("127.0.0.1:{port}")
-}
-
 /// The emulator as its own process (it outlives the controllers killed below).
-async fn emulator_process(dir: &std::path::Path, fleet: &str) -> (KillOnDrop, std::path::PathBuf) {
-    let fleet_file = dir.join("fleet.yaml");
-    std::fs::write(&fleet_file, fleet).expect("fleet");
-    let kubeconfig = dir.join("kubeconfig");
-    let addr = free_addr();
-    let child = tollgate_binary()
-        .args(["emulator", "--fleet"])
-        .arg(&fleet_file)
-        .args(["--listen", &addr, "--kubeconfig"])
-        .arg(&kubeconfig)
-        .arg("--insecure-http")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("emulator starts");
-    let process = KillOnDrop(child);
-    until("the emulator answers", || {
-        (kubeconfig.exists() && http(&addr, "GET", "/version", &[], b"").is_some()).then_some(())
-    })
-    .await;
-    (process, kubeconfig)
+fn emulator_process(dir: &std::path::Path, fleet: &str) -> (ChildEmulator, std::path::PathBuf) {
+    let (emulator, _) = tokio::task::block_in_place(|| ChildEmulator::start_plain(dir, fleet));
+    let kubeconfig = emulator.kubeconfig.clone();
+    (emulator, kubeconfig)
 }
 
 /// `tollgate run` as a real process; its log goes to `<dir>/<name>.log`.
@@ -1084,7 +1060,7 @@ async fn sigkill_during_a_retry_then_restart_delivers_the_notice_once() {
     );
     repo.commit("web 1.0.0, 2s per stage");
     let dir = tempfile::tempdir().expect("temp dir");
-    let (_emulator, kubeconfig) = emulator_process(dir.path(), &three_envs().to_yaml()).await;
+    let (_emulator, kubeconfig) = emulator_process(dir.path(), &three_envs().to_yaml());
     let mut first = controller_process(dir.path(), &repo, &kubeconfig, "first");
 
     // dev's start is delivered; then the receiver goes down during dev's 2 s soak, and the next

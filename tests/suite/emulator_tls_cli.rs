@@ -5,6 +5,8 @@
 
 use crate::support;
 
+use support::child_emulator::ChildEmulator;
+
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
@@ -124,22 +126,10 @@ fn tls_run_embedded_rolls_out_with_token_and_status_reads_it_with_client_certifi
     assert!(!printed.contains(&token), "nor shown by status");
 }
 
-fn start_emulator(dir: &Path, extra: &[&str]) -> (Process, PathBuf) {
-    let fleet = write_fleet(dir);
-    let kubeconfig = dir.join("kubeconfig");
-    let child = tollgate()
-        .args(["emulator", "--fleet"])
-        .arg(&fleet)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("emulator starts");
-    let process = Process(child);
-    eventually("kubeconfig written", || kubeconfig.exists().then_some(()));
-    (process, kubeconfig)
+fn start_emulator(dir: &Path, extra: &[&str]) -> (ChildEmulator, PathBuf) {
+    let emulator = ChildEmulator::start(dir, &fleet_yaml(1, "100ms"), extra);
+    let kubeconfig = emulator.kubeconfig.clone();
+    (emulator, kubeconfig)
 }
 
 #[test]
