@@ -13,7 +13,7 @@ use tollgate_manifest::report::{self, Summary};
 use tollgate_manifest::{CommitInfo, Limits, Snapshot, SpecHashes, parse_file};
 use tollgate_source::Secret;
 
-use crate::server::signature::hmac_sha256_hex;
+use crate::outbound::signature::hmac_sha256_hex;
 use crate::server::webhook::{self, Outcome, Provider};
 
 /// The name every fuzzed spec file is reported under.

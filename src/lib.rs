@@ -12,5 +12,6 @@ pub mod fuzzing;
 pub mod memory;
 pub mod metrics;
 pub mod notify;
+pub mod outbound;
 pub mod server;
 pub mod web;

@@ -16,8 +16,8 @@ use tollgate_model::policy::NotifyType;
 
 use super::http;
 use super::observation::{MeasureError, Observation, ResultValue};
-use crate::notify::secret::read_secret;
-use crate::notify::send::HttpsClient;
+use crate::outbound::endpoint_secret::read_secret;
+use crate::outbound::https::HttpsClient;
 
 /// How one context stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 
 use super::observation::MeasureError;
-use crate::notify::send::HttpsClient;
+use crate::outbound::https::HttpsClient;
 
 /// The largest answer read (a Prometheus vector of a few thousand samples fits).
 pub const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;

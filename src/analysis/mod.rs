@@ -37,7 +37,7 @@ use tracing::{debug, warn};
 
 use crate::cluster::leader::LeaderGate;
 use crate::cluster::watch::Touch;
-use crate::notify::send::{HttpsClient, https_client};
+use crate::outbound::https::{HttpsClient, https_client};
 use conditions::{Conditions, Judge};
 use observation::{MeasureError, Observation};
 use store::{Store, Wait};

@@ -13,7 +13,7 @@ use tollgate_model::analysis::PrometheusCheck;
 use super::http;
 use super::observation::{MeasureError, Observation, ResultValue, show_list, show_number};
 use super::secrets;
-use crate::notify::send::HttpsClient;
+use crate::outbound::https::HttpsClient;
 
 /// Runs `query` (the check's query with its templates rendered) against the check's address.
 pub async fn measure(

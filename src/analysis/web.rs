@@ -11,7 +11,7 @@ use tollgate_model::analysis::WebCheck;
 use super::http;
 use super::observation::{MeasureError, Observation, ResultValue, show_number};
 use super::secrets;
-use crate::notify::send::HttpsClient;
+use crate::outbound::https::HttpsClient;
 
 /// Longest value shown in status; a larger one is cut (the conditions see it whole).
 const SHOWN_CHARS: usize = 200;

@@ -18,7 +18,6 @@
 pub mod dedup;
 pub mod payload;
 pub mod pending;
-pub mod secret;
 pub mod send;
 pub mod worker;
 
@@ -91,7 +90,7 @@ impl Notifier {
         if writer.dry_run() {
             return Notifier::disabled();
         }
-        let client = send::https_client().map_err(|e| {
+        let client = crate::outbound::https::https_client().map_err(|e| {
             warn!(error = %e, "no system TLS roots: notifications cannot be sent");
             Arc::from(format!("no system TLS roots could be loaded ({e})"))
         });

@@ -20,8 +20,8 @@ use tollgate_engine::Notice;
 use tollgate_model::policy::{NotifyEvent, NotifyType};
 use tollgate_model::snapshot::short_sha;
 
-use super::secret::EndpointSecret;
-use crate::server::signature::hmac_sha256_hex;
+use crate::outbound::endpoint_secret::EndpointSecret;
+use crate::outbound::signature::hmac_sha256_hex;
 
 /// The header carrying the generic webhook's signature (`sha256=<hex hmac of the body>`), the
 /// same scheme the inbound generic webhook verifies.
@@ -351,7 +351,7 @@ mod tests {
             .find(|(h, _)| *h == SIGNATURE_HEADER)
             .unwrap();
         let hex = signature.strip_prefix("sha256=").expect("prefixed");
-        assert!(crate::server::signature::hmac_sha256_matches(
+        assert!(crate::outbound::signature::hmac_sha256_matches(
             b"k", &out.body, hex
         ));
     }

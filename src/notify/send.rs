@@ -6,19 +6,15 @@ use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use tollgate_engine::Notice;
 use tollgate_model::policy::NotifyEndpoint;
 
 use super::payload::{self, Context, Outgoing};
-use super::secret::read_secret;
+use crate::outbound::endpoint_secret::read_secret;
+use crate::outbound::https::HttpsClient;
 
 /// Per-request timeout when the endpoint sets none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-
-pub type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// Why one attempt failed, and whether another can succeed.
 pub enum Failure {
@@ -82,14 +78,4 @@ async fn send(client: &HttpsClient, outgoing: Outgoing, timeout: Duration) -> Re
         }
         Ok(Ok(status)) => Err(Failure::GiveUp(format!("answered {status}"))),
     }
-}
-
-/// An HTTPS (and plain HTTP, for in-cluster receivers) client trusting the system's roots.
-pub fn https_client() -> Result<HttpsClient, std::io::Error> {
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_native_roots()?
-        .https_or_http()
-        .enable_http1()
-        .build();
-    Ok(Client::builder(TokioExecutor::new()).build(connector))
 }

@@ -16,11 +16,12 @@ use tracing::{debug, info, warn};
 
 use super::dedup::{SettledLog, key};
 use super::pending::{listens, superseded};
-use super::send::{Failure, HttpsClient, attempt_once};
+use super::send::{Failure, attempt_once};
 use crate::cluster::events::EventPublisher;
 use crate::cluster::leader::LeaderGate;
 use crate::cluster::statuses::StatusCache;
 use crate::metrics::Metrics;
+use crate::outbound::https::HttpsClient;
 
 /// First retry delay; doubles up to [`MAX_BACKOFF`]: a receiver back from an outage is reached
 /// within that long.

@@ -5,7 +5,6 @@
 
 pub mod error;
 pub mod probes;
-pub mod signature;
 pub mod status_api;
 pub mod webhook;
 

@@ -15,7 +15,7 @@ use tollgate_source::Secret;
 use tracing::{debug, info, warn};
 
 use super::AppState;
-use super::signature::{hmac_sha256_matches, token_matches};
+use crate::outbound::signature::{hmac_sha256_matches, token_matches};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Provider {
@@ -342,7 +342,7 @@ mod tests {
     #[test]
     fn github_and_generic_require_the_sha256_prefix() {
         let secret = Secret::new("k");
-        let hex = crate::server::signature::hmac_sha256_hex(b"k", b"{}");
+        let hex = crate::outbound::signature::hmac_sha256_hex(b"k", b"{}");
         assert!(Provider::GitHub.authenticates(&secret, b"{}", &format!("sha256={hex}")));
         assert!(!Provider::GitHub.authenticates(&secret, b"{}", &hex));
         assert!(Provider::Generic.authenticates(&secret, b"{}", &format!("sha256={hex}")));

@@ -10,7 +10,7 @@ use hyper::body::Bytes;
 use serde_json::{Value, json};
 use tollgate_source::Secret;
 
-use crate::notify::send::https_client;
+use crate::outbound::https::https_client;
 
 /// The git hosts whose create-PR API the web view speaks.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

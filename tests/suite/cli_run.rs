@@ -228,7 +228,7 @@ fn signed_webhook_triggers_the_fetch_and_metrics_are_served() {
     assert_eq!(code, 401, "a wrong signature is refused");
     let signature = format!(
         "sha256={}",
-        tollgate::server::signature::hmac_sha256_hex(b"s3cr3t-webhook-value", body)
+        tollgate::outbound::signature::hmac_sha256_hex(b"s3cr3t-webhook-value", body)
     );
     let (code, _) = http(
         &addr,

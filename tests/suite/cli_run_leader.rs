@@ -131,7 +131,7 @@ fn a_webhook_on_the_standby_reaches_the_leader_and_sigterm_hands_the_lease_over(
     let body = br#"{"ref": "refs/heads/main"}"#;
     let signature = format!(
         "sha256={}",
-        tollgate::server::signature::hmac_sha256_hex(SECRET.as_bytes(), body)
+        tollgate::outbound::signature::hmac_sha256_hex(SECRET.as_bytes(), body)
     );
     let standby_listen = replicas[standby].1.1.clone();
     let (code, _) = http(

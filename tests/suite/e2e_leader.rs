@@ -420,7 +420,7 @@ async fn a_webhook_on_the_standby_makes_the_leader_fetch() {
 
     let signature = format!(
         "sha256={}",
-        tollgate::server::signature::hmac_sha256_hex(b"relay-secret", body)
+        tollgate::outbound::signature::hmac_sha256_hex(b"relay-secret", body)
     );
     assert_eq!(post_webhook(&addr, &signature, body).await, 202);
     world
@@ -444,7 +444,7 @@ async fn a_webhook_on_the_standby_makes_the_leader_fetch() {
 fn signed(body: &[u8], secret: &[u8]) -> String {
     format!(
         "sha256={}",
-        tollgate::server::signature::hmac_sha256_hex(secret, body)
+        tollgate::outbound::signature::hmac_sha256_hex(secret, body)
     )
 }
 

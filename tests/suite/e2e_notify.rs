@@ -315,7 +315,7 @@ async fn each_type_hears_a_full_rollout_in_its_documented_format() {
         assert_eq!(body["snapshot"]["index"], 1);
         let signature = request.header("X-Tollgate-Signature").expect("signed");
         let hex = signature.strip_prefix("sha256=").expect("sha256= prefix");
-        assert!(tollgate::server::signature::hmac_sha256_matches(
+        assert!(tollgate::outbound::signature::hmac_sha256_matches(
             HMAC_KEY.as_bytes(),
             &request.body,
             hex

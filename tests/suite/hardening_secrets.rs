@@ -354,11 +354,11 @@ fn secrets_never_appear_in_logs_statuses_events_or_responses() {
     let push = br#"{"ref":"refs/heads/main"}"#;
     let genuine = format!(
         "sha256={}",
-        tollgate::server::signature::hmac_sha256_hex(WEBHOOK_SECRET.as_bytes(), push)
+        tollgate::outbound::signature::hmac_sha256_hex(WEBHOOK_SECRET.as_bytes(), push)
     );
     let forged = format!(
         "sha256={}",
-        tollgate::server::signature::hmac_sha256_hex(WRONG_TOKEN.as_bytes(), push)
+        tollgate::outbound::signature::hmac_sha256_hex(WRONG_TOKEN.as_bytes(), push)
     );
     let mut responses = String::new();
     for signature in [forged, genuine] {

@@ -87,6 +87,7 @@ mod fuzz_corpus;
 mod git_transports;
 #[cfg(feature = "embedded")]
 mod hardening_secrets;
+mod module_layers;
 #[cfg(feature = "embedded")]
 mod readme_walkthrough;
 mod server_http;

@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch};
 use tollgate::cluster::leader::LeaderGate;
 use tollgate::metrics::{ALL_PHASES, Metrics, ReconcileResult};
-use tollgate::server::signature::hmac_sha256_hex;
+use tollgate::outbound::signature::hmac_sha256_hex;
 use tollgate::server::{ServerConfig, ServerState, WebhookSecrets, bind, router};
 use tollgate_engine::PromotionStatus;
 use tollgate_source::{Poker, Secret};

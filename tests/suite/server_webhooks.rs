@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tollgate::cluster::fetch_request::{FetchRelay, start_relay};
 use tollgate::cluster::leader::LeaderGate;
 use tollgate::metrics::Metrics;
-use tollgate::server::signature::hmac_sha256_hex;
+use tollgate::outbound::signature::hmac_sha256_hex;
 use tollgate::server::{Provider, ServerConfig, ServerState, WebhookSecrets, router};
 use tollgate_source::{Poker, Secret};
 use tower::ServiceExt;
