@@ -7,37 +7,10 @@ use std::collections::BTreeSet;
 use clap::CommandFactory;
 use tollgate::cli::Cli;
 
+use crate::support::docs::{self, spans, table};
+
 fn operations() -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operations.md");
-    std::fs::read_to_string(path).expect("docs/operations.md")
-}
-
-/// The rows (cells) of the table under the heading `## {section}`.
-fn table(text: &str, section: &str) -> Vec<Vec<String>> {
-    let heading = format!("## {section}\n");
-    let start = text
-        .find(&heading)
-        .unwrap_or_else(|| panic!("no {heading}"));
-    let body = &text[start + heading.len()..];
-    let body = &body[..body.find("\n## ").unwrap_or(body.len())];
-    body.lines()
-        .skip_while(|l| !l.starts_with('|'))
-        .take_while(|l| l.starts_with('|'))
-        .skip(2)
-        .map(|l| {
-            let cells = l.trim().trim_matches('|').split(" | ");
-            cells.map(|c| c.trim().to_string()).collect()
-        })
-        .collect()
-}
-
-/// The code spans of a cell: `` `--a`, `--b` `` → `--a`, `--b`.
-fn spans(cell: &str) -> Vec<String> {
-    cell.split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_string)
-        .collect()
+    docs::page("operations.md")
 }
 
 #[test]
@@ -175,3 +148,4 @@ fn every_metric_served_is_in_the_operations_table_and_no_other() {
         "served but not documented: {missing:?}; documented but not served: {unknown:?}"
     );
 }
+

@@ -2,6 +2,7 @@
 //! controller loop in-process, observed only through the Kubernetes API.
 
 pub mod browser;
+pub mod docs;
 pub mod elected;
 pub mod prometheus;
 pub mod web_attack;
