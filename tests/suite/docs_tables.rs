@@ -1,6 +1,7 @@
 //! The reference tables of `docs/operations.md` against the code, so they cannot drift: every
 //! `tollgate run` flag is in the run flags table with its environment variable, every metric
-//! tollgate registers is in the metrics table, and neither table names one the code lacks.
+//! tollgate registers is in the metrics table, every Event reason is in the Kubernetes Events
+//! table, and no table names one the code lacks.
 
 use std::collections::BTreeSet;
 
@@ -149,3 +150,23 @@ fn every_metric_served_is_in_the_operations_table_and_no_other() {
     );
 }
 
+/// Every reason an Event can carry (`EventReason::ALL`: the engine's and the notifier's) is in the
+/// Kubernetes Events table, and the table names no other.
+#[test]
+fn every_event_reason_is_in_the_events_table_and_no_other() {
+    let reasons: BTreeSet<String> = tollgate_engine::EventReason::ALL
+        .iter()
+        .map(|r| r.as_str().to_string())
+        .collect();
+    let rows = table(&operations(), "Kubernetes Events");
+    let documented: BTreeSet<String> = rows.iter().flat_map(|r| spans(&r[0])).collect();
+    let missing: Vec<&String> = reasons.difference(&documented).collect();
+    let unknown: Vec<&String> = documented.difference(&reasons).collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "emitted but not documented: {missing:?}; documented but never emitted: {unknown:?}"
+    );
+    for row in &rows {
+        assert!(matches!(row[1].as_str(), "Normal" | "Warning"), "{row:?}");
+    }
+}
