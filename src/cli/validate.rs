@@ -78,12 +78,13 @@ fn collect(path: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
 /// Every file's own diagnostics, then what only the set of files shows: the same promotion name
 /// defined twice (as the controller rejects it), and documents that look like mistyped
 /// ClusterPromotions. Approval values that are commits on HEAD's first-parent history are not
-/// warned about (see [`known_commit_approvals`]).
+/// warned about (see [`known_commit_approvals`]). With them, which policy governs each valid
+/// promotion.
 fn diagnostics_of(
     files: &[PathBuf],
     parsed_files: &[ParsedFile],
     sources: &BTreeMap<String, String>,
-) -> Vec<Diagnostic> {
+) -> (Vec<Diagnostic>, Vec<policies::Governance>) {
     let mut commits = FirstParentCommits::default();
     let mut diagnostics = Vec::new();
     for (path, parsed) in files.iter().zip(parsed_files) {
@@ -110,13 +111,13 @@ fn diagnostics_of(
     diagnostics.extend(duplicate_names(parsed_files, |file| {
         sources.get(file).map(String::as_str)
     }));
-    diagnostics.extend(policies::diagnostics(parsed_files, |file| {
-        sources.get(file).map(String::as_str)
-    }));
+    let (policy_diagnostics, governance) =
+        policies::diagnostics(parsed_files, |file| sources.get(file).map(String::as_str));
+    diagnostics.extend(policy_diagnostics);
     diagnostics.extend(depends_on::diagnostics(parsed_files, |file| {
         sources.get(file).map(String::as_str)
     }));
-    diagnostics
+    (diagnostics, governance)
 }
 
 /// The first-parent commit SHAs of HEAD of each git repository seen, by repository directory.
@@ -216,13 +217,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         1 => ", 1 policy".to_string(),
         n => format!(", {n} policies"),
     };
-    let diagnostics = diagnostics_of(&files, &parsed_files, &sources);
+    let (diagnostics, governance) = diagnostics_of(&files, &parsed_files, &sources);
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
     let warnings = diagnostics.len() - errors;
     let valid = errors == 0 && (!args.strict || warnings == 0);
     let output = match args.output {
         OutputFormat::Human => {
             let mut text = render_human(&diagnostics, |f| sources.get(f).map(String::as_str));
+            for governed in &governance {
+                text.push_str(&format!("{governed}\n"));
+            }
             text.push_str(&format!(
                 "{} file(s), {promotions} promotion(s){policies_text}: {errors} error(s), {warnings} warning(s){}\n",
                 files.len(),
@@ -231,7 +235,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             text
         }
         OutputFormat::Json => {
-            let mut text = render_json(
+            let text = render_json(
                 &diagnostics,
                 Summary {
                     files: files.len(),
@@ -239,8 +243,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     valid,
                 },
             );
-            text.push('\n');
-            text
+            format!("{}\n", with_governance(&text, &governance))
         }
         OutputFormat::Github => render_github(&diagnostics),
     };
@@ -250,6 +253,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(EXIT_INVALID)
     })
+}
+
+/// The JSON report with `"governance"`: per valid promotion, its file, name, and the policy
+/// governing it with the policy's file (`null`: none, upstream behaviour).
+fn with_governance(report: &str, governance: &[policies::Governance]) -> String {
+    let Ok(serde_json::Value::Object(mut report)) = serde_json::from_str(report) else {
+        return report.to_string();
+    };
+    let governance = governance.iter().map(|g| {
+        serde_json::json!({
+            "file": g.file,
+            "promotion": g.promotion,
+            "policy": g.policy.as_ref().map(|(name, _)| name),
+            "policyFile": g.policy.as_ref().map(|(_, file)| file),
+        })
+    });
+    report.insert("governance".into(), governance.collect());
+    serde_json::to_string_pretty(&report).unwrap_or_else(|_| "{}".to_string())
 }
 
 /// What only policies and promotions together show: a policy name defined twice, a promotion
@@ -267,17 +288,41 @@ mod policies {
     use tollgate_model::policy::POLICY_ANNOTATION;
     use tollgate_source::PolicySet;
 
+    /// Which policy governs a valid promotion, by the controller's rule.
+    pub struct Governance {
+        /// The promotion's file.
+        pub file: String,
+        pub promotion: String,
+        /// The governing policy's name and file; `None`: no policy, upstream behaviour.
+        pub policy: Option<(String, String)>,
+    }
+
+    impl std::fmt::Display for Governance {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            let Governance {
+                file, promotion, ..
+            } = self;
+            write!(f, "{file}: ClusterPromotion {promotion:?} is governed by ")?;
+            match &self.policy {
+                Some((name, policy_file)) => write!(f, "RolloutPolicy {name:?} ({policy_file})"),
+                None => f.write_str("no RolloutPolicy (upstream behaviour)"),
+            }
+        }
+    }
+
     /// Where a policy document starts.
     struct PolicyAt<'a> {
         file: &'a str,
         line: u32,
     }
 
+    /// The diagnostics, and which policy governs each promotion whose policy can be chosen.
     pub fn diagnostics<'t>(
         files: &[ParsedFile],
         text_of: impl Fn(&str) -> Option<&'t str>,
-    ) -> Vec<Diagnostic> {
+    ) -> (Vec<Diagnostic>, Vec<Governance>) {
         let mut diagnostics = Vec::new();
+        let mut governance = Vec::new();
         let mut places: BTreeMap<&str, Vec<PolicyAt<'_>>> = BTreeMap::new();
         let mut valid: Vec<(Arc<RolloutPolicy>, String)> = Vec::new();
         for file in files {
@@ -310,7 +355,18 @@ mod policies {
                 let Some(promotion) = &document.promotion else {
                     continue;
                 };
-                match set.choose(promotion, &file.file) {
+                let chosen = set.choose(promotion, &file.file);
+                if let Ok(policy) = &chosen {
+                    governance.push(Governance {
+                        file: file.file.clone(),
+                        promotion: promotion.name().to_string(),
+                        policy: policy.as_ref().map(|p| {
+                            let policy_file = set.file_of(p.name()).unwrap_or("?");
+                            (p.name().to_string(), policy_file.to_string())
+                        }),
+                    });
+                }
+                match chosen {
                     Ok(Some(policy)) => governed
                         .entry(policy.name().to_string())
                         .or_default()
@@ -348,7 +404,7 @@ mod policies {
                 policy, file, line, &text_of,
             ));
         }
-        diagnostics
+        (diagnostics, governance)
     }
 
     fn duplicate_policy<'t>(

@@ -476,6 +476,63 @@ fn a_valid_policy_and_the_promotion_it_governs_validate() {
     );
 }
 
+/// A line per promotion: the policy governing it and that policy's file, or none; the same in
+/// JSON. A promotion whose policy cannot be chosen has its error instead.
+#[test]
+fn validate_says_which_policy_governs_each_promotion() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let critical = "  selector:\n    matchLabels: {tier: critical}\n";
+    write(
+        dir.path(),
+        "policies.yaml",
+        &policy_yaml("fleet-defaults", critical),
+    );
+    write(
+        dir.path(),
+        "web.yaml",
+        &promotion_yaml("web", "{tier: critical}", "{}"),
+    );
+    write(
+        dir.path(),
+        "low.yaml",
+        &promotion_yaml("low", "{tier: low}", "{}"),
+    );
+    let at = |file: &str| dir.path().join(file).display().to_string();
+    let assert = tollgate().arg("validate").arg(dir.path()).assert().code(0);
+    let out = stdout_of(&assert);
+    let governed = format!(
+        "{}: ClusterPromotion \"web\" is governed by RolloutPolicy \"fleet-defaults\" ({})\n",
+        at("web.yaml"),
+        at("policies.yaml")
+    );
+    let upstream = format!(
+        "{}: ClusterPromotion \"low\" is governed by no RolloutPolicy (upstream behaviour)\n",
+        at("low.yaml")
+    );
+    assert!(out.contains(&governed) && out.contains(&upstream), "{out}");
+
+    let assert = tollgate()
+        .args(["validate", "-o", "json"])
+        .arg(dir.path())
+        .assert()
+        .code(0);
+    let report: serde_json::Value = serde_json::from_str(&stdout_of(&assert)).expect("JSON");
+    assert_eq!(
+        report["governance"],
+        serde_json::json!([
+            {"file": at("low.yaml"), "promotion": "low", "policy": null, "policyFile": null},
+            {"file": at("web.yaml"), "promotion": "web", "policy": "fleet-defaults",
+             "policyFile": at("policies.yaml")},
+        ])
+    );
+
+    write(dir.path(), "also.yaml", &policy_yaml("also", critical));
+    let assert = tollgate().arg("validate").arg(dir.path()).assert().code(1);
+    let out = stdout_of(&assert);
+    assert!(!out.contains("\"web\" is governed"), "{out}");
+    assert!(out.contains(&upstream), "{out}");
+}
+
 #[test]
 fn a_bad_policy_duration_is_an_error_with_file_line_and_column() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -1,43 +1,17 @@
 //! The reference tables of `docs/operations.md` against the code, so they cannot drift: every
 //! `tollgate run` flag is in the run flags table with its environment variable, every metric
-//! tollgate registers is in the metrics table, and neither table names one the code lacks.
+//! tollgate registers is in the metrics table, every Event reason is in the Kubernetes Events
+//! table, and no table names one the code lacks.
 
 use std::collections::BTreeSet;
 
 use clap::CommandFactory;
 use tollgate::cli::Cli;
 
+use crate::support::docs::{self, spans, table};
+
 fn operations() -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operations.md");
-    std::fs::read_to_string(path).expect("docs/operations.md")
-}
-
-/// The rows (cells) of the table under the heading `## {section}`.
-fn table(text: &str, section: &str) -> Vec<Vec<String>> {
-    let heading = format!("## {section}\n");
-    let start = text
-        .find(&heading)
-        .unwrap_or_else(|| panic!("no {heading}"));
-    let body = &text[start + heading.len()..];
-    let body = &body[..body.find("\n## ").unwrap_or(body.len())];
-    body.lines()
-        .skip_while(|l| !l.starts_with('|'))
-        .take_while(|l| l.starts_with('|'))
-        .skip(2)
-        .map(|l| {
-            let cells = l.trim().trim_matches('|').split(" | ");
-            cells.map(|c| c.trim().to_string()).collect()
-        })
-        .collect()
-}
-
-/// The code spans of a cell: `` `--a`, `--b` `` → `--a`, `--b`.
-fn spans(cell: &str) -> Vec<String> {
-    cell.split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_string)
-        .collect()
+    docs::page("operations.md")
 }
 
 #[test]
@@ -174,4 +148,25 @@ fn every_metric_served_is_in_the_operations_table_and_no_other() {
         missing.is_empty() && unknown.is_empty(),
         "served but not documented: {missing:?}; documented but not served: {unknown:?}"
     );
+}
+
+/// Every reason an Event can carry (`EventReason::ALL`: the engine's and the notifier's) is in the
+/// Kubernetes Events table, and the table names no other.
+#[test]
+fn every_event_reason_is_in_the_events_table_and_no_other() {
+    let reasons: BTreeSet<String> = tollgate_engine::EventReason::ALL
+        .iter()
+        .map(|r| r.as_str().to_string())
+        .collect();
+    let rows = table(&operations(), "Kubernetes Events");
+    let documented: BTreeSet<String> = rows.iter().flat_map(|r| spans(&r[0])).collect();
+    let missing: Vec<&String> = reasons.difference(&documented).collect();
+    let unknown: Vec<&String> = documented.difference(&reasons).collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "emitted but not documented: {missing:?}; documented but never emitted: {unknown:?}"
+    );
+    for row in &rows {
+        assert!(matches!(row[1].as_str(), "Normal" | "Warning"), "{row:?}");
+    }
 }

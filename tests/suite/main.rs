@@ -48,6 +48,7 @@ mod cli_timeline;
 mod cli_trust;
 mod cli_validate;
 mod deploy_manifests;
+mod docs_cli;
 mod docs_links;
 mod docs_tables;
 mod e2e_analysis;

@@ -45,50 +45,70 @@ pub enum EventType {
     Warning,
 }
 
-/// Why the engine tells something: a Kubernetes event's `reason` (the note carries upstream's
-/// text where there is one).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum EventReason {
-    Provisioning,
-    Provisioned,
-    Rollback,
-    ApprovalUsed,
-    Paused,
-    Resumed,
-    Blocked,
-    Removing,
-    RemovalHeld,
-    DriftCorrected,
-    StageSkipped,
-    StageFailed,
-    BudgetExceeded,
-    ClusterTimedOut,
-    RollingBack,
-    RolledBack,
-    StageRestored,
-    RollbackAcknowledged,
-    /// A retry re-drove a halted stage's failed clusters (`retry.tollgate.dev/<stage>`).
-    Retried,
-    /// A retry annotation did nothing: another snapshot, a run not halted, a rolled-back one.
-    RetryRefused,
-    Blackout,
-    WaveStarted,
-    WaveCompleted,
-    SnapshotsSuperseded,
-    PolicyInvalid,
-    /// A change that could lift a gate waits for an admin of the governing RolloutPolicy; the
-    /// version in force governs the run, nothing new starts (issue #44).
-    PolicyChangeUnapproved,
-    /// The branch was rewritten: the promotion's newest snapshot is no longer in its history.
-    BranchRewound,
-    /// The branch tip failed commit verification; the last verified snapshot keeps running.
-    CommitNotVerified,
-    RejectedContentRecommitted,
-    InvalidSpec,
-    AnalysisFailed,
-    AnalysisInconclusive,
-    /// Told by the controller's notifier: a notice given up.
-    NotificationFailed,
+/// Declares [`EventReason`] and [`EventReason::ALL`] from one list of variants, so that the list
+/// cannot miss one.
+macro_rules! event_reasons {
+    (
+        $(#[$meta:meta])*
+        pub enum EventReason { $($(#[$doc:meta])* $reason:ident,)* }
+    ) => {
+        $(#[$meta])*
+        pub enum EventReason { $($(#[$doc])* $reason,)* }
+
+        impl EventReason {
+            /// Every reason, in declaration order (docs/operations.md#kubernetes-events lists them).
+            pub const ALL: [EventReason; [$(stringify!($reason)),*].len()] =
+                [$(EventReason::$reason),*];
+        }
+    };
+}
+
+event_reasons! {
+    /// Why the engine tells something: a Kubernetes event's `reason` (the note carries upstream's
+    /// text where there is one).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum EventReason {
+        Provisioning,
+        Provisioned,
+        Rollback,
+        ApprovalUsed,
+        Paused,
+        Resumed,
+        Blocked,
+        Removing,
+        RemovalHeld,
+        DriftCorrected,
+        StageSkipped,
+        StageFailed,
+        BudgetExceeded,
+        ClusterTimedOut,
+        RollingBack,
+        RolledBack,
+        StageRestored,
+        RollbackAcknowledged,
+        /// A retry re-drove a halted stage's failed clusters (`retry.tollgate.dev/<stage>`).
+        Retried,
+        /// A retry annotation did nothing: another snapshot, a run not halted, a rolled-back one.
+        RetryRefused,
+        Blackout,
+        WaveStarted,
+        WaveCompleted,
+        SnapshotsSuperseded,
+        PolicyInvalid,
+        /// A change that could lift a gate waits for an admin of the governing RolloutPolicy; the
+        /// version in force governs the run, nothing new starts (issue #44).
+        PolicyChangeUnapproved,
+        /// The branch was rewritten: the promotion's newest snapshot is no longer in its history.
+        BranchRewound,
+        /// The branch tip failed commit verification; the last verified snapshot keeps running.
+        CommitNotVerified,
+        RejectedContentRecommitted,
+        InvalidSpec,
+        AnalysisFailed,
+        AnalysisInconclusive,
+        /// Told by the controller's notifier: a notice given up.
+        NotificationFailed,
+    }
 }
 
 impl EventReason {
@@ -167,5 +187,21 @@ impl EngineEvent {
             reason,
             note,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EventReason;
+
+    #[test]
+    fn every_reason_is_listed_once_and_spelled_as_its_variant() {
+        let mut names: Vec<&str> = EventReason::ALL.iter().map(|r| r.as_str()).collect();
+        for reason in EventReason::ALL {
+            assert_eq!(format!("{reason:?}"), reason.as_str());
+        }
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), EventReason::ALL.len());
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod browser;
 pub mod child_emulator;
+pub mod docs;
 pub mod elected;
 pub mod prometheus;
 pub mod web_attack;
