@@ -21,6 +21,11 @@ use crate::error::SourceError;
 use crate::report::PromotionView;
 use crate::source::GitSource;
 
+pub mod annotation;
+pub mod policy;
+pub mod retry;
+pub mod seal;
+
 #[derive(Debug, thiserror::Error)]
 pub enum EditError {
     #[error("cannot read branch {branch:?} of {repo}: {source}")]
@@ -266,7 +271,7 @@ fn locate_document(body: &str) -> Result<LocatedDocument, String> {
     }
 }
 
-pub use crate::edit_annotation::{Annotated, set_annotation};
+pub use annotation::{Annotated, set_annotation};
 
 /// Sets `metadata.annotations[key]` to the string `value` in one document's text written in block
 /// style: replaces the annotation's line when present, otherwise inserts one line under
@@ -1042,7 +1047,7 @@ pub(crate) fn commit_annotation(
         &file,
     )?;
     let warnings = match annotated.rewritten {
-        true => vec![crate::edit_annotation::rewritten_warning(&file, name)],
+        true => vec![annotation::rewritten_warning(&file, name)],
         false => Vec::new(),
     };
     let branch = match edit.direct {
@@ -1318,15 +1323,15 @@ fn spec_under_tip_metadata(
     name: &str,
     warnings: &mut Vec<String>,
 ) -> String {
-    let restored = crate::edit_annotation::content_of(head)
-        .zip(crate::edit_annotation::content_of(old))
+    let restored = annotation::content_of(head)
+        .zip(annotation::content_of(old))
         .map(|(mut head, old)| {
             head["spec"] = old["spec"].clone();
             (head, old)
         });
     let rewritten = match &restored {
         Some((expected, old)) if expected != old => {
-            crate::edit_annotation::block_style_text(expected)
+            annotation::block_style_text(expected)
         }
         _ => None,
     };
