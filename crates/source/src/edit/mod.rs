@@ -4,11 +4,11 @@
 //! current checkout are never touched, and nothing is pushed.
 //!
 //! One module per part:
-//! - [`document`]: a promotion's document in a multi-document file, parsed back after an edit;
-//! - [`annotation`] (block style, flow style) and [`spec`]: the text surgery;
-//! - [`target`]: what an edit reads (the branch, its tip and promotions);
-//! - [`commit`]: the git plumbing that commits an edit, signed as git is configured;
-//! - [`annotate`], [`approve`], [`rollback`], [`retry`], [`policy`], [`seal`]: the commands.
+//! - `document`: a promotion's document in a multi-document file, parsed back after an edit;
+//! - `annotation` (block style, flow style) and `spec`: the text surgery;
+//! - `target`: what an edit reads (the branch, its tip and promotions);
+//! - `commit`: the git plumbing that commits an edit, signed as git is configured;
+//! - `annotate`, `approve`, `rollback`, `retry`, `policy`, `seal`: the commands.
 
 mod annotate;
 pub mod annotation;

@@ -10,7 +10,7 @@ use crate::edit::document::{LocatedDocument, locate_document};
 /// Sets `metadata.annotations[key]` to the string `value` in one document's text written in block
 /// style: replaces the annotation's line when present, otherwise inserts one line under
 /// `annotations:` (creating that key under `metadata:` when absent). Every other line is kept byte
-/// for byte. `NotBlockStyle` for a flow-style path ([`set_annotation`] edits any style).
+/// for byte. `NotBlockStyle` for a flow-style path ([`super::set_annotation`] edits any style).
 pub(super) fn set_block_annotation(
     body: &str,
     file: &str,
