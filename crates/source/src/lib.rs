@@ -12,11 +12,6 @@ mod checkout;
 mod claim_name;
 pub mod config;
 pub mod edit;
-pub mod edit_annotation;
-mod edit_flow;
-pub mod edit_policy;
-pub mod edit_retry;
-pub mod edit_seal;
 pub mod error;
 pub mod governance;
 mod index;
@@ -38,6 +33,11 @@ mod treediff;
 pub mod trust;
 pub mod verify;
 pub mod watch;
+
+// The paths the edit commands' modules had before they moved into `edit/` (issue #46).
+pub use edit::{
+    annotation as edit_annotation, policy as edit_policy, retry as edit_retry, seal as edit_seal,
+};
 
 pub use blob::{Diagnostic, Limits};
 pub use config::{Auth, Secret, SourceConfig};

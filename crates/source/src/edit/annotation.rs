@@ -1,6 +1,6 @@
 //! Writing one annotation into a promotion's document, whatever style it is written in (issue
-//! #45): the line edit for block style ([`crate::edit::set_block_annotation`]), the offset edit
-//! for flow style ([`crate::edit_flow`]). Either must give text that parses to exactly the old
+//! #45): the line edit for block style ([`block::set_block_annotation`]), the offset edit
+//! for flow style ([`flow`]). Either must give text that parses to exactly the old
 //! document plus the annotation; when neither can (a shape such as an alias for `metadata`), the
 //! document is written again in block style from that content, so the command still works, and
 //! the caller says the document's comments are gone.
@@ -10,7 +10,10 @@ use serde_saphyr::Spanned;
 use tollgate_manifest::located::{self, Locations, Node};
 
 use crate::edit::EditError;
-use crate::edit_flow::{is_flow_edit, set_flow_annotation};
+use flow::{is_flow_edit, set_flow_annotation};
+
+mod block;
+mod flow;
 
 /// A document's text with the annotation written.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,7 +43,7 @@ pub fn set_annotation(
         .ok_or_else(|| yaml_error("`metadata` is not a mapping".to_string()))?;
     let edited = match is_flow_edit(body, &root) {
         true => set_flow_annotation(body, &root, key, value),
-        false => crate::edit::set_block_annotation(body, file, name, key, value).ok(),
+        false => block::set_block_annotation(body, file, name, key, value).ok(),
     };
     if let Some(text) = edited.filter(|text| parses_to(text, &expected)) {
         return Ok(Annotated {
