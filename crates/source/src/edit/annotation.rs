@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value};
 use serde_saphyr::Spanned;
-use tollgate_manifest::located::{self, Locations, Node};
+use tollgate_manifest::located::Node;
 
 use crate::edit::EditError;
 use flow::{is_flow_edit, set_flow_annotation};
@@ -82,13 +82,7 @@ pub fn rewritten_warning(file: &str, name: &str) -> String {
 
 /// The document's located tree and its content as JSON.
 fn parse(body: &str) -> Result<(Spanned<Node>, Value), String> {
-    let root: Spanned<Node> = serde_saphyr::from_str(body).map_err(|e| e.to_string())?;
-    let mut problems = Vec::new();
-    let json = located::to_json(&root, &mut Locations::default(), &mut problems);
-    match problems.first() {
-        Some(problem) => Err(problem.message.clone()),
-        None => Ok((root, json)),
-    }
+    super::document::locate_document(body).map(|document| (document.root, document.json))
 }
 
 /// Whether `text` parses to exactly `expected`.

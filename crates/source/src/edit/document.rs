@@ -89,8 +89,10 @@ pub(super) fn decode(bytes: Vec<u8>, file: &str, name: &str) -> Result<String, E
     })
 }
 
-/// Where a document's fields are written, for line-based edits.
+/// A document parsed with where its fields are written: its node tree (byte spans, for flow
+/// edits), its JSON and its field locations (for line-based edits).
 pub(super) struct LocatedDocument {
+    pub root: Spanned<Node>,
     pub json: Value,
     pub locations: Locations,
 }
@@ -102,7 +104,11 @@ pub(super) fn locate_document(body: &str) -> Result<LocatedDocument, String> {
     let json = located::to_json(&root, &mut locations, &mut problems);
     match problems.first() {
         Some(problem) => Err(problem.message.clone()),
-        None => Ok(LocatedDocument { json, locations }),
+        None => Ok(LocatedDocument {
+            root,
+            json,
+            locations,
+        }),
     }
 }
 
