@@ -14,4 +14,5 @@ pub mod metrics;
 pub mod notify;
 pub mod outbound;
 pub mod server;
+pub mod views;
 pub mod web;

@@ -4,7 +4,7 @@
 use maud::{Markup, html};
 use tollgate_engine::pipeline::StageView;
 
-use crate::cli::status::stage_words::{self, failures, members};
+use crate::views::stage_words::{self, failures, members};
 
 /// The bar of `view` with an accessible name saying the numbers.
 pub fn bar(view: &StageView<'_>) -> Markup {

@@ -19,7 +19,7 @@ use super::promotion::{self, PageInput};
 use super::pull_request::{self, Change};
 use super::signed_gates::{self, ApprovalRoute};
 use super::{Web, WebState};
-use crate::cli::timeline::{Period, svg_of};
+use crate::views::timeline::{Period, svg_of};
 
 /// Runs a blocking read of the web view's sources (git is read with git2) off the runtime.
 pub(super) async fn blocking<T: Send + 'static>(

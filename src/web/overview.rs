@@ -10,7 +10,7 @@ use tollgate_engine::Phase;
 use super::bars;
 use super::page::id_of;
 use super::source::Listed;
-use crate::cli::status::stage_words::{self, Times};
+use crate::views::stage_words::{self, Times};
 
 /// `?phase=Failed&label=env=prod` (`label`: `key=value`, or `key` for any value).
 #[derive(Clone, Debug, Default, Deserialize)]

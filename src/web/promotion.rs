@@ -13,7 +13,7 @@ use super::delivery_view;
 use super::git_view::GitFacts;
 use super::page::{id_of, short, time};
 use super::signed_gates::{self, ApprovalRoute, GatePolicies};
-use crate::cli::status::stage_words::{self, Times};
+use crate::views::stage_words::{self, Times};
 
 /// What the promotion page is made of.
 pub struct PageInput<'a> {

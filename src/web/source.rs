@@ -11,9 +11,9 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tollgate_engine::PromotionStatus;
 
-use crate::cli::status::Shown;
 use crate::cluster::resources;
 use crate::cluster::statuses::StatusCache;
+use crate::views::shown::Shown;
 
 /// One promotion as the pages show it.
 #[derive(Clone, Debug)]

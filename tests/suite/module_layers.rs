@@ -1,6 +1,7 @@
 //! The binary's modules (issue #46): `outbound` (the HTTPS client, endpoint secret files, HMAC)
-//! is a leaf that every front end may use and that uses none of them; and, of the import circles
-//! the binary still has, none goes through it.
+//! is a leaf that every front end may use and that uses none of them; `views` (stage words,
+//! relative times, the status parser, the timeline picture) sits below the CLI and the web view,
+//! and the web view no longer reaches into the CLI for them.
 
 use std::path::Path;
 
@@ -25,4 +26,24 @@ fn outbound_is_a_leaf_the_front_ends_use() {
             graph[module]
         );
     }
+}
+
+#[test]
+fn views_sit_below_the_cli_and_the_web_view() {
+    let graph = module_graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    assert!(
+        graph["web"].contains("views") && graph["cli"].contains("views"),
+        "the graph was not read: {graph:#?}"
+    );
+    for front_end in ["cli", "web"] {
+        assert!(
+            !graph["views"].contains(front_end),
+            "views uses {front_end}: {:?}",
+            graph["views"]
+        );
+    }
+    assert!(
+        !graph["web"].contains("cli"),
+        "the web view reaches into the CLI: move what both render into views"
+    );
 }

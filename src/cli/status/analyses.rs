@@ -7,7 +7,7 @@ use tollgate_engine::pipeline::StageView;
 
 use super::fit;
 use super::quoted_errors::QuotedErrors;
-use super::table::time;
+use crate::views::relative::time;
 
 /// The analyses table of `view`'s stage, or nothing when it has none.
 pub(super) fn render(view: &StageView<'_>, quoted: &QuotedErrors, width: usize) -> String {

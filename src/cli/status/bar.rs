@@ -4,7 +4,7 @@
 
 use tollgate_engine::status::StageCounts;
 
-use super::stage_words::{failures, members};
+use crate::views::stage_words::{failures, members};
 
 pub const PROVISIONED: char = '█';
 pub const FAILED: char = '✗';

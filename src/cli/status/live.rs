@@ -12,9 +12,9 @@ use tollgate_engine::{Phase, PromotionStatus};
 
 use super::Shown;
 use super::bar::{self, bar};
-use super::relative::coarse;
-use super::stage_words::{self, Times};
 use super::table::short;
+use crate::views::relative::coarse;
+use crate::views::stage_words::{self, Times};
 
 /// What the frame may use of the terminal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,10 +12,10 @@ mod fit;
 mod follow;
 pub mod live;
 mod quoted_errors;
-mod relative;
 mod screen;
-pub mod stage_words;
 mod table;
+
+pub use crate::views::shown::Shown;
 
 use std::process::ExitCode;
 
@@ -23,9 +23,7 @@ use anyhow::Context as _;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use serde::Deserialize;
 use serde_json::Value;
-use tollgate_engine::PromotionStatus;
 
 use super::connect::{self, ClusterArgs};
 use crate::cluster::errors::{ClusterError, classify};
@@ -165,28 +163,6 @@ pub fn render(
             } else {
                 table::render_overview(&shown, width)
             })
-        }
-    }
-}
-
-/// A GitPromotion as the views show it: its name and the engine's typed status.
-#[derive(Debug, PartialEq)]
-pub struct Shown {
-    pub name: String,
-    pub status: Result<Option<PromotionStatus>, String>,
-}
-
-impl Shown {
-    pub fn of(object: &DynamicObject) -> Self {
-        let status = match object.data.get("status") {
-            None | Some(Value::Null) => Ok(None),
-            Some(value) => PromotionStatus::deserialize(value)
-                .map(Some)
-                .map_err(|error| format!("unreadable status: {error}")),
-        };
-        Shown {
-            name: object.metadata.name.clone().unwrap_or_default(),
-            status,
         }
     }
 }

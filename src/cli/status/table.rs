@@ -2,7 +2,6 @@
 //! wide as the terminal (80 columns when it cannot tell or when piped), wrapped at word
 //! boundaries. Stable for scripts: no escapes, no times relative to now.
 
-use chrono::{DateTime, SecondsFormat, Utc};
 use tollgate_engine::conditions;
 use tollgate_engine::pipeline::StageView;
 use tollgate_engine::status::{ClusterCondition, StageCounts};
@@ -11,15 +10,10 @@ use tollgate_engine::{Phase, PromotionStatus, RunFailure};
 use super::Shown;
 use super::fit;
 use super::quoted_errors::QuotedErrors;
-use super::stage_words::{self, Times};
+use crate::views::relative::time;
+use crate::views::stage_words::{self, Times};
 
 pub(super) use tollgate_manifest::snapshot::short_sha as short;
-
-/// A timestamp as RFC 3339 to the second (never nanoseconds).
-pub(super) fn time(at: Option<DateTime<Utc>>) -> String {
-    at.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
-        .unwrap_or_default()
-}
 
 fn snapshot_label(status: &PromotionStatus) -> String {
     let Some(index) = status.snapshot_index else {

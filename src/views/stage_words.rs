@@ -8,8 +8,7 @@ use tollgate_engine::activity::{StageActivity, WaveOf};
 use tollgate_engine::pipeline::StageView;
 use tollgate_engine::status::StageCounts;
 
-use super::relative::{coarse, precise};
-use super::table::time;
+use super::relative::{coarse, precise, time};
 
 /// How times are worded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

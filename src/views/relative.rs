@@ -1,7 +1,7 @@
 //! Durations in the few characters a status line has: "1m12s" where a countdown ticks,
 //! "3m" where only the order of magnitude matters.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 
 /// `from` to `to`, to the second below an hour ("45s", "1m12s"), else to the minute ("2h05m"),
 /// or the hour past a day ("3d04h"). Negative spans read as zero.
@@ -33,6 +33,12 @@ fn coarse_minutes(minutes: i64) -> String {
     } else {
         format!("{}d{:02}h", hours / 24, hours % 24)
     }
+}
+
+/// A timestamp as RFC 3339 to the second (never nanoseconds).
+pub fn time(at: Option<DateTime<Utc>>) -> String {
+    at.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -2,25 +2,20 @@
 //! run history the controller keeps in the GitPromotion's status (`status.runs`). SVG, or PNG
 //! rendered from the same SVG.
 
-mod draw;
-mod labels;
-mod layout;
-mod png;
-
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use chrono::Utc;
 use kube::api::{Api, DynamicObject};
-use tollgate_engine::{PromotionStatus, RunRecord};
+use tollgate_engine::PromotionStatus;
 use tollgate_model::duration::parse_go_duration;
 
 use super::connect::{self, ClusterArgs};
 use super::status::Shown;
 use crate::cluster::resources;
+use crate::views::timeline::{Period, png, svg_of};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
@@ -55,13 +50,6 @@ pub struct Args {
 pub enum Format {
     Svg,
     Png,
-}
-
-/// `--since`: the duration, and the text the user wrote (shown in the picture's heading).
-#[derive(Clone, Debug)]
-pub struct Period {
-    pub text: String,
-    pub length: Duration,
 }
 
 fn parse_period(text: &str) -> Result<Period, String> {
@@ -137,31 +125,3 @@ fn picture(args: &Args, status: Option<&PromotionStatus>) -> anyhow::Result<Vec<
         }
     }
 }
-
-/// The SVG picture of the runs of `status` in the `period` before `now` (also the web view's).
-pub fn svg_of(
-    name: &str,
-    status: Option<&PromotionStatus>,
-    period: &Period,
-    now: chrono::DateTime<Utc>,
-) -> String {
-    let length = chrono::Duration::from_std(period.length).unwrap_or(chrono::Duration::MAX);
-    let since = now
-        .checked_sub_signed(length)
-        .unwrap_or(chrono::DateTime::<Utc>::MIN_UTC);
-    let history: &[RunRecord] = status.map(|s| &*s.runs).unwrap_or_default();
-    let timeline = layout::lay_out(history, since, now);
-    let period_text = &period.text;
-    let empty = match (history.last(), timeline.runs.is_empty()) {
-        (None, _) => Some(format!("No runs recorded for {name} yet.")),
-        (Some(newest), true) => Some(format!(
-            "No runs of {name} in the last {period_text}; the newest started at {}.",
-            newest.started_at.format("%Y-%m-%d %H:%M UTC")
-        )),
-        (Some(_), false) => None,
-    };
-    draw::svg(name, &timeline, period_text, empty.as_deref())
-}
-
-#[cfg(test)]
-mod tests;
