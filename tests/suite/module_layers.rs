@@ -47,3 +47,17 @@ fn views_sit_below_the_cli_and_the_web_view() {
         "the web view reaches into the CLI: move what both render into views"
     );
 }
+
+/// The binary has no import circle among its modules (the engine and manifest crates test
+/// theirs; the source crate still has `governance` ↔ `policies`, the emulator `api` ↔ `kubectl`).
+#[test]
+fn the_binary_modules_form_layers() {
+    let graph = module_graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    assert!(graph.len() > 8, "the graph was not read: {graph:#?}");
+    if let Some(circle) = tollgate_fixtures::module_layers::find_circle(&graph) {
+        panic!(
+            "import circle {}; move what both sides need into a module below them",
+            circle.join(" → ")
+        );
+    }
+}

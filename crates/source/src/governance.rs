@@ -22,14 +22,7 @@ use tracing::{info, warn};
 
 use crate::index::HistoryIndex;
 use crate::policies::PolicyIndex;
-use crate::trailers::PolicyApproveTrailer;
-
-/// One `Tollgate-Approve-Policy` statement and its commit.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PolicyApproval {
-    pub trailer: PolicyApproveTrailer,
-    pub commit: Arc<CommitInfo>,
-}
+pub use crate::trailers::PolicyApproval;
 
 /// A governed change no admin approved yet.
 #[derive(Clone, Debug, PartialEq)]

@@ -32,7 +32,7 @@ pub(crate) struct CommitDelta {
     /// `Tollgate-Approve` trailers of commits that are no statements, ignored.
     pub ignored: Vec<IgnoredStatement>,
     /// `Tollgate-Approve-Policy` statements of the commits this one brings.
-    pub policy_approvals: Vec<crate::governance::PolicyApproval>,
+    pub policy_approvals: Vec<crate::trailers::PolicyApproval>,
 }
 
 /// A `Tollgate-Approve` trailer in a commit that is no statement commit (a merge, a commit that

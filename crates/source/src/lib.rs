@@ -8,7 +8,6 @@ mod approvals;
 mod attribution;
 pub mod backoff;
 mod blob;
-mod checkout;
 mod claim_name;
 pub mod config;
 pub mod edit;

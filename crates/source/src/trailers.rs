@@ -5,6 +5,10 @@
 
 use tollgate_model::signature::{APPROVE_POLICY_TRAILER, APPROVE_TRAILER, SEAL_TRAILER};
 
+use std::sync::Arc;
+
+use tollgate_manifest::CommitInfo;
+
 /// One `Tollgate-Approve` trailer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApproveTrailer {
@@ -104,6 +108,14 @@ pub fn seal_line(justification: &str) -> String {
 /// The message with an approval trailer, in the form `tollgate approve` writes.
 pub fn approve_line(promotion: &str, stage: &str, snapshot: &str) -> String {
     format!("{APPROVE_TRAILER}: {promotion}/{stage}@{snapshot}")
+}
+
+/// One `Tollgate-Approve-Policy` statement and its commit (read with the commit, judged by
+/// `governance`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyApproval {
+    pub trailer: PolicyApproveTrailer,
+    pub commit: Arc<CommitInfo>,
 }
 
 #[cfg(test)]

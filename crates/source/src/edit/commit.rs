@@ -50,17 +50,17 @@ pub fn commit_on_new_branch(
     }
     // On the checked-out branch, the index and working tree follow the commit (as `git commit`
     // would have them); uncommitted changes to the file refuse it first.
-    let checked_out = crate::checkout::is_checked_out(repo, change.branch);
+    let checked_out = super::checkout::is_checked_out(repo, change.branch);
     if checked_out {
         let base_blob = base_tree
             .get_path(Path::new(change.file))
             .ok()
             .map(|e| e.id());
-        crate::checkout::ensure_unchanged(repo, change.file, base_blob)?;
+        super::checkout::ensure_unchanged(repo, change.file, base_blob)?;
     }
     let commit = commit_tree_on_tip(repo, base, &tree, change.branch, change.message)?;
     if checked_out {
-        crate::checkout::follow(repo, change.file, change.content)?;
+        super::checkout::follow(repo, change.file, change.content)?;
     }
     Ok(commit)
 }

@@ -13,6 +13,7 @@
 mod annotate;
 pub mod annotation;
 mod approve;
+mod checkout;
 mod commit;
 mod document;
 mod error;

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use git2::{ObjectType, Oid, Repository};
 
-use crate::edit::{EditError, git_error};
+use super::{EditError, git_error};
 
 /// Whether `branch` is the branch checked out in `repo`'s working tree.
 pub(crate) fn is_checked_out(repo: &Repository, branch: &str) -> bool {
