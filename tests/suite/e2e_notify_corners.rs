@@ -166,13 +166,26 @@ async fn a_receiver_down_for_a_whole_waved_rollout_gets_each_stages_latest_state
     let ids: Vec<&String> = got.iter().map(|t| &t.0).collect();
     let unique: BTreeSet<&String> = ids.iter().copied().collect();
     assert_eq!(unique.len(), ids.len(), "each notice once: {got:#?}");
-    // In the order they happened (the up receiver's): never an older state after a newer one.
+    // Only notices that happened (the up receiver's), and per stage (what a webhook holds one
+    // state of) in the order they happened: never an older state after a newer one.
     let order = |told: &Told| all.iter().position(|a| a.0 == told.0);
     let positions: Vec<Option<usize>> = got.iter().map(order).collect();
     assert!(
-        positions.iter().all(Option::is_some) && positions.is_sorted(),
-        "only notices that happened, in their order: {got:#?}"
+        positions.iter().all(Option::is_some),
+        "only notices that happened: {got:#?} at {positions:?} of {all:#?}"
     );
+    for stage in ["dev", "prod"] {
+        let of_stage: Vec<Option<usize>> = got
+            .iter()
+            .zip(&positions)
+            .filter(|(told, _)| told.2 == stage)
+            .map(|(_, position)| *position)
+            .collect();
+        assert!(
+            of_stage.is_sorted(),
+            "stage {stage}'s states in their order: {got:#?} at {positions:?} of {all:#?}"
+        );
+    }
     for stage in ["dev", "prod"] {
         let latest = all.iter().rev().find(|a| a.2 == stage).expect("a notice");
         assert!(
