@@ -31,7 +31,7 @@ use crate::approval::names_snapshot;
 use crate::effects::Effects;
 use crate::observed::{Observed, cluster_key};
 use crate::output::{EngineEvent, EventReason};
-use crate::status::{ClusterState, Condition, Phase, PromotionStatus, StageStatus};
+use crate::status::{ClusterState, Condition, Phase, PromotionStatus, RunFailure, StageStatus};
 use crate::verdict::Verdict;
 
 pub use crate::retry_state::{ConsumedRetry, StageRetry};
@@ -160,35 +160,22 @@ fn decide_one(
         );
     };
     let run_index = named.index;
-    let Some(failure) = status.failure.as_deref() else {
-        let phase = run_phase.as_str();
-        return refuse(
-            id,
-            parsed.n,
-            format!(
-                "{key}: the run of snapshot #{run_index} is not halted (phase {phase}): nothing to retry"
+    if let Some(refusal) = not_retriable(status, stage) {
+        let reason = match refusal {
+            NotRetriable::NotHalted => format!(
+                "{key}: the run of snapshot #{run_index} is not halted (phase {}): nothing to retry",
+                run_phase.as_str()
             ),
-        );
-    };
-    if failure.on_failure == OnFailure::Rollback {
-        return refuse(
-            id,
-            parsed.n,
-            format!(
+            NotRetriable::RolledBack(failure) => format!(
                 "{key}: snapshot #{} was rejected and rolled back: a rolled-back snapshot is never applied again; commit a fix",
                 failure.snapshot_index
             ),
-        );
-    }
-    if failure.stage != stage {
-        return refuse(
-            id,
-            parsed.n,
-            format!(
+            NotRetriable::HaltedElsewhere(failure) => format!(
                 "{key}: the run of snapshot #{run_index} is halted at stage {}, not {stage}",
                 failure.stage
             ),
-        );
+        };
+        return refuse(id, parsed.n, reason);
     }
     Decision::Redrive {
         stage: stage.to_string(),
@@ -309,7 +296,7 @@ fn redrive(
 /// it targets are kept.
 fn plan(
     st: &StageStatus,
-    failure: Option<&crate::status::RunFailure>,
+    failure: Option<&RunFailure>,
     (promotion, stage): (&str, &Stage),
     observed: &Observed,
     n: u64,
@@ -368,7 +355,7 @@ fn plan(
 /// may fail afterwards: it is added to the failure's clusters (once), so a retry re-drives it even
 /// when it recovers on its own before the retry.
 pub(crate) fn note_late_failures(
-    failure: &mut crate::status::RunFailure,
+    failure: &mut RunFailure,
     promotion: &str,
     observed: &Observed,
     now: DateTime<Utc>,
@@ -505,6 +492,25 @@ fn set_condition(
     }
 }
 
+/// Why the run `status` describes cannot be retried at `stage`: the one rule the controller
+/// ([`decide`]) and the CLI ([`refusal_of`]) each put in their own words.
+enum NotRetriable<'s> {
+    NotHalted,
+    /// Failed under `onFailure: Rollback`: its snapshot is never applied again.
+    RolledBack(&'s RunFailure),
+    HaltedElsewhere(&'s RunFailure),
+}
+
+fn not_retriable<'s>(status: &'s PromotionStatus, stage: &str) -> Option<NotRetriable<'s>> {
+    let Some(failure) = status.failure.as_deref() else {
+        return Some(NotRetriable::NotHalted);
+    };
+    if failure.on_failure == OnFailure::Rollback {
+        return Some(NotRetriable::RolledBack(failure));
+    }
+    (failure.stage != stage).then_some(NotRetriable::HaltedElsewhere(failure))
+}
+
 /// Why the run `status` shows cannot be retried at `stage`, before anything is committed (the
 /// CLI asks with the GitPromotion it read; the controller's own refusal is [`decide`]'s); `None`
 /// when it is halted there. `name` is the promotion's.
@@ -513,23 +519,18 @@ pub fn refusal_of(status: &PromotionStatus, name: &str, stage: &str) -> Option<S
         || "the run".to_string(),
         |i| format!("the run of snapshot #{i}"),
     );
-    let Some(failure) = status.failure.as_deref() else {
-        return Some(format!(
-            "{run} of {name} is {}, not halted: nothing to retry (`tollgate status {name}`)",
-            status.phase.as_str()
-        ));
-    };
-    if failure.on_failure == OnFailure::Rollback {
-        return Some(format!(
-            "{run} of {name} failed at stage {} and was rolled back (phase {}): a rolled-back snapshot is never applied again; commit a fix",
-            failure.stage,
-            status.phase.as_str()
-        ));
-    }
-    (failure.stage != stage).then(|| {
-        format!(
+    let phase = status.phase.as_str();
+    Some(match not_retriable(status, stage)? {
+        NotRetriable::NotHalted => format!(
+            "{run} of {name} is {phase}, not halted: nothing to retry (`tollgate status {name}`)"
+        ),
+        NotRetriable::RolledBack(failure) => format!(
+            "{run} of {name} failed at stage {} and was rolled back (phase {phase}): a rolled-back snapshot is never applied again; commit a fix",
+            failure.stage
+        ),
+        NotRetriable::HaltedElsewhere(failure) => format!(
             "{run} of {name} is halted at stage {}, not {stage}: retry {} instead",
             failure.stage, failure.stage
-        )
+        ),
     })
 }
