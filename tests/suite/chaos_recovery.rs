@@ -21,11 +21,12 @@ use chaos_support::SeededRng;
 use chaos_support::failure_invariants::check_failures;
 use chaos_support::invariants::check_leased;
 use chaos_support::recovery_chaos_invariants::{
-    FinalRun, check_measurement_spacing, check_notices,
+    FinalRun, Got, check_measurement_spacing, check_notices,
 };
 use chaos_support::recovery_invariants::check_recovery;
-use chaos_support::stand_ins::{NoticeReceiver, PromMode, PromStandIn};
+use chaos_support::stand_ins::{PromMode, PromStandIn};
 use support::elected::{Elected, election};
+use support::receiver::{Answer, Receiver};
 use support::{PATIENCE, TestRepo, World, tollgate_binary};
 use tollgate::controller::ControllerHandle;
 use tollgate_fixtures::{cluster, fleet, promotion, stage};
@@ -188,7 +189,7 @@ struct Done {
 struct Trial {
     world: World,
     prom: PromStandIn,
-    receiver: NoticeReceiver,
+    receiver: Receiver,
     replicas: [Option<Replica>; 2],
     _secrets: tempfile::TempDir,
 }
@@ -231,7 +232,7 @@ async fn run(seed: u64) {
     trial.wait_final(3).await;
     tokio::time::sleep_until(began + RECEIVER_DOWN).await;
     assert!(
-        !trial.receiver.got().iter().any(|g| g.accepted),
+        !notices(&trial.receiver).iter().any(|g| g.accepted),
         "the receiver was down"
     );
     trial.receiver.set_up(true);
@@ -245,10 +246,14 @@ async fn run(seed: u64) {
 
 async fn start() -> Trial {
     let prom = PromStandIn::start().await;
-    let receiver = NoticeReceiver::start().await;
+    let receiver = Receiver::start(Answer::WhileUp).await;
     let secrets = tempfile::tempdir().expect("secrets dir");
     let hook = secrets.path().join("hook");
-    std::fs::write(&hook, format!("{}\nchaos-hmac-key\n", receiver.url)).expect("hook secret");
+    std::fs::write(
+        &hook,
+        format!("{}\nchaos-hmac-key\n", receiver.url("/hook")),
+    )
+    .expect("hook secret");
     let repo = TestRepo::new();
     for i in 0..PROMOTIONS {
         repo.write(&format!("{}.yaml", name(i)), &manifest(i, "1.0.0"));
@@ -314,7 +319,7 @@ impl Trial {
     async fn wait_told(&self, finals: &[(String, u64)]) {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
-            let got = self.receiver.got();
+            let got = notices(&self.receiver);
             let missing: Vec<&(String, u64)> = finals
                 .iter()
                 .filter(|(promotion, snapshot)| {
@@ -456,6 +461,18 @@ impl Trial {
     }
 }
 
+/// What the receiver got, as the notice invariants read it.
+fn notices(receiver: &Receiver) -> Vec<Got> {
+    receiver
+        .got()
+        .iter()
+        .map(|r| Got {
+            body: r.json(),
+            accepted: r.answered.is_some_and(|code| code.is_success()),
+        })
+        .collect()
+}
+
 fn check(trial: &Trial, finals: &[(String, u64)], seed: u64, done: &Done) {
     let log = trial.world.emulator.write_log();
     let runs: Vec<FinalRun<'_>> = finals
@@ -466,7 +483,7 @@ fn check(trial: &Trial, finals: &[(String, u64)], seed: u64, done: &Done) {
             snapshot: *snapshot,
         })
         .collect();
-    let got = trial.receiver.got();
+    let got = notices(&trial.receiver);
     let violations: Vec<String> = check_leased(&log)
         .into_iter()
         .map(|v| v.to_string())

@@ -7,14 +7,8 @@
 use crate::support;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{StatusCode, Uri};
-use serde_json::Value;
+use support::receiver::{Answer, Receiver};
 use support::{TestRepo, World};
 use tempfile::TempDir;
 use tollgate_fixtures::{cluster, fleet, policy, promotion, stage};
@@ -26,62 +20,18 @@ const FOLD_ABOVE: usize = 32;
 /// One notice a receiver accepted: (id, event, stage).
 type Told = (String, String, String);
 
-/// Two generic webhook receivers on one server: `/up` accepts everything, `/down` answers 503
-/// until it is set up.
-#[derive(Clone)]
-struct Receivers {
-    url: String,
-    accepted: Arc<Mutex<Vec<(String, Told)>>>,
-    down_is_up: Arc<AtomicBool>,
-}
-
-type ReceiverState = (Arc<Mutex<Vec<(String, Told)>>>, Arc<AtomicBool>);
-
-impl Receivers {
-    async fn start() -> Receivers {
-        let accepted = Arc::new(Mutex::new(Vec::new()));
-        let down_is_up = Arc::new(AtomicBool::new(false));
-        let state: ReceiverState = (accepted.clone(), down_is_up.clone());
-        let app = Router::new().fallback(receive).with_state(state);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind receivers");
-        let url = format!("http://{}", listener.local_addr().expect("address"));
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Receivers {
-            url,
-            accepted,
-            down_is_up,
-        }
-    }
-
-    /// What `path` accepted, in order.
-    fn told(&self, path: &str) -> Vec<Told> {
-        let accepted = self.accepted.lock().expect("log");
-        accepted
-            .iter()
-            .filter(|(p, _)| p == path)
-            .map(|(_, told)| told.clone())
-            .collect()
-    }
-}
-
-async fn receive(
-    State((accepted, down_is_up)): State<ReceiverState>,
-    uri: Uri,
-    body: Bytes,
-) -> StatusCode {
-    let path = uri.path().to_string();
-    if path == "/down" && !down_is_up.load(Ordering::SeqCst) {
-        return StatusCode::SERVICE_UNAVAILABLE;
-    }
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let field = |name: &str| body[name].as_str().unwrap_or_default().to_string();
-    let told = (field("id"), field("event"), field("stage"));
-    accepted.lock().expect("log").push((path, told));
-    StatusCode::OK
+/// What `receiver` accepted, in order.
+fn told(receiver: &Receiver) -> Vec<Told> {
+    receiver
+        .got()
+        .iter()
+        .filter(|r| r.answered.is_some_and(|code| code.is_success()))
+        .map(|r| {
+            let body = r.json();
+            let field = |name: &str| body[name].as_str().unwrap_or_default().to_string();
+            (field("id"), field("event"), field("stage"))
+        })
+        .collect()
 }
 
 const EVENTS: &[&str] = &[
@@ -112,10 +62,14 @@ fn dropped(world: &World, endpoint: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receiver_down_for_a_whole_waved_rollout_gets_each_stages_latest_state_once() {
-    let receivers = Receivers::start().await;
+    // Two generic webhook receivers: one accepts everything, one answers 503 until it is up.
+    let (up_receiver, down_receiver) = (
+        Receiver::start(Answer::Ok).await,
+        Receiver::start(Answer::WhileUp).await,
+    );
     let secrets = tempfile::tempdir().expect("secrets dir");
-    let down = secret(&secrets, "down", &format!("{}/down", receivers.url));
-    let up = secret(&secrets, "up", &format!("{}/up", receivers.url));
+    let down = secret(&secrets, "down", &down_receiver.url("/down"));
+    let up = secret(&secrets, "up", &up_receiver.url("/up"));
     let yaml = policy("fleet-defaults")
         .notify("down", "webhook", &down, EVENTS)
         .notify("up", "webhook", &up, EVENTS)
@@ -142,7 +96,7 @@ async fn a_receiver_down_for_a_whole_waved_rollout_gets_each_stages_latest_state
     world.wait_phase(WEB, "Completed").await;
     let all = world
         .eventually("every notice told to the receiver that is up", || async {
-            let told = receivers.told("/up");
+            let told = told(&up_receiver);
             told.iter().any(|t| t.1 == "Completed").then_some(told)
         })
         .await;
@@ -150,14 +104,14 @@ async fn a_receiver_down_for_a_whole_waved_rollout_gets_each_stages_latest_state
         all.len() > FOLD_ABOVE,
         "more notices than the record keeps one by one: {all:?}"
     );
-    assert!(receivers.told("/down").is_empty(), "the receiver was down");
+    assert!(told(&down_receiver).is_empty(), "the receiver was down");
 
-    receivers.down_is_up.store(true, Ordering::SeqCst);
+    down_receiver.set_up(true);
     let got = world
         .eventually(
             "the rollout's last notice, once the receiver is back",
             || async {
-                let told = receivers.told("/down");
+                let told = told(&down_receiver);
                 told.iter().any(|t| t.1 == "Completed").then_some(told)
             },
         )

@@ -14,7 +14,14 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tollgate_emulator::WriteRecord;
 
-use super::stand_ins::Got;
+use serde_json::Value;
+
+/// One notice a receiver got (its JSON payload), and whether it accepted it.
+#[derive(Clone, Debug)]
+pub struct Got {
+    pub body: Value,
+    pub accepted: bool,
+}
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RecoveryChaosViolation {

@@ -1,17 +1,15 @@
-//! The outside services a recovery chaos run talks to, as loopback servers whose behaviour the
-//! schedule switches: a Prometheus stand-in that answers, errors or stalls, and a notification
-//! receiver that is down (503) until it is brought up.
+//! A Prometheus stand-in on loopback for the recovery chaos run, whose behaviour the schedule
+//! switches: it answers, errors or stalls. (Its notification receiver is `support::receiver`.)
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{StatusCode, Uri};
-use serde_json::{Value, json};
+use axum::http::StatusCode;
+use serde_json::json;
 
 /// Serves `app` on a free loopback port for the rest of the test.
 async fn serve(app: Router) -> SocketAddr {
@@ -78,58 +76,4 @@ async fn answer_query(State(mode): State<Arc<AtomicU8>>) -> (StatusCode, String)
     let healthy = json!({"status": "success", "data": {"resultType": "vector",
         "result": [{"metric": {}, "value": [now, "0.01"]}]}});
     (StatusCode::OK, healthy.to_string())
-}
-
-/// One notice the receiver got, and whether it accepted it.
-#[derive(Clone, Debug)]
-pub struct Got {
-    pub body: Value,
-    pub accepted: bool,
-}
-
-/// A generic-webhook receiver: 503 while down, 200 once up.
-#[derive(Clone)]
-pub struct NoticeReceiver {
-    pub url: String,
-    got: Arc<Mutex<Vec<Got>>>,
-    up: Arc<AtomicBool>,
-}
-
-type ReceiverState = (Arc<Mutex<Vec<Got>>>, Arc<AtomicBool>);
-
-impl NoticeReceiver {
-    /// Starts down.
-    pub async fn start() -> NoticeReceiver {
-        let got = Arc::new(Mutex::new(Vec::new()));
-        let up = Arc::new(AtomicBool::new(false));
-        let state: ReceiverState = (got.clone(), up.clone());
-        let app = Router::new().fallback(receive).with_state(state);
-        let addr = serve(app).await;
-        NoticeReceiver {
-            url: format!("http://{addr}/hook"),
-            got,
-            up,
-        }
-    }
-
-    pub fn set_up(&self, up: bool) {
-        self.up.store(up, Ordering::SeqCst);
-    }
-
-    /// Every request so far, in arrival order.
-    pub fn got(&self) -> Vec<Got> {
-        self.got.lock().expect("receiver log").clone()
-    }
-}
-
-async fn receive(State((got, up)): State<ReceiverState>, _uri: Uri, body: Bytes) -> StatusCode {
-    let accepted = up.load(Ordering::SeqCst);
-    got.lock().expect("receiver log").push(Got {
-        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-        accepted,
-    });
-    match accepted {
-        true => StatusCode::OK,
-        false => StatusCode::SERVICE_UNAVAILABLE,
-    }
 }
