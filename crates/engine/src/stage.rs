@@ -218,10 +218,7 @@ impl StageRun<'_, '_> {
         if !follows_members(self.st) {
             return;
         }
-        let spec = match self.spec.take() {
-            Some(spec) => spec,
-            None => self.render_spec(),
-        };
+        let spec = self.spec.take().unwrap_or_else(|| self.render_spec());
         let completion = self.check_main(&spec);
         let observation = self.observe_clusters(&spec, &completion);
         self.st.not_provisioned = observation.report.listed;
