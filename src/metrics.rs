@@ -7,13 +7,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use prometheus_client::collector::Collector;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::{Metric, Registry, Unit};
 use std::sync::atomic::AtomicU64;
 use tollgate_engine::activity::StageActivity;
 use tollgate_engine::{Phase, PromotionStatus};
@@ -130,6 +131,30 @@ fn register_throttle(registry: &mut Registry) -> ThrottleMetrics {
     metrics
 }
 
+/// `metric`, registered under `name` (after the `tollgate_` prefix).
+fn registered<M: Metric + Clone + Default>(registry: &mut Registry, name: &str, help: &str) -> M {
+    let metric = M::default();
+    registry.register(name, help, metric.clone());
+    metric
+}
+
+/// `metric`, registered under `name` with the unit seconds (`_seconds` is appended).
+fn registered_in_seconds<M: Metric + Clone>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    metric: M,
+) -> M {
+    registry.register_with_unit(name, help, Unit::Seconds, metric.clone());
+    metric
+}
+
+/// A collector (series computed at scrape time), registered.
+fn collected<C: Collector + Clone>(registry: &mut Registry, collector: C) -> C {
+    registry.register_collector(Box::new(collector.clone()));
+    collector
+}
+
 fn notification_latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 14))
 }
@@ -184,160 +209,120 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    // One table of registrations, in the order of the families on /metrics (a metric, its name
+    // and its help side by side): it reads better whole than cut into arbitrary groups.
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("tollgate");
-        let reconciles = Family::<ResultLabels, Counter>::default();
-        registry.register(
+        let reconciles = registered(
+            &mut registry,
             "reconciles",
             "Promotion reconcile steps, by result (ok or error)",
-            reconciles.clone(),
         );
-        let git_syncs = Family::<ResultLabels, Counter>::default();
-        registry.register(
+        let git_syncs = registered(
+            &mut registry,
             "git_syncs",
             "Git fetch/sync attempts, by result (ok or error)",
-            git_syncs.clone(),
         );
         // 50 ms to ~100 s: a local poll is fast, a fetch over a slow link is not.
-        let git_sync_duration = Histogram::new(exponential_buckets(0.05, 2.0, 12));
-        registry.register_with_unit(
+        let git_sync_duration = registered_in_seconds(
+            &mut registry,
             "git_sync_duration",
             "Duration of git fetch/sync attempts",
-            Unit::Seconds,
-            git_sync_duration.clone(),
+            Histogram::new(exponential_buckets(0.05, 2.0, 12)),
         );
         let promotions = PromotionSeries::default();
         registry.register_collector(Box::new(promotions.clone()));
-        let apply_errors = Family::<PromotionLabels, Counter>::default();
-        registry.register(
-            "apply_errors",
-            "Failed writes of generated objects to the cluster, by promotion",
-            apply_errors.clone(),
-        );
-        let drift_corrections = Family::<PromotionLabels, Counter>::default();
-        registry.register(
-            "drift_corrections",
-            "Generated ClusterProfiles re-applied after a hand edit or delete, by promotion",
-            drift_corrections.clone(),
-        );
-        let current_stage_index = Family::<PromotionLabels, Gauge>::default();
-        registry.register(
-            "promotion_current_stage_index",
-            "Zero-based index of the stage a promotion is currently running",
-            current_stage_index.clone(),
-        );
-        let phase = PhaseGauges::default();
-        registry.register_collector(Box::new(phase.clone()));
-        let stage_activity = StageActivities::default();
-        registry.register_collector(Box::new(stage_activity.clone()));
-        let delivery = delivery::DeliverySeries::default();
-        registry.register_collector(Box::new(delivery.clone()));
-        let time_in_stage = Family::<PromotionLabels, SecondsGauge>::default();
-        registry.register_with_unit(
-            "promotion_time_in_stage",
-            "Time since the current stage was started",
-            Unit::Seconds,
-            time_in_stage.clone(),
-        );
-        let approval_wait = Family::<PromotionLabels, SecondsGauge>::default();
-        registry.register_with_unit(
-            "promotion_approval_wait",
-            "Time the current stage has been waiting for a manual approval",
-            Unit::Seconds,
-            approval_wait.clone(),
-        );
-        let webhook_requests = Family::<WebhookLabels, Counter>::default();
-        registry.register(
-            "webhook_requests",
-            "Webhook requests, by provider and result",
-            webhook_requests.clone(),
-        );
-        let leader = Gauge::default();
-        registry.register(
-            "leader",
-            "1 while this replica holds the leader lease (writes), 0 otherwise",
-            leader.clone(),
-        );
-        let stage_failures = Family::<PromotionLabels, Counter>::default();
-        registry.register(
-            "stage_failures",
-            "Stages failed under their RolloutPolicy (failure budget spent), by promotion",
-            stage_failures.clone(),
-        );
-        let cluster_timeouts = Family::<PromotionLabels, Counter>::default();
-        registry.register(
-            "cluster_timeouts",
-            "Clusters not Provisioned by their stage's progressDeadline, by promotion",
-            cluster_timeouts.clone(),
-        );
-        let rollbacks = Family::<PromotionLabels, Counter>::default();
-        registry.register(
-            "rollbacks",
-            "Runs rolled back after a stage failed (onFailure: Rollback), by promotion",
-            rollbacks.clone(),
-        );
-        let watch_failing = Family::<ResourceLabels, Gauge>::default();
-        registry.register(
-            "watch_failing",
-            "1 while the watch of a resource fails (errors since it started failing are logged), 0 once it works again",
-            watch_failing.clone(),
-        );
-        let notifications_sent = Family::<EndpointLabels, Counter>::default();
-        registry.register(
-            "notifications_sent",
-            "Notifications delivered, by endpoint (the notify entry's name)",
-            notifications_sent.clone(),
-        );
-        let notifications_failed = Family::<EndpointLabels, Counter>::default();
-        registry.register(
-            "notifications_failed",
-            "Notifications given up on (still failing retryFor after their transition, a 4xx answer, an unreadable addressSecretFile), by endpoint",
-            notifications_failed.clone(),
-        );
-        let notifications_dropped = Family::<EndpointLabels, Counter>::default();
-        registry.register(
-            "notifications_dropped",
-            "Notifications not sent on purpose, each once: an older state of a stage after a newer one was delivered, folded into a newer state while a receiver was down, or given up at the limit of the record of pending notices, by endpoint",
-            notifications_dropped.clone(),
-        );
-        let notification_latency: LatencyFamily =
-            Family::new_with_constructor(notification_latency_histogram);
-        registry.register_with_unit(
-            "notification_latency",
-            "Time of the successful request of a delivered notification, by endpoint",
-            Unit::Seconds,
-            notification_latency.clone(),
-        );
-        let throttle = register_throttle(&mut registry);
-        let analyses = analyses::AnalysisSeries::register(&mut registry);
         Metrics {
-            registry,
-            throttle,
-            analyses,
-            notifications_sent,
-            notifications_failed,
-            notifications_dropped,
-            notification_latency,
             reconciles,
             git_syncs,
             git_sync_duration,
-            apply_errors,
-            drift_corrections,
-            current_stage_index,
-            phase,
-            stage_activity,
-            delivery,
-            time_in_stage,
-            approval_wait,
-            webhook_requests,
-            leader,
-            stage_failures,
-            cluster_timeouts,
-            rollbacks,
-            watch_failing,
+            promotions,
+            apply_errors: registered(
+                &mut registry,
+                "apply_errors",
+                "Failed writes of generated objects to the cluster, by promotion",
+            ),
+            drift_corrections: registered(
+                &mut registry,
+                "drift_corrections",
+                "Generated ClusterProfiles re-applied after a hand edit or delete, by promotion",
+            ),
+            current_stage_index: registered(
+                &mut registry,
+                "promotion_current_stage_index",
+                "Zero-based index of the stage a promotion is currently running",
+            ),
+            phase: collected(&mut registry, PhaseGauges::default()),
+            stage_activity: collected(&mut registry, StageActivities::default()),
+            delivery: collected(&mut registry, delivery::DeliverySeries::default()),
+            time_in_stage: registered_in_seconds(
+                &mut registry,
+                "promotion_time_in_stage",
+                "Time since the current stage was started",
+                Family::default(),
+            ),
+            approval_wait: registered_in_seconds(
+                &mut registry,
+                "promotion_approval_wait",
+                "Time the current stage has been waiting for a manual approval",
+                Family::default(),
+            ),
+            webhook_requests: registered(
+                &mut registry,
+                "webhook_requests",
+                "Webhook requests, by provider and result",
+            ),
+            leader: registered(
+                &mut registry,
+                "leader",
+                "1 while this replica holds the leader lease (writes), 0 otherwise",
+            ),
+            stage_failures: registered(
+                &mut registry,
+                "stage_failures",
+                "Stages failed under their RolloutPolicy (failure budget spent), by promotion",
+            ),
+            cluster_timeouts: registered(
+                &mut registry,
+                "cluster_timeouts",
+                "Clusters not Provisioned by their stage's progressDeadline, by promotion",
+            ),
+            rollbacks: registered(
+                &mut registry,
+                "rollbacks",
+                "Runs rolled back after a stage failed (onFailure: Rollback), by promotion",
+            ),
+            watch_failing: registered(
+                &mut registry,
+                "watch_failing",
+                "1 while the watch of a resource fails (errors since it started failing are logged), 0 once it works again",
+            ),
+            notifications_sent: registered(
+                &mut registry,
+                "notifications_sent",
+                "Notifications delivered, by endpoint (the notify entry's name)",
+            ),
+            notifications_failed: registered(
+                &mut registry,
+                "notifications_failed",
+                "Notifications given up on (still failing retryFor after their transition, a 4xx answer, an unreadable addressSecretFile), by endpoint",
+            ),
+            notifications_dropped: registered(
+                &mut registry,
+                "notifications_dropped",
+                "Notifications not sent on purpose, each once: an older state of a stage after a newer one was delivered, folded into a newer state while a receiver was down, or given up at the limit of the record of pending notices, by endpoint",
+            ),
+            notification_latency: registered_in_seconds(
+                &mut registry,
+                "notification_latency",
+                "Time of the successful request of a delivered notification, by endpoint",
+                Family::new_with_constructor(notification_latency_histogram),
+            ),
+            throttle: register_throttle(&mut registry),
+            analyses: analyses::AnalysisSeries::register(&mut registry),
             watched: Mutex::new(Vec::new()),
             live_since: Mutex::new(HashMap::new()),
-            promotions,
+            registry,
         }
     }
 

@@ -322,9 +322,57 @@ mod policies {
         text_of: impl Fn(&str) -> Option<&'t str>,
     ) -> (Vec<Diagnostic>, Vec<Governance>) {
         let mut diagnostics = Vec::new();
-        let mut governance = Vec::new();
+        let (places, mut valid) = policy_places(files);
+        for (name, at) in places.iter().filter(|(_, at)| at.len() > 1) {
+            diagnostics.extend(duplicate_policy(name, at, &text_of));
+        }
+        // A name defined twice governs nothing here: the error above says why.
+        valid.retain(|(policy, _)| places.get(policy.name()).is_some_and(|at| at.len() == 1));
+        let usable: Vec<String> = valid.iter().map(|(p, _)| p.name().to_string()).collect();
+        let unusable = places
+            .iter()
+            .filter(|(name, _)| !usable.iter().any(|u| u == *name))
+            .filter_map(|(name, at)| Some((name.to_string(), at.first()?.file.to_string())));
+        let set = PolicySet::new(valid, Vec::new()).with_unusable(unusable);
+        let (governed, governance) =
+            choose_policies(files, &set, &places, &text_of, &mut diagnostics);
+        let line_of = |policy: &RolloutPolicy| {
+            places
+                .get(policy.name())
+                .and_then(|at| at.first())
+                .map_or(1, |at| at.line)
+        };
+        for (policy, file) in set.policies() {
+            let Some(promotions) = governed.get(policy.name()) else {
+                continue;
+            };
+            let line = line_of(policy);
+            diagnostics.extend(unused_overrides(policy, file, line, promotions, &text_of));
+            diagnostics.extend(super::analysis_soak::diagnostics(
+                policy, file, line, promotions, &text_of,
+            ));
+        }
+        for (policy, file) in set.policies() {
+            diagnostics.extend(super::policy_admins::diagnostics(
+                policy,
+                file,
+                line_of(policy),
+                &text_of,
+            ));
+        }
+        (diagnostics, governance)
+    }
+
+    /// Where each policy name is defined, and the policies that parsed.
+    #[allow(clippy::type_complexity)]
+    fn policy_places(
+        files: &[ParsedFile],
+    ) -> (
+        BTreeMap<&str, Vec<PolicyAt<'_>>>,
+        Vec<(Arc<RolloutPolicy>, String)>,
+    ) {
         let mut places: BTreeMap<&str, Vec<PolicyAt<'_>>> = BTreeMap::new();
-        let mut valid: Vec<(Arc<RolloutPolicy>, String)> = Vec::new();
+        let mut valid = Vec::new();
         for file in files {
             for document in &file.policies {
                 if let Some(name) = &document.name {
@@ -338,18 +386,20 @@ mod policies {
                 }
             }
         }
-        for (name, at) in places.iter().filter(|(_, at)| at.len() > 1) {
-            diagnostics.extend(duplicate_policy(name, at, &text_of));
-        }
-        // A name defined twice governs nothing here: the error above says why.
-        valid.retain(|(policy, _)| places.get(policy.name()).is_some_and(|at| at.len() == 1));
-        let usable: Vec<String> = valid.iter().map(|(p, _)| p.name().to_string()).collect();
-        let unusable = places
-            .iter()
-            .filter(|(name, _)| !usable.iter().any(|u| u == *name))
-            .filter_map(|(name, at)| Some((name.to_string(), at.first()?.file.to_string())));
-        let set = PolicySet::new(valid, Vec::new()).with_unusable(unusable);
+        (places, valid)
+    }
+
+    /// The policy each promotion gets: the promotions of each policy, and the governance lines;
+    /// a promotion whose policy cannot be chosen is a diagnostic.
+    fn choose_policies<'f, 't>(
+        files: &'f [ParsedFile],
+        set: &PolicySet,
+        places: &BTreeMap<&str, Vec<PolicyAt<'_>>>,
+        text_of: &impl Fn(&str) -> Option<&'t str>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> (BTreeMap<String, Vec<&'f ClusterPromotion>>, Vec<Governance>) {
         let mut governed: BTreeMap<String, Vec<&ClusterPromotion>> = BTreeMap::new();
+        let mut governance = Vec::new();
         for file in files {
             for document in &file.promotions {
                 let Some(promotion) = &document.promotion else {
@@ -376,35 +426,13 @@ mod policies {
                         &file.file,
                         document,
                         promotion,
-                        not_among_inputs(promotion, &places).unwrap_or(problem.message),
+                        not_among_inputs(promotion, places).unwrap_or(problem.message),
                         text_of(&file.file),
                     )),
                 }
             }
         }
-        for (policy, file) in set.policies() {
-            let Some(promotions) = governed.get(policy.name()) else {
-                continue;
-            };
-            let line = places
-                .get(policy.name())
-                .and_then(|at| at.first())
-                .map_or(1, |at| at.line);
-            diagnostics.extend(unused_overrides(policy, file, line, promotions, &text_of));
-            diagnostics.extend(super::analysis_soak::diagnostics(
-                policy, file, line, promotions, &text_of,
-            ));
-        }
-        for (policy, file) in set.policies() {
-            let line = places
-                .get(policy.name())
-                .and_then(|at| at.first())
-                .map_or(1, |at| at.line);
-            diagnostics.extend(super::policy_admins::diagnostics(
-                policy, file, line, &text_of,
-            ));
-        }
-        (diagnostics, governance)
+        (governed, governance)
     }
 
     fn duplicate_policy<'t>(

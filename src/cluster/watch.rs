@@ -236,27 +236,8 @@ where
                         // Every promotion's WatchesHealthy condition changes.
                         let _ = touched.send(Touch::Clusters);
                     }
-                    match event {
-                        Event::Init => cache.begin_relist(),
-                        Event::InitApply(object) => {
-                            if let Some((index, value)) = convert(&object) {
-                                cache.relist_item(key_of(&object), index, value);
-                            }
-                        }
-                        Event::InitDone => {
-                            let indexes = cache.finish_relist();
-                            debug!(resource, objects = cache.len(), "watch (re)synchronised");
-                            notify(indexes);
-                        }
-                        Event::Apply(object) => {
-                            let key = key_of(&object);
-                            let indexes = match convert(&object) {
-                                Some((index, value)) => cache.upsert(key, index, value),
-                                None => cache.remove(&key),
-                            };
-                            notify(indexes);
-                        }
-                        Event::Delete(object) => notify(cache.remove(&key_of(&object))),
+                    if let Some(indexes) = cache_event(resource, &cache, &convert, event) {
+                        notify(indexes);
                     }
                 }
                 Err(error) => {
@@ -267,6 +248,38 @@ where
             }
         }
     })
+}
+
+/// Puts one watch event into the cache; the indexes it touched, once the cache is consistent
+/// (`None` in the middle of a relist).
+fn cache_event<T, K: Resource>(
+    resource: &'static str,
+    cache: &IndexedCache<T>,
+    convert: &Convert<T, K>,
+    event: Event<K>,
+) -> Option<Vec<String>> {
+    match event {
+        Event::Init => cache.begin_relist(),
+        Event::InitApply(object) => {
+            if let Some((index, value)) = convert(&object) {
+                cache.relist_item(key_of(&object), index, value);
+            }
+        }
+        Event::InitDone => {
+            let indexes = cache.finish_relist();
+            debug!(resource, objects = cache.len(), "watch (re)synchronised");
+            return Some(indexes);
+        }
+        Event::Apply(object) => {
+            let key = key_of(&object);
+            return Some(match convert(&object) {
+                Some((index, value)) => cache.upsert(key, index, value),
+                None => cache.remove(&key),
+            });
+        }
+        Event::Delete(object) => return Some(cache.remove(&key_of(&object))),
+    }
+    None
 }
 
 /// The watch retry delay: 100 ms doubling to at most 1 s, reset by any successful event.

@@ -83,22 +83,36 @@ fn metric_names() -> BTreeSet<String> {
 }
 
 /// `registry.register(\n "name",` → `tollgate_name`; `register_with_unit` adds the unit
-/// (seconds: the only one tollgate uses, checked).
+/// (seconds: the only one tollgate uses, checked). The metrics module's helpers
+/// `registered(\n &mut registry,\n "name",` and `registered_in_seconds(` (seconds) count too.
 fn registered(source: &str) -> Vec<String> {
     let lines: Vec<&str> = source.lines().map(str::trim).collect();
     let mut names = Vec::new();
     for (index, line) in lines.iter().enumerate() {
-        let with_unit = line.ends_with("register_with_unit(");
-        if !(line.ends_with(".register(") || with_unit) {
-            continue;
-        }
-        let Some(name) = lines.get(index + 1).and_then(|l| l.strip_suffix(',')) else {
+        let (name_line, with_unit) = if line.ends_with(".register(") {
+            (index + 1, false)
+        } else if line.ends_with("register_with_unit(") {
+            (index + 1, true)
+        } else if line.ends_with(" registered(") || line.ends_with(": registered(") {
+            (index + 2, false)
+        } else if line.ends_with("registered_in_seconds(") {
+            (index + 2, true)
+        } else {
             continue;
         };
+        let Some(name) = lines.get(name_line).and_then(|l| l.strip_suffix(',')) else {
+            continue;
+        };
+        if !name.starts_with('"') {
+            continue;
+        }
         let name = format!("tollgate_{}", name.trim_matches('"'));
         if with_unit {
             let statement = lines[index..].iter().take(6).copied().collect::<String>();
-            assert!(statement.contains("Unit::Seconds"), "{statement}");
+            assert!(
+                statement.contains("Unit::Seconds") || line.ends_with("registered_in_seconds("),
+                "{statement}"
+            );
             names.push(format!("{name}_seconds"));
         } else {
             names.push(name);

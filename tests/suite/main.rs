@@ -84,6 +84,7 @@ mod emulator_failures;
 #[cfg(feature = "embedded")]
 mod emulator_tls_cli;
 mod events_series;
+mod function_lengths;
 mod fuzz_corpus;
 mod git_transports;
 #[cfg(feature = "embedded")]

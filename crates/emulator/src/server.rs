@@ -162,31 +162,7 @@ impl Emulator {
                 addr: config.listen,
                 source,
             })?;
-        let mut state = ApiState::new(
-            served_types(&config)?,
-            config.watch_history,
-            config.write_log_capacity,
-            config.seed,
-        );
-        state.schema_admission =
-            SchemaAdmission::with_crds(&config.crds).map_err(EmulatorError::Crd)?;
-        if let Some(initial) = &config.initial_state {
-            state
-                .store
-                .load_json(initial, config.continuous_resource_versions)
-                .map_err(|message| EmulatorError::StateFile {
-                    path: PathBuf::new(),
-                    message,
-                })?;
-            let crds: Vec<Value> = state
-                .store
-                .range(CRD_QUALIFIED_PLURAL, None, None)
-                .map(|(_, v)| Value::clone(&v))
-                .collect();
-            for crd in &crds {
-                state.registry.register_crd(crd);
-            }
-        }
+        let state = initial_state(&config)?;
         let changed = Arc::clone(&state.changed);
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
@@ -231,6 +207,37 @@ impl Emulator {
             sveltos,
         })
     }
+}
+
+/// The API's store and types at start: empty, or loaded from the state file (with the CRDs it
+/// holds served).
+fn initial_state(config: &EmulatorConfig) -> Result<ApiState, EmulatorError> {
+    let mut state = ApiState::new(
+        served_types(config)?,
+        config.watch_history,
+        config.write_log_capacity,
+        config.seed,
+    );
+    state.schema_admission =
+        SchemaAdmission::with_crds(&config.crds).map_err(EmulatorError::Crd)?;
+    if let Some(initial) = &config.initial_state {
+        state
+            .store
+            .load_json(initial, config.continuous_resource_versions)
+            .map_err(|message| EmulatorError::StateFile {
+                path: PathBuf::new(),
+                message,
+            })?;
+        let crds: Vec<Value> = state
+            .store
+            .range(CRD_QUALIFIED_PLURAL, None, None)
+            .map(|(_, v)| Value::clone(&v))
+            .collect();
+        for crd in &crds {
+            state.registry.register_crd(crd);
+        }
+    }
+    Ok(state)
 }
 
 /// The built-in types and those of the CRDs passed in, minus the types left out.

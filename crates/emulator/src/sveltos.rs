@@ -558,8 +558,6 @@ fn sync_summaries(
     view: &ProfileView<'_>,
     now: Instant,
 ) -> BTreeSet<Key> {
-    let summary_key =
-        |(ns, cluster): &Key| (ns.clone(), format!("{}-sveltos-{cluster}", view.name));
     let paused: BTreeSet<&Key> = view
         .matching
         .iter()
@@ -580,89 +578,142 @@ fn sync_summaries(
         .matching
         .iter()
         .filter(|c| !paused.contains(c))
-        .filter_map(|c| state.store.get(&store_key(SUMMARIES, &summary_key(c))))
+        .filter_map(|c| {
+            state
+                .store
+                .get(&store_key(SUMMARIES, &summary_key(view, c)))
+        })
         .filter(|s| s["spec"]["clusterProfileSpec"] == view.desired_spec && !all_provisioned(s))
         .count();
     let mut allowed = budget.map(|b| b.saturating_sub(updating));
     let mut wanted = BTreeSet::new();
-
     for cluster_key in &view.matching {
-        let (namespace, cluster) = cluster_key;
-        let key = summary_key(cluster_key);
-        let name = key.1.clone();
+        let key = summary_key(view, cluster_key);
         wanted.insert(key.clone());
         let cluster_paused = paused.contains(cluster_key);
-        let target = Target {
-            resource: &types.summaries,
-            namespace,
-            status: false,
+        let written = write_summary(
+            state,
+            types,
+            view,
+            cluster_key,
+            cluster_paused,
+            &mut allowed,
+        );
+        if !written || cluster_paused {
+            continue;
+        }
+        let mut summary = SummaryProgress {
+            state: &mut *state,
+            types,
+            behaviour,
+            timers: &mut *timers,
+            tracking: &mut *tracking,
+            view,
         };
-        let existing = state.store.get(&store_key(SUMMARIES, &key));
-        let replacement = match existing {
+        summary.advance(cluster_key, &key, now);
+    }
+    wanted
+}
+
+/// The summary of `view`'s profile on a cluster.
+fn summary_key(view: &ProfileView<'_>, (namespace, cluster): &Key) -> Key {
+    (
+        namespace.clone(),
+        format!("{}-sveltos-{cluster}", view.name),
+    )
+}
+
+/// Creates the cluster's summary, or brings its metadata and (within the `maxUpdate` budget,
+/// `allowed`; a paused cluster's does not count) its spec up to date. False when a write failed.
+fn write_summary(
+    state: &mut ApiState,
+    types: &Types,
+    view: &ProfileView<'_>,
+    cluster_key: &Key,
+    cluster_paused: bool,
+    allowed: &mut Option<usize>,
+) -> bool {
+    let (namespace, cluster) = cluster_key;
+    let key = summary_key(view, cluster_key);
+    let name = &key.1;
+    let target = Target {
+        resource: &types.summaries,
+        namespace,
+        status: false,
+    };
+    let Some(summary) = state.store.get(&store_key(SUMMARIES, &key)) else {
+        let metadata = summary_metadata(view, namespace, cluster);
+        let spec = summary_spec(namespace, cluster, view.desired_spec.clone());
+        let object = json!({"apiVersion": types.summaries.api_version(), "kind": "ClusterSummary", "metadata": metadata, "spec": spec});
+        if let Err(error) = state.create(target, object, FIELD_MANAGER) {
+            tracing::warn!(summary = name, %error, "creating ClusterSummary failed");
+            return false;
+        }
+        return true;
+    };
+    let outdated = summary["spec"]["clusterProfileSpec"] != view.desired_spec;
+    let may_update = outdated
+        && (cluster_paused
+            || match allowed.as_mut() {
+                None => true,
+                Some(0) => false,
+                Some(left) => {
+                    *left -= 1;
+                    true
+                }
+            });
+    if !may_update && !metadata_differs(&summary, view, cluster) {
+        return true;
+    }
+    let metadata = summary_metadata(view, namespace, cluster);
+    let mut updated = Value::clone(&summary);
+    for field in ["labels", "annotations", "ownerReferences"] {
+        match metadata.get(field) {
+            Some(value) => updated["metadata"][field] = value.clone(),
             None => {
-                let metadata = summary_metadata(view, namespace, cluster);
-                let spec = summary_spec(namespace, cluster, view.desired_spec.clone());
-                let object = json!({"apiVersion": types.summaries.api_version(), "kind": "ClusterSummary", "metadata": metadata, "spec": spec});
-                if let Err(error) = state.create(target, object, FIELD_MANAGER) {
-                    tracing::warn!(summary = name, %error, "creating ClusterSummary failed");
-                    continue;
-                }
-                None
-            }
-            Some(summary) => {
-                let outdated = summary["spec"]["clusterProfileSpec"] != view.desired_spec;
-                let may_update = outdated
-                    && (cluster_paused
-                        || match allowed.as_mut() {
-                            None => true,
-                            Some(0) => false,
-                            Some(left) => {
-                                *left -= 1;
-                                true
-                            }
-                        });
-                if may_update || metadata_differs(&summary, view, cluster) {
-                    let metadata = summary_metadata(view, namespace, cluster);
-                    let mut updated = Value::clone(&summary);
-                    for field in ["labels", "annotations", "ownerReferences"] {
-                        match metadata.get(field) {
-                            Some(value) => updated["metadata"][field] = value.clone(),
-                            None => {
-                                if let Some(map) = updated["metadata"].as_object_mut() {
-                                    map.remove(field);
-                                }
-                            }
-                        }
-                    }
-                    if may_update {
-                        updated["spec"] =
-                            summary_spec(namespace, cluster, view.desired_spec.clone());
-                    }
-                    Some(updated)
-                } else {
-                    None
+                if let Some(map) = updated["metadata"].as_object_mut() {
+                    map.remove(field);
                 }
             }
-        };
-        if let Some(updated) = replacement
-            && let Err(error) = state.replace(target, &name, updated, FIELD_MANAGER)
-        {
-            tracing::warn!(summary = name, %error, "updating ClusterSummary failed");
-            continue;
         }
-        if cluster_paused {
-            continue;
-        }
-        let Some(current) = state.store.get(&store_key(SUMMARIES, &key)) else {
-            continue;
+    }
+    if may_update {
+        updated["spec"] = summary_spec(namespace, cluster, view.desired_spec.clone());
+    }
+    if let Err(error) = state.replace(target, name, updated, FIELD_MANAGER) {
+        tracing::warn!(summary = name, %error, "updating ClusterSummary failed");
+        return false;
+    }
+    true
+}
+
+/// What advancing one summary's status needs.
+struct SummaryProgress<'a, 'v> {
+    state: &'a mut ApiState,
+    types: &'a Types,
+    behaviour: &'a FleetBehaviour,
+    timers: &'a mut Timers,
+    tracking: &'a mut Tracking,
+    view: &'a ProfileView<'v>,
+}
+
+impl SummaryProgress<'_, '_> {
+    /// Moves the summary's status on (deploy, fail as the fleet file says) and arms the timers of
+    /// what it deploys next.
+    fn advance(&mut self, cluster_key: &Key, key: &Key, now: Instant) {
+        let (namespace, cluster) = cluster_key;
+        let name = &key.1;
+        let Some(current) = self.state.store.get(&store_key(SUMMARIES, key)) else {
+            return;
         };
+        let behaviour = self.behaviour;
         let cluster_behaviour = behaviour.cluster(namespace, cluster);
         // Labels matter only to failure rules; without any, the per-summary lookup is skipped.
         static NO_LABELS: Value = Value::Null;
         let cluster_object = if behaviour.failure_rules.is_empty() {
             None
         } else {
-            state.store.get(&store_key(CLUSTERS, cluster_key))
+            self.state.store.get(&store_key(CLUSTERS, cluster_key))
         };
         let labels = cluster_object
             .as_deref()
@@ -673,34 +724,43 @@ fn sync_summaries(
             labels,
         };
         let latency = behaviour.latency(namespace, cluster);
+        let view = self.view;
+        let tracking = &mut *self.tracking;
         let mut wake = |at: Instant| tracking.wake(at, view.name);
-        let (status, armed) =
-            next_status(&current, view, &injection, latency, timers, now, &mut wake);
+        let (status, armed) = next_status(
+            &current,
+            view,
+            &injection,
+            latency,
+            self.timers,
+            now,
+            &mut wake,
+        );
         if let Some(status) = status {
             let status_target = Target {
-                resource: &types.summaries,
+                resource: &self.types.summaries,
                 namespace,
                 status: true,
             };
             let mut object = Value::clone(&current);
             object["status"] = status;
             write(
-                state.replace(status_target, &name, object, FIELD_MANAGER),
-                &name,
+                self.state
+                    .replace(status_target, name, object, FIELD_MANAGER),
+                name,
             );
         }
         // Deadlines count from the moment the Provisioning status was written.
         let written = Instant::now();
         for feature in armed {
-            timers
+            self.timers
                 .deploy
                 .entry(key.clone())
                 .or_default()
                 .insert(feature, written + latency);
-            tracking.wake(written + latency, view.name);
+            self.tracking.wake(written + latency, view.name);
         }
     }
-    wanted
 }
 
 fn status_target(resource: &ResourceType) -> Target<'_> {

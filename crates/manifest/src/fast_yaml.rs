@@ -706,93 +706,8 @@ impl<'a> Reader<'a> {
         self.enter()?;
         let at = self.pos;
         let value = match self.byte(at) {
-            b'[' => {
-                let index = self.push_node(at, NodeShape::Container { children: 0 });
-                self.pos += 1;
-                let mut items = Vec::new();
-                self.skip_flow_spaces()?;
-                if self.byte(self.pos) == b']' {
-                    self.pos += 1;
-                } else {
-                    loop {
-                        items.push(self.flow_node()?);
-                        self.skip_flow_spaces()?;
-                        match self.byte(self.pos) {
-                            b',' => {
-                                self.pos += 1;
-                                self.skip_flow_spaces()?;
-                                if self.byte(self.pos) == b']' {
-                                    return Err(Bail);
-                                }
-                            }
-                            b']' => {
-                                self.pos += 1;
-                                break;
-                            }
-                            _ => return Err(Bail),
-                        }
-                    }
-                }
-                self.set_children(index, items.len())?;
-                Value::Array(items)
-            }
-            b'{' => {
-                let index = self.push_node(at, NodeShape::Container { children: 0 });
-                self.pos += 1;
-                let mut object = Map::new();
-                self.skip_flow_spaces()?;
-                if self.byte(self.pos) == b'}' {
-                    self.pos += 1;
-                } else {
-                    loop {
-                        let key_loc = self.loc(self.pos);
-                        self.nodes += 1;
-                        let (key, key_text) = match self.byte(self.pos) {
-                            quote @ (b'"' | b'\'') => self.quoted_key(quote)?,
-                            _ => {
-                                let (start, end) = self.flow_plain_span()?;
-                                self.plain_key(start, end)?
-                            }
-                        };
-                        self.skip_flow_spaces()?;
-                        // Only `key: value`: YAML's rules for a `:` glued to what follows
-                        // (`a:[b]`, `"a":b`) depend on the key's kind; serde-saphyr knows them.
-                        if self.byte(self.pos) != b':' || !self.blank_at(self.pos + 1) {
-                            return Err(Bail);
-                        }
-                        self.pos += 1;
-                        self.skip_flow_spaces()?;
-                        if matches!(self.byte(self.pos), b',' | b'}') {
-                            return Err(Bail);
-                        }
-                        let value_index = self.tree.len();
-                        let value = self.flow_node()?;
-                        if let Some(node) = self.tree.get_mut(value_index) {
-                            node.key = Some((key_loc, key_text));
-                        }
-                        if object.insert(key, value).is_some() {
-                            return Err(Bail);
-                        }
-                        self.skip_flow_spaces()?;
-                        match self.byte(self.pos) {
-                            b',' => {
-                                self.pos += 1;
-                                self.skip_flow_spaces()?;
-                                if self.byte(self.pos) == b'}' {
-                                    return Err(Bail);
-                                }
-                            }
-                            b'}' => {
-                                self.pos += 1;
-                                break;
-                            }
-                            _ => return Err(Bail),
-                        }
-                    }
-                }
-                self.set_children(index, object.len())?;
-                Value::Object(object)
-            }
+            b'[' => self.flow_sequence(at)?,
+            b'{' => self.flow_mapping(at)?,
             quote @ (b'"' | b'\'') => {
                 self.push_node(at, NodeShape::Scalar);
                 let text = self.quoted(quote)?.0;
@@ -815,6 +730,104 @@ impl<'a> Reader<'a> {
         };
         self.depth -= 1;
         Ok(value)
+    }
+
+    /// `[a, b]` starting at `at`.
+    fn flow_sequence(&mut self, at: usize) -> Read<Value> {
+        let index = self.push_node(at, NodeShape::Container { children: 0 });
+        self.pos += 1;
+        let mut items = Vec::new();
+        if !self.flow_closed_empty(b']')? {
+            loop {
+                items.push(self.flow_node()?);
+                if self.flow_item_ends(b']')? {
+                    break;
+                }
+            }
+        }
+        self.set_children(index, items.len())?;
+        Ok(Value::Array(items))
+    }
+
+    /// `{a: 1, b: 2}` starting at `at`.
+    fn flow_mapping(&mut self, at: usize) -> Read<Value> {
+        let index = self.push_node(at, NodeShape::Container { children: 0 });
+        self.pos += 1;
+        let mut object = Map::new();
+        if !self.flow_closed_empty(b'}')? {
+            loop {
+                let (key, value) = self.flow_pair()?;
+                if object.insert(key, value).is_some() {
+                    return Err(Bail);
+                }
+                if self.flow_item_ends(b'}')? {
+                    break;
+                }
+            }
+        }
+        self.set_children(index, object.len())?;
+        Ok(Value::Object(object))
+    }
+
+    /// One `key: value` of a flow mapping.
+    fn flow_pair(&mut self) -> Read<(String, Value)> {
+        let key_loc = self.loc(self.pos);
+        self.nodes += 1;
+        let (key, key_text) = match self.byte(self.pos) {
+            quote @ (b'"' | b'\'') => self.quoted_key(quote)?,
+            _ => {
+                let (start, end) = self.flow_plain_span()?;
+                self.plain_key(start, end)?
+            }
+        };
+        self.skip_flow_spaces()?;
+        // Only `key: value`: YAML's rules for a `:` glued to what follows
+        // (`a:[b]`, `"a":b`) depend on the key's kind; serde-saphyr knows them.
+        if self.byte(self.pos) != b':' || !self.blank_at(self.pos + 1) {
+            return Err(Bail);
+        }
+        self.pos += 1;
+        self.skip_flow_spaces()?;
+        if matches!(self.byte(self.pos), b',' | b'}') {
+            return Err(Bail);
+        }
+        let value_index = self.tree.len();
+        let value = self.flow_node()?;
+        if let Some(node) = self.tree.get_mut(value_index) {
+            node.key = Some((key_loc, key_text));
+        }
+        Ok((key, value))
+    }
+
+    /// After the opening bracket: true (and past it) when `close` follows at once.
+    fn flow_closed_empty(&mut self, close: u8) -> Read<bool> {
+        self.skip_flow_spaces()?;
+        let empty = self.byte(self.pos) == close;
+        if empty {
+            self.pos += 1;
+        }
+        Ok(empty)
+    }
+
+    /// After an item: true (and past it) at `close`, false past a `,` with another item next;
+    /// a trailing comma or anything else is left to serde-saphyr.
+    fn flow_item_ends(&mut self, close: u8) -> Read<bool> {
+        self.skip_flow_spaces()?;
+        match self.byte(self.pos) {
+            b',' => {
+                self.pos += 1;
+                self.skip_flow_spaces()?;
+                if self.byte(self.pos) == close {
+                    return Err(Bail);
+                }
+                Ok(false)
+            }
+            byte if byte == close => {
+                self.pos += 1;
+                Ok(true)
+            }
+            _ => Err(Bail),
+        }
     }
 
     /// Spaces inside a flow collection; a line break or comment there is left to serde-saphyr.

@@ -279,107 +279,131 @@ pub fn parse_file(file: &str, bytes: &[u8], limits: &Limits) -> ParsedFile {
     let text = match std::str::from_utf8(bytes) {
         Ok(text) => text,
         Err(e) => {
-            let (line, column) = position_of(bytes, e.valid_up_to());
-            parsed.diagnostics.push(file_diagnostic(
-                file,
-                "not-utf8",
-                line,
-                column,
-                format!(
-                    "file is not valid UTF-8 (invalid byte at offset {}); YAML manifests must be UTF-8",
-                    e.valid_up_to()
-                ),
-            ));
+            parsed.diagnostics.push(not_utf8(file, bytes, &e));
             return parsed;
         }
     };
     let documents = match read_documents(text, limits) {
         Ok(documents) => documents,
         Err(error) => {
-            let (code, message) = describe_yaml_error(&error, limits);
-            let (line, column) = error
-                .location()
-                .map(|l| {
-                    (
-                        u32::try_from(l.line()).unwrap_or(u32::MAX).max(1),
-                        u32::try_from(l.column()).unwrap_or(u32::MAX).max(1),
-                    )
-                })
-                .unwrap_or((1, 1));
             parsed
                 .diagnostics
-                .push(file_diagnostic(file, code, line, column, message));
+                .push(unreadable_yaml(file, &error, limits));
             return parsed;
         }
     };
     for (index, document) in documents.into_iter().enumerate() {
-        let ReadDocument {
-            value: json,
-            line,
-            locations,
-            problems,
-        } = document;
-        let api_version = json.get("apiVersion").and_then(|v| v.as_str());
-        let kind = json.get("kind").and_then(|v| v.as_str());
+        let api_version = document.value.get("apiVersion").and_then(|v| v.as_str());
+        let kind = document.value.get("kind").and_then(|v| v.as_str());
         let group = api_version.and_then(|v| v.split_once('/')).map(|(g, _)| g);
         if policy::is_policy_document(api_version, kind) {
-            let read = policy::read_policy(file, json, line, &locations, problems);
+            let ReadDocument {
+                value,
+                line,
+                locations,
+                problems,
+            } = document;
+            let read = policy::read_policy(file, value, line, &locations, problems);
             parsed.policies.push(read);
-            continue;
-        }
-        if kind != Some(KIND) || group != Some(API_GROUP) {
+        } else if kind != Some(KIND) || group != Some(API_GROUP) {
             parsed.ignored.push(IgnoredDocument {
                 index,
-                line,
+                line: document.line,
                 api_version: api_version.map(str::to_string),
                 kind: kind.map(str::to_string),
             });
-            continue;
-        }
-        let name = json
-            .get("metadata")
-            .and_then(|m| m.get("name"))
-            .and_then(|v| v.as_str())
-            .map(str::to_string);
-        let mut findings: Vec<Finding> = problems
-            .into_iter()
-            .map(|p| Finding::error("yaml-value", p.path, p.message).at(p.loc.line, p.loc.column))
-            .collect();
-        if api_version != Some(API_VERSION) {
-            findings.push(Finding::error(
-                "unsupported-api-version",
-                "apiVersion",
-                format!(
-                    "Unsupported value: {:?}: supported values: {API_VERSION:?}",
-                    api_version.unwrap_or_default()
-                ),
-            ));
-        }
-        let context = ValidationContext {
-            source: text,
-            locations: &locations,
-            limits,
-        };
-        let (promotion, more) = validate::validate_document(json, &context);
-        findings.extend(more);
-        let diagnostics = if findings.is_empty() {
-            Vec::new()
         } else {
-            locate_all(file, &findings, locations.map())
-        };
-        let promotion = if diagnostics.iter().any(Diagnostic::is_error) {
-            None
-        } else {
-            promotion
-        };
-        parsed.promotions.push(ParsedPromotion {
-            name,
-            line,
-            promotion,
-            diagnostics,
-        });
+            let promotion = read_promotion(file, text, document, limits);
+            parsed.promotions.push(promotion);
+        }
     }
     parsed
+}
+
+fn not_utf8(file: &str, bytes: &[u8], error: &std::str::Utf8Error) -> Diagnostic {
+    let (line, column) = position_of(bytes, error.valid_up_to());
+    file_diagnostic(
+        file,
+        "not-utf8",
+        line,
+        column,
+        format!(
+            "file is not valid UTF-8 (invalid byte at offset {}); YAML manifests must be UTF-8",
+            error.valid_up_to()
+        ),
+    )
+}
+
+fn unreadable_yaml(file: &str, error: &serde_saphyr::Error, limits: &Limits) -> Diagnostic {
+    let (code, message) = describe_yaml_error(error, limits);
+    let (line, column) = error
+        .location()
+        .map(|l| {
+            (
+                u32::try_from(l.line()).unwrap_or(u32::MAX).max(1),
+                u32::try_from(l.column()).unwrap_or(u32::MAX).max(1),
+            )
+        })
+        .unwrap_or((1, 1));
+    file_diagnostic(file, code, line, column, message)
+}
+
+/// A ClusterPromotion document, validated; the promotion only when no error was found.
+fn read_promotion(
+    file: &str,
+    text: &str,
+    document: ReadDocument<'_>,
+    limits: &Limits,
+) -> ParsedPromotion {
+    let ReadDocument {
+        value: json,
+        line,
+        locations,
+        problems,
+    } = document;
+    let api_version = json.get("apiVersion").and_then(|v| v.as_str());
+    let name = json
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(|v| v.as_str())
+        .map(str::to_string);
+    let mut findings: Vec<Finding> = problems
+        .into_iter()
+        .map(|p| Finding::error("yaml-value", p.path, p.message).at(p.loc.line, p.loc.column))
+        .collect();
+    if api_version != Some(API_VERSION) {
+        findings.push(Finding::error(
+            "unsupported-api-version",
+            "apiVersion",
+            format!(
+                "Unsupported value: {:?}: supported values: {API_VERSION:?}",
+                api_version.unwrap_or_default()
+            ),
+        ));
+    }
+    let context = ValidationContext {
+        source: text,
+        locations: &locations,
+        limits,
+    };
+    let (promotion, more) = validate::validate_document(json, &context);
+    findings.extend(more);
+    let diagnostics = if findings.is_empty() {
+        Vec::new()
+    } else {
+        locate_all(file, &findings, locations.map())
+    };
+    let promotion = if diagnostics.iter().any(Diagnostic::is_error) {
+        None
+    } else {
+        promotion
+    };
+    ParsedPromotion {
+        name,
+        line,
+        promotion,
+        diagnostics,
+    }
 }
 
 fn locate_all(file: &str, findings: &[Finding], locations: &Locations) -> Vec<Diagnostic> {

@@ -86,6 +86,11 @@ struct Folded {
 
 impl Folded {
     /// The approvals and the contributors (sorted, distinct).
+    /// Approvals or statements to record even when no file changed.
+    fn has_news(&self) -> bool {
+        !self.approvals.is_empty() || !self.ignored.is_empty() || !self.policy_approvals.is_empty()
+    }
+
     fn finish(mut self) -> (Vec<TrailerApproval>, Arc<[String]>) {
         self.identities.sort();
         self.identities.dedup();
@@ -125,9 +130,7 @@ impl DeltaReader<'_> {
         mut checks: Option<&mut CommitChecks>,
     ) -> Result<ReadResult, SourceError> {
         let mut pending: Vec<PendingCommit> = Vec::new();
-        // Blobs to parse: (blob, path it was first seen at, content), in first-seen order.
-        let mut queue: Vec<(Oid, String, BlobContent)> = Vec::new();
-        let mut queued: HashMap<Oid, usize> = HashMap::new();
+        let mut queue = ParseQueue::default();
         let mut changes: Vec<FileChange> = Vec::new();
         let mut head = None;
         let last_accepted = commits.iter().rposition(|c| c.accepted);
@@ -153,10 +156,8 @@ impl DeltaReader<'_> {
                 .map_err(self.error(*oid, "the tree"))?;
             root = new_root;
             let is_head = Some(position) == last_accepted;
-            let mut folded_now = std::mem::take(&mut folded);
-            let news = !folded_now.approvals.is_empty()
-                || !folded_now.ignored.is_empty()
-                || !folded_now.policy_approvals.is_empty();
+            let folded_now = std::mem::take(&mut folded);
+            let news = folded_now.has_news();
             if changes.is_empty() && !news && !is_head {
                 continue;
             }
@@ -168,37 +169,12 @@ impl DeltaReader<'_> {
                     let state = match change.new {
                         None => Pending::Deleted,
                         Some(blob) => {
-                            if let Some(parsed) = parsed_blobs.get(&blob) {
-                                Pending::Parsed(blob, Arc::clone(parsed))
-                            } else if let Some(slot) = queued.get(&blob) {
-                                Pending::Queued(blob, *slot)
-                            } else {
-                                let content = BlobContent::read(self.repo, blob, self.limits)
-                                    .map_err(self.error(*oid, &change.path))?;
-                                queued.insert(blob, queue.len());
-                                queue.push((blob, change.path.clone(), content));
-                                Pending::Queued(blob, queue.len() - 1)
-                            }
+                            self.pending_blob(parsed_blobs, &mut queue, (*oid, blob), change)?
                         }
                     };
                     files.push((change.path.clone(), state));
                 }
-                let ignored = std::mem::take(&mut folded_now.ignored);
-                let policy_approvals = std::mem::take(&mut folded_now.policy_approvals);
-                let brought = match folded_now.brought.len() {
-                    0 | 1 => Vec::new(),
-                    _ => std::mem::take(&mut folded_now.brought),
-                };
-                let (approvals, contributors) = folded_now.finish();
-                pending.push(PendingCommit {
-                    info: Arc::clone(&info),
-                    files,
-                    approvals,
-                    contributors,
-                    brought,
-                    ignored,
-                    policy_approvals,
-                });
+                pending.push(PendingCommit::new(Arc::clone(&info), files, folded_now));
             }
             if is_head {
                 head = Some(IndexedHead {
@@ -208,47 +184,101 @@ impl DeltaReader<'_> {
                 });
             }
         }
-
-        let parsed: Vec<Arc<ParsedBlob>> = parse_blobs(&queue, self.limits)
+        let parsed: Vec<Arc<ParsedBlob>> = parse_blobs(&queue.blobs, self.limits)
             .into_iter()
             .map(Arc::new)
             .collect();
-        for ((blob, _, _), result) in queue.iter().zip(&parsed) {
+        for ((blob, _, _), result) in queue.blobs.iter().zip(&parsed) {
             parsed_blobs.insert(*blob, Arc::clone(result));
         }
-        let mut deltas = Vec::with_capacity(pending.len());
-        for commit in pending {
-            let files: Vec<FileDelta> = commit
-                .files
-                .into_iter()
-                .map(|(path, state)| FileDelta {
-                    path,
-                    new: match state {
-                        Pending::Deleted => None,
-                        Pending::Parsed(blob, result) => Some((blob, result)),
-                        // `parse_blobs` returns one result per queued blob, in order.
-                        Pending::Queued(blob, slot) => Some((blob, Arc::clone(&parsed[slot]))),
-                    },
-                })
-                .collect();
-            let attributions = self.attribute(
-                parsed_blobs,
-                &commit.brought,
-                &files,
-                &commit.info,
-                &mut checks,
-            );
-            deltas.push(CommitDelta {
-                info: commit.info,
-                approvals: commit.approvals,
-                contributors: commit.contributors,
-                files,
-                attributions,
-                ignored: commit.ignored,
-                policy_approvals: commit.policy_approvals,
-            });
-        }
+        let deltas = pending
+            .into_iter()
+            .map(|commit| self.delta_of(commit, &parsed, parsed_blobs, &mut checks))
+            .collect();
         Ok(ReadResult { deltas, head })
+    }
+
+    /// A changed file's new blob: parsed already, queued already, or read and queued now.
+    fn pending_blob(
+        &self,
+        parsed_blobs: &HashMap<Oid, Arc<ParsedBlob>>,
+        queue: &mut ParseQueue,
+        (commit, blob): (Oid, Oid),
+        change: &FileChange,
+    ) -> Result<Pending, SourceError> {
+        if let Some(parsed) = parsed_blobs.get(&blob) {
+            return Ok(Pending::Parsed(blob, Arc::clone(parsed)));
+        }
+        if let Some(slot) = queue.slots.get(&blob) {
+            return Ok(Pending::Queued(blob, *slot));
+        }
+        let content = BlobContent::read(self.repo, blob, self.limits)
+            .map_err(self.error(commit, &change.path))?;
+        queue.slots.insert(blob, queue.blobs.len());
+        queue.blobs.push((blob, change.path.clone(), content));
+        Ok(Pending::Queued(blob, queue.blobs.len() - 1))
+    }
+
+    /// A pending commit with its blobs parsed (`parsed`: one result per queued blob, in order).
+    fn delta_of(
+        &self,
+        commit: PendingCommit,
+        parsed: &[Arc<ParsedBlob>],
+        parsed_blobs: &mut HashMap<Oid, Arc<ParsedBlob>>,
+        checks: &mut Option<&mut CommitChecks>,
+    ) -> CommitDelta {
+        let files: Vec<FileDelta> = commit
+            .files
+            .into_iter()
+            .map(|(path, state)| FileDelta {
+                path,
+                new: match state {
+                    Pending::Deleted => None,
+                    Pending::Parsed(blob, result) => Some((blob, result)),
+                    Pending::Queued(blob, slot) => Some((blob, Arc::clone(&parsed[slot]))),
+                },
+            })
+            .collect();
+        let attributions =
+            self.attribute(parsed_blobs, &commit.brought, &files, &commit.info, checks);
+        CommitDelta {
+            info: commit.info,
+            approvals: commit.approvals,
+            contributors: commit.contributors,
+            files,
+            attributions,
+            ignored: commit.ignored,
+            policy_approvals: commit.policy_approvals,
+        }
+    }
+}
+
+/// Blobs to parse: (blob, path it was first seen at, content), in first-seen order, and each
+/// blob's place in that order.
+#[derive(Default)]
+struct ParseQueue {
+    blobs: Vec<(Oid, String, BlobContent)>,
+    slots: HashMap<Oid, usize>,
+}
+
+impl PendingCommit {
+    fn new(info: Arc<CommitInfo>, files: Vec<(String, Pending)>, mut folded: Folded) -> Self {
+        let ignored = std::mem::take(&mut folded.ignored);
+        let policy_approvals = std::mem::take(&mut folded.policy_approvals);
+        let brought = match folded.brought.len() {
+            0 | 1 => Vec::new(),
+            _ => std::mem::take(&mut folded.brought),
+        };
+        let (approvals, contributors) = folded.finish();
+        PendingCommit {
+            info,
+            files,
+            approvals,
+            contributors,
+            brought,
+            ignored,
+            policy_approvals,
+        }
     }
 }
 

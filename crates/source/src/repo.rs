@@ -195,29 +195,7 @@ fn fetch(
     callbacks.credentials(|_url, username_from_url, allowed| {
         credentials(&remote.auth, username_from_url, allowed, &verdict)
     });
-    callbacks.certificate_check(|cert, host| {
-        let Some(hostkey) = cert.as_hostkey() else {
-            // TLS: keep libgit2's normal certificate validation.
-            return Ok(CertificateCheckStatus::CertificatePassthrough);
-        };
-        let result = match (&remote.auth, hostkey.hostkey()) {
-            (Auth::SshKey { known_hosts, .. }, Some(key)) => std::fs::read_to_string(known_hosts)
-                .map_err(|e| format!("cannot read known_hosts {}: {e}", known_hosts.display()))
-                .and_then(|text| verify_host_key(&text, host, key)),
-            (Auth::SshKey { .. }, None) => Err("the server sent no host key".to_string()),
-            _ => Err("ssh needs a known_hosts file (use ssh key authentication)".to_string()),
-        };
-        match result {
-            Ok(()) => Ok(CertificateCheckStatus::CertificateOk),
-            Err(reason) => {
-                let error = git2::Error::from_str(&reason);
-                verdict
-                    .host_rejected
-                    .replace(Some((host.to_string(), reason)));
-                Err(error)
-            }
-        }
-    });
+    callbacks.certificate_check(|cert, host| check_host(&remote.auth, cert, host, &verdict));
     // Returning false aborts a transfer that has run past the deadline.
     callbacks.transfer_progress(|_| started.elapsed() < FETCH_DEADLINE);
     let mut options = FetchOptions::new();
@@ -227,26 +205,7 @@ fn fetch(
     let mut git_remote = repo.remote_anonymous(&remote.url).map_err(fetch_error)?;
     let fetched = git_remote.fetch(&[refspec.as_str()], Some(&mut options), None);
     if let Err(source) = fetched {
-        if let Some((host, reason)) = verdict.host_rejected.take() {
-            return Err(SourceError::UntrustedHost {
-                url: display.to_string(),
-                host,
-                reason,
-            });
-        }
-        if let Some(reason) = verdict.auth_refused.take() {
-            return Err(SourceError::Auth {
-                url: display.to_string(),
-                reason,
-            });
-        }
-        if source.code() == git2::ErrorCode::Auth {
-            return Err(SourceError::Auth {
-                url: display.to_string(),
-                reason: source.message().to_string(),
-            });
-        }
-        return Err(fetch_error(source));
+        return Err(refusal(&source, &verdict, display).unwrap_or_else(|| fetch_error(source)));
     }
     // A deleted upstream branch leaves our private ref in place; the advertisement tells.
     let advertised = git_remote
@@ -268,6 +227,55 @@ fn fetch(
         "fetched"
     );
     Ok(())
+}
+
+/// An ssh server's host key must be in known_hosts; TLS keeps libgit2's own validation.
+fn check_host(
+    auth: &Auth,
+    cert: &git2::cert::Cert<'_>,
+    host: &str,
+    verdict: &CallbackVerdict,
+) -> Result<CertificateCheckStatus, git2::Error> {
+    let Some(hostkey) = cert.as_hostkey() else {
+        return Ok(CertificateCheckStatus::CertificatePassthrough);
+    };
+    let result = match (auth, hostkey.hostkey()) {
+        (Auth::SshKey { known_hosts, .. }, Some(key)) => std::fs::read_to_string(known_hosts)
+            .map_err(|e| format!("cannot read known_hosts {}: {e}", known_hosts.display()))
+            .and_then(|text| verify_host_key(&text, host, key)),
+        (Auth::SshKey { .. }, None) => Err("the server sent no host key".to_string()),
+        _ => Err("ssh needs a known_hosts file (use ssh key authentication)".to_string()),
+    };
+    match result {
+        Ok(()) => Ok(CertificateCheckStatus::CertificateOk),
+        Err(reason) => {
+            let error = git2::Error::from_str(&reason);
+            verdict
+                .host_rejected
+                .replace(Some((host.to_string(), reason)));
+            Err(error)
+        }
+    }
+}
+
+/// A failed fetch refused by the host check or by authentication, as its own error.
+fn refusal(source: &git2::Error, verdict: &CallbackVerdict, display: &str) -> Option<SourceError> {
+    if let Some((host, reason)) = verdict.host_rejected.take() {
+        return Some(SourceError::UntrustedHost {
+            url: display.to_string(),
+            host,
+            reason,
+        });
+    }
+    let reason = match verdict.auth_refused.take() {
+        Some(reason) => reason,
+        None if source.code() == git2::ErrorCode::Auth => source.message().to_string(),
+        None => return None,
+    };
+    Some(SourceError::Auth {
+        url: display.to_string(),
+        reason,
+    })
 }
 
 fn credentials(

@@ -68,6 +68,39 @@ enum Plan {
     Rebuild(Vec<Oid>),
 }
 
+/// What changed for each name between its summary in `prior` and now; names approved by this
+/// sync change at least their trigger.
+fn changes_since(
+    prior: &BTreeMap<String, Summary>,
+    index: &mut HistoryIndex,
+) -> BTreeMap<String, Change> {
+    let mut changes = BTreeMap::new();
+    for name in index.names() {
+        let after = index.summary(name);
+        let change = match prior.get(name) {
+            Some(before) => change_between(before, &after),
+            None => change_between(&after, &after),
+        };
+        if let Some(change) = change {
+            changes.insert(name.clone(), change);
+        }
+    }
+    for (name, before) in prior {
+        if !changes.contains_key(name)
+            && let Some(change) = change_between(before, &index.summary(name))
+        {
+            changes.insert(name.clone(), change);
+        }
+    }
+    for name in std::mem::take(&mut index.approved) {
+        let change = changes.entry(name).or_insert(Change::TriggerOnly);
+        if *change == Change::Unchanged {
+            *change = Change::TriggerOnly;
+        }
+    }
+    changes
+}
+
 impl GitSource {
     /// Opens the repository (or its cache clone). Nothing is read until the first [`Self::sync`].
     pub fn open(config: SourceConfig) -> Result<Self, SourceError> {
@@ -161,24 +194,7 @@ impl GitSource {
         // Each touched name's summary before this sync; on a rebuild, the old index's.
         let mut prior: BTreeMap<String, Summary> = BTreeMap::new();
         self.follow_rewind(rebuilt, head_oid);
-        let mut index = if rebuilt {
-            for name in self.index.names() {
-                prior.insert(name.clone(), self.index.summary(name));
-            }
-            HistoryIndex::default()
-        } else {
-            std::mem::take(&mut self.index)
-        };
-        let mut policy_index = if rebuilt {
-            PolicyIndex::default()
-        } else {
-            std::mem::take(&mut self.policy_index)
-        };
-        let mut governance = if rebuilt {
-            GovernanceIndex::default()
-        } else {
-            std::mem::take(&mut self.governance)
-        };
+        let (mut index, mut policy_index, mut governance) = self.take_indexes(rebuilt, &mut prior);
         for delta in &read.deltas {
             let touched = index.apply(delta, &mut prior);
             policy_index.apply(delta);
@@ -202,30 +218,7 @@ impl GitSource {
         } else {
             index.refresh_views(prior.keys());
         }
-        let mut changes = BTreeMap::new();
-        for name in index.names() {
-            let after = index.summary(name);
-            let change = match prior.get(name) {
-                Some(before) => change_between(before, &after),
-                None => change_between(&after, &after),
-            };
-            if let Some(change) = change {
-                changes.insert(name.clone(), change);
-            }
-        }
-        for (name, before) in &prior {
-            if !changes.contains_key(name)
-                && let Some(change) = change_between(before, &index.summary(name))
-            {
-                changes.insert(name.clone(), change);
-            }
-        }
-        for name in std::mem::take(&mut index.approved) {
-            let change = changes.entry(name).or_insert(Change::TriggerOnly);
-            if *change == Change::Unchanged {
-                *change = Change::TriggerOnly;
-            }
-        }
+        let changes = changes_since(&prior, &mut index);
         self.index = index;
         self.head = Some(new_head);
         self.tip = Some(head_oid);
@@ -248,6 +241,30 @@ impl GitSource {
             rebuilt,
             duration: started.elapsed(),
         })
+    }
+
+    /// The indexes a sync extends: the current ones, or empty ones for a rebuild (with each
+    /// name's summary before it in `prior`).
+    fn take_indexes(
+        &mut self,
+        rebuilt: bool,
+        prior: &mut BTreeMap<String, Summary>,
+    ) -> (HistoryIndex, PolicyIndex, GovernanceIndex) {
+        if !rebuilt {
+            return (
+                std::mem::take(&mut self.index),
+                std::mem::take(&mut self.policy_index),
+                std::mem::take(&mut self.governance),
+            );
+        }
+        for name in self.index.names() {
+            prior.insert(name.clone(), self.index.summary(name));
+        }
+        (
+            HistoryIndex::default(),
+            PolicyIndex::default(),
+            GovernanceIndex::default(),
+        )
     }
 
     /// Notes a rewrite that took out what ran (a rebuild whose old tip is not in the new

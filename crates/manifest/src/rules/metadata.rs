@@ -69,48 +69,52 @@ pub fn check(document: &Value, findings: &mut Vec<Finding>) {
         }
     }
     for (field, label_values) in [("labels", true), ("annotations", false)] {
-        let Some(map) = metadata.get(field) else {
-            continue;
-        };
-        let path = child_path("metadata", field);
-        let Some(map) = map.as_object() else {
-            findings.push(Finding::error(
+        if let Some(map) = metadata.get(field) {
+            check_string_map(field, map, label_values, findings);
+        }
+    }
+}
+
+/// `metadata.labels` (`label_values`: values are label values too) or `metadata.annotations`.
+fn check_string_map(field: &str, map: &Value, label_values: bool, findings: &mut Vec<Finding>) {
+    let path = child_path("metadata", field);
+    let Some(map) = map.as_object() else {
+        findings.push(Finding::error(
+            "wrong-type",
+            path,
+            format!("Invalid value: metadata.{field} must be a map of strings to strings"),
+        ));
+        return;
+    };
+    for (key, value) in map {
+        let entry = || child_path(&path, key);
+        if let Some(problem) = qualified_name_problem(key) {
+            let code = if label_values {
+                "invalid-label-key"
+            } else {
+                "invalid-annotation-key"
+            };
+            findings.push(
+                Finding::error(code, entry(), format!("Invalid value: {key:?}: {problem}"))
+                    .at_key(),
+            );
+        }
+        match value.as_str() {
+            None => findings.push(Finding::error(
                 "wrong-type",
-                path,
-                format!("Invalid value: metadata.{field} must be a map of strings to strings"),
-            ));
-            continue;
-        };
-        for (key, value) in map {
-            let entry = || child_path(&path, key);
-            if let Some(problem) = qualified_name_problem(key) {
-                let code = if label_values {
-                    "invalid-label-key"
-                } else {
-                    "invalid-annotation-key"
-                };
-                findings.push(
-                    Finding::error(code, entry(), format!("Invalid value: {key:?}: {problem}"))
-                        .at_key(),
-                );
-            }
-            match value.as_str() {
-                None => findings.push(Finding::error(
-                    "wrong-type",
-                    entry(),
-                    format!("Invalid value: metadata.{field} values must be strings (quote them: \"{value}\")"),
-                )),
-                Some(text) if label_values => {
-                    if let Some(problem) = label_value_problem(text) {
-                        findings.push(Finding::error(
-                            "invalid-label-value",
-                            entry(),
-                            format!("Invalid value: {text:?}: {problem}"),
-                        ));
-                    }
+                entry(),
+                format!("Invalid value: metadata.{field} values must be strings (quote them: \"{value}\")"),
+            )),
+            Some(text) if label_values => {
+                if let Some(problem) = label_value_problem(text) {
+                    findings.push(Finding::error(
+                        "invalid-label-value",
+                        entry(),
+                        format!("Invalid value: {text:?}: {problem}"),
+                    ));
                 }
-                Some(_) => {}
             }
+            Some(_) => {}
         }
     }
 }
