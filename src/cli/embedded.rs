@@ -3,7 +3,7 @@
 //! to reach it. Built with the `embedded` cargo feature (on by default; the container image is
 //! built without it, see `embedded_absent.rs`).
 
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -12,6 +12,7 @@ use kube::config::Kubeconfig;
 use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet, Transport};
 
 use super::connect;
+use super::fleet_health::FleetHealth;
 
 /// A running embedded cluster and the kubeconfig written for it. The kubeconfig of a run that
 /// chose no path lives in its own directory and is removed when the run ends, so a later
@@ -20,6 +21,17 @@ pub struct EmbeddedCluster {
     pub emulator: EmulatorHandle,
     pub kubeconfig: PathBuf,
     owned_dir: Option<PathBuf>,
+    /// The fleet's health endpoint, when the fleet file names one.
+    pub health: Option<FleetHealth>,
+}
+
+/// How `run --embedded` starts its cluster (the `--embedded-*` flags).
+#[derive(Clone, Debug, Default)]
+pub struct EmbeddedOptions {
+    pub insecure_http: bool,
+    pub kubeconfig: Option<PathBuf>,
+    /// The API's address (default: a free port on 127.0.0.1).
+    pub listen: Option<SocketAddr>,
 }
 
 impl Drop for EmbeddedCluster {
@@ -42,15 +54,25 @@ pub fn emulator_config() -> EmulatorConfig {
 /// `run --embedded`: the cluster, and the configuration the controller reaches it with.
 pub async fn start_for_run(
     fleet_file: &Path,
-    insecure_http: bool,
-    kubeconfig: Option<PathBuf>,
+    options: EmbeddedOptions,
     cache_dir: &Path,
 ) -> anyhow::Result<(kube::Config, EmbeddedCluster)> {
-    let transport = match insecure_http {
+    let transport = match options.insecure_http {
         true => Transport::PlainHttp,
         false => Transport::Tls,
     };
-    let cluster = start(fleet_file, transport, kubeconfig, cache_dir).await?;
+    let mut cluster = start(
+        fleet_file,
+        transport,
+        options.kubeconfig,
+        cache_dir,
+        options.listen,
+    )
+    .await?;
+    let fleet = Fleet::load(fleet_file)?;
+    if let Some(addr) = fleet.health_endpoint {
+        cluster.health = Some(super::fleet_health::serve(addr, fleet_file).await?);
+    }
     let config = controller_config(&cluster.emulator).await?;
     Ok((config, cluster))
 }
@@ -60,6 +82,7 @@ pub async fn start(
     transport: Transport,
     kubeconfig: Option<PathBuf>,
     cache_dir: &Path,
+    listen: Option<SocketAddr>,
 ) -> anyhow::Result<EmbeddedCluster> {
     let (path, owned_dir) = match kubeconfig {
         Some(path) => (path, None),
@@ -72,10 +95,12 @@ pub async fn start(
     };
     refuse_if_in_use(&path)?;
     let fleet = Fleet::load(fleet_file)?;
+    let defaults = emulator_config();
     let emulator = Emulator::start(EmulatorConfig {
         fleet,
         transport,
-        ..emulator_config()
+        listen: listen.unwrap_or(defaults.listen),
+        ..defaults
     })
     .await?;
     if let Some(parent) = path.parent() {
@@ -87,6 +112,7 @@ pub async fn start(
         emulator,
         kubeconfig: path,
         owned_dir,
+        health: None,
     })
 }
 
@@ -158,9 +184,17 @@ pub fn reach_block(cluster: &EmbeddedCluster, repo: &str, branch: &str) -> Strin
                 None => "",
             }
         ),
+    ];
+    if let Some(health) = &cluster.health {
+        lines.push(format!(
+            "  fleet health: http://{}/clusters/<namespace>/<name> (the fleet file's health values; edit them to fail a gate)",
+            health.addr
+        ));
+    }
+    lines.extend([
         "In another terminal:".to_string(),
         format!("  export KUBECONFIG={kubeconfig}"),
-    ];
+    ]);
     if let Some(dir) = binary_dir_off_path() {
         lines.push(format!("  export PATH=\"{}:$PATH\"", dir.display()));
     }

@@ -14,10 +14,17 @@ pub const NOT_BUILT_IN: &str = "this tollgate is built without the embedded mana
 /// No embedded cluster exists in this build.
 pub enum EmbeddedCluster {}
 
+/// The `--embedded-*` flags, read by nothing in this build.
+#[derive(Clone, Debug, Default)]
+pub struct EmbeddedOptions {
+    pub insecure_http: bool,
+    pub kubeconfig: Option<PathBuf>,
+    pub listen: Option<std::net::SocketAddr>,
+}
+
 pub async fn start_for_run(
     _fleet_file: &Path,
-    _insecure_http: bool,
-    _kubeconfig: Option<PathBuf>,
+    _options: EmbeddedOptions,
     _cache_dir: &Path,
 ) -> anyhow::Result<(kube::Config, EmbeddedCluster)> {
     bail!("--embedded: {NOT_BUILT_IN}")

@@ -16,6 +16,8 @@ pub mod crd;
 #[cfg_attr(not(feature = "embedded"), path = "embedded_absent.rs")]
 pub mod embedded;
 pub mod emulator;
+#[cfg(feature = "embedded")]
+pub mod fleet_health;
 pub mod history;
 pub mod plan;
 pub mod plan_verify;

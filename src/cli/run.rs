@@ -64,6 +64,10 @@ pub struct Args {
     /// (default: HTTPS with a generated CA; the kubeconfig carries the CA and credentials).
     #[arg(long, env = "TOLLGATE_EMBEDDED_INSECURE_HTTP", requires = "embedded")]
     pub embedded_insecure_http: bool,
+    /// The embedded cluster's API address, a loopback IP and port (default: a free port on
+    /// 127.0.0.1): a fixed address keeps a kubeconfig written by an earlier run working.
+    #[arg(long, env = "TOLLGATE_EMBEDDED_LISTEN", requires = "embedded")]
+    pub embedded_listen: Option<std::net::SocketAddr>,
     /// Compute and log every action, write nothing.
     #[arg(long, env = "TOLLGATE_DRY_RUN")]
     pub dry_run: bool,
@@ -331,10 +335,13 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
 
     let (mut kube_config, embedded_cluster) = match &args.embedded {
         Some(fleet_file) => {
-            let kubeconfig = args.embedded_kubeconfig.clone();
-            let insecure_http = args.embedded_insecure_http;
+            let options = embedded::EmbeddedOptions {
+                insecure_http: args.embedded_insecure_http,
+                kubeconfig: args.embedded_kubeconfig.clone(),
+                listen: args.embedded_listen,
+            };
             let (config, cluster) =
-                embedded::start_for_run(fleet_file, insecure_http, kubeconfig, &cache_dir).await?;
+                embedded::start_for_run(fleet_file, options, &cache_dir).await?;
             (config, Some(cluster))
         }
         None => (connect::config(&args.cluster).await?, None),

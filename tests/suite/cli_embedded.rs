@@ -11,7 +11,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use support::{
-    KillOnDrop as Controller, TestRepo, eventually, fleet_yaml, seed, tollgate_binary as tollgate,
+    KillOnDrop as Controller, TestRepo, eventually, eventually_within, fleet_yaml, seed,
+    tollgate_binary as tollgate,
 };
 
 struct Run {
@@ -20,8 +21,12 @@ struct Run {
 }
 
 fn start(repo: &TestRepo, dir: &Path, extra: &[&str]) -> Run {
+    start_with_fleet(repo, dir, &fleet_yaml(1, "100ms"), extra)
+}
+
+fn start_with_fleet(repo: &TestRepo, dir: &Path, fleet_text: &str, extra: &[&str]) -> Run {
     let fleet = dir.join("fleet.yaml");
-    std::fs::write(&fleet, fleet_yaml(1, "100ms")).expect("fleet");
+    std::fs::write(&fleet, fleet_text).expect("fleet");
     let mut child = tollgate()
         .args(["run", "--repo"])
         .arg(repo.path())
@@ -195,4 +200,141 @@ fn an_unreachable_cluster_is_named_with_its_kubeconfig() {
         !stderr.contains("ERROR kube_client"),
         "kube's own duplicate error line:\n{stderr}"
     );
+}
+
+/// A loopback port nothing listens on now.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address").port()
+}
+
+/// The body of a plain-HTTP GET on loopback.
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connects");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .expect("request");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("answer");
+    answer
+}
+
+fn project_file(path: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).expect(path)
+}
+
+/// The demo's gate, as shipped: examples/fleet.yaml's health endpoint and the policy
+/// examples/promotions/fleet-health-gate.yaml that measures it (each moved to a free port), on a
+/// one-stage promotion. The gate passes on the shipped values; after production-2's errorRate is
+/// edited to 0.2 in the fleet file (no restart), the next rollout fails its gate and rolls back.
+#[test]
+fn the_demo_fleet_serves_cluster_health_that_a_web_analysis_gates_on_and_an_edit_fails_it() {
+    const SHIPPED: &str = "127.0.0.1:18090";
+    let fleet = project_file("examples/fleet.yaml");
+    let policy = project_file("examples/promotions/fleet-health-gate.yaml");
+    assert!(
+        fleet.contains(&format!("healthEndpoint: {SHIPPED}")) && policy.contains(SHIPPED),
+        "the demo's policy measures another address than the fleet serves"
+    );
+    let (health_port, api_port) = (free_port(), free_port());
+    let moved = format!("127.0.0.1:{health_port}");
+    let repo = TestRepo::new();
+    repo.write("gate.yaml", &policy.replace(SHIPPED, &moved));
+    repo.write("web.yaml", &gated_promotion("1.0.0"));
+    repo.commit("web 1.0.0, gated on fleet health");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let api = format!("127.0.0.1:{api_port}");
+    let run = start_with_fleet(
+        &repo,
+        dir.path(),
+        &fleet.replace(SHIPPED, &moved),
+        &["--embedded-listen", &api],
+    );
+    let block = run.lines_until("export KUBECONFIG=").join("\n");
+    assert!(
+        block.contains(&format!("embedded management cluster at https://{api}")),
+        "{block}"
+    );
+    assert!(
+        block.contains(&format!("fleet health: http://{moved}/clusters/")),
+        "{block}"
+    );
+    let kubeconfig = run.printed_kubeconfig_in(&block);
+    let answer = http_get(health_port, "/clusters/fleet/production-2");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains(r#""errorRate":0.002"#), "{answer}");
+    assert!(http_get(health_port, "/clusters/fleet/nowhere").starts_with("HTTP/1.1 404"));
+
+    let passed = eventually_within("the gate passes", Duration::from_secs(120), || {
+        let text = status_json(&kubeconfig);
+        (text["phase"] == "Completed").then_some(text)
+    });
+    assert_eq!(passed["snapshotIndex"], 1, "{passed:#}");
+
+    let edited = fleet
+        .replace(SHIPPED, &moved)
+        .replace("health: {errorRate: 0.002}", "health: {errorRate: 0.2}");
+    std::fs::write(dir.path().join("fleet.yaml"), edited).expect("fleet edited");
+    let answer = http_get(health_port, "/clusters/fleet/production-2");
+    assert!(
+        answer.contains(r#""errorRate":0.2"#),
+        "the edit was not served: {answer}"
+    );
+    repo.write("web.yaml", &gated_promotion("1.1.0"));
+    repo.commit("web 1.1.0");
+    let failed = eventually_within(
+        "the gate fails and rolls back",
+        Duration::from_secs(120),
+        || {
+            let text = status_json(&kubeconfig);
+            (text["phase"] == "RolledBack").then_some(text)
+        },
+    );
+    let said = failed.to_string();
+    assert!(
+        said.contains("error-rate") && said.contains("production-2"),
+        "{failed:#}"
+    );
+}
+
+impl Run {
+    fn printed_kubeconfig_in(&self, block: &str) -> PathBuf {
+        let line = block
+            .lines()
+            .find(|l| l.contains("export KUBECONFIG="))
+            .expect("the export line");
+        PathBuf::from(line.trim().trim_start_matches("export KUBECONFIG="))
+    }
+}
+
+fn status_json(kubeconfig: &Path) -> serde_json::Value {
+    let out = tollgate()
+        .args(["status", "web", "-o", "json", "--kubeconfig"])
+        .arg(kubeconfig)
+        .output()
+        .expect("status runs");
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    shown["status"].clone()
+}
+
+fn gated_promotion(version: &str) -> String {
+    format!(
+        "apiVersion: config.projectsveltos.io/v1beta1
+kind: ClusterPromotion
+metadata:
+  name: web
+  labels: {{gate: fleet-health}}
+spec:
+  profileSpec:
+    helmCharts:
+    - {{repositoryURL: https://charts.example.com, repositoryName: example, chartName: example/web, chartVersion: {version}, releaseName: web, releaseNamespace: web, helmChartAction: Install}}
+  stages:
+  - name: production
+    clusterSelector: {{matchLabels: {{env: production}}}}
+    trigger: {{auto: {{}}}}
+"
+    )
 }

@@ -63,12 +63,17 @@ pub struct FleetDefaults {
     /// Provisioning → Provisioned delay.
     #[serde(default = "default_latency", deserialize_with = "go_duration")]
     pub latency: Duration,
+    /// What every cluster's health endpoint answers (see [`Fleet::health_endpoint`]), unless the
+    /// cluster sets a value itself.
+    #[serde(default)]
+    pub health: BTreeMap<String, serde_json::Value>,
 }
 
 impl Default for FleetDefaults {
     fn default() -> Self {
         Self {
             latency: default_latency(),
+            health: BTreeMap::new(),
         }
     }
 }
@@ -94,6 +99,9 @@ pub struct FleetCluster {
     /// Health check name → failure detail.
     #[serde(default)]
     pub fail_health_checks: BTreeMap<String, String>,
+    /// Values its health endpoint answers, over `defaults.health`.
+    #[serde(default)]
+    pub health: BTreeMap<String, serde_json::Value>,
 }
 
 impl FleetCluster {
@@ -111,7 +119,20 @@ impl FleetCluster {
             latency: None,
             fail_features: BTreeMap::new(),
             fail_health_checks: BTreeMap::new(),
+            health: BTreeMap::new(),
         }
+    }
+
+    /// What its health endpoint answers: its name and namespace, `defaults.health`, and its own
+    /// `health` values over those.
+    pub fn health_answer(&self, defaults: &FleetDefaults) -> serde_json::Value {
+        let mut answer = serde_json::Map::new();
+        answer.insert("cluster".into(), self.name.clone().into());
+        answer.insert("namespace".into(), self.namespace.clone().into());
+        for (key, value) in defaults.health.iter().chain(&self.health) {
+            answer.insert(key.clone(), value.clone());
+        }
+        serde_json::Value::Object(answer)
     }
 }
 
@@ -126,6 +147,10 @@ pub struct Fleet {
     /// Failures that depend on the applied profile spec (see `failure_rules`).
     #[serde(default)]
     pub failures: Vec<FailureRule>,
+    /// A loopback address where `run --embedded` serves each cluster's health as JSON over plain
+    /// HTTP (`GET /clusters/<namespace>/<name>`), for `web` analyses to measure.
+    #[serde(default)]
+    pub health_endpoint: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, thiserror::Error)]
