@@ -120,6 +120,7 @@ pub(crate) fn edit_target<'a>(
         branch,
         path,
         trust: Some(trust),
+        fresh_branch: false,
     }
 }
 

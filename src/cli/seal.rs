@@ -33,6 +33,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         branch: &args.branch,
         path: "",
         trust: None,
+        fresh_branch: false,
     };
     match seal(&target, &args.justification) {
         Ok(outcome) => {

@@ -51,8 +51,19 @@ pub fn retry_value(snapshot_id: &str, existing: Option<&str>) -> String {
     format!("{id12}/{n}")
 }
 
-/// Every action that applies to the promotion now, in the order the page shows them.
-pub fn planned(name: &str, status: &PromotionStatus) -> Vec<Planned> {
+/// Every action that applies to the promotion now, in the order the page shows them, each on the
+/// branch its commit will take: its own name, or the first free one after it (`taken`: the
+/// repository's branches), as `edit::branch_for` chooses when the button is pressed.
+pub fn planned(name: &str, status: &PromotionStatus, taken: &dyn Fn(&str) -> bool) -> Vec<Planned> {
+    let mut planned = offered(name, status);
+    for action in &mut planned {
+        action.branch = edit::fresh_branch_name(&action.branch, taken);
+    }
+    planned
+}
+
+/// [`planned`] on the branch names the actions want.
+pub fn offered(name: &str, status: &PromotionStatus) -> Vec<Planned> {
     let id12 = status
         .snapshot_id
         .as_deref()

@@ -27,12 +27,35 @@ pub struct RepoTarget {
 }
 
 impl RepoTarget {
+    /// The clone's branches under `tollgate/` (where actions commit), read now: a press must
+    /// show at once in the next preview (the facts below are cached).
+    pub fn action_branches(&self) -> std::collections::BTreeSet<String> {
+        let Ok(repo) = git2::Repository::open(&self.dir) else {
+            return Default::default();
+        };
+        let Ok(references) = repo.references_glob("refs/heads/tollgate/*") else {
+            return Default::default();
+        };
+        let mut names = std::collections::BTreeSet::new();
+        for reference in references.filter_map(Result::ok) {
+            if let Some(name) = reference
+                .name()
+                .ok()
+                .and_then(|n| n.strip_prefix("refs/heads/"))
+            {
+                names.insert(name.to_string());
+            }
+        }
+        names
+    }
+
     pub fn edit_target(&self) -> tollgate_source::edit::Target<'_> {
         tollgate_source::edit::Target {
             repo: &self.dir,
             branch: &self.branch,
             path: &self.path,
             trust: self.trust.as_ref(),
+            fresh_branch: true,
         }
     }
 }

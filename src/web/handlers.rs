@@ -98,12 +98,18 @@ pub(super) fn promotion_fragments(
         .git
         .as_ref()
         .map(|_| facts.get(name).cloned().unwrap_or_default());
+    let action_branches = web
+        .git
+        .as_ref()
+        .map(|git| git.target.action_branches())
+        .unwrap_or_default();
     let input = PageInput {
         name,
         status: &status,
         git: git.as_ref(),
         commit_url: &commit_url,
         can_commit: web.git.is_some(),
+        action_branches: &action_branches,
         now: Utc::now(),
     };
     Ok(promotion::fragments(&input))
@@ -209,7 +215,7 @@ async fn admit(web: &WebState, name: &str, form: &ActionForm) -> Result<Admitted
     };
     let (listed, facts) = blocking(web, Web::read).await?;
     let status = found(listed, name).map_err(IntoResponse::into_response)?;
-    let Some(planned) = actions::planned(name, &status)
+    let Some(planned) = actions::offered(name, &status)
         .into_iter()
         .find(|p| p.request == request)
     else {

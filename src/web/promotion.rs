@@ -24,6 +24,8 @@ pub struct PageInput<'a> {
     pub commit_url: &'a dyn Fn(&str) -> Option<String>,
     /// Whether action buttons can commit (a repository is configured).
     pub can_commit: bool,
+    /// The repository's action branches (a repeated action takes the next free name).
+    pub action_branches: &'a std::collections::BTreeSet<String>,
     pub now: DateTime<Utc>,
 }
 
@@ -197,7 +199,8 @@ fn approvals(status: &PromotionStatus) -> Markup {
 }
 
 fn actions_section(input: &PageInput<'_>) -> Markup {
-    let planned = actions::planned(input.name, input.status);
+    let taken = |branch: &str| input.action_branches.contains(branch);
+    let planned = actions::planned(input.name, input.status, &taken);
     let gates = input.git.map(|facts| &facts.gates);
     html! {
         section id="actions" aria-label="Actions" {

@@ -46,7 +46,7 @@ fn a_waiting_gate_offers_approve_a_failed_stage_retry_and_completed_snapshots_ro
         ],
         json!([run(1, "Completed"), run(2, "RolledBack"), run(3, "Running")]),
     );
-    let offered = planned("web", &status);
+    let offered = planned("web", &status, &|_| false);
     let approve = offered
         .iter()
         .find(|p| {
@@ -100,7 +100,7 @@ fn a_paused_promotion_offers_resume_and_nothing_to_approve_without_a_snapshot() 
         json!([]),
     );
     paused.snapshot_id = None;
-    let offered = planned("web", &paused);
+    let offered = planned("web", &paused, &|_| false);
     assert_eq!(
         offered.iter().map(|p| &p.request).collect::<Vec<_>>(),
         [&Request::Resume]

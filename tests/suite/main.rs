@@ -78,6 +78,8 @@ mod e2e_web;
 mod e2e_web_framing;
 #[cfg(feature = "embedded")]
 mod e2e_web_hostile;
+#[cfg(feature = "embedded")]
+mod e2e_web_repeat;
 mod e2e_web_signed;
 mod e2e_write_economy;
 mod emulator_failures;

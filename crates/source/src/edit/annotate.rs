@@ -70,7 +70,7 @@ pub(crate) fn commit_annotation(
     };
     let branch = match edit.direct {
         true => target.branch.to_string(),
-        false => edit.branch,
+        false => super::branch_for(repo, target, edit.branch),
     };
     let commit = commit_on_new_branch(
         repo,

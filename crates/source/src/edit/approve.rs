@@ -253,10 +253,11 @@ fn approve_by_trailer(
     let id = snapshot.id();
     let id12 = &id[..12.min(id.len())];
     // One branch per approver: several approvers approve one snapshot, each with a commit.
-    let branch = format!(
+    let wanted = format!(
         "tollgate/approve-{name}-{stage}-{id12}-{}",
         approver_slug(repo)
     );
+    let branch = super::branch_for(repo, target, wanted);
     let subject = format!(
         "Approve {name} stage {stage} for snapshot #{} ({id12})",
         snapshot.index

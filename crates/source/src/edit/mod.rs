@@ -13,6 +13,7 @@
 mod annotate;
 pub mod annotation;
 mod approve;
+mod branch;
 mod checkout;
 mod commit;
 mod document;
@@ -30,6 +31,8 @@ pub(crate) use annotate::{AnnotationCommit, commit_annotation};
 pub use annotate::{AnnotationEdit, annotate};
 pub use annotation::{Annotated, set_annotation};
 pub use approve::{WaitingRun, approve, approve_run};
+pub(crate) use branch::branch_for;
+pub use branch::fresh_branch_name;
 pub use commit::{FileCommit, commit_on_new_branch, commit_tree};
 pub(crate) use commit::{Statement, commit_statement, signing_note};
 pub use document::{DocumentSpan, find_promotion_document, split_documents};

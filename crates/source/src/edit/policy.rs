@@ -29,7 +29,11 @@ pub fn approve_policy(target: &Target<'_>, policy: &str) -> Result<EditOutcome, 
         .map(|u| format!("- {} (commit {})", u.subject, short_sha(&u.latest().sha)))
         .collect();
     let statement = Statement {
-        branch: format!("tollgate/approve-policy-{policy}-{change}"),
+        branch: super::branch_for(
+            &repo,
+            target,
+            format!("tollgate/approve-policy-{policy}-{change}"),
+        ),
         message: format!(
             "{subject}\n\n{}\n\n{}\n",
             what.join("\n"),

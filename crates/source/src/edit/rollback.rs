@@ -57,7 +57,11 @@ pub fn rollback(target: &Target<'_>, name: &str, index: u64) -> Result<EditOutco
     let mut notes = verify_rollback(&result, snapshot, current, &current_file, target.branch)?;
     notes.extend(signing_note(&repo)?);
     let short_commit = tollgate_manifest::snapshot::short_sha(&snapshot.commit.sha);
-    let branch = format!("tollgate/rollback-{name}-to-{index}");
+    let branch = super::branch_for(
+        &repo,
+        target,
+        format!("tollgate/rollback-{name}-to-{index}"),
+    );
     let message = format!("Roll back {name} to snapshot #{index} ({short_commit})");
     let commit = commit_on_new_branch(
         &repo,

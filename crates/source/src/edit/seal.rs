@@ -25,7 +25,7 @@ pub fn seal(target: &Target<'_>, justification: &str) -> Result<EditOutcome, Edi
     let short = tollgate_model::snapshot::short_sha(&tip.id().to_string()).to_string();
     let subject = format!("Seal the history up to {short}");
     let statement = Statement {
-        branch: format!("tollgate/seal-{short}"),
+        branch: super::branch_for(&repo, target, format!("tollgate/seal-{short}")),
         message: format!("{subject}\n\n{}\n", trailers::seal_line(justification)),
         subject,
         notes: vec![signed],

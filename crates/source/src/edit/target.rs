@@ -22,6 +22,9 @@ pub struct Target<'a> {
     /// numbers them, and with a `--verify-commits` mode nothing is committed on a tip that
     /// carries a commit that would not verify (a signed commit on top would vouch for it).
     pub trust: Option<&'a crate::TrustConfig>,
+    /// Commit on a fresh branch name when the edit's own is taken (`name-2`, …; the web view's
+    /// repeated buttons) instead of refusing (the command line's choice; see `edit::branch`).
+    pub fresh_branch: bool,
 }
 
 pub(crate) struct Loaded {
