@@ -3,17 +3,18 @@
 //! git host configured) opens a pull request with it. The preview shown next to each button is
 //! computed here, from the engine's status, and names the equivalent CLI command.
 
+use std::collections::BTreeMap;
+
 use tollgate_engine::PromotionStatus;
 use tollgate_engine::activity::StageActivity;
 use tollgate_engine::{Phase, RunOutcome};
-use tollgate_model::snapshot::{APPROVE_ANNOTATION_PREFIX, PAUSED_ANNOTATION};
+use tollgate_model::snapshot::{
+    APPROVE_ANNOTATION_PREFIX, PAUSED_ANNOTATION, RETRY_ANNOTATION_PREFIX,
+};
 use tollgate_source::edit::{self, AnnotationEdit, EditError, EditOutcome};
 use tollgate_source::edit_retry::{self, RetryRequest};
 
 use super::git_view::RepoTarget;
-
-/// The prefix of the retry annotation (`tollgate retry NAME STAGE` writes it).
-pub const RETRY_ANNOTATION_PREFIX: &str = "retry.tollgate.dev/";
 
 /// What a button asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,23 +40,21 @@ pub struct Planned {
     pub branch: String,
 }
 
-/// The value a retry button shows: `<snapshot id>/<n>`, `n` one more than an earlier retry of
-/// the same snapshot held (the commit itself is `tollgate retry`'s, `edit_retry::retry`).
-pub fn retry_value(snapshot_id: &str, existing: Option<&str>) -> String {
-    let id12 = &snapshot_id[..12.min(snapshot_id.len())];
-    let n = existing
-        .and_then(|value| value.split_once('/'))
-        .filter(|(id, _)| *id == id12)
-        .and_then(|(_, n)| n.parse::<u32>().ok())
-        .map_or(1, |n| n.saturating_add(1));
-    format!("{id12}/{n}")
+/// What the repository says that a preview depends on.
+#[derive(Clone, Copy)]
+pub struct RepoState<'a> {
+    /// Whether a branch exists (a repeated action takes the next free name).
+    pub taken: &'a dyn Fn(&str) -> bool,
+    /// The promotion's annotations at the branch tip (the retry counter counts on from them).
+    pub annotations: &'a BTreeMap<String, String>,
 }
 
 /// Every action that applies to the promotion now, in the order the page shows them, each on the
-/// branch its commit will take: its own name, or the first free one after it (`taken`: the
-/// repository's branches), as `edit::branch_for` chooses when the button is pressed.
-pub fn planned(name: &str, status: &PromotionStatus, taken: &dyn Fn(&str) -> bool) -> Vec<Planned> {
-    let mut planned = offered(name, status);
+/// branch its commit will take: its own name, or the first free one after it (`repo.taken`), as
+/// `edit::branch_for` chooses when the button is pressed.
+pub fn planned(name: &str, status: &PromotionStatus, repo: RepoState<'_>) -> Vec<Planned> {
+    let taken = repo.taken;
+    let mut planned = offered(name, status, repo.annotations);
     for action in &mut planned {
         action.branch = edit::fresh_branch_name(&action.branch, taken);
     }
@@ -63,7 +62,11 @@ pub fn planned(name: &str, status: &PromotionStatus, taken: &dyn Fn(&str) -> boo
 }
 
 /// [`planned`] on the branch names the actions want.
-pub fn offered(name: &str, status: &PromotionStatus) -> Vec<Planned> {
+pub fn offered(
+    name: &str,
+    status: &PromotionStatus,
+    annotations: &BTreeMap<String, String>,
+) -> Vec<Planned> {
     let id12 = status
         .snapshot_id
         .as_deref()
@@ -88,7 +91,15 @@ pub fn offered(name: &str, status: &PromotionStatus) -> Vec<Planned> {
                 });
             }
             StageActivity::Failed { .. } if !id12.is_empty() => {
-                let value = retry_value(&id12, None);
+                let snapshot_id = status.snapshot_id.as_deref().unwrap_or_default();
+                let commit = status.snapshot_commit.as_deref().unwrap_or_default();
+                let written = annotations.get(&format!("{RETRY_ANNOTATION_PREFIX}{stage}"));
+                let n = edit_retry::next_retry_counter(
+                    written.map(String::as_str),
+                    snapshot_id,
+                    commit,
+                );
+                let value = edit_retry::retry_value(snapshot_id, n);
                 planned.push(Planned {
                     request: Request::Retry {
                         stage: stage.to_string(),
@@ -96,7 +107,7 @@ pub fn offered(name: &str, status: &PromotionStatus) -> Vec<Planned> {
                     label: format!("Retry {stage} with snapshot #{index}"),
                     diff: vec![format!("+ {RETRY_ANNOTATION_PREFIX}{stage}: \"{value}\"")],
                     command: format!("tollgate retry {name} {stage}"),
-                    branch: retry_branch(name, stage, status, &value),
+                    branch: edit_retry::retry_branch(name, stage, commit, n),
                 });
             }
             _ => {}
@@ -105,17 +116,6 @@ pub fn offered(name: &str, status: &PromotionStatus) -> Vec<Planned> {
     planned.extend(rollbacks(name, status));
     planned.push(pause_or_resume(name, status));
     planned
-}
-
-/// The branch `tollgate retry` makes for the run's snapshot and the counter of `value`
-/// (`<snapshot id>/<n>`).
-fn retry_branch(name: &str, stage: &str, status: &PromotionStatus, value: &str) -> String {
-    let n = value
-        .rsplit_once('/')
-        .and_then(|(_, n)| n.parse().ok())
-        .unwrap_or(1);
-    let commit = status.snapshot_commit.as_deref().unwrap_or_default();
-    edit_retry::retry_branch(name, stage, commit, n)
 }
 
 /// Rollback to each earlier snapshot that completed a run (only completed content is restored).
@@ -203,19 +203,5 @@ pub fn commit(
             };
             edit_retry::retry(&target, &request)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_retry_counts_up_for_the_same_snapshot_and_restarts_for_another() {
-        let id = "0123456789abcdef0123";
-        assert_eq!(retry_value(id, None), "0123456789ab/1");
-        assert_eq!(retry_value(id, Some("0123456789ab/1")), "0123456789ab/2");
-        assert_eq!(retry_value(id, Some("ffffffffffff/4")), "0123456789ab/1");
-        assert_eq!(retry_value(id, Some("garbage")), "0123456789ab/1");
     }
 }

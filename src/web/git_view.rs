@@ -75,6 +75,8 @@ pub struct SnapshotRow {
 #[derive(Clone, Debug, Default)]
 pub struct GitFacts {
     pub labels: BTreeMap<String, String>,
+    /// Its annotations at the tip (what a retry counts on from).
+    pub annotations: BTreeMap<String, String>,
     pub snapshots: Vec<SnapshotRow>,
     /// The RolloutPolicies that may govern its gates (whether an approval needs a signature).
     pub gates: GatePolicies,
@@ -170,15 +172,14 @@ fn facts_of(
     name: &str,
     view: &PromotionView,
 ) -> GitFacts {
-    let labels = match view {
-        PromotionView::Valid { snapshot } => snapshot
-            .promotion
-            .metadata
-            .labels
-            .clone()
-            .into_iter()
-            .collect(),
-        PromotionView::Invalid { .. } => BTreeMap::new(),
+    let (labels, annotations) = match view {
+        PromotionView::Valid { snapshot } => {
+            let metadata = &snapshot.promotion.metadata;
+            let labels = metadata.labels.clone().into_iter().collect();
+            let annotations = metadata.annotations.clone().into_iter().collect();
+            (labels, annotations)
+        }
+        PromotionView::Invalid { .. } => (BTreeMap::new(), BTreeMap::new()),
     };
     let snapshots = source
         .history(name)
@@ -194,6 +195,7 @@ fn facts_of(
         .collect();
     GitFacts {
         labels,
+        annotations,
         snapshots,
         gates: GatePolicies::read(policies, view),
     }

@@ -215,7 +215,11 @@ async fn admit(web: &WebState, name: &str, form: &ActionForm) -> Result<Admitted
     };
     let (listed, facts) = blocking(web, Web::read).await?;
     let status = found(listed, name).map_err(IntoResponse::into_response)?;
-    let Some(planned) = actions::offered(name, &status)
+    let annotations = facts
+        .get(name)
+        .map(|f| f.annotations.clone())
+        .unwrap_or_default();
+    let Some(planned) = actions::offered(name, &status, &annotations)
         .into_iter()
         .find(|p| p.request == request)
     else {

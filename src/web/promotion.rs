@@ -2,6 +2,8 @@
 //! are not provisioned with Sveltos' messages, approvals (which count and why not), the actions,
 //! delivery figures, the run history and timeline, and the snapshots in git.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 use tollgate_engine::PromotionStatus;
@@ -200,7 +202,14 @@ fn approvals(status: &PromotionStatus) -> Markup {
 
 fn actions_section(input: &PageInput<'_>) -> Markup {
     let taken = |branch: &str| input.action_branches.contains(branch);
-    let planned = actions::planned(input.name, input.status, &taken);
+    let no_annotations = BTreeMap::new();
+    let repo = actions::RepoState {
+        taken: &taken,
+        annotations: input
+            .git
+            .map_or(&no_annotations, |facts| &facts.annotations),
+    };
+    let planned = actions::planned(input.name, input.status, repo);
     let gates = input.git.map(|facts| &facts.gates);
     html! {
         section id="actions" aria-label="Actions" {

@@ -10,9 +10,18 @@ use serde_json::json;
 use tollgate_engine::PromotionStatus;
 use tower::ServiceExt as _;
 
-use super::actions::{Request, planned};
+use super::actions::{RepoState, Request, planned};
 use super::overview::{Filter, select};
 use super::source::Listed;
+
+/// No branch taken, no annotation at the tip.
+fn no_repo() -> RepoState<'static> {
+    static NONE: BTreeMap<String, String> = BTreeMap::new();
+    RepoState {
+        taken: &|_| false,
+        annotations: &NONE,
+    }
+}
 use super::{WebConfig, router};
 
 fn stage(name: &str, activity: serde_json::Value) -> serde_json::Value {
@@ -46,7 +55,7 @@ fn a_waiting_gate_offers_approve_a_failed_stage_retry_and_completed_snapshots_ro
         ],
         json!([run(1, "Completed"), run(2, "RolledBack"), run(3, "Running")]),
     );
-    let offered = planned("web", &status, &|_| false);
+    let offered = planned("web", &status, no_repo());
     let approve = offered
         .iter()
         .find(|p| {
@@ -100,7 +109,7 @@ fn a_paused_promotion_offers_resume_and_nothing_to_approve_without_a_snapshot() 
         json!([]),
     );
     paused.snapshot_id = None;
-    let offered = planned("web", &paused, &|_| false);
+    let offered = planned("web", &paused, no_repo());
     assert_eq!(
         offered.iter().map(|p| &p.request).collect::<Vec<_>>(),
         [&Request::Resume]

@@ -4,9 +4,10 @@
 
 use crate::support;
 
-use support::TestRepo;
 use support::web_attack::{FORM, UiRun, branches, request};
-use tollgate_fixtures::{promotion, stage};
+use support::web_page::{serve_in_process, until};
+use support::{TestRepo, World};
+use tollgate_fixtures::{cluster, fleet, policy, promotion, stage};
 
 fn one_stage(name: &str) -> String {
     promotion(name)
@@ -70,4 +71,79 @@ fn a_repeated_pause_commits_on_a_fresh_branch_the_page_names_before_the_press() 
     ] {
         assert!(made.iter().any(|b| b == branch), "{made:?}");
     }
+}
+
+/// The Retry button counts as `tollgate retry` does: after a first retry is merged (and the
+/// stage fails again), the form previews `<id>/2` on the `…-2` branch, and the press commits
+/// exactly that (it previewed `/1` and committed `/2` before: two counters).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_retry_form_previews_the_counter_and_branch_its_commit_takes() {
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &one_stage("web"));
+    repo.write(
+        "policy.yaml",
+        &policy("halt")
+            .max_failures("0")
+            .on_failure("Halt")
+            .to_yaml(),
+    );
+    repo.commit("web with a halting policy");
+    let fleet = fleet()
+        .default_latency("50ms")
+        .cluster(
+            cluster("dev-1")
+                .ns("fleet")
+                .label("env", "dev")
+                .fail_feature("Helm", "values: replicas must be an integer"),
+        )
+        .to_yaml();
+    let world = World::start(repo, &fleet).await;
+    let status = world.wait_phase("web", "Failed").await;
+    let commit = status["snapshotCommit"]
+        .as_str()
+        .expect("a commit")
+        .to_string();
+    let id12 = status["snapshotId"].as_str().expect("an id")[..12].to_string();
+    let addr = serve_in_process(&world, None).await.to_string();
+    for n in [1, 2] {
+        let branch = format!("tollgate/retry-web-dev-{}-{n}", &commit[..7]);
+        let value = format!("retry.tollgate.dev/dev: &quot;{id12}/{n}&quot;");
+        let page = until(&format!("the form to preview retry {n}"), || {
+            let addr = addr.clone();
+            let (branch, value) = (branch.clone(), value.clone());
+            async move {
+                let page = get(&addr, "/ui/promotions/web")?;
+                let form = page.split("data-action=\"retry\"").nth(1)?.to_string();
+                (form.contains(&branch) && form.contains(&value)).then_some(page)
+            }
+        })
+        .await;
+        assert!(page.contains("Retry dev"), "{page}");
+        let own = format!("http://{addr}");
+        let headers = [("Origin", own.as_str()), FORM];
+        let path = "/ui/promotions/web/actions";
+        let answer = request(
+            &addr,
+            &addr,
+            "POST",
+            path,
+            &headers,
+            b"action=retry&stage=dev",
+        )
+        .expect("answer");
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert!(
+            answer.body.contains(&format!("data-branch=\"{branch}\"")),
+            "{}",
+            answer.body
+        );
+        let committed = world.repo.git(&["show", &format!("{branch}:web.yaml")]);
+        assert!(committed.contains(&format!("{id12}/{n}")), "{committed}");
+        world.repo.git(&["merge", "--ff-only", &branch]);
+    }
+}
+
+fn get(addr: &str, path: &str) -> Option<String> {
+    let answer = request(addr, addr, "GET", path, &[], b"")?;
+    (answer.status == 200).then_some(answer.body)
 }

@@ -3,7 +3,6 @@
 //! surgical edit, verification and signing), on a new branch or, with `direct`, on the tracked
 //! branch itself. The controller re-drives the stage's failed clusters once per counter `n`.
 
-use tollgate_manifest::Snapshot;
 use tollgate_manifest::snapshot::RETRY_ANNOTATION_PREFIX;
 
 use crate::edit::{
@@ -44,7 +43,7 @@ pub fn retry(target: &Target<'_>, request: &RetryRequest<'_>) -> Result<EditOutc
     }
     let key = format!("{RETRY_ANNOTATION_PREFIX}{stage}");
     let written = current.promotion.metadata.annotations.get(&key);
-    let counter = written.and_then(|v| counter_for(v, current));
+    let counter = written.and_then(|v| counter_for(v, current.id(), &current.commit.sha));
     let n = request.n.unwrap_or_else(|| counter.unwrap_or(0) + 1);
     let mut warnings = Vec::new();
     if let Some(counter) = counter.filter(|c| *c >= n) {
@@ -54,16 +53,16 @@ pub fn retry(target: &Target<'_>, request: &RetryRequest<'_>) -> Result<EditOutc
             counter + 1
         ));
     }
-    let id12 = current.hashes.short().to_string();
-    let value = format!("{id12}/{n}");
+    let value = retry_value(current.id(), n);
     let edit = AnnotationCommit {
         name,
         key: &key,
         value: &value,
         branch: retry_branch(name, stage, &current.commit.sha, n),
         message: format!(
-            "Retry {name} stage {stage} of snapshot #{} ({id12}, retry {n})",
-            current.index
+            "Retry {name} stage {stage} of snapshot #{} ({}, retry {n})",
+            current.index,
+            current.hashes.short()
         ),
         direct: request.direct,
     };
@@ -87,12 +86,42 @@ pub fn retry_branch(name: &str, stage: &str, snapshot_commit: &str, n: u64) -> S
     format!("tollgate/retry-{name}-{stage}-{commit}-{n}")
 }
 
-/// The counter of an annotation value `<snapshot>/<n>` that names `snapshot` (an id prefix of
+/// The annotation value a retry writes: `<snapshot id, 12 characters>/<n>`.
+pub fn retry_value(snapshot_id: &str, n: u64) -> String {
+    format!("{}/{n}", &snapshot_id[..12.min(snapshot_id.len())])
+}
+
+/// The counter the next retry of a snapshot writes: one more than the counter `written` (the
+/// annotation's value at the branch tip) holds for it, 1 when it holds none for this snapshot.
+/// `retry` and the web view's Retry button both count with it.
+pub fn next_retry_counter(written: Option<&str>, snapshot_id: &str, snapshot_commit: &str) -> u64 {
+    written
+        .and_then(|value| counter_for(value, snapshot_id, snapshot_commit))
+        .map_or(1, |n| n.saturating_add(1))
+}
+
+/// The counter of an annotation value `<snapshot>/<n>` that names the snapshot (an id prefix of
 /// 12 or more characters or a commit prefix of 7 or more).
-fn counter_for(value: &str, snapshot: &Snapshot) -> Option<u64> {
+fn counter_for(value: &str, snapshot_id: &str, snapshot_commit: &str) -> Option<u64> {
     let (named, n) = value.trim().rsplit_once('/')?;
     let named = named.to_ascii_lowercase();
-    let names = (named.len() >= 12 && snapshot.id().starts_with(&named))
-        || (named.len() >= 7 && snapshot.commit.sha.starts_with(&named));
+    let names = (named.len() >= 12 && snapshot_id.starts_with(&named))
+        || (named.len() >= 7 && snapshot_commit.starts_with(&named));
     names.then(|| n.parse().ok()).flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{next_retry_counter, retry_value};
+
+    #[test]
+    fn a_retry_counts_up_for_the_same_snapshot_and_restarts_for_another() {
+        let (id, commit) = ("0123456789abcdef0123", "feedc0ffee");
+        assert_eq!(retry_value(id, 1), "0123456789ab/1");
+        assert_eq!(next_retry_counter(None, id, commit), 1);
+        assert_eq!(next_retry_counter(Some("0123456789ab/1"), id, commit), 2);
+        assert_eq!(next_retry_counter(Some("feedc0f/4"), id, commit), 5);
+        assert_eq!(next_retry_counter(Some("ffffffffffff/4"), id, commit), 1);
+        assert_eq!(next_retry_counter(Some("garbage"), id, commit), 1);
+    }
 }
