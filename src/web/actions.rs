@@ -45,77 +45,120 @@ pub struct Planned {
 pub struct RepoState<'a> {
     /// Whether a branch exists (a repeated action takes the next free name).
     pub taken: &'a dyn Fn(&str) -> bool,
-    /// The promotion's annotations at the branch tip (the retry counter counts on from them).
+    /// What the branch tip says of the promotion.
+    pub tip: Tip<'a>,
+}
+
+/// The promotion as of the branch tip, which the commits are made on.
+#[derive(Clone, Copy)]
+pub struct Tip<'a> {
+    /// Its annotations (a retry counts on from them; an approval avoids a consumed value).
     pub annotations: &'a BTreeMap<String, String>,
+    /// The approvers the governing policy wants for a stage, when more than one (the approval is
+    /// then a trailer: `edit::approval_in_trailer`).
+    pub trailer_approvals: &'a dyn Fn(&str) -> Option<u32>,
+    /// The web view's committer as a branch word (`edit::approver_slug`).
+    pub approver: &'a str,
 }
 
 /// Every action that applies to the promotion now, in the order the page shows them, each on the
 /// branch its commit will take: its own name, or the first free one after it (`repo.taken`), as
 /// `edit::branch_for` chooses when the button is pressed.
 pub fn planned(name: &str, status: &PromotionStatus, repo: RepoState<'_>) -> Vec<Planned> {
-    let taken = repo.taken;
-    let mut planned = offered(name, status, repo.annotations);
+    let mut planned = offered(name, status, repo.tip);
     for action in &mut planned {
-        action.branch = edit::fresh_branch_name(&action.branch, taken);
+        action.branch = edit::fresh_branch_name(&action.branch, repo.taken);
     }
     planned
 }
 
 /// [`planned`] on the branch names the actions want.
-pub fn offered(
-    name: &str,
-    status: &PromotionStatus,
-    annotations: &BTreeMap<String, String>,
-) -> Vec<Planned> {
-    let id12 = status
+pub fn offered(name: &str, status: &PromotionStatus, tip: Tip<'_>) -> Vec<Planned> {
+    let mut planned = Vec::new();
+    if status
         .snapshot_id
         .as_deref()
-        .map(|id| id[..12.min(id.len())].to_string())
-        .unwrap_or_default();
-    let index = status.snapshot_index.unwrap_or_default();
-    let mut planned = Vec::new();
-    for view in status.pipeline() {
-        let stage = view.name;
-        match view.activity {
-            StageActivity::AwaitingApproval | StageActivity::AnalysisInconclusive { .. }
-                if !id12.is_empty() =>
-            {
-                planned.push(Planned {
-                    request: Request::Approve {
-                        stage: stage.to_string(),
-                    },
-                    label: format!("Approve {stage} for snapshot #{index}"),
-                    diff: vec![format!("+ {APPROVE_ANNOTATION_PREFIX}{stage}: \"{id12}\"")],
-                    command: format!("tollgate approve {name} {stage} --snapshot '#{index}'"),
-                    branch: format!("tollgate/approve-{name}-{stage}-{id12}"),
-                });
+        .is_some_and(|id| !id.is_empty())
+    {
+        for view in status.pipeline() {
+            match view.activity {
+                StageActivity::AwaitingApproval | StageActivity::AnalysisInconclusive { .. } => {
+                    planned.push(approve_action(name, view.name, status, tip));
+                }
+                StageActivity::Failed { .. } => {
+                    planned.push(retry_action(name, view.name, status, tip));
+                }
+                _ => {}
             }
-            StageActivity::Failed { .. } if !id12.is_empty() => {
-                let snapshot_id = status.snapshot_id.as_deref().unwrap_or_default();
-                let commit = status.snapshot_commit.as_deref().unwrap_or_default();
-                let written = annotations.get(&format!("{RETRY_ANNOTATION_PREFIX}{stage}"));
-                let n = edit_retry::next_retry_counter(
-                    written.map(String::as_str),
-                    snapshot_id,
-                    commit,
-                );
-                let value = edit_retry::retry_value(snapshot_id, n);
-                planned.push(Planned {
-                    request: Request::Retry {
-                        stage: stage.to_string(),
-                    },
-                    label: format!("Retry {stage} with snapshot #{index}"),
-                    diff: vec![format!("+ {RETRY_ANNOTATION_PREFIX}{stage}: \"{value}\"")],
-                    command: format!("tollgate retry {name} {stage}"),
-                    branch: edit_retry::retry_branch(name, stage, commit, n),
-                });
-            }
-            _ => {}
         }
     }
     planned.extend(rollbacks(name, status));
     planned.push(pause_or_resume(name, status));
     planned
+}
+
+/// Approve `stage` for the running snapshot, written as `tollgate approve` writes it: the
+/// annotation, or a trailer on an empty commit when the policy wants several approvers.
+fn approve_action(name: &str, stage: &str, status: &PromotionStatus, tip: Tip<'_>) -> Planned {
+    let snapshot_id = status.snapshot_id.as_deref().unwrap_or_default();
+    let commit = status.snapshot_commit.as_deref().unwrap_or_default();
+    let id12 = &snapshot_id[..12.min(snapshot_id.len())];
+    let index = status.snapshot_index.unwrap_or_default();
+    let (diff, branch) = match (tip.trailer_approvals)(stage) {
+        Some(wanted) => (
+            vec![
+                format!(
+                    "+ trailer {}",
+                    tollgate_source::trailers::approve_line(name, stage, id12)
+                ),
+                format!(
+                    "  (an empty commit: the approval policy wants {wanted} approvers, each commits one)"
+                ),
+            ],
+            edit::approval_branch(name, stage, id12, Some(tip.approver)),
+        ),
+        None => {
+            let key = format!("{APPROVE_ANNOTATION_PREFIX}{stage}");
+            let written = tip.annotations.get(&key).map(String::as_str);
+            let value = edit::approval_annotation_value(written, snapshot_id, commit);
+            (
+                vec![format!("+ {key}: \"{value}\"")],
+                edit::approval_branch(name, stage, &value, None),
+            )
+        }
+    };
+    Planned {
+        request: Request::Approve {
+            stage: stage.to_string(),
+        },
+        label: format!("Approve {stage} for snapshot #{index}"),
+        diff,
+        command: format!("tollgate approve {name} {stage} --snapshot '#{index}'"),
+        branch,
+    }
+}
+
+/// Retry the failed `stage`: the counter `tollgate retry` writes next for the snapshot.
+fn retry_action(name: &str, stage: &str, status: &PromotionStatus, tip: Tip<'_>) -> Planned {
+    let snapshot_id = status.snapshot_id.as_deref().unwrap_or_default();
+    let commit = status.snapshot_commit.as_deref().unwrap_or_default();
+    let written = tip
+        .annotations
+        .get(&format!("{RETRY_ANNOTATION_PREFIX}{stage}"));
+    let n = edit_retry::next_retry_counter(written.map(String::as_str), snapshot_id, commit);
+    let value = edit_retry::retry_value(snapshot_id, n);
+    Planned {
+        request: Request::Retry {
+            stage: stage.to_string(),
+        },
+        label: format!(
+            "Retry {stage} with snapshot #{}",
+            status.snapshot_index.unwrap_or_default()
+        ),
+        diff: vec![format!("+ {RETRY_ANNOTATION_PREFIX}{stage}: \"{value}\"")],
+        command: format!("tollgate retry {name} {stage}"),
+        branch: edit_retry::retry_branch(name, stage, commit, n),
+    }
 }
 
 /// Rollback to each earlier snapshot that completed a run (only completed content is restored).

@@ -27,26 +27,25 @@ pub struct RepoTarget {
 }
 
 impl RepoTarget {
-    /// The clone's branches under `tollgate/` (where actions commit), read now: a press must
-    /// show at once in the next preview (the facts below are cached).
-    pub fn action_branches(&self) -> std::collections::BTreeSet<String> {
+    /// What the clone says now of where and as whom an action commits: read at every render, as
+    /// a press must show at once in the next preview (the facts below are cached).
+    pub fn action_repo(&self) -> ActionRepo {
         let Ok(repo) = git2::Repository::open(&self.dir) else {
-            return Default::default();
+            return ActionRepo::default();
         };
-        let Ok(references) = repo.references_glob("refs/heads/tollgate/*") else {
-            return Default::default();
-        };
-        let mut names = std::collections::BTreeSet::new();
-        for reference in references.filter_map(Result::ok) {
-            if let Some(name) = reference
-                .name()
-                .ok()
-                .and_then(|n| n.strip_prefix("refs/heads/"))
-            {
-                names.insert(name.to_string());
+        let mut branches = std::collections::BTreeSet::new();
+        if let Ok(references) = repo.references_glob("refs/heads/tollgate/*") {
+            for reference in references.filter_map(Result::ok) {
+                let name = reference.name().ok();
+                if let Some(name) = name.and_then(|n| n.strip_prefix("refs/heads/")) {
+                    branches.insert(name.to_string());
+                }
             }
         }
-        names
+        ActionRepo {
+            branches,
+            approver: tollgate_source::edit::approver_slug(&repo),
+        }
     }
 
     pub fn edit_target(&self) -> tollgate_source::edit::Target<'_> {
@@ -58,6 +57,13 @@ impl RepoTarget {
             fresh_branch: true,
         }
     }
+}
+
+/// The clone's action branches (under `tollgate/`) and its committer as a branch word.
+#[derive(Clone, Debug, Default)]
+pub struct ActionRepo {
+    pub branches: std::collections::BTreeSet<String>,
+    pub approver: String,
 }
 
 /// One snapshot of a promotion, as the history table shows it.

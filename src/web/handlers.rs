@@ -98,10 +98,10 @@ pub(super) fn promotion_fragments(
         .git
         .as_ref()
         .map(|_| facts.get(name).cloned().unwrap_or_default());
-    let action_branches = web
+    let action_repo = web
         .git
         .as_ref()
-        .map(|git| git.target.action_branches())
+        .map(|git| git.target.action_repo())
         .unwrap_or_default();
     let input = PageInput {
         name,
@@ -109,7 +109,7 @@ pub(super) fn promotion_fragments(
         git: git.as_ref(),
         commit_url: &commit_url,
         can_commit: web.git.is_some(),
-        action_branches: &action_branches,
+        action_repo: &action_repo,
         now: Utc::now(),
     };
     Ok(promotion::fragments(&input))
@@ -215,11 +215,14 @@ async fn admit(web: &WebState, name: &str, form: &ActionForm) -> Result<Admitted
     };
     let (listed, facts) = blocking(web, Web::read).await?;
     let status = found(listed, name).map_err(IntoResponse::into_response)?;
-    let annotations = facts
-        .get(name)
-        .map(|f| f.annotations.clone())
-        .unwrap_or_default();
-    let Some(planned) = actions::offered(name, &status, &annotations)
+    let git_facts = facts.get(name).cloned().unwrap_or_default();
+    let trailer_approvals = |stage: &str| git_facts.gates.trailer_approvals(stage);
+    let tip = actions::Tip {
+        annotations: &git_facts.annotations,
+        trailer_approvals: &trailer_approvals,
+        approver: "",
+    };
+    let Some(planned) = actions::offered(name, &status, tip)
         .into_iter()
         .find(|p| p.request == request)
     else {

@@ -12,7 +12,7 @@ use tollgate_engine::pipeline::StageView;
 use super::actions::{self, Planned};
 use super::bars;
 use super::delivery_view;
-use super::git_view::GitFacts;
+use super::git_view::{ActionRepo, GitFacts};
 use super::page::{id_of, short, time};
 use super::signed_gates::{self, ApprovalRoute, GatePolicies};
 use crate::views::stage_words::{self, Times};
@@ -26,8 +26,9 @@ pub struct PageInput<'a> {
     pub commit_url: &'a dyn Fn(&str) -> Option<String>,
     /// Whether action buttons can commit (a repository is configured).
     pub can_commit: bool,
-    /// The repository's action branches (a repeated action takes the next free name).
-    pub action_branches: &'a std::collections::BTreeSet<String>,
+    /// The repository's action branches and committer (a repeated action takes the next free
+    /// name; a trailer approval's branch names its approver).
+    pub action_repo: &'a ActionRepo,
     pub now: DateTime<Utc>,
 }
 
@@ -201,13 +202,18 @@ fn approvals(status: &PromotionStatus) -> Markup {
 }
 
 fn actions_section(input: &PageInput<'_>) -> Markup {
-    let taken = |branch: &str| input.action_branches.contains(branch);
+    let taken = |branch: &str| input.action_repo.branches.contains(branch);
     let no_annotations = BTreeMap::new();
+    let trailer_approvals = |stage: &str| input.git?.gates.trailer_approvals(stage);
     let repo = actions::RepoState {
         taken: &taken,
-        annotations: input
-            .git
-            .map_or(&no_annotations, |facts| &facts.annotations),
+        tip: actions::Tip {
+            annotations: input
+                .git
+                .map_or(&no_annotations, |facts| &facts.annotations),
+            trailer_approvals: &trailer_approvals,
+            approver: &input.action_repo.approver,
+        },
     };
     let planned = actions::planned(input.name, input.status, repo);
     let gates = input.git.map(|facts| &facts.gates);

@@ -41,6 +41,13 @@ impl GatePolicies {
         }
     }
 
+    /// The approvers the policy git chooses wants for `stage`, when more than one (what
+    /// `tollgate approve` reads to write a trailer instead of the annotation).
+    pub fn trailer_approvals(&self, stage: &str) -> Option<u32> {
+        let policy = self.chosen.as_ref()?;
+        tollgate_source::edit::approval_in_trailer(policy.spec.approvals.get(stage))
+    }
+
     /// The name of a policy that may govern the promotion and wants signed approvals of
     /// `stage`: `Some(Some(name))`; `Some(None)` when none does; `None` when git cannot say.
     /// `named` is the policy the status says governed the run at its last step.

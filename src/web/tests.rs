@@ -10,7 +10,7 @@ use serde_json::json;
 use tollgate_engine::PromotionStatus;
 use tower::ServiceExt as _;
 
-use super::actions::{RepoState, Request, planned};
+use super::actions::{RepoState, Request, Tip, planned};
 use super::overview::{Filter, select};
 use super::source::Listed;
 
@@ -19,7 +19,11 @@ fn no_repo() -> RepoState<'static> {
     static NONE: BTreeMap<String, String> = BTreeMap::new();
     RepoState {
         taken: &|_| false,
-        annotations: &NONE,
+        tip: Tip {
+            annotations: &NONE,
+            trailer_approvals: &|_| None,
+            approver: "",
+        },
     }
 }
 use super::{WebConfig, router};

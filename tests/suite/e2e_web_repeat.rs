@@ -112,7 +112,7 @@ async fn the_retry_form_previews_the_counter_and_branch_its_commit_takes() {
             let addr = addr.clone();
             let (branch, value) = (branch.clone(), value.clone());
             async move {
-                let page = get(&addr, "/ui/promotions/web")?;
+                let page = get(&addr, "/ui/promotions/web").await?;
                 let form = page.split("data-action=\"retry\"").nth(1)?.to_string();
                 (form.contains(&branch) && form.contains(&value)).then_some(page)
             }
@@ -143,7 +143,96 @@ async fn the_retry_form_previews_the_counter_and_branch_its_commit_takes() {
     }
 }
 
-fn get(addr: &str, path: &str) -> Option<String> {
-    let answer = request(addr, addr, "GET", path, &[], b"")?;
+/// A page's body (off the runtime's threads: the server runs on them).
+async fn get(addr: &str, path: &str) -> Option<String> {
+    let (addr, path) = (addr.to_string(), path.to_string());
+    let answer = tokio::task::spawn_blocking(move || request(&addr, &addr, "GET", &path, &[], b""))
+        .await
+        .ok()??;
     (answer.status == 200).then_some(answer.body)
+}
+
+/// A button pressed on the web view's own page: the answer, which must be 200.
+async fn press(addr: &str, form: &str) -> support::web_attack::Answer {
+    let (addr, body) = (addr.to_string(), form.to_string());
+    let answer = tokio::task::spawn_blocking(move || {
+        let own = format!("http://{addr}");
+        let headers = [("Origin", own.as_str()), FORM];
+        let path = "/ui/promotions/web/actions";
+        request(&addr, &addr, "POST", path, &headers, body.as_bytes())
+    })
+    .await
+    .expect("the request")
+    .expect("an answer");
+    assert_eq!(answer.status, 200, "{form}: {}", answer.body);
+    answer
+}
+
+const TWO_APPROVERS: &str = "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: gates\nspec:\n  approvals:\n    prod:\n      approvers: [alice@example.com, bob@example.com]\n      minApprovals: 2\n";
+
+/// Under `minApprovals: 2`, Approve previews and commits what `tollgate approve` writes there: a
+/// `Tollgate-Approve` trailer on an empty commit, on the approver's branch (it previewed the
+/// annotation and committed a trailer before); pressed again, on a fresh branch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approve_under_two_approvers_previews_and_commits_the_trailer() {
+    let repo = TestRepo::new();
+    let gated = promotion("web")
+        .chart("web", "1.0.0")
+        .stage(stage("dev").selector("env", "dev").auto())
+        .stage(stage("prod").selector("env", "prod").manual())
+        .to_yaml();
+    repo.write("web.yaml", &gated);
+    repo.write("policy.yaml", TWO_APPROVERS);
+    repo.commit("web, its prod gate wanting two approvers");
+    let world = World::start(repo, &support::fleet_yaml(1, "50ms")).await;
+    let status = world
+        .eventually("prod to await approval", || async {
+            let status = world.status("web").await?;
+            let prod = status["stages"]
+                .as_array()?
+                .iter()
+                .find(|s| s["name"] == "prod")?
+                .clone();
+            (prod["activity"]["kind"] == "AwaitingApproval").then_some(status)
+        })
+        .await;
+    let id12 = status["snapshotId"].as_str().expect("an id")[..12].to_string();
+    let addr = serve_in_process(&world, None).await.to_string();
+    let page = get(&addr, "/ui/promotions/web").await.expect("the page");
+    let form = page
+        .split("data-action=\"approve\"")
+        .nth(1)
+        .expect("an Approve form");
+    let trailer = format!("Tollgate-Approve: web/prod@{id12}");
+    assert!(form.contains(&format!("+ trailer {trailer}")), "{form}");
+    assert!(
+        !form.contains("approve.tollgate.dev/prod"),
+        "the annotation is previewed: {form}"
+    );
+    // One branch per approver: the web view's committer (the clone's user.email) names it.
+    let first = previewed_branch(&page, "approve").expect("a previewed branch");
+    assert!(
+        first.starts_with(&format!("tollgate/approve-web-prod-{id12}-")),
+        "{first}"
+    );
+    for branch in [first.clone(), format!("{first}-2")] {
+        let page = get(&addr, "/ui/promotions/web").await.expect("the page");
+        assert_eq!(
+            previewed_branch(&page, "approve").as_deref(),
+            Some(branch.as_str())
+        );
+        let answer = press(&addr, "action=approve&stage=prod").await;
+        assert!(
+            answer.body.contains(&format!("data-branch=\"{branch}\"")),
+            "{}",
+            answer.body
+        );
+        let message = world.repo.git(&["log", "-1", "--format=%B", &branch]);
+        assert!(message.contains(&trailer), "{message}");
+        let changed = world.repo.git(&["diff", "--name-only", "main", &branch]);
+        assert!(
+            changed.trim().is_empty(),
+            "the approval changed files: {changed}"
+        );
+    }
 }

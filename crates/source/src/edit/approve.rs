@@ -94,7 +94,7 @@ pub fn approve_run(
         name,
         key: &key,
         value: &value,
-        branch: format!("tollgate/approve-{name}-{stage}-{value12}"),
+        branch: approval_branch(name, stage, &value, None),
         message: format!(
             "Approve {name} stage {stage} for snapshot #{} ({value12})",
             chosen.index
@@ -163,8 +163,13 @@ fn require_manual_stage(
 /// same snapshot with a different value, hence a new approval event.
 fn approval_value(existing: Option<&String>, chosen: &Snapshot, key: &str) -> (String, String) {
     let id12 = chosen.hashes.short().to_string();
-    if existing == Some(&id12) {
-        let sha = chosen.commit.sha.clone();
+    let value = approval_annotation_value(
+        existing.map(String::as_str),
+        chosen.id(),
+        &chosen.commit.sha,
+    );
+    if value != id12 {
+        let sha = value;
         let note = format!(
             "{key} already holds snapshot id {id12}, which a run may already have consumed (e.g. before a revert brought this content back); wrote the SHA of commit {} that introduced snapshot #{} instead, so the change is a new approval",
             tollgate_manifest::snapshot::short_sha(&sha),
@@ -174,6 +179,39 @@ fn approval_value(existing: Option<&String>, chosen: &Snapshot, key: &str) -> (S
     } else {
         let note = format!("wrote {key}: {id12} (the id of snapshot #{})", chosen.index);
         (id12, note)
+    }
+}
+
+/// The value an approval annotation gets: the snapshot's 12-character id, or the SHA of the commit
+/// that introduced it when the annotation already holds that id (see [`approval_value`]). The
+/// web view's Approve form previews it.
+pub fn approval_annotation_value(
+    existing: Option<&str>,
+    snapshot_id: &str,
+    commit: &str,
+) -> String {
+    let id12 = &snapshot_id[..12.min(snapshot_id.len())];
+    match existing == Some(id12) {
+        true => commit.to_string(),
+        false => id12.to_string(),
+    }
+}
+
+/// The approvers an approval policy wants when more than one: then an approval is a trailer on
+/// an empty commit, one branch per approver, not the annotation.
+pub fn approval_in_trailer(
+    policy: Option<&tollgate_model::approval_policy::ApprovalPolicy>,
+) -> Option<u32> {
+    policy.map(|p| p.min_approvals).filter(|min| *min > 1)
+}
+
+/// The branch of an approval: `tollgate/approve-<name>-<stage>-<value12>`, and `-<approver>`
+/// in the trailer form (several approvers approve one snapshot).
+pub fn approval_branch(name: &str, stage: &str, value: &str, approver: Option<&str>) -> String {
+    let value12 = &value[..12.min(value.len())];
+    match approver {
+        None => format!("tollgate/approve-{name}-{stage}-{value12}"),
+        Some(approver) => format!("tollgate/approve-{name}-{stage}-{value12}-{approver}"),
     }
 }
 
@@ -191,8 +229,7 @@ fn approval_form(
             stage: stage.to_string(),
         });
     }
-    let trailer_for = policy.map(|p| p.min_approvals).filter(|min| *min > 1);
-    Ok((trailer_for, signed))
+    Ok((approval_in_trailer(policy), signed))
 }
 
 /// The RolloutPolicy governing the current snapshot, if any (resolved once per approval).
@@ -253,10 +290,7 @@ fn approve_by_trailer(
     let id = snapshot.id();
     let id12 = &id[..12.min(id.len())];
     // One branch per approver: several approvers approve one snapshot, each with a commit.
-    let wanted = format!(
-        "tollgate/approve-{name}-{stage}-{id12}-{}",
-        approver_slug(repo)
-    );
+    let wanted = approval_branch(name, stage, id12, Some(&approver_slug(repo)));
     let branch = super::branch_for(repo, target, wanted);
     let subject = format!(
         "Approve {name} stage {stage} for snapshot #{} ({id12})",
@@ -287,7 +321,7 @@ fn approve_by_trailer(
 
 /// The committer's e-mail local part (or name) as a branch-name word: `alice` for
 /// `alice@example.com`.
-fn approver_slug(repo: &Repository) -> String {
+pub fn approver_slug(repo: &Repository) -> String {
     let signature = repo.signature().ok();
     let who = signature
         .as_ref()

@@ -30,7 +30,10 @@ mod tests;
 pub(crate) use annotate::{AnnotationCommit, commit_annotation};
 pub use annotate::{AnnotationEdit, annotate};
 pub use annotation::{Annotated, set_annotation};
-pub use approve::{WaitingRun, approve, approve_run};
+pub use approve::{
+    WaitingRun, approval_annotation_value, approval_branch, approval_in_trailer, approve,
+    approve_run, approver_slug,
+};
 pub(crate) use branch::branch_for;
 pub use branch::fresh_branch_name;
 pub use commit::{FileCommit, commit_on_new_branch, commit_tree};
