@@ -4,5 +4,6 @@
 
 pub mod relative;
 pub mod shown;
+pub mod spec_changes;
 pub mod stage_words;
 pub mod timeline;

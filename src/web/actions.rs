@@ -59,6 +59,8 @@ pub struct Tip<'a> {
     pub trailer_approvals: &'a dyn Fn(&str) -> Option<u32>,
     /// The web view's committer as a branch word (`edit::approver_slug`).
     pub approver: &'a str,
+    /// What rolling back to a snapshot changes at the tip, one line per field.
+    pub rollback_changes: &'a dyn Fn(u64) -> Option<Vec<String>>,
 }
 
 /// Every action that applies to the promotion now, in the order the page shows them, each on the
@@ -92,7 +94,7 @@ pub fn offered(name: &str, status: &PromotionStatus, tip: Tip<'_>) -> Vec<Planne
             }
         }
     }
-    planned.extend(rollbacks(name, status));
+    planned.extend(rollbacks(name, status, tip));
     planned.push(pause_or_resume(name, status));
     planned
 }
@@ -162,7 +164,7 @@ fn retry_action(name: &str, stage: &str, status: &PromotionStatus, tip: Tip<'_>)
 }
 
 /// Rollback to each earlier snapshot that completed a run (only completed content is restored).
-fn rollbacks(name: &str, status: &PromotionStatus) -> Vec<Planned> {
+fn rollbacks(name: &str, status: &PromotionStatus, tip: Tip<'_>) -> Vec<Planned> {
     let current = status.snapshot_index;
     let mut targets: Vec<u64> = status
         .runs
@@ -178,9 +180,17 @@ fn rollbacks(name: &str, status: &PromotionStatus) -> Vec<Planned> {
         .map(|to| Planned {
             request: Request::Rollback { to },
             label: format!("Roll back {name} to snapshot #{to}"),
-            diff: vec![format!(
-                "~ spec: the content of snapshot #{to} (metadata kept)"
-            )],
+            diff: match (tip.rollback_changes)(to) {
+                Some(changes) if changes.is_empty() => {
+                    vec![format!(
+                        "(snapshot #{to}'s spec is the tip's: nothing changes)"
+                    )]
+                }
+                Some(changes) => changes,
+                None => vec![format!(
+                    "~ spec: the content of snapshot #{to} (metadata kept)"
+                )],
+            },
             command: format!("tollgate rollback {name} --to {to}"),
             branch: format!("tollgate/rollback-{name}-to-{to}"),
         })

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use tollgate_model::ClusterPromotion;
 use tollgate_source::report::PromotionView;
 use tollgate_source::{GitSource, PolicySet, SourceConfig};
 
@@ -77,12 +78,26 @@ pub struct SnapshotRow {
     pub same_content_as: Option<u64>,
 }
 
+impl GitFacts {
+    /// What rolling back to snapshot `to` changes in the spec at the tip (`edit::rollback`
+    /// restores that snapshot's spec under the tip's metadata), one line per field.
+    pub fn rollback_changes(&self, to: u64) -> Option<Vec<String>> {
+        let tip = serde_json::to_value(&self.at_tip.as_ref()?.spec).ok()?;
+        let restored = serde_json::to_value(&self.by_snapshot.get(&to)?.spec).ok()?;
+        let changes = crate::views::spec_changes::spec_changes("spec", &tip, &restored);
+        Some(changes.iter().map(|change| format!("~ {change}")).collect())
+    }
+}
+
 /// What the pages read from git, per promotion.
 #[derive(Clone, Debug, Default)]
 pub struct GitFacts {
     pub labels: BTreeMap<String, String>,
     /// Its annotations at the tip (what a retry counts on from).
     pub annotations: BTreeMap<String, String>,
+    /// The promotion at the tip, and at each snapshot: what a rollback changes.
+    pub at_tip: Option<Arc<ClusterPromotion>>,
+    pub by_snapshot: BTreeMap<u64, Arc<ClusterPromotion>>,
     pub snapshots: Vec<SnapshotRow>,
     /// The RolloutPolicies that may govern its gates (whether an approval needs a signature).
     pub gates: GatePolicies,
@@ -199,9 +214,20 @@ fn facts_of(
             same_content_as: s.same_content_as,
         })
         .collect();
+    let at_tip = match view {
+        PromotionView::Valid { snapshot } => Some(Arc::clone(&snapshot.promotion)),
+        PromotionView::Invalid { .. } => None,
+    };
+    let by_snapshot = source
+        .history(name)
+        .iter()
+        .map(|s| (s.index, Arc::clone(&s.promotion)))
+        .collect();
     GitFacts {
         labels,
         annotations,
+        at_tip,
+        by_snapshot,
         snapshots,
         gates: GatePolicies::read(policies, view),
     }

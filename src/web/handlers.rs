@@ -221,6 +221,7 @@ async fn admit(web: &WebState, name: &str, form: &ActionForm) -> Result<Admitted
         annotations: &git_facts.annotations,
         trailer_approvals: &trailer_approvals,
         approver: "",
+        rollback_changes: &|_| None,
     };
     let Some(planned) = actions::offered(name, &status, tip)
         .into_iter()

@@ -205,6 +205,7 @@ fn actions_section(input: &PageInput<'_>) -> Markup {
     let taken = |branch: &str| input.action_repo.branches.contains(branch);
     let no_annotations = BTreeMap::new();
     let trailer_approvals = |stage: &str| input.git?.gates.trailer_approvals(stage);
+    let rollback_changes = |to: u64| input.git?.rollback_changes(to);
     let repo = actions::RepoState {
         taken: &taken,
         tip: actions::Tip {
@@ -213,6 +214,7 @@ fn actions_section(input: &PageInput<'_>) -> Markup {
                 .map_or(&no_annotations, |facts| &facts.annotations),
             trailer_approvals: &trailer_approvals,
             approver: &input.action_repo.approver,
+            rollback_changes: &rollback_changes,
         },
     };
     let planned = actions::planned(input.name, input.status, repo);

@@ -23,6 +23,7 @@ fn no_repo() -> RepoState<'static> {
             annotations: &NONE,
             trailer_approvals: &|_| None,
             approver: "",
+            rollback_changes: &|_| None,
         },
     }
 }

@@ -236,3 +236,69 @@ async fn approve_under_two_approvers_previews_and_commits_the_trailer() {
         );
     }
 }
+
+/// Roll back previews the change it commits, field by field (`chartVersion: "1.1.0" → "1.0.0"`),
+/// not "the content of snapshot #1", and the commit changes exactly that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_previews_the_fields_its_commit_changes() {
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &one_stage("web"));
+    repo.commit("web 1.0.0");
+    let world = World::start(repo, &support::fleet_yaml(1, "50ms")).await;
+    world.wait_phase("web", "Completed").await;
+    let newer = promotion("web")
+        .chart("web", "1.1.0")
+        .stage(stage("dev").selector("env", "dev").auto())
+        .to_yaml();
+    world.repo.write("web.yaml", &newer);
+    world.repo.commit("web 1.1.0");
+    world
+        .eventually("#2 to complete", || async {
+            let status = world.status("web").await?;
+            (status["phase"] == "Completed" && status["snapshotIndex"] == 2).then_some(())
+        })
+        .await;
+    let addr = serve_in_process(&world, None).await.to_string();
+    let page = get(&addr, "/ui/promotions/web").await.expect("the page");
+    let form = page
+        .split("data-action=\"rollback\"")
+        .nth(1)
+        .expect("a Rollback form")
+        .split("</form>")
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let change =
+        "~ spec.profileSpec.helmCharts[0].chartVersion: &quot;1.1.0&quot; → &quot;1.0.0&quot;";
+    assert!(form.contains(change), "{form}");
+    assert!(!form.contains("the content of snapshot"), "{form}");
+    assert_eq!(
+        form.matches("~ spec.").count(),
+        1,
+        "one field changes: {form}"
+    );
+    let answer = press(&addr, "action=rollback&to=1").await;
+    assert!(
+        answer
+            .body
+            .contains("data-branch=\"tollgate/rollback-web-to-1\""),
+        "{}",
+        answer.body
+    );
+    let diff = world
+        .repo
+        .git(&["diff", "-U0", "main", "tollgate/rollback-web-to-1"]);
+    let changed: Vec<&str> = diff
+        .lines()
+        .filter(|l| {
+            (l.starts_with('-') || l.starts_with('+'))
+                && !l.starts_with("---")
+                && !l.starts_with("+++")
+        })
+        .collect();
+    assert_eq!(changed.len(), 2, "{diff}");
+    assert!(
+        changed[0].contains("1.1.0") && changed[1].contains("1.0.0"),
+        "{diff}"
+    );
+}
