@@ -47,15 +47,19 @@ pub fn figures(
             None => true,
             Some(name) => run.stages.iter().any(|s| s.name == name),
         };
-        if !reached || run.outcome == RunOutcome::Running {
+        if !reached {
             continue;
         }
-        figures.runs_ended += 1;
+        // A stage that completed is deployed, whether or not the rest of its run has ended.
         if let Some(done) = completed_at(run, stage) {
             figures.deployments += 1;
             let from = commit_time(run.snapshot_index).unwrap_or(run.started_at);
             lead_times.push(done - from);
         }
+        if run.outcome == RunOutcome::Running {
+            continue;
+        }
+        figures.runs_ended += 1;
         if matches!(run.outcome, RunOutcome::Failed | RunOutcome::RolledBack) {
             figures.failures += 1;
             if let Some(restore) = time_to_restore(run, &runs[position + 1..]) {
@@ -172,6 +176,19 @@ mod tests {
 
         let whole = figures(&runs, None, &|_| None);
         assert_eq!((whole.runs_ended, whole.deployments), (3, 2));
+    }
+
+    #[test]
+    fn a_stage_completed_in_a_run_still_running_is_a_deployment() {
+        let mut running = run(1, RunOutcome::Running, 0, None);
+        running.stages = vec![stage("dev", 0, Some(30), None), stage("prod", 30, None, None)];
+        let runs = [running];
+        let dev = figures(&runs, Some("dev"), &|_| None);
+        assert_eq!((dev.deployments, dev.runs_ended), (1, 0));
+        assert_eq!(dev.lead_time_last, Some(Duration::seconds(30)));
+        let prod = figures(&runs, Some("prod"), &|_| None);
+        assert_eq!(prod.deployments, 0);
+        assert_eq!(figures(&runs, None, &|_| None).deployments, 0);
     }
 
     #[test]
