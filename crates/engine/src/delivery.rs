@@ -181,7 +181,10 @@ mod tests {
     #[test]
     fn a_stage_completed_in_a_run_still_running_is_a_deployment() {
         let mut running = run(1, RunOutcome::Running, 0, None);
-        running.stages = vec![stage("dev", 0, Some(30), None), stage("prod", 30, None, None)];
+        running.stages = vec![
+            stage("dev", 0, Some(30), None),
+            stage("prod", 30, None, None),
+        ];
         let runs = [running];
         let dev = figures(&runs, Some("dev"), &|_| None);
         assert_eq!((dev.deployments, dev.runs_ended), (1, 0));

@@ -33,6 +33,7 @@ pub mod fleet;
 mod gate;
 pub mod input;
 pub mod lineage;
+pub mod mann_whitney;
 pub mod measurement;
 pub mod messages;
 mod never_valid;
