@@ -16,6 +16,7 @@ use crate::selector::{FieldSelector, LabelSelector, selectable_fields};
 use crate::state::{ListOptions, ObjectList, PatchKind};
 use route::ResourcePath;
 
+/// A request on a resource path, as the HTTP front parsed it.
 pub(crate) struct ResourceRequest<'a> {
     pub(crate) path: ResourcePath,
     pub(crate) verb: &'static str,
@@ -26,6 +27,7 @@ pub(crate) struct ResourceRequest<'a> {
     pub(crate) body: Bytes,
 }
 
+/// The answer to a resource request, serialised by the HTTP front.
 pub(crate) enum Reply {
     Json(u16, Value),
     /// A stored version, serialised outside the state lock without being copied.
