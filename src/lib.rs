@@ -14,5 +14,6 @@ pub mod metrics;
 pub mod notify;
 pub mod outbound;
 pub mod server;
+pub mod signals;
 pub mod views;
 pub mod web;

@@ -30,10 +30,8 @@ pub fn read(cluster: &ClusterArgs, name: &str) -> anyhow::Result<Option<Promotio
             let api: Api<DynamicObject> =
                 Api::all_with(client, &crate::cluster::resources::git_promotion());
             let object = api.get_opt(name).await?;
-            let status = object.and_then(|o| o.data.get("status").cloned());
-            Ok(status
-                .map(serde_json::from_value::<PromotionStatus>)
-                .transpose()?)
+            let status = object.as_ref().and_then(|o| o.data.get("status"));
+            Ok(crate::views::shown::status_of(status)?)
         };
         tokio::time::timeout(READ_TIMEOUT, read)
             .await

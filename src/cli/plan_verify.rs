@@ -4,8 +4,9 @@
 use std::path::Path;
 
 use anyhow::Context as _;
-use serde_json::{Value, json};
+use serde::Serialize;
 use tollgate_manifest::snapshot::short_sha;
+use tollgate_model::{SignatureCheck, Unverified};
 use tollgate_source::plan::RangePlan;
 use tollgate_source::trust::{RangeVerification, verify_range};
 
@@ -59,21 +60,58 @@ pub fn render(verification: &RangeVerification, markdown: bool) -> String {
 }
 
 /// The `commitVerification` member of the JSON output.
-pub fn to_json(verification: &RangeVerification) -> Value {
-    let commits: Vec<Value> = verification
-        .commits
-        .iter()
-        .map(|c| json!({"sha": c.sha, "subject": c.subject, "signature": c.check}))
-        .collect();
-    let mode = |refusal: &Option<tollgate_source::Refusal>| match refusal {
-        None => json!({"rollsOut": true}),
-        Some(refusal) => {
-            json!({"rollsOut": false, "commit": refusal.commit, "reason": refusal.reason, "message": refusal.message()})
+#[derive(Serialize)]
+pub struct VerificationReport<'v> {
+    commits: Vec<CommitReport<'v>>,
+    head: ModeReport<'v>,
+    strict: ModeReport<'v>,
+}
+
+/// One commit of the range and its signature check.
+#[derive(Serialize)]
+struct CommitReport<'v> {
+    sha: &'v str,
+    subject: &'v str,
+    signature: &'v SignatureCheck,
+}
+
+/// What a `--verify-commits` mode would do with the tip: roll out, or refuse a commit.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ModeReport<'v> {
+    rolls_out: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    commit: Option<&'v str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'v Unverified>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+}
+
+impl<'v> VerificationReport<'v> {
+    pub fn of(verification: &'v RangeVerification) -> Self {
+        let commits = (verification.commits.iter())
+            .map(|c| CommitReport {
+                sha: &c.sha,
+                subject: &c.subject,
+                signature: &c.check,
+            })
+            .collect();
+        VerificationReport {
+            commits,
+            head: ModeReport::of(verification.head.as_ref()),
+            strict: ModeReport::of(verification.strict.as_ref()),
         }
-    };
-    json!({
-        "commits": commits,
-        "head": mode(&verification.head),
-        "strict": mode(&verification.strict),
-    })
+    }
+}
+
+impl<'v> ModeReport<'v> {
+    fn of(refusal: Option<&'v tollgate_source::Refusal>) -> Self {
+        ModeReport {
+            rolls_out: refusal.is_none(),
+            commit: refusal.map(|r| r.commit.as_str()),
+            reason: refusal.map(|r| &r.reason),
+            message: refusal.map(tollgate_source::Refusal::message),
+        }
+    }
 }

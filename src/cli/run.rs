@@ -428,7 +428,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
             embedded::reach_block(cluster, &repo, &args.branch)
         );
     }
-    shutdown_signal().await;
+    crate::signals::shutdown().await;
     info!("shutting down");
     // Writes stop first, then the controller ends, and only then is the lease released: no
     // write of this replica can land after a successor took over.
@@ -552,28 +552,6 @@ fn default_cache_dir() -> PathBuf {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir)
         .join("tollgate")
-}
-
-/// Ctrl-C, or SIGTERM (what Kubernetes sends on pod shutdown).
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-    }
 }
 
 /// The controller's client, without kube's built-in retry of 429/503/504: that retry backs off

@@ -72,9 +72,7 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
     let service =
         super::ui_args::router(web).into_make_service_with_connect_info::<crate::web::ServedOn>();
     axum::serve(listener, service)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
+        .with_graceful_shutdown(crate::signals::ctrl_c())
         .await
         .context("serving the web view")?;
     Ok(ExitCode::SUCCESS)

@@ -10,12 +10,12 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use kube::ResourceExt;
-use serde::Deserialize;
 use tollgate_engine::PromotionStatus;
 use tracing::warn;
 
 use crate::cluster::cache::IndexedCache;
 use crate::cluster::lean::LeanObject;
+use crate::views::shown::status_of;
 
 /// The annotation that confirms a removal held by the blast-radius guard.
 pub const CONFIRM_PRUNE_ANNOTATION: &str = "tollgate.dev/confirm-prune";
@@ -40,15 +40,12 @@ impl PersistedState {
 
 fn convert_state(object: &LeanObject) -> Option<(Option<String>, PersistedState)> {
     let name = object.name_any();
-    let status = match &object.status {
-        None => None,
-        Some(value) => match PromotionStatus::deserialize(value) {
-            Ok(status) => Some(Arc::new(status)),
-            Err(error) => {
-                warn!(promotion = %name, %error, "cannot read the persisted status; the next step starts a new run");
-                None
-            }
-        },
+    let status = match status_of(object.status.as_ref()) {
+        Ok(status) => status.map(Arc::new),
+        Err(error) => {
+            warn!(promotion = %name, %error, "cannot read the persisted status; the next step starts a new run");
+            None
+        }
     };
     let state = PersistedState {
         resource_version: object.resource_version(),

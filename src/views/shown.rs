@@ -1,5 +1,6 @@
 //! A GitPromotion as every view reads it: the one status parser (the CLI's tables, the live view,
-//! `timeline`, `plan`'s targets and the web view).
+//! `timeline`, `plan`'s targets, `history`, `approve`, `retry`, the web view, and the controller's
+//! status cache).
 
 use kube::api::DynamicObject;
 use serde::Deserialize;
@@ -13,14 +14,19 @@ pub struct Shown {
     pub status: Result<Option<PromotionStatus>, String>,
 }
 
+/// The engine's typed status of a GitPromotion's `status` member: `None` when it has none yet
+/// (absent or null).
+pub fn status_of(status: Option<&Value>) -> Result<Option<PromotionStatus>, serde_json::Error> {
+    match status {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => PromotionStatus::deserialize(value).map(Some),
+    }
+}
+
 impl Shown {
     pub fn of(object: &DynamicObject) -> Self {
-        let status = match object.data.get("status") {
-            None | Some(Value::Null) => Ok(None),
-            Some(value) => PromotionStatus::deserialize(value)
-                .map(Some)
-                .map_err(|error| format!("unreadable status: {error}")),
-        };
+        let status = status_of(object.data.get("status"))
+            .map_err(|error| format!("unreadable status: {error}"));
         Shown {
             name: object.metadata.name.clone().unwrap_or_default(),
             status,

@@ -7,7 +7,6 @@
 
 pub mod actions;
 mod auth;
-mod bars;
 mod delivery_view;
 pub mod git_view;
 mod handlers;

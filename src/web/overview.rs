@@ -7,9 +7,9 @@ use maud::{Markup, html};
 use serde::Deserialize;
 use tollgate_engine::Phase;
 
-use super::bars;
 use super::page::id_of;
 use super::source::Listed;
+use crate::views::bars;
 use crate::views::stage_words::{self, Times};
 
 /// `?phase=Failed&label=env=prod` (`label`: `key=value`, or `key` for any value).
@@ -156,7 +156,7 @@ fn item(listed: &Listed, now: DateTime<Utc>) -> Markup {
                         div.stage data-stage=(view.name) {
                             span.name { (view.name) }
                             @if let Some(snapshot) = view.snapshot { " · runs #" (snapshot) }
-                            (bars::bar(&view))
+                            (bars::svg_bar(&view))
                             div class={ "act-" (view.activity.kind()) } {
                                 (stage_words::activity(&view, Times::Relative(now)))
                             }

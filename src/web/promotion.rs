@@ -10,11 +10,11 @@ use tollgate_engine::PromotionStatus;
 use tollgate_engine::pipeline::StageView;
 
 use super::actions::{self, Planned};
-use super::bars;
 use super::delivery_view;
 use super::git_view::{ActionRepo, GitFacts};
 use super::page::{id_of, short, time};
 use super::signed_gates::{self, ApprovalRoute, GatePolicies};
+use crate::views::bars;
 use crate::views::stage_words::{self, Times};
 
 /// What the promotion page is made of.
@@ -104,7 +104,7 @@ fn stage_column(view: &StageView<'_>, now: DateTime<Utc>) -> Markup {
         div.stage id={ "stage-" (id_of(view.name)) } data-stage=(view.name) data-activity=(view.activity.kind()) {
             div.name { (view.name) }
             div.muted { @match view.snapshot { Some(n) => { "runs snapshot #" (n) }, None => { "no snapshot yet" } } }
-            (bars::bar(view))
+            (bars::svg_bar(view))
             div.muted { (bars::counts_text(view)) }
             div class={ "act-" (view.activity.kind()) } { (stage_words::activity(view, Times::Relative(now))) }
             @if let Some(reason) = status.and_then(|s| s.waiting_reason.as_deref()) { div.muted { "gate: " (reason) } }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use crate::fleet::Feature;
+use crate::feature::Feature;
 
 /// A `chartVersion` pattern: `*` matches any run of characters (none included), `?` exactly one,
 /// every other character itself.

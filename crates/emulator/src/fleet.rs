@@ -8,30 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use crate::failure_rules::FailureRule;
-
-/// A Sveltos feature.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
-pub enum Feature {
-    Helm,
-    Resources,
-    Kustomize,
-}
-
-impl Feature {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Helm => "Helm",
-            Self::Resources => "Resources",
-            Self::Kustomize => "Kustomize",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        [Self::Helm, Self::Resources, Self::Kustomize]
-            .into_iter()
-            .find(|f| f.as_str() == text)
-    }
-}
+pub use crate::feature::Feature;
 
 fn go_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(deserializer)?;

@@ -37,8 +37,7 @@ use tollgate_schema::{Checks, CrdRule, StructuralSchema, UnknownFields};
 use crate::api_error::{ApiError, FieldCause};
 use crate::field_causes::{field_cause, field_path};
 use crate::registry::{CRD_QUALIFIED_PLURAL, ResourceType, crd_name};
-use crate::state::{ApiState, Target};
-use crate::store::ObjectKey;
+use crate::store::{ObjectKey, Store};
 
 /// The server's choices: unknown fields pruned (then warned about or refused per the request),
 /// `5.0` an integer; no defaulting, list-type or CEL checks (not done by the emulator).
@@ -92,7 +91,7 @@ struct RequestValidation {
     warnings: Vec<String>,
 }
 
-/// Compiled schemas per CRD, and the request in progress; kept in [`ApiState`].
+/// Compiled schemas per CRD, and the request in progress; kept in [`crate::state::ApiState`].
 #[derive(Default)]
 pub struct SchemaAdmission {
     request: Option<RequestValidation>,
@@ -166,17 +165,18 @@ pub fn warning_header(text: &str) -> String {
     quoted
 }
 
-impl ApiState {
+impl SchemaAdmission {
     /// Validates (and prunes) the object a write of a custom resource would store. `verb` is the
     /// write's verb as logged (`create`, `update`, `patch`, `apply`). Types without a schema (the
     /// built-in kinds, CRDs without one) pass unchanged.
-    pub(crate) fn admit_custom_resource(
+    pub(crate) fn admit(
         &mut self,
-        target: Target<'_>,
+        store: &Store,
+        (resource, namespace): (&ResourceType, &str),
         object: &mut Value,
         verb: &str,
     ) -> Result<(), ApiError> {
-        let Some(schema) = self.schema_for(target.resource)? else {
+        let Some(schema) = self.schema_for(store, resource)? else {
             return Ok(());
         };
         let findings = schema.validate(object, &CHECKS);
@@ -185,15 +185,15 @@ impl ApiState {
             // Sorted, as the real server reports them (its maps have no order).
             let mut unknown: Vec<String> = findings.pruned.iter().map(field_path).collect();
             unknown.sort();
-            self.answer_unknown_fields(target, name, verb, &unknown)?;
+            self.answer_unknown_fields((resource, namespace), name, verb, &unknown)?;
         }
         if findings.violations.is_empty() {
             return Ok(());
         }
         let causes: Vec<FieldCause> = findings.violations.iter().map(field_cause).collect();
         Err(ApiError::FieldsInvalid {
-            kind: target.resource.kind.clone(),
-            group: target.resource.group.clone(),
+            kind: resource.kind.clone(),
+            group: resource.group.clone(),
             name: name.to_string(),
             causes,
         })
@@ -201,12 +201,11 @@ impl ApiState {
 
     fn answer_unknown_fields(
         &mut self,
-        target: Target<'_>,
+        (resource, namespace): (&ResourceType, &str),
         name: &str,
         verb: &str,
         unknown: &[String],
     ) -> Result<(), ApiError> {
-        let resource = target.resource;
         if verb == "apply" {
             let fields: Vec<String> = unknown
                 .iter()
@@ -218,16 +217,13 @@ impl ApiState {
             };
             return Err(ApiError::Unclassified(format!(
                 "failed to create typed patch object ({}/{name}; {}, Kind={}): {detail}",
-                target.namespace,
+                namespace,
                 resource.api_version(),
                 resource.kind
             )));
         }
         let texts = unknown.iter().map(|path| format!("unknown field {path:?}"));
-        match (
-            self.schema_admission.directive(),
-            &mut self.schema_admission.request,
-        ) {
+        match (self.directive(), &mut self.request) {
             (FieldValidation::Warn, Some(request)) => request.warnings.extend(texts),
             (FieldValidation::Ignore, _) => {}
             _ => {
@@ -252,6 +248,7 @@ impl ApiState {
     /// CRD changes), else from the CRDs of the types served from the start.
     fn schema_for(
         &mut self,
+        store: &Store,
         resource: &ResourceType,
     ) -> Result<Option<Arc<StructuralSchema>>, ApiError> {
         if resource.group.is_empty() {
@@ -263,12 +260,12 @@ impl ApiState {
             namespace: String::new(),
             name: crd_name.clone(),
         };
-        let versions = match self.store.get(&key) {
+        let versions = match store.get(&key) {
             Some(crd) => {
                 let resource_version = crd["metadata"]["resourceVersion"]
                     .as_str()
                     .unwrap_or_default();
-                match self.schema_admission.compiled.get(&crd_name) {
+                match self.compiled.get(&crd_name) {
                     Some((compiled_at, versions)) if compiled_at == resource_version => {
                         Arc::clone(versions)
                     }
@@ -278,12 +275,12 @@ impl ApiState {
                                 .map_err(|e| ApiError::Internal(format!("CRD {crd_name}: {e}")))?,
                         );
                         let entry = (resource_version.to_string(), Arc::clone(&versions));
-                        self.schema_admission.compiled.insert(crd_name, entry);
+                        self.compiled.insert(crd_name, entry);
                         versions
                     }
                 }
             }
-            None => match self.schema_admission.passed_in.get(&crd_name) {
+            None => match self.passed_in.get(&crd_name) {
                 Some(versions) => Arc::clone(versions),
                 None => match vendored_schemas(&crd_name) {
                     Some(versions) => versions,

@@ -194,6 +194,18 @@ fn has_finalizers(object: &Value) -> bool {
 }
 
 impl ApiState {
+    /// Validates (and prunes) the object a write of a custom resource would store, against its
+    /// CRD's schema (`schema_validation`).
+    fn admit_custom_resource(
+        &mut self,
+        target: Target<'_>,
+        object: &mut Value,
+        verb: &str,
+    ) -> Result<(), ApiError> {
+        let resource = (target.resource, target.namespace);
+        (self.schema_admission).admit(&self.store, resource, object, verb)
+    }
+
     pub fn new(
         registry: Registry,
         history_limit: usize,

@@ -30,6 +30,7 @@ pub mod timeouts;
 pub mod trailers;
 mod treediff;
 pub mod trust;
+mod unapproved;
 pub mod verify;
 pub mod watch;
 

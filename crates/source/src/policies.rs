@@ -292,7 +292,7 @@ struct PolicySetInner {
     /// Last valid versions of names no file defines any more.
     retired: BTreeMap<String, Arc<RolloutPolicy>>,
     /// The changes waiting for an admin's approval (issue #44).
-    governance: crate::governance::Governance,
+    governance: crate::unapproved::Governance,
 }
 
 /// Why the policy governing a promotion cannot be resolved now. The controller fails closed on
@@ -445,12 +445,12 @@ impl PolicySet {
     }
 
     /// The changes waiting for an admin's approval.
-    pub fn governance(&self) -> &crate::governance::Governance {
+    pub fn governance(&self) -> &crate::unapproved::Governance {
         &self.inner.governance
     }
 
     /// The set with the changes waiting for an admin.
-    pub(crate) fn with_governance(mut self, governance: crate::governance::Governance) -> Self {
+    pub(crate) fn with_governance(mut self, governance: crate::unapproved::Governance) -> Self {
         Arc::make_mut(&mut self.inner).governance = governance;
         self
     }
@@ -461,7 +461,7 @@ impl PolicySet {
         &self,
         name: &str,
         chosen: Option<&str>,
-    ) -> Option<&crate::governance::Unapproved> {
+    ) -> Option<&crate::unapproved::Unapproved> {
         let governance = &self.inner.governance;
         governance
             .promotions

@@ -5,8 +5,8 @@
 use tollgate_engine::analysis_run::{AnalysisPhase, AnalysisRun};
 use tollgate_engine::pipeline::StageView;
 
-use super::fit;
 use super::quoted_errors::QuotedErrors;
+use crate::views::fit;
 use crate::views::relative::time;
 
 /// The analyses table of `view`'s stage, or nothing when it has none.

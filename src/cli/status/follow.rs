@@ -109,7 +109,7 @@ async fn live_view(watched: &Watched<'_>, mut events: Events) -> anyhow::Result<
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     // Ctrl-C or SIGTERM: the screen is restored (cursor shown) when `screen` drops.
-    let interrupted = crate::cli::run::shutdown_signal();
+    let interrupted = crate::signals::shutdown();
     tokio::pin!(interrupted);
     loop {
         tokio::select! {

@@ -11,8 +11,9 @@ use tollgate_engine::pipeline::StageView;
 use tollgate_engine::{Phase, PromotionStatus};
 
 use super::Shown;
-use super::bar::{self, bar};
 use super::table::short;
+use crate::views::bars::{self, bar};
+use crate::views::fit::cut;
 use crate::views::relative::coarse;
 use crate::views::stage_words::{self, Times};
 
@@ -127,7 +128,7 @@ fn stage_line(view: &StageView<'_>, now: DateTime<Utc>, state_width: usize) -> S
                 bar(counts, BAR),
                 format!("{}/{}", counts.provisioned, stage_words::members(counts)),
                 if failures > 0 {
-                    format!("{}{failures}", bar::FAILED)
+                    format!("{}{failures}", bars::FAILED)
                 } else {
                     String::new()
                 },
@@ -198,19 +199,6 @@ fn notable_message(status: &PromotionStatus) -> Option<String> {
 
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
-}
-
-/// `text` in at most `width` characters, cut with `…`.
-pub fn cut(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_string();
-    }
-    if width == 0 {
-        return String::new();
-    }
-    let mut kept: String = text.chars().take(width - 1).collect();
-    kept.push('…');
-    kept
 }
 
 /// A whole line in at most `width` characters, trailing blanks dropped.

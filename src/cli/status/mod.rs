@@ -7,8 +7,6 @@
 //! it out, and `stage_words` is the one place that words a stage's activity.
 
 mod analyses;
-mod bar;
-mod fit;
 mod follow;
 pub mod live;
 mod quoted_errors;

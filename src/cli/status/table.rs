@@ -8,8 +8,8 @@ use tollgate_engine::status::{ClusterCondition, StageCounts};
 use tollgate_engine::{Phase, PromotionStatus, RunFailure};
 
 use super::Shown;
-use super::fit;
 use super::quoted_errors::QuotedErrors;
+use crate::views::fit;
 use crate::views::relative::time;
 use crate::views::stage_words::{self, Times};
 

@@ -8,14 +8,14 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
+use super::parse_object_body;
 use super::table;
-use crate::api::{
-    Reply, ResourceRequest, field_manager, list_options, parse_body, parse_object_body, patch_kind,
-    watch, watch_query,
-};
 use crate::api_error::ApiError;
 use crate::patch;
 use crate::registry::{Registry, ResourceType};
+use crate::request::{
+    Reply, ResourceRequest, field_manager, list_options, parse_body, patch_kind, watch, watch_query,
+};
 use crate::state::{ApiState, PatchKind, Target};
 
 /// The type core/v1 Events are stored as, when `resource` is core/v1 Events and events.k8s.io/v1

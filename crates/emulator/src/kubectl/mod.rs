@@ -15,9 +15,11 @@
 
 use serde_json::Value;
 
-use crate::api::{Reply, ResourceRequest};
+use axum::body::Bytes;
+
 use crate::api_error::ApiError;
 use crate::registry::ResourceType;
+use crate::request::{Reply, ResourceRequest, parse_body};
 use crate::state::ApiState;
 
 #[cfg(feature = "kubectl")]
@@ -31,6 +33,15 @@ pub mod table;
 
 /// Media type of protobuf bodies, without parameters.
 pub const PROTOBUF_MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
+
+/// The object of a create or update body: JSON, YAML where allowed, or kubectl's protobuf.
+pub(crate) fn parse_object_body(body: &Bytes, content_type: &str) -> Result<Value, ApiError> {
+    let media_type = content_type.split(';').next().unwrap_or_default().trim();
+    if media_type == PROTOBUF_MEDIA_TYPE {
+        return decode_protobuf(body);
+    }
+    parse_body(body, true)
+}
 
 /// The object of a protobuf request body.
 #[cfg(feature = "kubectl")]

@@ -1,5 +1,6 @@
-//! A table that fits a width: columns as wide as their content when it fits, else each at least
-//! as wide as its longest word, the rest shared by the columns that need it most. Cells wrap at
+//! Text fitted to a width (the terminal's tables and live view). A table: columns as wide as
+//! their content when it fits, else each at least as wide as its longest word, the rest shared by
+//! the columns that need it most. Cells wrap at
 //! word boundaries, never inside a word; a word wider than the whole column can get is cut with
 //! `…`. The widths are chosen here, so the table is the same whatever the terminal comfy-table
 //! would detect.
@@ -111,7 +112,7 @@ pub fn wrap(text: &str, width: usize) -> String {
     for paragraph in text.lines() {
         let mut line = String::new();
         for word in paragraph.split_whitespace() {
-            let word = super::live::cut(word, width);
+            let word = cut(word, width);
             if !line.is_empty() && chars(&line) + 1 + chars(&word) > width {
                 lines.push(std::mem::take(&mut line));
             }
@@ -123,6 +124,19 @@ pub fn wrap(text: &str, width: usize) -> String {
         lines.push(line);
     }
     lines.join("\n")
+}
+
+/// `text` in at most `width` characters, cut with `…`.
+pub fn cut(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    if width == 0 {
+        return String::new();
+    }
+    let mut kept: String = text.chars().take(width - 1).collect();
+    kept.push('…');
+    kept
 }
 
 fn chars(text: &str) -> usize {
