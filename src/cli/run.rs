@@ -2,7 +2,7 @@
 //! its stages on the management cluster (a real one, or the embedded emulator).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +12,7 @@ use crate::cluster::leader::{ElectionConfig, LeaderGate, run_election};
 use crate::cluster::throttle::layer::ThrottleLayer;
 use crate::cluster::throttle::{Concurrency, DEFAULT_MAX_CONCURRENCY, Throttle};
 use crate::cluster::user_agent;
-use crate::controller::{self, ControllerConfig, PruneGuard};
+use crate::controller::{self, ControllerConfig, ControllerHandle, PruneGuard};
 use crate::metrics::Metrics;
 use crate::server::{self, Provider, ServerConfig, ServerState, WebhookSecrets};
 use anyhow::Context as _;
@@ -305,6 +305,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     super::block_on(run_async(args))
 }
 
+/// The run, as a pipeline: configuration checked → the management cluster reached → the
+/// controller started → leader election and the server started → until a signal → stopped in
+/// the order that keeps writes under the lease.
 async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     let metrics = Arc::new(Metrics::new());
     // Configuration errors first, before anything starts.
@@ -313,39 +316,10 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         false => None,
     };
     let webhook_secrets = args.server.secrets()?;
-    if args.server.ui
-        && let Some(ui_repo) = &args.server.ui_repo
-    {
-        super::ui_signing::refuse_approver_key(&super::ui_signing::WebSigner {
-            ui_repo,
-            tracked: &args.repo,
-            branch: &args.branch,
-            path: &args.path,
-            trusted_keys: args.trust.trusted_keys.as_deref(),
-        })?;
-    }
+    refuse_a_web_signer_that_approves(&args)?;
     let cache_dir = args.cache_dir.clone().unwrap_or_else(default_cache_dir);
-    let mut source = SourceConfig::new(&args.repo, &args.branch, &args.path, &cache_dir);
-    source.timeouts = tollgate_source::timeouts::NetworkTimeouts {
-        connect: args.git_timeout.min(Duration::from_secs(30)),
-        io: args.git_timeout,
-    };
-    source.auth = args.git_auth.to_auth()?;
-    source.trust = args.trust.config();
-
-    let (mut kube_config, embedded_cluster) = match &args.embedded {
-        Some(fleet_file) => {
-            let options = embedded::EmbeddedOptions {
-                insecure_http: args.embedded_insecure_http,
-                kubeconfig: args.embedded_kubeconfig.clone(),
-                listen: args.embedded_listen,
-            };
-            let (config, cluster) =
-                embedded::start_for_run(fleet_file, options, &cache_dir).await?;
-            (config, Some(cluster))
-        }
-        None => (connect::config(&args.cluster).await?, None),
-    };
+    let source = source_config(&args, &cache_dir)?;
+    let (mut kube_config, embedded_cluster) = management_cluster(&args, &cache_dir).await?;
     // Each replica's requests name it, as its Lease does.
     user_agent::identify(&mut kube_config, &args.election.identity());
     let concurrency = Concurrency::from_flags(
@@ -354,7 +328,6 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     );
     let throttle = concurrency.throttle(metrics.throttle());
     let client = controller_client(kube_config.clone(), &throttle)?;
-
     let config = ControllerConfig {
         source,
         poll_interval: args.interval,
@@ -396,38 +369,14 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => (None, None),
     };
-    let server = match args.server.listen {
-        Some(listen) => {
-            let state = ServerState {
-                metrics: metrics.clone(),
-                ready: handle.ready.clone(),
-                startup: handle.startup.clone(),
-                poker: handle.poker.clone(),
-                statuses: server::status_api::status_source(handle.statuses.clone()),
-                leader: gate.clone(),
-                fetch_relay,
-                branch: args.branch.clone(),
-                watch_health: handle.watch_health.clone(),
-            };
-            let ui = match args.server.ui {
-                false => None,
-                true => Some(web_router(&args, &handle)?),
-            };
-            Some(start_server(listen, webhook_secrets, state, ui).await?)
-        }
-        None => None,
+    let served = Served {
+        metrics: &metrics,
+        handle: &handle,
+        gate: &gate,
+        fetch_relay,
     };
-    info!(repo = %tollgate_source::redact_url(&args.repo), branch = %args.branch, dry_run = args.dry_run, "controller running");
-    if args.dry_run {
-        warn!("dry-run: every write is logged as 'dry-run: would …' and none is sent");
-    }
-    if let Some(cluster) = &embedded_cluster {
-        let repo = tollgate_source::redact_url(&args.repo);
-        eprintln!(
-            "\n{}\n",
-            embedded::reach_block(cluster, &repo, &args.branch)
-        );
-    }
+    let server = serve(&args, served, webhook_secrets).await?;
+    announce(&args, embedded_cluster.as_ref());
     crate::signals::shutdown().await;
     info!("shutting down");
     // Writes stop first, then the controller ends, and only then is the lease released: no
@@ -444,6 +393,104 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         server_task.await.context("server task")??;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--ui` with `--ui-repo` commits as the server: refused when its signing key is an approver's.
+fn refuse_a_web_signer_that_approves(args: &Args) -> anyhow::Result<()> {
+    if args.server.ui
+        && let Some(ui_repo) = &args.server.ui_repo
+    {
+        super::ui_signing::refuse_approver_key(&super::ui_signing::WebSigner {
+            ui_repo,
+            tracked: &args.repo,
+            branch: &args.branch,
+            path: &args.path,
+            trusted_keys: args.trust.trusted_keys.as_deref(),
+        })?;
+    }
+    Ok(())
+}
+
+/// The git source the flags describe.
+fn source_config(args: &Args, cache_dir: &Path) -> anyhow::Result<SourceConfig> {
+    let mut source = SourceConfig::new(&args.repo, &args.branch, &args.path, cache_dir);
+    source.timeouts = tollgate_source::timeouts::NetworkTimeouts {
+        connect: args.git_timeout.min(Duration::from_secs(30)),
+        io: args.git_timeout,
+    };
+    source.auth = args.git_auth.to_auth()?;
+    source.trust = args.trust.config();
+    Ok(source)
+}
+
+/// The management cluster: the embedded one (started here) or the kubeconfig's.
+async fn management_cluster(
+    args: &Args,
+    cache_dir: &Path,
+) -> anyhow::Result<(kube::Config, Option<embedded::EmbeddedCluster>)> {
+    let Some(fleet_file) = &args.embedded else {
+        return Ok((connect::config(&args.cluster).await?, None));
+    };
+    let options = embedded::EmbeddedOptions {
+        insecure_http: args.embedded_insecure_http,
+        kubeconfig: args.embedded_kubeconfig.clone(),
+        listen: args.embedded_listen,
+    };
+    let (config, cluster) = embedded::start_for_run(fleet_file, options, cache_dir).await?;
+    Ok((config, Some(cluster)))
+}
+
+/// What the server serves from the running controller.
+struct Served<'a> {
+    metrics: &'a Arc<Metrics>,
+    handle: &'a ControllerHandle,
+    gate: &'a LeaderGate,
+    fetch_relay: Option<FetchRelay>,
+}
+
+/// The server (metrics, probes, webhooks, status API, the web view with `--ui`) when `--listen`.
+async fn serve(
+    args: &Args,
+    served: Served<'_>,
+    webhook_secrets: WebhookSecrets,
+) -> anyhow::Result<Option<(tokio::sync::oneshot::Sender<()>, ServerTask)>> {
+    let Some(listen) = args.server.listen else {
+        return Ok(None);
+    };
+    let handle = served.handle;
+    let state = ServerState {
+        metrics: served.metrics.clone(),
+        ready: handle.ready.clone(),
+        startup: handle.startup.clone(),
+        poker: handle.poker.clone(),
+        statuses: server::status_api::status_source(handle.statuses.clone()),
+        leader: served.gate.clone(),
+        fetch_relay: served.fetch_relay,
+        branch: args.branch.clone(),
+        watch_health: handle.watch_health.clone(),
+    };
+    let ui = match args.server.ui {
+        false => None,
+        true => Some(web_router(args, handle)?),
+    };
+    Ok(Some(
+        start_server(listen, webhook_secrets, state, ui).await?,
+    ))
+}
+
+/// The log line that the controller runs, and the embedded cluster's reach block.
+fn announce(args: &Args, embedded_cluster: Option<&embedded::EmbeddedCluster>) {
+    info!(repo = %tollgate_source::redact_url(&args.repo), branch = %args.branch, dry_run = args.dry_run, "controller running");
+    if args.dry_run {
+        warn!("dry-run: every write is logged as 'dry-run: would …' and none is sent");
+    }
+    if let Some(cluster) = embedded_cluster {
+        let repo = tollgate_source::redact_url(&args.repo);
+        eprintln!(
+            "\n{}\n",
+            embedded::reach_block(cluster, &repo, &args.branch)
+        );
+    }
 }
 
 type ServerTask = tokio::task::JoinHandle<Result<(), server::ServerError>>;
