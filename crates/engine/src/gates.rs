@@ -1,0 +1,12 @@
+//! The gates: what lets a run or a stage go on. The start gate (`start_gate`) before a stage
+//! starts, the gate at the end of a provisioned stage (`gate`, on the state the stage pipeline
+//! shares with it: `stage_run`), and the rules they ask: approvals and their quorum, analyses,
+//! `onNewSnapshot`.
+
+pub(crate) mod analysis;
+pub mod approval;
+pub mod approval_quorum;
+pub(crate) mod gate;
+pub(crate) mod new_snapshot;
+pub(crate) mod stage_run;
+pub(crate) mod start_gate;
