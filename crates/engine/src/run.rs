@@ -76,7 +76,7 @@ impl<'i, 'a> Run<'i, 'a> {
             && status.invalid_spec.as_deref() != Some(error)
         {
             effects.events.push(EngineEvent::warning(
-                crate::run::never_valid::INVALID_SPEC,
+                never_valid::INVALID_SPEC,
                 error.to_string(),
             ));
         }
@@ -151,6 +151,7 @@ impl<'i, 'a> Run<'i, 'a> {
         true
     }
 
+    /// What the start gate reads of this run for `starting`.
     fn start<'s>(&self, starting: Starting<'s>) -> Start<'i, 's>
     where
         'a: 's,

@@ -6,6 +6,9 @@
 //! Each step either lets the stage go on or returns the [`Hold`] that stops it for this step. The
 //! steps only touch the stage's own status and the step's effects; the caller turns the outcome
 //! into the promotion's phase and message.
+//!
+//! Its folder holds what the steps ask: the clusters' states and verdict, completion, waves,
+//! the analysis step, retries of a halted stage.
 
 pub(crate) mod clusters;
 pub mod completion;

@@ -3,6 +3,10 @@
 //! It mirrors upstream's ClusterPromotion status (stages[], hashes, currentStageName,
 //! lastPromotionTime) and adds what tollgate knows beyond it. Timestamps change only on
 //! transitions, never because time passed, so a step at steady state writes nothing.
+//!
+//! Its folder holds the data it is made of (activities, phases, the run history, verdicts …)
+//! and what is read from it alone (the pipeline every view shows, conditions, notices,
+//! delivery figures): nothing there uses the rules above it.
 
 pub mod activity;
 pub mod analysis_run;
