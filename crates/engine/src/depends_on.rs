@@ -6,8 +6,8 @@
 //! Pure: the controller observes the dependencies (their stages in git, their persisted status)
 //! and passes them in; this decides.
 
-use crate::activity::StageActivity;
 use crate::status::PromotionStatus;
+use crate::status::activity::StageActivity;
 
 /// One promotion this one depends on, as the controller observes it.
 #[derive(Clone, Copy, Debug)]

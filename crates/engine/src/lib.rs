@@ -13,63 +13,37 @@
 //!   status: timestamps change on transitions only, so steady state writes nothing.
 #![forbid(unsafe_code)]
 
-pub mod activity;
-mod analysis;
-mod analysis_end;
-pub mod analysis_run;
-pub mod approval;
-pub mod approval_quorum;
-mod clusters;
-pub mod completion;
-pub mod conditions;
-mod counts;
-pub mod delivery;
+// The engine's files by family (each a folder with its module file beside it); the modules other
+// crates name are re-exported below at their old paths (`tollgate_engine::activity::…`).
 pub mod depends_on;
-pub mod drift;
 mod effects;
-pub mod fast_rollback;
+mod failure;
 pub mod features;
 pub mod fleet;
-mod gate;
+mod gates;
 pub mod input;
-pub mod lineage;
-pub mod mann_whitney;
 pub mod measurement;
 pub mod messages;
-mod never_valid;
-mod new_snapshot;
-mod notice;
-pub mod notices;
 pub mod observed;
 mod observed_spec;
 pub mod output;
-pub mod paused_clusters;
-mod phase;
-pub mod pipeline;
 pub mod preview;
-pub mod progress;
-pub mod quorum_view;
-mod removal;
-pub mod retry;
-mod retry_state;
-mod rollback;
-mod rollback_mode;
-pub mod run_history;
-mod run_recording;
+mod run;
 pub mod simulate;
 mod stage;
-mod stage_analysis;
-mod stage_run;
-mod stage_status;
 pub mod status;
-mod status_memory;
-pub mod step;
 pub mod subset;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-mod verdict;
-mod waves;
-pub mod write_hold;
+
+pub use failure::{fast_rollback, lineage};
+pub use gates::{approval, approval_quorum, mann_whitney};
+pub use run::{drift, step, write_hold};
+pub use stage::{completion, retry};
+pub use status::{
+    activity, analysis_run, conditions, delivery, notices, paused_clusters, pipeline, progress,
+    quorum_view, run_history,
+};
 
 pub use depends_on::Dependency;
 pub use input::{Desired, StepInput};
@@ -79,10 +53,10 @@ pub use observed::{
 };
 pub use output::{Action, EngineEvent, EventReason, EventType, StepOutput};
 pub use preview::{GateVerdict, Preview, PreviewInput, RunChange, preview};
+pub use run::step::step;
 pub use run_history::{RunHistory, RunOutcome, RunRecord, StageRecord};
 pub use simulate::{Simulation, SimulationEnd, SimulationInput, simulate};
 pub use status::{
     ApprovalReview, ApproverKind, ClusterCondition, ClusterState, Condition, Phase, PolicyRef,
     PromotionStatus, RestoredStage, RunFailure, StageAhead, StageStatus, WaveProgress,
 };
-pub use step::step;

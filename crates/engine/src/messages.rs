@@ -98,6 +98,15 @@ pub fn stage_provisioned(stage: &str) -> String {
     format!("Stage {stage} provisioned")
 }
 
+/// `text` with its first letter upper-case (a status message as an event note).
+pub fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,10 +10,10 @@ use tollgate_model::policy::RolloutPolicy;
 use tollgate_model::snapshot::{ApprovalEvent, Snapshot};
 use tollgate_render::{preverification_profile_name, stage_profile_name};
 
-use crate::approval;
-use crate::gate;
+use crate::failure::lineage::Lineage;
+use crate::gates::approval;
+use crate::gates::gate;
 use crate::input::Desired;
-use crate::lineage::Lineage;
 use crate::status::{Approver, PromotionStatus, runs_content_of};
 pub use run_start::{RunStart, StartsAfter};
 
@@ -69,7 +69,7 @@ pub enum RunChange {
         /// The content equals this earlier snapshot's (a git fact, not a verdict).
         same_content_as: Option<u64>,
         /// With the live status: whether that makes it a rollback, or recommitted rejected
-        /// content ([`crate::lineage`]); `None` without the status (unknown).
+        /// content ([`crate::failure::lineage`]); `None` without the status (unknown).
         lineage: Option<Lineage>,
     },
     /// Same content: the running pipeline goes on; trigger and annotation edits apply in place.
@@ -220,7 +220,7 @@ fn run_change(input: &PreviewInput<'_>, after: &Snapshot) -> RunChange {
         same_content_as: after.same_content_as,
         lineage: input
             .status
-            .map(|status| crate::lineage::judge(Some(status), input.history, after)),
+            .map(|status| crate::failure::lineage::judge(Some(status), input.history, after)),
     }
 }
 
@@ -441,9 +441,9 @@ mod tests {
         let mut status = crate::status::PromotionStatus::empty();
         status.snapshot_index = Some(1);
         status.snapshot_id = Some(before.id().to_string());
-        crate::lineage::record(
+        crate::failure::lineage::record(
             &mut status,
-            crate::lineage::Verdict::Completed,
+            crate::failure::lineage::Verdict::Completed,
             chrono::DateTime::UNIX_EPOCH,
         );
         status.profile_spec_hash = Some(newer.hashes.profile_spec.clone());
@@ -605,9 +605,9 @@ mod tests {
         three.same_content_as = Some(1);
         let mut status = running(&one);
         status.snapshot_id = Some(one.id().to_string());
-        crate::lineage::record(
+        crate::failure::lineage::record(
             &mut status,
-            crate::lineage::Verdict::Completed,
+            crate::failure::lineage::Verdict::Completed,
             chrono::DateTime::UNIX_EPOCH,
         );
         let status = PromotionStatus {

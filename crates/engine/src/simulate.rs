@@ -29,14 +29,14 @@ use tollgate_render::stage_profile_name;
 
 pub use fleet::ASSUMED_NAMESPACE;
 
-use crate::activity::StageActivity;
 use crate::input::{Desired, StepInput};
 use crate::measurement::{Measurement, MeasurementDue};
 use crate::observed::{Observed, ObservedCluster};
 use crate::output::StepOutput;
-use crate::run_history::{HeldStart, RunRecord};
+use crate::run::step::step;
+use crate::status::activity::StageActivity;
+use crate::status::run_history::{HeldStart, RunRecord};
 use crate::status::{Phase, PromotionStatus};
-use crate::step::step;
 use sveltos::SimulatedSveltos;
 
 /// Steps a simulation takes at most unless told otherwise: a stage takes a handful, a wave two.

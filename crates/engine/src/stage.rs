@@ -6,6 +6,15 @@
 //! Each step either lets the stage go on or returns the [`Hold`] that stops it for this step. The
 //! steps only touch the stage's own status and the step's effects; the caller turns the outcome
 //! into the promotion's phase and message.
+//!
+//! Its folder holds what the steps ask: the clusters' states and verdict, completion, waves,
+//! the analysis step, retries of a halted stage.
+
+pub(crate) mod clusters;
+pub mod completion;
+pub mod retry;
+pub(crate) mod stage_analysis;
+pub(crate) mod waves;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -15,21 +24,19 @@ use tollgate_model::policy::OnFailure;
 use tollgate_render::profile::preverification_spec;
 use tollgate_render::{render_preverification_profile, snapshot_digest, spec_hash};
 
-use crate::activity::{StageActivity, WaveOf};
-use crate::clusters::{self, ClusterReport, Judging};
-use crate::completion::{self, AppliedExpectation, Completion};
 use crate::features::{changed_features, fresh_after_apply};
-use crate::gate;
+use crate::gates::gate;
+pub(crate) use crate::gates::stage_run::{Exceeded, Hold, StageProfiles, StageRun};
 use crate::messages;
 use crate::output::EngineEvent;
 use crate::output::EventReason;
-use crate::paused_clusters;
-use crate::retry;
-pub(crate) use crate::stage_run::{Exceeded, Hold, StageProfiles, StageRun};
+use crate::status::activity::{StageActivity, WaveOf};
+use crate::status::paused_clusters;
 use crate::status::{
     AppliedProfile, ClusterCondition, ClusterState, ConsumedApproval, StageStatus, WaveProgress,
 };
-use crate::waves;
+use clusters::{ClusterReport, Judging};
+use completion::{AppliedExpectation, Completion};
 use std::collections::BTreeMap;
 
 impl StageRun<'_, '_> {
@@ -273,7 +280,7 @@ impl StageRun<'_, '_> {
         };
         let mut report = report;
         let failed_by_analysis = match self.st.analyses.as_deref() {
-            Some(runs) => report.fail_by_analysis(&crate::analysis::failed_clusters(runs)),
+            Some(runs) => report.fail_by_analysis(&crate::gates::analysis::failed_clusters(runs)),
             None => 0,
         };
         report.write_counts(&mut self.st.counts);

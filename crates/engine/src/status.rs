@@ -3,6 +3,29 @@
 //! It mirrors upstream's ClusterPromotion status (stages[], hashes, currentStageName,
 //! lastPromotionTime) and adds what tollgate knows beyond it. Timestamps change only on
 //! transitions, never because time passed, so a step at steady state writes nothing.
+//!
+//! Its folder holds the data it is made of (activities, phases, the run history, verdicts …)
+//! and what is read from it alone (the pipeline every view shows, conditions, notices,
+//! delivery figures): nothing there uses the rules above it.
+
+pub mod activity;
+pub mod analysis_run;
+pub mod conditions;
+pub(crate) mod counts;
+pub mod delivery;
+pub(crate) mod notice;
+pub mod notices;
+pub mod paused_clusters;
+pub(crate) mod phase;
+pub mod pipeline;
+pub mod progress;
+pub mod quorum_view;
+pub(crate) mod retry_state;
+pub(crate) mod rollback_mode;
+pub mod run_history;
+pub(crate) mod stage_status;
+pub(crate) mod status_memory;
+pub(crate) mod verdict;
 
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
@@ -10,13 +33,13 @@ use serde::{Deserialize, Serialize};
 use tollgate_model::hash::HASH_SCHEME;
 use tollgate_model::policy::OnFailure;
 
-use crate::activity::StageActivity;
-use crate::analysis_run::AnalysisRun;
-pub use crate::counts::StageCounts;
-use crate::notice::Notice;
-pub use crate::paused_clusters::PausedTime;
-pub use crate::phase::Phase;
-use crate::run_history::RunHistory;
+use crate::status::activity::StageActivity;
+use crate::status::analysis_run::AnalysisRun;
+pub use crate::status::counts::StageCounts;
+use crate::status::notice::Notice;
+pub use crate::status::paused_clusters::PausedTime;
+pub use crate::status::phase::Phase;
+use crate::status::run_history::RunHistory;
 
 /// Newest consumed approvals kept in status; older ones belong to runs long gone.
 pub const CONSUMED_APPROVALS_KEPT: usize = 32;
@@ -108,7 +131,7 @@ pub struct PromotionStatus {
     /// What each recent content did when it ran here (completed or rejected), newest last,
     /// bounded: only completed content is restored as a rollback (see `lineage`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub verdicts: Vec<crate::verdict::ContentVerdict>,
+    pub verdicts: Vec<crate::status::verdict::ContentVerdict>,
     /// Notices owed to the RolloutPolicy's notify endpoints, oldest first: written by the
     /// controller with the transition that produced them, before they are sent, so a restart or a
     /// new leader sends them. A notice stays until every endpoint listening to it has it (or gave
@@ -120,11 +143,11 @@ pub struct PromotionStatus {
     /// <snapshot>/<n>`), newest last, bounded: a value is acted on (or refused) once, also after
     /// a restart or by a new leader.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub retries: Vec<crate::retry_state::ConsumedRetry>,
+    pub retries: Vec<crate::status::retry_state::ConsumedRetry>,
     /// Set on a run that restores content known good (a rollback) under a RolloutPolicy: `Fast`
     /// (stages where that content completed skip their gates) or `Staged`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rollback: Option<crate::rollback_mode::RollbackMode>,
+    pub rollback: Option<crate::status::rollback_mode::RollbackMode>,
 }
 
 /// A stage the current run has not reached yet.
@@ -418,7 +441,7 @@ pub struct StageStatus {
     pub analyses: Option<std::sync::Arc<Vec<AnalysisRun>>>,
     /// A retry re-drives the stage's failed and timed-out clusters (`tollgate retry`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry: Option<Box<crate::retry_state::StageRetry>>,
+    pub retry: Option<Box<crate::status::retry_state::StageRetry>>,
     /// A fast rollback: the stage restores content that completed here, so it only waits for
     /// its clusters (no soak, checks, window, approval, analyses or waves).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -21,8 +21,8 @@ use crate::observed::{
     FeatureSummary, Observed, ObservedCluster, ObservedProfile, ObservedSpec, ObservedSummary,
 };
 use crate::output::{Action, EngineEvent, StepOutput};
+use crate::run::step::step;
 use crate::status::PromotionStatus;
-use crate::step::step;
 
 /// The management cluster, the controller's persistence, and a fake clock.
 #[derive(Clone, Debug)]

@@ -6,7 +6,7 @@ use tollgate_model::blackout::{self, ActiveBlackout};
 use tollgate_model::policy::{OnNewSnapshot, RolloutPolicy};
 use tollgate_model::snapshot::Snapshot;
 
-use crate::new_snapshot;
+use crate::gates::new_snapshot;
 use crate::status::{PromotionStatus, runs_content_of};
 
 /// When the run a change starts begins.

@@ -26,15 +26,15 @@ use tollgate_render::{
     ClusterRef, render_stage_profile_for, spec_hash, stage_profile_name, stage_profile_spec_for,
 };
 
-use crate::activity::{self, StageActivity};
-use crate::approval::names_snapshot;
 use crate::effects::Effects;
+use crate::gates::approval::names_snapshot;
 use crate::observed::{Observed, cluster_key};
 use crate::output::{EngineEvent, EventReason};
+use crate::status::activity::{self, StageActivity};
+use crate::status::verdict::Verdict;
 use crate::status::{ClusterState, Condition, Phase, PromotionStatus, RunFailure, StageStatus};
-use crate::verdict::Verdict;
 
-pub use crate::retry_state::{ConsumedRetry, StageRetry};
+pub use crate::status::retry_state::{ConsumedRetry, StageRetry};
 
 /// Consumed retries kept in status.
 pub const RETRIES_KEPT: usize = 32;
@@ -302,9 +302,9 @@ fn plan(
     n: u64,
     now: DateTime<Utc>,
 ) -> StageRetry {
-    let targeted = match crate::waves::reached(st.waves.as_deref()) {
+    let targeted = match crate::stage::waves::reached(st.waves.as_deref()) {
         Some(reached) => reached,
-        None => crate::clusters::targeted(&stage.cluster_selector, observed),
+        None => crate::stage::clusters::targeted(&stage.cluster_selector, observed),
     };
     // Failed or timed out at the halt, those that failed while it was halted (see
     // `note_late_failures`), and those failing now.

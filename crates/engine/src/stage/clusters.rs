@@ -12,12 +12,12 @@ use chrono::{DateTime, Utc};
 use tollgate_model::model::LabelSelector;
 use tollgate_model::policy::PausedClusters;
 
-use crate::completion::{
-    AppliedExpectation, SummaryCriteria, profile_current, summary_problem, whole_second,
-};
 use crate::messages;
 use crate::observed::{Observed, ObservedSummary, cluster_key};
-use crate::paused_clusters::{self, PausedTime};
+use crate::stage::completion::{
+    AppliedExpectation, SummaryCriteria, profile_current, summary_problem, whole_second,
+};
+use crate::status::paused_clusters::{self, PausedTime};
 use crate::status::{CLUSTERS_LISTED, ClusterCondition, ClusterState, StageCounts};
 
 /// Lists clusters whose `scope: Cluster` analysis failed as Failed (`AnalysisFailed: why`),

@@ -5,20 +5,181 @@
 
 use chrono::{DateTime, Utc};
 use tollgate_model::model::Stage;
+use tollgate_model::policy::OnFailure;
 use tollgate_model::snapshot::{Snapshot, short_sha};
 use tollgate_render::{
     preverification_profile_name, render_stage_profile, snapshot_digest, spec_hash,
     stage_profile_name, stage_profile_spec,
 };
 
-use crate::completion::{self, AppliedExpectation};
-use crate::effects::Effects;
+use crate::effects::{Effects, Outgoing};
+use crate::failure::lineage::{self, Verdict};
 use crate::features::fresh_after_apply;
+use crate::gates::stage_run::Exceeded;
 use crate::messages;
 use crate::observed::Observed;
 use crate::output::EngineEvent;
 use crate::output::EventReason;
-use crate::status::{RestoredStage, RunFailure, StageStatus};
+use crate::stage::completion::{self, AppliedExpectation};
+use crate::stage::retry;
+use crate::status::activity::{self, StageActivity};
+use crate::status::{Phase, PromotionStatus, RestoredStage, RunFailure, StageStatus};
+
+/// The current stage (`stage`) spent its failure budget: the run fails (halt or rollback),
+/// told by events, recorded on the stage and as the run's failure, and its content rejected.
+pub(crate) fn fail(
+    status: &mut PromotionStatus,
+    effects: &mut Effects,
+    stage: &str,
+    exceeded: Exceeded,
+    index: u64,
+    now: DateTime<Utc>,
+) {
+    effects.events.push(EngineEvent::warning(
+        EventReason::BudgetExceeded,
+        format!("Stage {stage}: {}", exceeded.reason),
+    ));
+    effects.events.push(EngineEvent::warning(
+        EventReason::StageFailed,
+        format!(
+            "Stage {stage} failed with snapshot #{index}; onFailure: {}",
+            exceeded.on_failure.as_str()
+        ),
+    ));
+    if let Some(st) = status.stage_mut(stage) {
+        st.set_failure(Some(exceeded.reason.clone()), now);
+        let failed = StageActivity::Failed {
+            reason: exceeded.reason.clone(),
+        };
+        activity::set(&mut st.activity, &mut st.activity_since, failed, now);
+    }
+    let rollback = match exceeded.on_failure {
+        OnFailure::Rollback => {
+            effects.events.push(EngineEvent::normal(
+                EventReason::RollingBack,
+                format!("Rolling back snapshot #{index}, stage {stage} first"),
+            ));
+            plan(&status.stages, index)
+        }
+        OnFailure::Halt => Vec::new(),
+    };
+    status.failure = Some(Box::new(RunFailure {
+        stage: stage.to_string(),
+        snapshot_index: index,
+        reason: exceeded.reason,
+        at: now,
+        on_failure: exceeded.on_failure,
+        clusters: exceeded.clusters,
+        rollback,
+    }));
+    lineage::record(status, Verdict::Rejected, now);
+}
+
+/// A run that failed (its `failure`, taken from its status), as a step settles it (see
+/// [`FailedRun::settle`]).
+pub(crate) struct FailedRun<'a> {
+    pub promotion: &'a str,
+    /// The rejected snapshot (the run's).
+    pub rejected: &'a Snapshot,
+    pub history: &'a [Snapshot],
+    pub observed: &'a Observed,
+    /// The status persisted by the last step.
+    pub persisted: Option<&'a PromotionStatus>,
+    pub now: DateTime<Utc>,
+}
+
+impl FailedRun<'_> {
+    /// Halt: nothing further is applied, not even drift corrections; the status says how to go
+    /// on. Rollback: restore the stages (told once done), then hold like a halt. Returns what of
+    /// the effects goes out.
+    pub(crate) fn settle(
+        &self,
+        mut failure: Box<RunFailure>,
+        status: &mut PromotionStatus,
+        effects: &mut Effects,
+    ) -> Outgoing {
+        let rejected = format!(
+            "snapshot #{} rejected: stage {} failed: {}",
+            failure.snapshot_index, failure.stage, failure.reason
+        );
+        effects.applies.clear();
+        if failure.on_failure != OnFailure::Rollback {
+            retry::note_late_failures(&mut failure, self.promotion, self.observed, self.now);
+            status.phase = Phase::Failed;
+            status.message = Some(format!(
+                "{rejected}; the run is halted: `tollgate retry {} {}` re-drives its failed clusters once their cause is fixed, or commit a fix or revert to start a new run",
+                self.promotion, failure.stage
+            ));
+            status.failure = Some(failure);
+            return Outgoing::EventsOnly;
+        }
+        let progress = Restore {
+            promotion: self.promotion,
+            rejected: self.rejected,
+            history: self.history,
+            observed: self.observed,
+            now: self.now,
+        }
+        .progress(&mut failure, effects);
+        note_rollback_activities(status, &failure, self.now);
+        match progress {
+            Progress::Waiting(what) => {
+                status.phase = Phase::RollingBack;
+                status.message = Some(format!("{rejected}; rolling back: {what}"));
+            }
+            Progress::Done => {
+                let was_done = self.persisted.is_some_and(|s| s.phase == Phase::RolledBack);
+                if !was_done {
+                    effects.events.push(EngineEvent::warning(
+                        EventReason::RolledBack,
+                        format!(
+                            "Snapshot #{} rolled back after stage {} failed; {}",
+                            failure.snapshot_index,
+                            failure.stage,
+                            running_after(&failure)
+                        ),
+                    ));
+                }
+                status.phase = Phase::RolledBack;
+                status.message = Some(format!(
+                    "{rejected}; {}; commit a fix or revert to acknowledge",
+                    running_after(&failure)
+                ));
+            }
+        }
+        status.failure = Some(failure);
+        Outgoing::ActionsOnly
+    }
+}
+
+/// Each stage a failure rollback restores: rolling back until restored, then restored to the
+/// snapshot it runs again.
+fn note_rollback_activities(
+    status: &mut PromotionStatus,
+    failure: &RunFailure,
+    now: DateTime<Utc>,
+) {
+    for entry in &failure.rollback {
+        let Some(st) = status.stage_mut(&entry.name) else {
+            continue;
+        };
+        let restoring = match entry.restored_at {
+            Some(at) => (
+                StageActivity::Restored {
+                    snapshot: entry.to_snapshot,
+                },
+                at,
+            ),
+            None => (StageActivity::RollingBack, now),
+        };
+        activity::set(
+            &mut st.activity,
+            &mut st.activity_since,
+            restoring.0,
+            restoring.1,
+        );
+    }
+}
 
 /// The run's stages in restore order: the failing stage (the last one started) first.
 pub(crate) fn plan(stages: &[StageStatus], run: u64) -> Vec<RestoredStage> {

@@ -4,9 +4,10 @@
 use tollgate_model::hash::HASH_SCHEME;
 use tollgate_model::snapshot::Snapshot;
 
+use crate::effects::{Effects, Outgoing};
 use crate::input::StepInput;
 use crate::output::EventReason;
-use crate::output::{Action, EngineEvent, StepOutput};
+use crate::output::{EngineEvent, StepOutput};
 use crate::status::{Phase, PromotionStatus};
 
 /// Gone from git, removal held by the guard: frozen like a pause (nothing applied, nothing
@@ -24,14 +25,11 @@ pub(crate) fn step_held(input: &StepInput<'_>, reason: &str) -> StepOutput {
     }
     status.phase = Phase::RemovalHeld;
     status.message = Some(message);
-    status.next_wake_up = None;
-    StepOutput {
-        actions: Vec::new(),
-        status,
+    let effects = Effects {
         events,
-        wake_at: None,
-        measurements: Vec::new(),
-    }
+        ..Effects::default()
+    };
+    effects.into_output(status, Outgoing::EventsOnly)
 }
 
 pub(crate) fn step_removed(
@@ -41,7 +39,6 @@ pub(crate) fn step_removed(
 ) -> StepOutput {
     let mut status = input.status.cloned().unwrap_or_else(PromotionStatus::empty);
     status.hash_scheme = HASH_SCHEME;
-    status.next_wake_up = None;
     status.paused_since = None;
     let preserve = last.is_some_and(|s| s.promotion.spec.preserve_cluster_profiles_on_delete);
     let owned: Vec<_> = input
@@ -66,21 +63,17 @@ pub(crate) fn step_removed(
                     .to_string(),
             ));
         }
-        return StepOutput {
-            actions: Vec::new(),
-            status,
+        let effects = Effects {
             events,
-            wake_at: None,
-            measurements: Vec::new(),
+            ..Effects::default()
         };
+        return effects.into_output(status, Outgoing::EventsOnly);
     }
 
-    let actions: Vec<Action> = owned
+    let deletes: Vec<String> = owned
         .iter()
         .filter(|p| !p.deleting)
-        .map(|p| Action::DeleteProfile {
-            name: p.name.clone(),
-        })
+        .map(|p| p.name.clone())
         .collect();
     if owned.is_empty() {
         status.phase = Phase::Removed;
@@ -102,11 +95,10 @@ pub(crate) fn step_removed(
             ),
         ));
     }
-    StepOutput {
-        actions,
-        status,
+    let effects = Effects {
+        deletes,
         events,
-        wake_at: None,
-        measurements: Vec::new(),
-    }
+        ..Effects::default()
+    };
+    effects.into_output(status, Outgoing::ActionsOnly)
 }

@@ -7,11 +7,18 @@
 //! labels) are not drift, since an apply would not remove them and the correction would never end.
 
 use serde_json::Value;
+use tollgate_model::model::ClusterPromotion;
+use tollgate_model::snapshot::Snapshot;
 use tollgate_render::{
     MANAGED_BY_LABEL, PROMOTION_LABEL, SPEC_HASH_ANNOTATION, STAGE_LABEL, VERIFICATION_LABEL,
+    snapshot_digest, spec_hash, stage_profile_name,
 };
 
-use crate::observed::ObservedProfile;
+use crate::effects::Effects;
+use crate::observed::{Observed, ObservedProfile};
+use crate::output::{EngineEvent, EventReason};
+use crate::stage::waves;
+use crate::status::{Phase, PromotionStatus};
 use crate::subset::carries;
 
 /// What tollgate set on a stage's main profile, as the watch cache can compare it (the spec
@@ -91,6 +98,90 @@ fn metadata_fields(expected: &Expected<'_>, observed: &ObservedProfile) -> Vec<S
         fields.push("metadata.annotations[tollgate.dev/snapshot-*]".to_string());
     }
     fields
+}
+
+/// The profiles a run applied, as drift correction reads them.
+pub(crate) struct RunProfiles<'a> {
+    pub promotion: &'a ClusterPromotion,
+    /// The run's snapshot.
+    pub snapshot: &'a Snapshot,
+    pub observed: &'a Observed,
+    /// The status persisted by the last step: what earlier steps of this run applied.
+    pub persisted: &'a PromotionStatus,
+}
+
+impl RunProfiles<'_> {
+    /// Re-apply the main profile of every stage this run applied in an earlier step (its apply is
+    /// in the persisted status) whose profile no longer carries what tollgate set: a hand edit or
+    /// delete. A promotion is not Completed while one of its profiles is being corrected.
+    pub(crate) fn correct(&self, status: &mut PromotionStatus, effects: &mut Effects) {
+        let drifted = self.drifted(status);
+        for (profile, object, fields) in drifted {
+            let fields = fields.join(", ");
+            effects.events.push(EngineEvent::warning(
+                EventReason::DriftCorrected,
+                format!("ClusterProfile {profile} drifted from what tollgate applied ({fields}): re-applied"),
+            ));
+            if status.phase == Phase::Completed {
+                status.phase = Phase::Progressing;
+                status.message = Some(format!(
+                    "correcting drift on ClusterProfile {profile} ({fields})"
+                ));
+            }
+            effects.apply(profile, object);
+        }
+    }
+
+    /// Each drifted main profile: its name, the object to re-apply, the fields that drifted.
+    fn drifted(&self, status: &PromotionStatus) -> Vec<(String, Value, Vec<String>)> {
+        let name = self.promotion.name();
+        let snapshot_annotations = snapshot_digest(self.snapshot);
+        let mut drifted = Vec::new();
+        for st in &status.stages {
+            let applied_before = self.persisted.stage(&st.name).is_some_and(|p| {
+                p.snapshot_index == st.snapshot_index
+                    && p.applied_spec_hash == st.applied_spec_hash
+                    && p.applied_at == st.applied_at
+            });
+            let Some(stage) = self.promotion.stage(&st.name) else {
+                continue;
+            };
+            let profile = stage_profile_name(name, &st.name);
+            let observed = self.observed.profiles.get(&profile);
+            let foreign = observed.is_some_and(|p| !p.is_owned_by(name));
+            let retrying = st.retry.as_deref().is_some_and(|r| r.withdrawing());
+            if !applied_before || st.snapshot_index != self.snapshot.index || foreign || retrying {
+                continue;
+            }
+            let checks = match (&stage.trigger, st.post_delay_checks_applied) {
+                (Some(trigger), true) => trigger.post_delay_health_checks(),
+                _ => &[],
+            };
+            let expected = Expected {
+                promotion: name,
+                stage: &st.name,
+                spec_hash: &st.applied_spec_hash,
+                snapshot_annotations,
+            };
+            // Without appended checks the spec is pinned by the run's hashes, so the recorded
+            // hash is its hash: a profile carrying that hash is untouched, without rendering.
+            // With them, a trigger edit within the run may have changed the checks, and then
+            // what was applied is not known.
+            if !st.post_delay_checks_applied && untouched(&expected, observed) {
+                continue;
+            }
+            let spec = waves::main_spec(self.snapshot, stage, checks, st.waves.as_deref());
+            if st.post_delay_checks_applied && spec_hash(&spec) != st.applied_spec_hash {
+                continue;
+            }
+            let fields = drifted_fields(&expected, &spec, observed);
+            if !fields.is_empty() {
+                let object = waves::main_object(self.snapshot, stage, checks, st.waves.as_deref());
+                drifted.push((profile, object, fields));
+            }
+        }
+        drifted
+    }
 }
 
 #[cfg(test)]

@@ -7,9 +7,9 @@
 
 use tollgate_model::policy::{RollbackStrategy, RolloutPolicy};
 
-pub use crate::rollback_mode::RollbackMode;
 use crate::status::PromotionStatus;
-use crate::verdict::Verdict;
+pub use crate::status::rollback_mode::RollbackMode;
+use crate::status::verdict::Verdict;
 
 /// The mode of a run that restores snapshot `rollback_of` (`None`: not a rollback, or no policy).
 pub(crate) fn mode(
@@ -54,8 +54,8 @@ mod tests {
     use chrono::{DateTime, Utc};
 
     use super::*;
-    use crate::run_history::{RunOutcome, RunRecord, StageRecord};
-    use crate::verdict::ContentVerdict;
+    use crate::status::run_history::{RunOutcome, RunRecord, StageRecord};
+    use crate::status::verdict::ContentVerdict;
 
     fn at(s: i64) -> DateTime<Utc> {
         DateTime::<Utc>::UNIX_EPOCH + chrono::Duration::seconds(s)
@@ -105,7 +105,7 @@ mod tests {
         status.rollback = Some(RollbackMode::Fast);
         status.rollback_of = Some(2);
         // Snapshot #2 reached staging and was superseded there: it completed dev only.
-        status.runs = crate::run_history::RunHistory::new(vec![RunRecord {
+        status.runs = crate::status::run_history::RunHistory::new(vec![RunRecord {
             snapshot_index: 2,
             commit: "abc1234".into(),
             rollback_of: None,

@@ -7,13 +7,13 @@
 use chrono::{DateTime, Utc};
 use tollgate_model::model::ManualTrigger;
 
-use crate::activity::StageActivity;
-use crate::analysis::{self, AnalysisInput};
-use crate::analysis_run::AnalysisPhase;
-use crate::approval;
-use crate::clusters;
+use crate::gates::analysis::{self, AnalysisInput};
+use crate::gates::approval;
+use crate::gates::stage_run::{Exceeded, Hold, StageRun};
 use crate::output::{EngineEvent, EventReason};
-use crate::stage_run::{Exceeded, Hold, StageRun};
+use crate::stage::clusters;
+use crate::status::activity::StageActivity;
+use crate::status::analysis_run::AnalysisPhase;
 use crate::status::{ClusterCondition, ClusterState, ConsumedApproval, WaveApprover};
 
 /// Where the stage's analyses stand after the analysis step.

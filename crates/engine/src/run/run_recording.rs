@@ -1,4 +1,4 @@
-//! Recording runs into the bounded [`RunHistory`](crate::run_history::RunHistory) after every
+//! Recording runs into the bounded [`RunHistory`](crate::status::run_history::RunHistory) after every
 //! step, from the persisted status and the next one ([`record`]), never from messages.
 
 use std::sync::Arc;
@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 use tollgate_model::policy::OnFailure;
 use tollgate_model::snapshot::short_sha;
 
-use crate::activity::StageActivity;
-use crate::run_history::{
+use crate::status::activity::StageActivity;
+use crate::status::run_history::{
     ActivitySpan, HOLDS_KEPT, HeldStart, RUNS_KEPT, RunOutcome, RunRecord, SPANS_KEPT,
     STAGE_RECORDS_KEPT, StageRecord,
 };

@@ -20,10 +20,12 @@ use tollgate_model::analysis::{Analysis, AnalysisScope, MeasurementVerdict, Prov
 use tollgate_model::analysis_template::{TemplateContext, render};
 use tollgate_model::snapshot::Snapshot;
 
-use crate::analysis_run::{AnalysisPhase, AnalysisRun, MEASUREMENTS_KEPT, MeasurementRecord};
 use crate::measurement::{Measurement, MeasurementDue};
 use crate::observed::Observed;
 use crate::output::{EngineEvent, EventReason};
+use crate::status::analysis_run::{
+    AnalysisPhase, AnalysisRun, MEASUREMENTS_KEPT, MeasurementRecord,
+};
 
 /// What a stage's analyses read.
 pub(crate) struct AnalysisInput<'a> {

@@ -3,6 +3,7 @@
 
 use tollgate_model::hash::HASH_SCHEME;
 
+use crate::effects::{Effects, Outgoing};
 use crate::input::StepInput;
 use crate::output::{EngineEvent, EventReason, StepOutput};
 use crate::status::{Phase, PromotionStatus};
@@ -22,14 +23,11 @@ pub(crate) fn step_never_valid(input: &StepInput<'_>, error: &str) -> StepOutput
     status.phase = Phase::Invalid;
     status.invalid_spec = Some(error.to_string());
     status.message = Some("invalid in git and never valid: nothing has been applied".into());
-    status.next_wake_up = None;
-    StepOutput {
-        actions: Vec::new(),
-        status,
+    let effects = Effects {
         events,
-        wake_at: None,
-        measurements: Vec::new(),
-    }
+        ..Effects::default()
+    };
+    effects.into_output(status, Outgoing::EventsOnly)
 }
 
 #[cfg(test)]

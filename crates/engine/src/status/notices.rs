@@ -14,14 +14,14 @@ use serde_json::{Value, json};
 use tollgate_model::hash::hash_value;
 use tollgate_model::policy::NotifyEvent;
 
-use crate::activity::StageActivity;
-use crate::analysis_run::AnalysisPhase;
+use crate::status::activity::StageActivity;
+use crate::status::analysis_run::AnalysisPhase;
 use crate::status::{Phase, PromotionStatus, StageCounts, StageStatus, WaveProgress};
 
 /// Characters of the base64 SHA-256 kept as a notice id (96 bits).
 const ID_CHARS: usize = 16;
 
-pub use crate::notice::Notice;
+pub use crate::status::notice::Notice;
 
 /// The run a status belongs to: its snapshot and when its first stage started.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -268,7 +268,7 @@ fn rewound(
         status
             .conditions
             .iter()
-            .find(|c| c.type_ == crate::conditions::BRANCH_REWOUND && c.status == "True")
+            .find(|c| c.type_ == crate::status::conditions::BRANCH_REWOUND && c.status == "True")
             .map(|c| c.message.clone())
     };
     let note = message(next)?;

@@ -6,15 +6,15 @@ use tollgate_model::model::{AutoTrigger, ManualTrigger, Stage, Trigger};
 use tollgate_model::policy::StagePolicy;
 use tollgate_model::window::{Window, WindowState};
 
-use crate::activity::StageActivity;
+use crate::status::activity::StageActivity;
 use tollgate_model::approval_policy::ApprovalPolicy;
 
-use crate::approval;
-use crate::approval_quorum;
+use crate::gates::approval;
+use crate::gates::approval_quorum;
+use crate::gates::stage_run::{Hold, StageRun};
 use crate::messages;
 use crate::output::EngineEvent;
 use crate::output::EventReason;
-use crate::stage_run::{Hold, StageRun};
 use crate::status::ConsumedApproval;
 
 /// The gate let the stage pass; an approval it used must be recorded as consumed.

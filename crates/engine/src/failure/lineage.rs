@@ -13,10 +13,10 @@
 use chrono::{DateTime, Utc};
 use tollgate_model::snapshot::Snapshot;
 
-pub use crate::verdict::{ContentVerdict, VERDICTS_KEPT, Verdict};
+pub use crate::status::verdict::{ContentVerdict, VERDICTS_KEPT, Verdict};
 
-use crate::run_history::RunOutcome;
 use crate::status::PromotionStatus;
+use crate::status::run_history::RunOutcome;
 
 /// How a snapshot about to start relates to content that ran here.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,8 +7,8 @@
 //! A stage held by a fixable problem (a foreign profile, a bad window) is not ended: its runs go
 //! on once it is fixed. A retry of a halted stage starts its analyses anew (`retry`).
 
-use crate::analysis_run::{AnalysisPhase, AnalysisRun};
 use crate::status::PromotionStatus;
+use crate::status::analysis_run::{AnalysisPhase, AnalysisRun};
 
 /// Cancels the runs still `Running` in stages that ended. Whether any was.
 pub(crate) fn cancel_ended(status: &mut PromotionStatus) -> bool {

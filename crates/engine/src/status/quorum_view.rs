@@ -1,8 +1,8 @@
 //! The trust facts every view shows the same way (issue #44): a gate's quorum (`1 of 2`, who
 //! counted, who did not and why) and the commit verification refuses.
 
-use crate::conditions::COMMIT_VERIFIED;
-use crate::pipeline::StageView;
+use crate::status::conditions::COMMIT_VERIFIED;
+use crate::status::pipeline::StageView;
 use crate::status::{ApprovalReview, PromotionStatus};
 
 /// The quorum of a gate under an approval policy, from the reviews its stage recorded.

@@ -15,6 +15,7 @@
 use tollgate_model::policy::OnNewSnapshot;
 use tollgate_model::snapshot::Snapshot;
 
+use crate::gates::start_gate;
 use crate::input::StepInput;
 use crate::status::{Phase, PromotionStatus, runs_content_of};
 
@@ -36,7 +37,7 @@ pub(crate) fn choose<'a>(
         .policy
         .map(|p| p.spec.on_new_snapshot)
         .unwrap_or_default();
-    if input.start_hold().is_some() {
+    if start_gate::new_runs_held(input).is_some() {
         return held_by_policy(input, newest, policy);
     }
     let newest_now = Choice {

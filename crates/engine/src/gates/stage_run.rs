@@ -8,10 +8,10 @@ use tollgate_model::model::Stage;
 use tollgate_model::policy::{OnFailure, StagePolicy};
 use tollgate_model::snapshot::{ApprovalEvent, Snapshot};
 
-use crate::activity::StageActivity;
 use crate::effects::Effects;
 use crate::measurement::Measurement;
 use crate::observed::Observed;
+use crate::status::activity::StageActivity;
 use crate::status::{ClusterCondition, ConsumedApproval, StageStatus};
 
 /// Why the stage does not move on in this step.

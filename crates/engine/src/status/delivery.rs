@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 
-use crate::run_history::{RunOutcome, RunRecord};
+use crate::status::run_history::{RunOutcome, RunRecord};
 
 /// The figures of one stage, or of the whole pipeline (its last stage completed = the run did).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -112,7 +112,7 @@ fn mean(durations: &[Duration]) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run_history::StageRecord;
+    use crate::status::run_history::StageRecord;
 
     fn at(seconds: i64) -> DateTime<Utc> {
         DateTime::<Utc>::UNIX_EPOCH + Duration::seconds(seconds)

@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 
-use crate::activity::StageActivity;
+use crate::status::activity::StageActivity;
 
 /// Runs kept, newest last.
 pub const RUNS_KEPT: usize = 10;
@@ -60,7 +60,7 @@ pub struct RunRecord {
     pub held_starts: Vec<HeldStart>,
     /// A rollback run under a RolloutPolicy: `Fast` or `Staged` (see `fast_rollback`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rollback: Option<crate::rollback_mode::RollbackMode>,
+    pub rollback: Option<crate::status::rollback_mode::RollbackMode>,
 }
 
 /// A stage start held by a blackout.

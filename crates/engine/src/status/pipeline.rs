@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::activity::StageActivity;
+use crate::status::activity::StageActivity;
 use crate::status::{PromotionStatus, StageCounts, StageStatus};
 
 /// Names the activity of stages a status written before activities existed left unnamed: done

@@ -6,8 +6,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tollgate_model::policy::NotifyEvent;
 
-use crate::counts::StageCounts;
-use crate::phase::Phase;
+use crate::status::counts::StageCounts;
+use crate::status::phase::Phase;
 
 /// One thing worth telling about a promotion's rollout.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -18,7 +18,7 @@ use tollgate_model::model::ManualTrigger;
 use tollgate_model::signature::SignatureCheck;
 use tollgate_model::snapshot::{ApprovalEvent, ApprovalKind, Snapshot, short_sha};
 
-use crate::approval::{self, names_snapshot};
+use crate::gates::approval::{self, names_snapshot};
 use crate::status::{ApprovalReview, Approver, ApproverKind, ConsumedApproval};
 
 /// What the gate found: every candidate reviewed, and the approvals that count (with their
