@@ -254,6 +254,25 @@ fn render_table(
     approvals: &[ApprovalEvent],
     runs: Option<&PromotionStatus>,
 ) -> String {
+    let mut out = format!("{}\n", snapshots_table(view, snapshots, runs));
+    out.push_str(&head_note(view));
+    if approvals.is_empty() {
+        out.push_str("\nNo approvals in history.\n");
+        return out;
+    }
+    out.push_str(&format!(
+        "\nApprovals:\n{}\n",
+        approvals_table(snapshots, approvals)
+    ));
+    out
+}
+
+/// One row per snapshot, with what happened to it.
+fn snapshots_table(
+    view: Option<&PromotionView>,
+    snapshots: &[Snapshot],
+    runs: Option<&PromotionStatus>,
+) -> Table {
     let current = view
         .and_then(PromotionView::effective_snapshot)
         .map(|s| s.index);
@@ -285,7 +304,12 @@ fn render_table(
             notes.join(", "),
         ]);
     }
-    let mut out = format!("{table}\n");
+    table
+}
+
+/// What the branch head says when it does not define the promotion validly.
+fn head_note(view: Option<&PromotionView>) -> String {
+    let mut out = String::new();
     match view {
         Some(PromotionView::Invalid { errors, last_good }) => {
             let kept = last_good.as_ref().map_or("no snapshot".to_string(), |s| {
@@ -308,10 +332,11 @@ fn render_table(
         None => out.push_str("\nThe promotion is no longer defined at the branch head.\n"),
         Some(PromotionView::Valid { .. }) => {}
     }
-    if approvals.is_empty() {
-        out.push_str("\nNo approvals in history.\n");
-        return out;
-    }
+    out
+}
+
+/// One row per approval, with the snapshot current when it landed.
+fn approvals_table(snapshots: &[Snapshot], approvals: &[ApprovalEvent]) -> Table {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
         "stage", "approval", "commit", "author", "date", "subject", "during",
@@ -332,8 +357,7 @@ fn render_table(
             snapshot_at(snapshots, &event.commit).map_or(String::new(), |i| format!("#{i}")),
         ]);
     }
-    out.push_str(&format!("\nApprovals:\n{table}\n"));
-    out
+    table
 }
 
 fn json_document(

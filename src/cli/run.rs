@@ -328,23 +328,7 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     );
     let throttle = concurrency.throttle(metrics.throttle());
     let client = controller_client(kube_config.clone(), &throttle)?;
-    let config = ControllerConfig {
-        source,
-        poll_interval: args.interval,
-        dry_run: args.dry_run,
-        guard: PruneGuard {
-            max_share_percent: args.prune_max_share,
-            confirmed: args.confirm_prune,
-        },
-        concurrency: concurrency.steps(),
-        throttle,
-        instance: std::env::var("POD_NAME").ok(),
-        metrics: metrics.clone(),
-        analysis: crate::analysis::AnalysisConfig {
-            concurrency: args.analysis_concurrency as usize,
-            timeout: args.analysis_timeout,
-        },
-    };
+    let config = controller_config(&args, source, &concurrency, throttle, &metrics);
     let gate = match election {
         Some(_) => LeaderGate::follower(),
         None => LeaderGate::always(),
@@ -393,6 +377,33 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
         server_task.await.context("server task")??;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The controller's settings from the flags.
+fn controller_config(
+    args: &Args,
+    source: SourceConfig,
+    concurrency: &Concurrency,
+    throttle: Arc<Throttle>,
+    metrics: &Arc<Metrics>,
+) -> ControllerConfig {
+    ControllerConfig {
+        source,
+        poll_interval: args.interval,
+        dry_run: args.dry_run,
+        guard: PruneGuard {
+            max_share_percent: args.prune_max_share,
+            confirmed: args.confirm_prune,
+        },
+        concurrency: concurrency.steps(),
+        throttle,
+        instance: std::env::var("POD_NAME").ok(),
+        metrics: metrics.clone(),
+        analysis: crate::analysis::AnalysisConfig {
+            concurrency: args.analysis_concurrency as usize,
+            timeout: args.analysis_timeout,
+        },
+    }
 }
 
 /// `--ui` with `--ui-repo` commits as the server: refused when its signing key is an approver's.

@@ -8,7 +8,7 @@ use tollgate_engine::preview::{RunStart, StartsAfter};
 use tollgate_engine::{GateVerdict, Preview, RunChange};
 use tollgate_manifest::snapshot::short_sha as short;
 use tollgate_model::policy::OnNewSnapshot;
-use tollgate_source::plan::{ChartChange, ChartRef, PlanStatus};
+use tollgate_source::plan::{ChartChange, ChartRef, PlanStatus, PromotionPlan};
 
 use super::gates;
 use super::planned::{Planned, new_run_snapshot, touched};
@@ -221,6 +221,20 @@ pub fn details(planned: &Planned<'_>) -> Vec<(&'static str, String)> {
         rows.extend(gates::rows(&snapshot.promotion, plan.policy.as_deref()));
         rows.extend(depends_on_rows(&snapshot.promotion));
     }
+    rows.extend(content_change_rows(plan));
+    for warning in warnings(planned) {
+        rows.push(("warning", warning));
+    }
+    for diagnostic in &plan.diagnostics {
+        rows.push(("error", diagnostic.to_string()));
+    }
+    rows
+}
+
+/// What the commit changes in the promotion: selectors, stages, charts, profileSpec fields,
+/// triggers.
+fn content_change_rows(plan: &PromotionPlan) -> Vec<(&'static str, String)> {
+    let mut rows = Vec::new();
     for change in &plan.selector_changes {
         rows.push((
             "selector",
@@ -253,12 +267,6 @@ pub fn details(planned: &Planned<'_>) -> Vec<(&'static str, String)> {
             "trigger",
             format!("{}: {} → {}", change.stage, change.old, change.new),
         ));
-    }
-    for warning in warnings(planned) {
-        rows.push(("warning", warning));
-    }
-    for diagnostic in &plan.diagnostics {
-        rows.push(("error", diagnostic.to_string()));
     }
     rows
 }
