@@ -97,7 +97,7 @@ impl ControllerHandle {
 
     /// Waits until the loop is quiescent, in a turn that started after this call: nothing to
     /// step, no wake-up due, nothing unread or unsynced, no measurement in flight, no notification
-    /// queued. Returns when it next wakes by itself; `None` if it stopped first. For tests that
+    /// or Event queued. Returns when it next wakes by itself; `None` if it stopped first. For tests that
     /// show that nothing happens; a commit must be poked to count (see [`quiescence`]).
     pub async fn quiescent(&self) -> Option<Quiescence> {
         quiescence::wait_quiescent(&self.turns).await

@@ -1,8 +1,8 @@
 //! When the loop has nothing left to do by itself, for tests that must show that nothing happens
 //! (rather than sleep and look). The loop reports after every turn whether it is quiescent: the
 //! scheduler has nothing marked to step and no wake-up due ([`Scheduler::quiescence`]), no git
-//! sync is asked for or unread, no watch touch is unread, no measurement is in flight and no
-//! notification is queued or being sent. Then nothing happens until `next_wake_at`, or until
+//! sync is asked for or unread, no watch touch is unread, no measurement is in flight, and no
+//! notification or Event is queued or being sent. Then nothing happens until `next_wake_at`, or until
 //! something outside (a commit poked, a watch event, a webhook) tells the controller.
 //!
 //! Reporting costs a few atomic reads and a `watch` send per turn; nothing the loop decides reads

@@ -99,7 +99,8 @@ impl Shell {
     }
 
     /// Says whether the turn left anything to do: the scheduler's work, an update or touch not
-    /// read yet, a poke not synced yet, a measurement in flight, a notification queued.
+    /// read yet, a poke not synced yet, a measurement in flight, a notification or an Event
+    /// queued.
     fn report_turn(&self, inputs: &Inputs) {
         let quiescent = self.scheduler.quiescence(Utc::now()).filter(|_| {
             inputs.git.is_empty()
@@ -107,6 +108,7 @@ impl Shell {
                 && self.git_pokes.all_answered()
                 && self.ctx.analysis.is_idle()
                 && self.ctx.notifier.is_idle()
+                && self.ctx.events.is_idle()
         });
         self.turns.send_modify(|report| {
             report.turn += 1;
