@@ -248,8 +248,8 @@ fn an_engine_wake_up_steps_its_promotion_at_its_instant_and_not_before() {
 #[test]
 fn quiescent_only_with_nothing_marked_and_nothing_due_and_it_says_when_it_wakes() {
     let cluster = FakeCluster::default();
-    let mut scheduler = Scheduler::new(PruneGuard::default());
-    assert_eq!(scheduler.quiescence(t(0)), None, "not synced yet");
+    let unsynced = Scheduler::new(PruneGuard::default());
+    assert_eq!(unsynced.quiescence(t(0)), None, "not synced yet");
     let mut scheduler = started(&["a"], &cluster);
     let idle = Quiescence { next_wake_at: None };
     assert_eq!(scheduler.quiescence(t(1)), Some(idle));
