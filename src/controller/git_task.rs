@@ -93,8 +93,14 @@ impl GitThread {
             .name("tollgate-git".into())
             .spawn(move || {
                 let _watches = watches;
-                let pokes = (thread_poker, thread_pokes);
-                sync_loop(source, interval, updates, thread_stop, pokes);
+                sync_loop(
+                    source,
+                    interval,
+                    updates,
+                    thread_stop,
+                    thread_poker,
+                    thread_pokes,
+                );
             })
             .map_err(ControllerError::GitThread)?;
         Ok(GitThread {
@@ -156,7 +162,8 @@ fn sync_loop(
     interval: Duration,
     updates: mpsc::Sender<GitUpdate>,
     stop: Arc<AtomicBool>,
-    (poker, pokes): (Poker, GitPokes),
+    poker: Poker,
+    pokes: GitPokes,
 ) {
     let mut complete_next = true;
     let mut refusal = None;
