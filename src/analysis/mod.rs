@@ -198,6 +198,12 @@ impl AnalysisRunner {
         told.try_recv().is_ok()
     }
 
+    /// No measurement in flight: none ended without its promotion being told (see
+    /// [`crate::controller::quiescence`]).
+    pub fn is_idle(&self) -> bool {
+        self.inner.store().is_idle()
+    }
+
     /// The promotion is gone: its results with it.
     pub fn forget(&self, promotion: &str) {
         self.inner.store().forget(promotion);
@@ -228,8 +234,10 @@ impl Inner {
         if let Some(m) = &taken {
             debug!(promotion = %job.promotion, stage = %key.stage, analysis = %key.analysis, index = key.index, verdict = m.verdict.as_str(), value = m.value.as_deref().unwrap_or(""), "measured");
         }
-        let taken_by_a_step = self.store().finish(&job.promotion, &key, taken);
+        let mut store = self.store();
+        let taken_by_a_step = store.finish(&job.promotion, &key, taken);
         if measured && !taken_by_a_step {
+            // Under the store's lock: whoever sees nothing in flight sees the poke queued.
             let _ = self.poke.send(Touch::Promotions(vec![job.promotion]));
         }
     }

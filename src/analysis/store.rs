@@ -42,6 +42,11 @@ impl Store {
                 .is_some_and(|r| r.iter().any(|m| &m.key == key))
     }
 
+    /// No measurement in flight, of any promotion.
+    pub fn is_idle(&self) -> bool {
+        self.in_flight.is_empty()
+    }
+
     pub fn start(&mut self, promotion: &str, key: MeasurementKey, task: AbortHandle) {
         self.in_flight
             .entry(promotion.to_string())

@@ -15,6 +15,8 @@
 //!   Event objects were about 50 MB).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
@@ -56,12 +58,15 @@ struct Queued {
 pub struct EventPublisher {
     queues: Vec<mpsc::Sender<Queued>>,
     dry_run: bool,
+    /// Events queued and not yet sent (or failed): see [`EventPublisher::is_idle`].
+    unsent: Arc<AtomicUsize>,
 }
 
 impl EventPublisher {
     /// Starts one worker task per shard (none in dry-run); they stop when the publisher is dropped.
     pub fn new(client: Client, instance: Option<String>, dry_run: bool) -> Self {
         let shards = if dry_run { 0 } else { SHARDS };
+        let unsent = Arc::new(AtomicUsize::new(0));
         let queues = (0..shards)
             .map(|_| {
                 let (queue, received) = mpsc::channel(QUEUE_PER_SHARD);
@@ -69,12 +74,22 @@ impl EventPublisher {
                     events: Api::namespaced(client.clone(), EVENT_NAMESPACE),
                     instance: instance.clone().unwrap_or_else(|| "tollgate".into()),
                     cache: SeriesCache::default(),
+                    unsent: unsent.clone(),
                 };
                 tokio::spawn(sender.run(received));
                 queue
             })
             .collect();
-        EventPublisher { queues, dry_run }
+        EventPublisher {
+            queues,
+            dry_run,
+            unsent,
+        }
+    }
+
+    /// Every event queued has been sent (or failed): none is left to reach the API server.
+    pub fn is_idle(&self) -> bool {
+        self.unsent.load(Ordering::SeqCst) == 0
     }
 
     /// Logs the event and queues it for the API server.
@@ -94,7 +109,9 @@ impl EventPublisher {
             uid: uid.map(str::to_string),
             event: event.clone(),
         };
+        self.unsent.fetch_add(1, Ordering::SeqCst);
         if let Err(error) = queue.try_send(queued) {
+            self.unsent.fetch_sub(1, Ordering::SeqCst);
             let why = match error {
                 mpsc::error::TrySendError::Full(_) => "the event queue is full",
                 mpsc::error::TrySendError::Closed(_) => "the event publisher stopped",
@@ -199,6 +216,7 @@ struct SeriesSender {
     events: Api<Event>,
     instance: String,
     cache: SeriesCache,
+    unsent: Arc<AtomicUsize>,
 }
 
 impl SeriesSender {
@@ -209,6 +227,7 @@ impl SeriesSender {
             if let Err(error) = self.send(queued).await {
                 warn!(promotion, reason, %error, "could not publish event");
             }
+            self.unsent.fetch_sub(1, Ordering::SeqCst);
         }
     }
 

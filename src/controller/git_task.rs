@@ -21,6 +21,7 @@ use tollgate_source::{
 use tracing::{debug, info, warn};
 
 use super::error::ControllerError;
+use super::quiescence::GitPokes;
 
 /// One promotion as git shows it at the tracked head.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +64,8 @@ pub struct GitUpdate {
 
 pub struct GitThread {
     pub poker: Poker,
+    /// Whether every poke has been answered by a sync (for [`super::quiescence`]).
+    pub pokes: GitPokes,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
 }
@@ -78,19 +81,31 @@ impl GitThread {
         let keys_dir = config.trust.trusted_keys.clone();
         let source = GitSource::open(config)?;
         let poker = source.poker();
+        let pokes = GitPokes::default();
+        let counted = pokes.clone();
+        poker.on_poke(move || counted.poked());
         let watches = start_watches(watch_path, keys_dir, &poker);
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = stop.clone();
         let thread_poker = poker.clone();
+        let thread_pokes = pokes.clone();
         let handle = std::thread::Builder::new()
             .name("tollgate-git".into())
             .spawn(move || {
                 let _watches = watches;
-                sync_loop(source, interval, updates, thread_stop, thread_poker);
+                sync_loop(
+                    source,
+                    interval,
+                    updates,
+                    thread_stop,
+                    thread_poker,
+                    thread_pokes,
+                );
             })
             .map_err(ControllerError::GitThread)?;
         Ok(GitThread {
             poker,
+            pokes,
             stop,
             handle: Some(handle),
         })
@@ -148,6 +163,7 @@ fn sync_loop(
     updates: mpsc::Sender<GitUpdate>,
     stop: Arc<AtomicBool>,
     poker: Poker,
+    pokes: GitPokes,
 ) {
     let mut complete_next = true;
     let mut refusal = None;
@@ -155,6 +171,7 @@ fn sync_loop(
     while !stop.load(Ordering::SeqCst) {
         // Clear a pending poke before syncing: a poke that arrives during the sync re-triggers.
         poker.take();
+        let answering = pokes.before_sync();
         let (update, wait) = match source.sync() {
             Ok(report) => {
                 // A new (or lifted) refusal is news for every promotion, not only changed ones.
@@ -186,6 +203,7 @@ fn sync_loop(
         if updates.blocking_send(update).is_err() {
             return;
         }
+        pokes.answered(answering);
         poker.wait(wait);
     }
 }

@@ -17,6 +17,7 @@ pub mod guard;
 pub mod measurement_holds;
 pub mod persist;
 pub mod progress_writes;
+pub mod quiescence;
 pub mod reconcile;
 pub mod retry;
 pub mod run_loop;
@@ -45,6 +46,8 @@ use crate::metrics::Metrics;
 pub use error::{ControllerError, ReconcileError};
 use git_task::GitThread;
 pub use guard::PruneGuard;
+pub use quiescence::Quiescence;
+use quiescence::TurnReport;
 use reconcile::{Context, Origin};
 use run_loop::{Inputs, Shell};
 use scheduler::Scheduler;
@@ -83,11 +86,21 @@ pub struct ControllerHandle {
     /// The persisted status of every promotion (for the status API).
     pub statuses: Arc<StatusCache>,
     shutdown: watch::Sender<bool>,
+    /// What the loop said of itself after each turn.
+    turns: watch::Receiver<TurnReport>,
 }
 
 impl ControllerHandle {
     pub fn shutdown(&self) {
         let _ = self.shutdown.send(true);
+    }
+
+    /// Waits until the loop is quiescent, in a turn that started after this call: nothing to
+    /// step, no wake-up due, nothing unread or unsynced, no measurement in flight, no notification
+    /// or Event queued. Returns when it next wakes by itself; `None` if it stopped first. For tests that
+    /// show that nothing happens; a commit must be poked to count (see [`quiescence`]).
+    pub async fn quiescent(&self) -> Option<Quiescence> {
+        quiescence::wait_quiescent(&self.turns).await
     }
 }
 
@@ -107,6 +120,7 @@ pub async fn start(
     let (ready_tx, ready_rx) = watch::channel(false);
     let (startup_tx, startup_rx) = watch::channel(Startup::Connecting);
     let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
+    let (turns_tx, turns_rx) = watch::channel(TurnReport::default());
     let handle = ControllerHandle {
         poker: git.poker.clone(),
         ready: ready_rx,
@@ -114,7 +128,9 @@ pub async fn start(
         watch_health: health.clone(),
         statuses: statuses.clone(),
         shutdown: shutdown_tx,
+        turns: turns_rx,
     };
+    let git_pokes = git.pokes.clone();
     let task = tokio::spawn(async move {
         let Some(served) = startup::wait_for_cluster(&client, &startup_tx, &mut shutdown_rx).await
         else {
@@ -147,6 +163,8 @@ pub async fn start(
             concurrency: config.concurrency,
             throttle: config.throttle.clone(),
             ready: ready_tx,
+            turns: turns_tx,
+            git_pokes,
         };
         let inputs = Inputs {
             git: git_rx,

@@ -14,6 +14,7 @@ use tracing::{debug, info, warn};
 use super::cluster_view::Cached;
 use super::error::ReconcileError;
 use super::git_task::GitUpdate;
+use super::quiescence::{GitPokes, TurnReport};
 use super::reconcile::{self, Context, Outcome};
 use super::scheduler::{Command, Scheduler, Step, StepDone};
 use crate::cluster::errors::ClusterError;
@@ -40,6 +41,10 @@ pub struct Shell {
     /// The client's throttle: a failed step is retried no sooner than the server asked.
     pub throttle: Arc<Throttle>,
     pub ready: watch::Sender<bool>,
+    /// Whether each turn ended with nothing left to do (see [`super::quiescence`]).
+    pub turns: watch::Sender<TurnReport>,
+    /// Whether the git thread has answered every poke.
+    pub git_pokes: GitPokes,
 }
 
 /// Where the shell's events come from.
@@ -88,8 +93,27 @@ impl Shell {
             if !steps.is_empty() {
                 self.step_batch(steps, now).await;
             }
+            self.report_turn(&inputs);
         }
         info!("controller loop stopped");
+    }
+
+    /// Says whether the turn left anything to do: the scheduler's work, an update or touch not
+    /// read yet, a poke not synced yet, a measurement in flight, a notification or an Event
+    /// queued.
+    fn report_turn(&self, inputs: &Inputs) {
+        let quiescent = self.scheduler.quiescence(Utc::now()).filter(|_| {
+            inputs.git.is_empty()
+                && inputs.touches.is_empty()
+                && self.git_pokes.all_answered()
+                && self.ctx.analysis.is_idle()
+                && self.ctx.notifier.is_idle()
+                && self.ctx.events.is_idle()
+        });
+        self.turns.send_modify(|report| {
+            report.turn += 1;
+            report.quiescent = quiescent;
+        });
     }
 
     fn on_git(&mut self, update: GitUpdate) {

@@ -21,6 +21,7 @@ use super::cluster_view::ClusterView;
 use super::desired::GitPresence;
 use super::git_task::{GitUpdate, PromotionGit};
 use super::guard::{self, PruneGuard};
+use super::quiescence::Quiescence;
 use super::retry::{Retries, Retry};
 use super::timers::Timers;
 use crate::cluster::statuses::CONFIRM_PRUNE_ANNOTATION;
@@ -382,6 +383,15 @@ impl Scheduler {
     /// git synced and every watch listed once.
     pub fn is_ready(&self) -> bool {
         self.git_synced && self.watches_listed
+    }
+
+    /// Whether it is ready, nothing is marked to step and no wake-up is due at `now`; then,
+    /// when it next wakes by itself. Not while promotions wait for it to lead.
+    pub fn quiescence(&self, now: DateTime<Utc>) -> Option<Quiescence> {
+        let next_wake_at = self.next_wake();
+        let due = next_wake_at.is_some_and(|at| at <= now);
+        let marked = self.all_dirty || !self.dirty.is_empty();
+        (self.is_ready() && !marked && !due).then_some(Quiescence { next_wake_at })
     }
 
     /// Whether nothing is left to step, now or later, until something happens: no promotion

@@ -170,6 +170,16 @@ impl Notifier {
         }
     }
 
+    /// Whether every worker is done with what it was given: nothing queued, being sent or
+    /// retried, or waiting to be recorded on its GitPromotion.
+    pub fn is_idle(&self) -> bool {
+        let Some(inner) = &self.inner else {
+            return true;
+        };
+        let workers = inner.workers.lock().unwrap_or_else(|e| e.into_inner());
+        workers.values().all(Worker::is_idle)
+    }
+
     /// On a graceful stop: each worker makes one attempt at what is queued (no retry) and ends;
     /// waits for that at most `within`. Whatever is not delivered stays pending in the statuses
     /// for the next process.

@@ -67,33 +67,56 @@ pub struct Worker {
 
 #[derive(Default)]
 struct Queue {
-    names: Mutex<(VecDeque<String>, HashSet<String>)>,
+    names: Mutex<Names>,
     wake: tokio::sync::Notify,
 }
 
+#[derive(Default)]
+struct Names {
+    order: VecDeque<String>,
+    queued: HashSet<String>,
+    /// The worker holds a promotion it popped (sending, retrying or recording): it is not done
+    /// with it, though nothing is queued. Set and cleared under the lock with the queue, so an
+    /// observer never sees the worker between the two.
+    working: bool,
+}
+
 impl Queue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Names> {
+        self.names.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn push(&self, promotion: &str) {
-        let mut guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
-        let (names, queued) = &mut *guard;
-        if queued.insert(promotion.to_string()) {
-            names.push_back(promotion.to_string());
+        let mut names = self.lock();
+        if names.queued.insert(promotion.to_string()) {
+            names.order.push_back(promotion.to_string());
             self.wake.notify_one();
         }
     }
 
+    /// The next promotion to look at; the worker is working until [`Queue::done`].
     fn pop(&self) -> Option<String> {
-        let mut guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
-        let (names, queued) = &mut *guard;
-        let name = names.pop_front()?;
-        queued.remove(&name);
+        let mut names = self.lock();
+        let name = names.order.pop_front()?;
+        names.queued.remove(&name);
+        names.working = true;
         Some(name)
     }
 
+    fn done(&self) {
+        self.lock().working = false;
+    }
+
+    /// Nothing queued and nothing in hand.
+    fn is_idle(&self) -> bool {
+        let names = self.lock();
+        names.order.is_empty() && !names.working
+    }
+
     fn take_all(&self) -> Vec<String> {
-        let mut guard = self.names.lock().unwrap_or_else(|e| e.into_inner());
-        let (names, queued) = &mut *guard;
-        queued.clear();
-        names.drain(..).collect()
+        let mut names = self.lock();
+        names.queued.clear();
+        names.order.drain(..).collect()
     }
 }
 
@@ -128,6 +151,12 @@ impl Worker {
     pub fn set_mode(&self, mode: Mode) {
         let _ = self.mode.send(mode);
         self.queue.wake.notify_one();
+    }
+
+    /// Nothing queued and nothing being sent (or retried) or recorded; a finished worker is
+    /// idle.
+    pub fn is_idle(&self) -> bool {
+        self.task.is_finished() || self.queue.is_idle()
     }
 
     /// The promotions queued and not yet looked at (handed to a successor).
@@ -175,6 +204,7 @@ impl Run {
                 continue;
             };
             self.promotion(&promotion).await;
+            queue.done();
         }
     }
 

@@ -5,7 +5,6 @@ use crate::support;
 
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::time::Duration;
 
 use serde_json::Value;
 use support::{
@@ -122,13 +121,19 @@ fn dry_run_logs_actions_and_writes_nothing() {
     repo.commit("Kyverno");
     let dir = tempfile::tempdir().expect("temp dir");
     let (mut controller, kubeconfig) = start_embedded(&repo, dir.path(), &["--dry-run"]);
+    let log = StderrTail::of(&mut controller.0);
     eventually("kubeconfig written", || kubeconfig.exists().then_some(()));
-    // Give the controller time to sync and step; then nothing may exist in the cluster.
-    std::thread::sleep(Duration::from_secs(3));
+    // Events are published once their step's status is persisted (or would be): after the
+    // first, nothing the step wrote can be missing from the cluster.
+    eventually("a step ended with its events", || {
+        log.text()
+            .contains("dry-run: event (not published)")
+            .then_some(())
+    });
     let statuses = status_json(&kubeconfig).expect("status answers");
     assert_eq!(statuses, Value::Array(vec![]), "dry-run persisted a status");
     let _ = controller.0.kill();
-    let output = controller.0.wait_with_output_stderr();
+    let output = log.after_exit(&mut controller.0);
     assert!(
         output.contains("dry-run: would server-side apply ClusterProfile"),
         "the would-be apply is logged:\n{output}"
@@ -152,6 +157,43 @@ impl StderrOutput for Child {
             let _ = stderr.read_to_string(&mut text);
         }
         text
+    }
+}
+
+/// A child's stderr read as it comes, so a test can wait for a line while the child runs.
+struct StderrTail {
+    text: std::sync::Arc<std::sync::Mutex<String>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl StderrTail {
+    fn of(child: &mut Child) -> StderrTail {
+        use std::io::BufRead;
+        let stderr = child.stderr.take().expect("stderr piped");
+        let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let read = text.clone();
+        let reader = std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let mut text = read.lock().unwrap_or_else(|e| e.into_inner());
+                text.push_str(&line);
+                text.push('\n');
+            }
+        });
+        StderrTail { text, reader }
+    }
+
+    fn text(&self) -> String {
+        self.text.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Everything the child wrote, once it has exited.
+    fn after_exit(self, child: &mut Child) -> String {
+        let _ = child.wait();
+        let StderrTail { text, reader } = self;
+        let _ = reader.join();
+        let text = text.lock().unwrap_or_else(|e| e.into_inner());
+        text.clone()
     }
 }
 
@@ -341,9 +383,14 @@ fn a_failed_fetch_is_one_log_line_and_claims_nothing_before_a_sync() {
             .spawn()
             .expect("tollgate run starts"),
     );
-    std::thread::sleep(Duration::from_secs(3));
+    let tail = StderrTail::of(&mut controller.0);
+    // Two failed fetches: the second one as the first must say nothing ran yet.
+    eventually("two failed fetches logged", || {
+        let failed = tail.text().matches("git sync failed").count();
+        (failed >= 2).then_some(())
+    });
     let _ = controller.0.kill();
-    let log = controller.0.wait_with_output_stderr();
+    let log = tail.after_exit(&mut controller.0);
     let failures: Vec<&str> = log.lines().filter(|l| l.contains("WARN")).collect();
     assert!(!failures.is_empty(), "no failure logged:\n{log}");
     for line in &failures {

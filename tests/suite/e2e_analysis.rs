@@ -779,8 +779,8 @@ async fn a_stage_gated_by_one_measurement_costs_the_writes_of_an_ungated_handoff
             "{status:#}"
         );
     }
-    // Anything held back would be written by now (holds end within 2 s).
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    // Until nothing is held back, measured or due: no write is left to come.
+    world.settled().await;
     let expected: std::collections::BTreeMap<String, u32> = [
         ("apply clusterprofiles.config.projectsveltos.io", 3),
         ("apply gitpromotions.tollgate.dev", 1),

@@ -261,8 +261,9 @@ async fn a_halted_stage_cancels_the_cluster_analyses_still_running() {
     let text = status_text(&world);
     assert!(text.contains("Cancelled"), "{text}");
     assert!(!text.contains("Running"), "nothing shown running: {text}");
-    // Nothing more is measured, and the metrics count what status records.
-    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    // Nothing more is measured (nothing in flight, nothing due), and the metrics count what
+    // status records.
+    world.settled().await;
     let after = world.status(WEB).await.expect("status");
     let recorded: usize = self::runs(&after, "prod")
         .iter()

@@ -182,8 +182,19 @@ async fn restart_mid_delay_neither_shortens_the_delay_nor_reapplies() {
             .count()
     };
     let writes_before = tollgate_writes(&world);
-    tokio::time::sleep(Duration::from_secs(1)).await;
     world.start_controller().await;
+    // The restarted controller wakes when the delay from dev's success ends: not sooner (the
+    // delay shortened), not a delay from its own start (restarted).
+    let quiescence = world.quiescent().await;
+    eprintln!(
+        "restart: dev done {dev_done}, quiescent at {}, {quiescence:?}",
+        Utc::now()
+    );
+    assert_eq!(
+        quiescence.next_wake_at,
+        Some(dev_done + chrono::Duration::seconds(4)),
+        "the wake-up after the restart"
+    );
 
     world.wait_phase("kyverno-rollout-auto", "Completed").await;
     let log = world.emulator.write_log();
@@ -216,8 +227,13 @@ async fn api_outage_mid_rollout_is_survived() {
             world.profile("kyverno-rollout-auto-dev").await.map(|_| ())
         })
         .await;
+    let failed = world.failed_steps();
     world.emulator.outage_start();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    world
+        .eventually("three steps failed against the outage", || async {
+            (world.failed_steps() >= failed + 3).then_some(())
+        })
+        .await;
     world.emulator.outage_end();
     let status = world.wait_phase("kyverno-rollout-auto", "Completed").await;
     assert_eq!(status["currentStageName"], "production");

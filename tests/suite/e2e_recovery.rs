@@ -5,8 +5,10 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
+use kube::api::{Api, DynamicObject};
 use serde_json::Value;
 use support::{TestRepo, World, fleet_yaml, seed};
+use tollgate::cluster::resources;
 
 const AUTO: &str = "kyverno-rollout-auto";
 const SUMMARIES: &str = "clustersummaries.config.projectsveltos.io";
@@ -29,10 +31,13 @@ fn commit_bump(world: &World, message: &str) {
     world.poke();
 }
 
+/// Reads through refusals: a restarted server refuses the test's reads for a moment too.
 async fn first_stage_bumped(world: &World) {
+    let profiles: Api<DynamicObject> =
+        Api::all_with(world.client.clone(), &resources::cluster_profile());
     world
         .eventually("the first stage carries 3.6.2", || async {
-            let profile = world.profile(&format!("{AUTO}-dev")).await?;
+            let profile = profiles.get_opt(&format!("{AUTO}-dev")).await.ok()??;
             (profile.data.pointer("/spec/helmCharts/0/chartVersion")? == "3.6.2").then_some(())
         })
         .await;
@@ -90,17 +95,21 @@ async fn a_failing_watch_is_visible_on_the_promotions_and_clears_when_it_works_a
 async fn a_commit_made_during_an_outage_rolls_out_right_after_it() {
     let world = completed_world().await;
     world.emulator.outage_start();
+    let failed = world.failed_steps();
     commit_bump(&world, "bump during the outage");
-    // Long enough for a client-go style backoff to grow past several seconds.
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    // Five failed steps: the backoff is at its cap (a client-go style one would be past several
+    // seconds by then).
+    world
+        .eventually("five steps failed against the outage", || async {
+            (world.failed_steps() >= failed + 5).then_some(())
+        })
+        .await;
     // A restarted server has forgotten the watch history (every watch gets 410 and relists)
     // and refuses requests for a moment while its RBAC caches fill.
     world.emulator.expire_watch_history();
     world.emulator.forbid_requests_for(Duration::from_secs(1));
     world.emulator.outage_end();
     let back = Instant::now();
-    // The test's own reads would be refused during the window too.
-    tokio::time::sleep(Duration::from_millis(1_100)).await;
     first_stage_bumped(&world).await;
     println!(
         "recovery: first stage applied {} ms after the API server answered again",

@@ -228,7 +228,7 @@ async fn a_halted_stage_is_retried_and_only_its_failed_clusters_are_reapplied() 
             .any(|r| r["stage"] == "staging" && r["n"] == 1 && r["redriven"] == true),
         "{consumed:?}"
     );
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    world.settled().await;
     assert_eq!(events(&world, "Retried").await.len(), 1);
     assert_eq!(
         world.status(WEB).await.expect("status")["phase"],

@@ -25,8 +25,8 @@ async fn a_three_stage_rollout_costs_at_most_three_writes_per_transition() {
     repo.commit("web");
     let world = World::start(repo, &fleet.to_yaml()).await;
     world.wait_phase("web", "Completed").await;
-    // Anything held back would be written by now (the interval is 2 s).
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    // Until nothing is held back or due: no write is left to come.
+    world.settled().await;
     let counts = world.controller_writes();
     let expected: BTreeMap<String, u32> = [
         ("apply clusterprofiles.config.projectsveltos.io", 3),
@@ -106,7 +106,8 @@ async fn notices_cost_no_status_write_and_one_patch_per_transition_at_most() {
             (delivered.load(std::sync::atomic::Ordering::SeqCst) >= 7).then_some(())
         })
         .await;
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    // Every delivery recorded, nothing held back or due: no write is left to come.
+    world.settled().await;
     let mut counts = world.controller_writes();
     let patches = counts
         .remove("patch gitpromotions.tollgate.dev")

@@ -246,6 +246,33 @@ fn an_engine_wake_up_steps_its_promotion_at_its_instant_and_not_before() {
 }
 
 #[test]
+fn quiescent_only_with_nothing_marked_and_nothing_due_and_it_says_when_it_wakes() {
+    let cluster = FakeCluster::default();
+    let unsynced = Scheduler::new(PruneGuard::default());
+    assert_eq!(unsynced.quiescence(t(0)), None, "not synced yet");
+    let mut scheduler = started(&["a"], &cluster);
+    let idle = Quiescence { next_wake_at: None };
+    assert_eq!(scheduler.quiescence(t(1)), Some(idle));
+    scheduler.on_touch(Touch::Promotions(vec!["a".into()]), &cluster);
+    assert_eq!(scheduler.quiescence(t(1)), None, "touched: to step");
+    let wake_at = Some(t(30));
+    for step in scheduler.due(t(1)) {
+        scheduler.on_step_done(&step.name, StepDone::Stepped { wake_at }, t(1));
+    }
+    let quiet = scheduler.quiescence(t(1));
+    assert_eq!(
+        quiet,
+        Some(Quiescence {
+            next_wake_at: wake_at
+        })
+    );
+    assert_eq!(scheduler.quiescence(t(30)), None, "the wake-up is due");
+    scheduler.on_lease(false);
+    scheduler.on_lease(true);
+    assert_eq!(scheduler.quiescence(t(1)), None, "a new leader steps all");
+}
+
+#[test]
 fn a_touch_steps_only_the_promotions_it_concerns() {
     let mut cluster = FakeCluster::default();
     cluster.profiles.insert("a-dev".into(), "a".into());

@@ -22,7 +22,7 @@ use tempfile::TempDir;
 use tollgate::cluster::leader::LeaderGate;
 use tollgate::cluster::resources;
 use tollgate::cluster::throttle::{Concurrency, Throttle};
-use tollgate::controller::{self, ControllerConfig, ControllerHandle, PruneGuard};
+use tollgate::controller::{self, ControllerConfig, ControllerHandle, PruneGuard, Quiescence};
 use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet};
 use tollgate_source::SourceConfig;
 use tollgate_source::timeouts::NetworkTimeouts;
@@ -238,6 +238,46 @@ impl World {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Waits until the in-process controller is quiescent (see
+    /// [`ControllerHandle::quiescent`]): a turn that started after this call ended with nothing to
+    /// do. Returns when it next wakes by itself. Poke a fresh commit first: a filesystem watch's
+    /// poke may come later.
+    pub async fn quiescent(&self) -> Quiescence {
+        let (handle, _) = self.controller.as_ref().expect("a controller runs");
+        tokio::time::timeout(PATIENCE, handle.quiescent())
+            .await
+            .expect("the controller became quiescent within the patience")
+            .expect("the controller runs")
+    }
+
+    /// Waits until the controller is quiescent with no wake-up pending, carrying out those that
+    /// are (a held-back write, a retry, a measurement's interval): from then on it does nothing
+    /// until something outside tells it. Instead of sleeping "long enough" before asserting that
+    /// nothing (more) happened.
+    pub async fn settled(&self) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let quiescence = self.quiescent().await;
+            if quiescence.next_wake_at.is_none() {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the controller still had a wake-up pending after {PATIENCE:?}: {quiescence:?}"
+            );
+        }
+    }
+
+    /// Steps that failed (nothing persisted), as the controller's metrics count them.
+    pub fn failed_steps(&self) -> u64 {
+        self.metrics
+            .encode()
+            .lines()
+            .filter(|line| line.starts_with("tollgate_reconciles_total{result=\"error\"}"))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
     }
 
     /// (reason, note) of every Event regarding `promotion`.

@@ -2,7 +2,7 @@
 
 use crate::common;
 
-use common::{Manifest, TestRepo};
+use common::{Manifest, SourceRepo, TestRepo};
 use tollgate_manifest::{ApprovalEvent, ApprovalKind};
 use tollgate_source::Change;
 
@@ -22,7 +22,7 @@ fn events(source: &tollgate_source::GitSource, name: &str) -> Vec<(String, Appro
 
 #[test]
 fn approved_true_false_true_gives_two_field_events() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     repo.write("app.yaml", &Manifest::new("app", "1.0.0").yaml());
     repo.commit("v1, not approved");
     let mut source = repo.source();
@@ -73,7 +73,7 @@ fn approved_true_false_true_gives_two_field_events() {
 
 #[test]
 fn approved_in_the_first_commit_counts() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     repo.write(
         "app.yaml",
         &Manifest::new("app", "1.0.0").approved(Some(true)).yaml(),
@@ -89,7 +89,7 @@ fn approved_in_the_first_commit_counts() {
 
 #[test]
 fn annotation_approvals_for_current_and_stale_snapshots_are_recorded_with_values() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     let base = Manifest::new("app", "1.0.0");
     repo.write("app.yaml", &base.yaml());
     let c1 = repo.commit("v1");

@@ -18,7 +18,7 @@ struct Upstream {
 
 impl Upstream {
     fn new() -> Self {
-        let work = TestRepo::new();
+        let work = TestRepo::with_fixed_identity();
         work.write("app.yaml", &Manifest::new("app", "1.0.0").yaml());
         work.commit("v1");
         let bare_root = tempfile::tempdir().expect("tempdir");

@@ -2,7 +2,7 @@
 
 use crate::common;
 
-use common::{Manifest, TestRepo, invalid_manifest};
+use common::{Manifest, SourceRepo, TestRepo, invalid_manifest};
 use tollgate_source::{Change, PromotionView, SourceError};
 
 fn snapshot_summary(
@@ -18,7 +18,7 @@ fn snapshot_summary(
 
 #[test]
 fn linear_history_indexes_content_changes_only() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     repo.write("promotions/app.yaml", &Manifest::new("app", "1.0.0").yaml());
     let c0 = repo.commit("add app");
     let mut source = repo.source();
@@ -108,7 +108,7 @@ fn linear_history_indexes_content_changes_only() {
 
 #[test]
 fn idle_sync_reports_nothing() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     repo.write("app.yaml", &Manifest::new("app", "1.0.0").yaml());
     repo.commit("add app");
     let mut source = repo.source();
@@ -121,7 +121,7 @@ fn idle_sync_reports_nothing() {
 
 #[test]
 fn merge_commits_are_the_only_snapshots_of_a_merged_branch() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     repo.write("app.yaml", &Manifest::new("app", "1.0.0").yaml());
     let c0 = repo.commit("add app");
     repo.git(&["checkout", "-q", "-b", "feature"]);
@@ -160,7 +160,7 @@ fn merge_commits_are_the_only_snapshots_of_a_merged_branch() {
 
 #[test]
 fn revert_is_a_rollback_to_the_earlier_snapshot() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     repo.write("app.yaml", &Manifest::new("app", "1.0.0").yaml());
     let c0 = repo.commit("v1");
     let mut source = repo.source();
@@ -188,7 +188,7 @@ fn revert_is_a_rollback_to_the_earlier_snapshot() {
 
 #[test]
 fn force_push_with_identical_content_keeps_indexes() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     let versions = ["1.0.0", "1.1.0", "1.2.0"];
     repo.write("app.yaml", &Manifest::new("app", versions[0]).yaml());
     repo.write("other.yaml", &Manifest::new("other", "9.0.0").yaml());
@@ -243,7 +243,7 @@ fn force_push_with_identical_content_keeps_indexes() {
 
 #[test]
 fn renaming_a_file_keeps_the_history() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     repo.write("old/app.yaml", &Manifest::new("app", "1.0.0").yaml());
     repo.commit("v1");
     repo.write("old/app.yaml", &Manifest::new("app", "2.0.0").yaml());
@@ -265,7 +265,7 @@ fn renaming_a_file_keeps_the_history() {
 
 #[test]
 fn same_name_in_two_files_is_an_error_for_that_name_only() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     repo.write("a.yaml", &Manifest::new("app", "1.0.0").yaml());
     repo.write("other.yaml", &Manifest::new("other", "1.0.0").yaml());
     repo.commit("two promotions");
@@ -309,7 +309,7 @@ fn same_name_in_two_files_is_an_error_for_that_name_only() {
 
 #[test]
 fn invalid_commit_then_fix() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     repo.write("app.yaml", &Manifest::new("app", "1.0.0").yaml());
     repo.write("other.yaml", &Manifest::new("other", "1.0.0").yaml());
     repo.commit("valid");
@@ -359,7 +359,7 @@ fn invalid_commit_then_fix() {
 
 #[test]
 fn removed_promotions_are_reported_once_and_path_missing_is_flagged() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     repo.write("deploy/app.yaml", &Manifest::new("app", "1.0.0").yaml());
     repo.write("deploy/db.yaml", &Manifest::new("db", "1.0.0").yaml());
     repo.write(
@@ -394,7 +394,7 @@ fn removed_promotions_are_reported_once_and_path_missing_is_flagged() {
 
 #[test]
 fn multi_document_files_and_other_kinds() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     let content = format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: not-a-promotion\n---\n{}---\n{}",
         Manifest::new("one", "1.0.0").yaml(),
@@ -411,7 +411,7 @@ fn multi_document_files_and_other_kinds() {
 
 #[test]
 fn unknown_branch_is_an_error_that_keeps_nothing_broken() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     repo.write("app.yaml", &Manifest::new("app", "1.0.0").yaml());
     repo.commit("v1");
     let mut config = repo.config("");
@@ -454,7 +454,7 @@ fn opening_a_missing_repository_fails_clearly() {
 #[test]
 fn project_fixtures_index_as_expected() {
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     for file in [
         "valid/01-multi-document-other-kinds.yaml",
         "valid/04-selectors-and-annotations.yaml",
@@ -505,7 +505,7 @@ fn project_fixtures_index_as_expected() {
 /// it reports that name removed.
 #[test]
 fn a_new_file_that_does_not_parse_is_reported_under_a_name() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     repo.write("app.yaml", &Manifest::new("app", "1.0.0").yaml());
     repo.commit("valid");
     let mut source = repo.source();

@@ -2,7 +2,7 @@
 
 use crate::common;
 
-use common::{Manifest, TestRepo};
+use common::{Manifest, SourceRepo, TestRepo};
 use tollgate_source::{GitSource, PolicySet, PromotionView};
 
 fn policy(name: &str, selector: &str, deadline: &str) -> String {
@@ -45,7 +45,7 @@ fn app_promotion(source: &GitSource) -> tollgate_manifest::ClusterPromotion {
 
 #[test]
 fn a_policy_added_changed_broken_fixed_and_removed_across_commits() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     repo.write("app.yaml", &Manifest::new("app", "1.0.0").yaml());
     repo.commit("app");
     let mut source = repo.source();
@@ -103,7 +103,7 @@ fn a_policy_added_changed_broken_fixed_and_removed_across_commits() {
 
 #[test]
 fn a_policy_file_that_stops_parsing_keeps_its_policy_and_claims_no_promotion() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     repo.write("fleet.yaml", &policy("fleet", "{}", "10m"));
     repo.commit("policy");
     let mut source = repo.source();
@@ -130,7 +130,7 @@ fn a_policy_file_that_stops_parsing_keeps_its_policy_and_claims_no_promotion() {
 
 #[test]
 fn one_policy_name_in_two_files_is_an_error_naming_both_files() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     repo.write("a.yaml", &policy("fleet", "{}", "10m"));
     repo.commit("first definition");
     let mut source = repo.source();
@@ -164,7 +164,7 @@ fn one_policy_name_in_two_files_is_an_error_naming_both_files() {
 
 #[test]
 fn two_selecting_policies_conflict_by_file_and_the_annotation_resolves_it() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     repo.write("policies/a.yaml", &policy("a", "{}", "10m"));
     repo.write(
         "policies/b.yaml",
@@ -214,7 +214,7 @@ fn two_selecting_policies_conflict_by_file_and_the_annotation_resolves_it() {
 
 #[test]
 fn a_new_policy_file_that_does_not_parse_reports_with_the_policies() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     repo.write("app.yaml", &Manifest::new("app", "1.0.0").yaml());
     repo.write(
         "policies/new.yaml",
@@ -240,7 +240,7 @@ fn a_new_policy_file_that_does_not_parse_reports_with_the_policies() {
 
 #[test]
 fn a_policy_change_beside_a_promotion_is_no_new_snapshot() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     let app = Manifest::new("app", "1.0.0").yaml();
     repo.write(
         "app.yaml",

@@ -6,7 +6,7 @@ use crate::common;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{Manifest, TestRepo};
+use common::{Manifest, SourceRepo, TestRepo};
 use std::path::Path;
 use tollgate_fixtures::signing::{Signer, SshSigner, have_tool};
 use tollgate_fixtures::volume::SecretVolume;
@@ -16,7 +16,7 @@ use tollgate_source::{
 
 #[test]
 fn a_new_commit_triggers_the_watch_and_a_sync_sees_it() {
-    let repo = TestRepo::new();
+    let repo = TestRepo::with_fixed_identity();
     repo.write("app.yaml", &Manifest::new("app", "1.0.0").yaml());
     repo.commit("v1");
     let mut source = repo.source();

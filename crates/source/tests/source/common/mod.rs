@@ -1,70 +1,35 @@
 //! Test repositories built with the `git` CLI in temp dirs, and ClusterPromotion manifests.
 
-use std::path::Path;
-
-use tempfile::TempDir;
 use tollgate_source::{GitSource, SourceConfig};
 
-pub struct TestRepo {
-    pub dir: TempDir,
-}
+/// The source tests' repositories commit as Alice (author) and Carl (committer):
+/// `TestRepo::with_fixed_identity()`.
+pub use tollgate_fixtures::TestRepo;
 
 /// Runs git with a fixed identity and no user/system configuration.
 pub use tollgate_fixtures::git::git as git_in;
 
-impl TestRepo {
-    pub fn new() -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        git_in(dir.path(), &["init", "-q", "-b", "main"]);
-        TestRepo { dir }
+/// A [`TestRepo`] as a local git source.
+pub trait SourceRepo {
+    fn config(&self, path: &str) -> SourceConfig;
+
+    fn source(&self) -> GitSource {
+        GitSource::open(self.config("")).expect("open source")
     }
 
-    pub fn path(&self) -> &Path {
-        self.dir.path()
+    fn source_at(&self, path: &str) -> GitSource {
+        GitSource::open(self.config(path)).expect("open source")
     }
+}
 
-    pub fn git(&self, args: &[&str]) -> String {
-        git_in(self.path(), args)
-    }
-
-    pub fn write(&self, file: &str, content: &str) {
-        let path = self.path().join(file);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).expect("mkdir");
-        }
-        std::fs::write(path, content).expect("write file");
-    }
-
-    pub fn remove(&self, file: &str) {
-        std::fs::remove_file(self.path().join(file)).expect("remove file");
-    }
-
-    /// Stages everything and commits; returns the new commit's SHA.
-    pub fn commit(&self, message: &str) -> String {
-        self.git(&["add", "-A"]);
-        self.git(&["commit", "-q", "--allow-empty", "-m", message]);
-        self.head()
-    }
-
-    pub fn head(&self) -> String {
-        self.git(&["rev-parse", "HEAD"])
-    }
-
-    pub fn config(&self, path: &str) -> SourceConfig {
+impl SourceRepo for TestRepo {
+    fn config(&self, path: &str) -> SourceConfig {
         SourceConfig::new(
             self.path().display().to_string(),
             "main",
             path,
             self.path().join("unused-cache"),
         )
-    }
-
-    pub fn source(&self) -> GitSource {
-        GitSource::open(self.config("")).expect("open source")
-    }
-
-    pub fn source_at(&self, path: &str) -> GitSource {
-        GitSource::open(self.config(path)).expect("open source")
     }
 }
 
