@@ -1,31 +1,23 @@
 //! The delivery figures section (the engine computes them: `tollgate_engine::delivery`).
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::Duration;
 use maud::{Markup, html};
 use tollgate_engine::PromotionStatus;
 use tollgate_engine::delivery::{Figures, figures};
 
-/// The figures of the whole pipeline and of each stage; `commit_time` gives a snapshot's commit
-/// time when git is read (else the run's start stands in).
-pub fn section(
-    status: &PromotionStatus,
-    commit_time: &dyn Fn(u64) -> Option<DateTime<Utc>>,
-) -> Markup {
-    let whole = figures(&status.runs, None, commit_time);
+/// The figures of the whole pipeline and of each stage, as the engine computes them for the
+/// metrics too.
+pub fn section(status: &PromotionStatus) -> Markup {
+    let whole = figures(&status.runs, None);
     let stages: Vec<(&str, Figures)> = status
         .pipeline()
         .iter()
-        .map(|view| {
-            (
-                view.name,
-                figures(&status.runs, Some(view.name), commit_time),
-            )
-        })
+        .map(|view| (view.name, figures(&status.runs, Some(view.name))))
         .collect();
     html! {
         section id="delivery" aria-label="Delivery figures" {
             h2 { "Delivery" }
-            p.muted { "Over the runs kept in status. Lead time: from the snapshot's commit (with a repository; else from the run's start) to the stage completed." }
+            p.muted { "Over the runs kept in status. Lead time: from the snapshot's commit to the stage completed (the same figures as the tollgate_delivery_* metrics)." }
             div.table-wrap { table {
                 thead { tr { th { "" } th { "deployments" } th { "lead time (last / mean)" } th { "change-failure rate" } th { "time to restore (mean)" } } }
                 tbody {

@@ -40,25 +40,13 @@ pub fn fragments(input: &PageInput<'_>) -> Vec<(&'static str, Markup)> {
         ("clusters", clusters(input.status)),
         ("approvals", approvals(input.status)),
         ("actions", actions_section(input)),
-        (
-            "delivery",
-            delivery_view::section(input.status, &|index| commit_time(input, index)),
-        ),
+        ("delivery", delivery_view::section(input.status)),
         ("runs", runs(input)),
         ("history", history(input)),
     ]
 }
 
 /// When the commit that introduced snapshot `index` was made, as git says.
-fn commit_time(input: &PageInput<'_>, index: u64) -> Option<DateTime<Utc>> {
-    let facts = input.git?;
-    facts
-        .snapshots
-        .iter()
-        .find(|s| s.index == index)
-        .map(|s| s.time)
-}
-
 fn summary(input: &PageInput<'_>) -> Markup {
     let status = input.status;
     html! {

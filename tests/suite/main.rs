@@ -54,6 +54,7 @@ mod docs_tables;
 mod e2e_analysis;
 mod e2e_analysis_corners;
 mod e2e_coordination;
+mod e2e_delivery_once;
 mod e2e_drift;
 mod e2e_fail_closed;
 mod e2e_failure_policy;

@@ -38,6 +38,7 @@ fn run(index: u64, started: i64, outcome: RunOutcome, stages: Vec<StageRecord>) 
     RunRecord {
         snapshot_index: index,
         commit: format!("abc123{index}"),
+        committed_at: None,
         rollback_of: None,
         started_at: t(started),
         ended_at: None,

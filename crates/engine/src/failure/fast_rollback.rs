@@ -108,6 +108,7 @@ mod tests {
         status.runs = crate::status::run_history::RunHistory::new(vec![RunRecord {
             snapshot_index: 2,
             commit: "abc1234".into(),
+            committed_at: None,
             rollback_of: None,
             started_at: at(0),
             ended_at: Some(at(9)),

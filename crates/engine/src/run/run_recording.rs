@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use tollgate_model::policy::OnFailure;
-use tollgate_model::snapshot::short_sha;
+use tollgate_model::snapshot::{Snapshot, short_sha};
 
 use crate::status::activity::StageActivity;
 use crate::status::run_history::{
@@ -16,8 +16,14 @@ use crate::status::{PromotionStatus, RunFailure, StageStatus};
 
 /// Bring `next.runs` up to date with the run `next` describes. `previous` is the status persisted
 /// before the step (`None`: the promotion never ran); `now` is the step's time, used only for the
-/// instant a run is first seen when its first stage has no start time.
-pub fn record(previous: Option<&PromotionStatus>, next: &mut PromotionStatus, now: DateTime<Utc>) {
+/// instant a run is first seen when its first stage has no start time. `history` (the
+/// promotion's snapshots in git) gives a new run the time of its snapshot's commit.
+pub fn record(
+    previous: Option<&PromotionStatus>,
+    next: &mut PromotionStatus,
+    now: DateTime<Utc>,
+    history: &[Snapshot],
+) {
     // A restart resets the status to empty: the history is then the previous step's.
     if next.runs.is_empty()
         && let Some(previous) = previous
@@ -30,7 +36,7 @@ pub fn record(previous: Option<&PromotionStatus>, next: &mut PromotionStatus, no
     let recorded = next.runs.last().filter(|run| run.snapshot_index == index);
     let mut run = match recorded {
         Some(run) => run.clone(),
-        None => new_run(next, index, now),
+        None => new_run(next, index, now, history),
     };
     update(&mut run, next);
     if recorded == Some(&run) {
@@ -48,7 +54,12 @@ pub fn record(previous: Option<&PromotionStatus>, next: &mut PromotionStatus, no
 }
 
 /// The record of the run `status` starts: it starts when its first stage was entered.
-fn new_run(status: &PromotionStatus, index: u64, now: DateTime<Utc>) -> RunRecord {
+fn new_run(
+    status: &PromotionStatus,
+    index: u64,
+    now: DateTime<Utc>,
+    history: &[Snapshot],
+) -> RunRecord {
     RunRecord {
         snapshot_index: index,
         commit: status
@@ -56,6 +67,10 @@ fn new_run(status: &PromotionStatus, index: u64, now: DateTime<Utc>) -> RunRecor
             .as_deref()
             .map(|sha| short_sha(sha).to_string())
             .unwrap_or_default(),
+        committed_at: history
+            .iter()
+            .find(|snapshot| snapshot.index == index)
+            .map(|snapshot| snapshot.commit.time),
         rollback_of: status.rollback_of,
         started_at: status
             .stages

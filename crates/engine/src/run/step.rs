@@ -42,7 +42,7 @@ pub fn step(input: &StepInput<'_>) -> StepOutput {
         ));
     }
     tell_rewind(input, &mut output);
-    crate::run::run_recording::record(input.status, &mut output.status, input.now);
+    crate::run::run_recording::record(input.status, &mut output.status, input.now, input.history);
     coalesce_handoffs(&mut output.events);
     drop_unphased_stage_events(input.status, &mut output);
     output
@@ -211,7 +211,7 @@ fn run_chosen<'a>(
         return queued(first, waiting, choice.policy, input.history);
     }
     // The finished run's record is closed before the next run starts (the history is carried).
-    crate::run::run_recording::record(input.status, &mut first.status, input.now);
+    crate::run::run_recording::record(input.status, &mut first.status, input.now, input.history);
     let then = StepInput {
         status: Some(&first.status),
         ..*input

@@ -31,14 +31,10 @@ impl Figures {
     }
 }
 
-/// The figures for `stage` (`None`: the whole pipeline). `commit_time` gives the time of the
-/// commit that introduced a snapshot when the caller knows it; otherwise the run's start (when
-/// the controller first applied it) stands in.
-pub fn figures(
-    runs: &[RunRecord],
-    stage: Option<&str>,
-    commit_time: &dyn Fn(u64) -> Option<DateTime<Utc>>,
-) -> Figures {
+/// The figures for `stage` (`None`: the whole pipeline). Lead time counts from the commit that
+/// introduced the run's snapshot; for a run recorded before commits were (no `committedAt`), from
+/// the run's start. Every view (the web page, the metrics) reads these.
+pub fn figures(runs: &[RunRecord], stage: Option<&str>) -> Figures {
     let mut figures = Figures::default();
     let mut lead_times = Vec::new();
     let mut restores = Vec::new();
@@ -53,7 +49,7 @@ pub fn figures(
         // A stage that completed is deployed, whether or not the rest of its run has ended.
         if let Some(done) = completed_at(run, stage) {
             figures.deployments += 1;
-            let from = commit_time(run.snapshot_index).unwrap_or(run.started_at);
+            let from = run.committed_at.unwrap_or(run.started_at);
             lead_times.push(done - from);
         }
         if run.outcome == RunOutcome::Running {
@@ -122,6 +118,7 @@ mod tests {
         RunRecord {
             snapshot_index: index,
             commit: format!("c{index}"),
+            committed_at: None,
             rollback_of: None,
             rollback: None,
             started_at: at(start),
@@ -153,16 +150,15 @@ mod tests {
         ];
         second.stages[1].restored_at = Some(at(1290));
         let mut third = run(3, RunOutcome::Completed, 2000, Some(2400));
+        // The commit of #3 was made a minute before its run started.
+        third.committed_at = Some(at(1940));
         third.stages = vec![
             stage("dev", 2000, Some(2100), None),
             stage("prod", 2100, Some(2400), None),
         ];
         let running = run(4, RunOutcome::Running, 3000, None);
         let runs = [first, second, third, running];
-        // The commit of #3 was made a minute before its run started.
-        let commit_time = |index: u64| (index == 3).then(|| at(1940));
-
-        let prod = figures(&runs, Some("prod"), &commit_time);
+        let prod = figures(&runs, Some("prod"));
         assert_eq!(prod.runs_ended, 3);
         assert_eq!(prod.deployments, 2);
         assert_eq!(prod.failures, 1);
@@ -171,10 +167,10 @@ mod tests {
         assert_eq!(prod.lead_time_mean, Some(Duration::seconds(330)));
         assert_eq!(prod.time_to_restore_mean, Some(Duration::seconds(90)));
 
-        let dev = figures(&runs, Some("dev"), &|_| None);
+        let dev = figures(&runs, Some("dev"));
         assert_eq!((dev.deployments, dev.failures), (3, 1));
 
-        let whole = figures(&runs, None, &|_| None);
+        let whole = figures(&runs, None);
         assert_eq!((whole.runs_ended, whole.deployments), (3, 2));
     }
 
@@ -186,12 +182,12 @@ mod tests {
             stage("prod", 30, None, None),
         ];
         let runs = [running];
-        let dev = figures(&runs, Some("dev"), &|_| None);
+        let dev = figures(&runs, Some("dev"));
         assert_eq!((dev.deployments, dev.runs_ended), (1, 0));
         assert_eq!(dev.lead_time_last, Some(Duration::seconds(30)));
-        let prod = figures(&runs, Some("prod"), &|_| None);
+        let prod = figures(&runs, Some("prod"));
         assert_eq!(prod.deployments, 0);
-        assert_eq!(figures(&runs, None, &|_| None).deployments, 0);
+        assert_eq!(figures(&runs, None).deployments, 0);
     }
 
     #[test]
@@ -200,8 +196,8 @@ mod tests {
         halted.stages = vec![stage("prod", 0, None, Some(40))];
         let mut fixed = run(2, RunOutcome::Completed, 100, Some(160));
         fixed.stages = vec![stage("prod", 100, Some(160), None)];
-        let figures_ = figures(&[halted, fixed], Some("prod"), &|_| None);
+        let figures_ = figures(&[halted, fixed], Some("prod"));
         assert_eq!(figures_.time_to_restore_mean, Some(Duration::seconds(120)));
-        assert_eq!(figures(&[], None, &|_| None).change_failure_rate(), None);
+        assert_eq!(figures(&[], None).change_failure_rate(), None);
     }
 }

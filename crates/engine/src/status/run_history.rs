@@ -45,6 +45,9 @@ pub struct RunRecord {
     pub snapshot_index: u64,
     /// The short SHA of the commit that introduced the snapshot.
     pub commit: String,
+    /// When that commit was made: the lead time of the run's deployments counts from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committed_at: Option<DateTime<Utc>>,
     /// Set when the run brings back the content of an earlier snapshot (a revert).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback_of: Option<u64>,

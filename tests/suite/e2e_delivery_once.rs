@@ -1,0 +1,64 @@
+//! Delivery figures are computed once (issue #47 item 1): the engine's run history records when
+//! the snapshot's commit was made, and the web page and `tollgate_delivery_lead_time_seconds`
+//! both read the same lead time, from that commit (DORA's definition), not one from the commit
+//! and the other from the run's start.
+
+use crate::support;
+
+use support::web_page::serve_in_process;
+use support::{TestRepo, World, fleet_yaml};
+use tollgate_fixtures::{promotion, stage};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_and_the_metric_count_lead_time_from_the_commit() {
+    let repo = TestRepo::new();
+    let web = promotion("web")
+        .chart("web", "1.0.0")
+        .stage(stage("dev").selector("env", "dev").auto())
+        .to_yaml();
+    repo.write("web.yaml", &web);
+    repo.git(&["add", "-A"]);
+    // Committed two hours before the controller sees it.
+    let two_hours_ago = (chrono::Utc::now() - chrono::Duration::hours(2)).to_rfc3339();
+    repo.git(&["commit", "-q", "-m", "web", "--date", &two_hours_ago]);
+    let world = World::start(repo, &fleet_yaml(1, "50ms")).await;
+    world.wait_phase("web", "Completed").await;
+
+    let scraped = world.metrics.encode();
+    let line = scraped
+        .lines()
+        .find(|l| {
+            l.starts_with("tollgate_delivery_lead_time_seconds")
+                && l.contains("promotion=\"web\"")
+                && l.contains("stage=\"dev\"")
+        })
+        .unwrap_or_else(|| panic!("no dev lead time in:\n{scraped}"));
+    let seconds: f64 = line
+        .rsplit(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .expect("a value");
+    assert!(
+        (7200.0..7300.0).contains(&seconds),
+        "the metric's lead time is not from the commit: {line}"
+    );
+    let addr = serve_in_process(&world, None).await.to_string();
+    let page = tokio::task::spawn_blocking(move || {
+        support::web_attack::request(&addr, &addr, "GET", "/ui/promotions/web", &[], b"")
+    })
+    .await
+    .expect("request")
+    .expect("the page");
+    let row = page
+        .body
+        .split("data-figures=\"dev\"")
+        .nth(1)
+        .and_then(|r| r.split("</tr>").next())
+        .expect("the dev row")
+        .to_string();
+    assert!(row.contains("<td>1</td>"), "one deployment: {row}");
+    assert!(
+        row.contains("2h"),
+        "the page's lead time is not the metric's 2h: {row}"
+    );
+}
