@@ -163,7 +163,10 @@ mod tests {
         for refused in ["{.items[*].value}", ".ok", "{.a b}", "$.ok"] {
             assert!(parse_json_path(refused).is_err(), "{refused}");
             assert!(
-                matches!(select(&document, Some(refused)), Err(MeasureError::Config(_))),
+                matches!(
+                    select(&document, Some(refused)),
+                    Err(MeasureError::Config(_))
+                ),
                 "{refused}"
             );
         }

@@ -268,17 +268,22 @@ fn wave_size_problem(size: &Value) -> Option<String> {
         ))
     };
     match size {
-        Value::Number(n) if n.as_u64().is_some_and(|n| n >= 1 && u32::try_from(n).is_ok()) => {
+        Value::Number(n)
+            if n.as_u64()
+                .is_some_and(|n| n >= 1 && u32::try_from(n).is_ok()) =>
+        {
             None
         }
         Value::Number(n) if n.is_f64() => None,
-        Value::String(text) if text.trim_end().ends_with('%') => match FailureBudget::parse(text)
-        {
+        Value::String(text) if text.trim_end().ends_with('%') => match FailureBudget::parse(text) {
             Ok(FailureBudget::Percent(p)) if p >= 1 => None,
             Ok(_) => Some(format!(
                 "Invalid value: {text:?}: a wave size must be at least 1%"
             )),
-            Err(e) => Some(format!("Invalid value: {}", e.replace("maxFailures", "size"))),
+            Err(e) => Some(format!(
+                "Invalid value: {}",
+                e.replace("maxFailures", "size")
+            )),
         },
         Value::Number(_) | Value::String(_) => other(),
         _ => None,

@@ -11,9 +11,9 @@ use serde_json::{Map, Value};
 
 use crate::diagnostic::Finding;
 use crate::located::child_path;
+use crate::policy_wording::{contexts_message, file_message};
 use crate::rules::json_path::parse_json_path;
 use crate::rules::promql::check_promql;
-use crate::policy_wording::{contexts_message, file_message};
 use tollgate_model::analysis::AnalysisScope;
 use tollgate_model::analysis_template::{TemplateContext, render};
 

@@ -41,5 +41,7 @@ pub fn check_positive_duration(
 
 /// Why `value` is no positive Go duration.
 pub fn positive_duration_message(value: &Value, field: &str, example: &str) -> String {
-    format!("Invalid value: {value}: {field} must be a Go duration greater than zero, such as \"{example}\"")
+    format!(
+        "Invalid value: {value}: {field} must be a Go duration greater than zero, such as \"{example}\""
+    )
 }

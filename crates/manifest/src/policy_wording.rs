@@ -189,14 +189,20 @@ pub(crate) fn tell(violation: &Violation, document: &Value) -> Option<Finding> {
                 .iter()
                 .find(|(object, ..)| *object == parent_shape)?;
             let name = last_key(&violation.path);
-            let message = format!("unknown field {name:?}: {what} has only {}", fields.join(", "));
+            let message = format!(
+                "unknown field {name:?}: {what} has only {}",
+                fields.join(", ")
+            );
             let path = render(segments);
             return Some(Finding::error("unknown-field", path, message).at_key());
         }
         ViolationKind::Required => tell_required(&parent_shape, last_key(&violation.path))?,
         ViolationKind::TooFewItems { .. } if shape == "spec.notify[].events" => here(
             "required-value",
-            format!("Required value: events must name at least one of: {}", event_names()),
+            format!(
+                "Required value: events must name at least one of: {}",
+                event_names()
+            ),
         )?,
         _ => tell_value(&shape, value, parent.unwrap_or(&Value::Null))?,
     };
@@ -347,7 +353,9 @@ fn tell_value(shape: &str, value: &Value, parent: &Value) -> Option<Told> {
     if let Some(field) = shape.strip_prefix("spec.blackouts[].") {
         return here(
             "wrong-type",
-            format!("Invalid value: {value}: {field} must be a string (quote dates: \"2026-12-20\")"),
+            format!(
+                "Invalid value: {value}: {field} must be a string (quote dates: \"2026-12-20\")"
+            ),
         );
     }
     if let Some(field) = shape.strip_prefix("spec.")
@@ -379,9 +387,9 @@ fn tell_spec_value(shape: &str, value: &Value) -> Option<Told> {
         )),
         "spec.rollback.strategy" => unsupported(value, &quoted(&RollbackStrategy::VALUES)),
         "spec.blackouts" => wrong_type("blackouts must be a list of {from, to, timeZone, reason}"),
-        "spec.blackouts[]" => wrong_type(
-            "a blackout must be a mapping of from, to, timeZone and reason",
-        ),
+        "spec.blackouts[]" => {
+            wrong_type("a blackout must be a mapping of from, to, timeZone and reason")
+        }
         "spec.notify" => wrong_type(
             "notify must be a list of endpoints ({name, type, addressSecretFile, events})",
         ),
@@ -411,11 +419,15 @@ fn tell_budget_value(field: &str, value: &Value) -> Option<Told> {
     match field {
         "progressDeadline" => here(
             "wrong-type",
-            format!("Invalid value: {value}: progressDeadline must be a Go duration such as \"10m\" or \"1h30m\""),
+            format!(
+                "Invalid value: {value}: progressDeadline must be a Go duration such as \"10m\" or \"1h30m\""
+            ),
         ),
         "maxFailures" => here(
             "invalid-max-failures",
-            format!("Invalid value: {value}: maxFailures must be a non-negative count such as 2 or a percentage such as \"10%\""),
+            format!(
+                "Invalid value: {value}: maxFailures must be a non-negative count such as 2 or a percentage such as \"10%\""
+            ),
         ),
         "onFailure" => unsupported(value, "\"Halt\", \"Rollback\""),
         _ => None,
@@ -443,7 +455,9 @@ fn tell_stage_value(field: &str, value: &Value) -> Option<Told> {
         )),
         "waves.size" => here(
             "invalid-wave-size",
-            format!("Invalid value: {value}: size must be a count of at least 1 or a percentage such as \"10%\""),
+            format!(
+                "Invalid value: {value}: size must be a count of at least 1 or a percentage such as \"10%\""
+            ),
         ),
         "waves.canary" => wrong_type(format!(
             "{value}: canary must be a count of clusters such as 1"
@@ -465,9 +479,9 @@ fn tell_selector_value(field: &str, value: &Value) -> Option<Told> {
         "matchExpressions" => {
             wrong_type("matchExpressions must be a list of {key, operator, values}".into())
         }
-        "matchExpressions[]" => wrong_type(
-            "a match expression must be a mapping of key, operator and values".into(),
-        ),
+        "matchExpressions[]" => {
+            wrong_type("a match expression must be a mapping of key, operator and values".into())
+        }
         "matchExpressions[].key" => wrong_type(format!("{value}: key must be a string")),
         "matchExpressions[].operator" => wrong_type(format!("{value}: operator must be a string")),
         "matchExpressions[].values" => wrong_type("values must be a list of strings".into()),
@@ -483,7 +497,9 @@ fn tell_notify_value(field: &str, value: &Value) -> Option<Told> {
     match field {
         "name" => here(
             "invalid-name",
-            format!("Invalid value: {value}: an endpoint name must be a DNS-1123 label such as \"platform-chat\""),
+            format!(
+                "Invalid value: {value}: an endpoint name must be a DNS-1123 label such as \"platform-chat\""
+            ),
         ),
         "type" => {
             let types: Vec<&str> = NotifyType::ALL.iter().map(|t| t.as_str()).collect();
@@ -491,11 +507,16 @@ fn tell_notify_value(field: &str, value: &Value) -> Option<Told> {
         }
         "addressSecretFile" => here(
             "required-value",
-            format!("Invalid value: {value}: addressSecretFile must be the path of a file holding the endpoint's URL (and token or secret)"),
+            format!(
+                "Invalid value: {value}: addressSecretFile must be the path of a file holding the endpoint's URL (and token or secret)"
+            ),
         ),
         "events" => here(
             "wrong-type",
-            format!("Invalid value: {value}: events must be a list of: {}", event_names()),
+            format!(
+                "Invalid value: {value}: events must be a list of: {}",
+                event_names()
+            ),
         ),
         "events[]" => unsupported(value, &event_names()),
         "targetURL" => here(
@@ -536,13 +557,17 @@ fn tell_approval_value(field: &str, value: &Value) -> Option<Told> {
 fn tell_principals(field: &str) -> Option<Told> {
     here(
         "wrong-type",
-        format!("Invalid value: {field} must be a list of principals from the trusted keys, e.g. [\"sre-lead\", \"alice@example.com\"]"),
+        format!(
+            "Invalid value: {field} must be a list of principals from the trusted keys, e.g. [\"sre-lead\", \"alice@example.com\"]"
+        ),
     )
 }
 
 /// One of `approvers` or `admins` that is no principal.
 pub(crate) fn principal_message(field: &str, value: &Value) -> String {
-    format!("Invalid value: {value}: each of {field} is a non-empty principal (an allowed-signers principal or an OpenPGP user-ID e-mail)")
+    format!(
+        "Invalid value: {value}: each of {field} is a non-empty principal (an allowed-signers principal or an OpenPGP user-ID e-mail)"
+    )
 }
 
 fn tell_principal(field: &str, value: &Value) -> Option<Told> {
@@ -554,7 +579,9 @@ fn tell_analysis_value(field: &str, value: &Value, parent: &Value) -> Option<Tol
     match field {
         "name" => here(
             "invalid-name",
-            format!("Invalid value: {value}: an analysis name must be a non-empty string such as \"error-rate\""),
+            format!(
+                "Invalid value: {value}: an analysis name must be a non-empty string such as \"error-rate\""
+            ),
         ),
         "scope" => unsupported(value, &quoted(&AnalysisScope::VALUES)),
         "onNoData" => unsupported(value, &quoted(&OnNoData::VALUES)),
@@ -605,12 +632,14 @@ fn tell_provider_value(field: &str, value: &Value, parent: &Value) -> Option<Tol
     match field {
         "address" | "query" | "url" | "addressSecretFile" => here(
             "wrong-type",
-            format!("Invalid value: {value}: {field} must be {}", provider_text(field)),
+            format!(
+                "Invalid value: {value}: {field} must be {}",
+                provider_text(field)
+            ),
         ),
-        "credentialsSecretFile" | "headersSecretFile" => here(
-            "wrong-type",
-            file_message(value, field),
-        ),
+        "credentialsSecretFile" | "headersSecretFile" => {
+            here("wrong-type", file_message(value, field))
+        }
         "jsonPath" => here(
             "invalid-json-path",
             format!("Invalid value: {value}: jsonPath must be a string such as \"{{.ok}}\""),
@@ -624,12 +653,16 @@ fn tell_provider_value(field: &str, value: &Value, parent: &Value) -> Option<Tol
 
 /// Why `value` of a `…SecretFile` is no path of a file.
 pub(crate) fn file_message(value: &Value, field: &str) -> String {
-    format!("Invalid value: {value}: {field} must be the path of a file (leave it out when there is none)")
+    format!(
+        "Invalid value: {value}: {field} must be the path of a file (leave it out when there is none)"
+    )
 }
 
 /// `contexts` that is not a list of status context names.
 pub(crate) fn contexts_message(contexts: &Value) -> String {
-    format!("Invalid value: {contexts}: contexts must be a list of status context names, such as [\"e2e/canary\"]")
+    format!(
+        "Invalid value: {contexts}: contexts must be a list of status context names, such as [\"e2e/canary\"]"
+    )
 }
 
 #[cfg(test)]

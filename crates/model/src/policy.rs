@@ -563,7 +563,9 @@ impl NotifyType {
 }
 
 /// What a rollout tells: the names users list in `events`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 pub enum NotifyEvent {
     StageStarted,
     StageCompleted,

@@ -23,20 +23,21 @@ pub fn rollout_policy_schema() -> Value {
         .into_generator();
     let mut generated = generator.into_root_schema_for::<RolloutPolicy>().to_value();
     make_structural(&mut generated);
-    let Value::Object(fields) = generated else {
+    let Value::Object(mut generated) = generated else {
         unreachable!("a derived schema is an object");
     };
+    // What the schema is first, then what it says.
     let mut schema = Map::new();
-    for (key, value) in fields {
-        schema.insert(key.clone(), value);
-        if key == "$schema" {
-            schema.insert("$id".into(), POLICY_SCHEMA_ID.into());
-            schema.insert(
-                "description".into(),
-                "A tollgate RolloutPolicy (docs/rollout-policy.md): what a rollout does when clusters fail or stall. `tollgate validate` checks more than this schema (durations, CEL and PromQL, names, references between fields).".into(),
-            );
-        }
-    }
+    let draft = generated.remove("$schema").unwrap_or(Value::Null);
+    schema.insert("$schema".into(), draft);
+    schema.insert("$id".into(), POLICY_SCHEMA_ID.into());
+    let title = generated.remove("title").unwrap_or(Value::Null);
+    schema.insert("title".into(), title);
+    schema.insert(
+        "description".into(),
+        "A tollgate RolloutPolicy (docs/rollout-policy.md): what a rollout does when clusters fail or stall. `tollgate validate` checks more than this schema: durations, names, CEL and PromQL, references between fields.".into(),
+    );
+    schema.extend(generated);
     Value::Object(schema)
 }
 

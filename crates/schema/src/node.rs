@@ -227,7 +227,10 @@ fn constant_choices(schema: &Value) -> Option<(Option<JsonType>, Vec<Value>)> {
     let mut values = Vec::new();
     let mut types = Vec::new();
     for branch in branches {
-        match (branch.get("const"), branch.get("enum").and_then(Value::as_array)) {
+        match (
+            branch.get("const"),
+            branch.get("enum").and_then(Value::as_array),
+        ) {
             (Some(value), None) => values.push(value.clone()),
             (None, Some(listed)) => values.extend(listed.iter().cloned()),
             _ => return None,
