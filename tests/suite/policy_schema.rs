@@ -167,10 +167,13 @@ fn every_valid_policy_in_tests_and_docs_validates_against_the_published_schema()
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
+/// A spec, the `(line, column, code)` of each error, whether the schema refuses it too.
+type InvalidCase = (&'static str, &'static [(u32, u32, &'static str)], bool);
+
 /// Invalid policies of the suite (`cli_validate`) and of the manifest crate's tests: the spec
 /// (after the 5-line head), the `(line, column, code)` of each error `validate` reports, and
 /// whether the problem is structural (refused by the schema too) or a rule beyond it.
-const INVALID: [(&str, &[(u32, u32, &str)], bool); 8] = [
+const INVALID: [InvalidCase; 8] = [
     (
         "  progressDeadline: 10 minutes\n",
         &[(6, 21, "invalid-duration")],

@@ -89,15 +89,13 @@ fn check_web(
     }
     optional_file(fields, path, "headersSecretFile", findings);
     if let Some(json_path) = fields.get("jsonPath")
-        && let Some(text) = json_path.as_str()
+        && let Some(Err(problem)) = json_path.as_str().map(parse_json_path)
     {
-        if let Err(problem) = parse_json_path(text) {
-            findings.push(Finding::error(
-                "invalid-json-path",
-                child_path(path, "jsonPath"),
-                format!("Invalid value: {json_path}: {problem}"),
-            ));
-        }
+        findings.push(Finding::error(
+            "invalid-json-path",
+            child_path(path, "jsonPath"),
+            format!("Invalid value: {json_path}: {problem}"),
+        ));
     }
 }
 

@@ -24,14 +24,21 @@ const CHECKS: Checks = Checks {
     integral_floats: false,
 };
 
-static SCHEMA: OnceLock<StructuralSchema> = OnceLock::new();
+/// The derived schema, and compiled for the walker.
+struct PolicySchema {
+    derived: Value,
+    compiled: StructuralSchema,
+}
+
+static SCHEMA: OnceLock<PolicySchema> = OnceLock::new();
 
 /// The RolloutPolicy schema, compiled once.
-fn policy_schema() -> &'static StructuralSchema {
+fn policy_schema() -> &'static PolicySchema {
     SCHEMA.get_or_init(|| {
-        let schema = tollgate_model::policy_schema::rollout_policy_schema();
-        StructuralSchema::compile(&schema, |_| None)
-            .expect("the derived RolloutPolicy schema compiles (unit-tested)")
+        let derived = tollgate_model::policy_schema::rollout_policy_schema();
+        let compiled = StructuralSchema::compile(&derived, |_| None)
+            .expect("the derived RolloutPolicy schema compiles (unit-tested)");
+        PolicySchema { derived, compiled }
     })
 }
 
@@ -39,12 +46,14 @@ fn policy_schema() -> &'static StructuralSchema {
 /// as absent already pruned): each violation of the schema, told once.
 pub fn check_structure(document: &Value, findings: &mut Vec<Finding>) {
     let mut walked = document.clone();
-    let violations = policy_schema()
+    let schema = policy_schema();
+    let violations = schema
+        .compiled
         .validate_keeping_nulls(&mut walked, &CHECKS)
         .violations;
     let mut told: Vec<Finding> = Vec::new();
     for violation in violations {
-        if let Some(finding) = tell(&violation, document)
+        if let Some(finding) = tell(&violation, document, &schema.derived)
             && !told.contains(&finding)
         {
             told.push(finding);

@@ -16,122 +16,42 @@ use crate::location::{child_path, item_path};
 /// The objects whose keys are names (of stages, of labels), not fields.
 const NAMED_MAPS: [&str; 3] = ["spec.stages", "spec.approvals", "spec.selector.matchLabels"];
 
-/// The fields of each object, in the order an unknown field's message lists them, with what
-/// the object is called there.
-const OBJECT_FIELDS: [(&str, &str, &[&str]); 14] = [
-    (
-        "",
-        "a RolloutPolicy",
-        &["apiVersion", "kind", "metadata", "spec"],
-    ),
-    (
-        "spec",
-        "a RolloutPolicy spec",
-        &[
-            "selector",
-            "progressDeadline",
-            "maxFailures",
-            "onFailure",
-            "stages",
-            "onNewSnapshot",
-            "blackouts",
-            "notify",
-            "analyses",
-            "approvals",
-            "rollback",
-            "admins",
-            "onRewind",
-        ],
-    ),
-    (
-        "spec.selector",
-        "a label selector",
-        &["matchLabels", "matchExpressions"],
-    ),
-    (
-        "spec.selector.matchExpressions[]",
-        "a match expression",
-        &["key", "operator", "values"],
-    ),
-    ("spec.blackouts[]", "a blackout", BLACKOUT_FIELDS),
-    ("spec.rollback", "rollback", &["strategy"]),
-    (
-        "spec.stages.*",
-        "a stage override",
-        &[
-            "progressDeadline",
-            "maxFailures",
-            "onFailure",
-            "waves",
-            "analyses",
-            "pausedClusters",
-        ],
-    ),
-    (
-        "spec.stages.*.waves",
-        "waves",
-        &["sortingLabelKey", "size", "canary", "pause"],
-    ),
-    (
-        "spec.notify[]",
-        "a notify endpoint",
-        &[
-            "name",
-            "type",
-            "addressSecretFile",
-            "events",
-            "targetURL",
-            "timeout",
-            "retryFor",
-        ],
-    ),
-    (
-        "spec.approvals.*",
-        "an approval policy",
-        &[
-            "approvers",
-            "minApprovals",
-            "forbidSelfApproval",
-            "requireSignature",
-        ],
-    ),
-    (
-        "spec.analyses[]",
-        "an analysis",
-        &[
-            "name",
-            "prometheus",
-            "web",
-            "commitStatus",
-            "scope",
-            "initialDelay",
-            "interval",
-            "count",
-            "successCondition",
-            "failureCondition",
-            "failureLimit",
-            "inconclusiveLimit",
-            "consecutiveErrorLimit",
-            "onNoData",
-            "dryRun",
-        ],
-    ),
-    (
-        "spec.analyses[].prometheus",
-        "prometheus",
-        PROMETHEUS_FIELDS,
-    ),
-    ("spec.analyses[].web", "web", WEB_FIELDS),
-    (
-        "spec.analyses[].commitStatus",
-        "commitStatus",
-        COMMIT_STATUS_FIELDS,
-    ),
+/// What each object is called in an unknown field's message, which lists the fields the schema
+/// declares for it.
+const OBJECT_NAMES: [(&str, &str); 14] = [
+    ("", "a RolloutPolicy"),
+    ("spec", "a RolloutPolicy spec"),
+    ("spec.selector", "a label selector"),
+    ("spec.selector.matchExpressions[]", "a match expression"),
+    ("spec.blackouts[]", "a blackout"),
+    ("spec.rollback", "rollback"),
+    ("spec.stages.*", "a stage override"),
+    ("spec.stages.*.waves", "waves"),
+    ("spec.notify[]", "a notify endpoint"),
+    ("spec.approvals.*", "an approval policy"),
+    ("spec.analyses[]", "an analysis"),
+    ("spec.analyses[].prometheus", "prometheus"),
+    ("spec.analyses[].web", "web"),
+    ("spec.analyses[].commitStatus", "commitStatus"),
 ];
-const BLACKOUT_FIELDS: &[&str] = &["from", "to", "timeZone", "reason"];
-const PROMETHEUS_FIELDS: &[&str] = &["address", "credentialsSecretFile", "query"];
-const WEB_FIELDS: &[&str] = &["url", "headersSecretFile", "jsonPath"];
-const COMMIT_STATUS_FIELDS: &[&str] = &["provider", "addressSecretFile", "contexts"];
+
+/// The spec's fields in the order its messages have always listed them (the model declares
+/// `rollback` last).
+const SPEC_FIELDS: [&str; 13] = [
+    "selector",
+    "progressDeadline",
+    "maxFailures",
+    "onFailure",
+    "stages",
+    "onNewSnapshot",
+    "blackouts",
+    "notify",
+    "analyses",
+    "approvals",
+    "rollback",
+    "admins",
+    "onRewind",
+];
 
 /// What a provider's required text field must be, for its messages.
 const PROVIDER_TEXTS: [(&str, &str); 4] = [
@@ -174,9 +94,9 @@ fn at_parent(code: &'static str, message: String) -> Option<Told> {
     })
 }
 
-/// The finding a violation is told as; `None` when a rule of the reader tells it (the root's
-/// `apiVersion` and `metadata`).
-pub(crate) fn tell(violation: &Violation, document: &Value) -> Option<Finding> {
+/// The finding a violation of `schema` is told as; `None` when a rule of the reader tells it
+/// (the root's `apiVersion` and `metadata`).
+pub(crate) fn tell(violation: &Violation, document: &Value, schema: &Value) -> Option<Finding> {
     let segments = violation.path.segments();
     let parent_segments = &segments[..segments.len().saturating_sub(1)];
     let shape = shape(segments);
@@ -185,9 +105,14 @@ pub(crate) fn tell(violation: &Violation, document: &Value) -> Option<Finding> {
     let parent = value_at(document, parent_segments);
     let told = match &violation.kind {
         ViolationKind::UnknownField { .. } => {
-            let (_, what, fields) = OBJECT_FIELDS
+            let (_, what) = OBJECT_NAMES
                 .iter()
-                .find(|(object, ..)| *object == parent_shape)?;
+                .find(|(object, _)| *object == parent_shape)?;
+            let fields = if parent_shape == "spec" {
+                SPEC_FIELDS.to_vec()
+            } else {
+                declared_fields(schema, parent_segments)
+            };
             let name = last_key(&violation.path);
             let message = format!(
                 "unknown field {name:?}: {what} has only {}",
@@ -204,7 +129,10 @@ pub(crate) fn tell(violation: &Violation, document: &Value) -> Option<Finding> {
                 event_names()
             ),
         )?,
-        _ => tell_value(&shape, value, parent.unwrap_or(&Value::Null))?,
+        _ => {
+            let fields = declared_fields(schema, segments);
+            tell_value(&shape, value, parent.unwrap_or(&Value::Null), &fields)?
+        }
     };
     let path = if told.at_parent {
         render(parent_segments)
@@ -222,6 +150,26 @@ fn value_at<'v>(document: &'v Value, segments: &[PathSegment]) -> Option<&'v Val
             PathSegment::Key(key) => value.get(key),
             PathSegment::Index(index) => value.get(index),
         })
+}
+
+/// The fields `schema` declares for the object at `segments`, in its order.
+fn declared_fields<'s>(schema: &'s Value, segments: &[PathSegment]) -> Vec<&'s str> {
+    let object = segments
+        .iter()
+        .try_fold(schema, |node, segment| match segment {
+            PathSegment::Key(key) => node
+                .pointer(&format!(
+                    "/properties/{}",
+                    key.replace('~', "~0").replace('/', "~1")
+                ))
+                .or_else(|| node.get("additionalProperties").filter(|a| a.is_object())),
+            PathSegment::Index(_) => node.get("items"),
+        });
+    object
+        .and_then(|node| node.get("properties"))
+        .and_then(Value::as_object)
+        .map(|properties| properties.keys().map(String::as_str).collect())
+        .unwrap_or_default()
 }
 
 /// The path with list indexes as `[]` and names of stages and labels as `*`.
@@ -333,10 +281,11 @@ fn unsupported(value: &Value, supported: &str) -> Option<Told> {
     )
 }
 
-/// A value of the wrong type or outside its enumeration or range, at `shape`.
-fn tell_value(shape: &str, value: &Value, parent: &Value) -> Option<Told> {
+/// A value of the wrong type or outside its enumeration or range, at `shape`; `fields` are the
+/// fields its schema declares, when it is an object.
+fn tell_value(shape: &str, value: &Value, parent: &Value, fields: &[&str]) -> Option<Told> {
     if let Some(field) = shape.strip_prefix("spec.analyses[].") {
-        return tell_analysis_value(field, value, parent);
+        return tell_analysis_value(field, value, parent, fields);
     }
     if let Some(field) = shape.strip_prefix("spec.notify[].") {
         return tell_notify_value(field, value);
@@ -574,7 +523,12 @@ fn tell_principal(field: &str, value: &Value) -> Option<Told> {
     here("invalid-value", principal_message(field, value))
 }
 
-fn tell_analysis_value(field: &str, value: &Value, parent: &Value) -> Option<Told> {
+fn tell_analysis_value(
+    field: &str,
+    value: &Value,
+    parent: &Value,
+    fields: &[&str],
+) -> Option<Told> {
     let wrong_type = |message: String| here("wrong-type", format!("Invalid value: {message}"));
     match field {
         "name" => here(
@@ -598,17 +552,10 @@ fn tell_analysis_value(field: &str, value: &Value, parent: &Value) -> Option<Tol
             "{value}: {field} must be a CEL expression over `result` in quotes, such as \"result < 0.01\""
         )),
         "dryRun" => wrong_type(format!("{value}: dryRun must be true or false")),
-        "prometheus" | "web" | "commitStatus" => {
-            let fields = match field {
-                "prometheus" => PROMETHEUS_FIELDS,
-                "web" => WEB_FIELDS,
-                _ => COMMIT_STATUS_FIELDS,
-            };
-            wrong_type(format!(
-                "{value}: {field} must be a mapping of {}",
-                fields.join(", ")
-            ))
-        }
+        "prometheus" | "web" | "commitStatus" => wrong_type(format!(
+            "{value}: {field} must be a mapping of {}",
+            fields.join(", ")
+        )),
         _ => tell_provider_value(field, value, parent),
     }
 }
