@@ -1,11 +1,13 @@
 //! The `web` provider: GET the URL (its templates rendered), headers from `headersSecretFile`,
 //! and read the JSON answer at `jsonPath` (kube's JSONPath syntax, `{.status.ok}`; the whole
-//! document without one). One match is the result, several a list, none no data.
+//! document without one). The path is read by the parser `validate` checks it with
+//! (`tollgate_manifest::rules::json_path`), so what validates is what runs: one path names one
+//! value; no value there (or `null`) is no data.
 
 use std::time::Duration;
 
-use jsonpath_rust::JsonPath;
 use serde_json::Value;
+use tollgate_manifest::rules::json_path::{lookup, parse_json_path};
 use tollgate_model::analysis::WebCheck;
 
 use super::http;
@@ -44,38 +46,17 @@ pub async fn measure(
     select(&document, check.json_path.as_deref())
 }
 
-/// The value at `path` (kube's `{.a.b}` or a JSONPath `$.a.b`).
+/// The value at `path` (kube's `{.a.b}`, `{.items[0].ok}`, `{.labels["a.b"]}`, `{.}`).
 fn select(document: &Value, path: Option<&str>) -> Result<Observation, MeasureError> {
     let Some(path) = path else {
         return Ok(observed(document.clone()));
     };
-    let query = jsonpath(path);
-    let found = document
-        .query(&query)
+    let steps = parse_json_path(path)
         .map_err(|e| MeasureError::Config(format!("jsonPath {path:?} is not valid: {e}")))?;
-    Ok(match found.as_slice() {
-        [] => Observation::NoData(format!("jsonPath {path} matched nothing")),
-        [one] => observed((*one).clone()),
-        many => observed(Value::Array(many.iter().map(|v| (*v).clone()).collect())),
+    Ok(match lookup(&steps, document) {
+        None => Observation::NoData(format!("jsonPath {path} matched nothing")),
+        Some(found) => observed(found.clone()),
     })
-}
-
-/// kube's JSONPath template (`{.items[0].ok}`) as a JSONPath query (`$.items[0].ok`), as kube's
-/// client reads the paths of a kubeconfig's exec credentials.
-fn jsonpath(path: &str) -> String {
-    let inner = path.trim();
-    let inner = inner
-        .strip_prefix('{')
-        .and_then(|p| p.strip_suffix('}'))
-        .unwrap_or(inner)
-        .trim();
-    if inner.starts_with('$') {
-        inner.to_string()
-    } else if inner.starts_with('.') || inner.starts_with('[') {
-        format!("${inner}")
-    } else {
-        format!("$.{inner}")
-    }
 }
 
 fn observed(value: Value) -> Observation {
@@ -104,7 +85,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn kube_style_paths_select_one_value_several_or_none() {
+    fn kube_style_paths_select_one_value_or_none() {
         let document = json!({"ok": true, "checks": [{"p99": 120}, {"p99": 80}], "none": null});
         assert_eq!(
             select(&document, Some("{.ok}")),
@@ -114,10 +95,10 @@ mod tests {
             })
         );
         assert_eq!(
-            select(&document, Some("{.checks[*].p99}")),
+            select(&document, Some("{.checks[1].p99}")),
             Ok(Observation::Value {
-                result: ResultValue::Json(json!([120, 80])),
-                shown: "[120,80]".into()
+                result: ResultValue::Json(json!(80)),
+                shown: "80".into()
             })
         );
         assert!(matches!(
@@ -125,11 +106,15 @@ mod tests {
             Ok(Observation::NoData(_))
         ));
         assert!(matches!(
+            select(&document, Some("{.checks[2]}")),
+            Ok(Observation::NoData(_))
+        ));
+        assert!(matches!(
             select(&document, Some("{.none}")),
             Ok(Observation::NoData(_))
         ));
         assert!(matches!(
-            select(&document, Some("$.checks[0].p99")),
+            select(&document, Some("{$.checks[0].p99}")),
             Ok(Observation::Value { .. })
         ));
         assert!(select(&document, Some("{.checks[?(@.p99 >}")).is_err());
@@ -144,7 +129,46 @@ mod tests {
                 shown: "0.5".into()
             })
         );
-        assert_eq!(jsonpath("{ .a.b }"), "$.a.b");
-        assert_eq!(jsonpath("a"), "$.a");
+    }
+
+    /// What `validate` accepts is what runs: a path the manifest crate's check passes selects,
+    /// at run time, the value its steps name (quoted keys with dots, indexes, the whole
+    /// document as `{.}` and `{$}`); one it refuses is a configuration error here too.
+    #[test]
+    fn a_validated_path_selects_what_its_steps_name() {
+        let document = json!({
+            "labels": {"app.kubernetes.io/name": "web", "a": {"b": "nested"}},
+            "items": [{"value": 0.25}, {"value": "second"}],
+            "ok": false
+        });
+        for (path, expected) in [
+            ("{.ok}", json!(false)),
+            ("{$.ok}", json!(false)),
+            ("{.labels[\"app.kubernetes.io/name\"]}", json!("web")),
+            ("{.labels['app.kubernetes.io/name']}", json!("web")),
+            ("{.labels.a.b}", json!("nested")),
+            ("{.items[0].value}", json!(0.25)),
+            ("{.items[1][\"value\"]}", json!("second")),
+            ("{.}", document.clone()),
+            ("{$}", document.clone()),
+        ] {
+            let steps = parse_json_path(path).expect(path);
+            assert_eq!(lookup(&steps, &document), Some(&expected), "{path}");
+            assert_eq!(
+                select(&document, Some(path)),
+                Ok(observed(expected.clone())),
+                "{path}"
+            );
+        }
+        for refused in ["{.items[*].value}", ".ok", "{.a b}", "$.ok"] {
+            assert!(parse_json_path(refused).is_err(), "{refused}");
+            assert!(
+                matches!(
+                    select(&document, Some(refused)),
+                    Err(MeasureError::Config(_))
+                ),
+                "{refused}"
+            );
+        }
     }
 }

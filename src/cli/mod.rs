@@ -24,6 +24,7 @@ pub mod plan_verify;
 pub mod retry;
 pub mod rollback;
 pub mod run;
+pub mod schema;
 pub mod seal;
 pub mod status;
 pub mod timeline;
@@ -83,6 +84,8 @@ pub enum Command {
     Emulator(emulator::Args),
     /// Print tollgate's CustomResourceDefinition (GitPromotion) as YAML.
     Crd(crd::Args),
+    /// Print the JSON Schema of a kind tollgate reads from git (RolloutPolicy), for editors.
+    Schema(schema::Args),
     /// Validate ClusterPromotion files (exit 0 valid, 1 invalid, 2 usage or I/O error).
     Validate(validate::Args),
     /// Show the snapshots and approvals of one promotion from git history.
@@ -117,6 +120,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Status(args) => status::run(args),
         Command::Emulator(args) => emulator::run(args),
         Command::Crd(args) => crd::run(args),
+        Command::Schema(args) => schema::run(args),
         Command::Validate(args) => validate::run(args),
         Command::History(args) => history::run(args),
         Command::Plan(args) => plan::run(args),

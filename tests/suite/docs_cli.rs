@@ -206,7 +206,7 @@ fn the_documented_exit_codes_are_what_the_binary_returns() {
     let invalid = TestRepo::new();
     invalid.write("bad.yaml", "apiVersion: config.projectsveltos.io/v1beta1\nkind: ClusterPromotion\nmetadata: {name: bad}\nspec: {stages: []}\n");
     let bad = invalid.path().display().to_string();
-    let cases: [(&str, &[&str], u8); 9] = [
+    let cases: [(&str, &[&str], u8); 11] = [
         ("validate", &["validate", &dir], 0),
         ("validate", &["validate", &bad], 1),
         ("validate", &["validate", &missing], 2),
@@ -220,6 +220,8 @@ fn the_documented_exit_codes_are_what_the_binary_returns() {
             1,
         ),
         ("crd", &["crd"], 0),
+        ("schema", &["schema", "rolloutpolicy"], 0),
+        ("schema", &["schema", "nokind"], 2),
     ];
     let mut problems = Vec::new();
     for (command, args, code) in cases {

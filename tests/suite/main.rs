@@ -93,6 +93,7 @@ mod git_transports;
 #[cfg(feature = "embedded")]
 mod hardening_secrets;
 mod module_layers;
+mod policy_schema;
 #[cfg(feature = "embedded")]
 mod readme_walkthrough;
 mod server_http;

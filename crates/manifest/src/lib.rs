@@ -13,7 +13,9 @@
 //!    `loc_tree` (the fast reader's tree)
 //! 3. `fast_yaml` (private), `schema`, `context` (what rules may consult), `report`
 //! 4. `fast_yaml_check` (private; public door: [`check_fast_reader`]), `rules`, `policy_fields`
-//!    (shape checks shared by the RolloutPolicy modules)
+//!    (rules shared by the RolloutPolicy modules), `policy_wording` (how a violation of the
+//!    RolloutPolicy schema is told), `policy_schema` (a policy's structure checked against the
+//!    schema derived from the model)
 //! 5. `validate` (one ClusterPromotion document: schema, rules, model), `policy_analyses` (a
 //!    RolloutPolicy's analysis gates), `policy` (one RolloutPolicy document, using it)
 //! 6. `parse` (one file: YAML, documents, validation)
@@ -42,6 +44,8 @@ pub mod policy_analyses;
 pub mod policy_analysis_providers;
 mod policy_approvals;
 pub mod policy_fields;
+pub mod policy_schema;
+mod policy_wording;
 pub mod report;
 pub mod rules;
 pub mod schema;

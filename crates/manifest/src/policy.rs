@@ -1,7 +1,9 @@
 //! Reading `RolloutPolicy` documents (`tollgate.dev/v1alpha1`): the same located YAML as
-//! promotions, validated field by field with file/line/column diagnostics, then turned into the
-//! model's [`RolloutPolicy`]. There is no CRD schema for this kind: the rules are written out here,
-//! and unknown fields are errors (a typo must never silently drop a deadline).
+//! promotions, validated with file/line/column diagnostics, then turned into the model's
+//! [`RolloutPolicy`]. The structure (unknown fields, types, required fields, enumerations) is
+//! checked against the schema derived from the model ([`crate::policy_schema`]; unknown fields
+//! are errors: a typo must never silently drop a deadline); the rules a schema cannot say
+//! (durations, names, percentages, references between fields) are written out here.
 
 use std::collections::BTreeSet;
 
@@ -14,49 +16,14 @@ use crate::field_path::FieldPath;
 use crate::loc_tree::DocumentLocations;
 use crate::located::{ConversionProblem, child_path};
 use crate::policy_analyses::{self, DefinedAnalysis};
-use crate::policy_fields::{check_positive_duration, stage_name_key, unknown_fields};
+use crate::policy_fields::{check_positive_duration, stage_name_key};
 use crate::rules;
 use crate::rules::k8s_names::{dns1123_label_problem, dns1123_subdomain_problem};
 use tollgate_model::blackout::Blackout;
-use tollgate_model::policy::{
-    FailureBudget, OnNewSnapshot, OnRewind, POLICY_API_VERSION, POLICY_KIND, RollbackStrategy,
-    RolloutPolicy,
-};
-use tollgate_model::policy::{NotifyEvent, NotifyType};
+use tollgate_model::policy::{FailureBudget, POLICY_API_VERSION, POLICY_KIND, RolloutPolicy};
 
 /// The API group of tollgate's own kinds.
 pub const POLICY_API_GROUP: &str = "tollgate.dev";
-
-const TOP_LEVEL_FIELDS: &[&str] = &["apiVersion", "kind", "metadata", "spec"];
-const SPEC_FIELDS: &[&str] = &[
-    "selector",
-    "progressDeadline",
-    "maxFailures",
-    "onFailure",
-    "stages",
-    "onNewSnapshot",
-    "blackouts",
-    "notify",
-    "analyses",
-    "approvals",
-    "rollback",
-    "admins",
-    "onRewind",
-];
-const BLACKOUT_FIELDS: &[&str] = &["from", "to", "timeZone", "reason"];
-const OVERRIDE_FIELDS: &[&str] = &[
-    "progressDeadline",
-    "maxFailures",
-    "onFailure",
-    "waves",
-    "analyses",
-    "pausedClusters",
-];
-const WAVES_FIELDS: &[&str] = &["sortingLabelKey", "size", "canary", "pause"];
-const SELECTOR_FIELDS: &[&str] = &["matchLabels", "matchExpressions"];
-const EXPRESSION_FIELDS: &[&str] = &["key", "operator", "values"];
-const ON_FAILURE_VALUES: &[&str] = &["Halt", "Rollback"];
-const PAUSED_CLUSTERS_VALUES: &[&str] = &["Wait", "Skip"];
 
 /// One `RolloutPolicy` document of a file.
 #[derive(Clone, Debug, PartialEq)]
@@ -96,6 +63,7 @@ pub fn read_policy(
         .map(|p| Finding::error("yaml-value", p.path, p.message).at(p.loc.line, p.loc.column))
         .collect();
     prune_nulls(&mut document);
+    crate::policy_schema::check_structure(&document, &mut findings);
     check_document(&document, &mut findings);
     let has_errors = findings.iter().any(|f| f.severity == Severity::Error);
     let policy = if has_errors {
@@ -158,16 +126,11 @@ fn prune_nulls(document: &mut Value) {
     }
 }
 
+/// The rules beyond the schema's: the API version, the metadata, the spec's values.
 fn check_document(document: &Value, findings: &mut Vec<Finding>) {
     let Some(fields) = document.as_object() else {
-        findings.push(Finding::error(
-            "wrong-type",
-            "",
-            "Invalid value: a RolloutPolicy document must be a mapping",
-        ));
         return;
     };
-    unknown_fields(fields, "", TOP_LEVEL_FIELDS, "a RolloutPolicy", findings);
     let api_version = fields.get("apiVersion").and_then(Value::as_str);
     if api_version != Some(POLICY_API_VERSION) {
         findings.push(Finding::error(
@@ -191,50 +154,48 @@ fn check_document(document: &Value, findings: &mut Vec<Finding>) {
             ),
         ));
     }
-    match fields.get("spec") {
-        None => {}
-        Some(Value::Object(spec)) => check_spec(spec, findings),
-        Some(_) => findings.push(Finding::error(
-            "wrong-type",
-            "spec",
-            "Invalid value: spec must be a mapping",
-        )),
+    if let Some(Value::Object(spec)) = fields.get("spec") {
+        check_spec(spec, findings);
     }
 }
 
+/// A field's value when it is an object, a list or a string (a value of another type is the
+/// schema's finding).
+fn object<'v>(fields: &'v Map<String, Value>, field: &str) -> Option<&'v Map<String, Value>> {
+    fields.get(field).and_then(Value::as_object)
+}
+
+fn list<'v>(fields: &'v Map<String, Value>, field: &str) -> Option<&'v Vec<Value>> {
+    fields.get(field).and_then(Value::as_array)
+}
+
+fn text<'v>(fields: &'v Map<String, Value>, field: &str) -> Option<&'v str> {
+    fields.get(field).and_then(Value::as_str)
+}
+
 fn check_spec(spec: &Map<String, Value>, findings: &mut Vec<Finding>) {
-    unknown_fields(spec, "spec", SPEC_FIELDS, "a RolloutPolicy spec", findings);
-    if let Some(selector) = spec.get("selector") {
-        check_selector(selector, "spec.selector", findings);
+    if let Some(selector) = object(spec, "selector") {
+        let root = FieldPath::Root;
+        let spec_path = root.key("spec");
+        rules::selectors::check_selector(selector, &spec_path.key("selector"), findings);
     }
     check_budget_fields(spec, "spec", findings);
-    if let Some(policy) = spec.get("onNewSnapshot") {
-        check_on_new_snapshot(policy, findings);
-    }
-    if let Some(blackouts) = spec.get("blackouts") {
+    if let Some(blackouts) = list(spec, "blackouts") {
         check_blackouts(blackouts, findings);
     }
-    if let Some(rollback) = spec.get("rollback") {
-        check_rollback(rollback, findings);
-    }
-    if let Some(notify) = spec.get("notify") {
+    if let Some(notify) = list(spec, "notify") {
         check_notify(notify, findings);
     }
-    if let Some(approvals) = spec.get("approvals") {
+    if let Some(approvals) = object(spec, "approvals") {
         crate::policy_approvals::check_approvals(approvals, findings);
     }
-    if let Some(admins) = spec.get("admins") {
-        crate::policy_approvals::check_principals(admins, "spec.admins", "admins", findings);
+    if let Some(admins) = list(spec, "admins") {
+        crate::policy_approvals::check_principals(admins, "spec.admins", findings);
     }
-    if let Some(on_rewind) = spec.get("onRewind") {
-        check_enum(on_rewind, "spec.onRewind", &OnRewind::VALUES, findings);
-    }
-    let analyses = spec
-        .get("analyses")
+    let analyses = list(spec, "analyses")
         .map(|a| policy_analyses::check_analyses(a, findings))
         .unwrap_or_default();
-    let used = spec
-        .get("stages")
+    let used = object(spec, "stages")
         .map(|stages| check_stages(stages, &analyses, findings))
         .unwrap_or_default();
     policy_analyses::unused_analyses(&analyses, &used, findings);
@@ -242,39 +203,22 @@ fn check_spec(spec: &Map<String, Value>, findings: &mut Vec<Finding>) {
 
 /// The stage overrides; the analysis names they use.
 fn check_stages(
-    stages: &Value,
+    stages: &Map<String, Value>,
     analyses: &[DefinedAnalysis],
     findings: &mut Vec<Finding>,
 ) -> BTreeSet<String> {
     let mut used = BTreeSet::new();
-    let Some(stages) = stages.as_object() else {
-        findings.push(Finding::error(
-            "wrong-type",
-            "spec.stages",
-            "Invalid value: stages must be a mapping from stage name to overrides, e.g. `production: {maxFailures: 0}`",
-        ));
-        return used;
-    };
     for (stage, body) in stages {
         let path = child_path("spec.stages", stage);
         stage_name_key(stage, &path, findings);
         let Some(body) = body.as_object() else {
-            findings.push(Finding::error(
-                "wrong-type",
-                path,
-                "Invalid value: a stage override must be a mapping of progressDeadline, maxFailures, onFailure, waves, analyses and pausedClusters",
-            ));
             continue;
         };
-        unknown_fields(body, &path, OVERRIDE_FIELDS, "a stage override", findings);
         check_budget_fields(body, &path, findings);
-        if let Some(paused) = body.get("pausedClusters") {
-            check_paused_clusters(paused, &child_path(&path, "pausedClusters"), findings);
-        }
-        if let Some(waves) = body.get("waves") {
+        if let Some(waves) = object(body, "waves") {
             check_waves(waves, &child_path(&path, "waves"), findings);
         }
-        if let Some(names) = body.get("analyses") {
+        if let Some(names) = list(body, "analyses") {
             let path = child_path(&path, "analyses");
             used.extend(policy_analyses::check_stage_analyses(
                 names, &path, analyses, findings,
@@ -284,214 +228,80 @@ fn check_stages(
     used
 }
 
-/// `pausedClusters`: `Wait` (the default) or `Skip`.
-fn check_paused_clusters(value: &Value, path: &str, findings: &mut Vec<Finding>) {
-    if value
-        .as_str()
-        .is_some_and(|v| PAUSED_CLUSTERS_VALUES.contains(&v))
+/// `waves`: the sorting label key is a label key, the size a count or a percentage of at least
+/// one, the pause a Go duration.
+fn check_waves(fields: &Map<String, Value>, path: &str, findings: &mut Vec<Finding>) {
+    if let Some(key) = text(fields, "sortingLabelKey")
+        && let Some(problem) = rules::k8s_names::qualified_name_problem(key)
     {
-        return;
+        findings.push(Finding::error(
+            "invalid-label-key",
+            child_path(path, "sortingLabelKey"),
+            format!("Invalid value: {key:?}: {problem}"),
+        ));
     }
-    findings.push(Finding::error(
-        "unsupported-value",
-        path,
-        format!("Unsupported value: {value}: supported values: \"Wait\", \"Skip\""),
-    ));
+    if let Some(size) = fields.get("size")
+        && let Some(message) = wave_size_problem(size)
+    {
+        findings.push(Finding::error(
+            "invalid-wave-size",
+            child_path(path, "size"),
+            message,
+        ));
+    }
+    if let Some(pause) = fields.get("pause")
+        && let Some(Err(e)) = pause.as_str().map(parse_go_duration)
+    {
+        findings.push(Finding::error(
+            "invalid-duration",
+            child_path(path, "pause"),
+            format!("Invalid value: {pause}: {e}"),
+        ));
+    }
 }
 
-/// `waves`: a sorting label key, a size (count or percentage), an optional canary and pause.
-fn check_waves(waves: &Value, path: &str, findings: &mut Vec<Finding>) {
-    let Some(fields) = waves.as_object() else {
-        findings.push(Finding::error(
-            "wrong-type",
-            path,
-            "Invalid value: waves must be a mapping of sortingLabelKey, size, canary and pause",
-        ));
-        return;
+/// What is wrong with a wave size that is an integer or a string (the schema's types).
+fn wave_size_problem(size: &Value) -> Option<String> {
+    let other = || {
+        Some(format!(
+            "Invalid value: {size}: size must be a count of at least 1 or a percentage such as \"10%\""
+        ))
     };
-    unknown_fields(fields, path, WAVES_FIELDS, "waves", findings);
-    match fields.get("sortingLabelKey") {
-        None => {}
-        Some(Value::String(key)) => {
-            if let Some(problem) = rules::k8s_names::qualified_name_problem(key) {
-                findings.push(Finding::error(
-                    "invalid-label-key",
-                    child_path(path, "sortingLabelKey"),
-                    format!("Invalid value: {key:?}: {problem}"),
-                ));
-            }
-        }
-        Some(other) => findings.push(Finding::error(
-            "wrong-type",
-            child_path(path, "sortingLabelKey"),
-            format!(
-                "Invalid value: {other}: sortingLabelKey must be a label key such as \"order\""
-            ),
-        )),
-    }
-    let size_path = child_path(path, "size");
-    let size_problem = match fields.get("size") {
-        None => Some((
-            "required",
-            "Required value: waves need a size: a count such as 10 or a percentage such as \"10%\""
-                .to_string(),
-        )),
-        Some(Value::Number(n))
+    match size {
+        Value::Number(n)
             if n.as_u64()
                 .is_some_and(|n| n >= 1 && u32::try_from(n).is_ok()) =>
         {
             None
         }
-        Some(Value::String(text)) if text.trim_end().ends_with('%') => {
-            match FailureBudget::parse(text) {
-                Ok(FailureBudget::Percent(p)) if p >= 1 => None,
-                Ok(_) => Some((
-                    "invalid-wave-size",
-                    format!("Invalid value: {text:?}: a wave size must be at least 1%"),
-                )),
-                Err(e) => Some((
-                    "invalid-wave-size",
-                    format!("Invalid value: {}", e.replace("maxFailures", "size")),
-                )),
-            }
-        }
-        Some(other) => Some((
-            "invalid-wave-size",
-            format!(
-                "Invalid value: {other}: size must be a count of at least 1 or a percentage such as \"10%\""
-            ),
-        )),
-    };
-    if let Some((rule, message)) = size_problem {
-        findings.push(Finding::error(rule, size_path, message));
-    }
-    if let Some(canary) = fields.get("canary")
-        && canary.as_u64().is_none_or(|n| u32::try_from(n).is_err())
-    {
-        findings.push(Finding::error(
-            "wrong-type",
-            child_path(path, "canary"),
-            format!("Invalid value: {canary}: canary must be a count of clusters such as 1"),
-        ));
-    }
-    if let Some(pause) = fields.get("pause") {
-        let pause_path = child_path(path, "pause");
-        match pause.as_str().map(parse_go_duration) {
-            Some(Ok(_)) => {}
-            Some(Err(e)) => findings.push(Finding::error(
-                "invalid-duration",
-                pause_path,
-                format!("Invalid value: {pause}: {e}"),
+        Value::Number(n) if n.is_f64() => None,
+        Value::String(text) if text.trim_end().ends_with('%') => match FailureBudget::parse(text) {
+            Ok(FailureBudget::Percent(p)) if p >= 1 => None,
+            Ok(_) => Some(format!(
+                "Invalid value: {text:?}: a wave size must be at least 1%"
             )),
-            None => findings.push(Finding::error(
-                "wrong-type",
-                pause_path,
-                format!("Invalid value: {pause}: pause must be a Go duration such as \"2m\""),
+            Err(e) => Some(format!(
+                "Invalid value: {}",
+                e.replace("maxFailures", "size")
             )),
-        }
+        },
+        Value::Number(_) | Value::String(_) => other(),
+        _ => None,
     }
 }
 
-/// `rollback: {strategy: Fast | Staged}`.
-fn check_rollback(value: &Value, findings: &mut Vec<Finding>) {
-    let Some(fields) = value.as_object() else {
-        findings.push(Finding::error(
-            "wrong-type",
-            "spec.rollback",
-            format!(
-                "Invalid value: {value}: rollback must be a mapping such as `{{strategy: Fast}}`"
-            ),
-        ));
-        return;
-    };
-    unknown_fields(fields, "spec.rollback", &["strategy"], "rollback", findings);
-    let Some(strategy) = fields.get("strategy") else {
-        return;
-    };
-    if strategy
-        .as_str()
-        .is_some_and(|v| RollbackStrategy::VALUES.contains(&v))
-    {
-        return;
-    }
-    let supported = RollbackStrategy::VALUES
-        .map(|v| format!("{v:?}"))
-        .join(", ");
-    findings.push(Finding::error(
-        "unsupported-value",
-        "spec.rollback.strategy",
-        format!("Unsupported value: {strategy}: supported values: {supported}"),
-    ));
-}
-
-fn check_on_new_snapshot(value: &Value, findings: &mut Vec<Finding>) {
-    check_enum(
-        value,
-        "spec.onNewSnapshot",
-        &OnNewSnapshot::VALUES,
-        findings,
-    );
-}
-
-/// A string that must be one of `values`.
-fn check_enum(value: &Value, path: &str, values: &[&str], findings: &mut Vec<Finding>) {
-    if value.as_str().is_some_and(|v| values.contains(&v)) {
-        return;
-    }
-    let supported = values
-        .iter()
-        .map(|v| format!("{v:?}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    findings.push(Finding::error(
-        "unsupported-value",
-        path,
-        format!("Unsupported value: {value}: supported values: {supported}"),
-    ));
-}
-
-/// Each blackout's shape, then its interval as the model reads it (dates, zone, `to > from`).
-fn check_blackouts(blackouts: &Value, findings: &mut Vec<Finding>) {
-    let Some(items) = blackouts.as_array() else {
-        findings.push(Finding::error(
-            "wrong-type",
-            "spec.blackouts",
-            "Invalid value: blackouts must be a list of {from, to, timeZone, reason}",
-        ));
-        return;
-    };
-    for (index, item) in items.iter().enumerate() {
+/// Each blackout's interval as the model reads it (dates, zone, `to > from`), when its fields
+/// are strings (the schema's finding otherwise).
+fn check_blackouts(blackouts: &[Value], findings: &mut Vec<Finding>) {
+    for (index, item) in blackouts.iter().enumerate() {
         let path = crate::located::item_path("spec.blackouts", index);
         let Some(fields) = item.as_object() else {
-            findings.push(Finding::error(
-                "wrong-type",
-                path,
-                "Invalid value: a blackout must be a mapping of from, to, timeZone and reason",
-            ));
             continue;
         };
-        unknown_fields(fields, &path, BLACKOUT_FIELDS, "a blackout", findings);
-        let mut shaped = true;
-        for field in BLACKOUT_FIELDS {
-            let value = fields.get(*field);
-            let required = matches!(*field, "from" | "to");
-            let problem = match value {
-                None if required => Some(format!("Required value: a blackout needs {field}")),
-                Some(v) if !v.is_string() => Some(format!(
-                    "Invalid value: {v}: {field} must be a string (quote dates: \"2026-12-20\")"
-                )),
-                _ => None,
-            };
-            if let Some(message) = problem {
-                shaped = false;
-                let rule = if value.is_none() {
-                    "required"
-                } else {
-                    "wrong-type"
-                };
-                findings.push(Finding::error(rule, child_path(&path, field), message));
-            }
-        }
+        let shaped = ["from", "to"].iter().all(|f| fields.contains_key(*f))
+            && ["from", "to", "timeZone", "reason"]
+                .iter()
+                .all(|f| fields.get(*f).is_none_or(Value::is_string));
         if !shaped {
             continue;
         }
@@ -507,38 +317,23 @@ fn check_blackouts(blackouts: &Value, findings: &mut Vec<Finding>) {
     }
 }
 
-/// `progressDeadline`, `maxFailures` and `onFailure`, policy-wide or in a stage override.
+/// `progressDeadline` and `maxFailures`, policy-wide or in a stage override.
 fn check_budget_fields(fields: &Map<String, Value>, path: &str, findings: &mut Vec<Finding>) {
-    if let Some(deadline) = fields.get("progressDeadline") {
+    if let Some(deadline) = text(fields, "progressDeadline") {
         check_deadline(deadline, &child_path(path, "progressDeadline"), findings);
     }
-    if let Some(budget) = fields.get("maxFailures") {
-        check_max_failures(budget, &child_path(path, "maxFailures"), findings);
-    }
-    if let Some(on_failure) = fields.get("onFailure") {
-        let path = child_path(path, "onFailure");
-        match on_failure.as_str() {
-            Some(value) if ON_FAILURE_VALUES.contains(&value) => {}
-            _ => findings.push(Finding::error(
-                "unsupported-value",
-                path,
-                format!(
-                    "Unsupported value: {on_failure}: supported values: \"Halt\", \"Rollback\""
-                ),
-            )),
-        }
+    if let Some(budget) = fields.get("maxFailures")
+        && let Some(message) = max_failures_problem(budget)
+    {
+        findings.push(Finding::error(
+            "invalid-max-failures",
+            child_path(path, "maxFailures"),
+            message,
+        ));
     }
 }
 
-fn check_deadline(deadline: &Value, path: &str, findings: &mut Vec<Finding>) {
-    let Some(text) = deadline.as_str() else {
-        findings.push(Finding::error(
-            "wrong-type",
-            path,
-            format!("Invalid value: {deadline}: progressDeadline must be a Go duration such as \"10m\" or \"1h30m\""),
-        ));
-        return;
-    };
+fn check_deadline(text: &str, path: &str, findings: &mut Vec<Finding>) {
     match parse_go_duration(text) {
         Err(e) => findings.push(Finding::error(
             "invalid-duration",
@@ -554,8 +349,9 @@ fn check_deadline(deadline: &Value, path: &str, findings: &mut Vec<Finding>) {
     }
 }
 
-fn check_max_failures(budget: &Value, path: &str, findings: &mut Vec<Finding>) {
-    let problem = match budget {
+/// What is wrong with a `maxFailures` that is an integer or a string (the schema's types).
+fn max_failures_problem(budget: &Value) -> Option<String> {
+    match budget {
         Value::Number(n) if n.as_u64().is_some_and(|n| u32::try_from(n).is_ok()) => None,
         Value::Number(n) if n.as_i64().is_some_and(|n| n < 0) => Some(format!(
             "Invalid value: {n}: maxFailures must not be negative"
@@ -566,171 +362,39 @@ fn check_max_failures(budget: &Value, path: &str, findings: &mut Vec<Finding>) {
         Value::String(text) if text.trim_end().ends_with('%') => FailureBudget::parse(text)
             .err()
             .map(|e| format!("Invalid value: {e}")),
-        other => Some(format!(
-            "Invalid value: {other}: maxFailures must be a non-negative count such as 2 or a percentage such as \"10%\""
+        Value::Number(n) if n.is_f64() => None,
+        Value::Number(_) | Value::String(_) => Some(format!(
+            "Invalid value: {budget}: maxFailures must be a non-negative count such as 2 or a percentage such as \"10%\""
         )),
-    };
-    if let Some(message) = problem {
-        findings.push(Finding::error("invalid-max-failures", path, message));
-    }
-}
-
-/// The shape of `spec.selector`; its label keys, values and operators are checked by the same
-/// rule as stage `clusterSelector`s.
-fn check_selector(selector: &Value, path: &str, findings: &mut Vec<Finding>) {
-    let Some(fields) = selector.as_object() else {
-        findings.push(Finding::error(
-            "wrong-type",
-            path,
-            "Invalid value: selector must be a label selector mapping ({} selects every promotion)",
-        ));
-        return;
-    };
-    unknown_fields(fields, path, SELECTOR_FIELDS, "a label selector", findings);
-    if let Some(labels) = fields.get("matchLabels") {
-        let labels_path = child_path(path, "matchLabels");
-        match labels.as_object() {
-            Some(labels) => {
-                for (key, value) in labels.iter().filter(|(_, v)| !v.is_string()) {
-                    findings.push(Finding::error(
-                        "wrong-type",
-                        child_path(&labels_path, key),
-                        format!("Invalid value: {value}: label values must be strings (quote them: \"{value}\")"),
-                    ));
-                }
-            }
-            None => findings.push(Finding::error(
-                "wrong-type",
-                labels_path,
-                "Invalid value: matchLabels must be a mapping of label keys to values",
-            )),
-        }
-    }
-    if let Some(expressions) = fields.get("matchExpressions") {
-        check_expressions_shape(expressions, &child_path(path, "matchExpressions"), findings);
-    }
-    let root = FieldPath::Root;
-    let spec = root.key("spec");
-    rules::selectors::check_selector(fields, &spec.key("selector"), findings);
-}
-
-fn check_expressions_shape(expressions: &Value, path: &str, findings: &mut Vec<Finding>) {
-    let Some(expressions) = expressions.as_array() else {
-        findings.push(Finding::error(
-            "wrong-type",
-            path,
-            "Invalid value: matchExpressions must be a list of {key, operator, values}",
-        ));
-        return;
-    };
-    for (index, expression) in expressions.iter().enumerate() {
-        let item = crate::located::item_path(path, index);
-        let Some(expression) = expression.as_object() else {
-            findings.push(Finding::error(
-                "wrong-type",
-                item,
-                "Invalid value: a match expression must be a mapping of key, operator and values",
-            ));
-            continue;
-        };
-        unknown_fields(
-            expression,
-            &item,
-            EXPRESSION_FIELDS,
-            "a match expression",
-            findings,
-        );
-        for field in ["key", "operator"] {
-            match expression.get(field) {
-                Some(Value::String(_)) => {}
-                None => findings.push(Finding::error(
-                    "required-value",
-                    child_path(&item, field),
-                    format!("Required value: {field} must be set"),
-                )),
-                Some(other) => findings.push(Finding::error(
-                    "wrong-type",
-                    child_path(&item, field),
-                    format!("Invalid value: {other}: {field} must be a string"),
-                )),
-            }
-        }
-        let values = expression.get("values");
-        let all_strings = values
-            .and_then(Value::as_array)
-            .is_some_and(|values| values.iter().all(Value::is_string));
-        if values.is_some() && !all_strings {
-            findings.push(Finding::error(
-                "wrong-type",
-                child_path(&item, "values"),
-                "Invalid value: values must be a list of strings",
-            ));
-        }
+        _ => None,
     }
 }
 
 // ---- spec.notify (issue #19): where to tell people about the rollouts ----
 
-const NOTIFY_FIELDS: &[&str] = &[
-    "name",
-    "type",
-    "addressSecretFile",
-    "events",
-    "targetURL",
-    "timeout",
-    "retryFor",
-];
-
-/// `spec.notify`: a list of endpoints, each named once, of a known type, reading its address
-/// from a file, listening to at least one known event.
-fn check_notify(notify: &Value, findings: &mut Vec<Finding>) {
-    let path = "spec.notify";
-    let Some(endpoints) = notify.as_array() else {
-        findings.push(Finding::error(
-            "wrong-type",
-            path,
-            "Invalid value: notify must be a list of endpoints ({name, type, addressSecretFile, events})",
-        ));
-        return;
-    };
-    let mut names = std::collections::BTreeSet::new();
+/// `spec.notify`: each endpoint named once with a DNS-1123 label, reading its address from a
+/// file, linking to an http(s) URL, with positive durations.
+fn check_notify(endpoints: &[Value], findings: &mut Vec<Finding>) {
+    let mut names = BTreeSet::new();
     for (index, endpoint) in endpoints.iter().enumerate() {
-        let item = crate::located::item_path(path, index);
+        let item = crate::located::item_path("spec.notify", index);
         let Some(fields) = endpoint.as_object() else {
-            findings.push(Finding::error(
-                "wrong-type",
-                item,
-                "Invalid value: a notify endpoint must be a mapping of name, type, addressSecretFile and events",
-            ));
             continue;
         };
-        unknown_fields(fields, &item, NOTIFY_FIELDS, "a notify endpoint", findings);
-        for field in ["name", "type", "addressSecretFile", "events"] {
-            if !fields.contains_key(field) {
-                findings.push(Finding::error(
-                    "required-value",
-                    item.clone(),
-                    format!("Required value: {field} must be set"),
-                ));
-            }
-        }
-        if let Some(name) = fields.get("name") {
+        if let Some(name) = text(fields, "name") {
             let name_path = child_path(&item, "name");
-            match name.as_str() {
-                Some(text) if dns1123_label_problem(text).is_none() => {
-                    if !names.insert(text.to_string()) {
-                        findings.push(Finding::error(
-                            "duplicate-name",
-                            name_path,
-                            format!("Duplicate value: {text:?}: each notify endpoint needs its own name"),
-                        ));
-                    }
-                }
-                _ => findings.push(Finding::error(
+            if dns1123_label_problem(name).is_some() {
+                findings.push(Finding::error(
                     "invalid-name",
                     name_path,
-                    format!("Invalid value: {name}: an endpoint name must be a DNS-1123 label such as \"platform-chat\""),
-                )),
+                    format!("Invalid value: {}: an endpoint name must be a DNS-1123 label such as \"platform-chat\"", fields["name"]),
+                ));
+            } else if !names.insert(name.to_string()) {
+                findings.push(Finding::error(
+                    "duplicate-name",
+                    name_path,
+                    format!("Duplicate value: {name:?}: each notify endpoint needs its own name"),
+                ));
             }
         }
         check_notify_fields(fields, &item, findings);
@@ -738,27 +402,8 @@ fn check_notify(notify: &Value, findings: &mut Vec<Finding>) {
 }
 
 fn check_notify_fields(fields: &Map<String, Value>, item: &str, findings: &mut Vec<Finding>) {
-    if let Some(kind) = fields.get("type") {
-        let known = NotifyType::ALL
-            .iter()
-            .any(|t| kind.as_str() == Some(t.as_str()));
-        if !known {
-            let supported: Vec<String> = NotifyType::ALL
-                .iter()
-                .map(|t| format!("{:?}", t.as_str()))
-                .collect();
-            findings.push(Finding::error(
-                "unsupported-value",
-                child_path(item, "type"),
-                format!(
-                    "Unsupported value: {kind}: supported values: {}",
-                    supported.join(", ")
-                ),
-            ));
-        }
-    }
     if let Some(file) = fields.get("addressSecretFile")
-        && file.as_str().is_none_or(|f| f.trim().is_empty())
+        && file.as_str().is_some_and(|f| f.trim().is_empty())
     {
         findings.push(Finding::error(
             "required-value",
@@ -766,70 +411,20 @@ fn check_notify_fields(fields: &Map<String, Value>, item: &str, findings: &mut V
             format!("Invalid value: {file}: addressSecretFile must be the path of a file holding the endpoint's URL (and token or secret)"),
         ));
     }
-    if let Some(events) = fields.get("events") {
-        check_notify_events(events, &child_path(item, "events"), findings);
-    }
-    if let Some(url) = fields.get("targetURL") {
-        let ok = url
+    if let Some(url) = fields.get("targetURL")
+        && url
             .as_str()
-            .is_some_and(|u| u.starts_with("https://") || u.starts_with("http://"));
-        if !ok {
-            findings.push(Finding::error(
-                "invalid-url",
-                child_path(item, "targetURL"),
-                format!("Invalid value: {url}: targetURL must be an http:// or https:// URL"),
-            ));
-        }
+            .is_some_and(|u| !(u.starts_with("https://") || u.starts_with("http://")))
+    {
+        findings.push(Finding::error(
+            "invalid-url",
+            child_path(item, "targetURL"),
+            format!("Invalid value: {url}: targetURL must be an http:// or https:// URL"),
+        ));
     }
     for (field, example) in [("timeout", "10s"), ("retryFor", "1h")] {
-        if let Some(value) = fields.get(field) {
+        if let Some(value) = fields.get(field).filter(|v| v.is_string()) {
             check_positive_duration(value, &child_path(item, field), field, example, findings);
-        }
-    }
-}
-
-fn check_notify_events(events: &Value, path: &str, findings: &mut Vec<Finding>) {
-    let supported = || {
-        NotifyEvent::ALL
-            .iter()
-            .map(|e| e.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let Some(list) = events.as_array() else {
-        findings.push(Finding::error(
-            "wrong-type",
-            path,
-            format!(
-                "Invalid value: {events}: events must be a list of: {}",
-                supported()
-            ),
-        ));
-        return;
-    };
-    if list.is_empty() {
-        findings.push(Finding::error(
-            "required-value",
-            path,
-            format!(
-                "Required value: events must name at least one of: {}",
-                supported()
-            ),
-        ));
-    }
-    for (index, event) in list.iter().enumerate() {
-        let known = NotifyEvent::ALL
-            .iter()
-            .any(|e| event.as_str() == Some(e.as_str()));
-        if !known {
-            findings.push(Finding::error(
-                "unsupported-value",
-                crate::located::item_path(path, index),
-                format!(
-                    "Unsupported value: {event}: supported values: {}",
-                    supported()
-                ),
-            ));
         }
     }
 }
@@ -838,7 +433,9 @@ fn check_notify_events(events: &Value, path: &str, findings: &mut Vec<Finding>) 
 mod tests {
     use super::*;
     use crate::parse::{Limits, parse_file};
-    use tollgate_model::policy::OnFailure;
+    use tollgate_model::policy::{
+        NotifyEvent, NotifyType, OnFailure, OnNewSnapshot, RollbackStrategy,
+    };
 
     const HEAD: &str = "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: fleet-defaults\n";
 

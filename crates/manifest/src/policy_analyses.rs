@@ -1,7 +1,9 @@
 //! A RolloutPolicy's analysis gates (issue #32): `spec.analyses` (named checks, each with exactly
 //! one provider, its timing, limits and CEL conditions over `result`) and the names each
-//! `stages.<stage>.analyses` lists. Every problem is a finding at the field that has it; the
-//! providers' own fields (PromQL, URL templates, jsonPath) are `policy_analysis_providers`'.
+//! `stages.<stage>.analyses` lists. Their structure is the schema's ([`crate::policy_schema`]);
+//! the rules here are the names, one provider each, durations and CEL conditions, each a
+//! finding at the field that has it; the providers' own values (PromQL, URL templates,
+//! jsonPath) are `policy_analysis_providers`'.
 
 use std::collections::BTreeSet;
 
@@ -11,32 +13,13 @@ use crate::diagnostic::Finding;
 use crate::duration::parse_go_duration;
 use crate::located::{child_path, item_path};
 use crate::policy_analysis_providers::check_provider;
-use crate::policy_fields::{check_positive_duration, unknown_fields};
+use crate::policy_fields::check_positive_duration;
 use crate::rules::cel::{CelError, check_condition_over};
 use crate::suggest::nearest;
-use tollgate_model::analysis::{AnalysisScope, OnNoData};
+use tollgate_model::analysis::AnalysisScope;
 
-const ANALYSIS_FIELDS: &[&str] = &[
-    "name",
-    "prometheus",
-    "web",
-    "commitStatus",
-    "scope",
-    "initialDelay",
-    "interval",
-    "count",
-    "successCondition",
-    "failureCondition",
-    "failureLimit",
-    "inconclusiveLimit",
-    "consecutiveErrorLimit",
-    "onNoData",
-    "dryRun",
-];
 /// The providers, of which an analysis has exactly one.
 const PROVIDERS: [&str; 3] = ["prometheus", "web", "commitStatus"];
-/// Tolerated counts: non-negative integers.
-const LIMITS: [&str; 3] = ["failureLimit", "inconclusiveLimit", "consecutiveErrorLimit"];
 const CONDITIONS: [&str; 2] = ["successCondition", "failureCondition"];
 /// The one variable an analysis condition names: the measured value.
 const RESULT: &str = "result";
@@ -66,28 +49,14 @@ pub fn prune_nulls(analyses: &mut Value) {
 
 /// Checks `spec.analyses`; the names it defines (each once, whatever else is wrong with its
 /// entry, so that a stage naming it is not also reported).
-pub fn check_analyses(analyses: &Value, findings: &mut Vec<Finding>) -> Vec<DefinedAnalysis> {
+pub fn check_analyses(items: &[Value], findings: &mut Vec<Finding>) -> Vec<DefinedAnalysis> {
     let path = "spec.analyses";
-    let Some(items) = analyses.as_array() else {
-        findings.push(Finding::error(
-            "wrong-type",
-            path,
-            "Invalid value: analyses must be a list of named checks ({name, prometheus | web | commitStatus, …})",
-        ));
-        return Vec::new();
-    };
     let mut defined: Vec<DefinedAnalysis> = Vec::new();
     for (index, item) in items.iter().enumerate() {
         let item_path = item_path(path, index);
         let Some(fields) = item.as_object() else {
-            findings.push(Finding::error(
-                "wrong-type",
-                item_path,
-                "Invalid value: an analysis must be a mapping of name, one of prometheus, web or commitStatus, and its settings",
-            ));
             continue;
         };
-        unknown_fields(fields, &item_path, ANALYSIS_FIELDS, "an analysis", findings);
         if let Some(name) = check_name(fields, &item_path, findings) {
             if defined.iter().any(|d| d.name == name) {
                 findings.push(Finding::error(
@@ -111,16 +80,8 @@ fn check_name(
     findings: &mut Vec<Finding>,
 ) -> Option<String> {
     match fields.get("name") {
-        None => {
-            findings.push(Finding::error(
-                "required-value",
-                item_path,
-                "Required value: an analysis needs a name, which stages list in stages.<stage>.analyses",
-            ));
-            None
-        }
         Some(Value::String(name)) if !name.trim().is_empty() => Some(name.clone()),
-        Some(other) => {
+        Some(other @ Value::String(_)) => {
             findings.push(Finding::error(
                 "invalid-name",
                 child_path(item_path, "name"),
@@ -128,6 +89,7 @@ fn check_name(
             ));
             None
         }
+        _ => None,
     }
 }
 
@@ -162,7 +124,7 @@ fn check_providers(
         }
     }
     for provider in &present {
-        if let Some(value) = fields.get(*provider) {
+        if let Some(value) = fields.get(*provider).and_then(Value::as_object) {
             check_provider(
                 provider,
                 value,
@@ -185,47 +147,23 @@ fn check_providers(
     }
 }
 
-/// Scope, timing, limits, conditions and `dryRun`; the scope the templates are rendered for.
+/// Timing and conditions; the scope the templates are rendered for.
 fn check_settings(
     fields: &Map<String, Value>,
     item_path: &str,
     findings: &mut Vec<Finding>,
 ) -> AnalysisScope {
-    check_enum(fields, item_path, "scope", &AnalysisScope::VALUES, findings);
-    check_enum(fields, item_path, "onNoData", &OnNoData::VALUES, findings);
-    if let Some(delay) = fields.get("initialDelay") {
+    if let Some(delay) = fields.get("initialDelay").filter(|d| d.is_string()) {
         check_initial_delay(delay, &child_path(item_path, "initialDelay"), findings);
     }
-    if let Some(interval) = fields.get("interval") {
+    if let Some(interval) = fields.get("interval").filter(|i| i.is_string()) {
         let path = child_path(item_path, "interval");
         check_positive_duration(interval, &path, "interval", "30s", findings);
     }
-    if let Some(count) = fields.get("count") {
-        check_count(count, &child_path(item_path, "count"), "count", 1, findings);
-    }
-    for limit in LIMITS {
-        if let Some(value) = fields.get(limit) {
-            check_count(value, &child_path(item_path, limit), limit, 0, findings);
-        }
-    }
     for condition in CONDITIONS {
-        if let Some(value) = fields.get(condition) {
-            check_condition(
-                value,
-                &child_path(item_path, condition),
-                condition,
-                findings,
-            );
+        if let Some(value) = fields.get(condition).and_then(Value::as_str) {
+            check_condition(value, &child_path(item_path, condition), findings);
         }
-    }
-    if let Some(dry_run) = fields.get("dryRun")
-        && !dry_run.is_boolean()
-    {
-        findings.push(Finding::error(
-            "wrong-type",
-            child_path(item_path, "dryRun"),
-            format!("Invalid value: {dry_run}: dryRun must be true or false"),
-        ));
     }
     match fields.get("scope").and_then(Value::as_str) {
         Some("Cluster") => AnalysisScope::Cluster,
@@ -233,36 +171,10 @@ fn check_settings(
     }
 }
 
-fn check_enum(
-    fields: &Map<String, Value>,
-    item_path: &str,
-    field: &str,
-    values: &[&str],
-    findings: &mut Vec<Finding>,
-) {
-    let Some(value) = fields.get(field) else {
-        return;
-    };
-    if value.as_str().is_some_and(|v| values.contains(&v)) {
-        return;
-    }
-    let supported: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
-    findings.push(Finding::error(
-        "unsupported-value",
-        child_path(item_path, field),
-        format!(
-            "Unsupported value: {value}: supported values: {}",
-            supported.join(", ")
-        ),
-    ));
-}
-
 /// A Go duration, zero allowed (the first measurement at once).
 fn check_initial_delay(delay: &Value, path: &str, findings: &mut Vec<Finding>) {
-    let problem = match delay.as_str().map(parse_go_duration) {
-        Some(Ok(_)) => return,
-        Some(Err(e)) => e.to_string(),
-        None => "initialDelay must be a Go duration such as \"30s\"".to_string(),
+    let Some(Err(problem)) = delay.as_str().map(parse_go_duration) else {
+        return;
     };
     findings.push(Finding::error(
         "invalid-duration",
@@ -271,36 +183,8 @@ fn check_initial_delay(delay: &Value, path: &str, findings: &mut Vec<Finding>) {
     ));
 }
 
-/// An integer of at least `minimum` (and at most u32's maximum).
-fn check_count(value: &Value, path: &str, field: &str, minimum: u64, findings: &mut Vec<Finding>) {
-    let fits = value
-        .as_u64()
-        .is_some_and(|n| n >= minimum && u32::try_from(n).is_ok());
-    if fits {
-        return;
-    }
-    let wanted = if minimum == 0 {
-        "a count of 0 or more, such as 1"
-    } else {
-        "a count of at least 1, such as 6"
-    };
-    findings.push(Finding::error(
-        "invalid-count",
-        path,
-        format!("Invalid value: {value}: {field} must be {wanted} (an integer, unquoted)"),
-    ));
-}
-
 /// A CEL expression whose one variable is `result`.
-fn check_condition(value: &Value, path: &str, field: &str, findings: &mut Vec<Finding>) {
-    let Some(text) = value.as_str() else {
-        findings.push(Finding::error(
-            "wrong-type",
-            path,
-            format!("Invalid value: {value}: {field} must be a CEL expression over `result` in quotes, such as \"result < 0.01\""),
-        ));
-        return;
-    };
+fn check_condition(text: &str, path: &str, findings: &mut Vec<Finding>) {
     match check_condition_over(text, RESULT, condition_hint) {
         Err(e @ CelError::NotBoolean { .. }) => findings.push(Finding::error(
             "condition-not-boolean",
@@ -321,28 +205,15 @@ fn condition_hint(name: &str) -> Option<String> {
 /// Checks a stage's `analyses`: a list of names `spec.analyses` defines, each once. Returns the
 /// names that resolve.
 pub fn check_stage_analyses(
-    value: &Value,
+    items: &[Value],
     path: &str,
     defined: &[DefinedAnalysis],
     findings: &mut Vec<Finding>,
 ) -> Vec<String> {
-    let Some(items) = value.as_array() else {
-        findings.push(Finding::error(
-            "wrong-type",
-            path,
-            format!("Invalid value: {value}: analyses must be a list of names from spec.analyses, such as [error-rate]"),
-        ));
-        return Vec::new();
-    };
     let mut named: Vec<String> = Vec::new();
     for (index, item) in items.iter().enumerate() {
         let item_path = item_path(path, index);
         let Some(name) = item.as_str() else {
-            findings.push(Finding::error(
-                "wrong-type",
-                item_path,
-                format!("Invalid value: {item}: an entry of analyses is the name of an analysis of spec.analyses"),
-            ));
             continue;
         };
         if named.iter().any(|n| n == name) {

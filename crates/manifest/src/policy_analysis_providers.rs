@@ -1,6 +1,7 @@
 //! The provider of an analysis gate: `prometheus` (a base URL, an optional credentials file and a
 //! PromQL query), `web` (a URL, an optional headers file and a jsonPath) or `commitStatus` (the
-//! git host, a file holding its API address and token, the contexts). A query or URL is
+//! git host, a file holding its API address and token, the contexts). Their structure is the
+//! schema's ([`crate::policy_schema`]); the values are checked here. A query or URL is
 //! rendered with sample values as the engine renders it (`analysis_template::render`), so an
 //! unknown template is an error at it, and the PromQL is parsed as Prometheus would receive it.
 
@@ -10,42 +11,23 @@ use serde_json::{Map, Value};
 
 use crate::diagnostic::Finding;
 use crate::located::child_path;
-use crate::policy_fields::unknown_fields;
+use crate::policy_wording::{contexts_message, file_message};
 use crate::rules::json_path::parse_json_path;
 use crate::rules::promql::check_promql;
-use tollgate_model::analysis::{AnalysisScope, CommitStatusProvider};
+use tollgate_model::analysis::AnalysisScope;
 use tollgate_model::analysis_template::{TemplateContext, render};
 
-const PROMETHEUS_FIELDS: &[&str] = &["address", "credentialsSecretFile", "query"];
-const WEB_FIELDS: &[&str] = &["url", "headersSecretFile", "jsonPath"];
-const COMMIT_STATUS_FIELDS: &[&str] = &["provider", "addressSecretFile", "contexts"];
 /// Templates naming the measured cluster: they render empty with `scope: Stage`.
 const CLUSTER_TEMPLATES: [&str; 2] = ["cluster", "clusterNamespace"];
 
 /// Checks one provider (`prometheus`, `web` or `commitStatus`) of an analysis at `path`.
 pub fn check_provider(
     provider: &str,
-    value: &Value,
+    fields: &Map<String, Value>,
     path: &str,
     scope: AnalysisScope,
     findings: &mut Vec<Finding>,
 ) {
-    let Some(fields) = value.as_object() else {
-        let fields = match provider {
-            "prometheus" => PROMETHEUS_FIELDS,
-            "web" => WEB_FIELDS,
-            _ => COMMIT_STATUS_FIELDS,
-        };
-        findings.push(Finding::error(
-            "wrong-type",
-            path,
-            format!(
-                "Invalid value: {value}: {provider} must be a mapping of {}",
-                fields.join(", ")
-            ),
-        ));
-        return;
-    };
     match provider {
         "prometheus" => check_prometheus(fields, path, scope, findings),
         "web" => check_web(fields, path, scope, findings),
@@ -59,7 +41,6 @@ fn check_prometheus(
     scope: AnalysisScope,
     findings: &mut Vec<Finding>,
 ) {
-    unknown_fields(fields, path, PROMETHEUS_FIELDS, "prometheus", findings);
     let example = "the Prometheus base URL, such as http://prometheus.monitoring:9090";
     if let Some(address) = required_string(fields, path, "address", example, findings) {
         check_address(address, &child_path(path, "address"), findings);
@@ -93,7 +74,6 @@ fn check_web(
     scope: AnalysisScope,
     findings: &mut Vec<Finding>,
 ) {
-    unknown_fields(fields, path, WEB_FIELDS, "web", findings);
     let example = "an http:// or https:// URL whose answer is JSON";
     if let Some(url) = required_string(fields, path, "url", example, findings) {
         let url_path = child_path(path, "url");
@@ -108,62 +88,43 @@ fn check_web(
         }
     }
     optional_file(fields, path, "headersSecretFile", findings);
-    if let Some(json_path) = fields.get("jsonPath") {
-        let problem = match json_path.as_str() {
-            Some(text) => parse_json_path(text).err().map(|e| e.to_string()),
-            None => Some("jsonPath must be a string such as \"{.ok}\"".to_string()),
-        };
-        if let Some(problem) = problem {
-            findings.push(Finding::error(
-                "invalid-json-path",
-                child_path(path, "jsonPath"),
-                format!("Invalid value: {json_path}: {problem}"),
-            ));
-        }
+    if let Some(json_path) = fields.get("jsonPath")
+        && let Some(Err(problem)) = json_path.as_str().map(parse_json_path)
+    {
+        findings.push(Finding::error(
+            "invalid-json-path",
+            child_path(path, "jsonPath"),
+            format!("Invalid value: {json_path}: {problem}"),
+        ));
     }
 }
 
 fn check_commit_status(fields: &Map<String, Value>, path: &str, findings: &mut Vec<Finding>) {
-    unknown_fields(fields, path, COMMIT_STATUS_FIELDS, "commitStatus", findings);
-    let supported = CommitStatusProvider::VALUES
-        .map(|v| format!("{v:?}"))
-        .join(", ");
-    match fields.get("provider") {
-        None => findings.push(Finding::error(
-            "required-value",
-            path,
-            format!("Required value: commitStatus needs provider: one of {supported}"),
-        )),
-        Some(value)
-            if value
-                .as_str()
-                .is_some_and(|v| CommitStatusProvider::VALUES.contains(&v)) => {}
-        Some(value) => findings.push(Finding::error(
-            "unsupported-value",
-            child_path(path, "provider"),
-            format!("Unsupported value: {value}: supported values: {supported}"),
-        )),
-    }
     let example =
         "the path of a file whose first line is the repository's API URL and the second a token";
     required_string(fields, path, "addressSecretFile", example, findings);
     let Some(contexts) = fields.get("contexts") else {
         return;
     };
-    let all_names = contexts.as_array().is_some_and(|list| {
+    // Items that are no strings are the schema's finding (the same message, once).
+    let strings = contexts
+        .as_array()
+        .filter(|list| list.iter().all(Value::is_string));
+    let blank = strings.is_some_and(|list| {
         list.iter()
-            .all(|c| c.as_str().is_some_and(|c| !c.trim().is_empty()))
+            .any(|c| c.as_str().is_some_and(|c| c.trim().is_empty()))
     });
-    if !all_names {
+    if blank {
         findings.push(Finding::error(
             "wrong-type",
             child_path(path, "contexts"),
-            format!("Invalid value: {contexts}: contexts must be a list of status context names, such as [\"e2e/canary\"]"),
+            contexts_message(contexts),
         ));
     }
 }
 
-/// The field's text; a finding when it is missing, not a string, or blank.
+/// The field's text when it is a string that is not blank (a finding when blank; a missing
+/// field, or one of another type, is the schema's).
 fn required_string<'v>(
     fields: &'v Map<String, Value>,
     path: &str,
@@ -172,17 +133,8 @@ fn required_string<'v>(
     findings: &mut Vec<Finding>,
 ) -> Option<&'v str> {
     match fields.get(field) {
-        None => {
-            let provider = path.rsplit('.').next().unwrap_or(path);
-            findings.push(Finding::error(
-                "required-value",
-                path,
-                format!("Required value: {provider} needs {field}: {what}"),
-            ));
-            None
-        }
         Some(Value::String(text)) if !text.trim().is_empty() => Some(text),
-        Some(other) => {
+        Some(other @ Value::String(_)) => {
             findings.push(Finding::error(
                 "wrong-type",
                 child_path(path, field),
@@ -190,6 +142,7 @@ fn required_string<'v>(
             ));
             None
         }
+        _ => None,
     }
 }
 
@@ -201,12 +154,12 @@ fn optional_file(
     findings: &mut Vec<Finding>,
 ) {
     if let Some(value) = fields.get(field)
-        && value.as_str().is_none_or(|f| f.trim().is_empty())
+        && value.as_str().is_some_and(|f| f.trim().is_empty())
     {
         findings.push(Finding::error(
             "wrong-type",
             child_path(path, field),
-            format!("Invalid value: {value}: {field} must be the path of a file (leave it out when there is none)"),
+            file_message(value, field),
         ));
     }
 }

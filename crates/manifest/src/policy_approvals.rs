@@ -1,147 +1,70 @@
 //! `spec.approvals` of a RolloutPolicy (issue #33, docs/rollout-policy.md#approvals): per manual
-//! gate, who may approve and how many must. Checked field by field like the rest of the policy.
+//! gate, who may approve and how many must. Its structure is the schema's
+//! ([`crate::policy_schema`]); the rules here are the stage names, distinct principals and a
+//! quorum the listed approvers can reach.
 
 use serde_json::{Map, Value};
 
 use crate::diagnostic::Finding;
 use crate::located::child_path;
 use crate::policy_fields::stage_name_key;
-
-const APPROVAL_FIELDS: &[&str] = &[
-    "approvers",
-    "minApprovals",
-    "forbidSelfApproval",
-    "requireSignature",
-];
+use crate::policy_wording::principal_message;
 
 /// `spec.approvals`: a mapping from stage name to an approval policy.
-pub(crate) fn check_approvals(approvals: &Value, findings: &mut Vec<Finding>) {
-    let Some(stages) = approvals.as_object() else {
-        findings.push(Finding::error(
-            "wrong-type",
-            "spec.approvals",
-            "Invalid value: approvals must be a mapping from stage name to an approval policy, e.g. `production: {approvers: [alice@example.com], minApprovals: 1}`",
-        ));
-        return;
-    };
+pub(crate) fn check_approvals(stages: &Map<String, Value>, findings: &mut Vec<Finding>) {
     for (stage, body) in stages {
         let path = child_path("spec.approvals", stage);
         stage_name_key(stage, &path, findings);
-        let Some(fields) = body.as_object() else {
-            findings.push(Finding::error(
-                "wrong-type",
-                path,
-                "Invalid value: an approval policy must be a mapping of approvers, minApprovals, forbidSelfApproval and requireSignature",
-            ));
-            continue;
-        };
-        check_fields(fields, &path, findings);
+        if let Some(fields) = body.as_object() {
+            check_fields(fields, &path, findings);
+        }
     }
 }
 
 fn check_fields(fields: &Map<String, Value>, path: &str, findings: &mut Vec<Finding>) {
-    for field in fields
-        .keys()
-        .filter(|f| !APPROVAL_FIELDS.contains(&f.as_str()))
-    {
-        findings.push(
-            Finding::error(
-                "unknown-field",
-                child_path(path, field),
-                format!(
-                    "unknown field {field:?}: an approval policy has only {}",
-                    APPROVAL_FIELDS.join(", ")
-                ),
-            )
-            .at_key(),
-        );
-    }
-    let approvers = fields
+    let listed = fields
         .get("approvers")
-        .map(|a| check_approvers(a, path, findings));
-    for flag in ["forbidSelfApproval", "requireSignature"] {
-        if fields.get(flag).is_some_and(|v| !v.is_boolean()) {
+        .and_then(Value::as_array)
+        .map(|a| check_principals(a, &child_path(path, "approvers"), findings));
+    let min = fields.get("minApprovals").and_then(Value::as_u64);
+    if let (Some(listed), Some(n)) = (listed, min)
+        && listed > 0
+        && n > listed as u64
+        && n <= u64::from(u32::MAX)
+    {
+        findings.push(Finding::error(
+            "unreachable-quorum",
+            child_path(path, "minApprovals"),
+            format!("Invalid value: {n}: the gate could never open, only {listed} distinct approvers are listed"),
+        ));
+    }
+}
+
+/// A list (at `path`: `approvers`, `admins`) of distinct, non-empty principals. How many
+/// distinct ones are listed.
+pub(crate) fn check_principals(list: &[Value], path: &str, findings: &mut Vec<Finding>) -> usize {
+    let field = path.rsplit('.').next().unwrap_or(path);
+    let mut seen = std::collections::BTreeSet::new();
+    for (index, approver) in list.iter().enumerate() {
+        let item = crate::located::item_path(path, index);
+        let Some(name) = approver.as_str().map(str::trim) else {
+            continue;
+        };
+        if name.is_empty() {
             findings.push(Finding::error(
-                "wrong-type",
-                child_path(path, flag),
-                format!("Invalid value: {flag} must be true or false"),
+                "invalid-value",
+                item,
+                principal_message(field, approver),
+            ));
+        } else if !seen.insert(name.to_ascii_lowercase()) {
+            findings.push(Finding::error(
+                "duplicate-value",
+                item,
+                format!("Duplicate value: {name:?} is listed twice (principals compare case-insensitively)"),
             ));
         }
     }
-    let Some(min) = fields.get("minApprovals") else {
-        return;
-    };
-    let min_path = child_path(path, "minApprovals");
-    match min.as_u64() {
-        Some(n) if n >= 1 && n <= u64::from(u32::MAX) => {
-            if let Some(Some(listed)) = approvers
-                && listed > 0
-                && n > listed as u64
-            {
-                findings.push(Finding::error(
-                    "unreachable-quorum",
-                    min_path,
-                    format!("Invalid value: {n}: the gate could never open, only {listed} distinct approvers are listed"),
-                ));
-            }
-        }
-        _ => findings.push(Finding::error(
-            "invalid-value",
-            min_path,
-            format!("Invalid value: {min}: minApprovals must be a whole number of at least 1"),
-        )),
-    }
-}
-
-/// `approvers`: a list of distinct, non-empty principals. How many distinct ones are listed,
-/// when it is a list.
-fn check_approvers(approvers: &Value, path: &str, findings: &mut Vec<Finding>) -> Option<usize> {
-    check_principals(
-        approvers,
-        &child_path(path, "approvers"),
-        "approvers",
-        findings,
-    )
-}
-
-/// A list (`field` at `path`: `approvers`, `admins`) of distinct, non-empty principals. How many
-/// distinct ones are listed, when it is a list.
-pub(crate) fn check_principals(
-    principals: &Value,
-    path: &str,
-    field: &str,
-    findings: &mut Vec<Finding>,
-) -> Option<usize> {
-    let path = path.to_string();
-    let Some(list) = principals.as_array() else {
-        findings.push(Finding::error(
-            "wrong-type",
-            path,
-            format!("Invalid value: {field} must be a list of principals from the trusted keys, e.g. [\"sre-lead\", \"alice@example.com\"]"),
-        ));
-        return None;
-    };
-    let mut seen = std::collections::BTreeSet::new();
-    for (index, approver) in list.iter().enumerate() {
-        let item = crate::located::item_path(&path, index);
-        match approver.as_str().map(str::trim) {
-            Some(name) if !name.is_empty() => {
-                if !seen.insert(name.to_ascii_lowercase()) {
-                    findings.push(Finding::error(
-                        "duplicate-value",
-                        item,
-                        format!("Duplicate value: {name:?} is listed twice (principals compare case-insensitively)"),
-                    ));
-                }
-            }
-            _ => findings.push(Finding::error(
-                "invalid-value",
-                item,
-                format!("Invalid value: {approver}: each of {field} is a non-empty principal (an allowed-signers principal or an OpenPGP user-ID e-mail)"),
-            )),
-        }
-    }
-    Some(seen.len())
+    seen.len()
 }
 
 #[cfg(test)]

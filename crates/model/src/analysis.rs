@@ -5,6 +5,7 @@
 //! they mean the same. The reader (`tollgate-manifest`) validates them (PromQL parses, CEL
 //! compiles, names resolve) before they reach these types.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::model::GoDuration;
@@ -15,8 +16,9 @@ pub const DEFAULT_INTERVAL: std::time::Duration = std::time::Duration::from_secs
 pub const DEFAULT_CONSECUTIVE_ERROR_LIMIT: u32 = 4;
 
 /// One `spec.analyses` entry.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct Analysis {
     /// Unique in the policy; stages name it in `stages.<stage>.analyses`.
     pub name: String,
@@ -37,6 +39,7 @@ pub struct Analysis {
     pub interval: Option<GoDuration>,
     /// Measurements needed; default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub count: Option<u32>,
     /// CEL over `result`: the measurement succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -115,8 +118,9 @@ pub enum Provider<'a> {
 }
 
 /// An instant PromQL query against a Prometheus HTTP API.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct PrometheusCheck {
     /// Base URL, e.g. `http://prometheus.monitoring:9090`.
     pub address: String,
@@ -128,8 +132,9 @@ pub struct PrometheusCheck {
 }
 
 /// A GET of a URL whose JSON answer is read at `jsonPath`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct WebCheck {
     /// With templates (`{{ stage }}`, `{{ snapshot.commit }}`, …).
     pub url: String,
@@ -142,8 +147,9 @@ pub struct WebCheck {
 }
 
 /// The snapshot commit's checks on the git host must be green.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct CommitStatusCheck {
     pub provider: CommitStatusProvider,
     /// A file whose first line is the API URL of the repository and the second a token (as a
@@ -154,7 +160,7 @@ pub struct CommitStatusCheck {
     pub contexts: Vec<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CommitStatusProvider {
     Github,
@@ -167,7 +173,7 @@ impl CommitStatusProvider {
 }
 
 /// One measurement for the stage, or one per member cluster.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum AnalysisScope {
     #[default]
     Stage,
@@ -179,7 +185,7 @@ impl AnalysisScope {
 }
 
 /// What a query that returns no data counts as.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum OnNoData {
     Fail,
     Pass,

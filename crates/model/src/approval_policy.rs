@@ -1,12 +1,14 @@
 //! `spec.approvals.<stage>` of a RolloutPolicy: who may open a manual gate, and how many of them
 //! must (docs/rollout-policy.md#approvals).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The approval policy of one manual gate, keyed by the name of the stage whose `manual` trigger
 /// it governs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct ApprovalPolicy {
     /// Principals from the trusted keys (allowed-signers principals, OpenPGP user-ID e-mails); an
     /// unsigned approval is matched by its author's e-mail. Empty: anyone.
@@ -14,6 +16,7 @@ pub struct ApprovalPolicy {
     pub approvers: Vec<String>,
     /// Distinct approvers needed; default 1.
     #[serde(default = "one", skip_serializing_if = "is_one")]
+    #[schemars(range(min = 1))]
     pub min_approvals: u32,
     /// No author, committer or signer of a commit that brought the snapshot approves it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

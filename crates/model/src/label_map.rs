@@ -120,6 +120,20 @@ impl Serialize for LabelMap {
     }
 }
 
+/// A mapping of label keys to string values.
+impl schemars::JsonSchema for LabelMap {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "LabelMap".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "object",
+            "additionalProperties": {"type": "string"}
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for LabelMap {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_map(LabelMapVisitor)

@@ -16,6 +16,7 @@ pub mod hash;
 pub mod label_map;
 pub mod model;
 pub mod policy;
+pub mod policy_schema;
 pub mod profile_spec;
 pub mod signature;
 pub mod snapshot;

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
@@ -27,7 +28,7 @@ pub struct ClusterPromotion {
     pub spec: ClusterPromotionSpec,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Metadata {
     pub name: String,
@@ -58,8 +59,9 @@ pub struct Stage {
 }
 
 /// A Kubernetes label selector. An empty selector matches no cluster (Sveltos semantics).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct LabelSelector {
     /// A sorted slice rather than a `BTreeMap`: one label would otherwise cost a whole B-tree
     /// leaf in every stage of every promotion.
@@ -86,8 +88,9 @@ impl LabelSelector {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct LabelSelectorRequirement {
     pub key: String,
     pub operator: String,
@@ -212,6 +215,20 @@ impl GoDuration {
 impl Serialize for GoDuration {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.text)
+    }
+}
+
+/// A string: whether it is a Go duration is a rule of the reader, which says why it is not.
+impl JsonSchema for GoDuration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "GoDuration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A Go duration such as \"30s\", \"10m\" or \"1h30m\"."
+        })
     }
 }
 

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
@@ -22,10 +23,12 @@ pub const POLICY_KIND: &str = "RolloutPolicy";
 /// Annotation on a ClusterPromotion naming its policy; wins over selectors.
 pub const POLICY_ANNOTATION: &str = "tollgate.dev/policy";
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutPolicy {
+    #[schemars(extend("const" = POLICY_API_VERSION))]
     pub api_version: String,
+    #[schemars(extend("const" = POLICY_KIND))]
     pub kind: String,
     pub metadata: Metadata,
     /// Change it through [`RolloutPolicy::spec_mut`], which forgets the computed version.
@@ -48,8 +51,9 @@ impl PartialEq for VersionMemo {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct RolloutPolicySpec {
     /// On ClusterPromotion `metadata.labels`; `{}` (or absent) selects every promotion.
     #[serde(default)]
@@ -101,8 +105,9 @@ pub struct RolloutPolicySpec {
 }
 
 /// `spec.rollback`: how a rollback to content that already completed in a stage goes through it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct RollbackSpec {
     #[serde(default)]
     pub strategy: RollbackStrategy,
@@ -115,7 +120,7 @@ impl RollbackSpec {
 }
 
 /// `spec.rollback.strategy`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum RollbackStrategy {
     /// A stage restored to content that completed there skips its soak, post-delay checks,
     /// window, approval, analyses and waves: it only waits for its clusters.
@@ -137,7 +142,7 @@ impl RollbackStrategy {
 }
 
 /// `onRewind`: what a rewritten branch (the running snapshot no longer in its history) does.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum OnRewind {
     /// Roll out what the branch now says (a Warning event and a `BranchRewound` notice say so).
     #[default]
@@ -163,7 +168,7 @@ impl OnRewind {
 
 /// `onNewSnapshot`: what a new snapshot does while a run is in progress. A rollback (content
 /// equal to an earlier snapshot) takes effect at once whatever this says.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum OnNewSnapshot {
     /// The new snapshot restarts the pipeline at stage 1 (upstream's behaviour).
     #[default]
@@ -191,8 +196,9 @@ impl OnNewSnapshot {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct StageOverride {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress_deadline: Option<GoDuration>,
@@ -214,7 +220,7 @@ pub struct StageOverride {
 /// `stages.<name>.pausedClusters`: what a stage does with member clusters Sveltos pauses
 /// (`SveltosCluster.spec.paused`, or a closed `spec.activeWindow`). Either way they never count
 /// against the deadline or the failure budget while paused.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum PausedClusters {
     /// The stage completes only once its paused clusters unpaused and got the release.
     #[default]
@@ -234,8 +240,9 @@ impl PausedClusters {
 
 /// `stages.<name>.waves`: the stage's clusters go out in ordered waves. Membership and order are
 /// fixed when the stage starts.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct Waves {
     /// Clusters are ordered by this label: numerically when every value is an integer, else
     /// lexically; clusters without it last; ties by namespace/name.
@@ -262,7 +269,7 @@ impl Waves {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum OnFailure {
     /// The run stops at the failed stage; nothing further is applied.
     #[default]
@@ -341,6 +348,25 @@ impl Serialize for FailureBudget {
             FailureBudget::Count(n) => s.serialize_u32(*n),
             FailureBudget::Percent(_) => s.serialize_str(&self.to_string()),
         }
+    }
+}
+
+/// A count or a percentage: an integer or a string, as Kubernetes' int-or-string (how a string
+/// must read is a rule of the reader, which says why it does not).
+impl JsonSchema for FailureBudget {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "FailureBudget".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "x-kubernetes-int-or-string": true,
+            "anyOf": [
+                {"type": "integer", "minimum": 0, "maximum": 4294967295u64},
+                {"type": "string", "pattern": "^\\s*\\+?[0-9]+\\s*%\\s*$"}
+            ],
+            "description": "A count such as 2, or a percentage of the stage's clusters such as \"10%\"."
+        })
     }
 }
 
@@ -455,8 +481,9 @@ impl RolloutPolicy {
 }
 
 /// One `spec.notify` entry: an endpoint that hears about the rollout's events.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct NotifyEndpoint {
     /// Unique in the policy; the `endpoint` label of the notification metrics.
     pub name: String,
@@ -465,6 +492,7 @@ pub struct NotifyEndpoint {
     /// A file holding the URL and credentials (docs/notifications.md#secret-file: first line the URL, then the
     /// token or HMAC secret). Read at delivery time, never stored in git.
     pub address_secret_file: String,
+    #[schemars(length(min = 1))]
     pub events: Vec<NotifyEvent>,
     /// Link for commit statuses and messages (e.g. a dashboard).
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "targetURL")]
@@ -491,7 +519,7 @@ impl NotifyEndpoint {
 }
 
 /// How a notification is delivered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum NotifyType {
     /// Slack incoming webhook (`{"text": …}`).
@@ -535,7 +563,9 @@ impl NotifyType {
 }
 
 /// What a rollout tells: the names users list in `events`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 pub enum NotifyEvent {
     StageStarted,
     StageCompleted,

@@ -18,7 +18,9 @@
 //! Violations are data ([`Violation`]): a path and what is wrong, never a finished sentence.
 //!
 //! `anyOf`/`oneOf`/`allOf` are not interpreted: in the CRDs tollgate reads, `anyOf` appears only
-//! beside `x-kubernetes-int-or-string`, which is handled directly.
+//! beside `x-kubernetes-int-or-string`, which is handled directly. One form is read: a `oneOf`
+//! of `const`s (and `enum`s) is an `enum`, as generators write documented enumerations (the
+//! RolloutPolicy's schema, derived from its types).
 
 mod checks;
 mod node;

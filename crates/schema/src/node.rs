@@ -154,8 +154,11 @@ impl SchemaNode {
                 .and_then(|n| usize::try_from(n).ok())
         };
         let text = |key: &str| schema.get(key).and_then(Value::as_str);
+        let choices = constant_choices(schema);
         let mut node = Self {
-            ty: text("type").and_then(JsonType::parse),
+            ty: text("type")
+                .and_then(JsonType::parse)
+                .or_else(|| choices.as_ref().and_then(|(ty, _)| *ty)),
             nullable: flag("nullable"),
             int_or_string: flag("x-kubernetes-int-or-string"),
             preserve_unknown: flag("x-kubernetes-preserve-unknown-fields"),
@@ -165,6 +168,7 @@ impl SchemaNode {
                 .get("enum")
                 .and_then(Value::as_array)
                 .cloned()
+                .or_else(|| choices.map(|(_, values)| values))
                 .unwrap_or_default(),
             format: text("format").and_then(Format::parse),
             minimum: schema.get("minimum").and_then(Value::as_f64),
@@ -213,6 +217,31 @@ impl SchemaNode {
         }
         Ok(node)
     }
+}
+
+/// A `oneOf` whose every branch is a `const` or an `enum` (what a JSON Schema generator writes
+/// for an enumeration with a description per value) read as one `enum`, with the branches'
+/// common `type`.
+fn constant_choices(schema: &Value) -> Option<(Option<JsonType>, Vec<Value>)> {
+    let branches = schema.get("oneOf")?.as_array()?;
+    let mut values = Vec::new();
+    let mut types = Vec::new();
+    for branch in branches {
+        match (
+            branch.get("const"),
+            branch.get("enum").and_then(Value::as_array),
+        ) {
+            (Some(value), None) => values.push(value.clone()),
+            (None, Some(listed)) => values.extend(listed.iter().cloned()),
+            _ => return None,
+        }
+        types.push(branch.get("type").and_then(Value::as_str));
+    }
+    let common = types.first().copied().flatten();
+    let ty = common
+        .filter(|first| types.iter().all(|t| *t == Some(*first)))
+        .and_then(JsonType::parse);
+    Some((ty, values))
 }
 
 fn join(at: &str, key: &str) -> String {

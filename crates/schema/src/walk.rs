@@ -21,8 +21,20 @@ impl StructuralSchema {
     /// The root `metadata` is not validated: the API server checks it as ObjectMeta, not by
     /// the CRD's bare `type: object`.
     pub fn validate(&self, object: &mut Value, checks: &Checks) -> Findings {
+        self.walk_with(object, checks, false)
+    }
+
+    /// Like [`Self::validate`], but a `null` of a field is a value like any other (a
+    /// [`ViolationKind::Null`] where the field is not `nullable`) rather than pruned: for a
+    /// reader whose format treats `field: null` as a mistake, not as an absent field.
+    pub fn validate_keeping_nulls(&self, object: &mut Value, checks: &Checks) -> Findings {
+        self.walk_with(object, checks, true)
+    }
+
+    fn walk_with(&self, object: &mut Value, checks: &Checks, keep_nulls: bool) -> Findings {
         let mut walker = Walker {
             checks,
+            keep_nulls,
             findings: Findings::default(),
         };
         walker.walk(&self.root, object, &FieldPath::Root);
@@ -32,6 +44,7 @@ impl StructuralSchema {
 
 struct Walker<'c> {
     checks: &'c Checks,
+    keep_nulls: bool,
     findings: Findings,
 }
 
@@ -49,7 +62,7 @@ impl Walker<'_> {
 
     fn walk(&mut self, node: &SchemaNode, value: &mut Value, path: &FieldPath<'_>) {
         if value.is_null() {
-            // Only reached for list items and nullable fields: other nulls are pruned.
+            // Only reached for list items, nullable fields and kept nulls: others are pruned.
             if !node.nullable && (node.ty.is_some() || node.int_or_string) {
                 let expected = expected(node);
                 self.push(path, ViolationKind::Null { expected });
@@ -214,10 +227,11 @@ impl Walker<'_> {
             (object_fields_allowed && OBJECT_FIELDS.contains(&name)) || node.preserve_unknown
         };
         let prune = self.checks.unknown_fields == UnknownFields::Prune;
+        let keep_nulls = self.keep_nulls;
         let pruned = &mut self.findings.pruned;
         // The API server drops nulls of fields that are not nullable before validating.
         map.retain(|name, value| match node.field(name) {
-            Some(child) => !value.is_null() || child.nullable,
+            Some(child) => keep_nulls || !value.is_null() || child.nullable,
             None if !prune || allowed(name) => true,
             None => {
                 pruned.push(path.to_path().child(name));

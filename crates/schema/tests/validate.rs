@@ -363,3 +363,46 @@ fn a_bad_pattern_is_a_compile_error_naming_where_it_is() {
     assert_eq!(at, "properties.spec.properties.name.pattern");
     assert_eq!(pattern, "(unclosed");
 }
+
+/// A documented enumeration as generators write it (`oneOf` of `const`s and `enum`s) is an enum
+/// of the branches' common type.
+#[test]
+fn a_one_of_of_constants_is_an_enum() {
+    let s = schema(json!({"type": "object", "properties": {"mode": {"oneOf": [
+        {"type": "string", "enum": ["A", "B"]},
+        {"type": "string", "const": "C", "description": "the third"}
+    ]}}}));
+    for ok in ["A", "C"] {
+        let mut object = json!({"mode": ok});
+        assert_eq!(s.validate(&mut object, &LINT).violations, vec![]);
+    }
+    let mut object = json!({"mode": "D"});
+    let found = s.validate(&mut object, &LINT).violations;
+    assert!(matches!(
+        &found[0].kind,
+        ViolationKind::NotSupported { supported, .. } if supported.len() == 3
+    ));
+    let mut object = json!({"mode": 3});
+    let found = s.validate(&mut object, &LINT).violations;
+    assert!(matches!(
+        found[0].kind,
+        ViolationKind::WrongType {
+            expected: Expected::Type(JsonType::String),
+            ..
+        }
+    ));
+}
+
+/// Kept nulls are values: a `null` of a typed field is a violation there instead of pruned.
+#[test]
+fn kept_nulls_are_violations_of_typed_fields() {
+    let s = schema(json!({"type": "object", "properties": {"a": {"type": "string"}}}));
+    let mut object = json!({"a": null});
+    assert_eq!(s.validate(&mut object, &LINT).violations, vec![]);
+    assert_eq!(object, json!({}));
+    let mut object = json!({"a": null});
+    let found = s.validate_keeping_nulls(&mut object, &LINT).violations;
+    assert_eq!(found.len(), 1);
+    assert_eq!(dotted(found[0].path.segments()), "a");
+    assert!(matches!(found[0].kind, ViolationKind::Null { .. }));
+}
