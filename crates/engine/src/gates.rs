@@ -6,6 +6,7 @@
 pub(crate) mod analysis;
 pub mod approval;
 pub mod approval_quorum;
+pub mod comparison;
 pub(crate) mod gate;
 pub mod mann_whitney;
 pub(crate) mod new_snapshot;

@@ -37,7 +37,7 @@ pub mod subset;
 pub mod testing;
 
 pub use failure::{fast_rollback, lineage};
-pub use gates::{approval, approval_quorum, mann_whitney};
+pub use gates::{approval, approval_quorum, comparison, mann_whitney};
 pub use run::{drift, step, write_hold};
 pub use stage::{completion, retry};
 pub use status::{

@@ -9,6 +9,7 @@ pub mod analysis;
 pub mod analysis_template;
 pub mod approval_policy;
 pub mod blackout;
+pub mod compare;
 pub mod cron;
 pub mod depends_on;
 pub mod duration;

@@ -1,0 +1,158 @@
+//! One measurement of a comparative analysis (issue #48): the samples of the test cohort (the
+//! clusters that took the new snapshot) against those of the baseline cohort (clusters still on
+//! the previous one), judged by the rank test. The record it makes is what `result` is in the
+//! analysis' CEL conditions (`result.pValue < 0.05 && result.effect > 0.1`); without conditions,
+//! [`default_verdict`] judges: a regression when the difference is significant at `confidence`,
+//! in the `worse` direction and at least `minEffect`; too few samples is no data.
+
+use serde::Serialize;
+use tollgate_model::compare::{Compare, Worse};
+
+use super::mann_whitney::{Alternative, mann_whitney_u};
+
+/// What one comparison measured.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ComparisonRecord {
+    pub test_size: usize,
+    pub baseline_size: usize,
+    pub test_median: f64,
+    pub baseline_median: f64,
+    /// U of the test cohort.
+    pub u: f64,
+    pub p_value: f64,
+    /// The medians' difference relative to the baseline's: `0.4` is 40 % higher.
+    pub effect: f64,
+}
+
+/// The default verdict of a comparison.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ComparisonVerdict {
+    Regression,
+    NoRegression,
+    /// Too few samples in a cohort (`onNoData` applies), with why.
+    NoData(String),
+}
+
+/// The comparison of `test` with `baseline` under `compare`: the record (`None` with no data)
+/// and its default verdict.
+pub fn compare_cohorts(
+    test: &[f64],
+    baseline: &[f64],
+    compare: &Compare,
+) -> (Option<ComparisonRecord>, ComparisonVerdict) {
+    let test: Vec<f64> = test.iter().copied().filter(|v| !v.is_nan()).collect();
+    let baseline: Vec<f64> = baseline.iter().copied().filter(|v| !v.is_nan()).collect();
+    let wanted = compare.min_clusters();
+    if test.len() < wanted || baseline.len() < wanted {
+        let why = format!(
+            "{} test and {} baseline samples, fewer than minClusters {wanted}",
+            test.len(),
+            baseline.len()
+        );
+        return (None, ComparisonVerdict::NoData(why));
+    }
+    let alternative = match compare.worse {
+        Worse::Higher => Alternative::Greater,
+        Worse::Lower => Alternative::Less,
+        Worse::Either => Alternative::TwoSided,
+    };
+    let Some(tested) = mann_whitney_u(&test, &baseline, alternative) else {
+        return (None, ComparisonVerdict::NoData("no samples".to_string()));
+    };
+    let (test_median, baseline_median) = (median(&test), median(&baseline));
+    let record = ComparisonRecord {
+        test_size: test.len(),
+        baseline_size: baseline.len(),
+        test_median,
+        baseline_median,
+        u: tested.u,
+        p_value: tested.p_value,
+        effect: relative_effect(test_median, baseline_median),
+    };
+    let verdict = default_verdict(&record, compare);
+    (Some(record), verdict)
+}
+
+/// A regression when `p < 1 − confidence`, the medians differ in the `worse` direction and by at
+/// least `minEffect`; otherwise none.
+pub fn default_verdict(record: &ComparisonRecord, compare: &Compare) -> ComparisonVerdict {
+    let significant = record.p_value < 1.0 - compare.confidence();
+    let worse_direction = match compare.worse {
+        Worse::Higher => record.effect > 0.0,
+        Worse::Lower => record.effect < 0.0,
+        Worse::Either => record.effect != 0.0,
+    };
+    let large_enough = record.effect.abs() >= compare.min_effect().unwrap_or(0.0);
+    match significant && worse_direction && large_enough {
+        true => ComparisonVerdict::Regression,
+        false => ComparisonVerdict::NoRegression,
+    }
+}
+
+fn median(samples: &[f64]) -> f64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let middle = sorted.len() / 2;
+    match sorted.len() % 2 {
+        0 => (sorted[middle - 1] + sorted[middle]) / 2.0,
+        _ => sorted[middle],
+    }
+}
+
+/// (test − baseline) / |baseline|; from a zero baseline, any rise is infinite and none is 0.
+fn relative_effect(test: f64, baseline: f64) -> f64 {
+    if baseline == 0.0 {
+        return match test.partial_cmp(&0.0) {
+            Some(std::cmp::Ordering::Greater) => f64::INFINITY,
+            Some(std::cmp::Ordering::Less) => f64::NEG_INFINITY,
+            _ => 0.0,
+        };
+    }
+    (test - baseline) / baseline.abs()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compare(json: &str) -> Compare {
+        serde_json::from_str(json).expect("a compare block")
+    }
+
+    #[test]
+    fn a_forty_percent_slower_canary_is_a_regression_and_a_faster_one_is_not() {
+        let baseline = [0.20, 0.21, 0.19, 0.20, 0.22, 0.18];
+        let slower = [0.28, 0.28, 0.27, 0.29];
+        let higher = compare(r#"{"worse": "Higher", "minEffect": "10%", "minClusters": 3}"#);
+        let (record, verdict) = compare_cohorts(&slower, &baseline, &higher);
+        let record = record.expect("a record");
+        assert_eq!(verdict, ComparisonVerdict::Regression, "{record:?}");
+        assert!((record.effect - 0.4).abs() < 1e-9, "{record:?}");
+        assert_eq!((record.test_size, record.baseline_size), (4, 6));
+        let faster = [0.15, 0.16, 0.14, 0.15];
+        assert_eq!(
+            compare_cohorts(&faster, &baseline, &higher).1,
+            ComparisonVerdict::NoRegression
+        );
+        let lower = compare(r#"{"worse": "Lower", "minClusters": 3}"#);
+        assert_eq!(
+            compare_cohorts(&faster, &baseline, &lower).1,
+            ComparisonVerdict::Regression
+        );
+    }
+
+    #[test]
+    fn a_small_difference_is_below_min_effect_and_few_samples_are_no_data() {
+        let baseline = [1.00, 1.01, 0.99, 1.00, 1.02, 0.98];
+        let slightly = [1.05, 1.06, 1.04, 1.05];
+        let ten_percent = compare(r#"{"minEffect": "10%", "minClusters": 3}"#);
+        assert_eq!(
+            compare_cohorts(&slightly, &baseline, &ten_percent).1,
+            ComparisonVerdict::NoRegression
+        );
+        let (record, verdict) = compare_cohorts(&slightly[..2], &baseline, &ten_percent);
+        assert!(record.is_none());
+        assert!(matches!(verdict, ComparisonVerdict::NoData(why) if why.contains("minClusters 3")));
+    }
+}
