@@ -77,6 +77,11 @@ struct ResultLabels {
     result: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
 // A promotion has a dozen series; its name is shared by all of them (see `Metrics::promotions`)
 // rather than copied into each, which at 10,000 promotions was most of what metrics weighed.
 
@@ -162,6 +167,7 @@ fn notification_latency_histogram() -> Histogram {
 pub struct Metrics {
     registry: Registry,
     reconciles: Family<ResultLabels, Counter>,
+    reconcile_errors: Family<KindLabels, Counter>,
     git_syncs: Family<ResultLabels, Counter>,
     git_sync_duration: Histogram,
     apply_errors: Family<PromotionLabels, Counter>,
@@ -218,6 +224,11 @@ impl Metrics {
             "reconciles",
             "Promotion reconcile steps, by result (ok or error)",
         );
+        let reconcile_errors = registered(
+            &mut registry,
+            "reconcile_errors",
+            "Failed promotion reconcile steps, by kind (apply, delete, ensure_state, persist_status, delete_state, timed_out)",
+        );
         let git_syncs = registered(
             &mut registry,
             "git_syncs",
@@ -234,6 +245,7 @@ impl Metrics {
         registry.register_collector(Box::new(promotions.clone()));
         Metrics {
             reconciles,
+            reconcile_errors,
             git_syncs,
             git_sync_duration,
             promotions,
@@ -352,6 +364,12 @@ impl Metrics {
             .get_or_create(&ResultLabels {
                 result: result.label().to_string(),
             })
+            .inc();
+    }
+
+    pub fn reconcile_error(&self, kind: &'static str) {
+        self.reconcile_errors
+            .get_or_create(&KindLabels { kind })
             .inc();
     }
 

@@ -32,6 +32,19 @@ pub enum ReconcileError {
 }
 
 impl ReconcileError {
+    /// The failure's kind, as `tollgate_reconcile_errors_total{kind}` labels it (controller-rs'
+    /// habit: one label value per variant, never the message).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ReconcileError::Apply { .. } => "apply",
+            ReconcileError::Delete { .. } => "delete",
+            ReconcileError::EnsureState(_) => "ensure_state",
+            ReconcileError::PersistStatus(_) => "persist_status",
+            ReconcileError::DeleteState(_) => "delete_state",
+            ReconcileError::TimedOut(_) => "timed_out",
+        }
+    }
+
     pub fn cluster_error(&self) -> Option<&ClusterError> {
         match self {
             ReconcileError::Apply { source, .. } | ReconcileError::Delete { source, .. } => {

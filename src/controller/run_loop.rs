@@ -235,6 +235,7 @@ impl Shell {
     fn failed(&mut self, name: &str, error: &ReconcileError) {
         let metrics = &self.ctx.metrics;
         metrics.reconcile(ReconcileResult::Error);
+        metrics.reconcile_error(error.kind());
         if matches!(
             error,
             ReconcileError::Apply { .. } | ReconcileError::Delete { .. }

@@ -136,6 +136,18 @@ async fn a_step_refused_by_a_starting_servers_403s_is_retried_within_seconds() {
             (applies() >= before + 5).then_some(())
         })
         .await;
+    // Each refusal is counted by its kind, as controller-rs labels reconcile failures.
+    let scraped = world.metrics.encode();
+    let refused = scraped
+        .lines()
+        .find(|l| l.starts_with("tollgate_reconcile_errors_total{kind=\"apply\"}"))
+        .unwrap_or_else(|| panic!("no apply errors counted:\n{scraped}"));
+    let count: f64 = refused
+        .rsplit(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    assert!(count >= 5.0, "{refused}");
     world.emulator.set_error_rate("patch", 0.0);
     let back = Instant::now();
     first_stage_bumped(&world).await;
