@@ -25,6 +25,7 @@ mod support;
 mod chaos;
 mod chaos_recovery;
 mod chaos_trust;
+mod ci_templates;
 mod cli_approve_e2e;
 mod cli_approve_rollback;
 mod cli_approve_signed;
