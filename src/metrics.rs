@@ -180,6 +180,8 @@ pub struct Metrics {
     approval_wait: Family<PromotionLabels, SecondsGauge>,
     webhook_requests: Family<WebhookLabels, Counter>,
     leader: Gauge,
+    git_tip_refused: Gauge,
+    notifications_pending: Family<PromotionLabels, Gauge>,
     stage_failures: Family<PromotionLabels, Counter>,
     cluster_timeouts: Family<PromotionLabels, Counter>,
     rollbacks: Family<PromotionLabels, Counter>,
@@ -309,6 +311,16 @@ impl Metrics {
                 "watch_failing",
                 "1 while the watch of a resource fails (errors since it started failing are logged), 0 once it works again",
             ),
+            git_tip_refused: registered(
+                &mut registry,
+                "git_tip_refused",
+                "1 while the tracked branch's tip carries a commit that does not verify (--verify-commits): nothing new rolls out until it is fixed",
+            ),
+            notifications_pending: registered(
+                &mut registry,
+                "notifications_pending",
+                "Notices owed to receivers and not yet delivered, by promotion (the backlog kept in its status)",
+            ),
             notifications_sent: registered(
                 &mut registry,
                 "notifications_sent",
@@ -412,6 +424,10 @@ impl Metrics {
                 self.current_stage_index.remove(&labels);
             }
         }
+        let pending = status.pending_notices.as_deref().map_or(0, Vec::len);
+        self.notifications_pending
+            .get_or_create(&labels)
+            .set(i64::try_from(pending).unwrap_or(i64::MAX));
         self.phase.set(&labels.promotion, &status.phase);
         self.stage_activity.set(&labels.promotion, status);
         self.delivery.set(&labels.promotion, status);
@@ -500,6 +516,11 @@ impl Metrics {
     }
 
     /// Removes every series of a promotion (it is gone from git and from the cluster).
+    /// Whether the branch tip is refused by commit verification now.
+    pub fn git_tip_refused(&self, refused: bool) {
+        self.git_tip_refused.set(i64::from(refused));
+    }
+
     pub fn forget_promotion(&self, promotion: &str) {
         self.analyses.forget(promotion);
         let Some((promotion, _)) = self.promotions().remove_entry(promotion) else {
@@ -517,6 +538,7 @@ impl Metrics {
         self.current_stage_index.remove(&labels);
         self.time_in_stage.remove(&labels);
         self.approval_wait.remove(&labels);
+        self.notifications_pending.remove(&labels);
         self.phase.remove(&promotion);
         self.stage_activity.remove(&promotion);
         self.delivery.remove(&promotion);

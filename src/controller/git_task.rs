@@ -60,6 +60,8 @@ pub struct GitUpdate {
     pub retired: BTreeMap<String, Arc<Vec<Snapshot>>>,
     pub error: Option<String>,
     pub duration: Duration,
+    /// The branch tip carries a commit that does not verify (nothing new runs).
+    pub refused: bool,
 }
 
 pub struct GitThread {
@@ -195,6 +197,7 @@ fn sync_loop(
                     retired: BTreeMap::new(),
                     error: Some(error.to_string()),
                     duration: Duration::ZERO,
+                    refused: source.refusal().is_some(),
                 },
                 source.retry_after().unwrap_or(interval),
             ),
@@ -264,6 +267,7 @@ fn update_of(source: &GitSource, report: &SyncReport, complete: bool, relist: bo
         retired,
         error: None,
         duration: report.duration,
+        refused: source.refusal().is_some(),
     }
 }
 

@@ -120,6 +120,7 @@ impl Shell {
         self.ctx
             .metrics
             .git_sync(update.duration, update.error.is_none());
+        self.ctx.metrics.git_tip_refused(update.refused);
         if let Some(error) = &update.error {
             // Logged once where it happened (the source); here it only feeds the sync metrics.
             debug!(%error, "git source error");

@@ -138,6 +138,11 @@ async fn an_unsigned_head_is_not_rolled_out_and_says_why() {
         *handle.ready.borrow(),
         "an unverified commit is no readiness failure"
     );
+    // What the shipped alert (TollgateCommitRefused) reads.
+    assert!(
+        world.metrics.encode().contains("\ntollgate_git_tip_refused 1\n"),
+        "the refusal is not on /metrics"
+    );
 
     // A signed commit on top rolls out (the unsigned change folds into it), and the condition
     // says so.
@@ -153,6 +158,7 @@ async fn an_unsigned_head_is_not_rolled_out_and_says_why() {
         chart_version(&world, "web-production").await.as_deref(),
         Some("3.0.0")
     );
+    assert!(world.metrics.encode().contains("\ntollgate_git_tip_refused 0\n"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

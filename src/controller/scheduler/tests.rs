@@ -63,6 +63,7 @@ fn sync(complete: bool, promotions: &[(&str, Option<Arc<PromotionGit>>)]) -> Git
         retired: BTreeMap::new(),
         error: None,
         duration: Duration::ZERO,
+        refused: false,
     }
 }
 
