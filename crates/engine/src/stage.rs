@@ -434,74 +434,120 @@ impl StageRun<'_, '_> {
     }
 
     fn next_wave(&mut self) -> Hold {
-        let now = self.now;
-        let stage = self.stage.name.clone();
-        let pause = self
-            .policy
-            .as_ref()
-            .and_then(|p| p.waves.as_ref())
-            .and_then(|w| w.pause.as_ref())
-            .map(|p| p.value);
-        let Some(waves) = self.st.waves.as_mut() else {
+        let Some(waves) = self.st.waves.as_ref() else {
             return Hold::Wait(
                 StageActivity::Provisioning { wave: None },
                 "no waves".into(),
             );
         };
         let (reached, total) = (waves.reached, waves.total());
-        let done_at = waves.wave_done_at.unwrap_or(now);
-        let pause_ends = pause
+        let done_at = waves.wave_done_at.unwrap_or(self.now);
+        let done = WaveOf {
+            wave: reached,
+            of: total,
+        };
+        let next = WaveOf {
+            wave: reached + 1,
+            of: total,
+        };
+        if let Some(hold) = self.pause_between_waves(done_at, done) {
+            return hold;
+        }
+        if let Some(hold) = self.blackout_before_wave(next) {
+            return hold;
+        }
+        let started = self.open_wave(reached);
+        self.apply_wave_spec();
+        self.tell_wave_started(next, &started);
+        Hold::Wait(
+            StageActivity::Provisioning { wave: Some(next) },
+            format!(
+                "wave {}/{}: provisioning {} cluster(s)",
+                next.wave,
+                next.of,
+                started.len()
+            ),
+        )
+    }
+
+    /// The policy's pause after `done` was provisioned, while it still runs.
+    fn pause_between_waves(&mut self, done_at: DateTime<Utc>, done: WaveOf) -> Option<Hold> {
+        let pause = self
+            .policy
+            .as_ref()
+            .and_then(|p| p.waves.as_ref())
+            .and_then(|w| w.pause.as_ref())
+            .map(|p| p.value);
+        let now = self.now;
+        let ends = pause
             .and_then(|p| chrono::Duration::from_std(p).ok())
             .and_then(|p| done_at.checked_add_signed(p))
-            .filter(|ends| now < *ends);
-        if let Some(ends) = pause_ends {
-            self.effects.wake(ends);
-            let text = format!(
-                "wave {reached}/{total} provisioned; wave {} starts at {}",
-                reached + 1,
-                ends.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-            );
-            let wave = WaveOf {
-                wave: reached,
-                of: total,
-            };
-            return Hold::Wait(StageActivity::WavePause { wave, until: ends }, text);
+            .filter(|ends| now < *ends)?;
+        self.effects.wake(ends);
+        let text = format!(
+            "wave {}/{} provisioned; wave {} starts at {}",
+            done.wave,
+            done.of,
+            done.wave + 1,
+            ends.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        );
+        Some(Hold::Wait(
+            StageActivity::WavePause {
+                wave: done,
+                until: ends,
+            },
+            text,
+        ))
+    }
+
+    /// A blackout holds the `next` wave; the event is told once, when the hold begins.
+    fn blackout_before_wave(&mut self, next: WaveOf) -> Option<Hold> {
+        let blackout = self.blackout.as_ref()?;
+        self.effects.wake(blackout.until);
+        if !matches!(self.st.activity, StageActivity::Blackout { .. }) {
+            self.effects.events.push(EngineEvent::normal(
+                EventReason::Blackout,
+                format!(
+                    "Stage {}: wave {}/{} held: {}",
+                    self.stage.name,
+                    next.wave,
+                    next.of,
+                    blackout.describe()
+                ),
+            ));
         }
-        if let Some(blackout) = &self.blackout {
-            self.effects.wake(blackout.until);
-            if !matches!(self.st.activity, StageActivity::Blackout { .. }) {
-                self.effects.events.push(EngineEvent::normal(
-                    EventReason::Blackout,
-                    format!(
-                        "Stage {stage}: wave {}/{total} held: {}",
-                        reached + 1,
-                        blackout.describe()
-                    ),
-                ));
-            }
-            let text = format!(
-                "wave {}/{total} waits: {}",
-                reached + 1,
-                blackout.describe()
-            );
-            let held = StageActivity::Blackout {
-                until: blackout.until,
-                reason: blackout.reason.clone(),
-                wave: Some(WaveOf {
-                    wave: reached + 1,
-                    of: total,
-                }),
-            };
-            return Hold::Wait(held, text);
-        }
+        let text = format!(
+            "wave {}/{} waits: {}",
+            next.wave,
+            next.of,
+            blackout.describe()
+        );
+        let held = StageActivity::Blackout {
+            until: blackout.until,
+            reason: blackout.reason.clone(),
+            wave: Some(next),
+        };
+        Some(Hold::Wait(held, text))
+    }
+
+    /// Moves the waves past `reached` and returns the clusters of the wave that starts.
+    fn open_wave(&mut self, reached: u32) -> Vec<String> {
+        let now = self.now;
+        let Some(waves) = self.st.waves.as_mut() else {
+            return Vec::new();
+        };
         waves.reached += 1;
         waves.wave_done_at = None;
         waves.wave_started_at = now;
-        let started: Vec<String> = waves
+        waves
             .clusters
             .get(usize::try_from(reached).unwrap_or(usize::MAX))
             .cloned()
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    /// Applies the main profile with the spec that now targets the opened wave too.
+    fn apply_wave_spec(&mut self) {
         let spec = self.render_spec();
         let hash = spec_hash(&spec);
         let previous = self
@@ -510,13 +556,17 @@ impl StageRun<'_, '_> {
             .get(&self.profiles.main)
             .filter(|p| !p.deleting);
         self.st.fresh_features = fresh_after_apply(previous, &spec, &hash);
-        self.st.applied_at = now;
+        self.st.applied_at = self.now;
         self.st.applied_spec_hash = hash.clone();
         self.profiles.wanted_hash = hash;
         self.main_applied_now = true;
         let object = self.render_object(self.checks);
         self.effects.apply(self.profiles.main.clone(), object);
         self.spec = None;
+    }
+
+    /// One event naming the first five clusters of the wave that started.
+    fn tell_wave_started(&mut self, wave: WaveOf, started: &[String]) {
         let shown = started
             .iter()
             .take(5)
@@ -532,22 +582,10 @@ impl StageRun<'_, '_> {
         self.effects.events.push(EngineEvent::normal(
             EventReason::WaveStarted,
             format!(
-                "Stage {stage}: wave {}/{total} started: {shown}{more}",
-                reached + 1
+                "Stage {}: wave {}/{} started: {shown}{more}",
+                self.stage.name, wave.wave, wave.of
             ),
         ));
-        let wave = Some(WaveOf {
-            wave: reached + 1,
-            of: total,
-        });
-        Hold::Wait(
-            StageActivity::Provisioning { wave },
-            format!(
-                "wave {}/{total}: provisioning {} cluster(s)",
-                reached + 1,
-                started.len()
-            ),
-        )
     }
 
     /// One Warning per step naming the clusters that timed out since the last step.

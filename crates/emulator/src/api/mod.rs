@@ -19,6 +19,7 @@ use serde_json::Value;
 use crate::api_error::ApiError;
 use crate::faults::{FaultDecision, InflightSlot, RequestClass};
 use crate::kubectl::{self, parse_object_body};
+use crate::registry::ResourceType;
 use crate::request::{
     Reply, ResourceRequest, field_manager, list_options, parse_body, patch_kind, watch, watch_query,
 };
@@ -201,46 +202,7 @@ async fn handle(
                 None => error_response(&ApiError::NoSuchPage),
             }
         }
-        Route::Resource(path) => {
-            let accept = headers
-                .get(header::ACCEPT)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default();
-            let content_type = headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default();
-            let user_agent = headers
-                .get(header::USER_AGENT)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default();
-            let request = ResourceRequest {
-                path,
-                verb,
-                query,
-                accept,
-                content_type,
-                user_agent,
-                body,
-            };
-            let (reply, warnings) = resource_request(&shared, request);
-            let mut response = match reply {
-                Ok(Reply::Json(code, value)) => json_response(code, &value),
-                Ok(Reply::Object(code, object)) => json_response(code, &object),
-                Ok(Reply::Stored(code, json)) => bytes_response(code, json),
-                Ok(Reply::List(list)) => bytes_response(200, list.to_bytes()),
-                Ok(Reply::Watch(stream)) => watch::response(stream),
-                Err(error) => error_response(&error),
-            };
-            for warning in warnings {
-                if let Ok(value) =
-                    HeaderValue::from_str(&schema_validation::warning_header(&warning))
-                {
-                    response.headers_mut().append(header::WARNING, value);
-                }
-            }
-            response
-        }
+        Route::Resource(path) => resource_response(&shared, path, verb, query, &headers, body),
         Route::OpenApiRoot => json_response(
             200,
             &discovery::openapi_v3_root(&lock(&shared.state).registry),
@@ -257,6 +219,53 @@ async fn handle(
         }
         Route::Unknown => error_response(&ApiError::NoSuchPage),
     }
+}
+
+/// The answer to a request for a resource, with a `Warning` header per warning its writes raised.
+fn resource_response(
+    shared: &Shared,
+    path: ResourcePath,
+    verb: &'static str,
+    query: HashMap<String, String>,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Response {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let user_agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let request = ResourceRequest {
+        path,
+        verb,
+        query,
+        accept,
+        content_type,
+        user_agent,
+        body,
+    };
+    let (reply, warnings) = resource_request(shared, request);
+    let mut response = match reply {
+        Ok(Reply::Json(code, value)) => json_response(code, &value),
+        Ok(Reply::Object(code, object)) => json_response(code, &object),
+        Ok(Reply::Stored(code, json)) => bytes_response(code, json),
+        Ok(Reply::List(list)) => bytes_response(200, list.to_bytes()),
+        Ok(Reply::Watch(stream)) => watch::response(stream),
+        Err(error) => error_response(&error),
+    };
+    for warning in warnings {
+        if let Ok(value) = HeaderValue::from_str(&schema_validation::warning_header(&warning)) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    response
 }
 
 /// Serves a resource request with its `fieldValidation` directive in force for the writes it
@@ -303,31 +312,7 @@ fn stored_reply(state: &ApiState, target: Target<'_>, code: u16, object: Arc<Val
 }
 
 fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<Reply, ApiError> {
-    if !state
-        .registry
-        .serves(&request.path.group, &request.path.version)
-    {
-        return Err(ApiError::NoSuchPage);
-    }
-    let resource = state
-        .registry
-        .find(
-            &request.path.group,
-            &request.path.version,
-            &request.path.plural,
-        )
-        .cloned()
-        .ok_or(ApiError::UnknownPath)?;
-    if request.path.namespace.is_some() && !resource.namespaced {
-        return Err(ApiError::UnknownPath);
-    }
-    if request.path.status && !resource.status_subresource {
-        return Err(ApiError::UnknownPath);
-    }
-    let needs_namespace = request.verb == "create" || request.path.name.is_some();
-    if resource.namespaced && request.path.namespace.is_none() && needs_namespace {
-        return Err(ApiError::UnknownPath);
-    }
+    let resource = served_resource(state, &request)?;
     if request.query.contains_key("dryRun") && !matches!(request.verb, "get" | "list" | "watch") {
         // Refuse rather than silently performing the write.
         return Err(ApiError::BadRequest(
@@ -352,18 +337,7 @@ fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<
     };
     let manager = field_manager(&request);
     match request.verb {
-        "get" => {
-            let object = state.get(target, &named("get")?)?;
-            let table = kubectl::table_for(request.accept, &resource, || {
-                let metadata =
-                    serde_json::json!({"resourceVersion": object["metadata"]["resourceVersion"]});
-                (vec![Value::clone(&object)], metadata)
-            });
-            if let Some(table) = table {
-                return Ok(Reply::Json(200, table));
-            }
-            Ok(stored_reply(state, target, 200, object))
-        }
+        "get" => serve_get(state, target, &request, &named("get")?),
         "list" => {
             let list = state.list(target, &list_options(&request.query, &resource)?)?;
             let table = kubectl::table_for(request.accept, &resource, || {
@@ -394,30 +368,92 @@ fn serve_resource(state: &mut ApiState, request: ResourceRequest<'_>) -> Result<
             let object = state.replace(target, &named("update")?, body, &manager)?;
             Ok(stored_reply(state, target, 200, object))
         }
-        "patch" => {
-            let name = named("patch")?;
-            let kind = patch_kind(&request)?;
-            let body = parse_body(&request.body, matches!(kind, PatchKind::Apply { .. }))?;
-            let created_before = state
-                .store
-                .get(&crate::store::ObjectKey {
-                    resource: resource.qualified_plural(),
-                    namespace: if resource.namespaced {
-                        namespace.clone()
-                    } else {
-                        String::new()
-                    },
-                    name: name.clone(),
-                })
-                .is_none();
-            let object = state.patch(target, &name, kind, body, &manager)?;
-            let code = if created_before { 201 } else { 200 };
-            Ok(stored_reply(state, target, code, object))
-        }
+        "patch" => serve_patch(state, target, &request, named("patch")?, &manager),
         "delete" => {
             let object = state.delete(target, &named("delete")?, &manager)?;
             Ok(stored_reply(state, target, 200, object))
         }
         _ => Err(ApiError::MethodNotAllowed),
     }
+}
+
+/// The resource type the request's path names, when this server serves it at that path (a
+/// namespace only for namespaced types, `/status` only where the type has it).
+fn served_resource(
+    state: &ApiState,
+    request: &ResourceRequest<'_>,
+) -> Result<ResourceType, ApiError> {
+    if !state
+        .registry
+        .serves(&request.path.group, &request.path.version)
+    {
+        return Err(ApiError::NoSuchPage);
+    }
+    let resource = state
+        .registry
+        .find(
+            &request.path.group,
+            &request.path.version,
+            &request.path.plural,
+        )
+        .cloned()
+        .ok_or(ApiError::UnknownPath)?;
+    if request.path.namespace.is_some() && !resource.namespaced {
+        return Err(ApiError::UnknownPath);
+    }
+    if request.path.status && !resource.status_subresource {
+        return Err(ApiError::UnknownPath);
+    }
+    let needs_namespace = request.verb == "create" || request.path.name.is_some();
+    if resource.namespaced && request.path.namespace.is_none() && needs_namespace {
+        return Err(ApiError::UnknownPath);
+    }
+    Ok(resource)
+}
+
+/// A get: the stored object, or the table kubectl asks for.
+fn serve_get(
+    state: &ApiState,
+    target: Target<'_>,
+    request: &ResourceRequest<'_>,
+    name: &str,
+) -> Result<Reply, ApiError> {
+    let object = state.get(target, name)?;
+    let table = kubectl::table_for(request.accept, target.resource, || {
+        let metadata =
+            serde_json::json!({"resourceVersion": object["metadata"]["resourceVersion"]});
+        (vec![Value::clone(&object)], metadata)
+    });
+    if let Some(table) = table {
+        return Ok(Reply::Json(200, table));
+    }
+    Ok(stored_reply(state, target, 200, object))
+}
+
+/// A patch: 201 when it created the object (a server-side apply of a new one), else 200.
+fn serve_patch(
+    state: &mut ApiState,
+    target: Target<'_>,
+    request: &ResourceRequest<'_>,
+    name: String,
+    manager: &str,
+) -> Result<Reply, ApiError> {
+    let kind = patch_kind(request)?;
+    let body = parse_body(&request.body, matches!(kind, PatchKind::Apply { .. }))?;
+    let resource = target.resource;
+    let created_before = state
+        .store
+        .get(&crate::store::ObjectKey {
+            resource: resource.qualified_plural(),
+            namespace: if resource.namespaced {
+                target.namespace.to_string()
+            } else {
+                String::new()
+            },
+            name: name.clone(),
+        })
+        .is_none();
+    let object = state.patch(target, &name, kind, body, manager)?;
+    let code = if created_before { 201 } else { 200 };
+    Ok(stored_reply(state, target, code, object))
 }

@@ -80,35 +80,43 @@ pub(crate) fn request(
             let replaced = state.replace(target, &name()?, body, &manager)?;
             Ok(Reply::Json(200, to_core(&replaced)))
         }
-        "patch" => {
-            let name = name()?;
-            let kind = patch_kind(request)?;
-            let body = parse_body(&request.body, false)?;
-            let mut patched = to_core(&*state.get(target, &name)?);
-            match kind {
-                PatchKind::Merge => patch::merge_patch(&mut patched, &body),
-                PatchKind::Json => {
-                    patch::json_patch(&mut patched, &body).map_err(|e| ApiError::Invalid {
-                        qualified_plural: "events".into(),
-                        name: name.clone(),
-                        detail: e.to_string(),
-                    })?
-                }
-                PatchKind::Apply { .. } => {
-                    return Err(ApiError::BadRequest(
-                        "server-side apply of core/v1 Events is not supported by the tollgate emulator; apply events.k8s.io/v1 Events".into(),
-                    ));
-                }
-            }
-            let replaced = state.replace(target, &name, to_events(&patched), &manager)?;
-            Ok(Reply::Json(200, to_core(&replaced)))
-        }
+        "patch" => patch_event(state, target, request, name()?, &manager),
         "delete" => {
             let deleted = state.delete(target, &name()?, &manager)?;
             Ok(Reply::Json(200, to_core(&deleted)))
         }
         _ => Err(ApiError::MethodNotAllowed),
     }
+}
+
+/// A merge or JSON patch of a core/v1 Event, applied to its core/v1 shape (as a client wrote it).
+fn patch_event(
+    state: &mut ApiState,
+    target: Target<'_>,
+    request: &ResourceRequest<'_>,
+    name: String,
+    manager: &str,
+) -> Result<Reply, ApiError> {
+    let kind = patch_kind(request)?;
+    let body = parse_body(&request.body, false)?;
+    let mut patched = to_core(&*state.get(target, &name)?);
+    match kind {
+        PatchKind::Merge => patch::merge_patch(&mut patched, &body),
+        PatchKind::Json => {
+            patch::json_patch(&mut patched, &body).map_err(|e| ApiError::Invalid {
+                qualified_plural: "events".into(),
+                name: name.clone(),
+                detail: e.to_string(),
+            })?
+        }
+        PatchKind::Apply { .. } => {
+            return Err(ApiError::BadRequest(
+                "server-side apply of core/v1 Events is not supported by the tollgate emulator; apply events.k8s.io/v1 Events".into(),
+            ));
+        }
+    }
+    let replaced = state.replace(target, &name, to_events(&patched), manager)?;
+    Ok(Reply::Json(200, to_core(&replaced)))
 }
 
 /// A core/v1 query with its field selector's names those of the events.k8s.io/v1 storage, as the

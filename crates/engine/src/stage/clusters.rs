@@ -189,63 +189,94 @@ pub(crate) fn report(
         }
         summary_state(summary, expected, &criteria)
     };
-    let note = |report: &mut ClusterReport, key: &str, state, message| {
-        let (state, message) = judging.timed(key, state, message);
-        match state {
-            ClusterState::Pending => report.pending += 1,
-            ClusterState::Provisioning => report.provisioning += 1,
-            ClusterState::Provisioned => report.provisioned += 1,
-            ClusterState::Failed => report.failed += 1,
-            ClusterState::TimedOut => report.timed_out += 1,
-            ClusterState::Joined => report.joined += 1,
-            ClusterState::Vanished => report.vanished += 1,
-            ClusterState::Paused => report.paused += 1,
-        }
-        if state != ClusterState::Provisioned {
-            judging.list(report, key, state, message);
-        }
-    };
     match judging.members {
         None => {
             for key in &matching {
                 let (state, message) = state_of(key);
-                note(&mut report, key, state, message);
+                report.note(judging, key, state, message);
             }
         }
         Some(members) => {
             for key in members {
-                let (state, message) = if let Some(why) = judging.paused.get(key) {
-                    // Provisioned before it paused: done. Else it waits for its window.
-                    match state_of(key) {
-                        (ClusterState::Provisioned, m) => (ClusterState::Provisioned, m),
-                        _ => (ClusterState::Paused, Some(why.clone())),
-                    }
-                } else if matching.binary_search(key).is_ok() {
-                    state_of(key)
-                } else {
-                    (
-                        ClusterState::Vanished,
-                        Some("no longer matches the stage or is not ready".into()),
-                    )
-                };
-                note(&mut report, key, state, message);
+                let (state, message) = member_state(key, judging, &matching, &state_of);
+                report.note(judging, key, state, message);
             }
-            for key in matching
-                .iter()
-                .filter(|k| members.binary_search(k).is_err())
-            {
-                let (state, message) = state_of(key);
-                // Reported, not judged: the budget and deadline are about the members.
-                if state != ClusterState::Provisioned {
-                    let text = format!("joined after the stage started; {}", state.as_str());
-                    let message = Some(message.map_or(text.clone(), |m| format!("{text}: {m}")));
-                    judging.list(&mut report, key, ClusterState::Joined, message);
-                }
-                report.joined += 1;
-            }
+            report_joined(&mut report, judging, members, &matching, &state_of);
         }
     }
     report
+}
+
+impl ClusterReport {
+    /// Counts a judged cluster in its (possibly timed-out) state and lists it unless Provisioned.
+    fn note(
+        &mut self,
+        judging: &Judging<'_>,
+        key: &str,
+        state: ClusterState,
+        message: Option<String>,
+    ) {
+        let (state, message) = judging.timed(key, state, message);
+        match state {
+            ClusterState::Pending => self.pending += 1,
+            ClusterState::Provisioning => self.provisioning += 1,
+            ClusterState::Provisioned => self.provisioned += 1,
+            ClusterState::Failed => self.failed += 1,
+            ClusterState::TimedOut => self.timed_out += 1,
+            ClusterState::Joined => self.joined += 1,
+            ClusterState::Vanished => self.vanished += 1,
+            ClusterState::Paused => self.paused += 1,
+        }
+        if state != ClusterState::Provisioned {
+            judging.list(self, key, state, message);
+        }
+    }
+}
+
+/// The state of a member of the stage: paused, as its summary shows, or vanished.
+fn member_state(
+    key: &str,
+    judging: &Judging<'_>,
+    matching: &[String],
+    state_of: &impl Fn(&str) -> (ClusterState, Option<String>),
+) -> (ClusterState, Option<String>) {
+    if let Some(why) = judging.paused.get(key) {
+        // Provisioned before it paused: done. Else it waits for its window.
+        match state_of(key) {
+            (ClusterState::Provisioned, m) => (ClusterState::Provisioned, m),
+            _ => (ClusterState::Paused, Some(why.clone())),
+        }
+    } else if matching.binary_search_by(|k| k.as_str().cmp(key)).is_ok() {
+        state_of(key)
+    } else {
+        (
+            ClusterState::Vanished,
+            Some("no longer matches the stage or is not ready".into()),
+        )
+    }
+}
+
+/// Clusters matching now that were not members when the stage started: counted as Joined.
+fn report_joined(
+    report: &mut ClusterReport,
+    judging: &Judging<'_>,
+    members: &[String],
+    matching: &[String],
+    state_of: &impl Fn(&str) -> (ClusterState, Option<String>),
+) {
+    for key in matching
+        .iter()
+        .filter(|k| members.binary_search(k).is_err())
+    {
+        let (state, message) = state_of(key);
+        // Reported, not judged: the budget and deadline are about the members.
+        if state != ClusterState::Provisioned {
+            let text = format!("joined after the stage started; {}", state.as_str());
+            let message = Some(message.map_or(text.clone(), |m| format!("{text}: {m}")));
+            judging.list(report, key, ClusterState::Joined, message);
+        }
+        report.joined += 1;
+    }
 }
 
 /// A stage's ClusterSummaries by cluster, found by `namespace/name` without formatting a key

@@ -14,7 +14,7 @@ use crate::output::{EngineEvent, EventReason};
 use crate::stage::clusters;
 use crate::status::activity::StageActivity;
 use crate::status::analysis_run::AnalysisPhase;
-use crate::status::{ClusterCondition, ClusterState, ConsumedApproval, WaveApprover};
+use crate::status::{Approver, ClusterCondition, ClusterState, ConsumedApproval, WaveApprover};
 
 /// Where the stage's analyses stand after the analysis step.
 #[derive(Debug, Default)]
@@ -211,6 +211,12 @@ impl StageRun<'_, '_> {
         if let Some(consumed) = &valid.consumes {
             self.mark_approved(wave, &consumed.commit);
         }
+        self.tell_approver(wave, valid.approver);
+        Ok(valid.consumes)
+    }
+
+    /// Tells and keeps who approved: once per wave of a waved stage, else once per stage.
+    fn tell_approver(&mut self, wave: Option<u32>, approver: Approver) {
         let waved = self.st.waves.as_deref().is_some_and(|w| w.total() > 1);
         let wave_told = |st: &crate::status::StageStatus, wave| {
             st.wave_approvers
@@ -224,7 +230,7 @@ impl StageRun<'_, '_> {
                     EventReason::ApprovalUsed,
                     format!(
                         "{} (wave {wave})",
-                        approval::used_note(&self.stage.name, self.snapshot, &valid.approver)
+                        approval::used_note(&self.stage.name, self.snapshot, &approver)
                     ),
                 ));
                 self.st
@@ -232,23 +238,20 @@ impl StageRun<'_, '_> {
                     .get_or_insert_default()
                     .push(WaveApprover {
                         wave,
-                        approver: valid.approver.clone(),
+                        approver: approver.clone(),
                     });
-                self.st
-                    .approver
-                    .get_or_insert_with(|| Box::new(valid.approver));
+                self.st.approver.get_or_insert_with(|| Box::new(approver));
             }
             Some(_) => {}
             None if self.st.approver.is_none() => {
                 self.effects.events.push(EngineEvent::normal(
                     EventReason::ApprovalUsed,
-                    approval::used_note(&self.stage.name, self.snapshot, &valid.approver),
+                    approval::used_note(&self.stage.name, self.snapshot, &approver),
                 ));
-                self.st.approver = Some(Box::new(valid.approver));
+                self.st.approver = Some(Box::new(approver));
             }
             None => {}
         }
-        Ok(valid.consumes)
     }
 
     /// The inconclusive runs of `wave` were let pass by the approval in `commit`.
