@@ -56,7 +56,7 @@ fn every_run_flag_and_its_environment_variable_is_in_the_operations_table() {
 
 /// Every metric's name without a counter's `_total`: those registered in the sources (a family
 /// with no series yet is not in a scrape) and those a scrape shows (the collectors).
-fn metric_names() -> BTreeSet<String> {
+pub(crate) fn metric_names() -> BTreeSet<String> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut names = BTreeSet::new();
     let mut files = vec![root];

@@ -140,7 +140,10 @@ async fn an_unsigned_head_is_not_rolled_out_and_says_why() {
     );
     // What the shipped alert (TollgateCommitRefused) reads.
     assert!(
-        world.metrics.encode().contains("\ntollgate_git_tip_refused 1\n"),
+        world
+            .metrics
+            .encode()
+            .contains("\ntollgate_git_tip_refused 1\n"),
         "the refusal is not on /metrics"
     );
 
@@ -158,7 +161,12 @@ async fn an_unsigned_head_is_not_rolled_out_and_says_why() {
         chart_version(&world, "web-production").await.as_deref(),
         Some("3.0.0")
     );
-    assert!(world.metrics.encode().contains("\ntollgate_git_tip_refused 0\n"));
+    assert!(
+        world
+            .metrics
+            .encode()
+            .contains("\ntollgate_git_tip_refused 0\n")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

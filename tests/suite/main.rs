@@ -94,6 +94,8 @@ mod git_transports;
 #[cfg(feature = "embedded")]
 mod hardening_secrets;
 mod module_layers;
+#[cfg(feature = "embedded")]
+mod monitoring_kit;
 mod policy_schema;
 #[cfg(feature = "embedded")]
 mod readme_walkthrough;
