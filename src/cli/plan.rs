@@ -15,6 +15,7 @@ use super::connect::ClusterArgs;
 pub use report::PlanReport;
 
 mod estimate;
+mod estimate_report;
 mod gates;
 mod markdown;
 mod mermaid;
@@ -130,9 +131,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )?),
         None => None,
     };
-    // Only the Markdown output reads the clusters each stage would hit.
-    let fleet = (args.output == OutputFormat::Markdown).then(|| targets::read_fleet(&args.cluster));
-    let mut report = PlanReport::build(&plan, now, fleet.as_ref());
+    // Every output carries the same estimate, from the fleet and run history when read.
+    let fleet = targets::read_fleet(&args.cluster);
+    let mut report = PlanReport::build(&plan, now, Some(&fleet));
     report.commit_verification = verification;
     let output = match args.output {
         OutputFormat::Text => text::render(&report),
