@@ -101,6 +101,9 @@ impl EstimateReport {
     fn basis_words(&self) -> String {
         let assumed = seconds(self.assumed_provisioning_seconds);
         let mut parts = vec![match (self.runs, self.assumed_stages.is_empty()) {
+            (0, _) if self.fleet_assumed => format!(
+                "assumed {assumed} per provisioning: no run history, the management cluster was not read"
+            ),
             (0, _) => format!("assumed {assumed} per provisioning: no run history"),
             (runs, true) => format!("p50–p90 of provisioning in {runs} recorded runs"),
             (runs, false) => format!(
@@ -113,9 +116,9 @@ impl EstimateReport {
                 .map(|(stage, of)| format!("{stage} {of} waves"))
                 .collect();
             parts.push(match waves.is_empty() {
-                true => "clusters not read: one per stage assumed".to_string(),
+                true => "one cluster per stage assumed".to_string(),
                 false => format!(
-                    "clusters not read: one per stage assumed, {} (one cluster per wave)",
+                    "one cluster per stage assumed, one per wave: {}",
                     waves.join(", ")
                 ),
             });
