@@ -23,7 +23,10 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (self.0 >> 11) as f64 / (1u64 << 53) as f64
     }
 }
@@ -42,8 +45,10 @@ fn vary_latencies(world: &World, random: &mut Lcg) {
 }
 
 fn manifest(version: usize) -> String {
-    seed("05-kyverno-rollout-auto-v1.yaml", "1s")
-        .replace("chartVersion:     3.5.2", &format!("chartVersion:     3.5.{version}"))
+    seed("05-kyverno-rollout-auto-v1.yaml", "1s").replace(
+        "chartVersion:     3.5.2",
+        &format!("chartVersion:     3.5.{version}"),
+    )
 }
 
 /// `plan --from main --to next -o json` (with the cluster when `kubeconfig`): the estimate's
@@ -52,14 +57,20 @@ fn planned(repo: &TestRepo, kubeconfig: Option<&std::path::Path>) -> (f64, f64) 
     let now = Utc::now();
     let mut command = tollgate_binary();
     command
-        .args(["plan", "--from", "main", "--to", "next", "-o", "json", "--repo"])
+        .args([
+            "plan", "--from", "main", "--to", "next", "-o", "json", "--repo",
+        ])
         .arg(repo.path())
         .args(["--now", &now.to_rfc3339_opts(SecondsFormat::Millis, true)]);
     if let Some(kubeconfig) = kubeconfig {
         command.arg("--kubeconfig").arg(kubeconfig);
     }
     let output = command.output().expect("tollgate plan");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let report: Value = serde_json::from_slice(&output.stdout).expect("json");
     let estimate = &report["promotions"][0]["estimate"];
     let end = |key: &str| {
@@ -100,13 +111,18 @@ async fn the_real_duration_falls_in_the_estimated_range() {
     for version in 1..=WARM_UP + MEASURED {
         vary_latencies(&world, &mut random);
         world.repo.git(&["checkout", "-q", "-b", "next"]);
-        world.repo.write("promotions/kyverno.yaml", &manifest(version));
+        world
+            .repo
+            .write("promotions/kyverno.yaml", &manifest(version));
         world.repo.commit(&format!("kyverno 3.5.{version}"));
         world.repo.git(&["checkout", "-q", "main"]);
         // The controller and the emulator run on this runtime: the plan blocks only this thread.
         let estimates = (version > WARM_UP).then(|| {
             tokio::task::block_in_place(|| {
-                (planned(&world.repo, Some(&kubeconfig)), planned(&world.repo, None))
+                (
+                    planned(&world.repo, Some(&kubeconfig)),
+                    planned(&world.repo, None),
+                )
             })
         });
         world.repo.git(&["merge", "-q", "--ff-only", "next"]);

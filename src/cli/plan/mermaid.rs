@@ -248,10 +248,7 @@ fn utc(instant: DateTime<Utc>) -> String {
 
 /// How long the bars' provisionings take.
 fn latency_note(estimate: &Estimate) -> String {
-    let assumed = format!(
-        "is assumed to take {}m",
-        PROVISIONING_LATENCY.num_minutes()
-    );
+    let assumed = format!("is assumed to take {}m", PROVISIONING_LATENCY.num_minutes());
     match estimate.history.runs {
         0 => format!("each provisioning (of a stage, or of a wave) {assumed}"),
         runs if estimate.assumed_stages.is_empty() => format!(

@@ -32,7 +32,10 @@ pub struct ProvisioningHistory {
 
 impl ProvisioningHistory {
     /// Per stage, one percentile of its samples (`p50` or `p90`), for a simulation.
-    pub fn latencies(&self, pick: fn(&StageProvisioning) -> Duration) -> BTreeMap<String, Duration> {
+    pub fn latencies(
+        &self,
+        pick: fn(&StageProvisioning) -> Duration,
+    ) -> BTreeMap<String, Duration> {
         self.by_stage
             .iter()
             .map(|(stage, provisioning)| (stage.clone(), pick(provisioning)))
@@ -69,7 +72,10 @@ pub fn provisioning_history(runs: &[RunRecord]) -> ProvisioningHistory {
         let mut sampled = false;
         for stage in &run.stages {
             for duration in stage_samples(stage) {
-                samples.entry(stage.name.clone()).or_default().push(duration);
+                samples
+                    .entry(stage.name.clone())
+                    .or_default()
+                    .push(duration);
                 sampled = true;
             }
         }
@@ -150,7 +156,10 @@ mod tests {
         let soak = StageActivity::Soaking { until: at(100) };
         let runs = vec![
             run(vec![
-                stage("dev", vec![span(provisioning(None), 0), span(soak.clone(), 12)]),
+                stage(
+                    "dev",
+                    vec![span(provisioning(None), 0), span(soak.clone(), 12)],
+                ),
                 stage(
                     "prod",
                     vec![
@@ -174,7 +183,10 @@ mod tests {
         assert_eq!(history.runs, 1);
         let samples = |stage: &str| history.by_stage[stage].samples.clone();
         assert_eq!(samples("dev"), [Duration::seconds(12)]);
-        assert_eq!(samples("prod"), [Duration::seconds(30), Duration::seconds(40)]);
+        assert_eq!(
+            samples("prod"),
+            [Duration::seconds(30), Duration::seconds(40)]
+        );
         assert_eq!(history.by_stage["prod"].p50, Duration::seconds(30));
         assert_eq!(history.by_stage["prod"].p90, Duration::seconds(40));
         let p90 = history.latencies(|s| s.p90);
