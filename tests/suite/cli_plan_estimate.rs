@@ -140,7 +140,7 @@ async fn the_real_duration_falls_in_the_estimated_range() {
     }
     let table = rows.join("\n");
     eprintln!("estimate vs real, {inside} of {MEASURED} inside p50–p90:\n{table}");
-    // Measured here (docs/cli.md): 5 of 10 inside, the rest within 0.25 s (5 %) of the range;
+    // Measured here (docs/cli.md): 5 of 10 inside, the rest within 0.25 s (6.5 %) of the range;
     // the old guess said 183 s for about 5 s. A median as the range's low end leaves about half
     // the runs below it, so the bound asserted is the error, with room for a loaded machine.
     for ((real, p50, p90), row) in measured.iter().zip(&rows) {
