@@ -15,6 +15,7 @@ use super::connect::ClusterArgs;
 pub use report::PlanReport;
 
 mod estimate;
+mod estimate_report;
 mod gates;
 mod markdown;
 mod mermaid;
@@ -33,10 +34,12 @@ pub enum OutputFormat {
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
-Markdown output (for a PR comment) adds, per changed promotion, the clusters each stage would hit \
-and an estimated timeline as a Mermaid gantt block. The clusters are read from the management \
-cluster only when --kubeconfig or --context is given ($KUBECONFIG alone is not used, so a plan \
-in CI never reaches a cluster by accident); a failed read is a warning, not a failed plan.
+Every output estimates the run a change starts (a p50-p90 range from the run history the \
+promotion's status keeps; 1m per provisioning without it). Markdown output (for a PR comment) \
+adds, per changed promotion, the clusters each stage would hit and the estimated timeline as a \
+Mermaid gantt block. The management cluster (clusters and run history) is read only when \
+--kubeconfig or --context is given ($KUBECONFIG alone is not used, so a plan in CI never reaches \
+a cluster by accident); a failed read is a warning, not a failed plan.
 
 Example (CI, on a PR): tollgate plan --repo . --from origin/main --to HEAD -o markdown")]
 pub struct Args {
@@ -65,9 +68,10 @@ pub struct Args {
     /// Output: text for a terminal, markdown for a PR comment, json for scripts.
     #[arg(long, short = 'o', value_enum, default_value = "text")]
     pub output: OutputFormat,
-    /// The management cluster whose clusters the Markdown output matches with each stage's
-    /// clusterSelector. Read only when `--kubeconfig` or `--context` is given (a plan in CI must
-    /// not reach a cluster by accident); without one the clusters are "unknown".
+    /// The management cluster: its clusters (the Markdown output matches them with each stage's
+    /// clusterSelector) and each promotion's run history (the estimate's provisioning times).
+    /// Read only when `--kubeconfig` or `--context` is given (a plan in CI must not reach a
+    /// cluster by accident); without one the clusters are "unknown".
     #[command(flatten)]
     pub cluster: ClusterArgs,
     /// Trusted keys, as `tollgate run --trusted-keys` takes them: the plan also says whether
@@ -130,9 +134,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )?),
         None => None,
     };
-    // Only the Markdown output reads the clusters each stage would hit.
-    let fleet = (args.output == OutputFormat::Markdown).then(|| targets::read_fleet(&args.cluster));
-    let mut report = PlanReport::build(&plan, now, fleet.as_ref());
+    // Every output carries the same estimate, from the fleet and run history when read.
+    let fleet = targets::read_fleet(&args.cluster);
+    let mut report = PlanReport::build(&plan, now, Some(&fleet));
     report.commit_verification = verification;
     let output = match args.output {
         OutputFormat::Text => text::render(&report),

@@ -642,6 +642,25 @@ fn waves_with_pauses_add_their_time_to_the_estimate() {
         markdown.contains("- assumes no run in progress: with onNewSnapshot Queue, a run in progress finishes first"),
         "{markdown}"
     );
+    // Without the cluster, the waves follow from an assumed fleet: every output says so, alike.
+    let basis = "one cluster per stage assumed, one per wave: canary 3 waves";
+    let (_, text) = plan(dir.path(), "text");
+    let estimate_line = |out: &str, prefix: &str| {
+        (out.lines())
+            .find_map(|l| l.strip_prefix(prefix).map(str::to_string))
+            .unwrap_or_else(|| panic!("no estimate in {out}"))
+    };
+    let in_text = estimate_line(&text, "  estimate         ");
+    assert!(in_text.contains(basis), "{text}");
+    assert_eq!(
+        format!("{in_text} |"),
+        estimate_line(&markdown, "| estimate | ")
+    );
+    let (_, json) = plan(dir.path(), "json");
+    let document: Value = serde_json::from_str(&json).expect("json");
+    let estimate = &document["promotions"][1]["estimate"];
+    assert_eq!(estimate["assumedWaves"]["canary"], 3, "{json}");
+    assert!(in_text.ends_with(&format!("({})", estimate["basis"].as_str().unwrap())));
 }
 
 /// 12 ready staging clusters (more than a stage lists), one paused, one production cluster.

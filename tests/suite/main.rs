@@ -35,6 +35,7 @@ mod cli_edit_corners;
 mod cli_embedded;
 mod cli_history;
 mod cli_plan;
+mod cli_plan_estimate;
 mod cli_retry;
 #[cfg(feature = "embedded")]
 mod cli_robustness;

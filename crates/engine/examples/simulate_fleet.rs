@@ -68,7 +68,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             status: None,
             fleet: Some(&fleet),
             now,
-            provisioning_latency: Duration::minutes(1),
+            provisioning_latency: Duration::minutes(1).into(),
             max_steps: DEFAULT_MAX_STEPS,
         });
         let elapsed = started.elapsed();

@@ -13,6 +13,7 @@
 //! Pure, like `step`: no I/O, no clock reads.
 
 mod fleet;
+mod latency;
 mod sveltos;
 
 use std::collections::HashMap;
@@ -28,6 +29,7 @@ use tollgate_model::snapshot::{
 use tollgate_render::stage_profile_name;
 
 pub use fleet::ASSUMED_NAMESPACE;
+pub use latency::ProvisioningLatency;
 
 use crate::input::{Desired, StepInput};
 use crate::measurement::{Measurement, MeasurementDue};
@@ -61,9 +63,9 @@ pub struct SimulationInput<'a> {
     /// asks for are assumed (one per stage; a waved stage one per wave, see [`ASSUMED_NAMESPACE`]).
     pub fleet: Option<&'a [ObservedCluster]>,
     pub now: DateTime<Utc>,
-    /// How long Sveltos takes to provision a cluster after an apply (also after the post-delay
-    /// health checks are appended).
-    pub provisioning_latency: Duration,
+    /// How long Sveltos takes to provision a stage's clusters after an apply (also after the
+    /// post-delay health checks are appended): a `Duration` `.into()` for every stage alike.
+    pub provisioning_latency: ProvisioningLatency<'a>,
     /// The simulation stops after this many steps ([`SimulationEnd::StepLimit`]).
     pub max_steps: usize,
 }
@@ -170,7 +172,7 @@ pub fn simulate(input: &SimulationInput<'_>) -> Simulation {
 fn deployed_before(
     status: &PromotionStatus,
     promotion: &str,
-    latency: Duration,
+    latency: ProvisioningLatency<'_>,
 ) -> HashMap<String, (String, DateTime<Utc>)> {
     status
         .stages
@@ -178,12 +180,21 @@ fn deployed_before(
         .map(|st| {
             let done = match st.provisioned_at {
                 Some(at) if at >= st.applied_at => at,
-                _ => st.applied_at + latency,
+                _ => st.applied_at + latency.of_stage(&st.name),
             };
             let profile = stage_profile_name(promotion, &st.name);
             (profile, (st.applied_spec_hash.clone(), done))
         })
         .collect()
+}
+
+/// Per stage profile of the promotion's snapshots, its stage's provisioning latency.
+fn stage_latencies(input: &SimulationInput<'_>, history: &[Snapshot]) -> HashMap<String, Duration> {
+    let promotion = input.snapshot.promotion.name();
+    let stages = std::iter::once(input.snapshot)
+        .chain(history)
+        .flat_map(|s| s.promotion.spec.stages.iter().map(|st| st.name.as_str()));
+    input.provisioning_latency.by_profile(promotion, stages)
 }
 
 /// The simulated world: git as the simulation sees it, the management cluster, the persisted
@@ -225,6 +236,7 @@ impl<'i> Simulator<'i> {
         if !history.iter().any(|s| s.index == input.snapshot.index) {
             history.push(input.snapshot.clone());
         }
+        let latency_by_profile = stage_latencies(input, &history);
         let deployed_before = input
             .status
             .map(|status| deployed_before(status, promotion.name(), input.provisioning_latency))
@@ -236,7 +248,11 @@ impl<'i> Simulator<'i> {
             approvals: input.approvals.to_vec(),
             measurements: Vec::new(),
             observed,
-            sveltos: SimulatedSveltos::new(input.provisioning_latency, deployed_before),
+            sveltos: SimulatedSveltos::new(
+                input.provisioning_latency.default,
+                latency_by_profile,
+                deployed_before,
+            ),
             status: input.status.cloned(),
             runs: Vec::new(),
             start_holds: HashMap::new(),

@@ -19,6 +19,7 @@ pub mod paused_clusters;
 pub(crate) mod phase;
 pub mod pipeline;
 pub mod progress;
+pub mod provisioning_history;
 pub mod quorum_view;
 pub(crate) mod retry_state;
 pub(crate) mod rollback_mode;

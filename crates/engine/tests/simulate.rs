@@ -41,7 +41,7 @@ fn from_git<'a>(
         status: None,
         fleet: None,
         now,
-        provisioning_latency: Duration::minutes(1),
+        provisioning_latency: Duration::minutes(1).into(),
         max_steps: DEFAULT_MAX_STEPS,
     }
 }
@@ -380,7 +380,7 @@ fn simulate_live(h: &Harness) -> Simulation {
         status: h.world.status.as_ref(),
         fleet: Some(&h.world.observed.clusters),
         now: h.world.now,
-        provisioning_latency: Duration::minutes(1),
+        provisioning_latency: Duration::minutes(1).into(),
         max_steps: DEFAULT_MAX_STEPS,
     })
 }
@@ -438,7 +438,7 @@ fn the_simulated_spans_are_those_the_controller_records() {
     let fleet = h.world.observed.clusters.to_vec();
     let simulation = simulate(&SimulationInput {
         fleet: Some(&fleet),
-        provisioning_latency: Duration::zero(),
+        provisioning_latency: Duration::zero().into(),
         ..from_git(&h.snapshot, Some(&rules), h.world.now)
     });
     let mut output = h.settle();

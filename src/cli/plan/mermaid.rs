@@ -17,7 +17,7 @@ use tollgate_engine::preview::{RunStart, StartsAfter};
 use tollgate_engine::run_history::{RunRecord, StageRecord};
 use tollgate_engine::simulate::{Simulation, SimulationEnd};
 
-use super::estimate::PROVISIONING_LATENCY;
+use super::estimate::{Estimate, PROVISIONING_LATENCY};
 
 /// One bar (or milestone) of the chart.
 struct Task {
@@ -28,15 +28,18 @@ struct Task {
     end: DateTime<Utc>,
 }
 
-/// The ```` ```mermaid ```` block of the run of `snapshot` in `simulation` (after what is left of
-/// a run in progress that finishes first) and, below it, what the bars cannot say, in Markdown.
+/// The ```` ```mermaid ```` block of the run of `snapshot` in the estimate's median simulation
+/// (after what is left of a run in progress that finishes first) and, below it, what the bars
+/// cannot say, in Markdown.
 pub fn render(
     promotion: &str,
-    simulation: &Simulation,
+    estimate: &Estimate,
     snapshot: u64,
     start: Option<&RunStart>,
     now: DateTime<Utc>,
 ) -> String {
+    let simulation = &estimate.p50;
+    let latency = latency_note(estimate);
     let run = simulation.run_of(snapshot);
     // And a run in progress at `now` that goes on (not one superseded at once).
     let runs: Vec<&RunRecord> = simulation
@@ -48,7 +51,7 @@ pub fn render(
         })
         .collect();
     if run.is_none() {
-        return legend(promotion, simulation, None, start, now);
+        return legend(promotion, simulation, None, start, (now, &latency));
     }
     let mut out = String::from("```mermaid\ngantt\n");
     let _ = writeln!(
@@ -75,7 +78,7 @@ pub fn render(
         }
     }
     out.push_str("```\n\n");
-    out.push_str(&legend(promotion, simulation, run, start, now));
+    out.push_str(&legend(promotion, simulation, run, start, (now, &latency)));
     out
 }
 
@@ -243,18 +246,32 @@ fn utc(instant: DateTime<Utc>) -> String {
     instant.format("%Y-%m-%d %H:%M UTC").to_string()
 }
 
-/// What the bars cannot say, as a short Markdown list.
+/// How long the bars' provisionings take.
+fn latency_note(estimate: &Estimate) -> String {
+    let assumed = format!("is assumed to take {}m", PROVISIONING_LATENCY.num_minutes());
+    match estimate.history.runs {
+        0 => format!("each provisioning (of a stage, or of a wave) {assumed}"),
+        runs if estimate.assumed_stages.is_empty() => format!(
+            "each provisioning (of a stage, or of a wave) takes the median of its stage's in {runs} recorded runs"
+        ),
+        runs => format!(
+            "each provisioning (of a stage, or of a wave) takes the median of its stage's in {runs} recorded runs; of {} (none recorded) {assumed}",
+            estimate.assumed_stages.join(", ")
+        ),
+    }
+}
+
+/// What the bars cannot say, as a short Markdown list (from `now`, provisioning taking `latency`).
 fn legend(
     promotion: &str,
     simulation: &Simulation,
     run: Option<&RunRecord>,
     start: Option<&RunStart>,
-    now: DateTime<Utc>,
+    (now, latency): (DateTime<Utc>, &str),
 ) -> String {
     let mut lines = vec![format!(
-        "- times in UTC, from {}; each provisioning (of a stage, or of a wave) is assumed to take {}m",
+        "- times in UTC, from {}; {latency}",
         now.format("%Y-%m-%d %H:%M"),
-        PROVISIONING_LATENCY.num_minutes()
     )];
     if simulation.fleet_assumed {
         lines.push(

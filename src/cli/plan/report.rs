@@ -11,6 +11,7 @@ use tollgate_source::Diagnostic;
 use tollgate_source::plan::{ChartRef, RangePlan, Revision};
 use tollgate_source::trust::RangeVerification;
 
+use super::estimate_report::EstimateReport;
 use super::planned::{Planned, new_run_snapshot, outcome, planned, touched};
 use super::targets::Fleet;
 use super::{estimate, mermaid, words};
@@ -32,7 +33,7 @@ pub struct PlanReport {
         serialize_with = "serialize_verification"
     )]
     pub commit_verification: Option<RangeVerification>,
-    /// Markdown only: why the fleet's clusters could not be read.
+    /// Why the fleet's clusters (and the run history) could not be read.
     #[serde(skip)]
     pub fleet_warning: Option<String>,
 }
@@ -80,6 +81,8 @@ pub struct PromotionReport {
     pub trigger_changes: Vec<StageChange>,
     pub warnings: Vec<String>,
     pub diagnostics: Vec<DiagnosticReport>,
+    /// How long the run the change starts takes (none: it starts none).
+    pub estimate: Option<EstimateReport>,
     /// What the change does, in a line.
     #[serde(skip)]
     pub headline: String,
@@ -89,7 +92,7 @@ pub struct PromotionReport {
     /// With the fleet (Markdown): the clusters each stage would hit, as (stage, targets).
     #[serde(skip)]
     pub clusters: Vec<(String, String)>,
-    /// With the fleet (Markdown): the Mermaid timeline of the run the change starts.
+    /// With the fleet: the Mermaid timeline of the run the change starts (Markdown prints it).
     #[serde(skip)]
     pub timeline: Option<String>,
 }
@@ -304,6 +307,11 @@ impl PromotionReport {
             } => (*profile_spec_changed, *stages_changed, *same_content_as),
             _ => (false, false, None),
         };
+        let estimated = fleet.and_then(|f| estimated(planned, f, now));
+        let mut details = words::details(planned);
+        if let Some((_, report)) = &estimated {
+            details.push(("estimate", report.line()));
+        }
         let approvals = match touched(planned) {
             true => preview.gates.iter().map(GateReport::of).collect(),
             false => Vec::new(),
@@ -347,9 +355,10 @@ impl PromotionReport {
             warnings: words::warnings(planned),
             diagnostics: plan.diagnostics.iter().map(DiagnosticReport::of).collect(),
             headline: words::headline(planned),
-            details: words::details(planned),
+            details,
             clusters: fleet.map_or_else(Vec::new, |f| stage_targets(planned, f)),
-            timeline: fleet.and_then(|f| timeline_of(planned, f, now)),
+            timeline: estimated.as_ref().map(|(timeline, _)| timeline.clone()),
+            estimate: estimated.map(|(_, report)| report),
         }
     }
 }
@@ -435,16 +444,22 @@ fn stage_targets(planned: &Planned<'_>, fleet: &Fleet) -> Vec<(String, String)> 
         .collect()
 }
 
-/// The Mermaid timeline of the run the change starts, if it starts one: the engine's simulation.
-fn timeline_of(planned: &Planned<'_>, fleet: &Fleet, now: DateTime<Utc>) -> Option<String> {
+/// The Mermaid timeline of the run the change starts, if it starts one, and its estimate: the
+/// engine's simulation.
+fn estimated(
+    planned: &Planned<'_>,
+    fleet: &Fleet,
+    now: DateTime<Utc>,
+) -> Option<(String, EstimateReport)> {
     let snapshot = new_run_snapshot(planned)?;
     let (plan, preview) = (planned.plan, &planned.preview);
-    let simulation = estimate::estimate(plan, preview, fleet, now)?;
-    Some(mermaid::render(
+    let estimate = estimate::estimate(plan, preview, fleet, now)?;
+    let timeline = mermaid::render(
         &plan.name,
-        &simulation,
+        &estimate,
         snapshot.index,
         preview.run_start.as_ref(),
         now,
-    ))
+    );
+    Some((timeline, EstimateReport::of(&estimate, snapshot.index, now)))
 }

@@ -16,6 +16,9 @@ pub fn render(report: &PlanReport) -> String {
     if let Some(base) = &report.merge_base {
         let _ = writeln!(out, "{}", base.line());
     }
+    if let Some(warning) = &report.fleet_warning {
+        let _ = writeln!(out, "warning: {}", warning.replace('\n', " "));
+    }
     for promotion in &report.promotions {
         let _ = writeln!(out, "\n{}: {}", promotion.name, promotion.headline);
         for (label, text) in &promotion.details {

@@ -17,7 +17,9 @@ use crate::output::Action;
 
 /// The simulated Sveltos: when each deploy in progress finishes.
 pub(crate) struct SimulatedSveltos {
+    /// How long a deploy takes: its profile's latency, or the default.
     latency: Duration,
+    latency_by_profile: HashMap<String, Duration>,
     /// (summary namespace/name, feature) → when its deploy finishes.
     due: HashMap<(String, String), DateTime<Utc>>,
     /// Content the persisted status says was applied before the simulation: per profile, the
@@ -28,10 +30,12 @@ pub(crate) struct SimulatedSveltos {
 impl SimulatedSveltos {
     pub fn new(
         latency: Duration,
+        latency_by_profile: HashMap<String, Duration>,
         deployed_before: HashMap<String, (String, DateTime<Utc>)>,
     ) -> Self {
         SimulatedSveltos {
             latency: latency.max(Duration::zero()),
+            latency_by_profile,
             due: HashMap::new(),
             deployed_before,
         }
@@ -156,7 +160,13 @@ impl SimulatedSveltos {
         self.deployed_before
             .get(&profile.name)
             .filter(|(hash, _)| profile.applied_spec_hash() == Some(hash.as_str()))
-            .map_or(now + self.latency, |(_, done)| *done)
+            .map_or_else(
+                || {
+                    let latency = self.latency_by_profile.get(&profile.name);
+                    now + latency.copied().unwrap_or(self.latency)
+                },
+                |(_, done)| *done,
+            )
     }
 }
 
