@@ -202,26 +202,6 @@ fn an_unreachable_cluster_is_named_with_its_kubeconfig() {
     );
 }
 
-/// A loopback port nothing listens on now.
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("its address").port()
-}
-
-/// The body of a plain-HTTP GET on loopback.
-fn http_get(port: u16, path: &str) -> String {
-    use std::io::{Read as _, Write as _};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connects");
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .expect("request");
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("answer");
-    answer
-}
-
 fn project_file(path: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).expect(path)
 }
@@ -239,7 +219,7 @@ fn the_demo_fleet_serves_cluster_health_that_a_web_analysis_gates_on_and_an_edit
         fleet.contains(&format!("healthEndpoint: {SHIPPED}")) && policy.contains(SHIPPED),
         "the demo's policy measures another address than the fleet serves"
     );
-    let (health_port, api_port) = (free_port(), free_port());
+    let (health_port, api_port) = (support::free_port(), support::free_port());
     let moved = format!("127.0.0.1:{health_port}");
     let repo = TestRepo::new();
     repo.write("gate.yaml", &policy.replace(SHIPPED, &moved));
@@ -263,10 +243,13 @@ fn the_demo_fleet_serves_cluster_health_that_a_web_analysis_gates_on_and_an_edit
         "{block}"
     );
     let kubeconfig = run.printed_kubeconfig_in(&block);
-    let answer = http_get(health_port, "/clusters/fleet/production-2");
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert!(answer.contains(r#""errorRate":0.002"#), "{answer}");
-    assert!(http_get(health_port, "/clusters/fleet/nowhere").starts_with("HTTP/1.1 404"));
+    let health = format!("127.0.0.1:{health_port}");
+    let answer = support::http(&health, "GET", "/clusters/fleet/production-2", &[], b"");
+    let (status, body) = answer.expect("the health endpoint answers");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""errorRate":0.002"#), "{body}");
+    let unknown = support::http(&health, "GET", "/clusters/fleet/nowhere", &[], b"");
+    assert_eq!(unknown.map(|(status, _)| status), Some(404));
 
     let passed = eventually_within("the gate passes", Duration::from_secs(120), || {
         let text = status_json(&kubeconfig);
@@ -278,10 +261,11 @@ fn the_demo_fleet_serves_cluster_health_that_a_web_analysis_gates_on_and_an_edit
         .replace(SHIPPED, &moved)
         .replace("health: {errorRate: 0.002}", "health: {errorRate: 0.2}");
     std::fs::write(dir.path().join("fleet.yaml"), edited).expect("fleet edited");
-    let answer = http_get(health_port, "/clusters/fleet/production-2");
+    let (_, body) = support::http(&health, "GET", "/clusters/fleet/production-2", &[], b"")
+        .expect("the health endpoint answers");
     assert!(
-        answer.contains(r#""errorRate":0.2"#),
-        "the edit was not served: {answer}"
+        body.contains(r#""errorRate":0.2"#),
+        "the edit was not served: {body}"
     );
     repo.write("web.yaml", &gated_promotion("1.1.0"));
     repo.commit("web 1.1.0");

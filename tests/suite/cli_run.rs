@@ -197,13 +197,6 @@ impl StderrTail {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 /// A remote repository polled hourly: only a signed webhook makes the controller fetch the new
 /// commit. Also /readyz and /metrics through the real process.
 #[test]
@@ -217,7 +210,7 @@ fn signed_webhook_triggers_the_fetch_and_metrics_are_served() {
     let dir = tempfile::tempdir().expect("temp dir");
     let secret_file = dir.path().join("webhook-secret");
     std::fs::write(&secret_file, "s3cr3t-webhook-value\n").expect("secret");
-    let addr = format!("127.0.0.1:{}", free_port());
+    let addr = format!("127.0.0.1:{}", support::free_port());
     let url = format!("file://{}", repo.path().display());
     let fleet = dir.path().join("fleet.yaml");
     std::fs::write(&fleet, fleet_yaml(1, "100ms")).expect("fleet");
@@ -316,7 +309,7 @@ fn run_starts_without_a_missing_optional_secret_and_says_so() {
     let dir = tempfile::tempdir().expect("temp dir");
     let missing_webhook = dir.path().join("webhook/github");
     let missing_token = dir.path().join("git/token");
-    let addr = format!("127.0.0.1:{}", free_port());
+    let addr = format!("127.0.0.1:{}", support::free_port());
     let webhook_flag = format!("--webhook-github-secret-file={}", missing_webhook.display());
     let token_flag = format!("--git-token-file={}", missing_token.display());
     let (mut controller, _) = start_embedded(

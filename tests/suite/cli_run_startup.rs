@@ -20,13 +20,6 @@ use tollgate_emulator::{Emulator, EmulatorConfig, EmulatorHandle, Fleet};
 const WAITING_LINE: &str = "waiting for the management cluster before starting";
 const STARTING_LINE: &str = "the management cluster serves everything tollgate needs: starting";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 async fn emulator(listen_port: u16, without_types: &[&str]) -> EmulatorHandle {
     let fleet = Fleet::parse(&fleet_yaml(1, "100ms"), Path::new("fleet.yaml")).expect("fleet");
     Emulator::start(EmulatorConfig {
@@ -76,7 +69,7 @@ struct Run {
 
 impl Run {
     fn start(dir: &Path, repo: &TestRepo, kubeconfig: &Path) -> Run {
-        let listen = format!("127.0.0.1:{}", free_port());
+        let listen = format!("127.0.0.1:{}", support::free_port());
         let log = dir.join("run.log");
         let child = tollgate_binary()
             .env_remove("KUBECONFIG")
@@ -226,7 +219,7 @@ async fn wait_lists(emulator: &EmulatorHandle, resource: &str, at_least: u64) {
 async fn run_started_while_the_authorizer_loads_its_roles_comes_up_by_itself() {
     let dir = tempfile::tempdir().expect("temp dir");
     let repo = repo();
-    let port = free_port();
+    let port = support::free_port();
     let emulator = emulator(port, &[]).await;
     // A restarted kube-apiserver answers 403 to everything until RBAC has loaded its roles.
     emulator.forbid_requests_for(Duration::from_secs(3600));
@@ -245,7 +238,7 @@ async fn run_started_while_the_authorizer_loads_its_roles_comes_up_by_itself() {
 async fn run_started_before_its_api_server_listens_then_answers_503_comes_up_by_itself() {
     let dir = tempfile::tempdir().expect("temp dir");
     let repo = repo();
-    let port = free_port();
+    let port = support::free_port();
     // Nothing listens on the port yet: connection refused.
     let mut run = Run::start(dir.path(), &repo, &kubeconfig(dir.path(), port));
     run.wait_unready_saying(&["cannot reach the management cluster", "onnection refused"])
@@ -269,7 +262,7 @@ async fn run_started_before_its_api_server_listens_then_answers_503_comes_up_by_
 async fn a_change_of_cause_from_refused_to_a_tls_error_is_logged_once_each() {
     let dir = tempfile::tempdir().expect("temp dir");
     let repo = repo();
-    let port = free_port();
+    let port = support::free_port();
     // The kubeconfig says https; nothing listens yet (refused), then a plain-HTTP server answers
     // on the port (the TLS handshake fails), as when a proxy or the wrong port is configured.
     let kubeconfig = kubeconfig_for(dir.path(), &format!("https://127.0.0.1:{port}"));
@@ -303,7 +296,7 @@ async fn a_change_of_cause_from_refused_to_a_tls_error_is_logged_once_each() {
 async fn run_started_before_its_crd_is_installed_comes_up_by_itself() {
     let dir = tempfile::tempdir().expect("temp dir");
     let repo = repo();
-    let port = free_port();
+    let port = support::free_port();
     let emulator = emulator(port, &["gitpromotions"]).await;
     let mut run = Run::start(dir.path(), &repo, &kubeconfig(dir.path(), port));
     run.wait_unready_saying(&["gitpromotions", "tollgate crd | kubectl apply -f -"])

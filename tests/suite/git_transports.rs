@@ -161,13 +161,6 @@ fn keygen(path: &Path) -> String {
     std::fs::read_to_string(path.with_extension("pub")).expect("public key")
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
 impl Sshd {
     fn start(dir: &Path, authorized_key: &str) -> Sshd {
         let host_key = dir.join("host_key");
@@ -176,7 +169,7 @@ impl Sshd {
         std::fs::write(&authorized, authorized_key).expect("authorized_keys");
         // sshd refuses to start as root without its privilege-separation directory.
         let _ = std::fs::create_dir_all("/run/sshd");
-        let port = free_port();
+        let port = crate::support::free_port();
         let config = dir.join("sshd_config");
         std::fs::write(
             &config,

@@ -63,15 +63,8 @@ fn driver() -> Option<&'static Driver> {
         .as_ref()
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
 fn start(chromium: &Path, chromedriver: &Path) -> Driver {
-    let port = free_port();
+    let port = super::free_port();
     // `setsid` makes chromedriver the leader of a new process group (Chromium joins it); the
     // shell kills that group once its stdin closes, i.e. when this test binary exits.
     let script = format!(

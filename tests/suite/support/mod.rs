@@ -426,6 +426,14 @@ pub fn eventually_within<T>(
     }
 }
 
+/// A loopback port nothing listens on now (the OS's pick, released at once).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
 /// One HTTP/1.1 request over a fresh connection; returns (status code, body).
 pub fn http(
     addr: &str,

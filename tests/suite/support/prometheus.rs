@@ -57,7 +57,7 @@ fn start() -> Option<Prometheus> {
     }
     let exporter = EXPORTER.get_or_init(Exporter::default);
     let exporter_port = exporter.serve();
-    let port = free_port();
+    let port = super::free_port();
     let dir = tempfile::Builder::new()
         .prefix("tollgate-prometheus-")
         .tempdir()
@@ -204,13 +204,6 @@ fn series(name: &str, labels: &[(&str, &str)]) -> String {
         .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
         .collect();
     format!("{name}{{{}}}", labels.join(","))
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 fn get(address: &str, path: &str) -> Option<(u16, String)> {
