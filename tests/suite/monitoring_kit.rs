@@ -22,11 +22,26 @@ fn kit(file: &str) -> PathBuf {
         .join(file)
 }
 
-/// The PrometheusRule's `spec` (its `groups`), as a rules file promtool reads (JSON is YAML).
-fn rules_file(dir: &Path) -> PathBuf {
+/// The shipped PrometheusRule.
+fn prometheus_rule() -> Value {
     let text = std::fs::read_to_string(kit("prometheusrule.yaml")).expect("the PrometheusRule");
     let rule: Value = serde_saphyr::from_str(&text).expect("YAML");
     assert_eq!(rule["kind"], "PrometheusRule");
+    rule
+}
+
+/// Its rules, every group's.
+fn rules(rule: &Value) -> Vec<Value> {
+    rule["spec"]["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|group| group["rules"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
+/// The PrometheusRule's `spec` (its `groups`), as a rules file promtool reads (JSON is YAML).
+fn rules_file(dir: &Path, rule: &Value) -> PathBuf {
     let path = dir.join("rules.yaml");
     std::fs::write(&path, rule["spec"].to_string()).expect("rules file");
     path
@@ -47,10 +62,11 @@ fn the_alert_rules_check_and_pass_their_unit_tests() {
         return;
     };
     let dir = tempfile::tempdir().expect("temp dir");
-    let rules = rules_file(dir.path());
+    let rule = prometheus_rule();
+    let rules_path = rules_file(dir.path(), &rule);
     std::fs::copy(kit("alerts.test.yaml"), dir.path().join("alerts.test.yaml")).expect("tests");
     for args in [
-        vec!["check", "rules", &*rules.to_string_lossy()],
+        vec!["check", "rules", &*rules_path.to_string_lossy()],
         vec!["test", "rules", "alerts.test.yaml"],
     ] {
         let output = Command::new(promtool)
@@ -66,7 +82,10 @@ fn the_alert_rules_check_and_pass_their_unit_tests() {
         );
     }
     // Every alert has a unit test and a runbook section.
-    let alerts = alert_names();
+    let alerts: Vec<String> = rules(&rule)
+        .iter()
+        .filter_map(|r| r["alert"].as_str().map(str::to_string))
+        .collect();
     let tests = std::fs::read_to_string(kit("alerts.test.yaml")).expect("tests");
     let operations =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operations.md"))
@@ -83,29 +102,13 @@ fn the_alert_rules_check_and_pass_their_unit_tests() {
     }
 }
 
-fn alert_names() -> Vec<String> {
-    let text = std::fs::read_to_string(kit("prometheusrule.yaml")).expect("rules");
-    let rule: Value = serde_saphyr::from_str(&text).expect("YAML");
-    rule["spec"]["groups"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|group| group["rules"].as_array().cloned().unwrap_or_default())
-        .filter_map(|r| r["alert"].as_str().map(str::to_string))
-        .collect()
-}
-
 /// Every PromQL expression of the rules and the dashboard (Grafana's `$__rate_interval` as it
 /// would substitute it).
 fn queries() -> Vec<String> {
-    let mut queries = Vec::new();
-    let text = std::fs::read_to_string(kit("prometheusrule.yaml")).expect("rules");
-    let rule: Value = serde_saphyr::from_str(&text).expect("YAML");
-    for group in rule["spec"]["groups"].as_array().into_iter().flatten() {
-        for r in group["rules"].as_array().into_iter().flatten() {
-            queries.push(r["expr"].as_str().expect("expr").to_string());
-        }
-    }
+    let mut queries: Vec<String> = rules(&prometheus_rule())
+        .iter()
+        .map(|r| r["expr"].as_str().expect("expr").to_string())
+        .collect();
     let dashboard: Value = serde_json::from_str(
         &std::fs::read_to_string(kit("grafana-dashboard.json")).expect("dashboard"),
     )
