@@ -25,22 +25,14 @@ async fn the_page_and_the_metric_count_lead_time_from_the_commit() {
     world.wait_phase("web", "Completed").await;
 
     let scraped = world.metrics.encode();
-    let line = scraped
-        .lines()
-        .find(|l| {
-            l.starts_with("tollgate_delivery_lead_time_seconds")
-                && l.contains("promotion=\"web\"")
-                && l.contains("stage=\"dev\"")
-        })
-        .unwrap_or_else(|| panic!("no dev lead time in:\n{scraped}"));
-    let seconds: f64 = line
-        .rsplit(' ')
-        .next()
-        .and_then(|v| v.parse().ok())
-        .expect("a value");
+    let exposition = support::exposition::parse_exposition(&scraped).expect("a valid scrape");
+    let seconds = exposition.value(
+        "tollgate_delivery_lead_time_seconds",
+        &[("promotion", "web"), ("stage", "dev")],
+    );
     assert!(
-        (7200.0..7300.0).contains(&seconds),
-        "the metric's lead time is not from the commit: {line}"
+        seconds.is_some_and(|s| (7200.0..7300.0).contains(&s)),
+        "the metric's lead time is not from the commit: {seconds:?}"
     );
     let addr = serve_in_process(&world, None).await.to_string();
     let page = tokio::task::spawn_blocking(move || {

@@ -138,16 +138,9 @@ async fn a_step_refused_by_a_starting_servers_403s_is_retried_within_seconds() {
         .await;
     // Each refusal is counted by its kind, as controller-rs labels reconcile failures.
     let scraped = world.metrics.encode();
-    let refused = scraped
-        .lines()
-        .find(|l| l.starts_with("tollgate_reconcile_errors_total{kind=\"apply\"}"))
-        .unwrap_or_else(|| panic!("no apply errors counted:\n{scraped}"));
-    let count: f64 = refused
-        .rsplit(' ')
-        .next()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    assert!(count >= 5.0, "{refused}");
+    let exposition = support::exposition::parse_exposition(&scraped).expect("a valid scrape");
+    let count = exposition.value("tollgate_reconcile_errors_total", &[("kind", "apply")]);
+    assert!(count.is_some_and(|c| c >= 5.0), "{count:?} in:\n{scraped}");
     world.emulator.set_error_rate("patch", 0.0);
     let back = Instant::now();
     first_stage_bumped(&world).await;

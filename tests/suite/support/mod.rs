@@ -5,6 +5,7 @@ pub mod browser;
 pub mod child_emulator;
 pub mod docs;
 pub mod elected;
+pub mod exposition;
 pub mod prometheus;
 pub mod receiver;
 pub mod web_attack;
