@@ -7,7 +7,7 @@ use axum::extract::{Form, Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use chrono::Utc;
-use maud::{Markup, html};
+use maud::{Markup, PreEscaped, html};
 use serde::Deserialize;
 use tollgate_engine::PromotionStatus;
 
@@ -41,11 +41,13 @@ pub(super) async fn overview(
         Err(response) => return response,
     };
     let selected = overview::select(listed, &filter);
-    let events = format!("/ui/events/overview?{}", filter.query());
+    let list = overview::list(&selected, Utc::now()).into_string();
+    let seen = super::live::seen_query([("promotions", list.as_str())]);
+    let events = format!("/ui/events/overview?{}&{seen}", filter.query());
     let body = html! {
         h1 { "Promotions" }
         (overview::filter_form(&filter))
-        (overview::list(&selected, Utc::now()))
+        (PreEscaped(list))
     };
     Html(frame("Promotions", Some(&events), body).into_string()).into_response()
 }
@@ -116,16 +118,21 @@ pub(super) fn promotion_fragments(
 }
 
 pub(super) async fn promotion(State(web): State<WebState>, Path(name): Path<String>) -> Response {
-    let events = format!("/ui/events/promotions/{name}");
     let title = name.clone();
     let fragments = match blocking(&web, move |web| promotion_fragments(web, &name)).await {
         Ok(Ok(fragments)) => fragments,
         Ok(Err(missing)) => return missing.into_response(),
         Err(response) => return response,
     };
+    let fragments: Vec<(&str, String)> = fragments
+        .into_iter()
+        .map(|(id, html)| (id, html.into_string()))
+        .collect();
+    let seen = super::live::seen_query(fragments.iter().map(|(id, html)| (*id, html.as_str())));
+    let events = format!("/ui/events/promotions/{title}?{seen}");
     let body = html! {
         p { a href="/ui" { "← All promotions" } }
-        @for (_, fragment) in &fragments { (fragment) }
+        @for (_, fragment) in &fragments { (PreEscaped(fragment)) }
     };
     Html(frame(&title, Some(&events), body).into_string()).into_response()
 }

@@ -2,7 +2,9 @@
 //! from element id to its new HTML (the page's script swaps them in). The sources are in memory
 //! (the controller's status cache, or the `ui` command's watch), so each stream reads them a few
 //! times a second and sends only what changed: a status change reaches the page well within a
-//! second.
+//! second. The page names the fragments it was rendered with (`seen`, a fingerprint each), so a
+//! stream's first event carries only what changed since: a fragment swapped in needlessly
+//! replaces the button a user is about to press, or closes a list they opened.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -21,13 +23,60 @@ const TICK: Duration = Duration::from_millis(250);
 
 type Fragments = BTreeMap<String, String>;
 
-/// A stream of the fragments `render` makes whenever one of them changes.
+/// Each fragment's fingerprint, by element id.
+type Fingerprints = BTreeMap<String, u64>;
+
+/// The query a page's events URL carries: the fragments it was rendered with.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(super) struct Seen {
+    #[serde(default)]
+    seen: Option<String>,
+}
+
+impl Seen {
+    /// `id:fingerprint,…` (the form [`seen_query`] writes); what does not parse is not seen.
+    fn fingerprints(&self) -> Fingerprints {
+        self.seen
+            .as_deref()
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|pair| {
+                let (id, print) = pair.split_once(':')?;
+                Some((id.to_string(), u64::from_str_radix(print, 16).ok()?))
+            })
+            .collect()
+    }
+}
+
+/// The fingerprint of one fragment's HTML. Deterministic within the process that renders the
+/// page and serves its stream (the only place both are compared).
+fn fingerprint(html: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    html.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The `seen=…` query parameter for a page rendered with `fragments` (id, HTML).
+pub(super) fn seen_query<'a>(fragments: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let value: Vec<String> = fragments
+        .into_iter()
+        .map(|(id, html)| format!("{id}:{:x}", fingerprint(html)))
+        .collect();
+    form_urlencoded::Serializer::new(String::new())
+        .append_pair("seen", &value.join(","))
+        .finish()
+}
+
+/// A stream of the fragments `render` makes whenever one of them differs from what the page
+/// has (`seen`, then what the stream sent).
 fn changes(
     web: WebState,
+    seen: Fingerprints,
     render: impl Fn(&Web) -> Option<Fragments> + Send + Sync + 'static,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let render = std::sync::Arc::new(render);
-    futures::stream::unfold(Fragments::new(), move |mut sent| {
+    futures::stream::unfold(seen, move |mut sent| {
         let (web, render) = (web.clone(), render.clone());
         async move {
             loop {
@@ -38,12 +87,13 @@ fn changes(
                     .flatten();
                 if let Some(now) = now {
                     let changed: Fragments = now
-                        .iter()
-                        .filter(|(id, html)| sent.get(*id) != Some(*html))
-                        .map(|(id, html)| (id.clone(), html.clone()))
+                        .into_iter()
+                        .filter(|(id, html)| sent.get(id) != Some(&fingerprint(html)))
                         .collect();
                     if !changed.is_empty() {
-                        sent = now;
+                        for (id, html) in &changed {
+                            sent.insert(id.clone(), fingerprint(html));
+                        }
                         let data = serde_json::to_string(&changed).unwrap_or_default();
                         let event = Event::default().event("fragments").data(data);
                         return Some((Ok(event), sent));
@@ -58,8 +108,9 @@ fn changes(
 pub(super) async fn overview(
     State(web): State<WebState>,
     Query(filter): Query<Filter>,
+    Query(seen): Query<Seen>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let stream = changes(web, move |web| {
+    let stream = changes(web, seen.fingerprints(), move |web| {
         let (listed, _) = web.read();
         let selected = overview::select(listed, &filter);
         let html = overview::list(&selected, Utc::now()).into_string();
@@ -71,8 +122,9 @@ pub(super) async fn overview(
 pub(super) async fn promotion(
     State(web): State<WebState>,
     Path(name): Path<String>,
+    Query(seen): Query<Seen>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let stream = changes(web, move |web| {
+    let stream = changes(web, seen.fingerprints(), move |web| {
         let fragments = super::handlers::promotion_fragments(web, &name).ok()?;
         Some(
             fragments

@@ -131,8 +131,10 @@ fn the_overview_lists_the_rollout_and_a_bar_moves_live_while_the_test_commits() 
                  const record = () => {\
                    const stage = document.getElementById('stage-prod');\
                    const bar = stage && stage.querySelector('.bar');\
+                   const shown = stage && stage.querySelector('.muted');\
                    const state = (stage ? stage.getAttribute('data-activity') : '') + ':'\
-                     + (bar ? bar.getAttribute('aria-valuenow') : '');\
+                     + (bar ? bar.getAttribute('aria-valuenow') : '') + ':'\
+                     + (shown ? shown.textContent.replace('runs snapshot ', '') : '');\
                    const states = window.prodStates;\
                    if (states[states.length - 1] !== state) { states.push(state); }\
                  };\
@@ -150,19 +152,20 @@ fn the_overview_lists_the_rollout_and_a_bar_moves_live_while_the_test_commits() 
         world.repo.commit("web 2.0.0");
         world.poke();
 
+        // One read of the three (the observer's record): three WebDriver reads straddled a swap
+        // and saw the old bar's `Completed`/3 beside the new `#2`.
         until("the prod bar to fill with snapshot #2", || {
             let client = client.clone();
             async move {
-                let now = attr(&client, "#stage-prod .bar", "aria-valuenow")
+                let states = client
+                    .execute("return window.prodStates;", vec![])
                     .await
-                    .unwrap_or_default();
-                let runs = attr(&client, "#stage-prod", "data-activity")
-                    .await
-                    .unwrap_or_default();
-                let snapshot = text(&client, "#stage-prod .muted")
-                    .await
-                    .unwrap_or_default();
-                (runs == "Completed" && snapshot.contains("#2") && now == "3").then_some(())
+                    .ok()?;
+                let states: Vec<String> = serde_json::from_value(states).ok()?;
+                states
+                    .iter()
+                    .any(|state| state == "Completed:3:#2")
+                    .then_some(())
             }
         })
         .await;
@@ -174,7 +177,7 @@ fn the_overview_lists_the_rollout_and_a_bar_moves_live_while_the_test_commits() 
             .unwrap_or_default();
         // Before the commit the bar was full (#1); the page then showed the new run going (the
         // observer's record) and, as the poll above saw, full again with #2, without a reload.
-        assert_eq!(seen.first().map(String::as_str), Some("Completed:3"));
+        assert_eq!(seen.first().map(String::as_str), Some("Completed:3:#1"));
         assert!(
             seen.iter().any(|s| s.starts_with("Provisioning:")),
             "the bar did not move through the run: {seen:?}"
@@ -217,9 +220,34 @@ fn the_overview_lists_the_rollout_and_a_bar_moves_live_while_the_test_commits() 
         if deployments.as_deref() != Some("2") {
             // Seen twice under a loaded full suite, never alone: show the runs the figures read.
             let status = world.status(WEB).await.unwrap_or_default();
+            let runs: Vec<String> = status["runs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|run| {
+                    let stages: Vec<String> = run["stages"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|s| format!("{}: succeeded {}", s["name"], s["succeededAt"]))
+                        .collect();
+                    format!(
+                        "#{} {} [{}]",
+                        run["snapshotIndex"],
+                        run["outcome"],
+                        stages.join(", ")
+                    )
+                })
+                .collect();
+            let stages: Vec<String> = status["stages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| format!("{} #{} {}", s["name"], s["snapshotIndex"], s["succeededAt"]))
+                .collect();
             panic!(
-                "prod deployed #1 and #2, the page says {deployments:?}; runs: {:#}",
-                status["runs"]
+                "prod deployed #1 and #2, the page says {deployments:?}; runs: {runs:?}; stages: {stages:?}; phase {} snapshot {}; the page's prod went {seen:?}",
+                status["phase"], status["snapshotIndex"]
             );
         }
         let metrics = world.metrics.encode();
