@@ -136,6 +136,7 @@ pub fn convert_summary_object(object: &SummaryObject) -> Option<(Option<String>,
                 strings.feature_label(
                     f.feature_id.as_deref().unwrap_or_default(),
                     f.status.as_deref().unwrap_or_default(),
+                    f.hash.as_deref(),
                 ),
                 f.last_applied_time.as_deref().and_then(parse_time),
                 f.failure_message.as_deref().map(Box::from),

@@ -28,6 +28,32 @@ const GLOBAL_INPUTS: [&str; 8] = [
     "continueOnError",
 ];
 
+/// `Feature:hash` of each of `fresh` as `profile`'s summaries report it before an apply: the
+/// distinct values (a stage's clusters run one content, or a few while it changes), so that a
+/// status still carrying one is known to be from before the apply.
+pub(crate) fn hashes_before_apply(
+    observed: &crate::observed::Observed,
+    profile: &str,
+    fresh: &[String],
+) -> crate::status::HashesBeforeApply {
+    let mut hashes: Vec<String> = observed
+        .summaries
+        .iter()
+        .filter(|s| &*s.profile_name == profile)
+        .flat_map(|s| s.features.iter())
+        .filter(|f| fresh.iter().any(|id| **id == *f.feature_id))
+        .filter_map(|f| Some(hash_key(&f.feature_id, f.hash.as_deref()?)))
+        .collect();
+    hashes.sort();
+    hashes.dedup();
+    (!hashes.is_empty()).then(|| Box::new(hashes))
+}
+
+/// How [`hashes_before_apply`] names one feature's hash.
+pub(crate) fn hash_key(feature: &str, hash: &str) -> String {
+    format!("{feature}:{hash}")
+}
+
 fn non_empty_list(spec: &Value, field: &str) -> bool {
     spec.get(field)
         .and_then(Value::as_array)

@@ -134,6 +134,9 @@ pub struct FeatureSummary {
     pub status: Arc<str>,
     pub last_applied_time: Option<DateTime<Utc>>,
     pub failure_message: Option<Box<str>>,
+    /// Sveltos' `hash`: it changes with what the feature deploys, so a status carrying the hash a
+    /// feature had before an apply is not about that apply (whatever its `lastAppliedTime`).
+    pub hash: Option<Arc<str>>,
 }
 
 impl FeatureSummary {

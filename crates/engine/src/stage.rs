@@ -24,7 +24,7 @@ use tollgate_model::policy::OnFailure;
 use tollgate_render::profile::preverification_spec;
 use tollgate_render::{render_preverification_profile, snapshot_digest, spec_hash};
 
-use crate::features::{changed_features, fresh_after_apply};
+use crate::features::{changed_features, fresh_after_apply, hashes_before_apply};
 use crate::gates::gate;
 pub(crate) use crate::gates::stage_run::{Exceeded, Hold, StageProfiles, StageRun};
 use crate::messages;
@@ -98,6 +98,8 @@ impl StageRun<'_, '_> {
         if let Some(fresh) = self.profiles.re_recorded_fresh.take() {
             self.st.applied_at = self.now;
             self.st.applied_spec_hash = self.profiles.wanted_hash.clone();
+            self.st.hashes_before_apply =
+                hashes_before_apply(self.observed, &self.profiles.main, &fresh);
             self.st.fresh_features = fresh;
         }
         let hash = self.profiles.wanted_hash.as_str();
@@ -146,6 +148,7 @@ impl StageRun<'_, '_> {
         self.st.applied_at = self.now;
         self.st.applied_spec_hash = hash.clone();
         self.st.fresh_features = Vec::new();
+        self.st.hashes_before_apply = None;
         self.profiles.wanted_hash = hash;
         self.main_applied_now = true;
         let object = self.render_object(self.checks);
@@ -556,6 +559,8 @@ impl StageRun<'_, '_> {
             .get(&self.profiles.main)
             .filter(|p| !p.deleting);
         self.st.fresh_features = fresh_after_apply(previous, &spec, &hash);
+        self.st.hashes_before_apply =
+            hashes_before_apply(self.observed, &self.profiles.main, &self.st.fresh_features);
         self.st.applied_at = self.now;
         self.st.applied_spec_hash = hash.clone();
         self.profiles.wanted_hash = hash;
@@ -731,6 +736,8 @@ impl StageRun<'_, '_> {
         let with_checks_hash = spec_hash(&with_checks);
         if with_checks_hash != self.st.applied_spec_hash {
             self.st.fresh_features = changed_features(self.spec.as_ref(), &with_checks);
+            self.st.hashes_before_apply =
+                hashes_before_apply(self.observed, &self.profiles.main, &self.st.fresh_features);
             self.st.applied_at = self.now;
             self.st.applied_spec_hash = with_checks_hash;
             let object = self.render_object(post_checks);
@@ -781,6 +788,7 @@ impl StageRun<'_, '_> {
                 spec_hash: &applied.spec_hash,
                 applied_at: applied.applied_at,
                 fresh_features: &changed_features(None, spec),
+                hashes_before_apply: &[],
                 being_applied: *applied_now,
                 targets: None,
             },
@@ -819,6 +827,11 @@ impl StageRun<'_, '_> {
             spec_hash: &self.st.applied_spec_hash,
             applied_at: self.st.applied_at,
             fresh_features: &self.st.fresh_features,
+            hashes_before_apply: self
+                .st
+                .hashes_before_apply
+                .as_deref()
+                .map_or(&[], Vec::as_slice),
             being_applied: self.main_applied_now,
         }
     }

@@ -225,6 +225,9 @@ enum OnFailureSchema {
     Rollback,
 }
 
+/// `Feature:hash` of what an apply's fresh features reported just before it (`None`: nothing).
+pub type HashesBeforeApply = Option<Box<Vec<String>>>;
+
 /// One stage restored by a rollback.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -242,6 +245,9 @@ pub struct RestoredStage {
     pub spec_hash: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fresh_features: Vec<String>,
+    /// As [`StageStatus::hashes_before_apply`], for the restore.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hashes_before_apply: HashesBeforeApply,
     /// When its clusters were seen provisioned with the restored content (or the profile gone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restored_at: Option<DateTime<Utc>>,
@@ -356,6 +362,13 @@ pub struct StageStatus {
     /// `applied_at` (Sveltos does not redeploy a feature whose inputs did not change).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fresh_features: Vec<String>,
+    /// `Feature:hash` of what those features reported just before that apply (Sveltos' feature
+    /// `hash` changes with what it deploys): a status still carrying one is from before the
+    /// apply, even when stamped in the apply's second (Kubernetes times are whole seconds, and
+    /// Sveltos writes a summary's new spec and its new status in separate writes). Boxed: most
+    /// applies have none to record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hashes_before_apply: HashesBeforeApply,
     /// When the stage was first seen fully provisioned in this run; delays count from here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provisioned_at: Option<DateTime<Utc>>,
@@ -662,9 +675,10 @@ mod tests {
         // stages).
         // 528 with the boxed retry and the fast-rollback flag (issue #34); 544 with the paused
         // clusters (a box, and their count: +16 bytes, 640 KB at 10,000 promotions of 4 stages).
-        // 552 with the boxed approvers of each wave (issue #45: +8 bytes, 320 KB).
+        // 552 with the boxed approvers of each wave (issue #45: +8 bytes, 320 KB); 560 with the
+        // boxed hashes from before an apply (+8 bytes, 320 KB).
         let stage = std::mem::size_of::<StageStatus>();
-        assert!(stage <= 552, "{stage}");
+        assert!(stage <= 560, "{stage}");
         // 496 with the verdicts (a vector) and the two boxed notify fields.
         // 520 with the consumed retries and the rollback mode (issue #34).
         let promotion = std::mem::size_of::<PromotionStatus>();

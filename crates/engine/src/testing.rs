@@ -246,6 +246,7 @@ impl World {
                             status: "Provisioning".into(),
                             last_applied_time: None,
                             failure_message: None,
+                            hash: Some(feature_hash(feature, &spec)),
                         }
                     } else if failing {
                         FeatureSummary {
@@ -253,6 +254,7 @@ impl World {
                             status: "Failed".into(),
                             last_applied_time: Some(now),
                             failure_message: Some("deployment failed".into()),
+                            hash: Some(feature_hash(feature, &spec)),
                         }
                     } else {
                         FeatureSummary {
@@ -260,6 +262,7 @@ impl World {
                             status: "Provisioned".into(),
                             last_applied_time: Some(now),
                             failure_message: None,
+                            hash: Some(feature_hash(feature, &spec)),
                         }
                     };
                     summary.features.retain(|f| &*f.feature_id != feature);
@@ -274,6 +277,11 @@ impl World {
 }
 
 /// A commit at first-parent position `seq`, with a SHA derived from it.
+/// Sveltos' feature `hash` as this stand-in plays it: it changes with the spec it deploys.
+fn feature_hash(feature: &str, spec: &Value) -> Arc<str> {
+    Arc::from(format!("{feature}-{}", tollgate_render::spec_hash(spec)))
+}
+
 pub fn commit(seq: u64) -> CommitInfo {
     CommitInfo {
         sha: format!("{:040x}", 0xc0ffee_u64.wrapping_mul(seq + 1)),

@@ -273,6 +273,42 @@ fn d4_stale_provisioned_status_and_old_spec_do_not_complete() {
     assert!(h.stage_status("s1").provisioned_at.is_some());
 }
 
+/// Kubernetes times are whole seconds, and Sveltos writes a summary's new spec before its new
+/// status: a re-apply in the same second as the last deploy finds the spec propagated and the
+/// old `Provisioned` status stamped with the apply's own second. Its feature `hash` is the old
+/// one, so it is not about the apply (this completed the stage, and a failing release passed).
+#[test]
+fn d4_no_stage_completes_on_a_status_from_before_its_apply_in_the_same_second() {
+    let stages = vec![stage("s1", None), stage("s2", None)];
+    let mut h = Harness::new(promotion_with(profile_spec("3.6.2"), stages.clone()));
+    h.settle();
+    // The same second: the new content is applied while s1's summaries say 3.6.2 was
+    // provisioned in it.
+    h.commit_content(promotion_with(profile_spec("3.7.0"), stages), 60);
+    h.step();
+    let applied = h.world.observed.profiles[&profile_name("s1")].spec.clone();
+    for summary in &mut h.world.observed.summaries {
+        if *summary.profile_name == *profile_name("s1") {
+            summary.spec = applied.clone();
+            assert_eq!(summary.features[0].last_applied_time, Some(h.world.now));
+        }
+    }
+    h.step();
+    assert!(
+        h.stage_status("s1").provisioned_at.is_none(),
+        "a status from before the apply completed s1"
+    );
+    assert_eq!(h.status().current_stage_name.as_deref(), Some("s1"));
+    // Sveltos deploys 3.7.0 within that same second: the new hash counts.
+    for summary in &mut h.world.observed.summaries {
+        if *summary.profile_name == *profile_name("s1") {
+            summary.features[0].hash = Some("Helm-3.7.0".into());
+        }
+    }
+    h.step();
+    assert!(h.stage_status("s1").provisioned_at.is_some());
+}
+
 /// Upstream completes a stage with zero ClusterSummaries even while matching clusters exist.
 #[test]
 fn d4_zero_summaries_wait_while_ready_clusters_match() {

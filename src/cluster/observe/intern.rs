@@ -4,7 +4,7 @@
 //! feature ids, statuses and hashes hundreds of thousands of times; sharing them is most of what
 //! a cached summary would otherwise weigh.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 
 /// The set is pruned of strings no cached object holds any more when it outgrows this.
@@ -13,18 +13,24 @@ const MIN_PRUNE_AT: usize = 1024;
 pub struct Interner {
     strings: HashSet<Arc<str>>,
     prune_at: usize,
-    labels: Vec<Arc<FeatureLabel>>,
+    labels: HashMap<LabelKey, Arc<FeatureLabel>>,
+    labels_prune_at: usize,
 }
 
-/// A feature and its status, as ClusterSummaries report them: a handful of distinct pairs across
-/// a whole fleet, so each summary's feature holds one pointer to a shared pair.
+/// A label's fields, by value: the map's key.
+type LabelKey = (Box<str>, Box<str>, Option<Box<str>>);
+
+/// A feature, its status and its `hash`, as ClusterSummaries report them: the clusters of a stage
+/// share one content, so a fleet has about as many distinct labels as stage contents, and each
+/// summary's feature holds one pointer to a shared label.
 #[derive(Debug, PartialEq, Eq)]
 pub struct FeatureLabel {
     pub feature_id: Arc<str>,
     pub status: Arc<str>,
+    pub hash: Option<Arc<str>>,
 }
 
-/// Distinct pairs beyond which the ones nobody holds are dropped (a fleet has a few dozen).
+/// Distinct labels beyond which the ones nobody holds are dropped (then at twice the number kept).
 const MIN_LABELS_PRUNE_AT: usize = 64;
 
 impl Interner {
@@ -32,27 +38,33 @@ impl Interner {
         Interner {
             strings: HashSet::new(),
             prune_at: MIN_PRUNE_AT,
-            labels: Vec::new(),
+            labels: HashMap::new(),
+            labels_prune_at: MIN_LABELS_PRUNE_AT,
         }
     }
 
-    /// The shared pair of `feature_id` and `status`.
-    pub fn feature_label(&mut self, feature_id: &str, status: &str) -> Arc<FeatureLabel> {
-        if let Some(shared) = self
-            .labels
-            .iter()
-            .find(|l| &*l.feature_id == feature_id && &*l.status == status)
-        {
+    /// The shared label of `feature_id`, `status` and `hash`.
+    pub fn feature_label(
+        &mut self,
+        feature_id: &str,
+        status: &str,
+        hash: Option<&str>,
+    ) -> Arc<FeatureLabel> {
+        let key: LabelKey = (feature_id.into(), status.into(), hash.map(Box::from));
+        if let Some(shared) = self.labels.get(&key) {
             return shared.clone();
         }
         let label = Arc::new(FeatureLabel {
             feature_id: self.intern(feature_id),
             status: self.intern(status),
+            hash: hash.map(|h| self.intern(h)),
         });
-        if self.labels.len() >= MIN_LABELS_PRUNE_AT {
-            self.labels.retain(|l| Arc::strong_count(l) > 1);
+        if self.labels.len() >= self.labels_prune_at {
+            // Held only by the map: no cached summary reports it any more.
+            self.labels.retain(|_, l| Arc::strong_count(l) > 1);
+            self.labels_prune_at = (self.labels.len() * 2).max(MIN_LABELS_PRUNE_AT);
         }
-        self.labels.push(label.clone());
+        self.labels.insert(key, label.clone());
         label
     }
 
@@ -102,20 +114,23 @@ mod tests {
     #[test]
     fn feature_labels_are_shared_and_pruned_once_nobody_holds_them() {
         let mut interner = Interner::new();
-        let a = interner.feature_label("Helm", "Provisioned");
+        let a = interner.feature_label("Helm", "Provisioned", None);
         assert!(Arc::ptr_eq(
             &a,
-            &interner.feature_label("Helm", "Provisioned")
+            &interner.feature_label("Helm", "Provisioned", None)
         ));
-        assert!(!Arc::ptr_eq(&a, &interner.feature_label("Helm", "Failed")));
+        assert!(!Arc::ptr_eq(
+            &a,
+            &interner.feature_label("Helm", "Failed", None)
+        ));
         assert_eq!((&*a.feature_id, &*a.status), ("Helm", "Provisioned"));
         for i in 0..MIN_LABELS_PRUNE_AT * 2 {
-            interner.feature_label("Helm", &format!("odd-{i}"));
+            interner.feature_label("Helm", &format!("odd-{i}"), None);
         }
         assert!(interner.labels.len() <= MIN_LABELS_PRUNE_AT + 1);
         assert!(Arc::ptr_eq(
             &a,
-            &interner.feature_label("Helm", "Provisioned")
+            &interner.feature_label("Helm", "Provisioned", None)
         ));
     }
 

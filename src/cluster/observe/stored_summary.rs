@@ -5,7 +5,7 @@
 //! is the index, so none of them is stored again, and neither is the cluster's name when the
 //! summary's name gives it (Sveltos names a summary `<profile>-sveltos-<cluster>`, or `-capi-`).
 //! What is kept is packed: the spec is interned, the first feature is an interned (feature,
-//! status) pair and a time stamp, and whatever most summaries lack (more features, failure
+//! status, hash) label and a time stamp, and whatever most summaries lack (more features, failure
 //! messages, a cluster name of its own) shares one optional box. 32 bytes in all.
 //! The engine's `ObservedSummary` is rebuilt from these when a promotion is observed.
 
@@ -151,6 +151,7 @@ impl StoredSummary {
                 status: feature.label.status.clone(),
                 last_applied_time: feature.last_applied.time(),
                 failure_message: messages.get(at).cloned().flatten(),
+                hash: feature.label.hash.clone(),
             })
             .collect()
     }
@@ -168,7 +169,7 @@ mod tests {
     use super::*;
 
     fn label(id: &str, status: &str) -> Arc<FeatureLabel> {
-        super::super::intern::strings().feature_label(id, status)
+        super::super::intern::strings().feature_label(id, status, None)
     }
 
     fn time(text: &str) -> Option<DateTime<Utc>> {

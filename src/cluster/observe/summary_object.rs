@@ -39,6 +39,7 @@ pub struct FeatureEntry {
     pub status: Option<String>,
     pub last_applied_time: Option<String>,
     pub failure_message: Option<String>,
+    pub hash: Option<String>,
 }
 
 crate::cluster::lean::runtime_typed_resource!(SummaryObject);

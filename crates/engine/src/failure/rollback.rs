@@ -14,7 +14,7 @@ use tollgate_render::{
 
 use crate::effects::{Effects, Outgoing};
 use crate::failure::lineage::{self, Verdict};
-use crate::features::fresh_after_apply;
+use crate::features::{fresh_after_apply, hashes_before_apply};
 use crate::gates::stage_run::Exceeded;
 use crate::messages;
 use crate::observed::Observed;
@@ -193,6 +193,7 @@ pub(crate) fn plan(stages: &[StageStatus], run: u64) -> Vec<RestoredStage> {
             applied_at: None,
             spec_hash: String::new(),
             fresh_features: Vec::new(),
+            hashes_before_apply: None,
             restored_at: None,
         })
         .collect()
@@ -284,6 +285,8 @@ impl Restore<'_> {
         let live = observed.filter(|p| !p.deleting);
         if entry.applied_at.is_none() || entry.spec_hash != hash {
             entry.fresh_features = fresh_after_apply(live, &spec, &hash);
+            entry.hashes_before_apply =
+                hashes_before_apply(self.observed, &main, &entry.fresh_features);
             entry.applied_at = Some(self.now);
             entry.spec_hash = hash.clone();
         }
@@ -302,6 +305,10 @@ impl Restore<'_> {
                 spec_hash: &hash,
                 applied_at: entry.applied_at.unwrap_or(self.now),
                 fresh_features: &entry.fresh_features,
+                hashes_before_apply: entry
+                    .hashes_before_apply
+                    .as_deref()
+                    .map_or(&[], Vec::as_slice),
                 being_applied,
                 targets: None,
             },

@@ -128,6 +128,8 @@ impl Run<'_, '_> {
         let spec = waves::main_spec(self.snapshot, stage, &[], waves.as_ref());
         let hash = spec_hash(&spec);
         let fresh_features = self.fresh_features(&profile, &spec, &hash);
+        let hashes_before_apply =
+            crate::features::hashes_before_apply(self.observed(), &profile, &fresh_features);
         let replaced_snapshot = self.replaced_snapshot(&stage.name, &profile);
         let first_wave = waves.as_ref().filter(|w| w.in_progress()).map(|w| WaveOf {
             wave: w.reached,
@@ -147,6 +149,7 @@ impl Run<'_, '_> {
             applied_at: now,
             applied_spec_hash: hash,
             fresh_features,
+            hashes_before_apply,
             provisioned_at: None,
             delay_ends_at: None,
             provisioned_message: None,

@@ -129,6 +129,7 @@ impl SimulatedSveltos {
                     status: "Provisioning".into(),
                     last_applied_time: None,
                     failure_message: None,
+                    hash: None,
                 });
                 // A paused cluster gets a summary but no deployment.
                 if cluster.paused_at(now) {

@@ -15,7 +15,7 @@ use tollgate_model::policy::PausedClusters;
 use crate::messages;
 use crate::observed::{Observed, ObservedSummary, cluster_key};
 use crate::stage::completion::{
-    AppliedExpectation, SummaryCriteria, profile_current, summary_problem, whole_second,
+    AppliedExpectation, SummaryCriteria, profile_current, summary_problem,
 };
 use crate::status::paused_clusters::{self, PausedTime};
 use crate::status::{CLUSTERS_LISTED, ClusterCondition, ClusterState, StageCounts};
@@ -378,15 +378,10 @@ fn summary_state(
     if let Some(message) = &summary.failure_message {
         return (ClusterState::Failed, Some(message.to_string()));
     }
-    let applied = whole_second(expected.applied_at);
-    let failed = summary.features.iter().find(|f| {
-        let fresh = !expected
-            .fresh_features
-            .iter()
-            .any(|id| **id == *f.feature_id)
-            || f.last_applied_time.is_some_and(|t| t >= applied);
-        f.is_failed() && fresh
-    });
+    let failed = summary
+        .features
+        .iter()
+        .find(|f| f.is_failed() && expected.reports_apply(f));
     if let Some(feature) = failed {
         let message = feature.failure_message.as_deref().map_or_else(
             || format!("{} {}", feature.feature_id, feature.status),

@@ -26,6 +26,8 @@ pub struct AppliedExpectation<'a> {
     pub spec_hash: &'a str,
     pub applied_at: DateTime<Utc>,
     pub fresh_features: &'a [String],
+    /// What the fresh features reported before the apply (`StageStatus::hashes_before_apply`).
+    pub hashes_before_apply: &'a [String],
     /// The apply is among this step's actions. The status a step returns must describe the
     /// world once its actions took effect (the idempotence contract), so the profile then counts
     /// as carrying it; its summaries still have to catch up.
@@ -35,6 +37,26 @@ pub struct AppliedExpectation<'a> {
 }
 
 impl AppliedExpectation<'_> {
+    /// This feature's status is about the apply: it names no fresh feature, or it was stamped in
+    /// the apply's second or later and carries none of the hashes from before the apply.
+    pub(crate) fn reports_apply(&self, feature: &crate::observed::FeatureSummary) -> bool {
+        if !self
+            .fresh_features
+            .iter()
+            .any(|id| **id == *feature.feature_id)
+        {
+            return true;
+        }
+        let stamped_since = feature
+            .last_applied_time
+            .is_some_and(|t| t >= whole_second(self.applied_at));
+        let from_before = feature.hash.as_deref().is_some_and(|hash| {
+            let key = crate::features::hash_key(&feature.feature_id, hash);
+            self.hashes_before_apply.contains(&key)
+        });
+        stamped_since && !from_before
+    }
+
     /// The profile targets this cluster now (its selector, and its reached waves if any).
     pub(crate) fn targets_cluster(&self, namespace: &str, name: &str) -> bool {
         self.targets.is_none_or(|keys| {
@@ -187,8 +209,7 @@ pub(crate) fn summary_problem(
             .features
             .iter()
             .find(|f| *f.feature_id == *id)
-            .and_then(|f| f.last_applied_time)
-            .is_some_and(|t| t >= whole_second(expected.applied_at))
+            .is_some_and(|f| expected.reports_apply(f))
     });
     if all_provisioned && required_present && fresh {
         None
@@ -236,6 +257,7 @@ mod tests {
                 status: crate::observed::PROVISIONED.into(),
                 last_applied_time: Some(at),
                 failure_message: None,
+                hash: None,
             }],
             failure_message: None,
         }
@@ -291,6 +313,7 @@ mod tests {
             spec_hash: "h2",
             applied_at: at,
             fresh_features: &[],
+            hashes_before_apply: &[],
             being_applied: false,
             targets: None,
         };

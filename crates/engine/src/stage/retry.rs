@@ -407,6 +407,7 @@ fn restart_stage(
     st.applied_spec_hash = spec_hash(&spec);
     st.applied_at = now;
     st.fresh_features = Vec::new();
+    st.hashes_before_apply = None;
     st.failure_message = None;
     st.waiting_reason = None;
     st.provisioned_at = None;
