@@ -110,6 +110,16 @@ pub fn counts<'s>(view: &StageView<'s>) -> Option<&'s StageCounts> {
     }
 }
 
+/// The clusters of `view` that are not Provisioned, as every view lists them: none while a
+/// rollback restores the stage or once it has (those listed are the rejected snapshot's), and
+/// how many more there are than listed.
+pub fn not_provisioned<'s>(view: &StageView<'s>) -> (&'s [tollgate_engine::ClusterCondition], u32) {
+    match (view.status, counts(view)) {
+        (Some(stage), Some(_)) => (&stage.not_provisioned, stage.not_provisioned_unlisted),
+        _ => (&[], 0),
+    }
+}
+
 /// The clusters a stage is judged over: its members (every wave), or, in a status written
 /// before members were counted, the clusters matching.
 pub fn members(counts: &StageCounts) -> u32 {

@@ -121,12 +121,11 @@ fn stage_column(view: &StageView<'_>, now: DateTime<Utc>) -> Markup {
 /// Sveltos' messages.
 fn clusters(status: &PromotionStatus) -> Markup {
     let mut rows: Vec<(&str, &tollgate_engine::ClusterCondition)> = status
-        .stages
-        .iter()
-        .flat_map(|st| {
-            st.not_provisioned
-                .iter()
-                .map(move |c| (st.name.as_str(), c))
+        .pipeline()
+        .into_iter()
+        .flat_map(|view| {
+            let (listed, _) = stage_words::not_provisioned(&view);
+            listed.iter().map(move |c| (view.name, c))
         })
         .collect();
     if let Some(failure) = &status.failure {

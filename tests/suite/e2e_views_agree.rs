@@ -16,6 +16,7 @@ use std::time::Duration;
 use chrono::{SecondsFormat, Utc};
 use serde::Deserialize;
 use serde_json::Value;
+use support::web_page::{page_body, serve_in_process};
 use support::{TestRepo, World, tollgate_binary};
 use tollgate::cli::status::Shown;
 use tollgate::cli::status::live::{self, Clock, Size};
@@ -611,4 +612,20 @@ async fn every_view_states_what_the_engine_says_each_stage_does() {
             ("prod", restored, Some(1))
         ]
     );
+    // The web page lists the failed run's clusters with their failures, and no cluster of the
+    // rejected run as still provisioning (the CLI hid them; the page listed them).
+    let addr = serve_in_process(&world, None).await.to_string();
+    let page = page_body(&addr, &format!("/ui/promotions/{WEB}"))
+        .await
+        .expect("the promotion page");
+    let clusters = page
+        .split("id=\"clusters\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</section>").next())
+        .expect("the clusters section");
+    assert!(
+        !clusters.contains("data-state=\"Provisioning\""),
+        "a restored stage lists the rejected run's clusters as provisioning: {clusters}"
+    );
+    assert!(clusters.contains("data-state=\"Failed\""), "{clusters}");
 }

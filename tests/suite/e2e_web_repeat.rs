@@ -5,7 +5,7 @@
 use crate::support;
 
 use support::web_attack::{FORM, UiRun, branches, request};
-use support::web_page::{serve_in_process, until};
+use support::web_page::{page_body, serve_in_process, until};
 use support::{TestRepo, World};
 use tollgate_fixtures::{cluster, fleet, policy, promotion, stage};
 
@@ -112,7 +112,7 @@ async fn the_retry_form_previews_the_counter_and_branch_its_commit_takes() {
             let addr = addr.clone();
             let (branch, value) = (branch.clone(), value.clone());
             async move {
-                let page = get(&addr, "/ui/promotions/web").await?;
+                let page = page_body(&addr, "/ui/promotions/web").await?;
                 let form = page.split("data-action=\"retry\"").nth(1)?.to_string();
                 (form.contains(&branch) && form.contains(&value)).then_some(page)
             }
@@ -141,15 +141,6 @@ async fn the_retry_form_previews_the_counter_and_branch_its_commit_takes() {
         assert!(committed.contains(&format!("{id12}/{n}")), "{committed}");
         world.repo.git(&["merge", "--ff-only", &branch]);
     }
-}
-
-/// A page's body (off the runtime's threads: the server runs on them).
-async fn get(addr: &str, path: &str) -> Option<String> {
-    let (addr, path) = (addr.to_string(), path.to_string());
-    let answer = tokio::task::spawn_blocking(move || request(&addr, &addr, "GET", &path, &[], b""))
-        .await
-        .ok()??;
-    (answer.status == 200).then_some(answer.body)
 }
 
 /// A button pressed on the web view's own page: the answer, which must be 200.
@@ -198,7 +189,9 @@ async fn approve_under_two_approvers_previews_and_commits_the_trailer() {
         .await;
     let id12 = status["snapshotId"].as_str().expect("an id")[..12].to_string();
     let addr = serve_in_process(&world, None).await.to_string();
-    let page = get(&addr, "/ui/promotions/web").await.expect("the page");
+    let page = page_body(&addr, "/ui/promotions/web")
+        .await
+        .expect("the page");
     let form = page
         .split("data-action=\"approve\"")
         .nth(1)
@@ -216,7 +209,9 @@ async fn approve_under_two_approvers_previews_and_commits_the_trailer() {
         "{first}"
     );
     for branch in [first.clone(), format!("{first}-2")] {
-        let page = get(&addr, "/ui/promotions/web").await.expect("the page");
+        let page = page_body(&addr, "/ui/promotions/web")
+            .await
+            .expect("the page");
         assert_eq!(
             previewed_branch(&page, "approve").as_deref(),
             Some(branch.as_str())
@@ -259,7 +254,9 @@ async fn rollback_previews_the_fields_its_commit_changes() {
         })
         .await;
     let addr = serve_in_process(&world, None).await.to_string();
-    let page = get(&addr, "/ui/promotions/web").await.expect("the page");
+    let page = page_body(&addr, "/ui/promotions/web")
+        .await
+        .expect("the page");
     let form = page
         .split("data-action=\"rollback\"")
         .nth(1)

@@ -72,3 +72,14 @@ pub async fn attr(client: &Client, css: &str, name: &str) -> Option<String> {
 pub async fn text(client: &Client, css: &str) -> Option<String> {
     client.find(Locator::Css(css)).await.ok()?.text().await.ok()
 }
+
+/// A page's body (off the runtime's threads: the server runs on them).
+pub async fn page_body(addr: &str, path: &str) -> Option<String> {
+    let (addr, path) = (addr.to_string(), path.to_string());
+    let answer = tokio::task::spawn_blocking(move || {
+        crate::support::web_attack::request(&addr, &addr, "GET", &path, &[], b"")
+    })
+    .await
+    .ok()??;
+    (answer.status == 200).then_some(answer.body)
+}
