@@ -508,7 +508,8 @@ type ServerTask = tokio::task::JoinHandle<Result<(), server::ServerError>>;
 
 /// The web view (`--ui`) over the controller's own statuses.
 fn web_router(args: &Args, handle: &controller::ControllerHandle) -> anyhow::Result<axum::Router> {
-    let source = crate::web::source::from_status_cache(handle.statuses.clone());
+    let source =
+        crate::web::source::from_status_cache(handle.statuses.clone(), handle.git_labels.clone());
     let repo = args
         .server
         .ui_repo

@@ -12,6 +12,7 @@ pub mod cluster_view;
 pub mod dependencies;
 pub mod desired;
 pub mod error;
+pub mod git_labels;
 pub mod git_task;
 pub mod guard;
 pub mod measurement_holds;
@@ -85,6 +86,8 @@ pub struct ControllerHandle {
     pub watch_health: WatchHealth,
     /// The persisted status of every promotion (for the status API).
     pub statuses: Arc<StatusCache>,
+    /// Each promotion's labels in git, as the last sync read them (for the web view's filter).
+    pub git_labels: Arc<git_labels::GitLabels>,
     shutdown: watch::Sender<bool>,
     /// What the loop said of itself after each turn.
     turns: watch::Receiver<TurnReport>,
@@ -116,6 +119,7 @@ pub async fn start(
     let (git_tx, git_rx) = mpsc::channel(64);
     let git = GitThread::start(config.source.clone(), config.poll_interval, git_tx)?;
     let statuses = Arc::new(StatusCache::default());
+    let git_labels = Arc::new(git_labels::GitLabels::default());
     let health = WatchHealth::default();
     let (ready_tx, ready_rx) = watch::channel(false);
     let (startup_tx, startup_rx) = watch::channel(Startup::Connecting);
@@ -127,6 +131,7 @@ pub async fn start(
         startup: startup_rx,
         watch_health: health.clone(),
         statuses: statuses.clone(),
+        git_labels: git_labels.clone(),
         shutdown: shutdown_tx,
         turns: turns_rx,
     };
@@ -146,15 +151,18 @@ pub async fn start(
             crate::analysis::AnalysisRunner::new(config.analysis, leader.clone(), touch_tx.clone());
         let watches =
             watches::spawn_watches(&client, &caches, &statuses, &health, served, touch_tx);
-        let ctx = Arc::new(context(
-            client,
-            &config,
-            &leader,
-            caches,
-            statuses,
-            health,
-            analysis.clone(),
-        ));
+        let ctx = Arc::new(Context {
+            git_labels,
+            ..context(
+                client,
+                &config,
+                &leader,
+                caches,
+                statuses,
+                health,
+                analysis.clone(),
+            )
+        });
         let notifier = ctx.notifier.clone();
         let shell = Shell {
             scheduler: Scheduler::new(config.guard),
@@ -219,6 +227,7 @@ fn context(
         measurement_holds: Default::default(),
         analysis,
         dependencies: Default::default(),
+        git_labels: Default::default(),
     }
 }
 

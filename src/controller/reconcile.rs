@@ -51,6 +51,8 @@ pub struct Context {
     pub analysis: crate::analysis::AnalysisRunner,
     /// Every promotion's `tollgate.dev/depends-on` and stages, from git (issue #34).
     pub dependencies: Arc<super::dependencies::DependencyIndex>,
+    /// Every promotion's labels in git (the web view's filter under `run --ui`).
+    pub git_labels: Arc<super::git_labels::GitLabels>,
 }
 
 #[derive(Debug)]

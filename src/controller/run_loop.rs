@@ -127,6 +127,7 @@ impl Shell {
         }
         let cluster = Cached::of(&self.ctx);
         self.ctx.dependencies.absorb(&update);
+        self.ctx.git_labels.absorb(&update);
         let commands = self.scheduler.on_git(&update, &cluster);
         self.execute(commands);
     }

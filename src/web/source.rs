@@ -13,6 +13,7 @@ use tollgate_engine::PromotionStatus;
 
 use crate::cluster::resources;
 use crate::cluster::statuses::StatusCache;
+use crate::controller::git_labels::GitLabels;
 use crate::views::shown::Shown;
 
 /// One promotion as the pages show it.
@@ -29,8 +30,8 @@ pub struct Listed {
 /// Every promotion, read fresh on each call (cheap: both sources are in memory).
 pub type PromotionSource = Arc<dyn Fn() -> Vec<Listed> + Send + Sync>;
 
-/// The running controller's statuses (`run --ui`).
-pub fn from_status_cache(cache: Arc<StatusCache>) -> PromotionSource {
+/// The running controller's statuses (`run --ui`), with each promotion's labels in git.
+pub fn from_status_cache(cache: Arc<StatusCache>, git_labels: Arc<GitLabels>) -> PromotionSource {
     Arc::new(move || {
         cache
             .names()
@@ -38,8 +39,8 @@ pub fn from_status_cache(cache: Arc<StatusCache>) -> PromotionSource {
             .filter_map(|name| {
                 let state = cache.get(&name)?;
                 Some(Listed {
+                    labels: git_labels.of(&name),
                     name,
-                    labels: BTreeMap::new(),
                     status: Ok(state.status),
                 })
             })

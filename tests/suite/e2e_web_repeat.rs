@@ -5,7 +5,7 @@
 use crate::support;
 
 use support::web_attack::{FORM, UiRun, branches, request};
-use support::web_page::{page_body, serve_in_process, until};
+use support::web_page::{page_body, serve_in_process, serve_without_repo, until};
 use support::{TestRepo, World};
 use tollgate_fixtures::{cluster, fleet, policy, promotion, stage};
 
@@ -298,4 +298,47 @@ async fn rollback_previews_the_fields_its_commit_changes() {
         changed[0].contains("1.1.0") && changed[1].contains("1.0.0"),
         "{diff}"
     );
+}
+
+/// Under `run --ui` without `--ui-repo` the labels come from the controller's own git sync (the
+/// GitPromotions carry none): the filter found nothing there, and everything under `tollgate ui
+/// --repo`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_label_filter_without_a_repository_reads_the_labels_in_git() {
+    let repo = TestRepo::new();
+    for (name, team) in [("web", "shop"), ("api", "core")] {
+        let labelled = promotion(name)
+            .label("team", team)
+            .chart(name, "1.0.0")
+            .stage(stage("dev").selector("env", "dev").auto())
+            .to_yaml();
+        repo.write(&format!("{name}.yaml"), &labelled);
+    }
+    repo.commit("web and api");
+    let world = World::start(repo, &support::fleet_yaml(1, "50ms")).await;
+    world.wait_phase("web", "Completed").await;
+    world.wait_phase("api", "Completed").await;
+    let addr = serve_without_repo(&world).await.to_string();
+    let page = page_body(&addr, "/ui?label=team%3Dcore")
+        .await
+        .expect("the overview");
+    assert!(page.contains("data-name=\"api\""), "{page}");
+    assert!(!page.contains("data-name=\"web\""), "{page}");
+    // A label changed in git is what the filter reads next.
+    let relabelled = promotion("web")
+        .label("team", "core")
+        .chart("web", "1.0.0")
+        .stage(stage("dev").selector("env", "dev").auto())
+        .to_yaml();
+    world.repo.write("web.yaml", &relabelled);
+    world.repo.commit("web moves to core");
+    world.poke();
+    until("web to be listed under team=core", || {
+        let addr = addr.clone();
+        async move {
+            let page = page_body(&addr, "/ui?label=team%3Dcore").await?;
+            page.contains("data-name=\"web\"").then_some(())
+        }
+    })
+    .await;
 }

@@ -15,15 +15,29 @@ use super::{PATIENCE, World};
 /// The web view as `run --ui` serves it: over the controller's own status cache, committing in
 /// the world's repository.
 pub async fn serve_in_process(world: &World, pull_requests: Option<PullRequests>) -> SocketAddr {
+    let repo = RepoTarget {
+        dir: world.repo.path().to_path_buf(),
+        branch: "main".to_string(),
+        path: String::new(),
+        trust: Some(world.trust.clone()),
+    };
+    serve(world, Some(repo), pull_requests).await
+}
+
+/// The web view as `run --ui` without `--ui-repo` serves it: reads only.
+pub async fn serve_without_repo(world: &World) -> SocketAddr {
+    serve(world, None, None).await
+}
+
+async fn serve(
+    world: &World,
+    repo: Option<RepoTarget>,
+    pull_requests: Option<PullRequests>,
+) -> SocketAddr {
     let (handle, _) = world.controller.as_ref().expect("controller");
     let config = WebConfig {
-        source: source::from_status_cache(handle.statuses.clone()),
-        repo: Some(RepoTarget {
-            dir: world.repo.path().to_path_buf(),
-            branch: "main".to_string(),
-            path: String::new(),
-            trust: Some(world.trust.clone()),
-        }),
+        source: source::from_status_cache(handle.statuses.clone(), handle.git_labels.clone()),
+        repo,
         token: None,
         pull_requests,
         allowed_hosts: Vec::new(),
