@@ -147,8 +147,9 @@ fn clusters(status: &PromotionStatus) -> Markup {
                     thead { tr { th { "stage" } th { "cluster" } th { "state" } th { "since" } th { "Sveltos' message" } } }
                     tbody { @for (stage, c) in &rows {
                         tr data-cluster=(c.cluster) data-state=(c.state.as_str()) {
-                            td { (stage) } td { (c.cluster) } td { (c.state.as_str()) } td { (time(c.since)) }
-                            td.message { (c.message.as_deref().unwrap_or("")) }
+                            td data-label="stage" { (stage) } td data-label="cluster" { (c.cluster) }
+                            td data-label="state" { (c.state.as_str()) } td data-label="since" { (time(c.since)) }
+                            td.message data-label="Sveltos' message" { (c.message.as_deref().unwrap_or("")) }
                         }
                     } }
                 } }

@@ -534,5 +534,26 @@ fn a_failed_stage_shows_its_clusters_messages_and_pause_opens_a_pull_request() {
             "{manifest}"
         );
         let _ = Path::new(&bare);
+        // At phone width Sveltos' message is on screen, not in a column scrolled off it.
+        client.set_window_size(390, 844).await.expect("phone width");
+        client
+            .goto(&format!("http://{addr}/ui/promotions/{WEB}"))
+            .await
+            .expect("the page at phone width");
+        let off_screen = client
+            .execute(
+                "const cell = document.querySelector(\"#clusters tr[data-cluster='fleet/prod-2'] td.message\");\
+                 const wrap = document.querySelector('#clusters .table-wrap');\
+                 const box = cell.getBoundingClientRect();\
+                 return Math.max(box.right - document.documentElement.clientWidth,\
+                   wrap.scrollWidth - wrap.clientWidth);",
+                vec![],
+            )
+            .await
+            .expect("script");
+        assert!(
+            off_screen.as_f64().is_some_and(|o| o <= 0.0),
+            "the message's right edge is {off_screen}px past the screen at 390px"
+        );
     });
 }
