@@ -557,3 +557,90 @@ fn a_failed_stage_shows_its_clusters_messages_and_pause_opens_a_pull_request() {
         );
     });
 }
+
+/// prod in waves of one with a long pause between them: the stage column's countdown changes
+/// every second, so the live view swaps the pipeline fragment every second.
+fn waved_policy() -> String {
+    "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: waves\nspec:\n  \
+     selector: {}\n  stages:\n    prod:\n      waves:\n        sortingLabelKey: order\n        \
+     size: 1\n        pause: 10m\n"
+        .to_string()
+}
+
+#[test]
+fn a_waves_list_the_user_opened_stays_open_while_the_page_updates_live() {
+    with_browser(|client| async move {
+        let repo = TestRepo::new();
+        repo.write("web.yaml", &two_stages(WEB, "1.0.0", false));
+        repo.write("policy.yaml", &waved_policy());
+        repo.commit("web in waves");
+        let fleet = fleet()
+            .default_latency("50ms")
+            .cluster(cluster("dev-1").ns("fleet").label("env", "dev"))
+            .cluster(
+                cluster("prod-1")
+                    .ns("fleet")
+                    .label("env", "prod")
+                    .label("order", "1"),
+            )
+            .cluster(
+                cluster("prod-2")
+                    .ns("fleet")
+                    .label("env", "prod")
+                    .label("order", "2"),
+            )
+            .to_yaml();
+        let world = World::start(repo, &fleet).await;
+        world
+            .eventually("prod's first wave to pause", || async {
+                let status = world.status(WEB).await?;
+                let prod = status["stages"]
+                    .as_array()?
+                    .iter()
+                    .find(|s| s["name"] == "prod")?;
+                (prod["waves"]["reached"] == 1).then_some(())
+            })
+            .await;
+        let addr = serve_in_process(&world, None).await;
+        client
+            .goto(&format!("http://{addr}/ui/promotions/{WEB}"))
+            .await
+            .expect("page");
+        // Open the list, and mark the element: a swapped-in fragment does not carry the mark.
+        client
+            .execute(
+                "const list = document.querySelector('#stage-prod details');\
+                 list.open = true; list.dataset.before = 'swap';",
+                vec![],
+            )
+            .await
+            .expect("open the waves list");
+        until("the pipeline to be swapped by a live update", || {
+            let client = client.clone();
+            async move {
+                let swapped = client
+                    .execute(
+                        "const list = document.querySelector('#stage-prod details');\
+                         return list !== null && list.dataset.before === undefined;",
+                        vec![],
+                    )
+                    .await
+                    .ok()?;
+                (swapped == Value::Bool(true)).then_some(())
+            }
+        })
+        .await;
+        let open = client
+            .execute(
+                "return document.querySelector('#stage-prod details').open;",
+                vec![],
+            )
+            .await
+            .expect("script");
+        assert_eq!(
+            open,
+            Value::Bool(true),
+            "the live update closed the waves list"
+        );
+    });
+}
