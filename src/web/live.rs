@@ -1,27 +1,23 @@
 //! Live updates: server-sent events carrying the page fragments that changed, as a JSON object
-//! from element id to its new HTML (the page's script swaps them in). The sources are in memory
-//! (the controller's status cache, or the `ui` command's watch), so each stream reads them a few
-//! times a second and sends only what changed: a status change reaches the page well within a
-//! second. The page names the fragments it was rendered with (`seen`, a fingerprint each), so a
+//! from element id to its new HTML (the page's script swaps them in). One renderer per stream
+//! reads the in-memory source (the controller's status cache, or the `ui` command's watch) a few
+//! times a second and publishes to every viewer of it ([`super::broadcast`]); each connection
+//! sends only what changed: a status change reaches the page well within a second. The page names the fragments it was rendered with (`seen`, a fingerprint each), so a
 //! stream's first event carries only what changed since: a fragment swapped in needlessly
 //! replaces the button a user is about to press, or closes a list they opened.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::time::Duration;
+use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use chrono::Utc;
 use futures::Stream;
 
+use super::broadcast::{Broadcast, Fragments, Published, fingerprint};
 use super::overview::{self, Filter};
 use super::{Web, WebState};
-
-/// How often a stream reads the source.
-const TICK: Duration = Duration::from_millis(250);
-
-type Fragments = BTreeMap<String, String>;
 
 /// Each fragment's fingerprint, by element id.
 type Fingerprints = BTreeMap<String, u64>;
@@ -48,15 +44,6 @@ impl Seen {
     }
 }
 
-/// The fingerprint of one fragment's HTML. Deterministic within the process that renders the
-/// page and serves its stream (the only place both are compared).
-fn fingerprint(html: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    html.hash(&mut hasher);
-    hasher.finish()
-}
-
 /// The `seen=…` query parameter for a page rendered with `fragments` (id, HTML).
 pub(super) fn seen_query<'a>(fragments: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
     let value: Vec<String> = fragments
@@ -68,39 +55,35 @@ pub(super) fn seen_query<'a>(fragments: impl IntoIterator<Item = (&'a str, &'a s
         .finish()
 }
 
-/// A stream of the fragments `render` makes whenever one of them differs from what the page
-/// has (`seen`, then what the stream sent).
+/// A stream of the fragments the stream `key` publishes whenever one of them differs from what
+/// the page has (`seen`, then what this stream sent). The rendering is shared (see
+/// [`Broadcast`]); a connection only compares fingerprints.
 fn changes(
     web: WebState,
+    key: String,
     seen: Fingerprints,
     render: impl Fn(&Web) -> Option<Fragments> + Send + Sync + 'static,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
-    let render = std::sync::Arc::new(render);
-    futures::stream::unfold(seen, move |mut sent| {
-        let (web, render) = (web.clone(), render.clone());
-        async move {
-            loop {
-                let (web, render) = (web.clone(), render.clone());
-                let now = tokio::task::spawn_blocking(move || render(&web))
-                    .await
-                    .ok()
-                    .flatten();
-                if let Some(now) = now {
-                    let changed: Fragments = now
-                        .into_iter()
-                        .filter(|(id, html)| sent.get(id) != Some(&fingerprint(html)))
-                        .collect();
-                    if !changed.is_empty() {
-                        for (id, html) in &changed {
-                            sent.insert(id.clone(), fingerprint(html));
-                        }
-                        let data = serde_json::to_string(&changed).unwrap_or_default();
-                        let event = Event::default().event("fragments").data(data);
-                        return Some((Ok(event), sent));
-                    }
+    let published = Broadcast::subscribe(&web, key, render);
+    futures::stream::unfold((published, seen), |(mut published, mut sent)| async move {
+        loop {
+            let now: Arc<Published> = published.borrow_and_update().clone();
+            let changed: Fragments = now
+                .fragments
+                .iter()
+                .filter(|(id, (_, print))| sent.get(*id) != Some(print))
+                .map(|(id, (html, _))| (id.clone(), html.clone()))
+                .collect();
+            if !changed.is_empty() {
+                for (id, (_, print)) in &now.fragments {
+                    sent.insert(id.clone(), *print);
                 }
-                tokio::time::sleep(TICK).await;
+                let data = serde_json::to_string(&changed).unwrap_or_default();
+                let event = Event::default().event("fragments").data(data);
+                return Some((Ok(event), (published, sent)));
             }
+            // The renderer stopped (the server is going away): the stream ends.
+            published.changed().await.ok()?;
         }
     })
 }
@@ -110,7 +93,8 @@ pub(super) async fn overview(
     Query(filter): Query<Filter>,
     Query(seen): Query<Seen>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let stream = changes(web, seen.fingerprints(), move |web| {
+    let key = format!("overview?{}", filter.query());
+    let stream = changes(web, key, seen.fingerprints(), move |web| {
         let (listed, _) = web.read();
         let selected = overview::select(listed, &filter);
         let html = overview::list(&selected, Utc::now()).into_string();
@@ -124,7 +108,8 @@ pub(super) async fn promotion(
     Path(name): Path<String>,
     Query(seen): Query<Seen>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let stream = changes(web, seen.fingerprints(), move |web| {
+    let key = format!("promotion/{name}");
+    let stream = changes(web, key, seen.fingerprints(), move |web| {
         let fragments = super::handlers::promotion_fragments(web, &name).ok()?;
         Some(
             fragments

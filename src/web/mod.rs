@@ -7,6 +7,7 @@
 
 pub mod actions;
 mod auth;
+mod broadcast;
 mod delivery_view;
 pub mod git_view;
 mod handlers;
@@ -61,6 +62,8 @@ pub(crate) struct Web {
     allowed_hosts: Vec<AllowedHost>,
     /// One commit at a time: two presses must not race for the same branch.
     commit_lock: tokio::sync::Mutex<()>,
+    /// The live streams' renderers, one per stream whatever the number of viewers.
+    broadcast: broadcast::Broadcast,
 }
 
 type WebState = Arc<Web>;
@@ -97,6 +100,7 @@ pub fn router(config: WebConfig) -> Router {
         pull_requests: config.pull_requests,
         allowed_hosts: config.allowed_hosts,
         commit_lock: tokio::sync::Mutex::new(()),
+        broadcast: broadcast::Broadcast::default(),
     });
     let pages = Router::new()
         .route("/ui", get(handlers::overview))
