@@ -19,10 +19,67 @@ pub const TICK: Duration = Duration::from_millis(250);
 /// Fragment HTML by element id.
 pub type Fragments = BTreeMap<String, String>;
 
-/// What one render published: each fragment's HTML and fingerprint, by element id.
+/// What one render published: each fragment's HTML and fingerprint, by element id, and the event
+/// a viewer that has the previous publication needs, made once for all of them.
 #[derive(Debug, Default)]
 pub struct Published {
     pub fragments: BTreeMap<String, (String, u64)>,
+    /// The fingerprints of the previous publication.
+    pub previous: BTreeMap<String, u64>,
+    /// The fragments that differ from the previous publication, as the event's JSON.
+    pub delta: Arc<str>,
+}
+
+impl Published {
+    fn new(fragments: Fragments, previous: &Published) -> Published {
+        let fragments: BTreeMap<String, (String, u64)> = fragments
+            .into_iter()
+            .map(|(id, html)| {
+                let print = fingerprint(&html);
+                (id, (html, print))
+            })
+            .collect();
+        let previous: BTreeMap<String, u64> = previous
+            .fragments
+            .iter()
+            .map(|(id, (_, print))| (id.clone(), *print))
+            .collect();
+        let delta = changed_since(&fragments, &previous);
+        Published {
+            fragments,
+            previous,
+            delta: delta.map_or_else(|| Arc::from(""), Arc::from),
+        }
+    }
+
+    /// The fingerprints of this publication.
+    pub fn prints(&self) -> BTreeMap<String, u64> {
+        self.fragments
+            .iter()
+            .map(|(id, (_, print))| (id.clone(), *print))
+            .collect()
+    }
+
+    /// The event for a viewer that has `sent`: `None` when it has everything.
+    pub fn event_for(&self, sent: &BTreeMap<String, u64>) -> Option<Arc<str>> {
+        if *sent == self.previous {
+            return (!self.delta.is_empty()).then(|| self.delta.clone());
+        }
+        changed_since(&self.fragments, sent).map(Arc::from)
+    }
+}
+
+/// The JSON object of the fragments whose fingerprint differs from `sent` (`None`: none does).
+fn changed_since(
+    fragments: &BTreeMap<String, (String, u64)>,
+    sent: &BTreeMap<String, u64>,
+) -> Option<String> {
+    let changed: BTreeMap<&str, &str> = fragments
+        .iter()
+        .filter(|(id, (_, print))| sent.get(*id) != Some(print))
+        .map(|(id, (html, _))| (id.as_str(), html.as_str()))
+        .collect();
+    (!changed.is_empty()).then(|| serde_json::to_string(&changed).unwrap_or_default())
 }
 
 type Render = Arc<dyn Fn(&Web) -> Option<Fragments> + Send + Sync>;
@@ -97,24 +154,15 @@ async fn render_while_watched(
 }
 
 fn publish_if_changed(sender: &watch::Sender<Arc<Published>>, fragments: Fragments) {
-    let published = Published {
-        fragments: fragments
-            .into_iter()
-            .map(|(id, html)| {
-                let print = fingerprint(&html);
-                (id, (html, print))
-            })
-            .collect(),
-    };
     sender.send_if_modified(|current| {
-        let same = current.fragments.len() == published.fragments.len()
+        let same = current.fragments.len() == fragments.len()
             && current
                 .fragments
                 .iter()
-                .zip(&published.fragments)
-                .all(|((a, (_, pa)), (b, (_, pb)))| a == b && pa == pb);
+                .zip(&fragments)
+                .all(|((a, (_, print)), (b, html))| a == b && *print == fingerprint(html));
         if !same {
-            *current = Arc::new(published);
+            *current = Arc::new(Published::new(fragments, current));
         }
         !same
     });

@@ -68,18 +68,9 @@ fn changes(
     futures::stream::unfold((published, seen), |(mut published, mut sent)| async move {
         loop {
             let now: Arc<Published> = published.borrow_and_update().clone();
-            let changed: Fragments = now
-                .fragments
-                .iter()
-                .filter(|(id, (_, print))| sent.get(*id) != Some(print))
-                .map(|(id, (html, _))| (id.clone(), html.clone()))
-                .collect();
-            if !changed.is_empty() {
-                for (id, (_, print)) in &now.fragments {
-                    sent.insert(id.clone(), *print);
-                }
-                let data = serde_json::to_string(&changed).unwrap_or_default();
-                let event = Event::default().event("fragments").data(data);
+            if let Some(data) = now.event_for(&sent) {
+                sent = now.prints();
+                let event = Event::default().event("fragments").data(&*data);
                 return Some((Ok(event), (published, sent)));
             }
             // The renderer stopped (the server is going away): the stream ends.
