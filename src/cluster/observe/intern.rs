@@ -4,7 +4,7 @@
 //! feature ids, statuses and hashes hundreds of thousands of times; sharing them is most of what
 //! a cached summary would otherwise weigh.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 
 /// The set is pruned of strings no cached object holds any more when it outgrows this.
@@ -13,17 +13,14 @@ const MIN_PRUNE_AT: usize = 1024;
 pub struct Interner {
     strings: HashSet<Arc<str>>,
     prune_at: usize,
-    labels: HashMap<LabelKey, Arc<FeatureLabel>>,
+    labels: HashSet<Arc<FeatureLabel>>,
     labels_prune_at: usize,
 }
-
-/// A label's fields, by value: the map's key.
-type LabelKey = (Box<str>, Box<str>, Option<Box<str>>);
 
 /// A feature, its status and its `hash`, as ClusterSummaries report them: the clusters of a stage
 /// share one content, so a fleet has about as many distinct labels as stage contents, and each
 /// summary's feature holds one pointer to a shared label.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct FeatureLabel {
     pub feature_id: Arc<str>,
     pub status: Arc<str>,
@@ -38,7 +35,7 @@ impl Interner {
         Interner {
             strings: HashSet::new(),
             prune_at: MIN_PRUNE_AT,
-            labels: HashMap::new(),
+            labels: HashSet::new(),
             labels_prune_at: MIN_LABELS_PRUNE_AT,
         }
     }
@@ -50,21 +47,22 @@ impl Interner {
         status: &str,
         hash: Option<&str>,
     ) -> Arc<FeatureLabel> {
-        let key: LabelKey = (feature_id.into(), status.into(), hash.map(Box::from));
-        if let Some(shared) = self.labels.get(&key) {
-            return shared.clone();
-        }
-        let label = Arc::new(FeatureLabel {
+        // The strings first (shared, so the candidate allocates nothing but itself).
+        let candidate = FeatureLabel {
             feature_id: self.intern(feature_id),
             status: self.intern(status),
             hash: hash.map(|h| self.intern(h)),
-        });
+        };
+        if let Some(shared) = self.labels.get(&candidate) {
+            return shared.clone();
+        }
         if self.labels.len() >= self.labels_prune_at {
-            // Held only by the map: no cached summary reports it any more.
-            self.labels.retain(|_, l| Arc::strong_count(l) > 1);
+            // Held only by the set: no cached summary reports it any more.
+            self.labels.retain(|l| Arc::strong_count(l) > 1);
             self.labels_prune_at = (self.labels.len() * 2).max(MIN_LABELS_PRUNE_AT);
         }
-        self.labels.insert(key, label.clone());
+        let label = Arc::new(candidate);
+        self.labels.insert(label.clone());
         label
     }
 
