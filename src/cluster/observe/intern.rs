@@ -122,6 +122,15 @@ mod tests {
             &interner.feature_label("Helm", "Failed", None)
         ));
         assert_eq!((&*a.feature_id, &*a.status), ("Helm", "Provisioned"));
+        // Sveltos' hash is part of the label: one per content, shared by the clusters running it.
+        let hashed = interner.feature_label("Helm", "Provisioned", Some("aGFzaA=="));
+        assert!(!Arc::ptr_eq(&a, &hashed));
+        assert!(Arc::ptr_eq(
+            &hashed,
+            &interner.feature_label("Helm", "Provisioned", Some("aGFzaA=="))
+        ));
+        assert_eq!(hashed.hash.as_deref(), Some("aGFzaA=="));
+        drop(hashed);
         for i in 0..MIN_LABELS_PRUNE_AT * 2 {
             interner.feature_label("Helm", &format!("odd-{i}"), None);
         }
