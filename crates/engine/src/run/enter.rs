@@ -179,6 +179,13 @@ impl Run<'_, '_> {
         });
         self.status.current_stage_name = Some(stage.name.clone());
         self.status.last_promotion_time = Some(now);
+        self.tell_entered(stage, entry);
+        // The apply itself is queued by `progress_current_stage`, which sees the observed
+        // profile does not carry this spec yet.
+    }
+
+    /// The Provisioning event of a stage entered (a restarted run says so).
+    fn tell_entered(&mut self, stage: &Stage, entry: StageEntry) {
         let note = match entry {
             StageEntry::NewRun { restart: true } => {
                 messages::provisioning_stage_restart(&stage.name)
@@ -188,8 +195,6 @@ impl Run<'_, '_> {
         self.effects
             .events
             .push(EngineEvent::normal(EventReason::Provisioning, note));
-        // The apply itself is queued by `progress_current_stage`, which sees the observed
-        // profile does not carry this spec yet.
     }
 
     /// Features whose ClusterSummary status must be newer than an apply of `spec` to `profile`.
