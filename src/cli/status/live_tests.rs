@@ -434,3 +434,16 @@ fn a_watch_problem_is_shown_under_the_clock() {
     assert!(lines[0].contains("not read yet"), "{lines:?}");
     assert_eq!(lines[1], "! watch error (retrying): connection refused");
 }
+
+#[test]
+fn the_live_view_at_80_and_120_columns_cuts_no_word() {
+    let mut long = manual_gate();
+    long.name = "platform-observability-prometheus-stack-with-a-very-long-name".to_string();
+    let promotions = [fast_rollback(), failed_stage(), blackouts(), long];
+    let narrow = draw(&promotions, 80, 40);
+    assert!(!narrow.contains('…'), "{narrow}");
+    insta::assert_snapshot!("live_80", narrow);
+    let wide = draw(&promotions, 120, 40);
+    assert!(!wide.contains('…'), "{wide}");
+    insta::assert_snapshot!("live_120", wide);
+}
