@@ -303,8 +303,8 @@ fn newcomer_fleet() -> Vec<DynamicObject> {
     let gate = object(
         "core-payments-gateway-eu",
         json!({
-            "hashScheme": 1, "phase": "Waiting", "currentStageName": "production",
-            "snapshotIndex": 3, "snapshotCommit": "37f6dffbab1200aa", "rollbackOf": 2,
+            "hashScheme": 1, "phase": "Waiting", "phaseSince": "2026-12-06T02:50:00Z",
+            "currentStageName": "production", "snapshotIndex": 3, "snapshotCommit": "37f6dffbab1200aa", "rollbackOf": 2,
             "rollback": "Fast",
             "message": "stage production: waiting for approval: run `tollgate approve core-payments-gateway-eu production`, or annotate approve.tollgate.dev/production: 37f6dffbab12",
             "nextWakeUp": "2026-12-06T02:56:00Z",
@@ -371,6 +371,11 @@ fn the_detail_at_80_and_120_columns_cuts_no_word() {
     let fleet = newcomer_fleet();
     let narrow = render(&fleet[..1], true, Output::Table, 80).expect("render");
     assert_whole(&narrow, 80);
+    // Since when it waits, as the live view counts it.
+    assert!(
+        narrow.contains("Phase:        Waiting since 2026-12-06T02:50:00Z\n"),
+        "{narrow}"
+    );
     insta::assert_snapshot!("detail_80", narrow);
     let wide = render(&fleet[..1], true, Output::Table, 120).expect("render");
     assert_whole(&wide, 120);

@@ -131,7 +131,7 @@ pub(super) fn render_detail(promotion: &Shown, width: usize) -> String {
     let mut out = String::new();
     for (label, value) in [
         ("Promotion", Some(promotion.name.clone())),
-        ("Phase", Some(status.phase.as_str().to_string())),
+        ("Phase", Some(phase_line(status))),
         ("Stage", stage),
         ("Snapshot", Some(snapshot)),
         (
@@ -188,6 +188,14 @@ pub(super) fn render_detail(promotion: &Shown, width: usize) -> String {
     }
     out.push('\n');
     out
+}
+
+/// The phase, and since when the promotion has been in it (the live view's "for 3m").
+fn phase_line(status: &PromotionStatus) -> String {
+    match status.phase_since {
+        Some(since) => format!("{} since {}", status.phase.as_str(), time(Some(since))),
+        None => status.phase.as_str().to_string(),
+    }
 }
 
 /// `label` then `value`, wrapped at word boundaries under the value's first column.
