@@ -150,7 +150,7 @@ pub fn wrap(text: &str, width: usize) -> String {
     for paragraph in text.lines() {
         let mut line = String::new();
         for word in words(paragraph) {
-            if !line.is_empty() && chars(&line) + 1 + chars(&word) > width {
+            if !line.is_empty() && chars(&line) + 1 + chars(word) > width {
                 lines.push(std::mem::take(&mut line));
             }
             if !line.is_empty() {
