@@ -350,8 +350,13 @@ async fn an_unknown_name_is_named_and_sigterm_restores_the_cursor() {
 
 /// dev then prod, both automatic unless `gate`: prod waits for a person.
 fn web(chart: &str, gate: bool) -> String {
+    promotion_named("web", chart, gate)
+}
+
+/// [`web`] under another name.
+fn promotion_named(name: &str, chart: &str, gate: bool) -> String {
     let prod = tollgate_fixtures::stage("prod").selector("env", "prod");
-    tollgate_fixtures::promotion("web")
+    tollgate_fixtures::promotion(name)
         .chart("web", chart)
         .stage(
             tollgate_fixtures::stage("dev")
@@ -371,6 +376,8 @@ fn dev_and_prod() -> String {
         .to_yaml()
 }
 
+const GATEWAY: &str = "core-payments-gateway-eu";
+
 const TWO_APPROVERS: &str = "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: gates\nspec:\n  approvals:\n    prod:\n      approvers: [alice@example.com, bob@example.com]\n      minApprovals: 2\n";
 
 /// Issue #47: under `minApprovals: 2` the gate's line says how many of how many approvals it
@@ -378,7 +385,8 @@ const TWO_APPROVERS: &str = "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPol
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_live_view_shows_a_gates_quorum_and_the_time_in_the_phase() {
     let repo = TestRepo::new();
-    repo.write("web.yaml", &web("1.0.0", true));
+    // A name as long as real ones get: beside the gate's message it does not fit 80 columns.
+    repo.write("web.yaml", &promotion_named(GATEWAY, "1.0.0", true));
     repo.write("policy.yaml", TWO_APPROVERS);
     repo.commit("web, its prod gate wanting two approvers");
     let world = World::start(repo, &dev_and_prod()).await;
@@ -390,19 +398,50 @@ async fn the_live_view_shows_a_gates_quorum_and_the_time_in_the_phase() {
         })
         .await;
     assert!(prod.contains("awaiting approval, 0 of 2 for"), "{prod}");
-    let status = world.status("web").await.expect("a status");
+    let status = world.status(GATEWAY).await.expect("a status");
     assert_eq!(status["phase"], "Waiting");
     assert!(status["phaseSince"].is_string(), "{status}");
     let header = terminal
         .rows()
         .into_iter()
-        .find(|r| r.starts_with("web "))
+        .find(|r| r.starts_with(&format!("{GATEWAY} ")))
         .expect("the promotion's header");
     assert!(
         header.contains("Waiting") && header.contains(" for "),
         "{header}"
     );
     terminal.assert_fits();
+
+    // `status` and `status NAME` at 80 and 120 columns: the snapshot id the message tells the
+    // approvers to name is printed whole, and nothing is cut.
+    let id12 = status["snapshotId"].as_str().expect("an id")[..12].to_string();
+    for columns in [80usize, 120] {
+        for args in [vec!["status"], vec!["status", GATEWAY]] {
+            let output = tollgate_binary()
+                .args(&args)
+                .arg("--kubeconfig")
+                .arg(world.kubeconfig())
+                .env("COLUMNS", columns.to_string())
+                .output()
+                .expect("tollgate status runs");
+            let text = String::from_utf8_lossy(&output.stdout).to_string();
+            assert!(output.status.success(), "{text}");
+            for line in text.lines() {
+                assert!(
+                    line.chars().count() <= columns,
+                    "wider than {columns}: {line:?}\n{text}"
+                );
+            }
+            assert!(!text.contains('…'), "{text}");
+            let words: Vec<&str> = text
+                .split(|c: char| c.is_whitespace() || "│┆`".contains(c))
+                .collect();
+            assert!(
+                words.contains(&id12.as_str()),
+                "{id12} not whole in\n{text}"
+            );
+        }
+    }
 }
 
 /// Issue #47: after a revert rolled back on the fast path, the live view says so whole, as
