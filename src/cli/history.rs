@@ -8,12 +8,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::{Value, json};
 use tollgate_engine::PromotionStatus;
 use tollgate_engine::lineage::{self, SnapshotRun};
 use tollgate_manifest::{ApprovalEvent, ApprovalKind, CommitInfo, Snapshot};
 use tollgate_source::{GitSource, IgnoredStatement, PromotionView, SourceConfig, current_branch};
+
+use crate::views::fit;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputFormat {
@@ -107,8 +108,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             format!("{}\n", serde_json::to_string_pretty(&document)?)
         }
         OutputFormat::Table => {
-            let mut out = render_table(view, snapshots, approvals, runs.as_ref());
-            out.push_str(&render_ignored(source.ignored_statements(&args.name)));
+            let width = super::width::plain_width();
+            let mut out = render_table(view, snapshots, approvals, runs.as_ref(), width);
+            out.push_str(&render_ignored(
+                source.ignored_statements(&args.name),
+                width,
+            ));
             out
         }
     };
@@ -117,28 +122,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// `Tollgate-Approve` trailers that are no statements (issue #44): ignored, and why.
-fn render_ignored(ignored: &[IgnoredStatement]) -> String {
+fn render_ignored(ignored: &[IgnoredStatement], width: usize) -> String {
     if ignored.is_empty() {
         return String::new();
     }
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
-        "stage",
-        "trailer",
-        "commit",
-        "author",
-        "ignored because",
-    ]);
-    for statement in ignored {
-        table.add_row(vec![
-            statement.trailer.stage.clone(),
-            format!("Tollgate-Approve @{}", statement.trailer.snapshot),
-            short_sha(&statement.commit).to_string(),
-            signed_author(&statement.commit),
-            statement.why.to_string(),
-        ]);
-    }
-    format!("\nIgnored approval trailers (no statement commit):\n{table}\n")
+    let rows: Vec<Vec<String>> = ignored
+        .iter()
+        .map(|statement| {
+            vec![
+                statement.trailer.stage.clone(),
+                format!("Tollgate-Approve @{}", statement.trailer.snapshot),
+                short_sha(&statement.commit).to_string(),
+                signed_author(&statement.commit),
+                statement.why.to_string(),
+            ]
+        })
+        .collect();
+    let header = ["stage", "trailer", "commit", "author", "ignored because"];
+    format!(
+        "\nIgnored approval trailers (no statement commit):\n{}",
+        fit::table(&header, &rows, width)
+    )
 }
 
 fn ignored_json(ignored: &[IgnoredStatement]) -> Value {
@@ -172,7 +176,7 @@ fn read_status(args: &Args) -> Option<PromotionStatus> {
 /// What the status tells of a snapshot's run, in words.
 fn run_note(status: &PromotionStatus, index: u64) -> (String, Option<u64>) {
     let (run, rollback_of) = lineage::snapshot_run(status, index);
-    let when = |at: &chrono::DateTime<chrono::Utc>| at.format("%Y-%m-%d %H:%M").to_string();
+    let when = |at: &chrono::DateTime<chrono::Utc>| minute(at);
     let note = match run {
         SnapshotRun::Running => "running".to_string(),
         SnapshotRun::Completed { at } => format!("completed {}", when(&at)),
@@ -228,7 +232,13 @@ fn short_hash(hash: &str) -> &str {
 }
 
 fn date(commit: &CommitInfo) -> String {
-    commit.time.format("%Y-%m-%d %H:%M").to_string()
+    minute(&commit.time)
+}
+
+/// A time to the minute, its date and time joined so that a table never wraps between them.
+fn minute(at: &chrono::DateTime<chrono::Utc>) -> String {
+    at.format(&format!("%Y-%m-%d{}%H:%M", fit::NO_BREAK))
+        .to_string()
 }
 
 /// The author, and with --trusted-keys whether the commit is verified.
@@ -248,21 +258,23 @@ fn snapshot_at(snapshots: &[Snapshot], commit: &CommitInfo) -> Option<u64> {
         .map(|s| s.index)
 }
 
-fn render_table(
+/// The snapshots, what the head says, and the approvals, in tables at most `width` wide.
+pub fn render_table(
     view: Option<&PromotionView>,
     snapshots: &[Snapshot],
     approvals: &[ApprovalEvent],
     runs: Option<&PromotionStatus>,
+    width: usize,
 ) -> String {
-    let mut out = format!("{}\n", snapshots_table(view, snapshots, runs));
+    let mut out = snapshots_table(view, snapshots, runs, width);
     out.push_str(&head_note(view));
     if approvals.is_empty() {
         out.push_str("\nNo approvals in history.\n");
         return out;
     }
     out.push_str(&format!(
-        "\nApprovals:\n{}\n",
-        approvals_table(snapshots, approvals)
+        "\nApprovals:\n{}",
+        approvals_table(snapshots, approvals, width)
     ));
     out
 }
@@ -272,12 +284,12 @@ fn snapshots_table(
     view: Option<&PromotionView>,
     snapshots: &[Snapshot],
     runs: Option<&PromotionStatus>,
-) -> Table {
+    width: usize,
+) -> String {
     let current = view
         .and_then(PromotionView::effective_snapshot)
         .map(|s| s.index);
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+    let header = [
         "#",
         "commit",
         "author",
@@ -287,24 +299,27 @@ fn snapshots_table(
         "profileSpec",
         "stages",
         "note",
-    ]);
-    for snapshot in snapshots {
-        let mut notes = snapshot_notes(snapshot, current, runs);
-        // With --trusted-keys: whether the commit is verified, and by whom (issue #33).
-        notes.extend(snapshot.commit.signature.as_ref().map(|s| s.describe()));
-        table.add_row(vec![
-            format!("#{}", snapshot.index),
-            short_sha(&snapshot.commit).to_string(),
-            snapshot.commit.author.clone(),
-            date(&snapshot.commit),
-            snapshot.commit.subject.clone(),
-            snapshot.hashes.short().to_string(),
-            short_hash(&snapshot.hashes.profile_spec).to_string(),
-            short_hash(&snapshot.hashes.stages).to_string(),
-            notes.join(", "),
-        ]);
-    }
-    table
+    ];
+    let rows: Vec<Vec<String>> = snapshots
+        .iter()
+        .map(|snapshot| {
+            let mut notes = snapshot_notes(snapshot, current, runs);
+            // With --trusted-keys: whether the commit is verified, and by whom (issue #33).
+            notes.extend(snapshot.commit.signature.as_ref().map(|s| s.describe()));
+            vec![
+                format!("#{}", snapshot.index),
+                short_sha(&snapshot.commit).to_string(),
+                snapshot.commit.author.clone(),
+                date(&snapshot.commit),
+                snapshot.commit.subject.clone(),
+                snapshot.hashes.short().to_string(),
+                short_hash(&snapshot.hashes.profile_spec).to_string(),
+                short_hash(&snapshot.hashes.stages).to_string(),
+                notes.join(", "),
+            ]
+        })
+        .collect();
+    fit::table(&header, &rows, width)
 }
 
 /// What the branch head says when it does not define the promotion validly.
@@ -336,28 +351,30 @@ fn head_note(view: Option<&PromotionView>) -> String {
 }
 
 /// One row per approval, with the snapshot current when it landed.
-fn approvals_table(snapshots: &[Snapshot], approvals: &[ApprovalEvent]) -> Table {
-    let mut table = Table::new();
-    table.load_preset(UTF8_FULL_CONDENSED).set_header(vec![
+fn approvals_table(snapshots: &[Snapshot], approvals: &[ApprovalEvent], width: usize) -> String {
+    let header = [
         "stage", "approval", "commit", "author", "date", "subject", "during",
-    ]);
-    for event in approvals {
-        let approval = match &event.kind {
-            ApprovalKind::Field => "approved: true".to_string(),
-            ApprovalKind::Annotation { value } => format!("annotation {value}"),
-            ApprovalKind::Trailer { snapshot } => format!("Tollgate-Approve @{snapshot}"),
-        };
-        table.add_row(vec![
-            event.stage.clone(),
-            approval,
-            short_sha(&event.commit).to_string(),
-            signed_author(&event.commit),
-            date(&event.commit),
-            event.commit.subject.clone(),
-            snapshot_at(snapshots, &event.commit).map_or(String::new(), |i| format!("#{i}")),
-        ]);
-    }
-    table
+    ];
+    let rows: Vec<Vec<String>> = approvals
+        .iter()
+        .map(|event| {
+            let approval = match &event.kind {
+                ApprovalKind::Field => "approved: true".to_string(),
+                ApprovalKind::Annotation { value } => format!("annotation {value}"),
+                ApprovalKind::Trailer { snapshot } => format!("Tollgate-Approve @{snapshot}"),
+            };
+            vec![
+                event.stage.clone(),
+                approval,
+                short_sha(&event.commit).to_string(),
+                signed_author(&event.commit),
+                date(&event.commit),
+                event.commit.subject.clone(),
+                snapshot_at(snapshots, &event.commit).map_or(String::new(), |i| format!("#{i}")),
+            ]
+        })
+        .collect();
+    fit::table(&header, &rows, width)
 }
 
 fn json_document(

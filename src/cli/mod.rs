@@ -33,6 +33,7 @@ pub mod ui;
 pub mod ui_args;
 pub mod ui_signing;
 pub mod validate;
+pub mod width;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -139,7 +139,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut report = PlanReport::build(&plan, now, Some(&fleet));
     report.commit_verification = verification;
     let output = match args.output {
-        OutputFormat::Text => text::render(&report),
+        OutputFormat::Text => text::render(&report, super::width::plain_width()),
         OutputFormat::Markdown => markdown::render(&report),
         OutputFormat::Json => format!("{}\n", serde_json::to_string_pretty(&report)?),
     };

@@ -425,6 +425,8 @@ fn rollback_restores_snapshot_content_on_a_new_branch() {
         .tollgate()
         .args(["plan", "--from", "main", "--to", branch, "--repo"])
         .arg(fixture.root())
+        // One line per detail: what it says is checked here, not how it wraps.
+        .env("COLUMNS", "1000")
         .output()
         .expect("run plan");
     let plan_text = text(&plan.stdout);

@@ -9,7 +9,7 @@ use tollgate_manifest::snapshot::short_sha;
 
 use crate::git_http_server;
 
-use tollgate_fixtures::git::git;
+use tollgate_fixtures::git::{git, git_at};
 
 fn manifest(name: &str, version: &str, annotation: Option<&str>, approved: bool) -> String {
     let mut manifest = promotion(name);
@@ -122,6 +122,72 @@ fn table_lists_snapshots_rollbacks_and_approvals() {
         stdout.contains(&format!("annotation {}", &fixture.v1[..10])),
         "{stdout}"
     );
+}
+
+/// The fixture's history with pinned dates (stable commit SHAs), under a promotion name as long
+/// as real ones get, committed with a subject that wraps.
+fn pinned_fixture() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    git(root, &["init", "-q", "-b", "main"]);
+    let name = "core-payments-gateway-eu";
+    let mut v1 = String::new();
+    for (n, (version, approved, subject)) in [
+        ("1.0.0", false, "core payments gateway v1"),
+        (
+            "2.0.0",
+            false,
+            "core payments gateway v2: the new settlement batching for the EU",
+        ),
+        ("2.0.0", true, "approve production"),
+        ("1.0.0", true, "roll back to v1"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let annotation = (n > 1).then(|| &v1[..10]);
+        let content = manifest(name, version, annotation, approved);
+        std::fs::create_dir_all(root.join("deploy")).expect("mkdir");
+        std::fs::write(root.join("deploy/app.yaml"), content).expect("write");
+        let date = format!("2026-12-06T02:5{n}:00Z");
+        git_at(root, &["add", "-A"], &date);
+        git_at(root, &["commit", "-q", "-m", subject], &date);
+        if n == 0 {
+            v1 = git(root, &["rev-parse", "HEAD"]);
+        }
+    }
+    dir
+}
+
+#[test]
+fn the_table_at_80_and_120_columns_cuts_no_word() {
+    let dir = pinned_fixture();
+    for columns in [80usize, 120] {
+        let output = tollgate()
+            .args([
+                "history",
+                "core-payments-gateway-eu",
+                "--path",
+                "deploy",
+                "--repo",
+            ])
+            .arg(dir.path())
+            .env("COLUMNS", columns.to_string())
+            .output()
+            .expect("run");
+        assert!(output.status.success(), "{output:?}");
+        let text = String::from_utf8_lossy(&output.stdout).to_string();
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= columns,
+                "wider than {columns}: {line:?}\n{text}"
+            );
+        }
+        assert!(!text.contains('…'), "{text}");
+        // A date and its time on one line (a no-break space joins them).
+        assert!(text.contains("2026-12-06\u{a0}02:50"), "{text}");
+        insta::assert_snapshot!(format!("history_{columns}"), text);
+    }
 }
 
 #[test]

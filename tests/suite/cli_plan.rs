@@ -85,13 +85,21 @@ fn plan(dir: &Path, format: &str) -> (Option<i32>, String) {
 }
 
 /// `tollgate plan --repo DIR --now NOW ARGS…`: exit code and stdout; stderr must be empty.
+/// Text one line per detail (a width no detail reaches), for tests of what it says; the
+/// snapshots pin it at 80 and 120 columns.
 fn plan_with(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    plan_at(dir, args, 1000)
+}
+
+/// `plan_with` with text as wide as `columns` (`COLUMNS`).
+fn plan_at(dir: &Path, args: &[&str], columns: usize) -> (Option<i32>, String) {
     let output = Command::cargo_bin("tollgate")
         .expect("binary")
         .arg("plan")
         .args(args)
         .args(["--now", NOW, "--repo"])
         .arg(dir)
+        .env("COLUMNS", columns.to_string())
         .output()
         .expect("run");
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -125,7 +133,8 @@ fn plan_error(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
 
 /// Checks the exit code and snapshots text and Markdown.
 fn snapshot(name: &str, dir: &Path, exit: i32) {
-    let (code, text) = plan(dir, "text");
+    let args = ["--from", "HEAD~1", "--to", "HEAD", "-o", "text"];
+    let (code, text) = plan_at(dir, &args, 80);
     assert_eq!(code, Some(exit), "{text}");
     insta::assert_snapshot!(format!("{name}_text"), text);
     let (code, markdown) = plan(dir, "markdown");
@@ -155,6 +164,25 @@ fn chart_bump_restarts_every_stage_and_lists_approvals() {
         })),
     )]);
     snapshot("chart_bump", dir.path(), 0);
+    // At 120 columns too, every line within the width and every word whole.
+    let args = ["--from", "HEAD~1", "--to", "HEAD", "-o", "text"];
+    for columns in [80, 120] {
+        let (_, text) = plan_at(dir.path(), &args, columns);
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= columns,
+                "wider than {columns}: {line:?}"
+            );
+        }
+        let approval = text
+            .lines()
+            .position(|l| l.starts_with("  approval "))
+            .expect("an approval line");
+        let continued = text.lines().nth(approval + 1).unwrap_or_default();
+        assert!(continued.starts_with(&" ".repeat(19)), "{text}");
+    }
+    let (_, wide) = plan_at(dir.path(), &args, 120);
+    insta::assert_snapshot!("chart_bump_text_120", wide);
     let (_, json) = plan(dir.path(), "json");
     insta::assert_snapshot!("chart_bump_json", json);
     let document: Value = serde_json::from_str(&json).expect("json");

@@ -347,3 +347,148 @@ async fn an_unknown_name_is_named_and_sigterm_restores_the_cursor() {
         })
         .await;
 }
+
+/// dev then prod, both automatic unless `gate`: prod waits for a person.
+fn web(chart: &str, gate: bool) -> String {
+    promotion_named("web", chart, gate)
+}
+
+/// [`web`] under another name.
+fn promotion_named(name: &str, chart: &str, gate: bool) -> String {
+    let prod = tollgate_fixtures::stage("prod").selector("env", "prod");
+    tollgate_fixtures::promotion(name)
+        .chart("web", chart)
+        .stage(
+            tollgate_fixtures::stage("dev")
+                .selector("env", "dev")
+                .auto(),
+        )
+        .stage(if gate { prod.manual() } else { prod.auto() })
+        .to_yaml()
+}
+
+fn dev_and_prod() -> String {
+    use tollgate_fixtures::{cluster, fleet};
+    fleet()
+        .default_latency("50ms")
+        .cluster(cluster("dev-1").ns("fleet").label("env", "dev"))
+        .cluster(cluster("prod-1").ns("fleet").label("env", "prod"))
+        .to_yaml()
+}
+
+const GATEWAY: &str = "core-payments-gateway-eu";
+
+const TWO_APPROVERS: &str = "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: gates\nspec:\n  approvals:\n    prod:\n      approvers: [alice@example.com, bob@example.com]\n      minApprovals: 2\n";
+
+/// Issue #47: under `minApprovals: 2` the gate's line says how many of how many approvals it
+/// has, and the header counts the time in the phase the controller recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_view_shows_a_gates_quorum_and_the_time_in_the_phase() {
+    let repo = TestRepo::new();
+    // A name as long as real ones get: beside the gate's message it does not fit 80 columns.
+    repo.write("web.yaml", &promotion_named(GATEWAY, "1.0.0", true));
+    repo.write("policy.yaml", TWO_APPROVERS);
+    repo.commit("web, its prod gate wanting two approvers");
+    let world = World::start(repo, &dev_and_prod()).await;
+    let terminal = Terminal::start(&world.kubeconfig());
+    let prod = terminal
+        .eventually("prod awaits its quorum", |t| {
+            t.stage_row("prod")
+                .filter(|row| row.contains("awaiting approval"))
+        })
+        .await;
+    assert!(prod.contains("awaiting approval, 0 of 2 for"), "{prod}");
+    let status = world.status(GATEWAY).await.expect("a status");
+    assert_eq!(status["phase"], "Waiting");
+    assert!(status["phaseSince"].is_string(), "{status}");
+    let header = terminal
+        .rows()
+        .into_iter()
+        .find(|r| r.starts_with(&format!("{GATEWAY} ")))
+        .expect("the promotion's header");
+    assert!(
+        header.contains("Waiting") && header.contains(" for "),
+        "{header}"
+    );
+    terminal.assert_fits();
+
+    // `status` and `status NAME` at 80 and 120 columns: the snapshot id the message tells the
+    // approvers to name is printed whole, and nothing is cut.
+    let id12 = status["snapshotId"].as_str().expect("an id")[..12].to_string();
+    for columns in [80usize, 120] {
+        for args in [vec!["status"], vec!["status", GATEWAY]] {
+            let output = tollgate_binary()
+                .args(&args)
+                .arg("--kubeconfig")
+                .arg(world.kubeconfig())
+                .env("COLUMNS", columns.to_string())
+                .output()
+                .expect("tollgate status runs");
+            let text = String::from_utf8_lossy(&output.stdout).to_string();
+            assert!(output.status.success(), "{text}");
+            for line in text.lines() {
+                assert!(
+                    line.chars().count() <= columns,
+                    "wider than {columns}: {line:?}\n{text}"
+                );
+            }
+            assert!(!text.contains('…'), "{text}");
+            let words: Vec<&str> = text
+                .split(|c: char| c.is_whitespace() || "│┆`".contains(c))
+                .collect();
+            assert!(
+                words.contains(&id12.as_str()),
+                "{id12} not whole in\n{text}"
+            );
+        }
+    }
+}
+
+/// Issue #47: after a revert rolled back on the fast path, the live view says so whole, as
+/// `status NAME` does ("rollback to #1, fast"), on 80 columns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_view_says_a_rollback_was_fast_at_80_columns() {
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0", false));
+    // A RolloutPolicy: its rollback (Fast by default) is what a revert follows.
+    repo.write(
+        "policy.yaml",
+        &tollgate_fixtures::policy("fleet-defaults")
+            .max_failures("0")
+            .to_yaml(),
+    );
+    repo.commit("web 1.0.0");
+    let world = World::start(repo, &dev_and_prod()).await;
+    world.wait_phase("web", "Completed").await;
+    world.repo.write("web.yaml", &web("2.0.0", false));
+    let release = world.repo.commit("web 2.0.0");
+    world.poke();
+    world
+        .eventually("snapshot #2 completes", || async {
+            world
+                .status("web")
+                .await
+                .filter(|s| s["snapshotIndex"] == 2 && s["phase"] == "Completed")
+        })
+        .await;
+    world.repo.git(&["revert", "--no-edit", &release]);
+    world.poke();
+    let restored = world
+        .eventually("the revert completes", || async {
+            world
+                .status("web")
+                .await
+                .filter(|s| s["snapshotIndex"] == 3 && s["phase"] == "Completed")
+        })
+        .await;
+    assert_eq!(restored["rollback"], "Fast", "{restored}");
+    let terminal = Terminal::start(&world.kubeconfig());
+    let header = terminal
+        .eventually("the header of the rolled-back promotion", |t| {
+            t.rows().into_iter().find(|r| r.starts_with("web "))
+        })
+        .await;
+    assert!(header.contains("↶#1 fast"), "{header}");
+    assert!(!header.contains('…'), "{header}");
+    terminal.assert_fits();
+}

@@ -17,6 +17,8 @@ fn stdout(repo: &TestRepo, args: &[&str]) -> String {
         .expect("binary")
         .args(args)
         .args(["--repo", &repo.path().display().to_string()])
+        // A row per commit: what a row says is checked here, not how it wraps at 80 columns.
+        .env("COLUMNS", "1000")
         .assert()
         .success();
     String::from_utf8_lossy(&out.get_output().stdout).into_owned()

@@ -170,9 +170,11 @@ async fn cli(world: &World, args: &[&str]) -> String {
     stdout
 }
 
-/// The rows of the first table of `status NAME`: cells wrapped over lines joined again.
+/// The rows of the first table of `status NAME`: cells wrapped over lines joined again, by
+/// column name (a column no stage has a value in is not shown: its cells read empty).
 fn stage_table(text: &str) -> BTreeMap<String, Stated> {
     let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut header: Vec<String> = Vec::new();
     let mut in_body = false;
     for line in text.lines() {
         if line.starts_with('╞') {
@@ -180,6 +182,13 @@ fn stage_table(text: &str) -> BTreeMap<String, Stated> {
             continue;
         }
         if !in_body {
+            if line.starts_with('│') && header.is_empty() {
+                header = line
+                    .trim_matches('│')
+                    .split('┆')
+                    .map(|c| c.trim().to_string())
+                    .collect();
+            }
             continue;
         }
         if line.starts_with('└') {
@@ -206,15 +215,23 @@ fn stage_table(text: &str) -> BTreeMap<String, Stated> {
             _ => rows.push(cells),
         }
     }
+    let column = |row: &[String], name: &str| -> String {
+        header
+            .iter()
+            .position(|h| h == name)
+            .map(|i| row[i].clone())
+            .unwrap_or_default()
+    };
     rows.into_iter()
         .map(|row| {
-            let counts = (!row[2].is_empty()).then(|| clusters(&row[2]));
+            let cells = column(&row, "CLUSTERS");
+            let counts = (!cells.is_empty()).then(|| clusters(&cells));
             let stated = Stated {
-                snapshot: snapshot(&row[1]),
+                snapshot: snapshot(&column(&row, "SNAPSHOT")),
                 counts,
-                activity: row[3].clone(),
+                activity: column(&row, "ACTIVITY"),
             };
-            (row[0].clone(), stated)
+            (column(&row, "STAGE"), stated)
         })
         .collect()
 }

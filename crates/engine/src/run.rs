@@ -16,6 +16,7 @@ mod current_stage;
 pub mod drift;
 mod enter;
 pub(crate) mod never_valid;
+pub(crate) mod phase_since;
 pub(crate) mod removal;
 pub(crate) mod run_recording;
 mod stages_ahead;

@@ -3,7 +3,10 @@
 //! is a function of the statuses and can be pinned by snapshot tests.
 //!
 //! Every column has a width fixed by the layout, never by the content, so nothing jumps between
-//! redraws; text too long for its column is cut with `…`, and no line is wider than the screen.
+//! redraws. Nothing is cut inside a word: a name longer than its column gets a line of its own,
+//! a run label longer than its column takes the padding beside it, and what a stage does wraps
+//! at word boundaries under its column. No line is wider than the screen (below the narrowest
+//! layout, 64 columns, lines are cut).
 
 use chrono::{DateTime, Utc};
 use tollgate_engine::conditions;
@@ -13,7 +16,7 @@ use tollgate_engine::{Phase, PromotionStatus};
 use super::Shown;
 use super::table::short;
 use crate::views::bars::{self, bar};
-use crate::views::fit::cut;
+use crate::views::fit::{cut, wrap};
 use crate::views::relative::coarse;
 use crate::views::stage_words::{self, Times};
 
@@ -50,7 +53,10 @@ const MIN_COLUMNS: usize = 64;
 pub fn frame(promotions: &[Shown], clock: &Clock, size: Size) -> Vec<String> {
     let columns = size.columns.max(1);
     let layout = columns.max(MIN_COLUMNS);
-    let mut lines = vec![clock_line(clock, promotions.len())];
+    let mut lines: Vec<String> = wrap(&clock_line(clock, promotions.len()), columns)
+        .lines()
+        .map(str::to_string)
+        .collect();
     if let Some(problem) = &clock.problem {
         lines.push(format!("! {problem}"));
     }
@@ -89,38 +95,60 @@ fn clock_line(clock: &Clock, promotions: usize) -> String {
 
 fn block(promotion: &Shown, now: DateTime<Utc>, columns: usize) -> Vec<String> {
     let name_width = columns - 3 - PHASE - SNAPSHOT - SINCE;
-    let name = cut(&promotion.name, name_width);
+    let name = &promotion.name;
     let status = match &promotion.status {
         Ok(Some(status)) => status,
         Ok(None) => return vec![format!("{name:<name_width$} (no status yet)")],
         Err(error) => return vec![format!("{name:<name_width$} {error}")],
     };
     let pipeline = status.pipeline();
-    let since = stage_words::current(&pipeline, status.current_stage_name.as_deref())
-        .and_then(|view| view.since);
-    let header = format!(
-        "{name:<name_width$} {:<PHASE$} {:<SNAPSHOT$} {:>SINCE$}",
+    // How long the promotion has been in its phase (a stage's line says how long it has done
+    // what it does).
+    let since = status
+        .phase_since
+        .map(|at| format!("for {}", coarse(at, now)))
+        .unwrap_or_default();
+    let mut lines = header(
+        name,
         status.phase.as_str(),
-        cut(&run_label(status), SNAPSHOT),
-        since
-            .map(|at| format!("for {}", coarse(at, now)))
-            .unwrap_or_default(),
+        &run_label(status),
+        &since,
+        columns,
     );
-    let mut lines = vec![header];
     if let Some(message) = notable_message(status) {
-        lines.push(format!("  {message}"));
+        lines.extend(indent(&wrap(&message, columns - 2), 2));
     }
     let state_width = columns - 2 - STAGE - BAR - COUNTS - FAILED - STAGE_SNAPSHOT - 5;
-    lines.extend(
-        pipeline
-            .iter()
-            .map(|view| stage_line(view, now, state_width)),
-    );
+    for view in &pipeline {
+        lines.extend(stage_lines(view, now, state_width));
+    }
     lines
 }
 
-/// One stage line: name, bar, provisioned/members, failures, the snapshot it runs, activity.
-fn stage_line(view: &StageView<'_>, now: DateTime<Utc>, state_width: usize) -> String {
+/// The promotion's line: its name, then its phase, run and time in the phase at the right
+/// edge; a name too long to share the line with them gets a line of its own.
+fn header(name: &str, phase: &str, run: &str, since: &str, columns: usize) -> Vec<String> {
+    let padding = (SNAPSHOT + 1 + SINCE)
+        .saturating_sub(run.chars().count() + since.chars().count())
+        .max(1);
+    let right = format!("{phase:<PHASE$} {run}{}{since}", " ".repeat(padding));
+    let name_width = columns.saturating_sub(right.chars().count() + 1);
+    if name.chars().count() <= name_width {
+        return vec![format!("{name:<name_width$} {right}")];
+    }
+    vec![name.to_string(), format!("{right:>columns$}")]
+}
+
+/// `text`'s lines, each indented by `by` spaces.
+fn indent(text: &str, by: usize) -> Vec<String> {
+    text.lines()
+        .map(|line| format!("{:by$}{line}", ""))
+        .collect()
+}
+
+/// One stage: name, bar, provisioned/members, failures, the snapshot it runs, its activity
+/// (wrapped under its column when longer). A name longer than its column is on a line above.
+fn stage_lines(view: &StageView<'_>, now: DateTime<Utc>, state_width: usize) -> Vec<String> {
     let (progress, counts, failed) = match stage_words::counts(view) {
         Some(counts) => {
             let failures = stage_words::failures(counts);
@@ -141,12 +169,22 @@ fn stage_line(view: &StageView<'_>, now: DateTime<Utc>, state_width: usize) -> S
     if state.chars().count() > state_width {
         state = stage_words::activity(view, Times::Countdown(now));
     }
-    format!(
-        "  {:<STAGE$} {progress} {counts:>COUNTS$} {failed:<FAILED$} {:<STAGE_SNAPSHOT$} {}",
-        cut(view.name, STAGE),
-        cut(&snapshot, STAGE_SNAPSHOT),
-        cut(&state, state_width),
-    )
+    let mut lines = Vec::new();
+    let name = if view.name.chars().count() > STAGE {
+        lines.push(format!("  {}", view.name));
+        ""
+    } else {
+        view.name
+    };
+    let state = wrap(&state, state_width);
+    let mut state_lines = state.lines();
+    lines.push(format!(
+        "  {name:<STAGE$} {progress} {counts:>COUNTS$} {failed:<FAILED$} {snapshot:<STAGE_SNAPSHOT$} {}",
+        state_lines.next().unwrap_or_default(),
+    ));
+    let state_column = 2 + STAGE + BAR + COUNTS + FAILED + STAGE_SNAPSHOT + 5;
+    lines.extend(state_lines.map(|line| format!("{:state_column$}{line}", "")));
+    lines
 }
 
 /// `#N sha` of the run, with the snapshot it rolls back to.

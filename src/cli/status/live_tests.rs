@@ -62,6 +62,7 @@ fn new_run_soaking() -> Shown {
         "kyverno",
         json!({"hashScheme": 1, "phase": "Waiting", "snapshotIndex": 2,
             "snapshotCommit": "a1b2c3d4e5f6a7b8", "currentStageName": "dev",
+            "phaseSince": ago(150),
             "lastPromotionTime": ago(150),
             "stages": [stage("dev", 2, json!({"kind": "Soaking", "until": later(72)}), 150,
                 json!({}))],
@@ -77,6 +78,7 @@ fn new_run_provisioning() -> Shown {
         "cert-manager",
         json!({"hashScheme": 1, "phase": "Progressing", "snapshotIndex": 2,
             "snapshotCommit": "0f0e0d0c0b0a0908", "currentStageName": "dev",
+            "phaseSince": ago(20),
             "lastPromotionTime": ago(20),
             "stages": [stage("dev", 2, json!({"kind": "Provisioning"}), 20,
                 json!({"counts": counts(3, 1, 1)}))],
@@ -89,6 +91,7 @@ fn manual_gate() -> Shown {
         "kyverno-manual",
         json!({"hashScheme": 1, "phase": "Waiting", "snapshotIndex": 1,
             "snapshotCommit": "1234567890abcdef", "currentStageName": "staging",
+            "phaseSince": ago(180),
             "lastPromotionTime": ago(180),
             "stages": [
                 completed_stage("dev", 1, 300),
@@ -103,6 +106,7 @@ fn failed_stage() -> Shown {
         "web",
         json!({"hashScheme": 1, "phase": "RollingBack", "snapshotIndex": 4,
             "snapshotCommit": "89abcdef01234567", "currentStageName": "prod",
+            "phaseSince": ago(120),
             "message": "snapshot #4 rejected: stage prod failed: 2 of 3 clusters failed or timed out; rolling back",
             "stages": [
                 stage("dev", 4, json!({"kind": "RollingBack"}), 120,
@@ -124,6 +128,7 @@ fn halted() -> Shown {
         "api",
         json!({"hashScheme": 1, "phase": "Failed", "snapshotIndex": 9,
             "snapshotCommit": "abcdefabcdefabcd", "currentStageName": "dev",
+            "phaseSince": ago(30),
             "stages": [stage("dev", 9,
                 json!({"kind": "Failed", "reason": "2 of 3 clusters failed: over maxFailures 1"}),
                 30, json!({"counts": {"members": 3, "matchingClusters": 3, "summaries": 3,
@@ -136,6 +141,7 @@ fn completed() -> Shown {
         "ingress-nginx",
         json!({"hashScheme": 1, "phase": "Completed", "snapshotIndex": 7,
             "snapshotCommit": "fedcba9876543210", "currentStageName": "prod",
+            "phaseSince": ago(3600),
             "stages": [completed_stage("dev", 7, 3900), completed_stage("prod", 7, 3600)]}),
     )
 }
@@ -147,7 +153,7 @@ fn waves_and_a_queued_snapshot() -> Shown {
         "fleet-agent",
         json!({"hashScheme": 1, "phase": "Waiting", "snapshotIndex": 5,
             "snapshotCommit": "00112233445566778899", "currentStageName": "prod",
-            "lastPromotionTime": ago(600), "queuedSnapshot": 6,
+            "lastPromotionTime": ago(600), "queuedSnapshot": 6, "phaseSince": ago(60),
             "nextWakeUp": later(65),
             "stages": [
                 completed_stage("dev", 5, 800),
@@ -162,7 +168,7 @@ fn waves_and_a_queued_snapshot() -> Shown {
 fn blackouts() -> Shown {
     promotion(
         "payments",
-        json!({"hashScheme": 1, "phase": "Waiting", "snapshotIndex": 2,
+        json!({"hashScheme": 1, "phase": "Waiting", "snapshotIndex": 2, "phaseSince": ago(300),
             "snapshotCommit": "99887766554433221100", "currentStageName": "prod",
             "lastPromotionTime": ago(600),
             "nextWakeUp": later(2040),
@@ -180,7 +186,7 @@ fn blackouts() -> Shown {
 fn held_first_run() -> Shown {
     promotion(
         "billing",
-        json!({"hashScheme": 1, "phase": "Waiting",
+        json!({"hashScheme": 1, "phase": "Waiting", "phaseSince": ago(10),
             "message": "blackout until 2026-11-24T18:14:00Z (incident 42): snapshot #1 waits to start",
             "blackoutUntil": later(2040), "nextWakeUp": later(2040),
             "stagesAhead": [
@@ -278,7 +284,7 @@ fn a_wide_terminal_gets_the_clock_time_and_the_reason() {
 }
 
 #[test]
-fn long_names_are_cut_with_an_ellipsis_never_wrapped() {
+fn long_names_get_a_line_of_their_own_never_cut() {
     let mut long = manual_gate();
     long.name = "platform-observability-prometheus-stack-with-a-very-long-name".to_string();
     if let Ok(Some(status)) = &mut long.status {
@@ -286,7 +292,80 @@ fn long_names_are_cut_with_an_ellipsis_never_wrapped() {
     }
     let text = draw(&[long], 80, 40);
     insta::assert_snapshot!(text);
-    assert!(text.contains("staging-eu-we…"), "{text}");
+    assert!(!text.contains('…'), "{text}");
+    assert!(
+        text.contains("\nplatform-observability-prometheus-stack-with-a-very-long-name\n"),
+        "{text}"
+    );
+    assert!(text.contains("\n  staging-eu-west-1-canary\n"), "{text}");
+}
+
+/// Snapshot #3 restored #2 fast: `status NAME` says `(rollback to #2, fast)`.
+fn fast_rollback() -> Shown {
+    promotion(
+        "checkout",
+        json!({"hashScheme": 1, "phase": "Progressing", "snapshotIndex": 13,
+            "snapshotCommit": "37f6dffbab12cdef", "rollbackOf": 12, "rollback": "Fast",
+            "currentStageName": "prod", "phaseSince": ago(40),
+            "stages": [completed_stage("dev", 13, 30),
+                stage("prod", 13, json!({"kind": "Provisioning"}), 20, json!({}))]}),
+    )
+}
+
+#[test]
+fn a_fast_rollback_says_fast_at_every_width() {
+    for columns in [64, 80, 120] {
+        let text = draw(&[fast_rollback()], columns, 40);
+        assert!(text.contains("#13 37f6dff ↶#12 fast"), "{text}");
+        assert!(!text.contains('…'), "{text}");
+    }
+}
+
+/// Waiting since dev began to soak 10 minutes ago; staging has soaked for one.
+fn waiting_across_stages() -> Shown {
+    promotion(
+        "kyverno",
+        json!({"hashScheme": 1, "phase": "Waiting", "snapshotIndex": 2,
+            "snapshotCommit": "a1b2c3d4e5f6a7b8", "currentStageName": "staging",
+            "phaseSince": ago(600),
+            "stages": [completed_stage("dev", 2, 60),
+                stage("staging", 2, json!({"kind": "Soaking", "until": later(240)}), 60,
+                    json!({}))]}),
+    )
+}
+
+#[test]
+fn the_header_counts_the_time_in_the_phase_not_in_the_stages_activity() {
+    let text = draw(&[waiting_across_stages()], 80, 40);
+    let header = text
+        .lines()
+        .find(|l| l.starts_with("kyverno "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        header.ends_with("Waiting     #2 a1b2c3d            for 10m"),
+        "{header:?}"
+    );
+    // A status written before `phaseSince`: no time rather than the activity's.
+    let mut old = waiting_across_stages();
+    if let Ok(Some(status)) = &mut old.status {
+        status.phase_since = None;
+    }
+    let text = draw(&[old], 80, 40);
+    assert!(
+        !text.lines().nth(2).unwrap_or_default().contains("for"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_gate_under_a_quorum_says_how_many_approvals_it_has_of_how_many() {
+    let mut gate = manual_gate();
+    if let Ok(Some(status)) = &mut gate.status {
+        status.stages[1].approvals = Some(Box::default());
+        status.stages[1].approvals_needed = Some(2);
+    }
+    let text = draw(&[gate], 80, 40);
+    assert!(text.contains("awaiting approval, 0 of 2 for 3m"), "{text}");
 }
 
 #[test]
@@ -354,4 +433,17 @@ fn a_watch_problem_is_shown_under_the_clock() {
     let lines = frame(&[], &clock, size);
     assert!(lines[0].contains("not read yet"), "{lines:?}");
     assert_eq!(lines[1], "! watch error (retrying): connection refused");
+}
+
+#[test]
+fn the_live_view_at_80_and_120_columns_cuts_no_word() {
+    let mut long = manual_gate();
+    long.name = "platform-observability-prometheus-stack-with-a-very-long-name".to_string();
+    let promotions = [fast_rollback(), failed_stage(), blackouts(), long];
+    let narrow = draw(&promotions, 80, 40);
+    assert!(!narrow.contains('…'), "{narrow}");
+    insta::assert_snapshot!("live_80", narrow);
+    let wide = draw(&promotions, 120, 40);
+    assert!(!wide.contains('…'), "{wide}");
+    insta::assert_snapshot!("live_120", wide);
 }

@@ -174,9 +174,11 @@ fn detail_after_a_rollback_shows_the_restored_snapshot_without_the_rejected_runs
         !text.contains("failed, "),
         "no counts of the rejected run: {text}"
     );
-    assert_eq!(row(&text, "dev"), ["dev", "#3", "", "restored to #3"]);
-    assert_eq!(row(&text, "prod"), ["prod", "#3", "", "restored to #3"]);
-    assert_eq!(row(&text, "edge"), ["edge", "#3", "", "pending"]);
+    // No stage has counts to show: the CLUSTERS column is left out, not shown empty.
+    assert!(!text.contains("CLUSTERS"), "{text}");
+    assert_eq!(row(&text, "dev"), ["dev", "#3", "restored to #3"]);
+    assert_eq!(row(&text, "prod"), ["prod", "#3", "restored to #3"]);
+    assert_eq!(row(&text, "edge"), ["edge", "#3", "pending"]);
     for expected in [
         "FAILED: stage prod with snapshot #4",
         "1 of 7 clusters failed",
@@ -239,14 +241,10 @@ fn a_first_run_held_before_its_first_stage_names_the_held_stage_and_no_snapshot(
     let text = render(std::slice::from_ref(&held), true, Output::Table, 80).expect("render");
     assert!(text.contains("Stage:        dev\n"), "{text}");
     assert!(text.contains("Snapshot:     none running yet\n"), "{text}");
+    // Nothing runs and nothing is counted yet: only the stages and what they do.
     assert_eq!(
         row(&text, "dev"),
-        [
-            "dev",
-            "",
-            "",
-            "blackout until 2026-11-24T18:14:00Z (incident 42)"
-        ]
+        ["dev", "blackout until 2026-11-24T18:14:00Z (incident 42)"]
     );
     let overview = render(&[held], false, Output::Table, 120).expect("render");
     assert!(overview.contains("┆ dev "), "{overview}");
@@ -297,4 +295,100 @@ fn one_named_promotion_is_one_object_not_a_list_of_one() {
             .expect("json")
             .is_array()
     );
+}
+
+/// A promotion as a newcomer meets it: a long name, a gate whose message names the snapshot id
+/// to copy, a wake-up; beside it one that completed and has no wake-up.
+fn newcomer_fleet() -> Vec<DynamicObject> {
+    let gate = object(
+        "core-payments-gateway-eu",
+        json!({
+            "hashScheme": 1, "phase": "Waiting", "phaseSince": "2026-12-06T02:50:00Z",
+            "currentStageName": "production", "snapshotIndex": 3, "snapshotCommit": "37f6dffbab1200aa", "rollbackOf": 2,
+            "rollback": "Fast",
+            "message": "stage production: waiting for approval: run `tollgate approve core-payments-gateway-eu production`, or annotate approve.tollgate.dev/production: 37f6dffbab12",
+            "nextWakeUp": "2026-12-06T02:56:00Z",
+            "stages": [
+                {"name": "staging-eu-west-1", "snapshotIndex": 3,
+                 "appliedAt": "2026-12-06T02:40:00Z", "appliedSpecHash": "a",
+                 "counts": counts(12, 12, 0), "activity": {"kind": "Completed"},
+                 "activitySince": "2026-12-06T02:45:00Z"},
+                {"name": "production", "snapshotIndex": 3,
+                 "appliedAt": "2026-12-06T02:45:00Z", "appliedSpecHash": "b",
+                 "counts": counts(7, 7, 0), "activity": {"kind": "AwaitingApproval"},
+                 "activitySince": "2026-12-06T02:50:00Z",
+                 "approvals": [], "approvalsNeeded": 2}]
+        }),
+    );
+    let done = object(
+        "ingress",
+        json!({"hashScheme": 1, "phase": "Completed", "currentStageName": "prod",
+            "snapshotIndex": 7, "snapshotCommit": "fedcba9876543210",
+            "message": "all stages completed",
+            "stages": [{"name": "prod", "snapshotIndex": 7, "appliedAt": "2026-12-06T01:00:00Z",
+                "appliedSpecHash": "c", "counts": counts(2, 2, 0),
+                "activity": {"kind": "Completed"}, "activitySince": "2026-12-06T01:05:00Z"}]}),
+    );
+    vec![gate, done]
+}
+
+/// Every line of `text` at most `width` wide, no `…` (nothing cut), and the ids whole.
+fn assert_whole(text: &str, width: usize) {
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= width,
+            "wider than {width}: {line:?}\n{text}"
+        );
+    }
+    assert!(!text.contains('…'), "{text}");
+    // The wake-up is left out where it does not fit (`status NAME` has it), never cut.
+    let wake_up = text.contains("WAKE-UP").then_some("2026-12-06T02:56:00Z");
+    for id in ["37f6dffbab12", "core-payments-gateway-eu"]
+        .into_iter()
+        .chain(wake_up)
+    {
+        assert!(
+            text.split(|c: char| c.is_whitespace() || "│┆`".contains(c))
+                .any(|word| word == id),
+            "{id} is not whole in\n{text}"
+        );
+    }
+}
+
+#[test]
+fn the_overview_at_80_and_120_columns_cuts_no_word() {
+    let fleet = newcomer_fleet();
+    let narrow = render(&fleet, false, Output::Table, 80).expect("render");
+    assert_whole(&narrow, 80);
+    insta::assert_snapshot!("overview_80", narrow);
+    let wide = render(&fleet, false, Output::Table, 120).expect("render");
+    assert_whole(&wide, 120);
+    insta::assert_snapshot!("overview_120", wide);
+}
+
+#[test]
+fn the_detail_at_80_and_120_columns_cuts_no_word() {
+    let fleet = newcomer_fleet();
+    let narrow = render(&fleet[..1], true, Output::Table, 80).expect("render");
+    assert_whole(&narrow, 80);
+    // Since when it waits, as the live view counts it.
+    assert!(
+        narrow.contains("Phase:        Waiting since 2026-12-06T02:50:00Z\n"),
+        "{narrow}"
+    );
+    insta::assert_snapshot!("detail_80", narrow);
+    let wide = render(&fleet[..1], true, Output::Table, 120).expect("render");
+    assert_whole(&wide, 120);
+    insta::assert_snapshot!("detail_120", wide);
+}
+
+#[test]
+fn an_empty_next_wake_up_column_is_never_shown() {
+    let fleet = newcomer_fleet();
+    for width in [80, 120, 200] {
+        let text = render(&fleet[1..], false, Output::Table, width).expect("render");
+        assert!(!text.contains("WAKE-UP"), "{text}");
+    }
+    let text = render(&fleet, false, Output::Table, 200).expect("render");
+    assert!(text.contains("NEXT WAKE-UP"), "{text}");
 }

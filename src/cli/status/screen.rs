@@ -8,8 +8,7 @@ use super::live::Size;
 
 /// Wider than this, lines get long to read; the view stays this wide.
 pub const MAX_COLUMNS: usize = 120;
-/// When the terminal does not say.
-pub const DEFAULT_COLUMNS: usize = 80;
+use crate::cli::width::DEFAULT_COLUMNS;
 
 const HOME: &str = "\x1b[H";
 const CLEAR_LINE: &str = "\x1b[2K";
@@ -19,6 +18,8 @@ const HIDE_CURSOR: &str = "\x1b[?25l";
 const SHOW_CURSOR: &str = "\x1b[?25h";
 
 /// The size of the terminal on stdout: its width (80 when unknown, never more than it has).
+/// The live view redraws in place on the screen it has, so its width is the terminal's
+/// (`COLUMNS` is for plain output).
 pub fn size() -> Size {
     match rustix::termios::tcgetwinsize(std::io::stdout()) {
         Ok(size) if size.ws_col > 0 => Size {
@@ -32,13 +33,11 @@ pub fn size() -> Size {
     }
 }
 
-/// The width of plain output (`status`, `status NAME`): the terminal's on stdout, however wide;
-/// 80 when stdout is not a terminal, so that piped output is the same everywhere.
+/// The width of plain output (`status`, `status NAME`): `COLUMNS`, else the terminal's on
+/// stdout, however wide; 80 when stdout is not a terminal, so that piped output is the same
+/// everywhere.
 pub fn plain_width() -> usize {
-    match rustix::termios::tcgetwinsize(std::io::stdout()) {
-        Ok(size) if size.ws_col > 0 => usize::from(size.ws_col),
-        _ => DEFAULT_COLUMNS,
-    }
+    crate::cli::width::plain_width()
 }
 
 /// The bytes that replace the screen's content with `lines` (at most `rows` of them). Each line

@@ -87,18 +87,18 @@ pub(super) fn render_overview(shown: &[Shown], width: usize) -> String {
         "MESSAGE",
         "NEXT WAKE-UP",
     ];
-    if fit::fits_whole_words(&header, &rows, width) {
-        return fit::table(&header, &rows, width);
-    }
-    // Too narrow for every column: the wake-up goes (`status NAME` has it), not half of a time.
-    let rows: Vec<Vec<String>> = rows
-        .into_iter()
-        .map(|mut row| {
-            row.truncate(5);
-            row
-        })
+    let without_wake_up: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().take(5).cloned().collect())
         .collect();
-    fit::table(&header[..5], &rows, width)
+    // Too narrow for every column: the wake-up goes (`status NAME` has it), not half of a time.
+    // Too narrow even then: one record per promotion, every column in it.
+    if !fit::fits_whole_words(&header, &rows, width)
+        && fit::fits_whole_words(&header[..5], &without_wake_up, width)
+    {
+        return fit::table(&header[..5], &without_wake_up, width);
+    }
+    fit::table(&header, &rows, width)
 }
 
 /// The overview's message: a refused commit first (it is not in what the run does), then what
@@ -131,7 +131,7 @@ pub(super) fn render_detail(promotion: &Shown, width: usize) -> String {
     let mut out = String::new();
     for (label, value) in [
         ("Promotion", Some(promotion.name.clone())),
-        ("Phase", Some(status.phase.as_str().to_string())),
+        ("Phase", Some(phase_line(status))),
         ("Stage", stage),
         ("Snapshot", Some(snapshot)),
         (
@@ -188,6 +188,14 @@ pub(super) fn render_detail(promotion: &Shown, width: usize) -> String {
     }
     out.push('\n');
     out
+}
+
+/// The phase, and since when the promotion has been in it (the live view's "for 3m").
+fn phase_line(status: &PromotionStatus) -> String {
+    match status.phase_since {
+        Some(since) => format!("{} since {}", status.phase.as_str(), time(Some(since))),
+        None => status.phase.as_str().to_string(),
+    }
 }
 
 /// `label` then `value`, wrapped at word boundaries under the value's first column.

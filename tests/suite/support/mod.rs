@@ -481,7 +481,11 @@ impl Drop for KillOnDrop {
 
 /// The `tollgate` binary this test run built.
 pub fn tollgate_binary() -> Command {
-    Command::new(assert_cmd::cargo::cargo_bin("tollgate"))
+    let mut command = Command::new(assert_cmd::cargo::cargo_bin("tollgate"));
+    // Plain output is 80 columns when piped unless `COLUMNS` says otherwise: a shell that
+    // exports it must not change what the tests read (a test sets it where it means to).
+    command.env_remove("COLUMNS");
+    command
 }
 
 /// `tollgate approve PROMOTION STAGE --repo`, then merges the branch it printed into main and

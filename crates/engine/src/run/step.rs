@@ -43,6 +43,7 @@ pub fn step(input: &StepInput<'_>) -> StepOutput {
     }
     tell_rewind(input, &mut output);
     crate::run::run_recording::record(input.status, &mut output.status, input.now, input.history);
+    crate::run::phase_since::keep(input.status, &mut output.status, input.now);
     coalesce_handoffs(&mut output.events);
     drop_unphased_stage_events(input.status, &mut output);
     output
