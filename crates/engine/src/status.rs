@@ -26,6 +26,7 @@ pub(crate) mod rollback_mode;
 pub mod run_history;
 pub(crate) mod stage_status;
 pub(crate) mod status_memory;
+pub mod transitions;
 pub(crate) mod verdict;
 
 use chrono::{DateTime, Utc};
