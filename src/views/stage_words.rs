@@ -70,13 +70,10 @@ pub fn activity(view: &StageView<'_>, times: Times) -> String {
         StageActivity::Failed { reason } => {
             format!("failed: {}", reason.lines().next().unwrap_or_default())
         }
-        StageActivity::RollingBack => {
-            // What a rollback restores is what the stage ran when this run entered it.
-            match view.status.and_then(|st| st.replaced_snapshot) {
-                Some(to) => format!("rolling back to #{to}"),
-                None => "rolling back (withdrawing its profiles)".to_string(),
-            }
-        }
+        StageActivity::RollingBack { snapshot } => match snapshot {
+            Some(to) => format!("rolling back to #{to}"),
+            None => "rolling back (withdrawing its profiles)".to_string(),
+        },
         StageActivity::Restored { snapshot } => match snapshot {
             Some(to) => format!("restored to #{to}"),
             None => "restored: profiles withdrawn (none before this run)".to_string(),

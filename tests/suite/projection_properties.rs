@@ -94,9 +94,9 @@ fn setup() -> impl Strategy<Value = Setup> {
 
 fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
-        6 => Just(Event::Sveltos),
+        8 => Just(Event::Sveltos),
         4 => (0u32..900).prop_map(Event::Clock),
-        8 => Just(Event::Step),
+        10 => Just(Event::Step),
         1 => Just(Event::Commit),
         1 => Just(Event::Revert),
         2 => (0usize..8).prop_map(Event::Fail),
@@ -354,6 +354,8 @@ struct Stated {
     /// (provisioned, members, failed + timed out).
     counts: Option<Option<(u32, u32, u32)>>,
     wave: Option<Option<(u32, u32)>>,
+    /// The snapshot a rollback restores the stage to, or restored it to (`None`: withdrawn).
+    target: Option<Option<u64>>,
 }
 
 /// What the projection says of a stage, in the terms a view can state.
@@ -369,6 +371,15 @@ fn projected(view: &StageView<'_>) -> Stated {
             )
         })),
         wave: Some(view.activity.wave().map(|w| (w.wave, w.of))),
+        target: Some(rollback_target(view.activity)),
+    }
+}
+
+/// Where a rollback takes the stage, for a stage rolling back or restored.
+fn rollback_target(activity: &StageActivity) -> Option<u64> {
+    match activity {
+        StageActivity::RollingBack { snapshot } | StageActivity::Restored { snapshot } => *snapshot,
+        _ => None,
     }
 }
 
@@ -382,6 +393,7 @@ fn agrees(read: &Stated, expected: &Stated) -> bool {
         && same(&read.snapshot, &expected.snapshot)
         && same(&read.counts, &expected.counts)
         && same(&read.wave, &expected.wave)
+        && same(&read.target, &expected.target)
 }
 
 /// The kind an activity's words name (hand-written from the words users read, not the views'
@@ -420,6 +432,18 @@ fn kind_of_words(words: &str) -> (String, Option<(u32, u32)>) {
         }
     });
     (kind, wave)
+}
+
+/// The rollback target the words name: `rolling back to #2`, `restored to #2`, or a withdrawal.
+fn target_in(words: &str) -> Option<Option<u64>> {
+    if !(words.starts_with("rolling back") || words.starts_with("restored")) {
+        return None;
+    }
+    let number = words.split_once(" to #").and_then(|(_, rest)| {
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    });
+    Some(number)
 }
 
 /// `wave 2/4` at the start of the words.
@@ -506,6 +530,7 @@ fn status_name(status: &PromotionStatus) -> BTreeMap<String, Stated> {
                 snapshot: Some(snapshot_cell(&row[1])),
                 counts: Some(counts_cell(&row[2])),
                 wave: Some(wave),
+                target: target_in(&row[3]),
             };
             (row[0].clone(), stated)
         })
@@ -535,6 +560,7 @@ fn status_json(status: &PromotionStatus) -> BTreeMap<String, Stated> {
                 snapshot: Some(stage["snapshot"].as_u64()),
                 counts: Some(counts),
                 wave: Some(activity.wave().map(|w: WaveOf| (w.wave, w.of))),
+                target: Some(rollback_target(&activity)),
             };
             (stage["stage"].as_str().unwrap_or_default().to_string(), stated)
         })
@@ -585,12 +611,14 @@ fn live_frame(status: &PromotionStatus, now: DateTime<Utc>) -> BTreeMap<String, 
             };
             Some((p.parse().ok()?, m.parse().ok()?, failures))
         });
-        let (kind, wave) = kind_of_words(&field(48, chars.len()));
+        let words = field(48, chars.len());
+        let (kind, wave) = kind_of_words(&words);
         let view = Stated {
             kind: Some(kind),
             snapshot: Some(snapshot_cell(&field(43, 47))),
             counts: Some(counts),
             wave: Some(wave),
+            target: target_in(&words),
         };
         stated.insert(name, view);
     }
@@ -653,7 +681,7 @@ fn bar_class(activity: &StageActivity) -> Option<&'static str> {
         StageActivity::Blackout { .. } => "blackout",
         StageActivity::Paused => "paused",
         StageActivity::Failed { .. } => "failed",
-        StageActivity::RollingBack => "rollback",
+        StageActivity::RollingBack { .. } => "rollback",
         _ => return None,
     })
 }
@@ -674,12 +702,17 @@ fn timeline_covers(status: &PromotionStatus, now: DateTime<Utc>) -> Result<(), S
             continue;
         };
         let wave = view.activity.wave().map(|w| format!("{}/{}", w.wave, w.of));
+        let target = match view.activity {
+            StageActivity::RollingBack { snapshot } => snapshot.map(|s| s.to_string()),
+            _ => None,
+        };
         let covered = document.descendants().any(|node| {
             let classes: Vec<&str> = node.attribute("class").unwrap_or("").split(' ').collect();
             classes.first() == Some(&"bar")
                 && classes.contains(&class)
                 && node.attribute("data-stage") == Some(view.name)
                 && node.attribute("data-wave").map(str::to_string) == wave
+                && (target.is_none() || node.attribute("data-restored-to") == target.as_deref())
                 && node
                     .attribute("data-start")
                     .and_then(stamp)
@@ -752,7 +785,7 @@ proptest! {
     #[test]
     fn every_view_states_the_projection_after_every_step(
         setup in setup(),
-        events in prop::collection::vec(event(), 1..90),
+        events in prop::collection::vec(event(), 1..120),
     ) {
         let mut rollout = Rollout::new(setup);
         for event in events {

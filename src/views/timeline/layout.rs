@@ -286,7 +286,7 @@ fn kind_of(activity: &StageActivity) -> Option<BarKind> {
         StageActivity::Blackout { .. } => BarKind::Blackout,
         StageActivity::Paused => BarKind::Paused,
         StageActivity::Failed { .. } => BarKind::Failed,
-        StageActivity::RollingBack => BarKind::Rollback,
+        StageActivity::RollingBack { .. } => BarKind::Rollback,
         // A held start is shown by the stage ahead (status, the live view), not as a bar.
         StageActivity::Pending
         | StageActivity::AwaitingDependency { .. }
@@ -321,7 +321,13 @@ fn span_bars(record: &RunRecord, stage: &StageRecord, now: DateTime<Utc>) -> Vec
         bar.wave = span.activity.wave();
         match kind {
             BarKind::Failed => bar.end = restored.map_or(failed_until, |(at, _)| at).max(span.since),
-            BarKind::Rollback => bar.restored_to = restored.and_then(|(_, to)| to),
+            BarKind::Rollback => {
+                let restoring = match span.activity {
+                    StageActivity::RollingBack { snapshot } => snapshot,
+                    _ => None,
+                };
+                bar.restored_to = restored.map_or(restoring, |(_, to)| to);
+            }
             _ => {}
         }
         if continues_last_wave(bars.last(), &bar) {

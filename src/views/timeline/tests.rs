@@ -292,7 +292,7 @@ fn a_failed_stage_stays_failed_until_restored_and_its_restore_is_a_rollback_bar(
         "staging",
         &[
             (provisioning(None), 0),
-            (StageActivity::RollingBack, 3),
+            (StageActivity::RollingBack { snapshot: None }, 3),
             (StageActivity::Restored { snapshot: Some(1) }, 5),
         ],
     );

@@ -101,7 +101,7 @@ impl<'s> StageView<'s> {
     /// clusters, not what the stage runs now).
     pub fn shown_counts(&self) -> Option<&'s StageCounts> {
         match self.activity {
-            StageActivity::RollingBack | StageActivity::Restored { .. } => None,
+            StageActivity::RollingBack { .. } | StageActivity::Restored { .. } => None,
             _ => self.counts,
         }
     }
