@@ -456,7 +456,11 @@ impl Metrics {
                 TransitionKind::Started => self.stage_transition(promotion, &transition.stage),
                 TransitionKind::Failed => {
                     self.stage_failures.get_or_create(&labels).inc();
-                    if after.failure.as_ref().is_some_and(|f| !f.rollback.is_empty()) {
+                    if after
+                        .failure
+                        .as_ref()
+                        .is_some_and(|f| !f.rollback.is_empty())
+                    {
                         self.rollbacks.get_or_create(&labels).inc();
                     }
                 }

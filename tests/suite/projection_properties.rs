@@ -73,23 +73,34 @@ enum Event {
 fn setup() -> impl Strategy<Value = Setup> {
     let waves = prop::option::of((1u32..=2, any::<bool>(), any::<bool>()));
     let blackout = prop::option::of((0i64..60, 5i64..40));
-    let policy = (0u32..2, any::<bool>(), any::<bool>(), waves, blackout, any::<bool>()).prop_map(
-        |(max_failures, rollback, staged, waves, blackout, skip_paused)| PolicySetup {
-            max_failures,
-            rollback,
-            staged,
-            waves,
-            blackout,
-            skip_paused,
-        },
-    );
-    (any::<bool>(), any::<bool>(), prop::option::weighted(0.85, policy)).prop_map(
-        |(dev_delay, staging_manual, policy)| Setup {
+    let policy = (
+        0u32..2,
+        any::<bool>(),
+        any::<bool>(),
+        waves,
+        blackout,
+        any::<bool>(),
+    )
+        .prop_map(
+            |(max_failures, rollback, staged, waves, blackout, skip_paused)| PolicySetup {
+                max_failures,
+                rollback,
+                staged,
+                waves,
+                blackout,
+                skip_paused,
+            },
+        );
+    (
+        any::<bool>(),
+        any::<bool>(),
+        prop::option::weighted(0.85, policy),
+    )
+        .prop_map(|(dev_delay, staging_manual, policy)| Setup {
             dev_delay,
             staging_manual,
             policy,
-        },
-    )
+        })
 }
 
 fn event() -> impl Strategy<Value = Event> {
@@ -144,9 +155,7 @@ fn policy(setup: &PolicySetup) -> tollgate_model::policy::RolloutPolicy {
 }
 
 fn promotion(setup: &Setup, version: u32) -> ClusterPromotion {
-    let stage = |name: &str, trigger: Value| {
-        json!({"name": name, "clusterSelector": {"matchLabels": {"env": name}}, "trigger": trigger})
-    };
+    let stage = |name: &str, trigger: Value| json!({"name": name, "clusterSelector": {"matchLabels": {"env": name}}, "trigger": trigger});
     let dev = match setup.dev_delay {
         true => json!({"auto": {"delay": "5m"}}),
         false => json!({"auto": {}}),
@@ -562,7 +571,10 @@ fn status_json(status: &PromotionStatus) -> BTreeMap<String, Stated> {
                 wave: Some(activity.wave().map(|w: WaveOf| (w.wave, w.of))),
                 target: Some(rollback_target(&activity)),
             };
-            (stage["stage"].as_str().unwrap_or_default().to_string(), stated)
+            (
+                stage["stage"].as_str().unwrap_or_default().to_string(),
+                stated,
+            )
         })
         .collect()
 }
@@ -675,9 +687,7 @@ fn bar_class(activity: &StageActivity) -> Option<&'static str> {
         StageActivity::HealthChecks => "health-checks",
         StageActivity::Analyzing { .. } => "analysis",
         StageActivity::AwaitingWindow { .. } => "window",
-        StageActivity::AwaitingApproval | StageActivity::AnalysisInconclusive { .. } => {
-            "approval"
-        }
+        StageActivity::AwaitingApproval | StageActivity::AnalysisInconclusive { .. } => "approval",
         StageActivity::Blackout { .. } => "blackout",
         StageActivity::Paused => "paused",
         StageActivity::Failed { .. } => "failed",
@@ -696,7 +706,11 @@ fn timeline_covers(status: &PromotionStatus, now: DateTime<Utc>) -> Result<(), S
     };
     let svg = svg_of(P, Some(status), &period, at);
     let document = roxmltree::Document::parse(&svg).map_err(|e| e.to_string())?;
-    let stamp = |t: &str| DateTime::parse_from_rfc3339(t).ok().map(|t| t.with_timezone(&Utc));
+    let stamp = |t: &str| {
+        DateTime::parse_from_rfc3339(t)
+            .ok()
+            .map(|t| t.with_timezone(&Utc))
+    };
     for view in status.pipeline() {
         let Some(class) = bar_class(view.activity) else {
             continue;
@@ -736,7 +750,11 @@ fn timeline_covers(status: &PromotionStatus, now: DateTime<Utc>) -> Result<(), S
 fn overview_stage(status: &PromotionStatus) -> Result<(), String> {
     let text = status::render(&[object(status)], false, Output::Table, 400).expect("renders");
     let rows = first_table(&text);
-    let shown = rows.first().and_then(|r| r.get(2)).cloned().unwrap_or_default();
+    let shown = rows
+        .first()
+        .and_then(|r| r.get(2))
+        .cloned()
+        .unwrap_or_default();
     let expected = status.current_stage().unwrap_or_default();
     match shown == expected {
         true => Ok(()),

@@ -213,7 +213,10 @@ fn a_failed_stage_and_its_rollback_are_named_with_the_snapshot_each_stage_runs()
         "{:?}",
         out.status.message
     );
-    assert!(matches!(activity_of(&h, "s2"), StageActivity::RollingBack { .. }));
+    assert!(matches!(
+        activity_of(&h, "s2"),
+        StageActivity::RollingBack { .. }
+    ));
     h.world.failing_clusters.clear();
     h.later(Duration::minutes(1));
     let view = h.status().pipeline();

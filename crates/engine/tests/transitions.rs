@@ -6,9 +6,9 @@ use serde_json::json;
 use tollgate_model::policy::OnFailure;
 
 use tollgate_engine::Desired;
-use tollgate_engine::{PromotionStatus, RestoredStage, RunFailure};
 use tollgate_engine::testing::{self, World};
 use tollgate_engine::transitions::{Transition, TransitionKind, transitions};
+use tollgate_engine::{PromotionStatus, RestoredStage, RunFailure};
 
 fn t0() -> DateTime<Utc> {
     DateTime::parse_from_rfc3339("2026-12-06T10:00:00Z")
@@ -17,7 +17,8 @@ fn t0() -> DateTime<Utc> {
 }
 
 fn promotion(chart: &str) -> tollgate_model::ClusterPromotion {
-    let stage = |name: &str| json!({"name": name, "clusterSelector": {"matchLabels": {"env": name}}});
+    let stage =
+        |name: &str| json!({"name": name, "clusterSelector": {"matchLabels": {"env": name}}});
     testing::promotion(json!({
         "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
         "metadata": {"name": "demo"},

@@ -43,7 +43,14 @@ mod tests {
 
     #[test]
     fn a_value_without_a_positive_counter_or_a_snapshot_is_refused() {
-        for wrong in ["", "abc", "0123456789ab/0", "/3", "0123456789ab/x", "0123456789ab/-1"] {
+        for wrong in [
+            "",
+            "abc",
+            "0123456789ab/0",
+            "/3",
+            "0123456789ab/x",
+            "0123456789ab/-1",
+        ] {
             assert!(parse(wrong).is_err(), "{wrong:?}");
         }
         let parsed = parse(" 0123456789ab/2 ").expect("a value");
@@ -55,8 +62,16 @@ mod tests {
         let (id, commit) = ("0123456789abcdef0123", "feedc0ffee");
         assert_eq!(counter_for("0123456789ab/4", id, commit), Some(4));
         assert_eq!(counter_for("FEEDC0F/4", id, commit), Some(4));
-        assert_eq!(counter_for("0123456789a/4", id, commit), None, "too short an id");
-        assert_eq!(counter_for("feedc0/4", id, commit), None, "too short a commit");
+        assert_eq!(
+            counter_for("0123456789a/4", id, commit),
+            None,
+            "too short an id"
+        );
+        assert_eq!(
+            counter_for("feedc0/4", id, commit),
+            None,
+            "too short a commit"
+        );
         assert_eq!(counter_for("ffffffffffff/4", id, commit), None);
         assert_eq!(counter_for("0123456789ab/0", id, commit), None);
     }

@@ -6,9 +6,9 @@
 //! redraws; text too long for its column is cut with `…`, and no line is wider than the screen.
 
 use chrono::{DateTime, Utc};
+use tollgate_engine::PromotionStatus;
 use tollgate_engine::conditions;
 use tollgate_engine::pipeline::StageView;
-use tollgate_engine::PromotionStatus;
 
 use super::Shown;
 use super::table::short;

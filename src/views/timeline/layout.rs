@@ -320,7 +320,9 @@ fn span_bars(record: &RunRecord, stage: &StageRecord, now: DateTime<Utc>) -> Vec
         let mut bar = Bar::new(kind, span.since, end);
         bar.wave = span.activity.wave();
         match kind {
-            BarKind::Failed => bar.end = restored.map_or(failed_until, |(at, _)| at).max(span.since),
+            BarKind::Failed => {
+                bar.end = restored.map_or(failed_until, |(at, _)| at).max(span.since)
+            }
             BarKind::Rollback => {
                 let restoring = match span.activity {
                     StageActivity::RollingBack { snapshot } => snapshot,

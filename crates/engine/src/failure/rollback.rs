@@ -160,7 +160,10 @@ fn note_rollback_activities(
     failure: &RunFailure,
     now: DateTime<Utc>,
 ) {
-    let restoring_now = failure.rollback.iter().position(|e| e.restored_at.is_none());
+    let restoring_now = failure
+        .rollback
+        .iter()
+        .position(|e| e.restored_at.is_none());
     for (position, entry) in failure.rollback.iter().enumerate() {
         let Some(st) = status.stage_mut(&entry.name) else {
             continue;

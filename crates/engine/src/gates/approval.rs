@@ -242,7 +242,11 @@ fn latest<'e>(
 /// Whether an annotation value names this snapshot: a prefix of its snapshot id (12+ hex
 /// characters) or of the SHA of the commit that introduced it (7+ hex characters).
 pub fn names_snapshot(value: &str, snapshot: &Snapshot) -> bool {
-    tollgate_model::snapshot::names_snapshot(value, &snapshot.hashes.snapshot_id, &snapshot.commit.sha)
+    tollgate_model::snapshot::names_snapshot(
+        value,
+        &snapshot.hashes.snapshot_id,
+        &snapshot.commit.sha,
+    )
 }
 
 fn approver_of(kind: ApproverKind, event: Option<&ApprovalEvent>) -> Approver {

@@ -113,7 +113,9 @@ impl PromotionStatus {
     /// paused, rolling back), else the run's current stage.
     pub fn current_stage(&self) -> Option<&str> {
         let pipeline = self.pipeline();
-        current_of(&pipeline, self.current_stage_name.as_deref()).map(|view| view.name)
+        let named = self.current_stage_name.as_deref();
+        // A status with no stage listed (written by hand, or before stages were) still names it.
+        current_of(&pipeline, named).map(|view| view.name).or(named)
     }
 }
 

@@ -123,7 +123,10 @@ fn wave_transitions(
     if reached > old_reached {
         if old_waves.is_some_and(|o| o.wave_done_at.is_none()) {
             let done = wave(old_reached);
-            push(TransitionKind::WaveCompleted { wave: done }, waves.wave_started_at);
+            push(
+                TransitionKind::WaveCompleted { wave: done },
+                waves.wave_started_at,
+            );
         }
         let started = wave(reached);
         push(
@@ -133,13 +136,23 @@ fn wave_transitions(
     }
     let newly_done = old_waves.is_none_or(|o| o.reached != reached || o.wave_done_at.is_none());
     if let Some(at) = waves.wave_done_at.filter(|_| newly_done) {
-        push(TransitionKind::WaveCompleted { wave: wave(reached) }, at);
+        push(
+            TransitionKind::WaveCompleted {
+                wave: wave(reached),
+            },
+            at,
+        );
     }
     if reached == of
         && let Some(at) = stage.provisioned_at
         && old.is_none_or(|o| o.provisioned_at.is_none())
     {
-        push(TransitionKind::WaveCompleted { wave: wave(reached) }, at);
+        push(
+            TransitionKind::WaveCompleted {
+                wave: wave(reached),
+            },
+            at,
+        );
     }
 }
 
@@ -175,7 +188,11 @@ fn failure_transitions(
         if let Some(applied) = entry.applied_at
             && was.as_ref().is_none_or(|w| w.applied_at.is_none())
         {
-            out.push(at(&entry.name, TransitionKind::RestoreStarted { to }, applied));
+            out.push(at(
+                &entry.name,
+                TransitionKind::RestoreStarted { to },
+                applied,
+            ));
         }
         if let Some(restored) = entry.restored_at
             && was.as_ref().is_none_or(|w| w.restored_at.is_none())
