@@ -17,6 +17,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry, Unit};
 use std::sync::atomic::AtomicU64;
 use tollgate_engine::activity::StageActivity;
+use tollgate_engine::transitions::{Transition, TransitionKind};
 use tollgate_engine::{Phase, PromotionStatus};
 
 use crate::cluster::throttle::ThrottleMetrics;
@@ -439,25 +440,34 @@ impl Metrics {
         self.live_since().insert(labels.promotion.clone(), live);
     }
 
-    /// Counts what a persisted step changed: a stage failing under its policy, clusters newly
-    /// timed out, a rollback started. Typed status fields only; no event text is read.
+    /// Counts what a persisted step changed, from the engine's `transitions(before, after)`
+    /// (`told`): stages started, a stage failing under its policy, a rollback started; and
+    /// clusters newly timed out. Typed status fields only; no event text is read.
     pub fn observe_step(
         &self,
         promotion: &str,
         before: Option<&PromotionStatus>,
         after: &PromotionStatus,
+        told: &[Transition],
     ) {
         let labels = self.promotion_labels(promotion);
-        let same_run = before.is_some_and(|b| b.snapshot_index == after.snapshot_index);
-        let failed_before = before.is_some_and(|b| same_run && b.failure.is_some());
-        if let Some(failure) = &after.failure
-            && !failed_before
-        {
-            self.stage_failures.get_or_create(&labels).inc();
-            if !failure.rollback.is_empty() {
-                self.rollbacks.get_or_create(&labels).inc();
+        for transition in told {
+            match transition.kind {
+                TransitionKind::Started => self.stage_transition(promotion, &transition.stage),
+                TransitionKind::Failed => {
+                    self.stage_failures.get_or_create(&labels).inc();
+                    if after
+                        .failure
+                        .as_ref()
+                        .is_some_and(|f| !f.rollback.is_empty())
+                    {
+                        self.rollbacks.get_or_create(&labels).inc();
+                    }
+                }
+                _ => {}
             }
         }
+        let same_run = before.is_some_and(|b| b.snapshot_index == after.snapshot_index);
         let timed_out_before = |stage: &str| {
             before
                 .filter(|_| same_run)
@@ -781,6 +791,7 @@ mod tests {
         };
         let stage = |timed_out: u32| {
             serde_json::json!({"name": "prod", "snapshotIndex": 2, "appliedAt": "2026-01-01T00:00:00Z",
+                "lastUpdateReconciledTime": "2026-01-01T00:00:00Z",
                 "appliedSpecHash": "h", "counts": {"matchingClusters": 3, "summaries": 3,
                 "provisioned": 1, "failed": 0, "timedOut": timed_out}})
         };
@@ -791,8 +802,11 @@ mod tests {
             "failure": {"stage": "prod", "snapshotIndex": 2, "reason": "r",
                 "at": "2026-01-01T00:10:00Z", "onFailure": "Rollback",
                 "rollback": [{"name": "prod"}]}}));
-        metrics.observe_step("web", Some(&before), &after);
-        metrics.observe_step("web", Some(&after), &after);
+        let told = |b: &PromotionStatus, a: &PromotionStatus| {
+            tollgate_engine::transitions::transitions(Some(b), a)
+        };
+        metrics.observe_step("web", Some(&before), &after, &told(&before, &after));
+        metrics.observe_step("web", Some(&after), &after, &told(&after, &after));
         let text = metrics.encode();
         assert!(
             text.contains(r#"tollgate_stage_failures_total{promotion="web"} 1"#),

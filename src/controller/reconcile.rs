@@ -329,8 +329,8 @@ async fn write(
         .after_step(&step_measurements(seen, measured, &due, true));
     if written.is_some() {
         ctx.progress_writes.written(name, now);
-        ctx.metrics.observe_step(name, before, &status);
-        count_stage_transition(ctx, name, before, &status);
+        let told = tollgate_engine::transitions::transitions(before, &status);
+        ctx.metrics.observe_step(name, before, &status, &told);
     }
     // The uid of the object written, or of the one that needed no write.
     let uid = written
@@ -360,24 +360,6 @@ fn step_measurements<'a>(
         persisted,
         policy: seen.git.policy.as_deref(),
         history: seen.git.history,
-    }
-}
-
-/// A stage transition: another current stage, or the same one started by a new run.
-fn count_stage_transition(
-    ctx: &Context,
-    name: &str,
-    before: Option<&PromotionStatus>,
-    status: &PromotionStatus,
-) {
-    let started = before.is_none_or(|p| {
-        p.current_stage_name != status.current_stage_name
-            || p.snapshot_index != status.snapshot_index
-    });
-    if let Some(stage) = status.current_stage_name.as_deref()
-        && started
-    {
-        ctx.metrics.stage_transition(name, stage);
     }
 }
 

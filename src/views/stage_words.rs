@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Utc};
 use tollgate_engine::activity::{StageActivity, WaveOf};
-use tollgate_engine::pipeline::StageView;
+use tollgate_engine::pipeline::{StageView, current_of};
 use tollgate_engine::status::StageCounts;
 
 use super::relative::{coarse, precise, time};
@@ -70,13 +70,10 @@ pub fn activity(view: &StageView<'_>, times: Times) -> String {
         StageActivity::Failed { reason } => {
             format!("failed: {}", reason.lines().next().unwrap_or_default())
         }
-        StageActivity::RollingBack => {
-            // What a rollback restores is what the stage ran when this run entered it.
-            match view.status.and_then(|st| st.replaced_snapshot) {
-                Some(to) => format!("rolling back to #{to}"),
-                None => "rolling back (withdrawing its profiles)".to_string(),
-            }
-        }
+        StageActivity::RollingBack { snapshot } => match snapshot {
+            Some(to) => format!("rolling back to #{to}"),
+            None => "rolling back (withdrawing its profiles)".to_string(),
+        },
         StageActivity::Restored { snapshot } => match snapshot {
             Some(to) => format!("restored to #{to}"),
             None => "restored: profiles withdrawn (none before this run)".to_string(),
@@ -84,30 +81,17 @@ pub fn activity(view: &StageView<'_>, times: Times) -> String {
     }
 }
 
-/// The stage the promotion's phase is about: the first stage doing something now (neither
-/// pending nor done with the run: provisioning, waiting, held, paused, rolling back), else the
-/// current stage of the run.
+/// The stage the promotion's phase is about (the engine's [`current_of`]).
 pub fn current<'v, 's>(
     pipeline: &'v [StageView<'s>],
     current_stage_name: Option<&str>,
 ) -> Option<&'v StageView<'s>> {
-    pipeline
-        .iter()
-        .find(|view| *view.activity != StageActivity::Pending && !view.activity.is_final())
-        .or_else(|| {
-            let name = current_stage_name?;
-            pipeline.iter().find(|view| view.name == name)
-        })
+    current_of(pipeline, current_stage_name)
 }
 
-/// The counts a view shows for `view`: those of a stage the current run started, except while
-/// a rollback restores it or once it has (they count the rejected snapshot's clusters, not what
-/// the stage runs now).
+/// The counts a view shows for `view` (the engine's [`StageView::shown_counts`]).
 pub fn counts<'s>(view: &StageView<'s>) -> Option<&'s StageCounts> {
-    match view.activity {
-        StageActivity::RollingBack | StageActivity::Restored { .. } => None,
-        _ => view.counts,
-    }
+    view.shown_counts()
 }
 
 /// The clusters of `view` that are not Provisioned, as every view lists them: none while a

@@ -178,7 +178,7 @@ fn a_restored_or_restoring_stage_shows_no_counts_of_the_rejected_snapshot() {
     };
     for (activity, shown) in [
         (StageActivity::Restored { snapshot: Some(1) }, false),
-        (StageActivity::RollingBack, false),
+        (StageActivity::RollingBack { snapshot: Some(1) }, false),
         (StageActivity::Failed { reason: "x".into() }, true),
         (StageActivity::Completed, true),
     ] {

@@ -36,6 +36,7 @@ use pull_request::PullRequests;
 use source::{Listed, PromotionSource};
 
 pub use hosts::{AllowedHost, ServedOn};
+pub use promotion::pipeline_of;
 pub use security_headers::CONTENT_SECURITY_POLICY;
 
 /// What the web view serves from and commits to.

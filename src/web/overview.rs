@@ -61,19 +61,10 @@ fn phase_of(listed: &Listed) -> Option<&Phase> {
     listed.status.as_ref().ok()?.as_deref().map(|s| &s.phase)
 }
 
-/// Failures first (failed, rolling back or rolled back, invalid, held), then by name.
+/// Those that need attention first (an unreadable status, or a phase that does:
+/// `Phase::needs_attention`), then by name.
 fn failing(listed: &Listed) -> bool {
-    listed.status.is_err()
-        || matches!(
-            phase_of(listed),
-            Some(
-                Phase::Failed
-                    | Phase::RollingBack
-                    | Phase::RolledBack
-                    | Phase::Invalid
-                    | Phase::Held
-            )
-        )
+    listed.status.is_err() || phase_of(listed).is_some_and(Phase::needs_attention)
 }
 
 /// The filtered, ordered promotions.

@@ -76,11 +76,17 @@ fn commit_link(input: &PageInput<'_>, sha: &str) -> Markup {
 }
 
 fn pipeline(input: &PageInput<'_>) -> Markup {
+    pipeline_of(input.status, input.now)
+}
+
+/// The pipeline fragment of a promotion's page: one column per stage of the engine's projection
+/// (`data-stage`, `data-activity`), as the page and its live refresh render it.
+pub fn pipeline_of(status: &PromotionStatus, now: DateTime<Utc>) -> Markup {
     html! {
         section id="pipeline" aria-label="Pipeline" {
             h2 { "Pipeline" }
             div.pipeline {
-                @for view in input.status.pipeline() { (stage_column(&view, input.now)) }
+                @for view in status.pipeline() { (stage_column(&view, now)) }
             }
         }
     }

@@ -258,7 +258,7 @@ fn from_json(view: &StageView<'_>) -> Stated {
     let counts = match view.activity {
         // The JSON has every count; the views leave out a restored stage's (the rejected
         // snapshot's), and so does the comparison.
-        StageActivity::RollingBack | StageActivity::Restored { .. } => None,
+        StageActivity::RollingBack { .. } | StageActivity::Restored { .. } => None,
         _ => view
             .counts
             .map(|c| (c.provisioned, c.members, c.failed + c.timed_out)),
@@ -399,7 +399,7 @@ fn says(activity: &StageActivity, failures: u32, view: View) -> Vec<String> {
         }
         StageActivity::Skipped => vec!["skipped: no matching clusters".into()],
         StageActivity::Failed { .. } => vec!["failed:".into()],
-        StageActivity::RollingBack => vec!["rolling back".into()],
+        StageActivity::RollingBack { .. } => vec!["rolling back".into()],
         StageActivity::Restored { snapshot } => match snapshot {
             Some(to) => vec![format!("restored to #{to}")],
             None => vec!["withdrawn".into()],

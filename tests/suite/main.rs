@@ -98,6 +98,7 @@ mod module_layers;
 #[cfg(feature = "embedded")]
 mod monitoring_kit;
 mod policy_schema;
+mod projection_properties;
 #[cfg(feature = "embedded")]
 mod readme_walkthrough;
 mod server_http;

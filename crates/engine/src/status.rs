@@ -26,6 +26,7 @@ pub(crate) mod rollback_mode;
 pub mod run_history;
 pub(crate) mod stage_status;
 pub(crate) mod status_memory;
+pub mod transitions;
 pub(crate) mod verdict;
 
 use chrono::{DateTime, Utc};
@@ -476,6 +477,13 @@ pub struct HeldStart {
     pub snapshot_index: u64,
     /// Full SHA of the commit that introduced that snapshot.
     pub snapshot_commit: String,
+    /// The hold as the held stage shows it (a `Blackout`): the stage of a new run's start still
+    /// runs the older snapshot, and every view says its start is held (`pipeline()`).
+    #[serde(default)]
+    pub activity: StageActivity,
+    /// Since when the hold holds that start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<DateTime<Utc>>,
 }
 
 /// The waves of a stage, fixed when it started, and how far they got.

@@ -213,7 +213,10 @@ fn a_failed_stage_and_its_rollback_are_named_with_the_snapshot_each_stage_runs()
         "{:?}",
         out.status.message
     );
-    assert!(matches!(activity_of(&h, "s2"), StageActivity::RollingBack));
+    assert!(matches!(
+        activity_of(&h, "s2"),
+        StageActivity::RollingBack { .. }
+    ));
     h.world.failing_clusters.clear();
     h.later(Duration::minutes(1));
     let view = h.status().pipeline();
@@ -272,4 +275,68 @@ fn a_paused_promotion_names_its_current_stage_paused() {
     });
     h.settle();
     assert_eq!(activity_of(&h, "s1"), StageActivity::Paused);
+}
+
+#[test]
+fn a_rollback_restores_one_stage_at_a_time_and_only_that_one_is_rolling_back() {
+    let three = |chart: &str| {
+        promotion_with(
+            profile_spec(chart),
+            vec![stage("s1", None), stage("s2", None), stage("s3", None)],
+        )
+    };
+    let mut h = Harness::new(three("1.0.0"));
+    h.world.policy = Some(policy(json!({"onFailure": "Rollback", "maxFailures": 0})));
+    h.settle();
+    h.world.failing_clusters.insert("s2-1".into());
+    h.commit_content(three("2.0.0"), 20);
+    h.settle();
+    // s2 failed and is restored first (its failing cluster holds its restore); s1, restored
+    // after it, still runs #2 and has not begun rolling back.
+    assert_eq!(
+        activity_of(&h, "s2"),
+        StageActivity::RollingBack { snapshot: Some(1) }
+    );
+    assert_eq!(activity_of(&h, "s1"), StageActivity::Completed);
+    h.world.failing_clusters.clear();
+    h.later(Duration::minutes(1));
+    assert_eq!(
+        activity_of(&h, "s1"),
+        StageActivity::Restored { snapshot: Some(1) }
+    );
+}
+
+#[test]
+fn a_new_snapshot_held_by_a_blackout_is_named_on_its_first_stage_not_on_the_old_runs_next() {
+    // t0 is 10:00; the blackout runs from 10:30 to 11:30.
+    let two = |chart: &str| {
+        promotion_with(
+            profile_spec(chart),
+            vec![stage("s1", None), stage("s2", None)],
+        )
+    };
+    let mut h = Harness::new(two("1.0.0"));
+    h.world.policy = Some(policy(json!({"onFailure": "Halt", "maxFailures": 0,
+        "blackouts": [{"from": "2025-10-07T10:30:00", "to": "2025-10-07T11:30:00",
+            "reason": "freeze"}]})));
+    h.world.failing_clusters.insert("s1-1".into());
+    h.settle();
+    assert!(matches!(
+        activity_of(&h, "s1"),
+        StageActivity::Failed { .. }
+    ));
+    h.world.failing_clusters.clear();
+    h.world.advance(Duration::minutes(40));
+    h.commit_content(two("2.0.0"), 20);
+    h.settle();
+    let StageActivity::Blackout { until, reason, .. } = activity_of(&h, "s1") else {
+        panic!("s1: {:?}", activity_of(&h, "s1"));
+    };
+    assert_eq!(until, t("2025-10-07T11:30:00Z"));
+    assert_eq!(reason.as_deref(), Some("freeze"));
+    let pipeline = h.status().pipeline();
+    assert_eq!(pipeline[0].snapshot, Some(1), "s1 still runs #1");
+    assert_eq!(pipeline[0].since, Some(t("2025-10-07T10:40:00Z")));
+    // The halted run of #1 never starts s2: the blackout holds #2's start, not s2's.
+    assert_eq!(activity_of(&h, "s2"), StageActivity::Pending);
 }

@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use tollgate_engine::activity::StageActivity;
-use tollgate_engine::{Phase, PromotionStatus};
+use tollgate_engine::{Phase, PromotionStatus, RunOutcome};
 
 fn three_stages() -> tollgate_model::ClusterPromotion {
     promotion_with(
@@ -104,6 +104,9 @@ fn a_dependant_waits_stage_by_stage_for_its_dependency() {
         .and_then(|a| a.activity_since);
     assert_eq!(kept, since, "the hold keeps its start time");
     h.assert_idempotent();
+    // The run waits: its record is not ended (the timeline draws it on, up to now).
+    let run = h.status().runs.last().expect("a run recorded").clone();
+    assert_eq!((run.outcome, run.ended_at), (RunOutcome::Running, None));
     // cert-manager completes: the dependant goes on through every stage.
     h.world.dependencies[0].2 = Some(cert_manager(&[]));
     h.settle();
@@ -113,6 +116,8 @@ fn a_dependant_waits_stage_by_stage_for_its_dependency() {
         "{:?}",
         h.status().message
     );
+    let run = h.status().runs.last().expect("a run recorded");
+    assert_eq!(run.outcome, RunOutcome::Completed);
 }
 
 #[test]

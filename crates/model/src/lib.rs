@@ -19,6 +19,7 @@ pub mod model;
 pub mod policy;
 pub mod policy_schema;
 pub mod profile_spec;
+pub mod retry_value;
 pub mod signature;
 pub mod snapshot;
 pub mod window;

@@ -124,6 +124,22 @@ pub const RETRY_ANNOTATION_PREFIX: &str = "retry.tollgate.dev/";
 pub const PAUSED_ANNOTATION: &str = "tollgate.dev/paused";
 pub use crate::depends_on::{DEPENDS_ON_ANNOTATION, depends_on, depends_on_names};
 
+/// Shortest snapshot-id prefix an annotation may use.
+pub const MIN_SNAPSHOT_ID_PREFIX: usize = 12;
+/// Shortest commit-SHA prefix an annotation may use.
+pub const MIN_COMMIT_PREFIX: usize = 7;
+
+/// Whether an annotation value names the snapshot of id `snapshot_id` introduced by `commit`: a
+/// prefix of its id (12+ hex characters) or of that commit's SHA (7+ hex characters).
+pub fn names_snapshot(value: &str, snapshot_id: &str, commit: &str) -> bool {
+    let value = value.trim().to_ascii_lowercase();
+    if value.is_empty() || !value.chars().all(|c| c.is_ascii_hexdigit()) {
+        return false;
+    }
+    (value.len() >= MIN_SNAPSHOT_ID_PREFIX && snapshot_id.starts_with(&value))
+        || (value.len() >= MIN_COMMIT_PREFIX && commit.to_ascii_lowercase().starts_with(&value))
+}
+
 /// Characters of an abbreviated commit SHA wherever tollgate shows one (git's default).
 pub const SHORT_SHA_LEN: usize = 7;
 

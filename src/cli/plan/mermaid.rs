@@ -217,7 +217,7 @@ fn task_of(activity: &StageActivity) -> Option<(String, bool)> {
         }
         StageActivity::Paused => ("paused".to_string(), true),
         StageActivity::Failed { .. } => ("failed".to_string(), true),
-        StageActivity::RollingBack => ("rolling back".to_string(), true),
+        StageActivity::RollingBack { .. } => ("rolling back".to_string(), true),
         StageActivity::Pending
         | StageActivity::Completed
         | StageActivity::Skipped

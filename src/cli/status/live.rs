@@ -9,9 +9,9 @@
 //! layout, 64 columns, lines are cut).
 
 use chrono::{DateTime, Utc};
+use tollgate_engine::PromotionStatus;
 use tollgate_engine::conditions;
 use tollgate_engine::pipeline::StageView;
-use tollgate_engine::{Phase, PromotionStatus};
 
 use super::Shown;
 use super::table::short;
@@ -222,10 +222,7 @@ fn notable_message(status: &PromotionStatus) -> Option<String> {
             "snapshot #{queued} is queued: it starts when this run finishes"
         ));
     }
-    let notable = !matches!(
-        status.phase,
-        Phase::Progressing | Phase::Waiting | Phase::Completed
-    );
+    let notable = status.phase.needs_attention();
     if let Some(error) = &status.invalid_spec {
         return Some(format!("invalid at HEAD: {}", first_line(error)));
     }

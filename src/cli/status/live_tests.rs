@@ -109,7 +109,7 @@ fn failed_stage() -> Shown {
             "phaseSince": ago(120),
             "message": "snapshot #4 rejected: stage prod failed: 2 of 3 clusters failed or timed out; rolling back",
             "stages": [
-                stage("dev", 4, json!({"kind": "RollingBack"}), 120,
+                stage("dev", 4, json!({"kind": "RollingBack", "snapshot": 3}), 120,
                     json!({"replacedSnapshot": 3})),
                 stage("prod", 4, json!({"kind": "Restored", "snapshot": 3}), 60,
                     json!({"replacedSnapshot": 3, "counts": {"members": 3,

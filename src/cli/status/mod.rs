@@ -133,22 +133,13 @@ pub fn render(
     output: Output,
     width: usize,
 ) -> anyhow::Result<String> {
-    let mut documents: Vec<Value> = objects
-        .iter()
-        .map(|o| {
-            serde_json::json!({
-                "name": o.metadata.name,
-                "status": o.data.get("status").cloned().unwrap_or(Value::Null),
-            })
-        })
-        .collect();
+    let mut documents: Vec<Value> = objects.iter().map(document_of).collect();
     // `status NAME` asks for one promotion: one object, not a list of one.
     let document = match (detail, documents.len()) {
         (true, 1) => documents.remove(0),
         _ => Value::Array(documents),
     };
     match output {
-        // The whole status as stored, whatever version of tollgate wrote it.
         Output::Json => Ok(serde_json::to_string_pretty(&document)? + "\n"),
         Output::Yaml => Ok(serde_saphyr::to_string(&document)?),
         Output::Table => {
@@ -163,6 +154,20 @@ pub fn render(
             })
         }
     }
+}
+
+/// One promotion as `-o json|yaml` prints it: its name, the whole status as stored (whatever
+/// version of tollgate wrote it) and the engine's projection of it, per stage (`pipeline`: what
+/// every other view shows; a restored stage's snapshot is the one it runs again, not the
+/// rejected one `status.stages[].snapshotIndex` keeps).
+fn document_of(object: &DynamicObject) -> Value {
+    let status = object.data.get("status").cloned().unwrap_or(Value::Null);
+    let mut document = serde_json::json!({"name": object.metadata.name, "status": status});
+    if let Ok(Some(typed)) = crate::views::shown::status_of(object.data.get("status")) {
+        let pipeline: Vec<_> = typed.pipeline().iter().map(|v| v.projected()).collect();
+        document["pipeline"] = serde_json::to_value(pipeline).unwrap_or(Value::Null);
+    }
+    document
 }
 
 #[cfg(test)]

@@ -43,15 +43,9 @@ fn retry_line(status: &PromotionStatus) -> Option<String> {
     })
 }
 
-/// The run's current stage; at the start of a run held before its first stage, the held one.
+/// The stage the promotion's phase is about (the engine's projection names it).
 fn stage_label(status: &PromotionStatus) -> String {
-    if let Some(stage) = &status.current_stage_name {
-        return stage.clone();
-    }
-    let pipeline = status.pipeline();
-    stage_words::current(&pipeline, None)
-        .map(|view| view.name.to_string())
-        .unwrap_or_default()
+    status.current_stage().unwrap_or_default().to_string()
 }
 
 pub(super) fn render_overview(shown: &[Shown], width: usize) -> String {

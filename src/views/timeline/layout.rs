@@ -193,7 +193,7 @@ pub fn lay_out(history: &[RunRecord], since: DateTime<Utc>, now: DateTime<Utc>) 
         .iter()
         .map(|(index, record)| Run {
             record,
-            bars: run_bars(record, &lanes, now),
+            bars: run_bars(record, &lanes, until_of(history, *index, now)),
             superseded_by: history.get(index + 1).map(|next| next.snapshot_index),
         })
         .collect();
@@ -222,7 +222,17 @@ pub fn lay_out(history: &[RunRecord], since: DateTime<Utc>, now: DateTime<Utc>) 
     }
 }
 
-/// Every bar of one run, with its lane.
+/// Until when the run at `index` shows what it left standing: `now` for the newest run (a
+/// stage it failed and did not restore is still failed), else when the next run entered a
+/// stage (a run whose start a blackout holds replaces nothing yet).
+fn until_of(history: &[RunRecord], index: usize, now: DateTime<Utc>) -> DateTime<Utc> {
+    history[index + 1..]
+        .iter()
+        .find(|next| !next.stages.is_empty())
+        .map_or(now, |next| next.started_at.min(now))
+}
+
+/// Every bar of one run, with its lane; `now` is until when a failure it left stands.
 fn run_bars(record: &RunRecord, lanes: &[String], now: DateTime<Utc>) -> Vec<(usize, Bar)> {
     let lane_of = |stage: &str| lanes.iter().position(|l| l == stage).unwrap_or(0);
     let mut bars: Vec<(usize, Bar)> = record
@@ -276,7 +286,7 @@ fn kind_of(activity: &StageActivity) -> Option<BarKind> {
         StageActivity::Blackout { .. } => BarKind::Blackout,
         StageActivity::Paused => BarKind::Paused,
         StageActivity::Failed { .. } => BarKind::Failed,
-        StageActivity::RollingBack => BarKind::Rollback,
+        StageActivity::RollingBack { .. } => BarKind::Rollback,
         // A held start is shown by the stage ahead (status, the live view), not as a bar.
         StageActivity::Pending
         | StageActivity::AwaitingDependency { .. }
@@ -290,6 +300,8 @@ fn kind_of(activity: &StageActivity) -> Option<BarKind> {
 /// A failed stage stays failed until it is restored; its restore is a rollback bar.
 fn span_bars(record: &RunRecord, stage: &StageRecord, now: DateTime<Utc>) -> Vec<Bar> {
     let open_until = record.ended_at.unwrap_or(now);
+    // A stage failed and not restored stays failed until another run replaces the run.
+    let failed_until = now.max(open_until);
     let spans = &stage.activities;
     let restored = spans.iter().find_map(|span| match span.activity {
         StageActivity::Restored { snapshot } => Some((span.since, snapshot)),
@@ -308,8 +320,16 @@ fn span_bars(record: &RunRecord, stage: &StageRecord, now: DateTime<Utc>) -> Vec
         let mut bar = Bar::new(kind, span.since, end);
         bar.wave = span.activity.wave();
         match kind {
-            BarKind::Failed => bar.end = restored.map_or(open_until, |(at, _)| at).max(span.since),
-            BarKind::Rollback => bar.restored_to = restored.and_then(|(_, to)| to),
+            BarKind::Failed => {
+                bar.end = restored.map_or(failed_until, |(at, _)| at).max(span.since)
+            }
+            BarKind::Rollback => {
+                let restoring = match span.activity {
+                    StageActivity::RollingBack { snapshot } => snapshot,
+                    _ => None,
+                };
+                bar.restored_to = restored.map_or(restoring, |(_, to)| to);
+            }
             _ => {}
         }
         if continues_last_wave(bars.last(), &bar) {
@@ -324,7 +344,7 @@ fn span_bars(record: &RunRecord, stage: &StageRecord, now: DateTime<Utc>) -> Vec
     if let Some(failed_at) = stage.failed_at
         && !bars.iter().any(|b| b.kind == BarKind::Failed)
     {
-        let end = restored.map_or(open_until, |(at, _)| at);
+        let end = restored.map_or(failed_until, |(at, _)| at);
         let at = bars
             .iter()
             .position(|b| b.kind == BarKind::Rollback)

@@ -3,6 +3,7 @@
 //! same SVG. Drawn for `tollgate timeline` and the web view alike.
 
 mod draw;
+mod held_run;
 mod labels;
 mod layout;
 pub mod png;
@@ -30,8 +31,10 @@ pub fn svg_of(
     let since = now
         .checked_sub_signed(length)
         .unwrap_or(chrono::DateTime::<Utc>::MIN_UTC);
-    let history: &[RunRecord] = status.map(|s| &*s.runs).unwrap_or_default();
-    let timeline = layout::lay_out(history, since, now);
+    let recorded: &[RunRecord] = status.map(|s| &*s.runs).unwrap_or_default();
+    let held = status.and_then(|s| held_run::held_run(s, now));
+    let history: Vec<RunRecord> = recorded.iter().cloned().chain(held).collect();
+    let timeline = layout::lay_out(&history, since, now);
     let period_text = &period.text;
     let empty = match (history.last(), timeline.runs.is_empty()) {
         (None, _) => Some(format!("No runs recorded for {name} yet.")),

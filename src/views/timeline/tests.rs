@@ -292,7 +292,7 @@ fn a_failed_stage_stays_failed_until_restored_and_its_restore_is_a_rollback_bar(
         "staging",
         &[
             (provisioning(None), 0),
-            (StageActivity::RollingBack, 3),
+            (StageActivity::RollingBack { snapshot: None }, 3),
             (StageActivity::Restored { snapshot: Some(1) }, 5),
         ],
     );
@@ -758,4 +758,49 @@ fn the_png_draws_its_text_with_the_system_fonts() {
     let without_text = super::png::render_with(&svg, resvg::usvg::fontdb::Database::new())
         .expect("a PNG without text");
     assert_ne!(with_text.png, without_text.png, "the labels were drawn");
+}
+
+#[test]
+fn a_halted_stage_stays_failed_until_a_later_run_enters_a_stage() {
+    let failing = || {
+        spanned(
+            "dev",
+            &[
+                (provisioning(None), 0),
+                (
+                    StageActivity::Failed {
+                        reason: "1 failed".into(),
+                    },
+                    2,
+                ),
+            ],
+        )
+    };
+    let mut halted = run(1, 0, RunOutcome::Failed, vec![failing()]);
+    halted.stages[0].failed_at = Some(t(2));
+    halted.ended_at = Some(t(2));
+    use BarKind::*;
+    let alone = [halted.clone()];
+    let timeline = lay_out(&alone, t(-60), t(10));
+    assert_eq!(
+        bars_of(&timeline, 0, 0),
+        [(Provisioning, None, 0, 2), (Failed, None, 2, 10)],
+        "failed until now"
+    );
+    // A next run whose start a blackout holds replaces nothing yet; one that enters a stage does.
+    let mut held = run(2, 6, RunOutcome::Running, Vec::new());
+    held.held_starts.push(HeldStart {
+        stage: "dev".into(),
+        since: t(6),
+        until: t(30),
+        reason: None,
+    });
+    let history = [halted.clone(), held];
+    let timeline = lay_out(&history, t(-60), t(10));
+    assert_eq!(bars_of(&timeline, 0, 0)[1], (Failed, None, 2, 10));
+    assert_eq!(bars_of(&timeline, 1, 0), [(Blackout, None, 6, 10)]);
+    let entered = run(2, 6, RunOutcome::Running, vec![stage("dev", 6)]);
+    let history = [halted, entered];
+    let timeline = lay_out(&history, t(-60), t(10));
+    assert_eq!(bars_of(&timeline, 0, 0)[1], (Failed, None, 2, 6));
 }

@@ -152,25 +152,30 @@ impl FailedRun<'_> {
     }
 }
 
-/// Each stage a failure rollback restores: rolling back until restored, then restored to the
-/// snapshot it runs again.
+/// Each stage a failure rollback restores, in restore order: restored to the snapshot it runs
+/// again; the one being restored now rolling back (since its restore was applied); the ones
+/// after it keep what they did until their turn (the rollback restores one stage at a time).
 fn note_rollback_activities(
     status: &mut PromotionStatus,
     failure: &RunFailure,
     now: DateTime<Utc>,
 ) {
-    for entry in &failure.rollback {
+    let restoring_now = failure
+        .rollback
+        .iter()
+        .position(|e| e.restored_at.is_none());
+    for (position, entry) in failure.rollback.iter().enumerate() {
         let Some(st) = status.stage_mut(&entry.name) else {
             continue;
         };
+        let snapshot = entry.to_snapshot;
         let restoring = match entry.restored_at {
-            Some(at) => (
-                StageActivity::Restored {
-                    snapshot: entry.to_snapshot,
-                },
-                at,
+            Some(at) => (StageActivity::Restored { snapshot }, at),
+            None if Some(position) == restoring_now => (
+                StageActivity::RollingBack { snapshot },
+                entry.applied_at.unwrap_or(now),
             ),
-            None => (StageActivity::RollingBack, now),
+            None => continue,
         };
         activity::set(
             &mut st.activity,

@@ -16,10 +16,7 @@ use tollgate_model::snapshot::{
 
 use crate::status::{Approver, ApproverKind, ConsumedApproval};
 
-/// Shortest snapshot-id prefix an annotation may use.
-pub const MIN_SNAPSHOT_ID_PREFIX: usize = 12;
-/// Shortest commit-SHA prefix an annotation may use.
-pub const MIN_COMMIT_PREFIX: usize = 7;
+pub use tollgate_model::snapshot::{MIN_COMMIT_PREFIX, MIN_SNAPSHOT_ID_PREFIX};
 
 /// An approval that lets the run pass the stage.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -245,13 +242,11 @@ fn latest<'e>(
 /// Whether an annotation value names this snapshot: a prefix of its snapshot id (12+ hex
 /// characters) or of the SHA of the commit that introduced it (7+ hex characters).
 pub fn names_snapshot(value: &str, snapshot: &Snapshot) -> bool {
-    let value = value.trim().to_ascii_lowercase();
-    if value.is_empty() || !value.chars().all(|c| c.is_ascii_hexdigit()) {
-        return false;
-    }
-    (value.len() >= MIN_SNAPSHOT_ID_PREFIX && snapshot.hashes.snapshot_id.starts_with(&value))
-        || (value.len() >= MIN_COMMIT_PREFIX
-            && snapshot.commit.sha.to_ascii_lowercase().starts_with(&value))
+    tollgate_model::snapshot::names_snapshot(
+        value,
+        &snapshot.hashes.snapshot_id,
+        &snapshot.commit.sha,
+    )
 }
 
 fn approver_of(kind: ApproverKind, event: Option<&ApprovalEvent>) -> Approver {

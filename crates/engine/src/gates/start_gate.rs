@@ -132,13 +132,20 @@ pub(crate) fn blackout(input: &StepInput<'_>, rollback: bool) -> Option<ActiveBl
 
 /// A blackout holds a start until it ends.
 fn blackout_hold(start: &Start<'_, '_>) -> Option<StartHold> {
-    let (stage, waits) = match start.starting {
+    // A new run's held start is shown on its first stage (by `pipeline()` when that stage is
+    // not ahead: it still runs the older snapshot), never on the stage after the current run's.
+    let (stage, waits, shown_on) = match start.starting {
         Starting::Nothing => return None,
         Starting::Run { first } => (
             first,
             format!("snapshot #{} waits to start", start.snapshot.index),
+            ShownOn::HeldStage,
         ),
-        Starting::Stage(next) => (Some(next), format!("stage {next} waits to start")),
+        Starting::Stage(next) => (
+            Some(next),
+            format!("stage {next} waits to start"),
+            ShownOn::NextStageAhead,
+        ),
     };
     let blackout = blackout(start.input, start.rollback)?;
     let told = start
@@ -162,7 +169,7 @@ fn blackout_hold(start: &Start<'_, '_>) -> Option<StartHold> {
         wake_at: Some(blackout.until),
         event,
         stage: stage.map(str::to_string),
-        shown_on: ShownOn::NextStageAhead,
+        shown_on,
     })
 }
 
@@ -286,10 +293,24 @@ impl StartHold {
         if let StageActivity::Blackout { until, .. } = &self.activity {
             status.blackout_until = Some(*until);
             status.blackout_holds = self.stage.clone().map(|stage| {
+                // The same hold of the same start keeps its beginning.
+                let since = start
+                    .input
+                    .status
+                    .and_then(|s| s.blackout_holds.as_deref())
+                    .filter(|held| {
+                        held.stage == stage
+                            && held.snapshot_index == start.snapshot.index
+                            && held.activity.same_kind(&self.activity)
+                    })
+                    .and_then(|held| held.since)
+                    .unwrap_or(now);
                 Box::new(HeldStart {
                     stage,
                     snapshot_index: start.snapshot.index,
                     snapshot_commit: start.snapshot.commit.sha.clone(),
+                    activity: self.activity.clone(),
+                    since: Some(since),
                 })
             });
         }

@@ -162,12 +162,14 @@ fn outcome(status: &PromotionStatus) -> (RunOutcome, Option<DateTime<Utc>>) {
             None => (RunOutcome::Failed, None),
         };
     }
-    // Only the last stage stays current once it succeeded (see `step`).
+    // Only the last stage stays current once it succeeded (see `step`); a stage whose start
+    // waits (a dependency, a blackout) keeps the one before it current, with stages ahead.
     let finished = status
         .current_stage_name
         .as_deref()
         .and_then(|current| status.stage(current))
-        .and_then(|current| current.succeeded_at);
+        .and_then(|current| current.succeeded_at)
+        .filter(|_| status.stages_ahead.is_empty());
     match finished {
         Some(at) => (RunOutcome::Completed, Some(at)),
         None => (RunOutcome::Running, None),

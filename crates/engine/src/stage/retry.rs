@@ -41,30 +41,7 @@ pub const RETRIES_KEPT: usize = 32;
 /// `type` of the condition that says what the newest retry did.
 pub const RETRY_CONDITION: &str = "Retry";
 
-/// A retry annotation's value: `<snapshot id or commit prefix>/<n>`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RetryValue {
-    pub snapshot: String,
-    pub n: u64,
-}
-
-/// Reads `<snapshot>/<n>` (n a positive integer).
-pub fn parse(value: &str) -> Result<RetryValue, String> {
-    let wrong = || {
-        format!(
-            "{value:?} is not <snapshot id>/<n> (a snapshot id or commit prefix, a slash, a retry counter of 1 or more)"
-        )
-    };
-    let (snapshot, n) = value.trim().rsplit_once('/').ok_or_else(wrong)?;
-    let n: u64 = n.parse().map_err(|_| wrong())?;
-    if n == 0 || snapshot.is_empty() {
-        return Err(wrong());
-    }
-    Ok(RetryValue {
-        snapshot: snapshot.to_string(),
-        n,
-    })
-}
+pub use tollgate_model::retry_value::{RetryValue, parse};
 
 /// The highest counter consumed for `stage` and snapshot `id` (0: none).
 pub fn last_consumed(status: &PromotionStatus, stage: &str, id: &str) -> u64 {

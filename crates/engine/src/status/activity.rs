@@ -70,8 +70,12 @@ pub enum StageActivity {
     Skipped,
     /// The stage failed under the run's policy, or cannot go on without a fix.
     Failed { reason: String },
-    /// A failure rollback is restoring the stage.
-    RollingBack,
+    /// A failure rollback is restoring the stage (its restore applied, its clusters not yet
+    /// provisioned with it) to `snapshot` (`None`: its profiles are being withdrawn).
+    RollingBack {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        snapshot: Option<u64>,
+    },
     /// A failure rollback restored the stage to `snapshot` (`None`: its profiles were withdrawn).
     Restored {
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -127,7 +131,7 @@ impl JsonSchema for StageActivity {
                     "type": "string"
                 },
                 "snapshot": {
-                    "description": "The snapshot a rollback restored (Restored).",
+                    "description": "The snapshot a rollback restores (RollingBack) or restored (Restored).",
                     "type": "integer", "format": "uint64", "minimum": 0
                 }
             }
@@ -154,7 +158,7 @@ impl StageActivity {
             StageActivity::Completed => "Completed",
             StageActivity::Skipped => "Skipped",
             StageActivity::Failed { .. } => "Failed",
-            StageActivity::RollingBack => "RollingBack",
+            StageActivity::RollingBack { .. } => "RollingBack",
             StageActivity::Restored { .. } => "Restored",
         }
     }
@@ -196,7 +200,7 @@ impl StageActivity {
             StageActivity::Paused | StageActivity::AnalysisInconclusive { .. } => Phase::Paused,
             StageActivity::Completed | StageActivity::Skipped => Phase::Completed,
             StageActivity::Failed { .. } => Phase::Failed,
-            StageActivity::RollingBack => Phase::RollingBack,
+            StageActivity::RollingBack { .. } => Phase::RollingBack,
             StageActivity::Restored { .. } => Phase::RolledBack,
         }
     }

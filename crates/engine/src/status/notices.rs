@@ -16,7 +16,8 @@ use tollgate_model::policy::NotifyEvent;
 
 use crate::status::activity::StageActivity;
 use crate::status::analysis_run::AnalysisPhase;
-use crate::status::{Phase, PromotionStatus, StageCounts, StageStatus, WaveProgress};
+use crate::status::transitions::{self, Transition, TransitionKind, transitions};
+use crate::status::{Phase, PromotionStatus, StageCounts, StageStatus};
 
 /// Characters of the base64 SHA-256 kept as a notice id (96 bits).
 const ID_CHARS: usize = 16;
@@ -31,10 +32,10 @@ struct Run {
 }
 
 fn run_of(status: &PromotionStatus) -> Option<Run> {
-    let first = status.stages.first()?;
+    let (snapshot_index, start) = transitions::run_of(status)?;
     Some(Run {
-        snapshot_index: status.snapshot_index?,
-        start: first.last_update_reconciled_time?,
+        snapshot_index,
+        start,
     })
 }
 
@@ -60,9 +61,11 @@ pub fn notices(
         run,
         next,
     };
+    let told = transitions(previous, next);
     for stage in &next.stages {
         let old = before.and_then(|b| b.stage(&stage.name));
-        stage_notices(&notice, stage, old, &mut out);
+        let of_stage: Vec<&Transition> = told.iter().filter(|t| t.stage == stage.name).collect();
+        stage_notices(&notice, stage, old, &of_stage, &mut out);
     }
     if let Some(held) = held_wave(&notice, previous, now) {
         out.push(held);
@@ -70,7 +73,10 @@ pub fn notices(
     if let Some(failure) = &next.failure
         && let Some(stage) = next.stage(&failure.stage)
     {
-        if before.is_none_or(|b| b.failure.is_none()) {
+        let failed = told
+            .iter()
+            .any(|t| t.kind == TransitionKind::Failed && t.stage == failure.stage);
+        if failed {
             let reason = Some(failure.reason.clone());
             out.push(notice.about(NotifyEvent::StageFailed, stage, reason, failure.at));
         }
@@ -94,80 +100,65 @@ pub fn notices(
     out
 }
 
-/// A stage's own notices, in the order they happened: started, its waves, approval, completed.
+/// A stage's own notices, in the order its transitions happened: started, its waves, approval,
+/// its analyses' verdicts, completed.
 fn stage_notices(
     notice: &Builder<'_>,
     stage: &StageStatus,
     old: Option<&StageStatus>,
+    told: &[&Transition],
     out: &mut Vec<Notice>,
 ) {
-    if old.is_none()
-        && let Some(at) = stage.last_update_reconciled_time
-    {
-        let reason = stage.current_status_description.clone();
-        out.push(notice.about(NotifyEvent::StageStarted, stage, reason, at));
-    }
-    if let Some(waves) = stage.waves.as_deref() {
-        wave_notices(notice, stage, waves, old, out);
-    }
-    if let Some(at) = stage.awaiting_approval_since
-        && old.is_none_or(|o| o.awaiting_approval_since.is_none())
-    {
-        let reason = stage.waiting_reason.clone();
-        out.push(notice.about(NotifyEvent::ApprovalNeeded, stage, reason, at));
-    }
-    analysis_notices(notice, stage, old, out);
-    if let Some(at) = stage.succeeded_at
-        && old.is_none_or(|o| o.succeeded_at.is_none())
-    {
-        let reason = stage
-            .provisioned_message
-            .clone()
-            .or_else(|| stage.current_status_description.clone());
-        out.push(notice.about(NotifyEvent::StageCompleted, stage, reason, at));
-    }
-}
-
-/// A wave started (the first one with its stage); a wave's clusters all provisioned (the last
-/// wave's: when its stage is provisioned), told before the next wave starts.
-fn wave_notices(
-    notice: &Builder<'_>,
-    stage: &StageStatus,
-    waves: &WaveProgress,
-    old: Option<&StageStatus>,
-    out: &mut Vec<Notice>,
-) {
-    let total = waves.total();
-    let reached = waves.reached;
-    let old_waves = old.and_then(|o| o.waves.as_deref());
-    let old_reached = old_waves.map_or(0, |o| o.reached);
-    let done = |wave: u32, at: DateTime<Utc>| {
-        let text = format!("wave {wave}/{total} provisioned");
-        notice.about_wave(NotifyEvent::WaveCompleted, stage, wave, text, at)
-    };
-    if reached > old_reached {
-        // The previous wave completed in the step that started this one (no pause).
-        if old_waves.is_some_and(|o| o.wave_done_at.is_none()) {
-            out.push(done(old_reached, waves.wave_started_at));
+    let mut analyses_told = false;
+    for transition in told {
+        let at = transition.at;
+        match &transition.kind {
+            TransitionKind::Started => {
+                let reason = stage.current_status_description.clone();
+                out.push(notice.about(NotifyEvent::StageStarted, stage, reason, at));
+            }
+            TransitionKind::WaveStarted { wave } => {
+                let index = usize::try_from(wave.wave.saturating_sub(1)).unwrap_or(usize::MAX);
+                let clusters = stage
+                    .waves
+                    .as_deref()
+                    .and_then(|w| w.clusters.get(index))
+                    .map(|c| c.join(", "));
+                let text = format!(
+                    "wave {}/{} started: {}",
+                    wave.wave,
+                    wave.of,
+                    clusters.unwrap_or_default()
+                );
+                let kind = NotifyEvent::WaveStarted;
+                out.push(notice.about_wave(kind, stage, wave.wave, text, at));
+            }
+            TransitionKind::WaveCompleted { wave } => {
+                let text = format!("wave {}/{} provisioned", wave.wave, wave.of);
+                let kind = NotifyEvent::WaveCompleted;
+                out.push(notice.about_wave(kind, stage, wave.wave, text, at));
+            }
+            TransitionKind::AwaitingApproval => {
+                let reason = stage.waiting_reason.clone();
+                out.push(notice.about(NotifyEvent::ApprovalNeeded, stage, reason, at));
+            }
+            TransitionKind::Completed => {
+                analysis_notices(notice, stage, old, out);
+                analyses_told = true;
+                let reason = stage
+                    .provisioned_message
+                    .clone()
+                    .or_else(|| stage.current_status_description.clone());
+                out.push(notice.about(NotifyEvent::StageCompleted, stage, reason, at));
+            }
+            TransitionKind::Provisioned
+            | TransitionKind::Failed
+            | TransitionKind::RestoreStarted { .. }
+            | TransitionKind::Restored { .. } => {}
         }
-        let index = usize::try_from(reached.saturating_sub(1)).unwrap_or(usize::MAX);
-        let clusters = waves.clusters.get(index).map(|c| c.join(", "));
-        let text = format!(
-            "wave {reached}/{total} started: {}",
-            clusters.unwrap_or_default()
-        );
-        let at = waves.wave_started_at;
-        out.push(notice.about_wave(NotifyEvent::WaveStarted, stage, reached, text, at));
     }
-    let newly_done = old_waves.is_none_or(|o| o.reached != reached || o.wave_done_at.is_none());
-    if let Some(at) = waves.wave_done_at.filter(|_| newly_done) {
-        out.push(done(reached, at));
-    }
-    if reached == total
-        && let Some(at) = stage.provisioned_at
-        && old.is_none_or(|o| o.provisioned_at.is_none())
-    {
-        out.push(done(reached, at));
+    if !analyses_told {
+        analysis_notices(notice, stage, old, out);
     }
 }
 

@@ -37,6 +37,27 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Whether a person has to look: the pipeline cannot go on by itself (failed, rolling back
+    /// or rolled back, invalid at HEAD, held by its policy, a removal held, paused). Every view
+    /// that singles promotions out reads this (the web overview lists them first, the live view
+    /// shows their message).
+    pub fn needs_attention(&self) -> bool {
+        match self {
+            Phase::Failed
+            | Phase::RollingBack
+            | Phase::RolledBack
+            | Phase::Invalid
+            | Phase::Held
+            | Phase::RemovalHeld
+            | Phase::Paused => true,
+            Phase::Progressing
+            | Phase::Waiting
+            | Phase::Completed
+            | Phase::Removing
+            | Phase::Removed => false,
+        }
+    }
+
     /// The phase as the status spells it.
     pub fn as_str(&self) -> &'static str {
         match self {

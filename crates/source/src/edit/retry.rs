@@ -4,6 +4,7 @@
 //! branch itself. The controller re-drives the stage's failed clusters once per counter `n`.
 
 use tollgate_manifest::snapshot::RETRY_ANNOTATION_PREFIX;
+use tollgate_model::retry_value::counter_for;
 
 use crate::edit::{
     AnnotationCommit, EditError, EditOutcome, Loaded, Target, commit_annotation, current_snapshot,
@@ -98,16 +99,6 @@ pub fn next_retry_counter(written: Option<&str>, snapshot_id: &str, snapshot_com
     written
         .and_then(|value| counter_for(value, snapshot_id, snapshot_commit))
         .map_or(1, |n| n.saturating_add(1))
-}
-
-/// The counter of an annotation value `<snapshot>/<n>` that names the snapshot (an id prefix of
-/// 12 or more characters or a commit prefix of 7 or more).
-fn counter_for(value: &str, snapshot_id: &str, snapshot_commit: &str) -> Option<u64> {
-    let (named, n) = value.trim().rsplit_once('/')?;
-    let named = named.to_ascii_lowercase();
-    let names = (named.len() >= 12 && snapshot_id.starts_with(&named))
-        || (named.len() >= 7 && snapshot_commit.starts_with(&named));
-    names.then(|| n.parse().ok()).flatten()
 }
 
 #[cfg(test)]
