@@ -37,6 +37,16 @@ pub enum Worse {
     Either,
 }
 
+/// How many samples one cluster gives a measurement.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Samples {
+    /// One sample per cluster: the instant query's value.
+    #[default]
+    Instant,
+    /// Every point of a range query over the interval since the last measurement.
+    Range,
+}
+
 /// `confidence` when a comparison sets none.
 pub const DEFAULT_CONFIDENCE: f64 = 0.95;
 /// `minClusters` when a comparison sets none.
@@ -64,6 +74,15 @@ pub struct Compare {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub min_clusters: Option<u32>,
+    /// One sample per cluster (`Instant`), or every point of a range query (`Range`).
+    #[serde(default, skip_serializing_if = "Samples::is_instant")]
+    pub samples: Samples,
+}
+
+impl Samples {
+    fn is_instant(&self) -> bool {
+        *self == Samples::Instant
+    }
 }
 
 impl Compare {
