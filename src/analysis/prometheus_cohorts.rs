@@ -51,7 +51,7 @@ pub async fn cohort_samples(
     let data = answer_data(answer.status, &answer.body)?;
     let names: Vec<&str> = cohort.iter().map(|key| cluster_name(key)).collect();
     let mut samples = read_samples(&data)?;
-    samples.retain(|s| names.contains(&s.cluster.as_str()) && !s.value.is_nan());
+    samples.retain(|s| names.contains(&s.cluster.as_str()) && s.value.is_finite());
     Ok(samples)
 }
 

@@ -124,12 +124,13 @@ fn median(samples: &[f64]) -> f64 {
     }
 }
 
-/// (test − baseline) / |baseline|; from a zero baseline, any rise is infinite and none is 0.
+/// (test − baseline) / |baseline|; from a zero baseline, any rise is the largest number and none
+/// is 0 (finite, so that status, written as JSON, keeps it).
 fn relative_effect(test: f64, baseline: f64) -> f64 {
     if baseline == 0.0 {
         return match test.partial_cmp(&0.0) {
-            Some(std::cmp::Ordering::Greater) => f64::INFINITY,
-            Some(std::cmp::Ordering::Less) => f64::NEG_INFINITY,
+            Some(std::cmp::Ordering::Greater) => f64::MAX,
+            Some(std::cmp::Ordering::Less) => f64::MIN,
             _ => 0.0,
         };
     }
