@@ -212,6 +212,14 @@ async fn a_thirty_percent_regression_in_the_first_wave_fails_the_comparison_and_
     assert!(effect > 0.2, "about 27 % slower by the medians: {record:#}");
     let value = measured["value"].as_str().unwrap_or_default();
     assert!(value.contains("effect=+"), "{value}");
+    let metrics = world.metrics.encode();
+    for series in [
+        "tollgate_analysis_comparison{promotion=\"web\",stage=\"prod\",analysis=\"latency\",cohort=\"test\"} ",
+        "tollgate_analysis_comparison{promotion=\"web\",stage=\"prod\",analysis=\"latency\",cohort=\"baseline\"} ",
+        "tollgate_analysis_comparison_p_value{promotion=\"web\",stage=\"prod\",analysis=\"latency\"} ",
+    ] {
+        assert!(metrics.contains(series), "missing {series} in:\n{metrics}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
