@@ -226,3 +226,38 @@ fn too_few_clusters_in_a_cohort_is_no_data() {
     );
     assert_eq!(summary.test_cohort, ["a", "b"]);
 }
+
+#[test]
+fn the_last_of_several_waves_has_nothing_left_to_compare_and_completes() {
+    let mut h = waved(
+        vec![analysis("latency", json!({"baseline": "OtherWaves"}))],
+        json!({}),
+    );
+    h.settle();
+    for wave in 1..=2 {
+        let due = h.later(Duration::seconds(10)).measurements;
+        assert_eq!(due.len(), 1, "wave {wave}: {due:?}");
+        answer(&mut h, &due, MeasurementVerdict::Successful);
+    }
+    let due = h.later(Duration::seconds(10)).measurements;
+    assert!(due.is_empty(), "the last wave measures nothing: {due:?}");
+    let runs = h.stage_status("prod").analyses.clone().expect("runs");
+    let last = runs
+        .iter()
+        .find(|r| r.wave == Some(3))
+        .expect("wave 3's run");
+    assert!(
+        last.message
+            .as_deref()
+            .is_some_and(|m| m.contains("no wave is left")),
+        "{last:?}"
+    );
+    assert_ne!(
+        h.stage_status("prod").activity,
+        StageActivity::Analyzing { until: None }
+    );
+    assert!(
+        h.stage_status("prod").succeeded_at.is_some(),
+        "prod completed"
+    );
+}

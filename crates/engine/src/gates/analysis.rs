@@ -21,7 +21,7 @@ use tollgate_model::analysis_template::{TemplateContext, render};
 use tollgate_model::policy::Score;
 use tollgate_model::snapshot::Snapshot;
 
-use crate::gates::cohorts::{CohortSources, cohorts};
+use crate::gates::cohorts::{CohortSources, cohorts, nothing_left_to_compare};
 use crate::gates::comparison::ComparisonDue;
 use crate::gates::score::{self, ScoreVerdict};
 
@@ -136,6 +136,14 @@ fn start(runs: &mut Vec<AnalysisRun>, input: &AnalysisInput<'_>, provisioned_at:
                 Err(problem) => (String::new(), Some(problem)),
             };
             let comparison = comparison_due(analysis, input, cluster);
+            let (phase, message) = match (problem, comparison.as_deref()) {
+                (Some(problem), _) => (AnalysisPhase::Failed, Some(problem)),
+                (None, Some(due)) => match nothing_left_to_compare(due, input.cohorts.waves) {
+                    Some(why) => (AnalysisPhase::Successful, Some(why)),
+                    None => (AnalysisPhase::Running, None),
+                },
+                (None, None) => (AnalysisPhase::Running, None),
+            };
             runs.push(AnalysisRun {
                 name: analysis.name.clone(),
                 cluster: cluster.cloned(),
@@ -152,11 +160,8 @@ fn start(runs: &mut Vec<AnalysisRun>, input: &AnalysisInput<'_>, provisioned_at:
                 inconclusive: 0,
                 errors: 0,
                 consecutive_errors: 0,
-                phase: match problem {
-                    Some(_) => AnalysisPhase::Failed,
-                    None => AnalysisPhase::Running,
-                },
-                message: problem,
+                phase,
+                message,
                 measurements: Vec::new(),
             });
         }

@@ -1,7 +1,9 @@
 //! The cohorts of a comparative analysis (issue #48): the test cohort is the stage's updated
 //! clusters (the waves reached); the baseline, by `compare.baseline`:
 //! - `OtherWaves`: the clusters of the stage's waves not reached yet (still on the previous
-//!   snapshot), measured at the same instants; none once the last wave is reached (no data);
+//!   snapshot), measured at the same instants. Once the last of several waves is reached none
+//!   is left: its run ends at once, successful (the earlier waves' comparisons decided); a
+//!   stage of one wave has no baseline at all, which is no data (`onNoData`);
 //! - `NextStage`: the clusters the next stage selects (it runs the previous snapshot until it
 //!   starts), less any of the stage's own;
 //! - `Before`: the same clusters, measured up to the instant the stage was applied.
@@ -56,6 +58,19 @@ pub(crate) fn cohorts(
         baseline_until,
         range_seconds: range_seconds.map(|s| s.max(1)),
     }
+}
+
+/// Why a comparison needs no measurement: an `OtherWaves` baseline in the last of several waves,
+/// where no cluster is left on the previous snapshot and the earlier waves were compared.
+pub(crate) fn nothing_left_to_compare(
+    due: &ComparisonDue,
+    waves: Option<&WaveProgress>,
+) -> Option<String> {
+    let last_of_several = waves.is_some_and(|w| w.total() > 1 && w.reached >= w.total());
+    (due.baseline == Baseline::OtherWaves && due.baseline_clusters.is_empty() && last_of_several)
+        .then(|| {
+            "the last wave: no wave is left on the previous snapshot to compare with (the earlier waves' comparisons decided)".to_string()
+        })
 }
 
 /// The clusters of the waves not reached, sorted.
