@@ -64,16 +64,27 @@ fn windowed_url(instant: &str, window: Window) -> String {
     match window.range_seconds {
         None => match window.at {
             None => instant.to_string(),
-            Some(at) => format!("{instant}&time={}", at.timestamp()),
+            Some(at) => format!("{instant}&time={}", unix(at)),
         },
         Some(range) => {
-            let end = window.at.unwrap_or_else(Utc::now).timestamp();
-            let start = end - i64::try_from(range).unwrap_or(i64::MAX / 2);
+            let end = window.at.unwrap_or_else(Utc::now);
+            let start =
+                end - chrono::Duration::seconds(i64::try_from(range).unwrap_or(i64::MAX / 2000));
             let step = (range / RANGE_POINTS).max(1);
             let ranged = instant.replacen("/api/v1/query?", "/api/v1/query_range?", 1);
-            format!("{ranged}&start={start}&end={end}&step={step}")
+            format!(
+                "{ranged}&start={}&end={}&step={step}",
+                unix(start),
+                unix(end)
+            )
         }
     }
+}
+
+/// Unix seconds with milliseconds, as Prometheus reads a time: truncated to the second, a
+/// window could end before the newest scrape.
+fn unix(at: DateTime<Utc>) -> String {
+    format!("{}.{:03}", at.timestamp(), at.timestamp_subsec_millis())
 }
 
 /// Every sample of a vector or matrix answer, by its series' `cluster` label.
@@ -157,7 +168,7 @@ mod tests {
                     range_seconds: None
                 }
             ),
-            "http://p:9090/api/v1/query?query=up&time=1700000000"
+            "http://p:9090/api/v1/query?query=up&time=1700000000.000"
         );
         assert_eq!(
             windowed_url(
@@ -167,7 +178,7 @@ mod tests {
                     range_seconds: Some(120)
                 }
             ),
-            "http://p:9090/api/v1/query_range?query=up&start=1699999880&end=1700000000&step=2"
+            "http://p:9090/api/v1/query_range?query=up&start=1699999880.000&end=1700000000.000&step=2"
         );
         assert_eq!(cluster_name("fleet/eu-1"), "eu-1");
     }

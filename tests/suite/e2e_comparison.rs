@@ -162,14 +162,16 @@ fn cohort(comparison: &Value, which: &str) -> Vec<String> {
 
 /// prod in two waves of 8 (ordered by `order`), compared with the waves not reached. The last
 /// wave has none left: the first wave's comparison decided (no `onNoData` needed).
-async fn waved(prom: &Prometheus, test: &str) -> (World, Vec<String>) {
+async fn waved(prom: &Prometheus, test: &str, samples: &str) -> (World, Vec<String>) {
     let clusters = prod(16);
     set_latencies(prom, test, &healthy(&clusters));
+    // A range looks back over the interval: from 2 s after provisioning, only at what was set.
+    let delay = if samples == "Range" { "2s" } else { "0s" };
     let policy = policy(
         prom,
         test,
-        json!({"baseline": "OtherWaves", "worse": "Higher", "confidence": 0.95, "minEffect": "10%", "minClusters": 3}),
-        json!({}),
+        json!({"baseline": "OtherWaves", "worse": "Higher", "confidence": 0.95, "minEffect": "10%", "minClusters": 3, "samples": samples}),
+        json!({"initialDelay": delay}),
         json!({"waves": {"sortingLabelKey": "order", "size": 8}}),
     );
     let world = start(fleet_of(&clusters, "50ms"), policy).await;
@@ -180,7 +182,7 @@ async fn waved(prom: &Prometheus, test: &str) -> (World, Vec<String>) {
 async fn a_thirty_percent_regression_in_the_first_wave_fails_the_comparison_and_rolls_back() {
     let Some(prom) = prom() else { return };
     let test = "compare-regression";
-    let (world, clusters) = waved(prom, test).await;
+    let (world, clusters) = waved(prom, test, "Instant").await;
     let status = world.wait_phase(WEB, "Completed").await;
     let first = comparison(&status, Some(1));
     assert_eq!(cohort(&first, "testCohort"), clusters[..8], "{status:#}");
@@ -226,7 +228,7 @@ async fn a_thirty_percent_regression_in_the_first_wave_fails_the_comparison_and_
 async fn the_same_noise_without_regression_passes_and_a_shift_of_every_cluster_passes_too() {
     let Some(prom) = prom() else { return };
     let test = "compare-traffic";
-    let (world, clusters) = waved(prom, test).await;
+    let (world, clusters) = waved(prom, test, "Instant").await;
     let status = world.wait_phase(WEB, "Completed").await;
     let first = comparison(&status, Some(1));
     assert!(
@@ -325,5 +327,27 @@ async fn too_few_clusters_is_no_data_and_on_no_data_applies() {
         cohort(&measured["comparison"], "baselineCohort"),
         clusters[2..],
         "{status:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn range_samples_take_every_point_of_the_interval_and_catch_the_regression_too() {
+    let Some(prom) = prom() else { return };
+    let test = "compare-range";
+    let (world, clusters) = waved(prom, test, "Range").await;
+    world.wait_phase(WEB, "Completed").await;
+    set_latencies(prom, test, &slower(&healthy(&clusters), &clusters[..8]));
+    release(&world, "2.0.0").await;
+    let status = world.wait_phase(WEB, "RolledBack").await;
+    let compared = comparison(&status, Some(1));
+    let record = &compared["record"];
+    assert!(
+        record["testSize"].as_u64().is_some_and(|n| n > 8),
+        "more than one point per cluster: {record:#}"
+    );
+    assert_eq!(cohort(&compared, "testCohort"), clusters[..8], "{status:#}");
+    assert!(
+        record["pValue"].as_f64().is_some_and(|p| p < 0.05),
+        "{record:#}"
     );
 }

@@ -1,6 +1,6 @@
 //! A comparative analysis (`compare:`, issue #48) and `stages.<stage>.score`: the rules a schema
-//! cannot say. A comparison measures a Prometheus query per cohort, so it needs `prometheus`,
-//! and the query must keep the `cluster` label (one sample per cluster); `confidence` lies
+//! cannot say. A comparison measures a Prometheus query per cohort, so it needs `prometheus`
+//! and `scope: Stage`, and the query must keep the `cluster` label (one sample per cluster); `confidence` lies
 //! strictly between 0 and 1, `minEffect` is a percentage, `minClusters` at least 1; a stage that
 //! compares with `OtherWaves` needs waves. Whether a `NextStage` exists is known only with the
 //! promotions a policy governs (`tollgate validate`'s cross-checks).
@@ -29,6 +29,13 @@ pub fn check_compare(
     let path = child_path(item_path, "compare");
     if let Some(fields) = compare.as_object() {
         check_values(fields, &path, findings);
+    }
+    if analysis.get("scope").and_then(Value::as_str) == Some("Cluster") {
+        findings.push(Finding::error(
+            "compare-scope",
+            child_path(item_path, "scope"),
+            "Invalid value: \"Cluster\": a comparison measures two cohorts of clusters at once, not one cluster: use scope: Stage (the default)",
+        ));
     }
     match analysis.get("prometheus").and_then(Value::as_object) {
         Some(prometheus) => check_query_keeps_cluster(prometheus, item_path, findings),

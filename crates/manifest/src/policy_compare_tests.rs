@@ -190,3 +190,16 @@ fn the_issue_example_is_read_into_the_model_without_conditions() {
         Some(Samples::Range)
     );
 }
+
+#[test]
+fn a_comparison_measures_cohorts_not_one_cluster() {
+    let parsed = read(&EXAMPLE.replace(
+        "    interval: 30s\n",
+        "    scope: Cluster\n    interval: 30s\n",
+    ));
+    assert_eq!(
+        places(&parsed),
+        [(19, "spec.analyses[0].scope".to_string(), "compare-scope")]
+    );
+    assert!(message(&parsed, "compare-scope").contains("scope: Stage"));
+}
