@@ -43,7 +43,8 @@ pub enum Samples {
     /// One sample per cluster: the instant query's value.
     #[default]
     Instant,
-    /// Every point of a range query over the interval since the last measurement.
+    /// Every point of a range query over the analysis's `interval` up to the measurement (for
+    /// `Before`: up to the stage's apply).
     Range,
 }
 
@@ -63,7 +64,8 @@ pub struct Compare {
     pub test: RankTestKind,
     #[serde(default)]
     pub worse: Worse,
-    /// Reject "no difference" at this level (0.5–0.999); default [`DEFAULT_CONFIDENCE`].
+    /// Reject "no difference" at this level (strictly between 0 and 1); default
+    /// [`DEFAULT_CONFIDENCE`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confidence: Option<f64>,
     /// Only a difference of the medians at least this large is a regression: a percentage of the

@@ -14,6 +14,10 @@
 //! - more failed measurements than `failureLimit` fail the run, more inconclusive ones than
 //!   `inconclusiveLimit` make it inconclusive (held until approved through git);
 //! - a dry-run analysis is measured and shown, and never decides.
+//! - a comparative analysis (`compare:`, issue #48) is measured over two cohorts fixed when its
+//!   run starts (`cohorts`), each with its own rendered query; the runner compares them with the
+//!   rank test (`comparison`) and the record is kept per measurement;
+//! - with `stages.<stage>.score` the wave's runs are judged together once all ended (`score`).
 
 use chrono::{DateTime, Utc};
 use tollgate_model::analysis::{Analysis, AnalysisScope, MeasurementVerdict, Provider};
