@@ -16,10 +16,12 @@
 //! (CEL), `observation` (what a provider saw), `store`.
 
 pub mod commit_status;
+mod comparison;
 pub mod conditions;
 pub mod http;
 pub mod observation;
 pub mod prometheus;
+pub mod prometheus_cohorts;
 pub mod secrets;
 pub mod store;
 pub mod web;
@@ -242,20 +244,21 @@ impl Inner {
         }
     }
 
-    /// One measurement: the provider's observation judged by onNoData or the conditions.
+    /// One measurement: the provider's observation judged by onNoData or the conditions (a
+    /// comparison's: see `comparison`).
     async fn measure(&self, job: &Job) -> Measurement {
+        if let (Some(due), Some(compare)) = (&job.due.comparison, &job.analysis.compare) {
+            return self.measure_comparison(job, due, compare).await;
+        }
         let observed = self.observe(job).await;
         let analysis = &job.analysis;
         let (value, verdict, error) = match observed {
             Err(error) => (None, MeasurementVerdict::Error, Some(error.to_string())),
-            Ok(Observation::NoData(why)) => {
-                let verdict = match analysis.on_no_data {
-                    OnNoData::Fail => MeasurementVerdict::Failed,
-                    OnNoData::Pass => MeasurementVerdict::Successful,
-                    OnNoData::Inconclusive => MeasurementVerdict::Inconclusive,
-                };
-                (None, verdict, Some(format!("no data: {why}")))
-            }
+            Ok(Observation::NoData(why)) => (
+                None,
+                no_data_verdict(analysis.on_no_data),
+                Some(format!("no data: {why}")),
+            ),
             Ok(Observation::Pending(shown)) => {
                 (Some(shown), MeasurementVerdict::Inconclusive, None)
             }
@@ -280,6 +283,7 @@ impl Inner {
             value,
             verdict,
             error,
+            comparison: None,
         }
     }
 
@@ -301,5 +305,14 @@ impl Inner {
                 "no provider: set one of prometheus, web, commitStatus".to_string(),
             )),
         }
+    }
+}
+
+/// What a measurement without data is, by `onNoData`.
+fn no_data_verdict(on_no_data: OnNoData) -> MeasurementVerdict {
+    match on_no_data {
+        OnNoData::Fail => MeasurementVerdict::Failed,
+        OnNoData::Pass => MeasurementVerdict::Successful,
+        OnNoData::Inconclusive => MeasurementVerdict::Inconclusive,
     }
 }

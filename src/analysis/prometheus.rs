@@ -35,7 +35,7 @@ pub async fn measure(
     read_answer(answer.status, &answer.body)
 }
 
-fn query_url(address: &str, query: &str) -> Result<String, MeasureError> {
+pub(super) fn query_url(address: &str, query: &str) -> Result<String, MeasureError> {
     let address = address.trim_end_matches('/');
     if !(address.starts_with("http://") || address.starts_with("https://")) {
         return Err(MeasureError::Config(format!(
@@ -46,8 +46,9 @@ fn query_url(address: &str, query: &str) -> Result<String, MeasureError> {
     Ok(format!("{address}/api/v1/query?query={encoded}"))
 }
 
-/// The Prometheus HTTP API's answer to an instant query.
-fn read_answer(status: u16, body: &[u8]) -> Result<Observation, MeasureError> {
+/// The `data` of a Prometheus HTTP API answer; an error with Prometheus' own message when the
+/// query failed.
+pub(super) fn answer_data(status: u16, body: &[u8]) -> Result<Value, MeasureError> {
     let document: Option<Value> = serde_json::from_slice(body).ok();
     let api_status = document
         .as_ref()
@@ -67,6 +68,12 @@ fn read_answer(status: u16, body: &[u8]) -> Result<Observation, MeasureError> {
             "no data field: is the address a Prometheus server?".to_string(),
         ));
     };
+    Ok(data.clone())
+}
+
+/// The Prometheus HTTP API's answer to an instant query.
+fn read_answer(status: u16, body: &[u8]) -> Result<Observation, MeasureError> {
+    let data = answer_data(status, body)?;
     let result = &data["result"];
     match data["resultType"].as_str() {
         Some("scalar") => {

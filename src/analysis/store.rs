@@ -152,6 +152,7 @@ mod tests {
             value: Some("0".into()),
             verdict: MeasurementVerdict::Successful,
             error: None,
+            comparison: None,
         }
     }
 

@@ -13,6 +13,7 @@ use tollgate_manifest::rules::annotations::APPROVE_NAMES_NO_SNAPSHOT;
 use tollgate_manifest::{Diagnostic, Limits, parse_file};
 
 mod analysis_soak;
+mod comparison_baselines;
 mod depends_on;
 mod policy_admins;
 
@@ -349,6 +350,9 @@ mod policies {
             let line = line_of(policy);
             diagnostics.extend(unused_overrides(policy, file, line, promotions, &text_of));
             diagnostics.extend(super::analysis_soak::diagnostics(
+                policy, file, line, promotions, &text_of,
+            ));
+            diagnostics.extend(super::comparison_baselines::diagnostics(
                 policy, file, line, promotions, &text_of,
             ));
         }

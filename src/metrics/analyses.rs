@@ -3,7 +3,10 @@
 //! measurement recorded, `tollgate_analysis_last_value{promotion,stage,analysis[,cluster]}` is the
 //! newest numeric value (a list, a boolean or no value leaves it as it was), per cluster under
 //! `scope: Cluster` (one series per stage would show whichever cluster was measured last: a
-//! healthy cluster's value hiding a failing one's).
+//! healthy cluster's value hiding a failing one's). A comparative analysis (issue #48) sets
+//! `tollgate_analysis_comparison{promotion,stage,analysis,cohort}` (each cohort's median,
+//! `cohort` `test` or `baseline`) and `tollgate_analysis_comparison_p_value{promotion,stage,
+//! analysis}` from its newest measurement with a record.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
@@ -48,11 +51,31 @@ impl EncodeLabelSet for ValueLabels {
     }
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CohortLabels {
+    promotion: String,
+    stage: String,
+    analysis: String,
+    cohort: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AnalysisLabels {
+    promotion: String,
+    stage: String,
+    analysis: String,
+}
+
+/// The cohorts of a comparison, as the `cohort` label names them.
+const COHORTS: [&str; 2] = ["test", "baseline"];
+
 type Made = (String, String, Option<String>);
 
 pub struct AnalysisSeries {
     measurements: Family<MeasurementLabels, Counter>,
     last_value: Family<ValueLabels, ValueGauge>,
+    comparison: Family<CohortLabels, ValueGauge>,
+    p_value: Family<AnalysisLabels, ValueGauge>,
     /// The (stage, analysis, cluster) made per promotion, so that forgetting it removes them.
     made: Mutex<HashMap<String, HashSet<Made>>>,
 }
@@ -71,9 +94,23 @@ impl AnalysisSeries {
             "The newest numeric value an analysis measured, by promotion, stage, analysis and (scope: Cluster) cluster",
             last_value.clone(),
         );
+        let comparison = Family::<CohortLabels, ValueGauge>::default();
+        registry.register(
+            "analysis_comparison",
+            "The median of each cohort (test, baseline) in a comparative analysis's newest measurement, by promotion, stage, analysis and cohort",
+            comparison.clone(),
+        );
+        let p_value = Family::<AnalysisLabels, ValueGauge>::default();
+        registry.register(
+            "analysis_comparison_p_value",
+            "The p-value of a comparative analysis's newest measurement (the rank test's), by promotion, stage and analysis",
+            p_value.clone(),
+        );
         AnalysisSeries {
             measurements,
             last_value,
+            comparison,
+            p_value,
             made: Mutex::new(HashMap::new()),
         }
     }
@@ -131,6 +168,18 @@ impl AnalysisSeries {
             };
             self.last_value.get_or_create(&labels).set(value);
         }
+        if let Some(record) = last
+            .and_then(|m| m.comparison.as_deref())
+            .and_then(|c| c.record.as_ref())
+        {
+            let medians = [record.test_median, record.baseline_median];
+            for (cohort, median) in COHORTS.into_iter().zip(medians) {
+                let labels = cohort_labels(promotion, stage, &run.name, cohort);
+                self.comparison.get_or_create(&labels).set(median);
+            }
+            let labels = analysis_labels(promotion, stage, &run.name);
+            self.p_value.get_or_create(&labels).set(record.p_value);
+        }
     }
 
     /// Removes every series of the promotion.
@@ -147,6 +196,12 @@ impl AnalysisSeries {
                     result: result.to_string(),
                 });
             }
+            for cohort in COHORTS {
+                self.comparison
+                    .remove(&cohort_labels(promotion, &stage, &analysis, cohort));
+            }
+            self.p_value
+                .remove(&analysis_labels(promotion, &stage, &analysis));
             self.last_value.remove(&ValueLabels {
                 promotion: promotion.to_string(),
                 stage,
@@ -159,6 +214,23 @@ impl AnalysisSeries {
     fn made(&self) -> MutexGuard<'_, HashMap<String, HashSet<Made>>> {
         // Plain values: a panic cannot leave the map half-updated in a way that matters.
         self.made.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn cohort_labels(promotion: &str, stage: &str, analysis: &str, cohort: &str) -> CohortLabels {
+    CohortLabels {
+        promotion: promotion.to_string(),
+        stage: stage.to_string(),
+        analysis: analysis.to_string(),
+        cohort: cohort.to_string(),
+    }
+}
+
+fn analysis_labels(promotion: &str, stage: &str, analysis: &str) -> AnalysisLabels {
+    AnalysisLabels {
+        promotion: promotion.to_string(),
+        stage: stage.to_string(),
+        analysis: analysis.to_string(),
     }
 }
 

@@ -116,6 +116,9 @@ fn stage_column(view: &StageView<'_>, now: DateTime<Utc>) -> Markup {
                     @if let Some(last) = run.measurements.last() {
                         ", newest " (last.value.as_deref().unwrap_or("no value")) " (" (format!("{:?}", last.verdict)) ")"
                     }
+                    @if let Some(compared) = run.measurements.last().and_then(|m| m.comparison.as_deref()) {
+                        div.comparison { "compared: " (compared.describe()) }
+                    }
                     @if let Some(message) = &run.message { div.muted { (message) } }
                 }
             }

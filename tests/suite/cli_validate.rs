@@ -902,3 +902,40 @@ fn a_condition_that_can_never_be_true_or_false_is_an_error_at_its_line() {
         assert_eq!(code, 0, "{fine}: {diagnostics:?}");
     }
 }
+
+/// A policy whose stage `stage` compares latency with its `baseline` cohort (issue #48), and a
+/// promotion with stages `a` then `b`.
+fn compared(stage: &str, baseline: &str) -> [(&'static str, String); 2] {
+    let policy = policy_yaml(
+        "fleet",
+        &format!(
+            "  selector: {{}}\n  analyses:\n  - name: latency\n    prometheus:\n      address: http://prometheus.monitoring:9090\n      query: histogram_quantile(0.99, sum by (le, cluster) (rate(h_bucket{{cluster=~\"{{{{ clustersRegex }}}}\"}}[2m])))\n    compare:\n      baseline: {baseline}\n  stages:\n    {stage}:\n      analyses: [latency]\n"
+        ),
+    );
+    let promotion =
+        format!("{GOOD}  - name: b\n    clusterSelector:\n      matchLabels: {{env: b}}\n");
+    [("fleet.yaml", policy), ("app.yaml", promotion)]
+}
+
+#[test]
+fn a_next_stage_baseline_in_the_last_stage_is_an_error_at_the_stage_naming_it() {
+    let files = compared("b", "NextStage");
+    let (code, diagnostics) = validate_json(&files.each_ref().map(|(p, t)| (*p, t.as_str())));
+    assert_eq!(code, 1, "{diagnostics:#?}");
+    assert_eq!(
+        places(&diagnostics),
+        [("compare-baseline".to_string(), "fleet.yaml".to_string(), 16)]
+    );
+    assert_eq!(diagnostics[0]["path"], "spec.stages.b.analyses");
+    let text = message(&diagnostics[0]);
+    for part in [
+        "\"latency\" compares with baseline NextStage",
+        "stage b is the last stage of ClusterPromotion good",
+    ] {
+        assert!(text.contains(part), "{part:?} in {text}");
+    }
+    for fine in [compared("a", "NextStage"), compared("b", "Before")] {
+        let (code, diagnostics) = validate_json(&fine.each_ref().map(|(p, t)| (*p, t.as_str())));
+        assert_eq!((code, diagnostics), (0, Vec::new()));
+    }
+}

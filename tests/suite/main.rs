@@ -55,6 +55,7 @@ mod docs_links;
 mod docs_tables;
 mod e2e_analysis;
 mod e2e_analysis_corners;
+mod e2e_comparison;
 mod e2e_coordination;
 mod e2e_delivery_once;
 mod e2e_drift;

@@ -191,6 +191,7 @@ fn answer(world: &mut World, due: &[tollgate_engine::measurement::MeasurementDue
                 value: Some("0.001".to_string()),
                 verdict: tollgate_model::analysis::MeasurementVerdict::Successful,
                 error: None,
+                comparison: None,
             });
     }
 }

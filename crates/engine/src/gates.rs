@@ -6,9 +6,11 @@
 pub(crate) mod analysis;
 pub mod approval;
 pub mod approval_quorum;
+pub(crate) mod cohorts;
 pub mod comparison;
 pub(crate) mod gate;
 pub mod mann_whitney;
 pub(crate) mod new_snapshot;
+pub(crate) mod score;
 pub(crate) mod stage_run;
 pub(crate) mod start_gate;

@@ -5,6 +5,8 @@
 use chrono::{DateTime, Utc};
 use tollgate_model::analysis::MeasurementVerdict;
 
+use crate::status::comparison_record::{ComparisonDue, ComparisonSummary};
+
 /// A measurement the engine asks for. Asked again at every step until its result is recorded
 /// (the runner deduplicates by [`MeasurementDue::key`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,8 +22,10 @@ pub struct MeasurementDue {
     /// The wave whose provisioning started the run (a waved stage analyses each wave).
     pub wave: Option<u32>,
     pub due_at: DateTime<Utc>,
-    /// The query or URL with its templates rendered.
+    /// The query or URL with its templates rendered (for a comparison: for the test cohort).
     pub query: String,
+    /// A comparative analysis (issue #48): the cohorts and the baseline's query.
+    pub comparison: Option<Box<ComparisonDue>>,
 }
 
 impl MeasurementDue {
@@ -59,4 +63,6 @@ pub struct Measurement {
     pub verdict: MeasurementVerdict,
     /// Why it errored (or why there was no data).
     pub error: Option<String>,
+    /// A comparative analysis: what the comparison measured (cohorts, medians, p-value).
+    pub comparison: Option<Box<ComparisonSummary>>,
 }

@@ -318,6 +318,7 @@ impl<'i> Simulator<'i> {
                 value: None,
                 verdict: MeasurementVerdict::Successful,
                 error: None,
+                comparison: None,
             });
             measured = true;
         }

@@ -10,6 +10,7 @@
 
 pub mod activity;
 pub mod analysis_run;
+pub mod comparison_record;
 pub mod conditions;
 pub(crate) mod counts;
 pub mod delivery;

@@ -54,6 +54,7 @@ fn answer(h: &mut Harness, due: &[MeasurementDue], verdict: MeasurementVerdict, 
             value: Some(value.to_string()),
             verdict,
             error: (verdict == MeasurementVerdict::Error).then(|| "connection refused".into()),
+            comparison: None,
         });
     }
 }

@@ -423,6 +423,7 @@ fn measure_all(t: &mut Told, verdict: tollgate_model::analysis::MeasurementVerdi
             value: Some("0.5".into()),
             verdict,
             error: None,
+            comparison: None,
         });
     }
     t.settle();

@@ -67,6 +67,7 @@ fn answer(h: &mut Harness, due: &[MeasurementDue], verdict: MeasurementVerdict) 
             value: Some("0.5".into()),
             verdict,
             error: None,
+            comparison: None,
         });
     }
     h.settle();

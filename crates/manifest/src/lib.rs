@@ -43,6 +43,7 @@ pub mod policy;
 pub mod policy_analyses;
 pub mod policy_analysis_providers;
 mod policy_approvals;
+pub mod policy_compare;
 pub mod policy_fields;
 pub mod policy_schema;
 mod policy_wording;

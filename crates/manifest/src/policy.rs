@@ -195,8 +195,11 @@ fn check_spec(spec: &Map<String, Value>, findings: &mut Vec<Finding>) {
     let analyses = list(spec, "analyses")
         .map(|a| policy_analyses::check_analyses(a, findings))
         .unwrap_or_default();
+    let other_waves = list(spec, "analyses")
+        .map(|a| crate::policy_compare::other_waves_analyses(a))
+        .unwrap_or_default();
     let used = object(spec, "stages")
-        .map(|stages| check_stages(stages, &analyses, findings))
+        .map(|stages| check_stages(stages, &analyses, &other_waves, findings))
         .unwrap_or_default();
     policy_analyses::unused_analyses(&analyses, &used, findings);
 }
@@ -205,6 +208,7 @@ fn check_spec(spec: &Map<String, Value>, findings: &mut Vec<Finding>) {
 fn check_stages(
     stages: &Map<String, Value>,
     analyses: &[DefinedAnalysis],
+    other_waves: &[&str],
     findings: &mut Vec<Finding>,
 ) -> BTreeSet<String> {
     let mut used = BTreeSet::new();
@@ -224,6 +228,8 @@ fn check_stages(
                 names, &path, analyses, findings,
             ));
         }
+        crate::policy_compare::check_stage_baselines(body, &path, other_waves, findings);
+        crate::policy_compare::check_score(body, &path, findings);
     }
     used
 }

@@ -39,7 +39,7 @@ pub fn prune_nulls(analyses: &mut Value) {
     };
     for item in items.iter_mut().filter_map(Value::as_object_mut) {
         item.retain(|_, value| !value.is_null());
-        for provider in PROVIDERS {
+        for provider in PROVIDERS.into_iter().chain(["compare"]) {
             if let Some(fields) = item.get_mut(provider).and_then(Value::as_object_mut) {
                 fields.retain(|_, value| !value.is_null());
             }
@@ -69,7 +69,8 @@ pub fn check_analyses(items: &[Value], findings: &mut Vec<Finding>) -> Vec<Defin
             }
         }
         let scope = check_settings(fields, &item_path, findings);
-        check_providers(fields, &item_path, scope, findings);
+        let compares = crate::policy_compare::check_compare(fields, &item_path, findings);
+        check_providers(fields, &item_path, scope, compares, findings);
     }
     defined
 }
@@ -93,11 +94,13 @@ fn check_name(
     }
 }
 
-/// Exactly one provider, each present one checked; a query-based one needs a condition.
+/// Exactly one provider, each present one checked; a query-based one needs a condition, unless
+/// it compares cohorts (the comparison's default verdict judges).
 fn check_providers(
     fields: &Map<String, Value>,
     item_path: &str,
     scope: AnalysisScope,
+    compares: bool,
     findings: &mut Vec<Finding>,
 ) {
     let present: Vec<&str> = PROVIDERS
@@ -134,7 +137,7 @@ fn check_providers(
             );
         }
     }
-    let measures_a_value = present.iter().any(|p| *p != "commitStatus");
+    let measures_a_value = present.iter().any(|p| *p != "commitStatus") && !compares;
     if measures_a_value && !CONDITIONS.iter().any(|c| fields.contains_key(*c)) {
         findings.push(Finding::error(
             "required-value",

@@ -8,6 +8,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::compare::Compare;
 use crate::model::GoDuration;
 
 /// `interval` when an analysis sets none.
@@ -16,7 +17,7 @@ pub const DEFAULT_INTERVAL: std::time::Duration = std::time::Duration::from_secs
 pub const DEFAULT_CONSECUTIVE_ERROR_LIMIT: u32 = 4;
 
 /// One `spec.analyses` entry.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(deny_unknown_fields)]
 pub struct Analysis {
@@ -28,6 +29,11 @@ pub struct Analysis {
     pub web: Option<WebCheck>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit_status: Option<CommitStatusCheck>,
+    /// Compare the stage's updated clusters with a baseline cohort instead of a threshold
+    /// (issue #48; `prometheus` only). Skipped when unset, so the version of a policy without
+    /// one is what it was before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compare: Option<Compare>,
     /// `Stage`: one measurement for the stage; `Cluster`: one per member cluster.
     #[serde(default)]
     pub scope: AnalysisScope,

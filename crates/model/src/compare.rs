@@ -37,6 +37,17 @@ pub enum Worse {
     Either,
 }
 
+/// How many samples one cluster gives a measurement.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Samples {
+    /// One sample per cluster: the instant query's value.
+    #[default]
+    Instant,
+    /// Every point of a range query over the analysis's `interval` up to the measurement (for
+    /// `Before`: up to the stage's apply).
+    Range,
+}
+
 /// `confidence` when a comparison sets none.
 pub const DEFAULT_CONFIDENCE: f64 = 0.95;
 /// `minClusters` when a comparison sets none.
@@ -53,7 +64,8 @@ pub struct Compare {
     pub test: RankTestKind,
     #[serde(default)]
     pub worse: Worse,
-    /// Reject "no difference" at this level (0.5–0.999); default [`DEFAULT_CONFIDENCE`].
+    /// Reject "no difference" at this level (strictly between 0 and 1); default
+    /// [`DEFAULT_CONFIDENCE`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confidence: Option<f64>,
     /// Only a difference of the medians at least this large is a regression: a percentage of the
@@ -64,6 +76,15 @@ pub struct Compare {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub min_clusters: Option<u32>,
+    /// One sample per cluster (`Instant`), or every point of a range query (`Range`).
+    #[serde(default, skip_serializing_if = "Samples::is_instant")]
+    pub samples: Samples,
+}
+
+impl Samples {
+    fn is_instant(&self) -> bool {
+        *self == Samples::Instant
+    }
 }
 
 impl Compare {

@@ -215,6 +215,49 @@ pub struct StageOverride {
     /// Whether the stage waits for clusters Sveltos pauses (maintenance windows).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused_clusters: Option<PausedClusters>,
+    /// The stage's analyses judged together, as Kayenta scores a canary (issue #48).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<Score>,
+}
+
+/// `stages.<name>.score`: the percentage of the stage's analyses that passed decides. At least
+/// `pass` passes the stage; at least `marginal` holds it like an inconclusive analysis (until
+/// approved through git); less fails it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
+pub struct Score {
+    /// Percent (0–100).
+    #[schemars(range(max = 100))]
+    pub pass: u32,
+    /// Percent (0–100), at most `pass`.
+    #[schemars(range(max = 100))]
+    pub marginal: u32,
+}
+
+/// Where a stage's score puts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScoreBand {
+    Pass,
+    Marginal,
+    Fail,
+}
+
+impl Score {
+    /// The band of `passed` analyses out of `judged`.
+    pub fn band(&self, passed: usize, judged: usize) -> ScoreBand {
+        let percent = match judged {
+            0 => 100.0,
+            n => passed as f64 * 100.0 / n as f64,
+        };
+        if percent >= f64::from(self.pass) {
+            ScoreBand::Pass
+        } else if percent >= f64::from(self.marginal) {
+            ScoreBand::Marginal
+        } else {
+            ScoreBand::Fail
+        }
+    }
 }
 
 /// `stages.<name>.pausedClusters`: what a stage does with member clusters Sveltos pauses
@@ -387,7 +430,7 @@ impl<'de> Deserialize<'de> for FailureBudget {
 }
 
 /// What governs one stage, with the overrides applied.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct StagePolicy {
     pub progress_deadline: Option<std::time::Duration>,
     pub max_failures: FailureBudget,
@@ -399,6 +442,8 @@ pub struct StagePolicy {
     pub approvals: Option<ApprovalPolicy>,
     /// `stages.<name>.pausedClusters` (default `Wait`).
     pub paused_clusters: PausedClusters,
+    /// `stages.<name>.score`: the analyses judged together (issue #48).
+    pub score: Option<Score>,
 }
 
 impl RolloutPolicy {
@@ -458,6 +503,7 @@ impl RolloutPolicy {
                 .unwrap_or_default(),
             approvals: spec.approvals.get(stage).cloned(),
             paused_clusters: over.and_then(|o| o.paused_clusters).unwrap_or_default(),
+            score: over.and_then(|o| o.score),
         }
     }
 

@@ -90,8 +90,13 @@ fn last(run: &AnalysisRun) -> String {
         (Some(value), None) => value.clone(),
         (None, None) => "no data".to_string(),
     };
+    let compared = newest
+        .comparison
+        .as_deref()
+        .map(|c| format!("; {}", c.describe()))
+        .unwrap_or_default();
     format!(
-        "{value} ({} at {})",
+        "{value} ({} at {}){compared}",
         newest.verdict.as_str(),
         time(Some(newest.at))
     )
@@ -164,6 +169,33 @@ mod tests {
                     "https://smoke/x",
                 ],
             ],
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_comparison_shows_its_cohorts_medians_effect_and_p_value() {
+        let status: PromotionStatus = serde_json::from_value(serde_json::json!({
+            "hashScheme": 1, "phase": "RolledBack",
+            "stages": [{"name": "prod", "snapshotIndex": 2,
+                "appliedAt": "2026-11-24T17:00:00Z", "appliedSpecHash": "a",
+                "analyses": [
+                    {"name": "latency", "query": "lat{cluster=~\"prod-1|prod-2\"}", "wave": 1,
+                     "startedAt": "2026-11-24T17:00:30Z", "count": 1, "taken": 1,
+                     "failed": 1, "phase": "Failed",
+                     "measurements": [
+                        {"index": 0, "at": "2026-11-24T17:00:30Z",
+                         "value": "p=0.0015 effect=+26.9%", "verdict": "Failed",
+                         "comparison": {"baseline": "OtherWaves",
+                            "testCohort": ["prod-1", "prod-2"], "baselineCohort": ["prod-3", "prod-4"],
+                            "record": {"testSize": 2, "baselineSize": 2, "testMedian": 0.26,
+                                "baselineMedian": 0.2, "u": 4.0, "pValue": 0.0015, "effect": 0.3}}}]}]}]
+        }))
+        .expect("a status");
+        let pipeline = status.pipeline();
+        let text = render(&pipeline[0], &super::QuotedErrors::of(&status), 400);
+        assert!(
+            text.contains("prod-1, prod-2 (median 0.26) vs OtherWaves prod-3, prod-4 (median 0.2): effect +30%, p=0.0015"),
             "{text}"
         );
     }

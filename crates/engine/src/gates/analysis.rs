@@ -14,11 +14,20 @@
 //! - more failed measurements than `failureLimit` fail the run, more inconclusive ones than
 //!   `inconclusiveLimit` make it inconclusive (held until approved through git);
 //! - a dry-run analysis is measured and shown, and never decides.
+//! - a comparative analysis (`compare:`, issue #48) is measured over two cohorts fixed when its
+//!   run starts (`cohorts`), each with its own rendered query; the runner compares them with the
+//!   rank test (`comparison`) and the record is kept per measurement;
+//! - with `stages.<stage>.score` the wave's runs are judged together once all ended (`score`).
 
 use chrono::{DateTime, Utc};
 use tollgate_model::analysis::{Analysis, AnalysisScope, MeasurementVerdict, Provider};
 use tollgate_model::analysis_template::{TemplateContext, render};
+use tollgate_model::policy::Score;
 use tollgate_model::snapshot::Snapshot;
+
+use crate::gates::cohorts::{CohortSources, cohorts, nothing_left_to_compare};
+use crate::gates::comparison::ComparisonDue;
+use crate::gates::score::{self, ScoreVerdict};
 
 use crate::measurement::{Measurement, MeasurementDue};
 use crate::observed::Observed;
@@ -40,6 +49,10 @@ pub(crate) struct AnalysisInput<'a> {
     /// The wave analysed (waved stages).
     pub wave: Option<u32>,
     pub now: DateTime<Utc>,
+    /// Where comparative analyses find their baseline cohorts.
+    pub cohorts: CohortSources<'a>,
+    /// `stages.<stage>.score`: the analyses judged together.
+    pub score: Option<Score>,
 }
 
 /// Where the stage's deciding analyses stand after a step.
@@ -89,6 +102,15 @@ pub(crate) fn progress(
         }
         decide(run, analysis, input, &mut outcome);
     }
+    if let Some(score) = input.score {
+        // The runs are judged together: none fails or holds the stage alone.
+        (outcome.stage_failed, outcome.inconclusive) =
+            match score::judge_together(runs, input.wave, score) {
+                ScoreVerdict::Pending | ScoreVerdict::Pass => (None, None),
+                ScoreVerdict::Marginal(why) => (None, Some(why)),
+                ScoreVerdict::Fail(why) => (Some(why), None),
+            };
+    }
     outcome
 }
 
@@ -113,9 +135,18 @@ fn start(runs: &mut Vec<AnalysisRun>, input: &AnalysisInput<'_>, provisioned_at:
             }
         };
         for cluster in clusters {
-            let (query, problem) = match resolved_query(analysis, input, cluster) {
+            let (query, problem) = match resolved_query(analysis, input, cluster, input.members) {
                 Ok(query) => (query, None),
                 Err(problem) => (String::new(), Some(problem)),
+            };
+            let comparison = comparison_due(analysis, input, cluster);
+            let (phase, message) = match (problem, comparison.as_deref()) {
+                (Some(problem), _) => (AnalysisPhase::Failed, Some(problem)),
+                (None, Some(due)) => match nothing_left_to_compare(due, input.cohorts.waves) {
+                    Some(why) => (AnalysisPhase::Successful, Some(why)),
+                    None => (AnalysisPhase::Running, None),
+                },
+                (None, None) => (AnalysisPhase::Running, None),
             };
             runs.push(AnalysisRun {
                 name: analysis.name.clone(),
@@ -124,6 +155,7 @@ fn start(runs: &mut Vec<AnalysisRun>, input: &AnalysisInput<'_>, provisioned_at:
                 approved_by: None,
                 dry_run: analysis.dry_run,
                 query,
+                comparison,
                 started_at,
                 count: analysis.count(),
                 taken: 0,
@@ -132,22 +164,35 @@ fn start(runs: &mut Vec<AnalysisRun>, input: &AnalysisInput<'_>, provisioned_at:
                 inconclusive: 0,
                 errors: 0,
                 consecutive_errors: 0,
-                phase: match problem {
-                    Some(_) => AnalysisPhase::Failed,
-                    None => AnalysisPhase::Running,
-                },
-                message: problem,
+                phase,
+                message,
                 measurements: Vec::new(),
             });
         }
     }
 }
 
-/// The query or URL with its templates rendered for this stage (and cluster).
+/// A comparative analysis's cohorts, with the baseline's query rendered for its cohort.
+fn comparison_due(
+    analysis: &Analysis,
+    input: &AnalysisInput<'_>,
+    cluster: Option<&String>,
+) -> Option<Box<ComparisonDue>> {
+    let compare = analysis.compare.as_ref()?;
+    let mut due = cohorts(analysis, compare, &input.cohorts);
+    // A template error is the test query's problem already (the same text).
+    due.baseline_query =
+        resolved_query(analysis, input, cluster, &due.baseline_clusters).unwrap_or_default();
+    Some(Box::new(due))
+}
+
+/// The query or URL with its templates rendered for this stage (and cluster), `clusters` the
+/// clusters `{{ clusters }}` and `{{ clustersRegex }}` name.
 fn resolved_query(
     analysis: &Analysis,
     input: &AnalysisInput<'_>,
     cluster: Option<&String>,
+    clusters: &[String],
 ) -> Result<String, String> {
     let text = match analysis.provider() {
         Some(Provider::Prometheus(p)) => p.query.as_str(),
@@ -170,7 +215,7 @@ fn resolved_query(
         promotion: input.promotion.to_string(),
         stage: input.stage.to_string(),
         cluster: cluster.cloned(),
-        clusters: input.members.to_vec(),
+        clusters: clusters.to_vec(),
         labels,
         snapshot_index: input.snapshot.index,
         snapshot_commit: input.snapshot.commit.sha.clone(),
@@ -213,6 +258,7 @@ fn record(run: &mut AnalysisRun, analysis: &Analysis, input: &AnalysisInput<'_>)
         value: taken.value.clone(),
         verdict: taken.verdict,
         error: taken.error.clone(),
+        comparison: taken.comparison.clone(),
     });
     let excess = run.measurements.len().saturating_sub(MEASUREMENTS_KEPT);
     run.measurements.drain(..excess);
@@ -315,6 +361,7 @@ fn ask(
             wave: run.wave,
             due_at,
             query: run.query.clone(),
+            comparison: run.comparison.clone(),
         });
     } else {
         outcome.next_due = Some(outcome.next_due.map_or(due_at, |n| n.min(due_at)));

@@ -5,24 +5,48 @@
 //! [`default_verdict`] judges: a regression when the difference is significant at `confidence`,
 //! in the `worse` direction and at least `minEffect`; too few samples is no data.
 
-use serde::Serialize;
 use tollgate_model::compare::{Compare, Worse};
 
 use super::mann_whitney::{Alternative, mann_whitney_u};
+pub use crate::status::comparison_record::{
+    ClusterSample, ComparisonDue, ComparisonRecord, ComparisonSummary,
+};
 
-/// What one comparison measured.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ComparisonRecord {
-    pub test_size: usize,
-    pub baseline_size: usize,
-    pub test_median: f64,
-    pub baseline_median: f64,
-    /// U of the test cohort.
-    pub u: f64,
-    pub p_value: f64,
-    /// The medians' difference relative to the baseline's: `0.4` is 40 % higher.
-    pub effect: f64,
+/// The comparison of the samples of two cohorts: what status keeps and the default verdict.
+pub fn compare_samples(
+    test: &[ClusterSample],
+    baseline: &[ClusterSample],
+    compare: &Compare,
+) -> (ComparisonSummary, ComparisonVerdict) {
+    let values = |samples: &[ClusterSample]| samples.iter().map(|s| s.value).collect::<Vec<_>>();
+    let (test_cohort, baseline_cohort) = (cohort(test), cohort(baseline));
+    let wanted = compare.min_clusters();
+    // With `samples: Range` a cluster gives many samples: minClusters counts clusters.
+    let (record, verdict) = if test_cohort.len() < wanted || baseline_cohort.len() < wanted {
+        let why = format!(
+            "{} test and {} baseline clusters answered, fewer than minClusters {wanted}",
+            test_cohort.len(),
+            baseline_cohort.len()
+        );
+        (None, ComparisonVerdict::NoData(why))
+    } else {
+        compare_cohorts(&values(test), &values(baseline), compare)
+    };
+    let summary = ComparisonSummary {
+        baseline: compare.baseline,
+        test_cohort,
+        baseline_cohort,
+        record,
+    };
+    (summary, verdict)
+}
+
+/// The clusters that gave samples, sorted, each once.
+fn cohort(samples: &[ClusterSample]) -> Vec<String> {
+    let mut clusters: Vec<String> = samples.iter().map(|s| s.cluster.clone()).collect();
+    clusters.sort();
+    clusters.dedup();
+    clusters
 }
 
 /// The default verdict of a comparison.
@@ -100,12 +124,13 @@ fn median(samples: &[f64]) -> f64 {
     }
 }
 
-/// (test − baseline) / |baseline|; from a zero baseline, any rise is infinite and none is 0.
+/// (test − baseline) / |baseline|; from a zero baseline, any rise is the largest number and none
+/// is 0 (finite, so that status, written as JSON, keeps it).
 fn relative_effect(test: f64, baseline: f64) -> f64 {
     if baseline == 0.0 {
         return match test.partial_cmp(&0.0) {
-            Some(std::cmp::Ordering::Greater) => f64::INFINITY,
-            Some(std::cmp::Ordering::Less) => f64::NEG_INFINITY,
+            Some(std::cmp::Ordering::Greater) => f64::MAX,
+            Some(std::cmp::Ordering::Less) => f64::MIN,
             _ => 0.0,
         };
     }

@@ -7,8 +7,11 @@
 use chrono::{DateTime, Utc};
 use tollgate_model::model::ManualTrigger;
 
+use tollgate_model::compare::Baseline;
+
 use crate::gates::analysis::{self, AnalysisInput};
 use crate::gates::approval;
+use crate::gates::cohorts::CohortSources;
 use crate::gates::stage_run::{Exceeded, Hold, StageRun};
 use crate::output::{EngineEvent, EventReason};
 use crate::stage::clusters;
@@ -87,6 +90,7 @@ impl StageRun<'_, '_> {
             .take()
             .map(std::sync::Arc::unwrap_or_clone)
             .unwrap_or_default();
+        let next_stage = self.next_stage_clusters(&policy);
         let outcome = analysis::progress(
             &mut runs,
             &AnalysisInput {
@@ -99,6 +103,13 @@ impl StageRun<'_, '_> {
                 members,
                 wave,
                 now: self.now,
+                cohorts: CohortSources {
+                    members,
+                    waves: self.st.waves.as_deref(),
+                    next_stage: &next_stage,
+                    applied_at: self.st.applied_at,
+                },
+                score: policy.score,
             },
             provisioned_at,
         );
@@ -124,6 +135,25 @@ impl StageRun<'_, '_> {
             waiting: outcome.running.map(|what| (what, outcome.next_due)),
             consumes: consumes.flatten(),
         })
+    }
+
+    /// The clusters the next stage selects, when an analysis compares with them (issue #48).
+    fn next_stage_clusters(&self, policy: &tollgate_model::policy::StagePolicy) -> Vec<String> {
+        let compares_with_next = policy
+            .analyses
+            .iter()
+            .any(|a| a.compare.as_ref().map(|c| c.baseline) == Some(Baseline::NextStage));
+        let stages = &self.snapshot.promotion.spec.stages;
+        let next = stages
+            .iter()
+            .position(|s| s.name == self.stage.name)
+            .and_then(|at| stages.get(at + 1));
+        match next {
+            Some(next) if compares_with_next => {
+                clusters::selected(&next.cluster_selector, self.observed)
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// Clusters failed by their analysis are Failed in the stage's per-cluster state

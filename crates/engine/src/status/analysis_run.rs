@@ -8,6 +8,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tollgate_model::analysis::MeasurementVerdict;
 
+use crate::status::comparison_record::{ComparisonDue, ComparisonSummary};
+
 /// Measurements kept per run (the newest); the counts cover all of them.
 pub const MEASUREMENTS_KEPT: usize = 10;
 
@@ -30,8 +32,11 @@ pub struct AnalysisRun {
     /// Measured and shown, never decides.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
-    /// The query or URL, its templates rendered.
+    /// The query or URL, its templates rendered (a comparison's: for the test cohort).
     pub query: String,
+    /// A comparative analysis: its cohorts and the baseline's query (issue #48).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<Box<ComparisonDue>>,
     /// When the first measurement is due: the stage's provisioning plus `initialDelay`.
     pub started_at: DateTime<Utc>,
     /// Measurements needed, and taken so far.
@@ -98,6 +103,10 @@ pub struct MeasurementRecord {
     pub verdict: MeasurementVerdict,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// A comparative analysis: the cohorts that answered, their medians, the effect, U and
+    /// the p-value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<Box<ComparisonSummary>>,
 }
 
 /// The schema of [`MeasurementVerdict`] (the model crate has no schema derive).

@@ -17,6 +17,7 @@ pub mod lua;
 pub mod metadata;
 pub mod names;
 pub mod promql;
+pub mod promql_labels;
 pub mod selectors;
 pub mod windows;
 
