@@ -122,6 +122,7 @@ fn failed(status: &PromotionStatus, at: DateTime<Utc>) -> PromotionStatus {
         applied_at: None,
         spec_hash: String::new(),
         fresh_features: Vec::new(),
+        hashes_before_apply: None,
         restored_at: None,
     };
     let mut failed = status.clone();
