@@ -320,10 +320,11 @@ fn indented(text: &str, width: usize) -> String {
 /// A stage's clusters that are not Provisioned, with why and since when: for stages whose counts
 /// are shown (a restored stage's are of the rejected snapshot).
 fn render_clusters(view: &StageView<'_>, width: usize) -> String {
+    let (listed, unlisted) = stage_words::not_provisioned(view);
     let (Some(stage), Some(counts)) = (view.status, stage_words::counts(view)) else {
         return String::new();
     };
-    if stage.not_provisioned.is_empty() {
+    if listed.is_empty() {
         return String::new();
     }
     let mut line = format!(
@@ -344,12 +345,9 @@ fn render_clusters(view: &StageView<'_>, width: usize) -> String {
     }
     let mut out = format!("\n{}", fit::wrap(&line, width));
     out.push('\n');
-    out.push_str(&clusters_table(&stage.not_provisioned, width));
-    if stage.not_provisioned_unlisted > 0 {
-        out.push_str(&format!(
-            "… and {} more not Provisioned\n",
-            stage.not_provisioned_unlisted
-        ));
+    out.push_str(&clusters_table(listed, width));
+    if unlisted > 0 {
+        out.push_str(&format!("… and {unlisted} more not Provisioned\n"));
     }
     out
 }
