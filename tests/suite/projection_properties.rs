@@ -471,8 +471,16 @@ fn object(status: &PromotionStatus) -> kube::api::DynamicObject {
     .expect("a GitPromotion")
 }
 
-/// The body rows of the first box table in `text`, cells wrapped over lines joined again.
-fn first_table(text: &str) -> Vec<Vec<String>> {
+/// The body rows of the first box table in `text`, by column name (a column no row fills is
+/// left out of the table), cells wrapped over lines joined again.
+fn first_table(text: &str) -> Vec<BTreeMap<String, String>> {
+    let cells_of = |line: &str| -> Vec<String> {
+        line.trim_matches('│')
+            .split('┆')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    let mut header: Vec<String> = Vec::new();
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut in_body = false;
     for line in text.lines() {
@@ -481,16 +489,15 @@ fn first_table(text: &str) -> Vec<Vec<String>> {
             continue;
         }
         if !in_body {
+            if line.starts_with('│') && header.is_empty() {
+                header = cells_of(line);
+            }
             continue;
         }
         if line.starts_with('└') {
             break;
         }
-        let cells: Vec<String> = line
-            .trim_matches('│')
-            .split('┆')
-            .map(|c| c.trim().to_string())
-            .collect();
+        let cells = cells_of(line);
         match rows.last_mut() {
             Some(row) if cells[0].is_empty() => {
                 for (cell, more) in row.iter_mut().zip(&cells) {
@@ -503,7 +510,9 @@ fn first_table(text: &str) -> Vec<Vec<String>> {
             _ => rows.push(cells),
         }
     }
-    rows
+    rows.into_iter()
+        .map(|row| header.iter().cloned().zip(row).collect())
+        .collect()
 }
 
 fn snapshot_cell(cell: &str) -> Option<u64> {
@@ -529,19 +538,22 @@ fn counts_cell(cell: &str) -> Option<(u32, u32, u32)> {
 /// `status NAME`: the stage table, wide enough not to wrap.
 fn status_name(status: &PromotionStatus) -> BTreeMap<String, Stated> {
     let text = status::render(&[object(status)], true, Output::Table, 400).expect("renders");
+    let cell =
+        |row: &BTreeMap<String, String>, name: &str| row.get(name).cloned().unwrap_or_default();
     first_table(&text)
         .into_iter()
-        .filter(|row| row.len() >= 4)
+        .filter(|row| row.contains_key("STAGE") && row.contains_key("ACTIVITY"))
         .map(|row| {
-            let (kind, wave) = kind_of_words(&row[3]);
+            let activity = cell(&row, "ACTIVITY");
+            let (kind, wave) = kind_of_words(&activity);
             let stated = Stated {
                 kind: Some(kind),
-                snapshot: Some(snapshot_cell(&row[1])),
-                counts: Some(counts_cell(&row[2])),
+                snapshot: Some(snapshot_cell(&cell(&row, "SNAPSHOT"))),
+                counts: Some(counts_cell(&cell(&row, "CLUSTERS"))),
                 wave: Some(wave),
-                target: target_in(&row[3]),
+                target: target_in(&activity),
             };
-            (row[0].clone(), stated)
+            (cell(&row, "STAGE"), stated)
         })
         .collect()
 }
@@ -752,7 +764,7 @@ fn overview_stage(status: &PromotionStatus) -> Result<(), String> {
     let rows = first_table(&text);
     let shown = rows
         .first()
-        .and_then(|r| r.get(2))
+        .and_then(|r| r.get("STAGE"))
         .cloned()
         .unwrap_or_default();
     let expected = status.current_stage().unwrap_or_default();
