@@ -11,7 +11,7 @@ use crate::support;
 
 use serde_json::{Value, json};
 use support::prometheus::{Prometheus, prometheus};
-use support::{TestRepo, World, str_at};
+use support::{TestRepo, World, str_at, tollgate_binary};
 use tollgate_fixtures::{FleetBuilder, cluster, fleet, promotion, stage};
 
 const WEB: &str = "web";
@@ -222,6 +222,19 @@ async fn a_thirty_percent_regression_in_the_first_wave_fails_the_comparison_and_
     ] {
         assert!(metrics.contains(series), "missing {series} in:\n{metrics}");
     }
+    // `tollgate timeline`: the failed run's analysis bar tells what it compared.
+    let svg = tollgate_binary()
+        .args(["timeline", WEB, "--kubeconfig"])
+        .arg(world.kubeconfig())
+        .output()
+        .expect("tollgate timeline runs");
+    let svg = String::from_utf8_lossy(&svg.stdout);
+    assert!(
+        svg.contains("compared latency: ")
+            && svg.contains("vs OtherWaves")
+            && svg.contains("(Failed)"),
+        "{svg}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

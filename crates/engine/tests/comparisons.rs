@@ -140,6 +140,20 @@ fn a_regression_against_the_waves_not_reached_fails_the_stage_and_keeps_the_comp
     assert!((record.test_median - 0.3).abs() < 1e-9, "{record:?}");
     assert!((record.baseline_median - 0.215).abs() < 1e-9, "{record:?}");
     assert!(record.effect > 0.3, "{record:?}");
+    // The run history keeps the comparison for the timeline, in the words every view shows.
+    let history = &h.status().runs;
+    let recorded = history
+        .iter()
+        .last()
+        .and_then(|run| run.stages.iter().find(|s| s.name == "prod"))
+        .map(|s| s.comparisons.clone())
+        .unwrap_or_default();
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert!(
+        recorded[0].starts_with("latency: prod-b (median 0.3) vs OtherWaves")
+            && recorded[0].ends_with("(Failed)"),
+        "{recorded:?}"
+    );
 }
 
 #[test]

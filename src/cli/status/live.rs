@@ -121,8 +121,23 @@ fn block(promotion: &Shown, now: DateTime<Utc>, columns: usize) -> Vec<String> {
     let state_width = columns - 2 - STAGE - BAR - COUNTS - FAILED - STAGE_SNAPSHOT - 5;
     for view in &pipeline {
         lines.extend(stage_lines(view, now, state_width));
+        lines.extend(comparison_lines(view, columns));
     }
     lines
+}
+
+/// The newest comparison of each of the stage's comparative analyses, in the engine's words
+/// (cohorts, medians, effect, p-value) with its verdict, under the stage.
+fn comparison_lines(view: &StageView<'_>, columns: usize) -> Vec<String> {
+    let runs = view
+        .status
+        .and_then(|st| st.analyses.as_deref())
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    runs.iter()
+        .filter_map(|run| run.newest_comparison())
+        .flat_map(|line| indent(&wrap(&line, columns.saturating_sub(4).max(20)), 4))
+        .collect()
 }
 
 /// The promotion's line: its name, then its phase, run and time in the phase at the right

@@ -447,3 +447,33 @@ fn the_live_view_at_80_and_120_columns_cuts_no_word() {
     assert!(!wide.contains('…'), "{wide}");
     insta::assert_snapshot!("live_120", wide);
 }
+
+/// A comparative analysis (issue #48): the live view says, under its stage, which clusters were
+/// compared with which, their medians, the effect, the p-value and the verdict.
+#[test]
+fn a_comparison_is_told_under_its_stage() {
+    let analyses = json!({"analyses": [
+        {"name": "latency", "query": "lat", "wave": 1, "startedAt": ago(60), "count": 3,
+         "taken": 1, "phase": "Running",
+         "measurements": [
+            {"index": 0, "at": ago(30), "value": "p=0.0015 effect=+30%", "verdict": "Failed",
+             "comparison": {"baseline": "OtherWaves",
+                "testCohort": ["prod-1", "prod-2"], "baselineCohort": ["prod-3", "prod-4"],
+                "record": {"testSize": 2, "baselineSize": 2, "testMedian": 0.26,
+                    "baselineMedian": 0.2, "u": 4.0, "pValue": 0.0015, "effect": 0.3}}}]}]});
+    let shown = promotion(
+        "web",
+        json!({"hashScheme": 1, "phase": "Progressing", "snapshotIndex": 2,
+               "snapshotCommit": "0123456789abcdef", "currentStageName": "prod",
+               "stages": [stage("prod", 2, json!({"kind": "Analyzing"}), 60, analyses)]}),
+    );
+    let text = draw(&[shown], 80, 40);
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        joined.contains(
+            "latency: prod-1, prod-2 (median 0.26) vs OtherWaves prod-3, prod-4 (median 0.2): \
+             effect +30%, p=0.0015 (Failed)"
+        ),
+        "{text}"
+    );
+}

@@ -371,6 +371,19 @@ fn tooltip(stage: &str, run: &Run<'_>, bar: &Bar) -> String {
     if let Some(label) = run.superseded_label() {
         tooltip.push_str(&format!("; the run was {label}"));
     }
+    // What the stage's analyses compared (issue #48), on each of its bars in the run but its
+    // restore: a wave's analysis is often measured inside the wave's own bar.
+    if bar.kind != BarKind::Rollback {
+        let compared = run
+            .record
+            .stages
+            .iter()
+            .filter(|s| s.name == stage)
+            .flat_map(|s| &s.comparisons);
+        for line in compared {
+            tooltip.push_str(&format!("; compared {line}"));
+        }
+    }
     tooltip
 }
 

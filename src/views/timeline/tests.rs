@@ -804,3 +804,26 @@ fn a_halted_stage_stays_failed_until_a_later_run_enters_a_stage() {
     let timeline = lay_out(&history, t(-60), t(10));
     assert_eq!(bars_of(&timeline, 0, 0)[1], (Failed, None, 2, 6));
 }
+
+/// A comparative analysis (issue #48): its bar's tooltip says what was compared with what, the
+/// medians, the effect, the p-value and the verdict, as the run history recorded it.
+#[test]
+fn an_analysis_bar_tells_its_comparison() {
+    let mut prod = spanned(
+        "prod",
+        &[
+            (provisioning(None), 0),
+            (StageActivity::Analyzing { until: Some(t(5)) }, 1),
+        ],
+    );
+    let compared = "latency: prod-1, prod-2 (median 0.26) vs OtherWaves prod-3, prod-4 \
+                    (median 0.2): effect +30%, p=0.0015 (Failed)";
+    prod.comparisons.push(compared.to_string());
+    let dev = spanned("dev", &[(provisioning(None), 0)]);
+    let history = vec![run(1, 0, RunOutcome::Running, vec![dev, prod])];
+    let timeline = lay_out(&history, t(-60), t(20));
+    let svg = draw::svg("web", &timeline, "1h", None);
+    assert!(svg.contains(&format!("compared {compared}")), "{svg}");
+    // prod's two bars carry it, dev's does not.
+    assert_eq!(svg.matches("compared latency").count(), 2, "{svg}");
+}

@@ -96,6 +96,7 @@ mod tests {
             restored_at: None,
             restored_to: None,
             activities: Vec::new(),
+            comparisons: Vec::new(),
         }
     }
 

@@ -205,6 +205,7 @@ impl StageRecord {
         keep_first(&mut self.awaiting_window_since, stage.awaiting_window_since);
         keep_first(&mut self.succeeded_at, stage.succeeded_at);
         self.note_activity(stage);
+        self.note_comparisons(stage);
         let Some(failure) = failure else {
             return;
         };
@@ -222,6 +223,27 @@ impl StageRecord {
 }
 
 impl StageRecord {
+    /// The newest comparison of each comparative analysis the stage runs now; what an earlier
+    /// wave compared stays when this one has not measured yet.
+    fn note_comparisons(&mut self, stage: &StageStatus) {
+        let runs = stage
+            .analyses
+            .as_deref()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for run in runs {
+            let Some(line) = run.newest_comparison() else {
+                continue;
+            };
+            let prefix = format!("{}: ", run.name);
+            match self.comparisons.iter_mut().find(|c| c.starts_with(&prefix)) {
+                Some(kept) if *kept != line => *kept = line,
+                Some(_) => {}
+                None => self.comparisons.push(line),
+            }
+        }
+    }
+
     /// Appends the stage's activity when it is a new one; the same one (a soak whose end
     /// moved) is updated in place.
     fn note_activity(&mut self, stage: &StageStatus) {

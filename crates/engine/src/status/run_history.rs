@@ -121,6 +121,10 @@ pub struct StageRecord {
     /// What the stage did, in order: each activity the engine named and since when.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub activities: Vec<ActivitySpan>,
+    /// The newest comparison of each comparative analysis of the stage (issue #48), in the words
+    /// every view shows: `latency: prod-1, prod-2 (median 0.26) vs OtherWaves … (Failed)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comparisons: Vec<String>,
 }
 
 /// The run history as kept in status. Shared, not copied: every step starts from a clone of the
@@ -197,6 +201,7 @@ impl StageRecord {
             restored_at: None,
             restored_to: None,
             activities: Vec::new(),
+            comparisons: Vec::new(),
         }
     }
 }
