@@ -364,3 +364,43 @@ async fn range_samples_take_every_point_of_the_interval_and_catch_the_regression
         "{record:#}"
     );
 }
+
+/// `result` in CEL conditions is the comparison's record: a user's condition replaces the
+/// default verdict. Here only a regression above 50 % fails, so the 30 % one that the default
+/// verdict rolls back (the first test) completes, and the record is kept as measured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_condition_over_the_record_replaces_the_default_verdict() {
+    let Some(prom) = prom() else { return };
+    let test = "compare-condition";
+    let clusters = prod(16);
+    set_latencies(prom, test, &healthy(&clusters));
+    let policy = policy(
+        prom,
+        test,
+        json!({"baseline": "OtherWaves", "worse": "Higher", "confidence": 0.95, "minEffect": "10%", "minClusters": 3}),
+        json!({"failureCondition": "result.pValue < 0.05 && result.effect > 0.5"}),
+        json!({"waves": {"sortingLabelKey": "order", "size": 8}}),
+    );
+    let world = start(fleet_of(&clusters, "50ms"), policy).await;
+    world.wait_phase(WEB, "Completed").await;
+    set_latencies(prom, test, &slower(&healthy(&clusters), &clusters[..8]));
+    release(&world, "2.0.0").await;
+    let status = world
+        .eventually("2.0.0 completes under the user's condition", || async {
+            let status = world.status(WEB).await?;
+            assert_ne!(
+                status["phase"], "RolledBack",
+                "the default verdict ruled: {status:#}"
+            );
+            (status["phase"] == "Completed" && status["snapshotIndex"] == 2).then_some(status)
+        })
+        .await;
+    let measured = &comparison(&status, Some(1))["record"];
+    assert!(
+        measured["pValue"].as_f64().is_some_and(|p| p < 0.05)
+            && measured["effect"]
+                .as_f64()
+                .is_some_and(|e| e > 0.2 && e < 0.5),
+        "a significant regression under 50 %: {measured:#}"
+    );
+}
