@@ -292,38 +292,17 @@ fn live_frame(status: &PromotionStatus) -> BTreeMap<String, Stated> {
         .map(|v| v.name.to_string())
         .collect();
     let lines = live::frame(std::slice::from_ref(&shown), &clock, size);
-    let mut stated = BTreeMap::new();
-    for line in &lines {
-        let chars: Vec<char> = line.chars().collect();
-        let field = |from: usize, to: usize| -> String {
-            chars
-                .get(from..to.min(chars.len()))
-                .map(|c| c.iter().collect::<String>().trim().to_string())
-                .unwrap_or_default()
-        };
-        let name = field(2, 16);
-        if !line.starts_with("  ") || !names.contains(&name) {
-            continue;
-        }
-        let counts = field(30, 37);
-        let counts = (!counts.is_empty()).then(|| {
-            let (provisioned, members) = counts.split_once('/').expect("p/m");
-            let failures = field(38, 42);
-            let failures = failures.trim_start_matches('✗');
-            let failures = if failures.is_empty() {
-                0
-            } else {
-                number(failures)
+    let stated: BTreeMap<String, Stated> = support::live_frame::stages(&lines, &names)
+        .into_iter()
+        .map(|(name, stage)| {
+            let view = Stated {
+                snapshot: snapshot(&stage.snapshot),
+                counts: stage.counts,
+                activity: stage.activity,
             };
-            (number(provisioned), number(members), failures)
-        });
-        let view = Stated {
-            snapshot: snapshot(&field(43, 47)),
-            counts,
-            activity: field(48, chars.len()),
-        };
-        stated.insert(name, view);
-    }
+            (name, view)
+        })
+        .collect();
     assert_eq!(stated.len(), names.len(), "a line per stage:\n{lines:#?}");
     stated
 }

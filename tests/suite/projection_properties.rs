@@ -611,42 +611,21 @@ fn live_frame(status: &PromotionStatus, now: DateTime<Utc>) -> BTreeMap<String, 
         .iter()
         .map(|v| v.name.to_string())
         .collect();
-    let mut stated = BTreeMap::new();
-    for line in live::frame(std::slice::from_ref(&shown), &clock, size) {
-        let chars: Vec<char> = line.chars().collect();
-        let field = |from: usize, to: usize| -> String {
-            chars
-                .get(from..to.min(chars.len()))
-                .map(|c| c.iter().collect::<String>().trim().to_string())
-                .unwrap_or_default()
-        };
-        let name = field(2, 16);
-        if !line.starts_with("  ") || !names.contains(&name) {
-            continue;
-        }
-        let counts = field(30, 37);
-        let counts = counts.split_once('/').and_then(|(p, m)| {
-            let failures = field(38, 42);
-            let failures = failures.trim_start_matches('✗');
-            let failures = if failures.is_empty() {
-                0
-            } else {
-                failures.parse().ok()?
+    let frame = live::frame(std::slice::from_ref(&shown), &clock, size);
+    crate::support::live_frame::stages(&frame, &names)
+        .into_iter()
+        .map(|(name, stage)| {
+            let (kind, wave) = kind_of_words(&stage.activity);
+            let view = Stated {
+                kind: Some(kind),
+                snapshot: Some(snapshot_cell(&stage.snapshot)),
+                counts: Some(stage.counts),
+                wave: Some(wave),
+                target: target_in(&stage.activity),
             };
-            Some((p.parse().ok()?, m.parse().ok()?, failures))
-        });
-        let words = field(48, chars.len());
-        let (kind, wave) = kind_of_words(&words);
-        let view = Stated {
-            kind: Some(kind),
-            snapshot: Some(snapshot_cell(&field(43, 47))),
-            counts: Some(counts),
-            wave: Some(wave),
-            target: target_in(&words),
-        };
-        stated.insert(name, view);
-    }
-    stated
+            (name, view)
+        })
+        .collect()
 }
 
 /// `tollgate_stage_activity{promotion,stage,activity}`: the kind only.

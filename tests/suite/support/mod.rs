@@ -6,6 +6,7 @@ pub mod child_emulator;
 pub mod docs;
 pub mod elected;
 pub mod exposition;
+pub mod live_frame;
 pub mod prometheus;
 pub mod receiver;
 pub mod web_attack;
