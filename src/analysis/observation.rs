@@ -83,15 +83,7 @@ pub fn show_number(number: f64) -> String {
     if number.is_infinite() {
         return if number > 0.0 { "+Inf" } else { "-Inf" }.to_string();
     }
-    let rounded: f64 = format!("{number:.prec$e}", prec = SHOWN_DIGITS - 1)
-        .parse()
-        .unwrap_or(number);
-    let magnitude = rounded.abs();
-    if magnitude != 0.0 && !(1e-4..1e6).contains(&magnitude) {
-        format!("{rounded:e}")
-    } else {
-        format!("{rounded}")
-    }
+    tollgate_engine::status::comparison_record::significant(number, SHOWN_DIGITS)
 }
 
 #[cfg(test)]

@@ -143,7 +143,7 @@ fn vector(result: &Value) -> Result<Observation, MeasureError> {
 }
 
 /// `[<time>, "<value>"]`: the value as a number.
-fn sample(pair: &Value) -> Result<f64, MeasureError> {
+pub(super) fn sample(pair: &Value) -> Result<f64, MeasureError> {
     let text = pair
         .get(1)
         .and_then(Value::as_str)

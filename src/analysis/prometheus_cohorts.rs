@@ -13,7 +13,7 @@ use tollgate_model::analysis::PrometheusCheck;
 
 use super::http;
 use super::observation::MeasureError;
-use super::prometheus::{answer_data, query_url};
+use super::prometheus::{answer_data, query_url, sample};
 use super::secrets;
 use crate::outbound::https::HttpsClient;
 
@@ -113,21 +113,11 @@ fn read_samples(data: &Value) -> Result<Vec<ClusterSample>, MeasureError> {
         for point in points {
             samples.push(ClusterSample {
                 cluster: cluster.to_string(),
-                value: number(point)?,
+                value: sample(point)?,
             });
         }
     }
     Ok(samples)
-}
-
-/// `[<time>, "<value>"]`: the value as a number.
-fn number(pair: &Value) -> Result<f64, MeasureError> {
-    let text = pair
-        .get(1)
-        .and_then(Value::as_str)
-        .ok_or_else(|| MeasureError::Malformed("a sample without its value".into()))?;
-    text.parse::<f64>()
-        .map_err(|_| MeasureError::Malformed(format!("sample value {text:?} is not a number")))
 }
 
 #[cfg(test)]

@@ -135,7 +135,15 @@ fn listed(clusters: &[String]) -> String {
 
 /// At most four significant digits, no float noise (`0.0012`, `32.5`, `1.2e-7`).
 fn short(number: f64) -> String {
-    let rounded: f64 = format!("{number:.3e}").parse().unwrap_or(number);
+    significant(number, 4)
+}
+
+/// `number` rounded to `digits` significant digits, then written as the shortest text that
+/// reads back to that (`0.5`, `0.0123`, `120`), with an exponent when it is very large or small
+/// (`1.5e9`, `2e-7`). Every view of a measured number writes it so.
+pub fn significant(number: f64, digits: usize) -> String {
+    let precision = digits.max(1) - 1;
+    let rounded: f64 = format!("{number:.precision$e}").parse().unwrap_or(number);
     let magnitude = rounded.abs();
     if magnitude != 0.0 && !(1e-4..1e6).contains(&magnitude) {
         format!("{rounded:e}")
