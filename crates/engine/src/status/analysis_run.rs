@@ -118,3 +118,18 @@ enum VerdictSchema {
     Inconclusive,
     Error,
 }
+
+impl AnalysisRun {
+    /// The run's newest comparison with its verdict, as the live view and the run history show
+    /// it: `latency: prod-1, prod-2 (median 0.26) vs OtherWaves … p=0.0012 (Failed)`.
+    pub fn newest_comparison(&self) -> Option<String> {
+        let newest = self.measurements.iter().max_by_key(|m| m.index)?;
+        let compared = newest.comparison.as_deref()?;
+        Some(format!(
+            "{}: {} ({})",
+            self.name,
+            compared.describe(),
+            newest.verdict.as_str()
+        ))
+    }
+}

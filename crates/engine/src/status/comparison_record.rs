@@ -74,21 +74,6 @@ pub struct ComparisonSummary {
     pub record: Option<ComparisonRecord>,
 }
 
-impl crate::status::analysis_run::AnalysisRun {
-    /// The run's newest comparison with its verdict, as the live view and the run history show
-    /// it: `latency: prod-1, prod-2 (median 0.26) vs OtherWaves … p=0.0012 (Failed)`.
-    pub fn newest_comparison(&self) -> Option<String> {
-        let newest = self.measurements.iter().max_by_key(|m| m.index)?;
-        let compared = newest.comparison.as_deref()?;
-        Some(format!(
-            "{}: {} ({})",
-            self.name,
-            compared.describe(),
-            newest.verdict.as_str()
-        ))
-    }
-}
-
 impl ComparisonSummary {
     /// One line for every view: "prod-01, prod-02 (median 0.26) vs OtherWaves prod-03, prod-04
     /// (median 0.2): effect +30%, p=0.0012", or the cohorts alone with no record.
