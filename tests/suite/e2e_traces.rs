@@ -25,13 +25,14 @@ fn traces_to(url: &str) -> Traces {
     .expect("an exporter")
 }
 
-/// A two-stage promotion `web` (dev, then staging), committed.
+/// A two-stage promotion `web` (dev, then staging, which soaks 2 s: a run to restart in the
+/// middle of), committed.
 fn two_stage_repo() -> TestRepo {
     let repo = TestRepo::new();
     let web = promotion("web")
         .chart("web", "1.0.0")
         .stage(stage("dev").selector("env", "dev").auto())
-        .stage(stage("staging").selector("env", "staging").auto())
+        .stage(stage("staging").selector("env", "staging").delay("2s"))
         .to_yaml();
     repo.write("web.yaml", &web);
     repo.commit("web");
@@ -113,16 +114,21 @@ async fn a_run_is_one_trace_of_stage_spans_with_applies_under_them_across_a_rest
     let receiver = Receiver::start(Answer::Ok).await;
     let url = receiver.url("/v1/traces");
     let mut world = rollout_with_traces(traces_to(&url)).await;
-    // Mid-run: the first stage entered; the controller stops and another one takes over.
-    let entered = world
-        .eventually("the run's trace id is in status", || async {
+    // Mid-run: the second stage entered (and soaking); the controller stops, another takes over.
+    world
+        .eventually("the run entered staging", || async {
             let status = world.status("web").await?;
-            str_at(&status, "/runs/0/traceId")?;
-            Some(status)
+            str_at(&status, "/runs/0/stages/1/appliedAt").map(|_| ())
         })
         .await;
-    let before_restart = trace_id_of_run(&entered);
     world.stop_controller().await;
+    let stopped = world.status("web").await.expect("a status");
+    assert_eq!(
+        stopped.pointer("/runs/0/endedAt"),
+        None,
+        "the run ended before the restart: {stopped}"
+    );
+    let before_restart = trace_id_of_run(&stopped);
     world.traces = traces_to(&url);
     world.start_controller().await;
     let status = world.wait_phase("web", "Completed").await;
