@@ -278,9 +278,10 @@ fn hold(
         ctx.notifier.after_step(name, policy, before);
     }
     ctx.analysis.after_step(&step_measurements(
+        ctx,
         seen,
-        measured,
-        &planned.measurements,
+        (measured, &planned.measurements),
+        &planned.status,
         false,
     ));
     let wake_at = planned.wake_at.map_or(until, |at| at.min(until));
@@ -330,8 +331,13 @@ async fn write(
     let written = persist(ctx, name, file, seen.persisted.as_ref(), &status).await;
     span.end(&written);
     let written = written?;
-    ctx.analysis
-        .after_step(&step_measurements(seen, measured, &due, true));
+    ctx.analysis.after_step(&step_measurements(
+        ctx,
+        seen,
+        (measured, &due),
+        &status,
+        true,
+    ));
     if written.is_some() {
         ctx.progress_writes.written(name, now);
         let told = tollgate_engine::transitions::transitions(before, &status);
@@ -355,12 +361,15 @@ async fn write(
 
 /// What the analysis runner needs of a step: the results it was `given`, what it says is `due`.
 fn step_measurements<'a>(
+    ctx: &'a Context,
     seen: &'a Observation<'_>,
-    given: &'a [Measurement],
-    due: &'a [MeasurementDue],
+    (given, due): (&'a [Measurement], &'a [MeasurementDue]),
+    status: &'a PromotionStatus,
     persisted: bool,
 ) -> crate::analysis::StepMeasurements<'a> {
     crate::analysis::StepMeasurements {
+        traces: &ctx.traces,
+        status,
         promotion: seen.name,
         given,
         due,

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 
 pub use collector::{TracesError, TracesTarget};
-pub use live::LiveSpan;
+pub use live::{LiveSpan, SpanSite};
 pub use run_log::log_transitions;
 
 /// Where a controller's spans go, or nowhere. Cheap to clone.

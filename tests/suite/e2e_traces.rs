@@ -192,3 +192,52 @@ async fn a_run_is_one_trace_of_stage_spans_with_applies_under_them_across_a_rest
         "no status write span"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_analysis_measurement_is_a_span_under_its_stage() {
+    let receiver = Receiver::start(Answer::Ok).await;
+    // The receiver stands in for Prometheus too: whatever it answers, a measurement is taken.
+    let prometheus = receiver.url("/prometheus");
+    let policy = serde_json::json!({
+        "apiVersion": "tollgate.dev/v1alpha1", "kind": "RolloutPolicy",
+        "metadata": {"name": "gates"},
+        "spec": {"selector": {}, "stages": {"dev": {"analyses": ["error-rate"]}},
+            "analyses": [{"name": "error-rate", "interval": "1s", "count": 1,
+                "prometheus": {"address": prometheus, "query": "ratio"},
+                "failureCondition": "result >= 0.05"}]}
+    });
+    let repo = two_stage_repo();
+    repo.write("policy.yaml", &policy.to_string());
+    repo.commit("gate dev");
+    let mut world = World::without_controller(repo, &fleet_yaml(1, "50ms")).await;
+    world.traces = traces_to(&receiver.url("/v1/traces"));
+    world.start_controller().await;
+    let spans = world
+        .eventually("a measurement's span", || async {
+            let spans = spans(&receiver);
+            spans
+                .iter()
+                .any(|s| s.name == "analysis measurement")
+                .then_some(spans)
+        })
+        .await;
+    let measurement = spans
+        .iter()
+        .find(|s| s.name == "analysis measurement")
+        .expect("found");
+    assert_eq!(text(measurement, "tollgate.stage").as_deref(), Some("dev"));
+    assert_eq!(
+        text(measurement, "tollgate.analysis").as_deref(),
+        Some("error-rate")
+    );
+    assert!(text(measurement, "tollgate.verdict").is_some());
+    let dev_apply = spans
+        .iter()
+        .find(|s| s.name == "apply" && text(s, "tollgate.stage").as_deref() == Some("dev"))
+        .expect("dev's apply span");
+    assert_eq!(
+        measurement.parent_span_id, dev_apply.parent_span_id,
+        "the measurement is not under dev's span"
+    );
+    assert_eq!(measurement.trace_id, dev_apply.trace_id);
+}
