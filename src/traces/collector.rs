@@ -27,8 +27,9 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct TracesTarget {
     /// The full URL spans are POSTed to (`…/v1/traces`).
     pub traces_url: String,
-    /// How long spans wait to be sent in a batch (OpenTelemetry's default: 5 s).
-    pub batch_delay: Duration,
+    /// How long spans wait to be sent in a batch; `None`: `OTEL_BSP_SCHEDULE_DELAY`, else
+    /// OpenTelemetry's default of 5 s.
+    pub batch_delay: Option<Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -54,7 +55,7 @@ impl TracesTarget {
         };
         Some(Self {
             traces_url,
-            batch_delay: Duration::from_secs(5),
+            batch_delay: None,
         })
     }
 }
@@ -89,10 +90,12 @@ pub(super) fn provider(target: &TracesTarget) -> Result<SdkTracerProvider, Trace
             url: target.traces_url.clone(),
             reason: e.to_string(),
         })?;
-    let batches = BatchConfigBuilder::default()
-        .with_scheduled_delay(target.batch_delay)
-        .with_max_export_timeout(EXPORT_TIMEOUT)
-        .build();
+    // The builder starts from the `OTEL_BSP_*` variables.
+    let mut batches = BatchConfigBuilder::default().with_max_export_timeout(EXPORT_TIMEOUT);
+    if let Some(delay) = target.batch_delay {
+        batches = batches.with_scheduled_delay(delay);
+    }
+    let batches = batches.build();
     let processor = BatchSpanProcessor::builder(exporter, Tokio)
         .with_batch_config(batches)
         .build();

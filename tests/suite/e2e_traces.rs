@@ -20,7 +20,7 @@ use support::{TestRepo, World, fleet_yaml, free_port, str_at};
 fn traces_to(url: &str) -> Traces {
     Traces::exporting(&TracesTarget {
         traces_url: url.to_string(),
-        batch_delay: Duration::from_millis(100),
+        batch_delay: Some(Duration::from_millis(100)),
     })
     .expect("an exporter")
 }
