@@ -101,8 +101,22 @@ pub(super) fn provider(target: &TracesTarget) -> Result<SdkTracerProvider, Trace
         .build();
     Ok(SdkTracerProvider::builder()
         .with_span_processor(processor)
-        .with_resource(Resource::builder().with_service_name("tollgate").build())
+        .with_resource(resource())
         .build())
+}
+
+/// The process as `OTEL_SERVICE_NAME` / `OTEL_RESOURCE_ATTRIBUTES` describe it, named `tollgate`
+/// unless they name it.
+fn resource() -> Resource {
+    let detected = Resource::builder().build();
+    let named = detected
+        .get(&opentelemetry::Key::from_static_str("service.name"))
+        .is_some_and(|name| !name.as_str().starts_with("unknown_service"));
+    if named {
+        detected
+    } else {
+        Resource::builder().with_service_name("tollgate").build()
+    }
 }
 
 /// Sends the exporter's requests through the outbound client.

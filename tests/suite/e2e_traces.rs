@@ -191,6 +191,15 @@ async fn a_run_is_one_trace_of_stage_spans_with_applies_under_them_across_a_rest
         spans.iter().any(|s| s.name == "status write"),
         "no status write span"
     );
+    let first = &receiver.under("/v1/traces")[0];
+    let request = ExportTraceServiceRequest::decode(first.body.clone()).expect("protobuf");
+    let service = request.resource_spans[0]
+        .resource
+        .as_ref()
+        .and_then(|r| r.attributes.iter().find(|kv| kv.key == "service.name"))
+        .and_then(|kv| kv.value.clone()?.value);
+    assert_eq!(service, Some(AnyValue::StringValue("tollgate".into())));
+    assert_eq!(first.header("content-type"), Some("application/x-protobuf"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
