@@ -14,6 +14,7 @@ use tollgate_fixtures::{promotion, stage};
 
 use crate::support;
 use support::receiver::{Answer, Receiver};
+use support::web_page::serve_in_process;
 use support::{TestRepo, World, fleet_yaml, free_port, str_at};
 
 /// Spans sent within a tenth of a second, so that a test waits for little.
@@ -138,6 +139,18 @@ async fn a_run_is_one_trace_of_stage_spans_with_applies_under_them_across_a_rest
         "a restart changed the run's trace id"
     );
     let commit = str_at(&status, "/snapshotCommit").expect("the snapshot's commit");
+    // The promotion page's run history names the trace.
+    let addr = serve_in_process(&world, None).await.to_string();
+    let page = tokio::task::spawn_blocking(move || {
+        support::web_attack::request(&addr, &addr, "GET", "/ui/promotions/web", &[], b"")
+    })
+    .await
+    .expect("request")
+    .expect("the page");
+    assert!(
+        page.body.contains(&format!("data-trace-id=\"{trace}\"")),
+        "the page's runs table lacks the trace id {trace}"
+    );
 
     let spans = world
         .eventually("the run's root span", || async {
