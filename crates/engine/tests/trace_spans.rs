@@ -90,6 +90,20 @@ fn a_superseded_run_ends_its_trace_and_the_next_run_has_another() {
     assert_eq!(roots[0].trace, old_trace);
     assert_eq!(roots[0].outcome, "superseded");
     assert_eq!(roots[0].start, old.runs[0].started_at);
+    // prod was in progress: its span ends with the run, so that its applies have their parent.
+    let prod = spans
+        .iter()
+        .find(|s| {
+            s.trace == old_trace
+                && s.of
+                    == SpanOf::Stage {
+                        stage: "prod".into(),
+                    }
+        })
+        .expect("a span for the stage the new run cut short");
+    assert_eq!(prod.outcome, "superseded");
+    assert_eq!(prod.end, roots[0].end);
+    assert_eq!(prod.parent, Some(old_trace.run_span()));
 }
 
 #[test]

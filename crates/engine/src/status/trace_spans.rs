@@ -150,33 +150,56 @@ fn wave_start(
         .map(|waves| waves.wave_started_at)
 }
 
-/// The root spans of the runs `after` records as ended that `before` did not.
+/// The root spans of the runs `after` records as ended that `before` did not, each after the
+/// spans of its stages that the end cut short (a superseded run's stage in progress): no span
+/// is left without its parent.
 fn ended_runs<'a>(
     before: Option<&'a PromotionStatus>,
     after: &'a PromotionStatus,
 ) -> impl Iterator<Item = FinishedSpan> + 'a {
-    after.runs.iter().filter_map(move |run| {
-        let end = run.ended_at?;
-        let trace = run.trace_id?;
+    after.runs.iter().flat_map(move |run| {
+        let (Some(end), Some(trace)) = (run.ended_at, run.trace_id) else {
+            return Vec::new();
+        };
         let was_ended = before.is_some_and(|b| {
             b.runs
                 .iter()
                 .any(|old| old.trace_id == run.trace_id && old.ended_at.is_some())
         });
         if was_ended {
-            return None;
+            return Vec::new();
         }
-        Some(FinishedSpan {
+        let outcome = run_outcome(run.outcome);
+        let commit = commit_of(after, run);
+        let span = |id, parent, of, start: DateTime<Utc>| FinishedSpan {
             trace,
-            id: trace.run_span(),
-            parent: None,
-            of: SpanOf::Run,
-            start: run.started_at.min(end),
+            id,
+            parent,
+            of,
+            start: start.min(end),
             end,
-            outcome: run_outcome(run.outcome),
+            outcome,
             snapshot: run.snapshot_index,
-            commit: commit_of(after, run),
-        })
+            commit: commit.clone(),
+        };
+        let cut_short = run
+            .stages
+            .iter()
+            .filter(|stage| stage.succeeded_at.is_none() && stage.failed_at.is_none());
+        let mut spans: Vec<FinishedSpan> = cut_short
+            .map(|stage| {
+                span(
+                    trace.stage_span(&stage.name, stage.applied_at),
+                    Some(trace.run_span()),
+                    SpanOf::Stage {
+                        stage: stage.name.clone(),
+                    },
+                    stage.applied_at,
+                )
+            })
+            .collect();
+        spans.push(span(trace.run_span(), None, SpanOf::Run, run.started_at));
+        spans
     })
 }
 
