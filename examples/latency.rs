@@ -161,6 +161,7 @@ async fn main() {
         throttle: tollgate::cluster::throttle::Throttle::unbounded(Default::default()),
         instance: None,
         metrics: std::sync::Arc::new(tollgate::metrics::Metrics::new()),
+        traces: Default::default(),
         analysis: Default::default(),
     };
     let started = Instant::now();

@@ -731,6 +731,7 @@ fn main() {
         throttle: throttle.clone(),
         instance: None,
         metrics: metrics.clone(),
+        traces: Default::default(),
         analysis: Default::default(),
     };
     let started = Instant::now();

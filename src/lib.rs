@@ -15,5 +15,6 @@ pub mod notify;
 pub mod outbound;
 pub mod server;
 pub mod signals;
+pub mod traces;
 pub mod views;
 pub mod web;

@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use chrono::Utc;
+use opentelemetry::KeyValue;
 use tokio::sync::{Semaphore, mpsc};
 use tollgate_engine::measurement::{Measurement, MeasurementDue};
 use tollgate_model::analysis::{Analysis, MeasurementVerdict, OnNoData, Provider};
@@ -95,6 +96,10 @@ pub struct StepMeasurements<'a> {
     pub policy: Option<&'a RolloutPolicy>,
     /// The promotion's snapshots: the commit a `commitStatus` check reads.
     pub history: &'a [Snapshot],
+    /// Where each due measurement's span goes (under its stage's span), if traced.
+    pub traces: &'a crate::traces::Traces,
+    /// The status the step asked for the measurements in (its run and stages).
+    pub status: &'a tollgate_engine::status::PromotionStatus,
 }
 
 /// One measurement to make.
@@ -103,6 +108,8 @@ struct Job {
     analysis: Analysis,
     due: MeasurementDue,
     commit: Option<String>,
+    /// The measurement's span goes under its stage's (issue #49).
+    span_site: Option<crate::traces::SpanSite>,
 }
 
 impl AnalysisRunner {
@@ -168,6 +175,9 @@ impl AnalysisRunner {
                 analysis: analysis.clone(),
                 due: due.clone(),
                 commit,
+                span_site: step
+                    .traces
+                    .site(step.promotion, step.status, Some(&due.stage)),
             };
             // Spawned under the store's lock, so the task cannot finish before it is recorded
             // as in flight.
@@ -227,7 +237,20 @@ impl Inner {
         let key = job.due.key();
         let taken = match self.permits.acquire().await {
             Ok(_permit) if self.leader.is_leader() => {
+                let mut span = job.span_site.as_ref().map(|site| {
+                    site.start(
+                        "analysis measurement",
+                        vec![
+                            KeyValue::new("tollgate.analysis", key.analysis.clone()),
+                            KeyValue::new("tollgate.measurement", i64::from(key.index)),
+                        ],
+                    )
+                });
                 let measurement = self.measure(&job).await;
+                if let Some(span) = &mut span {
+                    let verdict = measurement.verdict.as_str().to_string();
+                    span.set_attribute(KeyValue::new("tollgate.verdict", verdict));
+                }
                 self.leader.is_leader().then_some(measurement)
             }
             _ => None,

@@ -173,6 +173,16 @@ fn read_status(args: &Args) -> Option<PromotionStatus> {
     super::controller_view::read_or_warn(&args.cluster, &args.name, false)
 }
 
+/// The trace ids of the recorded runs of snapshot `index`.
+fn trace_ids(status: &PromotionStatus, index: u64) -> Vec<String> {
+    status
+        .runs
+        .iter()
+        .filter(|run| run.snapshot_index == index)
+        .filter_map(|run| Some(run.trace_id?.to_string()))
+        .collect()
+}
+
 /// What the status tells of a snapshot's run, in words.
 fn run_note(status: &PromotionStatus, index: u64) -> (String, Option<u64>) {
     let (run, rollback_of) = lineage::snapshot_run(status, index);
@@ -405,6 +415,8 @@ fn json_document(
                 "sameContentAs": s.same_content_as,
                 "rollbackOf": run.as_ref().and_then(|(_, to)| *to),
                 "run": run.map(|(note, _)| note),
+                // The OpenTelemetry trace of each run of the snapshot (oldest first).
+                "traceIds": runs.map(|status| trace_ids(status, s.index)),
                 "file": s.file,
                 "commit": s.commit,
             })

@@ -97,6 +97,11 @@ pub struct Args {
     /// The longest one analysis measurement may take; a slower one is an errored measurement.
     #[arg(long, env = "TOLLGATE_ANALYSIS_TIMEOUT", default_value = "10s", value_parser = parse_interval)]
     pub analysis_timeout: Duration,
+    /// Send each run as an OpenTelemetry trace to this OTLP/HTTP collector (a base URL: spans go
+    /// to `URL/v1/traces`). `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (the full URL) wins over the
+    /// variable; with neither, no trace is made.
+    #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
     #[command(flatten)]
     pub election: ElectionArgs,
     #[command(flatten)]
@@ -328,7 +333,11 @@ async fn run_async(args: Args) -> anyhow::Result<ExitCode> {
     );
     let throttle = concurrency.throttle(metrics.throttle());
     let client = controller_client(kube_config.clone(), &throttle)?;
-    let config = controller_config(&args, source, &concurrency, throttle, &metrics);
+    let mut config = controller_config(&args, source, &concurrency, throttle, &metrics);
+    if let Some(target) = crate::traces::TracesTarget::resolve(args.otlp_endpoint.as_deref()) {
+        config.traces = crate::traces::Traces::exporting(&target)?;
+        info!(collector = %target.traces_url, "each run is sent as an OpenTelemetry trace");
+    }
     let gate = match election {
         Some(_) => LeaderGate::follower(),
         None => LeaderGate::always(),
@@ -403,6 +412,7 @@ fn controller_config(
             concurrency: args.analysis_concurrency as usize,
             timeout: args.analysis_timeout,
         },
+        traces: crate::traces::Traces::disabled(),
     }
 }
 

@@ -71,6 +71,8 @@ pub struct ControllerConfig {
     pub metrics: Arc<Metrics>,
     /// How the analysis runner measures (issue #32).
     pub analysis: crate::analysis::AnalysisConfig,
+    /// Where each run's trace goes (issue #49); disabled by default.
+    pub traces: crate::traces::Traces,
 }
 
 /// What the outside world (CLI, HTTP server, tests) can see of and do to a running controller.
@@ -222,6 +224,7 @@ fn context(
         notifier,
         origin,
         metrics: config.metrics.clone(),
+        traces: config.traces.clone(),
         watch_health,
         progress_writes: Default::default(),
         measurement_holds: Default::default(),

@@ -43,6 +43,8 @@ pub struct Context {
     pub notifier: crate::notify::Notifier,
     pub origin: Origin,
     pub metrics: Arc<Metrics>,
+    /// Each run's trace: the spans a step ends, its applies and status writes (issue #49).
+    pub traces: crate::traces::Traces,
     pub watch_health: WatchHealth,
     pub progress_writes: super::progress_writes::ProgressWrites,
     /// Steps that only asked for first measurements, waiting for the results (issue #32).
@@ -144,7 +146,7 @@ async fn step(
     let name = seen.name;
     let measured = ctx.analysis.results(name);
     let planned = plan(seen, &measured, now);
-    apply(ctx, &planned.actions).await?;
+    apply(ctx, name, &planned.status, &planned.actions).await?;
     let removed = matches!(seen.git.translation.desired(), Desired::Removed { .. });
     if removed && planned.actions.is_empty() {
         ctx.analysis.forget(name);
@@ -276,9 +278,10 @@ fn hold(
         ctx.notifier.after_step(name, policy, before);
     }
     ctx.analysis.after_step(&step_measurements(
+        ctx,
         seen,
-        measured,
-        &planned.measurements,
+        (measured, &planned.measurements),
+        &planned.status,
         false,
     ));
     let wake_at = planned.wake_at.map_or(until, |at| at.min(until));
@@ -324,13 +327,23 @@ async fn write(
     // Shared with the status cache's record of this write (no copy per step).
     let status = Arc::new(status);
     let file = seen.git.translation.file();
-    let written = persist(ctx, name, file, seen.persisted.as_ref(), &status).await?;
-    ctx.analysis
-        .after_step(&step_measurements(seen, measured, &due, true));
+    let span = ctx.traces.live("status write", name, &status, None);
+    let written = persist(ctx, name, file, seen.persisted.as_ref(), &status).await;
+    span.end(&written);
+    let written = written?;
+    ctx.analysis.after_step(&step_measurements(
+        ctx,
+        seen,
+        (measured, &due),
+        &status,
+        true,
+    ));
     if written.is_some() {
         ctx.progress_writes.written(name, now);
         let told = tollgate_engine::transitions::transitions(before, &status);
         ctx.metrics.observe_step(name, before, &status, &told);
+        ctx.traces.after_step(name, before, &status, &told);
+        crate::traces::log_transitions(name, &status, &told);
     }
     // The uid of the object written, or of the one that needed no write.
     let uid = written
@@ -348,12 +361,15 @@ async fn write(
 
 /// What the analysis runner needs of a step: the results it was `given`, what it says is `due`.
 fn step_measurements<'a>(
+    ctx: &'a Context,
     seen: &'a Observation<'_>,
-    given: &'a [Measurement],
-    due: &'a [MeasurementDue],
+    (given, due): (&'a [Measurement], &'a [MeasurementDue]),
+    status: &'a PromotionStatus,
     persisted: bool,
 ) -> crate::analysis::StepMeasurements<'a> {
     crate::analysis::StepMeasurements {
+        traces: &ctx.traces,
+        status,
         promotion: seen.name,
         given,
         due,

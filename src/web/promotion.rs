@@ -284,7 +284,7 @@ fn runs(input: &PageInput<'_>) -> Markup {
         section id="runs" aria-label="Runs" {
             h2 { "Runs" }
             div.table-wrap { table {
-                thead { tr { th { "snapshot" } th { "commit" } th { "started" } th { "ended" } th { "outcome" } th { "stages" } } }
+                thead { tr { th { "snapshot" } th { "commit" } th { "started" } th { "ended" } th { "outcome" } th { "stages" } th { "trace" } } }
                 tbody { @for run in input.status.runs.iter().rev() { tr data-snapshot=(run.snapshot_index) {
                     td { "#" (run.snapshot_index) @if let Some(of) = run.rollback_of { " (rollback to #" (of) ")" } }
                     td { code { (run.commit) } }
@@ -292,6 +292,8 @@ fn runs(input: &PageInput<'_>) -> Markup {
                     td { (run.ended_at.map(time).unwrap_or_default()) }
                     td { (format!("{:?}", run.outcome)) }
                     td { (run.stages.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(" → ")) }
+                    // The run's OpenTelemetry trace id: what to search a tracing backend for.
+                    td { @if let Some(id) = run.trace_id { code data-trace-id=(id) { (id) } } }
                 } } }
             } }
             div.timeline {

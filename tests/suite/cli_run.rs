@@ -393,3 +393,67 @@ fn a_failed_fetch_is_one_log_line_and_claims_nothing_before_a_sync() {
         );
     }
 }
+
+/// `tollgate run --otlp-endpoint` (issue #49 item 2): the real process sends the run's trace,
+/// as OTLP/HTTP protobuf, with the usual `OTEL_BSP_SCHEDULE_DELAY` read; the trace id is the one
+/// in the run history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_with_an_otlp_endpoint_sends_each_run_as_a_trace() {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use prost::Message as _;
+    use support::receiver::{Answer, Receiver};
+
+    let receiver = Receiver::start(Answer::Ok).await;
+    let endpoint = receiver.url("");
+    tokio::task::block_in_place(|| {
+        let repo = TestRepo::new();
+        repo.write(
+            "kyverno.yaml",
+            &seed("05-kyverno-rollout-auto-v1.yaml", "0s"),
+        );
+        repo.commit("Kyverno");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fleet = dir.path().join("fleet.yaml");
+        std::fs::write(&fleet, fleet_yaml(1, "100ms")).expect("fleet");
+        let kubeconfig = dir.path().join("kubeconfig");
+        let _controller = Controller(
+            tollgate()
+                .args(["run", "--repo"])
+                .arg(repo.path())
+                .args(["--interval", "1s", "--embedded"])
+                .arg(&fleet)
+                .arg("--embedded-kubeconfig")
+                .arg(&kubeconfig)
+                .arg("--cache-dir")
+                .arg(dir.path().join("cache"))
+                .args(["--otlp-endpoint", &endpoint])
+                .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("tollgate run starts"),
+        );
+        let statuses = eventually("rollout completed", || {
+            status_json(&kubeconfig).filter(|s| s[0]["status"]["phase"] == "Completed")
+        });
+        let trace = statuses[0]["status"]["runs"][0]["traceId"]
+            .as_str()
+            .expect("the run's trace id")
+            .to_string();
+        let root = eventually("the run's root span", || {
+            receiver
+                .under("/v1/traces")
+                .iter()
+                .flat_map(|got| {
+                    ExportTraceServiceRequest::decode(got.body.clone())
+                        .expect("OTLP protobuf")
+                        .resource_spans
+                })
+                .flat_map(|r| r.scope_spans)
+                .flat_map(|s| s.spans)
+                .find(|span| span.name == "run")
+        });
+        let hex: String = root.trace_id.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, trace, "the root span is not the run history's trace");
+    });
+}

@@ -74,6 +74,7 @@ mod e2e_retry_and_fast_rollback;
 mod e2e_rollout;
 mod e2e_safety;
 mod e2e_throttle;
+mod e2e_traces;
 mod e2e_trust;
 mod e2e_trust_keys;
 mod e2e_user_corners;

@@ -42,7 +42,7 @@ pub use run::{drift, step, write_hold};
 pub use stage::{completion, retry};
 pub use status::{
     activity, analysis_run, conditions, delivery, notices, paused_clusters, pipeline, progress,
-    provisioning_history, quorum_view, run_history, transitions,
+    provisioning_history, quorum_view, run_history, trace_ids, trace_spans, transitions,
 };
 
 pub use depends_on::Dependency;

@@ -27,6 +27,8 @@ pub(crate) mod rollback_mode;
 pub mod run_history;
 pub(crate) mod stage_status;
 pub(crate) mod status_memory;
+pub mod trace_ids;
+pub mod trace_spans;
 pub mod transitions;
 pub(crate) mod verdict;
 

@@ -186,3 +186,63 @@ fn a_stage_without_waves_is_unchanged() {
     assert!(h.stage_status("prod").waves.is_none());
     let _: ClusterPromotion = (*h.snapshot.promotion).clone();
 }
+
+#[test]
+fn each_wave_is_one_span_under_its_stage_from_its_start_until_its_clusters_provisioned() {
+    use tollgate_engine::status::trace_spans::{SpanOf, finished_spans};
+    use tollgate_engine::transitions::transitions;
+
+    let mut h = fleet_and_promotion();
+    waved(
+        &mut h,
+        json!({"sortingLabelKey": "order", "size": 2, "canary": 1, "pause": "2m"}),
+    );
+    let mut spans = Vec::new();
+    for _ in 0..60 {
+        let before = h.world.status.clone();
+        let status = h.step().status;
+        let told = transitions(before.as_ref(), &status);
+        spans.extend(finished_spans(before.as_ref(), &status, &told));
+        if status.runs.last().is_some_and(|r| r.ended_at.is_some()) {
+            break;
+        }
+        h.world.sveltos();
+        h.world.advance(Duration::seconds(30));
+    }
+    let run = h.status().runs.last().expect("a run").clone();
+    assert!(run.ended_at.is_some(), "the run did not end");
+    let trace = run.trace_id.expect("a trace id");
+    let prod = run.stages.iter().find(|s| s.name == "prod").expect("prod");
+    let stage_span = trace.stage_span("prod", prod.applied_at);
+    let waves: Vec<_> = spans
+        .iter()
+        .filter_map(|s| match &s.of {
+            SpanOf::Wave { stage, wave, of } => Some((stage.as_str(), *wave, *of, s)),
+            _ => None,
+        })
+        .collect();
+    let of = waves.first().map(|w| w.2).expect("wave spans");
+    assert!(of >= 2, "{waves:#?}");
+    let numbers: Vec<u32> = waves.iter().map(|w| w.1).collect();
+    assert_eq!(
+        numbers,
+        (1..=of).collect::<Vec<_>>(),
+        "each wave once, in order"
+    );
+    let mut previous_end = prod.applied_at;
+    for (stage, wave, _, span) in &waves {
+        assert_eq!(*stage, "prod");
+        assert_eq!(
+            span.parent,
+            Some(stage_span),
+            "wave {wave} is not under prod"
+        );
+        assert_eq!(span.id, trace.wave_span("prod", prod.applied_at, *wave));
+        assert!(
+            span.start >= previous_end,
+            "wave {wave} starts before the last ended"
+        );
+        assert!(span.start < span.end, "wave {wave}: {span:?}");
+        previous_end = span.end;
+    }
+}

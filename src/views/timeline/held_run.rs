@@ -37,6 +37,7 @@ pub(super) fn held_run(status: &PromotionStatus, now: DateTime<Utc>) -> Option<R
         committed_at: None,
         rollback_of: None,
         started_at: since,
+        trace_id: None,
         ended_at: None,
         outcome: RunOutcome::Running,
         stages: Vec::new(),

@@ -41,6 +41,7 @@ fn run(index: u64, started: i64, outcome: RunOutcome, stages: Vec<StageRecord>) 
         committed_at: None,
         rollback_of: None,
         started_at: t(started),
+        trace_id: None,
         ended_at: None,
         outcome,
         stages,

@@ -72,6 +72,8 @@ pub struct World {
     pub throttle: std::sync::Arc<Throttle>,
     /// `--verify-commits` and `--trusted-keys` of the controllers the world starts.
     pub trust: tollgate_source::TrustConfig,
+    /// Where the controllers the world starts send their traces (none by default).
+    pub traces: tollgate::traces::Traces,
 }
 
 /// The emulator as tollgate runs it: serving the GitPromotion CRD besides the built-in types.
@@ -130,6 +132,7 @@ impl World {
             metrics,
             throttle,
             trust: Default::default(),
+            traces: Default::default(),
         }
     }
 
@@ -153,6 +156,7 @@ impl World {
             instance: None,
             metrics: self.metrics.clone(),
             analysis: Default::default(),
+            traces: self.traces.clone(),
         }
     }
 

@@ -112,6 +112,7 @@ mod tests {
             committed_at: None,
             rollback_of: None,
             started_at: at(0),
+            trace_id: None,
             ended_at: Some(at(9)),
             outcome: RunOutcome::Superseded,
             stages: vec![stage_record("dev", true), stage_record("staging", false)],

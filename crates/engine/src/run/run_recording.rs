@@ -12,6 +12,7 @@ use crate::status::run_history::{
     ActivitySpan, HOLDS_KEPT, HeldStart, RUNS_KEPT, RunOutcome, RunRecord, SPANS_KEPT,
     STAGE_RECORDS_KEPT, StageRecord,
 };
+use crate::status::trace_ids::TraceId;
 use crate::status::{PromotionStatus, RunFailure, StageStatus};
 
 /// Bring `next.runs` up to date with the run `next` describes. `previous` is the status persisted
@@ -60,6 +61,12 @@ fn new_run(
     now: DateTime<Utc>,
     history: &[Snapshot],
 ) -> RunRecord {
+    let snapshot = history.iter().find(|snapshot| snapshot.index == index);
+    let started_at = status
+        .stages
+        .first()
+        .and_then(|s| s.last_update_reconciled_time)
+        .unwrap_or(now);
     RunRecord {
         snapshot_index: index,
         commit: status
@@ -67,16 +74,10 @@ fn new_run(
             .as_deref()
             .map(|sha| short_sha(sha).to_string())
             .unwrap_or_default(),
-        committed_at: history
-            .iter()
-            .find(|snapshot| snapshot.index == index)
-            .map(|snapshot| snapshot.commit.time),
+        committed_at: snapshot.map(|snapshot| snapshot.commit.time),
         rollback_of: status.rollback_of,
-        started_at: status
-            .stages
-            .first()
-            .and_then(|s| s.last_update_reconciled_time)
-            .unwrap_or(now),
+        started_at,
+        trace_id: snapshot.map(|s| TraceId::of_run(&s.promotion.metadata.name, index, started_at)),
         ended_at: None,
         outcome: RunOutcome::Running,
         stages: Vec::new(),

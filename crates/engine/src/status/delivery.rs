@@ -122,6 +122,7 @@ mod tests {
             rollback_of: None,
             rollback: None,
             started_at: at(start),
+            trace_id: None,
             ended_at: end.map(at),
             outcome,
             stages: Vec::new(),

@@ -121,6 +121,7 @@ mod tests {
             committed_at: None,
             rollback_of: None,
             started_at: at(0),
+            trace_id: None,
             ended_at: None,
             outcome: RunOutcome::Completed,
             stages,

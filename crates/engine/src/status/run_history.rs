@@ -52,6 +52,12 @@ pub struct RunRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback_of: Option<u64>,
     pub started_at: DateTime<Utc>,
+    /// The run's OpenTelemetry trace id (`status::trace_ids`): derived from the promotion, the
+    /// snapshot and `started_at`, kept so that views need not know the promotion's name. Absent in
+    /// runs recorded before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub trace_id: Option<crate::status::trace_ids::TraceId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<DateTime<Utc>>,
     pub outcome: RunOutcome,
