@@ -2,8 +2,10 @@
 //! superseded mid-stage ends its trace and starts another; a controller restarted mid-run
 //! computes the same ids), then a rollout's spans, each told once, with its real start and end.
 
-use chrono::{DateTime, Duration, Utc};
-use serde_json::json;
+mod common;
+
+use chrono::Duration;
+use common::{P, profile_spec, promotion_with, stage, t0};
 
 use tollgate_engine::Desired;
 use tollgate_engine::PromotionStatus;
@@ -12,27 +14,12 @@ use tollgate_engine::status::trace_spans::{FinishedSpan, SpanOf, finished_spans,
 use tollgate_engine::testing::{self, World};
 use tollgate_engine::transitions::transitions;
 
-fn t0() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-12-06T10:00:00Z")
-        .expect("a time")
-        .with_timezone(&Utc)
-}
-
+/// dev then prod, deploying `chart`.
 fn promotion(chart: &str) -> tollgate_model::ClusterPromotion {
-    let stage =
-        |name: &str| json!({"name": name, "clusterSelector": {"matchLabels": {"env": name}}});
-    testing::promotion(json!({
-        "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
-        "metadata": {"name": "demo"},
-        "spec": {
-            "profileSpec": {"helmCharts": [{
-                "repositoryURL": "https://charts.example/", "repositoryName": "web",
-                "chartName": "web/web", "chartVersion": chart, "releaseName": "web",
-                "releaseNamespace": "web", "helmChartAction": "Install"
-            }]},
-            "stages": [stage("dev"), stage("prod")]
-        }
-    }))
+    promotion_with(
+        profile_spec(chart),
+        vec![stage("dev", None), stage("prod", None)],
+    )
 }
 
 fn world() -> (World, tollgate_model::Snapshot) {
@@ -115,7 +102,7 @@ fn the_trace_id_is_the_same_whichever_process_computes_it() {
     let run = &status.runs[0];
     assert_eq!(
         run.trace_id,
-        Some(TraceId::of_run("demo", 1, run.started_at)),
+        Some(TraceId::of_run(P, 1, run.started_at)),
         "the trace id is not derived from the promotion, snapshot and start"
     );
     // What another process reads back from the persisted status.
