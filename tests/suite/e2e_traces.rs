@@ -14,8 +14,8 @@ use tollgate_fixtures::{promotion, stage};
 
 use crate::support;
 use support::receiver::{Answer, Receiver};
-use support::web_page::serve_in_process;
-use support::{TestRepo, World, fleet_yaml, free_port, str_at};
+use support::web_page::{page_body, serve_in_process};
+use support::{TestRepo, World, fleet_yaml, free_port, str_at, tollgate_binary};
 
 /// Spans sent within a tenth of a second, so that a test waits for little.
 fn traces_to(url: &str) -> Traces {
@@ -141,15 +141,27 @@ async fn a_run_is_one_trace_of_stage_spans_with_applies_under_them_across_a_rest
     let commit = str_at(&status, "/snapshotCommit").expect("the snapshot's commit");
     // The promotion page's run history names the trace.
     let addr = serve_in_process(&world, None).await.to_string();
-    let page = tokio::task::spawn_blocking(move || {
-        support::web_attack::request(&addr, &addr, "GET", "/ui/promotions/web", &[], b"")
-    })
-    .await
-    .expect("request")
-    .expect("the page");
+    let page = page_body(&addr, "/ui/promotions/web")
+        .await
+        .expect("the page");
     assert!(
-        page.body.contains(&format!("data-trace-id=\"{trace}\"")),
+        page.contains(&format!("data-trace-id=\"{trace}\"")),
         "the page's runs table lacks the trace id {trace}"
+    );
+    // `tollgate history -o json` with the cluster names it for the snapshot's run.
+    let history = tollgate_binary()
+        .args(["history", "web", "-o", "json", "--repo"])
+        .arg(world.repo.path())
+        .arg("--kubeconfig")
+        .arg(world.kubeconfig())
+        .output()
+        .expect("tollgate history runs");
+    let document: Value = serde_json::from_slice(&history.stdout)
+        .unwrap_or_else(|_| panic!("json: {}", String::from_utf8_lossy(&history.stderr)));
+    assert_eq!(
+        document["snapshots"][0]["traceIds"],
+        serde_json::json!([trace]),
+        "{document:#}"
     );
 
     let spans = world
