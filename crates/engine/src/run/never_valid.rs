@@ -41,17 +41,20 @@ mod tests {
     use crate::status::Phase;
     use crate::step;
 
-    #[test]
-    fn reports_the_error_and_does_nothing() {
-        let observed = Observed::default();
-        let input = StepInput {
+    /// The step input of promotion `p`, whose file never parsed (`error`), over `status`.
+    fn never_valid<'a>(
+        error: &'a str,
+        status: Option<&'a crate::PromotionStatus>,
+        observed: &'a Observed,
+    ) -> StepInput<'a> {
+        StepInput {
             desired: Desired::NeverValid {
                 promotion: "p",
-                error: "p.yaml:3:5: spec.stages: Required value",
+                error,
             },
             approvals: &[],
-            observed: &observed,
-            status: None,
+            observed,
+            status,
             now: Utc.timestamp_opt(1_700_000_000, 0).single().expect("time"),
             policy: None,
             history: &[],
@@ -63,7 +66,13 @@ mod tests {
             policy_problem: None,
             policy_unapproved: false,
             measurements: &[],
-        };
+        }
+    }
+
+    #[test]
+    fn reports_the_error_and_does_nothing() {
+        let observed = Observed::default();
+        let input = never_valid("p.yaml:3:5: spec.stages: Required value", None, &observed);
         let out = step(&input);
         assert!(out.actions.is_empty());
         assert_eq!(out.status.phase, Phase::Invalid);
@@ -83,26 +92,7 @@ mod tests {
     #[test]
     fn an_invalid_spec_is_a_warning_event_once_per_distinct_error() {
         let observed = Observed::default();
-        let input = |error, status| StepInput {
-            desired: Desired::NeverValid {
-                promotion: "p",
-                error,
-            },
-            approvals: &[],
-            observed: &observed,
-            status,
-            now: Utc.timestamp_opt(1_700_000_000, 0).single().expect("time"),
-            policy: None,
-            history: &[],
-            watch_problem: None,
-            unverified: None,
-            rewound: None,
-            dependencies: &[],
-            dependency_problem: None,
-            policy_problem: None,
-            policy_unapproved: false,
-            measurements: &[],
-        };
+        let input = |error, status| never_valid(error, status, &observed);
         let first_error = "p.yaml:8:21: mapping values are not allowed in this context";
         let first = step(&input(first_error, None));
         assert_eq!(
