@@ -18,8 +18,6 @@ use serde::Deserialize;
 use serde_json::Value;
 use support::web_page::{page_body, serve_in_process};
 use support::{TestRepo, World, tollgate_binary};
-use tollgate::cli::status::Shown;
-use tollgate::cli::status::live::{self, Clock, Size};
 use tollgate_emulator::Fleet;
 use tollgate_engine::PromotionStatus;
 use tollgate_engine::activity::{StageActivity, WaveOf};
@@ -273,26 +271,9 @@ fn from_json(view: &StageView<'_>) -> Stated {
 /// The stage lines of the live frame: the columns are fixed (name, bar, counts, ✗failures,
 /// snapshot, activity).
 fn live_frame(status: &PromotionStatus) -> BTreeMap<String, Stated> {
-    let shown = Shown {
-        name: WEB.to_string(),
-        status: Ok(Some(status.clone())),
-    };
-    let clock = Clock {
-        now: Utc::now(),
-        updated: Some(Utc::now()),
-        problem: None,
-    };
-    let size = Size {
-        columns: 120,
-        rows: None,
-    };
-    let names: Vec<String> = status
-        .pipeline()
-        .iter()
-        .map(|v| v.name.to_string())
-        .collect();
-    let lines = live::frame(std::slice::from_ref(&shown), &clock, size);
-    let stated: BTreeMap<String, Stated> = support::live_frame::stages(&lines, &names)
+    let (lines, stages) = support::live_frame::of(WEB, status, Utc::now(), 120);
+    let names = status.pipeline().len();
+    let stated: BTreeMap<String, Stated> = stages
         .into_iter()
         .map(|(name, stage)| {
             let view = Stated {
@@ -303,7 +284,7 @@ fn live_frame(status: &PromotionStatus) -> BTreeMap<String, Stated> {
             (name, view)
         })
         .collect();
-    assert_eq!(stated.len(), names.len(), "a line per stage:\n{lines:#?}");
+    assert_eq!(stated.len(), names, "a line per stage:\n{lines:#?}");
     stated
 }
 

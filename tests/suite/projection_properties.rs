@@ -16,8 +16,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use tollgate::cli::status::live::{self, Clock, Size};
-use tollgate::cli::status::{self, Output, Shown};
+use tollgate::cli::status::{self, Output};
 use tollgate::metrics::Metrics;
 use tollgate::views::timeline::{Period, svg_of};
 use tollgate_engine::activity::{StageActivity, WaveOf};
@@ -593,26 +592,8 @@ fn status_json(status: &PromotionStatus) -> BTreeMap<String, Stated> {
 
 /// The live view's stage lines (fixed columns: name, bar, counts, ✗failures, snapshot, words).
 fn live_frame(status: &PromotionStatus, now: DateTime<Utc>) -> BTreeMap<String, Stated> {
-    let shown = Shown {
-        name: P.to_string(),
-        status: Ok(Some(status.clone())),
-    };
-    let clock = Clock {
-        now,
-        updated: Some(now),
-        problem: None,
-    };
-    let size = Size {
-        columns: 200,
-        rows: None,
-    };
-    let names: Vec<String> = status
-        .pipeline()
-        .iter()
-        .map(|v| v.name.to_string())
-        .collect();
-    let frame = live::frame(std::slice::from_ref(&shown), &clock, size);
-    crate::support::live_frame::stages(&frame, &names)
+    let (_, stages) = crate::support::live_frame::of(P, status, now, 200);
+    stages
         .into_iter()
         .map(|(name, stage)| {
             let (kind, wave) = kind_of_words(&stage.activity);

@@ -3,6 +3,11 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
+use tollgate::cli::status::Shown;
+use tollgate::cli::status::live::{self, Clock, Size};
+use tollgate_engine::PromotionStatus;
+
 /// One stage line of a live frame.
 #[derive(Debug)]
 pub struct LiveStage {
@@ -47,4 +52,35 @@ pub fn stages(frame: &[String], names: &[String]) -> BTreeMap<String, LiveStage>
         stated.insert(name, stage);
     }
     stated
+}
+
+/// The live frame of promotion `name` with `status` at `now`, `columns` wide, and its stage
+/// lines by stage (every stage of the projection that has a line).
+pub fn of(
+    name: &str,
+    status: &PromotionStatus,
+    now: DateTime<Utc>,
+    columns: usize,
+) -> (Vec<String>, BTreeMap<String, LiveStage>) {
+    let shown = Shown {
+        name: name.to_string(),
+        status: Ok(Some(status.clone())),
+    };
+    let clock = Clock {
+        now,
+        updated: Some(now),
+        problem: None,
+    };
+    let size = Size {
+        columns,
+        rows: None,
+    };
+    let names: Vec<String> = status
+        .pipeline()
+        .iter()
+        .map(|v| v.name.to_string())
+        .collect();
+    let frame = live::frame(std::slice::from_ref(&shown), &clock, size);
+    let stages = stages(&frame, &names);
+    (frame, stages)
 }
