@@ -31,19 +31,9 @@ pub struct Published {
 }
 
 impl Published {
-    fn new(fragments: Fragments, previous: &Published) -> Published {
-        let fragments: BTreeMap<String, (String, u64)> = fragments
-            .into_iter()
-            .map(|(id, html)| {
-                let print = fingerprint(&html);
-                (id, (html, print))
-            })
-            .collect();
-        let previous: BTreeMap<String, u64> = previous
-            .fragments
-            .iter()
-            .map(|(id, (_, print))| (id.clone(), *print))
-            .collect();
+    /// `fragments` (HTML and fingerprint, by id) published after `previous`.
+    fn new(fragments: BTreeMap<String, (String, u64)>, previous: &Published) -> Published {
+        let previous = previous.prints();
         let delta = changed_since(&fragments, &previous);
         Published {
             fragments,
@@ -154,13 +144,21 @@ async fn render_while_watched(
 }
 
 fn publish_if_changed(sender: &watch::Sender<Arc<Published>>, fragments: Fragments) {
+    // Each fragment fingerprinted once, for the comparison and the publication alike.
+    let fragments: BTreeMap<String, (String, u64)> = fragments
+        .into_iter()
+        .map(|(id, html)| {
+            let print = fingerprint(&html);
+            (id, (html, print))
+        })
+        .collect();
     sender.send_if_modified(|current| {
         let same = current.fragments.len() == fragments.len()
             && current
                 .fragments
                 .iter()
                 .zip(&fragments)
-                .all(|((a, (_, print)), (b, html))| a == b && *print == fingerprint(html));
+                .all(|((a, (_, pa)), (b, (_, pb)))| a == b && pa == pb);
         if !same {
             *current = Arc::new(Published::new(fragments, current));
         }

@@ -54,6 +54,12 @@ pub(crate) fn hash_key(feature: &str, hash: &str) -> String {
     format!("{feature}:{hash}")
 }
 
+/// Whether `key` (as [`hash_key`] writes it) names `feature`'s `hash`. Read for every feature of
+/// every summary a completion check reads, so it compares in place rather than writing a key.
+pub(crate) fn is_hash_key(key: &str, feature: &str, hash: &str) -> bool {
+    key.split_once(':') == Some((feature, hash))
+}
+
 fn non_empty_list(spec: &Value, field: &str) -> bool {
     spec.get(field)
         .and_then(Value::as_array)

@@ -51,8 +51,9 @@ impl AppliedExpectation<'_> {
             .last_applied_time
             .is_some_and(|t| t >= whole_second(self.applied_at));
         let from_before = feature.hash.as_deref().is_some_and(|hash| {
-            let key = crate::features::hash_key(&feature.feature_id, hash);
-            self.hashes_before_apply.contains(&key)
+            self.hashes_before_apply
+                .iter()
+                .any(|key| crate::features::is_hash_key(key, &feature.feature_id, hash))
         });
         stamped_since && !from_before
     }
