@@ -17,7 +17,8 @@
     var fragments = JSON.parse(event.data);
     Object.keys(fragments).forEach(function (id) {
       var element = document.getElementById(id);
-      if (!element || element.outerHTML === fragments[id]) { return; }
+      // The server sends only fragments that changed (it knows what the page was drawn with).
+      if (!element) { return; }
       var open = openLists(element);
       element.outerHTML = fragments[id];
       var swapped = document.getElementById(id);
