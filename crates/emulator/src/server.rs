@@ -424,6 +424,12 @@ impl EmulatorHandle {
             .collect()
     }
 
+    /// Successful writes, oldest first, sharing the stored objects instead of copying them: for
+    /// harnesses that scan a long log often.
+    pub fn write_log_shared(&self) -> Vec<crate::write_log::LoggedWrite> {
+        lock(&self.shared.state).write_log.shared()
+    }
+
     /// The newest successful write (copies one object, where `write_log` copies them all).
     pub fn last_write(&self) -> Option<WriteRecord> {
         lock(&self.shared.state).write_log.last()
@@ -584,6 +590,16 @@ impl EmulatorHandle {
     pub fn set_default_latency(&self, latency: Duration) {
         lock(&self.shared.fleet).default_latency = latency;
         self.behaviour_changed();
+    }
+
+    /// Every feature still provisioning turns Provisioned on the stand-in's next pass, whatever
+    /// its cluster's latency (features armed afterwards take their latency again): many stages
+    /// that complete in the same instant, for the scale harness's burst.
+    pub fn finish_provisioning_now(&self) {
+        let mut state = lock(&self.shared.state);
+        state.stand_in_inbox.finish_provisioning = true;
+        state.stand_in_inbox.everything = true;
+        state.changed.notify_one();
     }
 
     /// Injected behaviour may change any summary's status: the stand-in looks at everything.

@@ -21,6 +21,9 @@ pub enum StandInChange {
 pub struct StandInInbox {
     /// Reconcile everything (a CRD or the fleet's behaviour changed, or the stand-in just started).
     pub everything: bool,
+    /// Every feature still provisioning finishes on the next pass, whatever its latency: a
+    /// harness's burst of stages that all complete in the same instant.
+    pub finish_provisioning: bool,
     pub changes: Vec<StandInChange>,
 }
 
@@ -39,11 +42,12 @@ mod tests {
     fn take_empties_the_inbox() {
         let mut inbox = StandInInbox {
             everything: true,
+            finish_provisioning: true,
             changes: vec![StandInChange::Profile("p".into())],
         };
         let taken = inbox.take();
-        assert!(taken.everything);
+        assert!(taken.everything && taken.finish_provisioning);
         assert_eq!(taken.changes, [StandInChange::Profile("p".into())]);
-        assert!(!inbox.everything && inbox.changes.is_empty());
+        assert!(!inbox.everything && !inbox.finish_provisioning && inbox.changes.is_empty());
     }
 }

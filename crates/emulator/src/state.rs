@@ -224,6 +224,7 @@ impl ApiState {
             stand_in_inbox: StandInInbox {
                 everything: true,
                 changes: Vec::new(),
+                ..StandInInbox::default()
             },
             schema_admission: SchemaAdmission::default(),
             request_user_agent: None,

@@ -54,6 +54,13 @@ impl Timers {
             }
         }
     }
+
+    /// Every deploy still running is due at `now`.
+    fn finish_deploys(&mut self, now: Instant) {
+        for due in self.deploy.values_mut().flat_map(|f| f.values_mut()) {
+            *due = (*due).min(now);
+        }
+    }
 }
 
 /// Runs until `shutdown` turns true.
@@ -276,6 +283,9 @@ fn reconcile_some(shared: &Shared, timers: &mut Timers, tracking: &mut Tracking)
     // Read the clock only once the lock is held, so deadlines count from the writes' own time.
     let now = Instant::now();
     let inbox = state.stand_in_inbox.take();
+    if inbox.finish_provisioning {
+        timers.finish_deploys(now);
+    }
     tracking.absorb(inbox, &state.store);
     tracking.wake_due(now);
     let types = match (

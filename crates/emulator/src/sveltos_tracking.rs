@@ -399,6 +399,7 @@ mod tests {
         StandInInbox {
             everything: true,
             changes: Vec::new(),
+            ..StandInInbox::default()
         }
     }
 
@@ -425,6 +426,7 @@ mod tests {
                         name: n.into(),
                     })
                     .to_vec(),
+                ..StandInInbox::default()
             },
             &store,
         );
@@ -454,6 +456,7 @@ mod tests {
                     name: "s".into(),
                     profiles: vec!["p2".into(), "p1".into()],
                 }],
+                ..StandInInbox::default()
             },
             &store,
         );

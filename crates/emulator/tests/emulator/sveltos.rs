@@ -566,3 +566,44 @@ async fn an_hour_of_latency_keeps_a_cluster_provisioning() {
     assert_eq!(helm_status(&items, "slow-1"), Some("Provisioning"));
     handle.shutdown().await;
 }
+
+/// The scale harness's burst: features held by a long latency all finish when told, and a
+/// feature armed afterwards takes its latency again (it is not released by the earlier call).
+#[tokio::test]
+async fn finish_provisioning_now_releases_every_feature_still_provisioning() {
+    let mut slow = fleet(vec![
+        FleetCluster::new("fleet", "dev-1", &[("env", "dev")]),
+        FleetCluster::new("fleet", "dev-2", &[("env", "dev")]),
+    ]);
+    slow.defaults.latency = Duration::from_secs(3600);
+    let (handle, client) = start(slow).await;
+    let all_provisioning = |version: &'static str| {
+        let client = client.clone();
+        async move {
+            let items = summaries_of(&client, "demo-dev").await;
+            let done = items.len() == 2
+                && items.iter().all(|s| {
+                    s.data["spec"]["clusterProfileSpec"]["helmCharts"][0]["chartVersion"] == version
+                        && feature_statuses(s)
+                            .iter()
+                            .any(|(_, status)| status == "Provisioning")
+                });
+            done.then_some(())
+        }
+    };
+    apply_profile(&client, profile_body("demo-dev", "dev", "1.0.0", json!({}))).await;
+    eventually("both summaries provisioning 1.0.0", || {
+        all_provisioning("1.0.0")
+    })
+    .await;
+    handle.finish_provisioning_now();
+    wait_all_provisioned(&client, "demo-dev", 2, "1.0.0").await;
+
+    apply_profile(&client, profile_body("demo-dev", "dev", "1.0.1", json!({}))).await;
+    eventually("both summaries provisioning 1.0.1", || {
+        all_provisioning("1.0.1")
+    })
+    .await;
+    handle.finish_provisioning_now();
+    wait_all_provisioned(&client, "demo-dev", 2, "1.0.1").await;
+}

@@ -4,7 +4,7 @@
 //! `cargo run --release --example scale -- --promotions N --stages S --clusters M
 //!  [--shards 100] [--quiet-secs 10] [--poll-ms 100] [--changes 5] [--latency-ms 20]
 //!  [--request-latency-ms 0] [--max-inflight N] [--concurrency N | --max-concurrency 256]
-//!  [--distinct-specs] [--analysis | --policy-only]`
+//!  [--distinct-specs] [--analysis | --policy-only] [--burst 1000]`
 //!
 //! `--latency-ms` is the fleet's provisioning latency; `--request-latency-ms` delays every API
 //! answer of the emulator (a slower server); `--max-inflight N` makes it answer 429 (Retry-After
@@ -35,7 +35,12 @@
 //!   (emulator write time), timed from before `git commit` starts (its own duration reported apart);
 //! - controller CPU per idle git poll over a quiet window;
 //! - peak RSS (VmHWM) of the controller process and of the emulator process;
-//! - API requests by verb, total and over the quiet window (writes there must be 0).
+//! - API requests by verb, total and over the quiet window (writes there must be 0);
+//! - then the burst (`--burst N`, 1,000 by default, 0 skips it; see `burst.rs`): N promotions
+//!   whose first stages all complete in the same instant, p50/p99/max from each one's last
+//!   Sveltos status change to its next stage's apply, and the controller's peak RSS after it.
+
+mod burst;
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
@@ -97,6 +102,8 @@ struct Args {
     /// The policy of `--analysis` without its analyses: the baseline that isolates what
     /// scheduling analyses costs from what governing by a policy costs.
     policy_only: bool,
+    /// Promotions in the burst after the main measurement (0: none).
+    burst: usize,
     emulator_child: bool,
 }
 
@@ -116,7 +123,7 @@ fn arg(args: &[String], name: &str, default: u64) -> u64 {
 impl Args {
     fn parse() -> Args {
         let args: Vec<String> = std::env::args().collect();
-        let parsed = Args {
+        let mut parsed = Args {
             promotions: arg(&args, "--promotions", 100) as usize,
             stages: arg(&args, "--stages", 4) as usize,
             clusters: arg(&args, "--clusters", 1_000) as usize,
@@ -137,10 +144,25 @@ impl Args {
             distinct_specs: args.iter().any(|a| a == "--distinct-specs"),
             analysis: args.iter().any(|a| a == "--analysis"),
             policy_only: args.iter().any(|a| a == "--policy-only"),
+            burst: arg(&args, "--burst", 1_000) as usize,
             emulator_child: args.iter().any(|a| a == "--emulator-child"),
         };
         if parsed.promotions == 0 || parsed.stages == 0 || parsed.shards == 0 {
             eprintln!("--promotions, --stages and --shards must be positive");
+            std::process::exit(2);
+        }
+        if !args.iter().any(|a| a == "--burst") {
+            // The default burst fits the fleet: up to 1,000 promotions, none with one stage.
+            parsed.burst = match parsed.stages {
+                1 => 0,
+                _ => parsed.burst.min(parsed.promotions),
+            };
+        }
+        // The emulator child is told the burst, not the promotions: it only sizes its write log.
+        let burst_fits =
+            parsed.burst <= parsed.promotions && (parsed.burst == 0 || parsed.stages > 1);
+        if !parsed.emulator_child && !burst_fits {
+            eprintln!("--burst needs at least as many promotions, and two stages");
             std::process::exit(2);
         }
         parsed
@@ -185,19 +207,64 @@ fn analysis_policy(stages: usize, address: &str) -> String {
 }
 
 /// Promotion steps so far, by result, as `/metrics` counts them.
-fn reconciles(metrics: &tollgate::metrics::Metrics) -> serde_json::Map<String, Value> {
-    metrics
-        .encode()
-        .lines()
-        .filter_map(|line| line.strip_prefix("tollgate_reconciles_total{result=\""))
-        .filter_map(|rest| rest.split_once("\"} "))
-        .map(|(result, count)| {
-            (
+/// Every line of a chunked exposition (a line may span two chunks).
+fn for_each_line(chunks: &[axum::body::Bytes], mut visit: impl FnMut(&str)) {
+    let mut line = Vec::new();
+    for chunk in chunks {
+        let mut rest = &chunk[..];
+        while let Some(end) = rest.iter().position(|b| *b == b'\n') {
+            line.extend_from_slice(&rest[..end]);
+            visit(std::str::from_utf8(&line).unwrap_or_default());
+            line.clear();
+            rest = &rest[end + 1..];
+        }
+        line.extend_from_slice(rest);
+    }
+}
+
+/// Reconciles by result, from a scrape.
+fn reconciles(chunks: &[axum::body::Bytes]) -> serde_json::Map<String, Value> {
+    let mut by_result = serde_json::Map::new();
+    for_each_line(chunks, |line| {
+        if let Some((result, count)) = line
+            .strip_prefix("tollgate_reconciles_total{result=\"")
+            .and_then(|rest| rest.split_once("\"} "))
+        {
+            by_result.insert(
                 result.to_string(),
                 json!(count.parse::<f64>().unwrap_or(0.0)),
-            )
-        })
-        .collect()
+            );
+        }
+    });
+    by_result
+}
+
+/// The size of a `/metrics` scrape: bytes, samples, and the five families with the most bytes.
+fn exposition_sizes(chunks: &[axum::body::Bytes]) -> Value {
+    let mut by_family = BTreeMap::<String, (usize, usize)>::new();
+    for_each_line(chunks, |line| {
+        if line.starts_with('#') {
+            return;
+        }
+        let name = line.split(['{', ' ']).next().unwrap_or_default();
+        let family = name
+            .trim_end_matches("_bucket")
+            .trim_end_matches("_sum")
+            .trim_end_matches("_count");
+        let entry = by_family.entry(family.to_string()).or_default();
+        entry.0 += line.len() + 1;
+        entry.1 += 1;
+    });
+    let mut largest: Vec<_> = by_family.into_iter().collect();
+    largest.sort_by_key(|(_, (bytes, _))| std::cmp::Reverse(*bytes));
+    json!({
+        "bytes": chunks.iter().map(|c| c.len()).sum::<usize>(),
+        "chunks": chunks.len(),
+        "samples": largest.iter().map(|(_, (_, n))| n).sum::<usize>(),
+        "largest_families": largest.iter().take(5)
+            .map(|(name, (bytes, samples))| json!({"family": name, "bytes": bytes, "samples": samples}))
+            .collect::<Vec<_>>(),
+    })
 }
 
 /// The size of one promotion's state object (its status, mostly) as the API server serves it.
@@ -373,6 +440,8 @@ impl EmulatorProcess {
                 &args.request_latency_ms.to_string(),
                 "--max-inflight",
                 &args.max_inflight.to_string(),
+                "--burst",
+                &args.burst.to_string(),
             ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -464,7 +533,8 @@ fn emulator_child(args: &Args) {
         .block_on(Emulator::start(EmulatorConfig {
             fleet: fleet(args.clusters, args.shards, args.latency_ms),
             // Only the newest writes are needed (the one-file change); the log holds whole objects.
-            write_log_capacity: Some(2_000),
+            // The burst reads its own writes back, every one of them.
+            write_log_capacity: Some(2_000 + args.burst * burst::LOG_ENTRIES_PER_PROMOTION),
             watch_history: 10_000,
             crds: vec![tollgate::cluster::crd::git_promotion_crd_json()],
             ..EmulatorConfig::default()
@@ -514,20 +584,31 @@ fn answer(emulator: &EmulatorHandle, query: &str) -> String {
         }
         ["find", name, version] => time(
             emulator
-                .write_log()
+                .write_log_shared()
                 .into_iter()
                 .rev()
                 .find(|w| {
-                    w.name == *name
+                    w.object["metadata"]["name"] == *name
                         && w.field_manager == "tollgate"
                         && w.object["spec"]["helmCharts"][0]["chartVersion"] == *version
                 })
                 .map(|w| w.time),
         ),
         ["last"] => time(emulator.last_write().map(|w| w.time)),
+        ["latency", ms] => match ms.parse() {
+            Ok(ms) => {
+                emulator.set_default_latency(Duration::from_millis(ms));
+                "ok".into()
+            }
+            Err(_) => "bad latency".into(),
+        },
+        ["release"] => burst::release(emulator),
+        ["burst", count, committed, released] => {
+            burst::answer(emulator, count, committed, released)
+        }
         ["events"] => {
             let mut reasons = BTreeMap::<String, u64>::new();
-            for w in emulator.write_log() {
+            for w in emulator.write_log_shared() {
                 if w.resource.starts_with("events.") {
                     let reason = w.object["reason"].as_str().unwrap_or("?").to_string();
                     *reasons.entry(reason).or_default() += 1;
@@ -773,7 +854,11 @@ fn main() {
     let total_counts = emulator.request_counts();
     let event_reasons = emulator.event_reasons();
     let throttled_until_quiet = throttle_metrics.throttled.get();
-    let steps_until_quiet = reconciles(&metrics);
+    // One scrape, as Prometheus would make it: its size is part of the controller's footprint.
+    let exposition = metrics.exposition().into_chunks();
+    let steps_until_quiet = reconciles(&exposition);
+    let exposition_report = exposition_sizes(&exposition);
+    drop(exposition);
     let state_object_bytes = harness_rt.block_on(state_object_bytes(harness_client.clone(), "p1"));
 
     // One-file changes: bump p0's chart, time until its stage-1 profile carries the version.
@@ -828,6 +913,12 @@ fn main() {
     let quiet_counts = emulator.request_counts();
     let polls = (args.quiet.as_secs_f64() / args.poll.as_secs_f64()).max(1.0);
     let controller_cpu_ms = (cpu_after.0 - cpu_before.0) * 1000.0;
+    let peak_before_burst = memory_mib("VmHWM");
+    let burst = (args.burst > 0).then(|| {
+        let report = burst::run(&mut emulator, repo.path(), &args, args.burst);
+        progress("burst measured", build_started, &mut emulator);
+        report
+    });
     let (emulator_cpu_total, emulator_peak_rss) = emulator.stats();
 
     let report = json!({
@@ -870,12 +961,14 @@ fn main() {
         "cpu_s_by_live_thread": cpu_by_thread().0,
         "rss_mib": {
             "controller_process_peak_vmhwm": memory_mib("VmHWM"),
+            "controller_process_peak_vmhwm_before_burst": peak_before_burst,
             "controller_process_before_controller": rss_before_controller,
             "controller_process_at_every_stage1": rss_at_first_stage,
             "controller_process_end": memory_mib("VmRSS"),
             "emulator_process_peak_vmhwm": emulator_peak_rss,
         },
         "steps_until_quiet": steps_until_quiet,
+        "metrics_exposition_until_quiet": exposition_report,
         "state_object_bytes_p1": state_object_bytes,
         // Writes until quiet over stage starts (N × S), the measure of issue #20 (was 5.7).
         "writes_per_stage_transition": total_counts.writes() as f64
@@ -891,6 +984,7 @@ fn main() {
         "requests_by_resource_steady_state": quiet_counts.0.iter()
             .map(|((verb, resource), n)| (format!("{verb} {resource}"), json!(n)))
             .collect::<BTreeMap<String, Value>>(),
+        "burst": burst,
     });
     println!("{}", serde_json::to_string_pretty(&report).expect("json"));
     handle.shutdown();
