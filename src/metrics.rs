@@ -26,9 +26,12 @@ use phases::PhaseGauges;
 use promotion_series::{PromotionSeries, Series, count_transition, shared_name};
 use tracing::error;
 
+pub use exposition::Exposition;
+
 mod activities;
 mod analyses;
 mod delivery;
+mod exposition;
 mod phases;
 mod promotion_series;
 
@@ -363,13 +366,22 @@ impl Metrics {
 
     /// The exposition with the duration gauges computed as of `now`.
     pub fn encode_at(&self, now: DateTime<Utc>) -> String {
+        self.exposition_at(now).into_string()
+    }
+
+    /// The exposition in chunks, durations as of now: what `/metrics` sends.
+    pub fn exposition(&self) -> Exposition {
+        self.exposition_at(Utc::now())
+    }
+
+    fn exposition_at(&self, now: DateTime<Utc>) -> Exposition {
         self.refresh_durations(now);
-        let mut text = String::new();
-        // Writing into a String cannot fail; log rather than panic should that ever change.
-        if let Err(error) = encode(&mut text, &self.registry) {
+        let mut exposition = Exposition::default();
+        // Writing into memory cannot fail; log rather than panic should that ever change.
+        if let Err(error) = encode(&mut exposition, &self.registry) {
             error!(%error, "cannot encode metrics");
         }
-        text
+        exposition
     }
 
     pub fn reconcile(&self, result: ReconcileResult) {

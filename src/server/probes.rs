@@ -1,5 +1,6 @@
 //! Liveness, readiness and the metrics scrape.
 
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -56,9 +57,9 @@ pub(super) async fn metrics(State(app): State<AppState>) -> Response {
         .map(|(resource, failure)| (resource, failure.errors))
         .collect();
     app.state.metrics.set_failing_watches(&failing);
-    (
-        [(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)],
-        app.state.metrics.encode(),
-    )
-        .into_response()
+    let chunks = app.state.metrics.exposition().into_chunks();
+    let body = Body::from_stream(futures::stream::iter(
+        chunks.into_iter().map(Ok::<_, std::convert::Infallible>),
+    ));
+    ([(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], body).into_response()
 }
