@@ -1,10 +1,12 @@
 //! `tollgate plan`'s estimate measured against real runs (issue #47): a controller rolls out a
 //! promotion again and again on a fleet whose provisioning latencies vary from run to run; before
 //! each measured run, `plan -o json --kubeconfig` estimates it from the run history the
-//! GitPromotion keeps, and the run's real duration is compared with the p50–p90 range. The old
-//! estimate (one minute per provisioning, what a plan without the cluster still assumes) is
-//! measured beside it.
+//! GitPromotion keeps, and the run's real duration is compared with the p10–p90 range (meant to
+//! hold it) and the p50–p90 range (the typical run to a slow one, which holds about half of the
+//! runs by construction: half of them end before the median). The old estimate (one minute per
+//! provisioning, what a plan without the cluster still assumes) is measured beside it.
 
+use std::path::Path;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -51,17 +53,21 @@ fn manifest(version: usize) -> String {
     )
 }
 
-/// `plan --from main --to next -o json` (with the cluster when `kubeconfig`): the estimate's
-/// (p50, p90) ends as durations from `now`.
-fn planned(repo: &TestRepo, kubeconfig: Option<&std::path::Path>) -> (f64, f64) {
-    let now = Utc::now();
+/// `plan --from main --to next -o FORMAT --now NOW` (with the cluster when `kubeconfig`): stdout.
+/// Text is as wide as no line reaches, one line per detail.
+fn plan_output(
+    repo: &TestRepo,
+    format: &str,
+    kubeconfig: Option<&Path>,
+    now: DateTime<Utc>,
+) -> String {
     let mut command = tollgate_binary();
     command
-        .args([
-            "plan", "--from", "main", "--to", "next", "-o", "json", "--repo",
-        ])
+        .args(["plan", "--from", "main", "--to", "next", "-o", format])
+        .arg("--repo")
         .arg(repo.path())
-        .args(["--now", &now.to_rfc3339_opts(SecondsFormat::Millis, true)]);
+        .args(["--now", &now.to_rfc3339_opts(SecondsFormat::Millis, true)])
+        .env("COLUMNS", "1000");
     if let Some(kubeconfig) = kubeconfig {
         command.arg("--kubeconfig").arg(kubeconfig);
     }
@@ -71,13 +77,52 @@ fn planned(repo: &TestRepo, kubeconfig: Option<&std::path::Path>) -> (f64, f64) 
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let report: Value = serde_json::from_slice(&output.stdout).expect("json");
+    String::from_utf8(output.stdout).expect("utf-8")
+}
+
+/// The estimate's (p10, p50, p90) ends as seconds from `now`.
+struct Planned {
+    p10: f64,
+    p50: f64,
+    p90: f64,
+}
+
+/// `plan -o json` (with the cluster when `kubeconfig`): the estimate's ends from now.
+fn planned(repo: &TestRepo, kubeconfig: Option<&Path>) -> Planned {
+    let now = Utc::now();
+    let report: Value =
+        serde_json::from_str(&plan_output(repo, "json", kubeconfig, now)).expect("json");
     let estimate = &report["promotions"][0]["estimate"];
     let end = |key: &str| {
         let at: DateTime<Utc> = serde_json::from_value(estimate[key].clone()).expect(key);
         (at - now).num_milliseconds() as f64 / 1000.0
     };
-    (end("endP50"), end("endP90"))
+    Planned {
+        p10: end("endP10"),
+        p50: end("endP50"),
+        p90: end("endP90"),
+    }
+}
+
+/// The `estimate` row of text and of Markdown (without the table's pipes), and the JSON
+/// estimate, of one plan at one `now`.
+fn estimate_in_every_output(repo: &TestRepo, kubeconfig: &Path) -> (String, String, Value) {
+    let now = Utc::now();
+    let row = |format: &str, prefix: &str, suffix: &str| {
+        let out = plan_output(repo, format, Some(kubeconfig), now);
+        (out.lines())
+            .find_map(|l| {
+                l.strip_prefix(prefix)?
+                    .strip_suffix(suffix)
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| panic!("no estimate in {out}"))
+    };
+    let text = row("text", "  estimate         ", "");
+    let markdown = row("markdown", "| estimate | ", " |");
+    let json: Value =
+        serde_json::from_str(&plan_output(repo, "json", Some(kubeconfig), now)).expect("json");
+    (text, markdown, json["promotions"][0]["estimate"].clone())
 }
 
 /// The real duration of the run of the newest snapshot, once it completed.
@@ -97,6 +142,68 @@ async fn real_duration(world: &World, version: usize) -> f64 {
         .await
 }
 
+/// `next` gets `content` in a commit of its own; main stays where it is until [`merge_next`].
+fn prepare_next(repo: &TestRepo, content: &str, message: &str) {
+    repo.git(&["checkout", "-q", "-b", "next"]);
+    repo.write("promotions/kyverno.yaml", content);
+    repo.commit(message);
+    repo.git(&["checkout", "-q", "main"]);
+}
+
+/// Main takes `next`, and the controller is told.
+fn merge_next(world: &World) {
+    world.repo.git(&["merge", "-q", "--ff-only", "next"]);
+    world.repo.git(&["branch", "-q", "-D", "next"]);
+    world.poke();
+}
+
+/// A measured run: its real duration, the estimate from the history and the old guess (s).
+struct Measured {
+    real: f64,
+    planned: Planned,
+    old: f64,
+}
+
+impl Measured {
+    fn in_p10_p90(&self) -> bool {
+        self.planned.p10 <= self.real && self.real <= self.planned.p90
+    }
+
+    fn in_p50_p90(&self) -> bool {
+        self.planned.p50 <= self.real && self.real <= self.planned.p90
+    }
+
+    /// How far the typical estimate (p50) is from the real duration, in % of it.
+    fn p50_error(&self) -> f64 {
+        (self.planned.p50 - self.real) / self.real * 100.0
+    }
+
+    fn row(&self) -> String {
+        let Planned { p10, p50, p90 } = self.planned;
+        format!(
+            "real {:6.2}s  p10 {p10:6.2}s  p50 {p50:6.2}s  p90 {p90:6.2}s  old {:6.2}s  p50 error {:+5.1} %",
+            self.real,
+            self.old,
+            self.p50_error()
+        )
+    }
+}
+
+/// The coverages and the median error, in a line.
+fn summary(measured: &[Measured]) -> String {
+    let count = |inside: fn(&Measured) -> bool| measured.iter().filter(|m| inside(m)).count();
+    let mut errors: Vec<f64> = measured.iter().map(|m| m.p50_error().abs()).collect();
+    errors.sort_by(f64::total_cmp);
+    let median = (errors[(errors.len() - 1) / 2] + errors[errors.len() / 2]) / 2.0;
+    format!(
+        "{} of {n} inside p10–p90, {} of {n} inside p50–p90, median |p50 error| {median:.1} %, largest {:.1} %",
+        count(Measured::in_p10_p90),
+        count(Measured::in_p50_p90),
+        errors.last().copied().unwrap_or_default(),
+        n = measured.len(),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_duration_falls_in_the_estimated_range() {
     let repo = TestRepo::new();
@@ -107,46 +214,108 @@ async fn the_real_duration_falls_in_the_estimated_range() {
     let world = World::start(repo, &fleet).await;
     let kubeconfig = world.kubeconfig();
     real_duration(&world, 0).await;
-    let (mut inside, mut rows, mut measured) = (0, Vec::new(), Vec::new());
+    let mut measured = Vec::new();
     for version in 1..=WARM_UP + MEASURED {
         vary_latencies(&world, &mut random);
-        world.repo.git(&["checkout", "-q", "-b", "next"]);
-        world
-            .repo
-            .write("promotions/kyverno.yaml", &manifest(version));
-        world.repo.commit(&format!("kyverno 3.5.{version}"));
-        world.repo.git(&["checkout", "-q", "main"]);
+        prepare_next(
+            &world.repo,
+            &manifest(version),
+            &format!("kyverno 3.5.{version}"),
+        );
         // The controller and the emulator run on this runtime: the plan blocks only this thread.
         let estimates = (version > WARM_UP).then(|| {
             tokio::task::block_in_place(|| {
                 (
                     planned(&world.repo, Some(&kubeconfig)),
-                    planned(&world.repo, None),
+                    planned(&world.repo, None).p50,
                 )
             })
         });
-        world.repo.git(&["merge", "-q", "--ff-only", "next"]);
-        world.repo.git(&["branch", "-q", "-D", "next"]);
-        world.poke();
+        merge_next(&world);
         let real = real_duration(&world, version).await;
-        if let Some(((p50, p90), (old, _))) = estimates {
-            inside += usize::from(p50 <= real && real <= p90);
-            measured.push((real, p50, p90));
-            rows.push(format!(
-                "real {real:6.2}s  p50 {p50:6.2}s  p90 {p90:6.2}s  old {old:6.2}s  p50 error {:+5.1} %",
-                (p50 - real) / real * 100.0
-            ));
+        if let Some((planned, old)) = estimates {
+            measured.push(Measured { real, planned, old });
         }
     }
-    let table = rows.join("\n");
-    eprintln!("estimate vs real, {inside} of {MEASURED} inside p50–p90:\n{table}");
-    // Measured here (docs/cli.md): 5 of 10 inside, the rest within 0.25 s (6.5 %) of the range;
-    // the old guess said 183 s for about 5 s. A median as the range's low end leaves about half
-    // the runs below it, so the bound asserted is the error, with room for a loaded machine.
-    for ((real, p50, p90), row) in measured.iter().zip(&rows) {
+    let table: Vec<String> = measured.iter().map(Measured::row).collect();
+    let table = format!("{}\n{}", summary(&measured), table.join("\n"));
+    eprintln!("estimate vs real:\n{table}");
+    // Measured here (docs/cli.md), three runs of the test: 9, 8 and 9 of 10 inside p10–p90 (the
+    // misses 0.01–0.11 s above p90), 6, 5 and 6 of 10 inside p50–p90 (about half the runs end
+    // before the median, by construction), the median |p50 error| 2.4–3.0 %, the largest 6.8 %;
+    // the old guess said 183 s for about 5 s. Asserted with room for a loaded machine: p10–p90
+    // holds 7 of 10, and no run is more than 25 % outside the typical-to-slow range.
+    for (run, row) in measured.iter().zip(table.lines().skip(1)) {
         assert!(
-            *real >= p50 * 0.75 && *real <= p90 * 1.25,
+            run.real >= run.planned.p50 * 0.75 && run.real <= run.planned.p90 * 1.25,
             "{row}: more than 25 % outside the range\n{table}"
         );
     }
+    let in_range = measured.iter().filter(|m| m.in_p10_p90()).count();
+    assert!(
+        in_range >= 7,
+        "p10–p90 holds {in_range} of {MEASURED}\n{table}"
+    );
+    // Text, Markdown and JSON carry the same figures: here from the 10 recorded runs.
+    prepare_next(&world.repo, &manifest(99), "kyverno 3.5.99");
+    let (text, markdown, json) =
+        tokio::task::block_in_place(|| estimate_in_every_output(&world.repo, &kubeconfig));
+    assert_eq!(text, markdown);
+    let basis = "p10, p50 and p90 of each stage's provisioning in 10 recorded runs";
+    assert_eq!(json["basis"], basis, "{json}");
+    assert!(text.ends_with(&format!(" ({basis})")), "{text}");
+    let whole = |key: &str| {
+        json[key]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{key}: {json}"))
+    };
+    let typical = format!("{}s", whole("p50Seconds"));
+    let range = format!(
+        "{}s–{}s (p10–p90)",
+        whole("p10Seconds"),
+        whole("p90Seconds")
+    );
+    match whole("p10Seconds") == whole("p90Seconds") {
+        true => assert!(text.starts_with(&format!("{typical}, ends ")), "{text}"),
+        false => assert!(
+            text.starts_with(&format!("{typical} typical, {range}; ends ")),
+            "{text}"
+        ),
+    }
+}
+
+/// One recorded run: each stage has one provisioning, so its p10, p50 and p90 are the same and
+/// the estimate is one value; a stage the change adds has no history and takes the assumed
+/// minute. Every output says so, alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_recorded_run_is_one_value_and_a_new_stage_is_assumed() {
+    let repo = TestRepo::new();
+    repo.write("promotions/kyverno.yaml", &manifest(0));
+    repo.commit("kyverno 3.5.0");
+    let fleet = tollgate_fixtures::fleet_of_envs(&["dev", "staging", "prod", "qa"], 1, "300ms");
+    let world = World::start(repo, &fleet.to_yaml()).await;
+    let kubeconfig = world.kubeconfig();
+    real_duration(&world, 0).await;
+    let qa = "  - name: qa\n    clusterSelector:\n      matchLabels:\n        env: qa\n    trigger:\n      auto:\n        delay: 1s\n";
+    prepare_next(&world.repo, &(manifest(1) + qa), "kyverno 3.5.1, and qa");
+    let (text, markdown, json) =
+        tokio::task::block_in_place(|| estimate_in_every_output(&world.repo, &kubeconfig));
+    assert_eq!(text, markdown);
+    assert_eq!(json["runs"], 1, "{json}");
+    assert_eq!(json["assumedStages"], serde_json::json!(["qa"]), "{json}");
+    assert_eq!(json["p10Seconds"], json["p50Seconds"], "{json}");
+    assert_eq!(json["p90Seconds"], json["p50Seconds"], "{json}");
+    assert_eq!(json["endP10"], json["endP50"], "{json}");
+    assert_eq!(json["endP90"], json["endP50"], "{json}");
+    // Simulated: qa's assumed minute and four 1s soaks, besides the recorded provisionings.
+    let seconds = json["p50Seconds"].as_i64().expect("p50Seconds");
+    assert!(seconds >= 64, "{json}");
+    let basis = "each stage's one provisioning in 1 recorded run: no range; assumed 1m0s per provisioning of qa (none recorded)";
+    assert_eq!(json["basis"], basis, "{json}");
+    let typical = format!("1m{}s", seconds - 60);
+    assert!(
+        text.starts_with(&format!("{typical}, ends ")) && text.ends_with(&format!(" ({basis})")),
+        "{text}"
+    );
+    assert!(!text.contains("p10–p90"), "{text}");
 }
