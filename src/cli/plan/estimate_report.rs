@@ -166,12 +166,17 @@ impl EstimateReport {
         parts.join("; ")
     }
 
+    /// The three differ to the second shown: the estimate is a range, not one value.
+    fn is_range(&self) -> bool {
+        self.p10_seconds != self.p90_seconds
+    }
+
     /// How long: `1m2s typical, 55s–1m10s (p10–p90)`, or one value when the three agree.
     fn durations(&self) -> String {
         let typical = seconds(self.p50_seconds);
-        match self.p10_seconds == self.p90_seconds {
-            true => typical,
-            false => format!(
+        match self.is_range() {
+            false => typical,
+            true => format!(
                 "{typical} typical, {}–{} (p10–p90)",
                 seconds(self.p10_seconds),
                 seconds(self.p90_seconds)
@@ -183,9 +188,9 @@ impl EstimateReport {
     /// instant when the three agree.
     fn ends_at(&self) -> String {
         let typical = self.end_p50.format("%Y-%m-%d %H:%M:%S UTC").to_string();
-        match self.end_p10 == self.end_p90 {
-            true => typical,
-            false => format!(
+        match self.is_range() {
+            false => typical,
+            true => format!(
                 "{typical}, {}–{}",
                 time_on(self.end_p10, self.end_p50),
                 time_on(self.end_p90, self.end_p50)
@@ -198,9 +203,9 @@ impl EstimateReport {
     /// (…)` when the three agree.
     pub fn line(&self) -> String {
         let (durations, ends) = (self.durations(), self.ends_at());
-        let then = match self.p10_seconds == self.p90_seconds {
-            true => ",",
-            false => ";",
+        let then = match self.is_range() {
+            false => ",",
+            true => ";",
         };
         let what = match self.ends {
             "completed" => format!("{durations}{then} ends {ends}"),
@@ -264,6 +269,19 @@ mod tests {
             report.line(),
             "1m2s, ends 2026-01-02 03:05:04 UTC (each stage's one provisioning in 1 recorded run: \
              no range)"
+        );
+    }
+
+    /// Ends apart by less than the second the durations show are one instant too.
+    #[test]
+    fn ends_apart_by_milliseconds_are_one_instant() {
+        let end = at(3, 5, 4);
+        let mut report = report([end; 3], false);
+        report.end_p90 = end + chrono::Duration::milliseconds(400);
+        assert_eq!(
+            report.line(),
+            "1m2s, ends 2026-01-02 03:05:04 UTC (p10, p50 and p90 of each stage's provisioning \
+             in 5 recorded runs)"
         );
     }
 
