@@ -34,12 +34,13 @@ pub enum OutputFormat {
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
-Every output estimates the run a change starts (a p50-p90 range from the run history the \
-promotion's status keeps; 1m per provisioning without it). Markdown output (for a PR comment) \
-adds, per changed promotion, the clusters each stage would hit and the estimated timeline as a \
-Mermaid gantt block. The management cluster (clusters and run history) is read only when \
---kubeconfig or --context is given ($KUBECONFIG alone is not used, so a plan in CI never reaches \
-a cluster by accident); a failed read is a warning, not a failed plan.
+Every output estimates the run a change starts (a typical duration, p50, and a p10-p90 range, \
+from the run history the promotion's status keeps; 1m per provisioning without it). Markdown \
+output (for a PR comment) adds, per changed promotion, the clusters each stage would hit and \
+the estimated timeline as a Mermaid gantt block. The management cluster (clusters and run \
+history) is read only when --kubeconfig or --context is given ($KUBECONFIG alone is not used, \
+so a plan in CI never reaches a cluster by accident); a failed read is a warning, not a failed \
+plan.
 
 Example (CI, on a PR): tollgate plan --repo . --from origin/main --to HEAD -o markdown")]
 pub struct Args {

@@ -3,9 +3,9 @@
 //! live status (when the management cluster was read) and `now`. Blackouts in force, windows,
 //! waves and their pauses and `onNewSnapshot` take the time the controller will give them; only
 //! how long Sveltos takes is not known. It is taken from the run history the status keeps: the
-//! simulation runs twice, with each stage's median provisioning (p50) and its 90th percentile
-//! (p90), for a range; a stage with no recorded provisioning is assumed to take
-//! [`PROVISIONING_LATENCY`].
+//! simulation runs three times, with each stage's median provisioning (p50, the typical run) and
+//! its 10th and 90th percentiles (p10 and p90, the range meant to hold the real run); a stage
+//! with no recorded provisioning is assumed to take [`PROVISIONING_LATENCY`].
 
 use std::collections::BTreeMap;
 
@@ -25,8 +25,10 @@ use super::targets::Fleet;
 /// when the run history has no provisioning of that stage.
 pub const PROVISIONING_LATENCY: Duration = Duration::minutes(1);
 
-/// The run a change starts, simulated with the median and the 90th-percentile provisioning.
+/// The run a change starts, simulated with the 10th-percentile, the median and the
+/// 90th-percentile provisioning.
 pub struct Estimate {
+    pub p10: Simulation,
     pub p50: Simulation,
     pub p90: Simulation,
     /// What the provisioning times come from.
@@ -78,12 +80,13 @@ pub fn estimate(
             max_steps: DEFAULT_MAX_STEPS,
         })
     };
-    let (p50, p90) = (run(|s| s.p50), run(|s| s.p90));
+    let (p10, p50, p90) = (run(|s| s.p10), run(|s| s.p50), run(|s| s.p90));
     let assumed_stages = (snapshot.promotion.spec.stages.iter())
         .filter(|stage| !provisioning.by_stage.contains_key(&stage.name))
         .map(|stage| stage.name.clone())
         .collect();
     Some(Estimate {
+        p10,
         p50,
         p90,
         history: provisioning,

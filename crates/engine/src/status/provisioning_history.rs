@@ -18,7 +18,11 @@ pub const RUNS_SAMPLED: usize = 10;
 pub struct StageProvisioning {
     /// Each provisioning observed (a waved stage has one per wave), oldest first.
     pub samples: Vec<Duration>,
+    /// The fast end: about one provisioning in ten took less.
+    pub p10: Duration,
+    /// The typical provisioning.
     pub p50: Duration,
+    /// The slow end: about one provisioning in ten took longer.
     pub p90: Duration,
 }
 
@@ -31,7 +35,7 @@ pub struct ProvisioningHistory {
 }
 
 impl ProvisioningHistory {
-    /// Per stage, one percentile of its samples (`p50` or `p90`), for a simulation.
+    /// Per stage, one percentile of its samples (`p10`, `p50` or `p90`), for a simulation.
     pub fn latencies(
         &self,
         pick: fn(&StageProvisioning) -> Duration,
@@ -84,9 +88,16 @@ pub fn provisioning_history(runs: &[RunRecord]) -> ProvisioningHistory {
     let by_stage = samples
         .into_iter()
         .filter_map(|(stage, samples)| {
+            let p10 = percentile(&samples, 10)?;
             let p50 = percentile(&samples, 50)?;
             let p90 = percentile(&samples, 90)?;
-            Some((stage, StageProvisioning { samples, p50, p90 }))
+            let provisioning = StageProvisioning {
+                samples,
+                p10,
+                p50,
+                p90,
+            };
+            Some((stage, provisioning))
         })
         .collect();
     ProvisioningHistory {
@@ -146,10 +157,61 @@ mod tests {
     #[test]
     fn nearest_rank_percentiles() {
         let samples: Vec<Duration> = (1..=10).rev().map(Duration::seconds).collect();
+        assert_eq!(percentile(&samples, 10), Some(Duration::seconds(1)));
         assert_eq!(percentile(&samples, 50), Some(Duration::seconds(5)));
         assert_eq!(percentile(&samples, 90), Some(Duration::seconds(9)));
         assert_eq!(percentile(&samples[..1], 90), Some(Duration::seconds(10)));
+        assert_eq!(percentile(&samples[..1], 10), Some(Duration::seconds(10)));
         assert_eq!(percentile(&[], 50), None);
+    }
+
+    /// One recorded provisioning: the fast end, the typical one and the slow end are the same.
+    #[test]
+    fn one_sample_is_every_percentile() {
+        let activities = vec![
+            span(provisioning(None), 0),
+            span(StageActivity::Completed, 7),
+        ];
+        let history = provisioning_history(&[run(vec![stage("dev", activities)])]);
+        let dev = &history.by_stage["dev"];
+        assert_eq!(history.runs, 1);
+        assert_eq!(
+            (dev.p10, dev.p50, dev.p90),
+            (
+                Duration::seconds(7),
+                Duration::seconds(7),
+                Duration::seconds(7)
+            )
+        );
+    }
+
+    /// A failed run counts: a provisioning that ended in the stage's failure is a sample (the
+    /// time until the failure was seen), and the run is one of the recorded runs.
+    #[test]
+    fn a_provisioning_that_failed_is_a_sample_too() {
+        let failed = StageActivity::Failed {
+            reason: "2 of 2 clusters failed".to_string(),
+        };
+        let completed = run(vec![stage(
+            "dev",
+            vec![
+                span(provisioning(None), 0),
+                span(StageActivity::Completed, 10),
+            ],
+        )]);
+        let mut failing = run(vec![stage(
+            "dev",
+            vec![span(provisioning(None), 0), span(failed, 90)],
+        )]);
+        failing.outcome = RunOutcome::Failed;
+        let history = provisioning_history(&[completed, failing]);
+        assert_eq!(history.runs, 2);
+        let dev = &history.by_stage["dev"];
+        assert_eq!(dev.samples, [Duration::seconds(10), Duration::seconds(90)]);
+        assert_eq!(
+            (dev.p10, dev.p90),
+            (Duration::seconds(10), Duration::seconds(90))
+        );
     }
 
     #[test]
@@ -188,6 +250,7 @@ mod tests {
             samples("prod"),
             [Duration::seconds(30), Duration::seconds(40)]
         );
+        assert_eq!(history.by_stage["prod"].p10, Duration::seconds(30));
         assert_eq!(history.by_stage["prod"].p50, Duration::seconds(30));
         assert_eq!(history.by_stage["prod"].p90, Duration::seconds(40));
         let p90 = history.latencies(|s| s.p90);
