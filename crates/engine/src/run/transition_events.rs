@@ -2,8 +2,8 @@
 //! provisioned, a stage provisioned or skipped, the run failed, a stage restored, the rollback
 //! done), derived in this one place from `transitions(before, after)` over the status a run's
 //! step persists, their notes built from the typed status after it. The rules record the
-//! transition in status and tell nothing themselves (`tests/transition_events.rs` checks that no
-//! other file makes such an event); what is no stage transition (a blackout, a pause, an approval
+//! transition in status and tell nothing themselves (`tests/one_transition_teller.rs` checks that
+//! no other file makes such an event); what is no stage transition (a blackout, a pause, an approval
 //! used, a policy problem, a retry, …) is told by the rule that decides it.
 //!
 //! Derived, so announced exactly when the status that carries the transition is written: a step
@@ -54,7 +54,22 @@ pub(crate) fn announce(
                     events.push(done);
                 }
             }
-            _ => {}
+            // No Event of their own: a gate's wait is in status (and the `ApprovalNeeded`
+            // notice), a stage completed hands over (`Provisioning` of the next, or the phase), a
+            // restore's start follows `RollingBack` or the previous restore.
+            (
+                TransitionKind::AwaitingApproval
+                | TransitionKind::Completed
+                | TransitionKind::RestoreStarted { .. },
+                _,
+            ) => {}
+            // `transitions` names only stages of `after`.
+            (
+                TransitionKind::Started
+                | TransitionKind::WaveStarted { .. }
+                | TransitionKind::Provisioned,
+                None,
+            ) => {}
         }
     }
     events
