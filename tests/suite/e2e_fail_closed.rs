@@ -417,3 +417,58 @@ async fn a_revert_held_by_a_broken_policy_after_a_rollback_is_held() {
         "a held snapshot is not queued: {text}"
     );
 }
+
+/// The writes of `RolledBack` Events about `web` (a create, and a patch per repeat of its series).
+fn rolled_back_event_writes(world: &World) -> Vec<String> {
+    world
+        .emulator
+        .write_log()
+        .iter()
+        .filter(|w| w.resource == "events.events.k8s.io")
+        .filter(|w| w.object["reason"] == "RolledBack" && w.object["regarding"]["name"] == WEB)
+        .map(|w| format!("{} {}", w.verb, w.object["note"]))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_is_told_once_while_the_fixes_after_it_are_held_by_a_broken_policy() {
+    let repo = TestRepo::new();
+    repo.write("web.yaml", &web("1.0.0"));
+    repo.write("policies/a.yaml", &rolling_back("a"));
+    repo.commit("web 1.0.0");
+    let world = World::start(repo, &prod_rejects_2x().to_yaml()).await;
+    world.wait_phase(WEB, "Completed").await;
+    world.repo.write("web.yaml", &web("2.0.0"));
+    world.repo.commit("web 2.0.0, which prod rejects");
+    world.poke();
+    world.wait_phase(WEB, "RolledBack").await;
+    world.settled().await;
+    assert_eq!(rolled_back_event_writes(&world).len(), 1);
+
+    // Two fixes land after a broken policy file: each is held, and each step of the hold is
+    // another look at the rolled-back run, which tells nothing new.
+    world.repo.write(
+        "policies/a.yaml",
+        "apiVersion: tollgate.dev/v1alpha1\nkind: RolloutPolicy\nmetadata:\n  name: a\nspec: [\n",
+    );
+    world.repo.write("web.yaml", &web("1.0.1"));
+    world.repo.commit("web 1.0.1, and a broken policy");
+    world.poke();
+    status_where(&world, "#3 held", |s| {
+        s["phase"] == "Held" && s["queuedSnapshot"] == 3
+    })
+    .await;
+    world.repo.write("web.yaml", &web("1.0.2"));
+    world.repo.commit("web 1.0.2");
+    world.poke();
+    status_where(&world, "#4 held", |s| {
+        s["phase"] == "Held" && s["queuedSnapshot"] == 4
+    })
+    .await;
+    world.settled().await;
+    assert_eq!(
+        rolled_back_event_writes(&world),
+        ["create \"Snapshot #2 rolled back after stage prod failed; running #1\""],
+        "one RolledBack Event, never repeated by the steps of the hold"
+    );
+}

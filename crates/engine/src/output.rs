@@ -112,6 +112,22 @@ event_reasons! {
 }
 
 impl EventReason {
+    /// The reasons that announce a stage transition (a stage started, a wave, a stage
+    /// provisioned or skipped, the run failed, a stage restored, the rollback done): told only by
+    /// the engine's `run/transition_events`, from `transitions(before, after)`.
+    pub const TRANSITIONS: [EventReason; 10] = [
+        EventReason::Provisioning,
+        EventReason::WaveStarted,
+        EventReason::WaveCompleted,
+        EventReason::Provisioned,
+        EventReason::StageSkipped,
+        EventReason::BudgetExceeded,
+        EventReason::StageFailed,
+        EventReason::RollingBack,
+        EventReason::StageRestored,
+        EventReason::RolledBack,
+    ];
+
     /// The reason as the event spells it.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -21,6 +21,7 @@ pub(crate) mod removal;
 pub(crate) mod run_recording;
 mod stages_ahead;
 pub mod step;
+pub(crate) mod transition_events;
 pub mod write_hold;
 
 use chrono::{DateTime, Utc};
@@ -104,8 +105,19 @@ impl<'i, 'a> Run<'i, 'a> {
         }
     }
 
+    /// The run's step: its pipeline, then the events announcing the stage transitions from the
+    /// status it read to the one it persists (`transition_events`; a second run started in the
+    /// same step reads the first one's).
+    pub(crate) fn run(self) -> StepOutput {
+        let before = self.input.status;
+        let mut output = self.pipeline();
+        let told = transition_events::announce(before, &output.status);
+        output.events.extend(told);
+        output
+    }
+
     /// The run's pipeline (see the module documentation).
-    pub(crate) fn run(mut self) -> StepOutput {
+    fn pipeline(mut self) -> StepOutput {
         if self.start_gate() {
             return self.held_output();
         }
@@ -237,7 +249,6 @@ impl<'i, 'a> Run<'i, 'a> {
             rejected: self.snapshot,
             history: self.input.history,
             observed: self.observed(),
-            persisted: self.input.status,
             now: self.now(),
         };
         let outgoing = failed.settle(failure, &mut self.status, &mut self.effects);

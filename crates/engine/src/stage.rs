@@ -195,18 +195,11 @@ impl StageRun<'_, '_> {
         self.st.failure_message = None;
         self.st.describe(&completion.message, now);
         let empty = self.st.counts.matching_clusters == 0 && self.st.counts.summaries == 0;
+        // Told by `run/transition_events` from `provisioned_at` and `skipped`.
         if empty && self.st.members.as_ref().is_none_or(Vec::is_empty) {
             self.st.skipped = true;
-            self.effects.events.push(EngineEvent::warning(
-                EventReason::StageSkipped,
-                messages::stage_skipped(&self.stage.name),
-            ));
         }
         self.st.provisioned_message = Some(completion.message);
-        self.effects.events.push(EngineEvent::normal(
-            EventReason::Provisioned,
-            messages::stage_provisioned(&self.stage.name),
-        ));
         Ok(())
     }
 
@@ -415,7 +408,8 @@ impl StageRun<'_, '_> {
     /// The reached waves are provisioned. After the pause, and outside a blackout, the next wave
     /// starts: the profile is re-applied naming its clusters too (the last wave: the selector).
     /// Always a hold: the stage is provisioned when its last wave is.
-    /// When the wave reached was provisioned (now, the first time: told as an event).
+    /// When the wave reached was provisioned (now, the first time: `run/transition_events` tells
+    /// it from `wave_done_at`).
     fn wave_done(&mut self) -> DateTime<Utc> {
         let now = self.now;
         let Some(waves) = self.st.waves.as_mut() else {
@@ -425,14 +419,6 @@ impl StageRun<'_, '_> {
             return done_at;
         }
         waves.wave_done_at = Some(now);
-        let (reached, total) = (waves.reached, waves.total());
-        self.effects.events.push(EngineEvent::normal(
-            EventReason::WaveCompleted,
-            format!(
-                "Stage {}: wave {reached}/{total} provisioned",
-                self.stage.name
-            ),
-        ));
         now
     }
 
@@ -459,9 +445,9 @@ impl StageRun<'_, '_> {
         if let Some(hold) = self.blackout_before_wave(next) {
             return hold;
         }
+        // Told by `run/transition_events` from the waves reached.
         let started = self.open_wave(reached);
         self.apply_wave_spec();
-        self.tell_wave_started(next, &started);
         Hold::Wait(
             StageActivity::Provisioning { wave: Some(next) },
             format!(
@@ -568,29 +554,6 @@ impl StageRun<'_, '_> {
         let object = self.render_object(self.checks);
         self.effects.apply(self.profiles.main.clone(), object);
         self.spec = None;
-    }
-
-    /// One event naming the first five clusters of the wave that started.
-    fn tell_wave_started(&mut self, wave: WaveOf, started: &[String]) {
-        let shown = started
-            .iter()
-            .take(5)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", ");
-        let more = started.len().saturating_sub(5);
-        let more = if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        };
-        self.effects.events.push(EngineEvent::normal(
-            EventReason::WaveStarted,
-            format!(
-                "Stage {}: wave {}/{} started: {shown}{more}",
-                self.stage.name, wave.wave, wave.of
-            ),
-        ));
     }
 
     /// One Warning per step naming the clusters that timed out since the last step.

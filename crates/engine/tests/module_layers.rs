@@ -35,7 +35,7 @@ fn folders_form_layers_without_import_circles() {
 fn files_form_layers_without_import_circles() {
     let graph = file_graph(&src());
     assert!(
-        graph.len() > 50 && graph["run/step"].contains("stage"),
+        graph.len() > 50 && graph["run/step"].contains("gates/new_snapshot"),
         "the file graph was not read: {graph:#?}"
     );
     assert_no_circle(&graph, "files");

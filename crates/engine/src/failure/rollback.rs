@@ -18,34 +18,21 @@ use crate::features::{fresh_after_apply, hashes_before_apply};
 use crate::gates::stage_run::Exceeded;
 use crate::messages;
 use crate::observed::Observed;
-use crate::output::EngineEvent;
-use crate::output::EventReason;
 use crate::stage::completion::{self, AppliedExpectation};
 use crate::stage::retry;
 use crate::status::activity::{self, StageActivity};
 use crate::status::{Phase, PromotionStatus, RestoredStage, RunFailure, StageStatus};
 
 /// The current stage (`stage`) spent its failure budget: the run fails (halt or rollback),
-/// told by events, recorded on the stage and as the run's failure, and its content rejected.
+/// recorded on the stage and as the run's failure (which `run/transition_events` tells), and its
+/// content rejected.
 pub(crate) fn fail(
     status: &mut PromotionStatus,
-    effects: &mut Effects,
     stage: &str,
     exceeded: Exceeded,
     index: u64,
     now: DateTime<Utc>,
 ) {
-    effects.events.push(EngineEvent::warning(
-        EventReason::BudgetExceeded,
-        format!("Stage {stage}: {}", exceeded.reason),
-    ));
-    effects.events.push(EngineEvent::warning(
-        EventReason::StageFailed,
-        format!(
-            "Stage {stage} failed with snapshot #{index}; onFailure: {}",
-            exceeded.on_failure.as_str()
-        ),
-    ));
     if let Some(st) = status.stage_mut(stage) {
         st.set_failure(Some(exceeded.reason.clone()), now);
         let failed = StageActivity::Failed {
@@ -54,13 +41,7 @@ pub(crate) fn fail(
         activity::set(&mut st.activity, &mut st.activity_since, failed, now);
     }
     let rollback = match exceeded.on_failure {
-        OnFailure::Rollback => {
-            effects.events.push(EngineEvent::normal(
-                EventReason::RollingBack,
-                format!("Rolling back snapshot #{index}, stage {stage} first"),
-            ));
-            plan(&status.stages, index)
-        }
+        OnFailure::Rollback => plan(&status.stages, index),
         OnFailure::Halt => Vec::new(),
     };
     status.failure = Some(Box::new(RunFailure {
@@ -83,8 +64,6 @@ pub(crate) struct FailedRun<'a> {
     pub rejected: &'a Snapshot,
     pub history: &'a [Snapshot],
     pub observed: &'a Observed,
-    /// The status persisted by the last step.
-    pub persisted: Option<&'a PromotionStatus>,
     pub now: DateTime<Utc>,
 }
 
@@ -127,19 +106,8 @@ impl FailedRun<'_> {
                 status.phase = Phase::RollingBack;
                 status.message = Some(format!("{rejected}; rolling back: {what}"));
             }
+            // Told with the last stage restored (`run/transition_events`).
             Progress::Done => {
-                let was_done = self.persisted.is_some_and(|s| s.phase == Phase::RolledBack);
-                if !was_done {
-                    effects.events.push(EngineEvent::warning(
-                        EventReason::RolledBack,
-                        format!(
-                            "Snapshot #{} rolled back after stage {} failed; {}",
-                            failure.snapshot_index,
-                            failure.stage,
-                            running_after(&failure)
-                        ),
-                    ));
-                }
                 status.phase = Phase::RolledBack;
                 status.message = Some(format!(
                     "{rejected}; {}; commit a fix or revert to acknowledge",
@@ -248,14 +216,8 @@ impl Restore<'_> {
             if let Some(waiting) = waiting {
                 return Progress::Waiting(waiting);
             }
+            // Told by `run/transition_events` from `restored_at`.
             entry.restored_at = Some(self.now);
-            effects.events.push(EngineEvent::normal(
-                EventReason::StageRestored,
-                match entry.to_snapshot {
-                    Some(index) => format!("Stage {} restored to snapshot #{index}", entry.name),
-                    None => format!("Stage {} withdrawn (it had no profile before)", entry.name),
-                },
-            ));
         }
         Progress::Done
     }

@@ -133,14 +133,7 @@ impl<'a> Run<'_, 'a> {
             Err(Hold::Failed(reason)) => hold_failed(&mut self.status, &current, reason, now),
             Err(Hold::Exceeded(exceeded)) => {
                 let (index, now) = (self.snapshot.index, self.now());
-                rollback::fail(
-                    &mut self.status,
-                    &mut self.effects,
-                    &current,
-                    exceeded,
-                    index,
-                    now,
-                );
+                rollback::fail(&mut self.status, &current, exceeded, index, now);
                 Flow::Hold
             }
         }

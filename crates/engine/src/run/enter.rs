@@ -20,7 +20,7 @@ use crate::status::{PromotionStatus, StageStatus};
 /// or because the pipeline advanced to it.
 #[derive(Clone, Copy)]
 pub(super) enum StageEntry {
-    NewRun { restart: bool },
+    NewRun,
     Advance,
 }
 
@@ -76,11 +76,7 @@ impl Run<'_, '_> {
                 ),
             ));
         }
-        // The first run ever is no restart: only a run that replaces another says so.
-        let entry = StageEntry::NewRun {
-            restart: previous.snapshot_index.is_some(),
-        };
-        self.enter_stage(first, entry);
+        self.enter_stage(first, StageEntry::NewRun);
     }
 
     /// The snapshots this run skips over (FinishCurrent), in status and an event.
@@ -109,7 +105,7 @@ impl Run<'_, '_> {
 
     /// Start `stage` in this run: record and queue the apply of its main profile.
     pub(super) fn enter_stage(&mut self, stage: &Stage, entry: StageEntry) {
-        let new_run = matches!(entry, StageEntry::NewRun { .. });
+        let new_run = matches!(entry, StageEntry::NewRun);
         let now = self.now();
         let profile = stage_profile_name(self.name(), &stage.name);
         let members = self
@@ -179,22 +175,9 @@ impl Run<'_, '_> {
         });
         self.status.current_stage_name = Some(stage.name.clone());
         self.status.last_promotion_time = Some(now);
-        self.tell_entered(stage, entry);
-        // The apply itself is queued by `progress_current_stage`, which sees the observed
+        // Its Provisioning event is derived from the status (`run/transition_events`); the apply
+        // itself is queued by `progress_current_stage`, which sees the observed
         // profile does not carry this spec yet.
-    }
-
-    /// The Provisioning event of a stage entered (a restarted run says so).
-    fn tell_entered(&mut self, stage: &Stage, entry: StageEntry) {
-        let note = match entry {
-            StageEntry::NewRun { restart: true } => {
-                messages::provisioning_stage_restart(&stage.name)
-            }
-            _ => messages::provisioning_stage(&stage.name),
-        };
-        self.effects
-            .events
-            .push(EngineEvent::normal(EventReason::Provisioning, note));
     }
 
     /// Features whose ClusterSummary status must be newer than an apply of `spec` to `profile`.

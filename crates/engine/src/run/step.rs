@@ -19,7 +19,6 @@ use crate::output::{EngineEvent, EventReason, StepOutput};
 use crate::run::never_valid;
 use crate::run::removal;
 use crate::run::{Run, judge};
-use crate::stage::lowercase_first;
 use crate::status::conditions;
 use crate::status::{Phase, PromotionStatus, runs_content_of};
 
@@ -44,8 +43,7 @@ pub fn step(input: &StepInput<'_>) -> StepOutput {
     tell_rewind(input, &mut output);
     crate::run::run_recording::record(input.status, &mut output.status, input.now, input.history);
     crate::run::phase_since::keep(input.status, &mut output.status, input.now);
-    coalesce_handoffs(&mut output.events);
-    drop_unphased_stage_events(input.status, &mut output);
+    crate::run::transition_events::economize(input.status, &mut output);
     output
 }
 
@@ -65,43 +63,6 @@ fn tell_rewind(input: &StepInput<'_>, output: &mut StepOutput) {
         output
             .events
             .push(EngineEvent::warning(EventReason::BranchRewound, note));
-    }
-}
-
-/// Stage-progress events (Provisioning, Provisioned) only when the promotion's phase or run
-/// changed: an automatic handoff inside a Progressing run is in status (and told to
-/// notification endpoints), not worth an Event write each (API-server economy, issue #20).
-fn drop_unphased_stage_events(before: Option<&PromotionStatus>, output: &mut StepOutput) {
-    let Some(before) = before else {
-        return;
-    };
-    let after = &output.status;
-    if before.phase != after.phase || before.snapshot_index != after.snapshot_index {
-        return;
-    }
-    output
-        .events
-        .retain(|e| e.reason != EventReason::Provisioning && e.reason != EventReason::Provisioned);
-}
-
-/// A stage provisioned and the next one started in the same step is one transition: one event
-/// ("Stage dev provisioned; provisioning stage staging"), not two (API-server economy).
-fn coalesce_handoffs(events: &mut Vec<EngineEvent>) {
-    while let Some(done) = events
-        .iter()
-        .position(|e| e.reason == EventReason::Provisioned)
-    {
-        let Some(next) = events
-            .iter()
-            .skip(done + 1)
-            .position(|e| e.reason == EventReason::Provisioning)
-            .map(|offset| done + 1 + offset)
-        else {
-            return;
-        };
-        let provisioned = events.remove(done);
-        let started = &mut events[next - 1];
-        started.note = format!("{}; {}", provisioned.note, lowercase_first(&started.note));
     }
 }
 

@@ -1,7 +1,8 @@
 //! What happened to each stage between two persisted statuses: `transitions(before, after)`, the
 //! one place a transition (a stage started, provisioned, a wave, waiting for approval, completed,
-//! failed, restored by a rollback) is detected. Notices and the metrics (fed by the controller)
-//! read it; none compares two statuses for a stage transition itself. (What is not a stage
+//! failed, restored by a rollback) is detected. Notices, the metrics (fed by the controller) and
+//! the Kubernetes Events that announce a transition (`run/transition_events`) read it; none
+//! compares two statuses for a stage transition itself. (What is not a stage
 //! transition stays where it is told: a blackout's or a rewind's notice, the promotion completed
 //! or rolled back, analysis verdicts, clusters newly timed out.)
 //!
