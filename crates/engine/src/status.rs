@@ -225,6 +225,34 @@ pub struct RunFailure {
     pub rollback: Vec<RestoredStage>,
 }
 
+impl RunFailure {
+    /// What the promotion runs once its rollback is done, in words: "running #M" or "its
+    /// profiles are withdrawn".
+    pub fn running_after(&self) -> String {
+        match self.rollback.last().and_then(|r| r.to_snapshot) {
+            Some(index) => format!("running #{index}"),
+            None => "its profiles are withdrawn".to_string(),
+        }
+    }
+
+    /// The rollback's last restore is done (the last stage in restore order restored).
+    pub fn rollback_done(&self) -> bool {
+        self.rollback
+            .last()
+            .is_some_and(|r| r.restored_at.is_some())
+    }
+
+    /// "Snapshot #N rolled back after stage S failed; running #M": the Event and the notice.
+    pub fn rolled_back_words(&self) -> String {
+        format!(
+            "Snapshot #{} rolled back after stage {} failed; {}",
+            self.snapshot_index,
+            self.stage,
+            self.running_after()
+        )
+    }
+}
+
 /// The schema of [`OnFailure`] (the model crate has no schema derive).
 #[derive(JsonSchema)]
 #[allow(dead_code)]

@@ -208,6 +208,46 @@ fn a_halted_failure_tells_stage_failed_with_the_reason() {
     assert!(!t.kinds().iter().any(|(k, _)| *k == RolledBack));
 }
 
+/// The rollback ends in the step that holds a fix behind a policy problem: the promotion is
+/// Held, not RolledBack, and the rollback is told all the same (it was not: the notice read the
+/// phase).
+#[test]
+fn a_rollback_ending_in_the_step_that_holds_a_fix_is_told_once() {
+    let mut t = Told::new(Harness::new(two_stages("1.0.0")));
+    t.h.world.policy = Some(policy(json!({"maxFailures": 0, "onFailure": "Rollback"})));
+    t.settle();
+    t.told.clear();
+    t.h.world.advance(Duration::minutes(1));
+    t.h.commit_content(two_stages("9.9.9"), 20);
+    t.h.world.failing_clusters.insert("s2-2".into());
+    t.step();
+    t.h.world.sveltos();
+    t.step();
+    t.h.world.sveltos();
+    t.step(); // s2 fails: rolling back
+    assert_eq!(t.h.status().phase, tollgate_engine::Phase::RollingBack);
+    t.h.world.failing_clusters.clear();
+    t.h.world.policy_problem = Some("RolloutPolicy fleet-defaults: invalid".into());
+    t.h.commit_content(two_stages("9.9.10"), 30);
+    t.settle();
+    for _ in 0..3 {
+        t.h.world.advance(Duration::seconds(30));
+        t.step();
+    }
+    assert_eq!(t.h.status().phase, tollgate_engine::Phase::Held);
+    let rolled_back: Vec<&Notice> = t.told.iter().filter(|n| n.kind == RolledBack).collect();
+    assert_eq!(rolled_back.len(), 1, "{:?}", t.kinds());
+    assert_eq!(rolled_back[0].snapshot_index, 2, "the rejected snapshot");
+    assert!(
+        rolled_back[0]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("running #1")),
+        "{:?}",
+        rolled_back[0].reason
+    );
+}
+
 #[test]
 fn a_rollback_tells_stage_failed_then_rolled_back_once() {
     let mut t = Told::new(Harness::new(two_stages("1.0.0")));

@@ -111,7 +111,7 @@ impl FailedRun<'_> {
                 status.phase = Phase::RolledBack;
                 status.message = Some(format!(
                     "{rejected}; {}; commit a fix or revert to acknowledge",
-                    running_after(&failure)
+                    failure.running_after()
                 ));
             }
         }
@@ -309,13 +309,5 @@ impl Restore<'_> {
             effects.delete(main);
         }
         None
-    }
-}
-
-/// What the promotion runs once its rollback is done, in words: "#M" or "nothing".
-pub(crate) fn running_after(failure: &RunFailure) -> String {
-    match failure.rollback.last().and_then(|r| r.to_snapshot) {
-        Some(index) => format!("running #{index}"),
-        None => "its profiles are withdrawn".to_string(),
     }
 }

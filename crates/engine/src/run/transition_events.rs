@@ -187,17 +187,12 @@ fn restored(transition: &Transition, to: Option<u64>) -> EngineEvent {
 fn rolled_back(after: &PromotionStatus, restored: &Transition) -> Option<EngineEvent> {
     let failure = after.failure.as_deref()?;
     let last = failure.rollback.last()?;
-    if last.name != restored.stage || last.restored_at.is_none() {
+    if last.name != restored.stage || !failure.rollback_done() {
         return None;
     }
     Some(EngineEvent::warning(
         EventReason::RolledBack,
-        format!(
-            "Snapshot #{} rolled back after stage {} failed; {}",
-            failure.snapshot_index,
-            failure.stage,
-            crate::failure::rollback::running_after(failure)
-        ),
+        failure.rolled_back_words(),
     ))
 }
 

@@ -80,14 +80,24 @@ pub fn notices(
             let reason = Some(failure.reason.clone());
             out.push(notice.about(NotifyEvent::StageFailed, stage, reason, failure.at));
         }
-        if next.phase == Phase::RolledBack && before.is_none_or(|b| b.phase != Phase::RolledBack) {
+        // Told with the rollback's last restore (as the Event is), whatever the phase after
+        // it: a fix held by a policy problem in the same step leaves the promotion Held.
+        let last_restored = failure.rollback.last().is_some_and(|last| {
+            told.iter()
+                .any(|t| t.stage == last.name && matches!(t.kind, TransitionKind::Restored { .. }))
+        });
+        if last_restored && failure.rollback_done() {
             let at = failure
                 .rollback
                 .iter()
                 .filter_map(|r| r.restored_at)
                 .max()
                 .unwrap_or(failure.at);
-            out.push(notice.about(NotifyEvent::RolledBack, stage, next.message.clone(), at));
+            let reason = match next.phase {
+                Phase::RolledBack => next.message.clone(),
+                _ => Some(failure.rolled_back_words()),
+            };
+            out.push(notice.about(NotifyEvent::RolledBack, stage, reason, at));
         }
     }
     if next.phase == Phase::Completed
