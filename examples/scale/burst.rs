@@ -7,7 +7,8 @@
 //! (`EmulatorHandle::finish_provisioning_now`). For each promotion, the latency runs from the
 //! newest status write among its first stage's ClusterSummaries (after the release) to the first
 //! apply of its second stage's profile carrying the version: both times from the emulator's
-//! write log, one clock.
+//! write log, one clock. The log is read only when the API is quiet (a scan holds the server's
+//! lock; polling it during the burst slowed the very requests it timed).
 
 use std::time::{Duration, Instant};
 
@@ -49,11 +50,10 @@ pub fn progress(
     let mut first_applied = vec![false; count];
     let mut last_status: Vec<Option<DateTime<Utc>>> = vec![None; count];
     let mut next_applied: Vec<Option<DateTime<Utc>>> = vec![None; count];
-    for write in emulator
-        .write_log_shared()
-        .iter()
-        .filter(|w| w.time >= committed)
-    {
+    emulator.scan_write_log(|write| {
+        if write.time < committed {
+            return;
+        }
         if let Some((index, stage)) = tollgate_profile_write(write, count) {
             match stage {
                 0 => first_applied[index] = true,
@@ -68,7 +68,7 @@ pub fn progress(
             let last = &mut last_status[index];
             *last = Some(last.map_or(write.time, |t| t.max(write.time)));
         }
-    }
+    });
     let latencies_ms = (0..count)
         .map(|i| Some(super::ms(next_applied[i]? - last_status[i]?)))
         .collect();
@@ -139,25 +139,29 @@ pub fn run(
         ));
         serde_json::from_str::<Progress>(&answer).expect("burst progress")
     };
+    // The log is scanned under the emulator's lock: only once the API is quiet, so the scans
+    // never stand between the controller and the server they are timing.
     let deadline = Instant::now() + Duration::from_secs(300);
-    while ask(emulator, None).first_stages_applied < count {
+    loop {
+        super::settle(emulator, Duration::from_secs(2));
+        if ask(emulator, None).first_stages_applied == count {
+            break;
+        }
         if Instant::now() > deadline {
             return json!({"error": "first stages not applied within 300 s"});
         }
-        std::thread::sleep(Duration::from_millis(200));
     }
-    // Every first stage provisioning and the controller idle: nothing else is in flight.
-    super::settle(emulator, Duration::from_secs(2));
     let released: DateTime<Utc> = emulator.ask("release").parse().expect("release time");
+    eprintln!("burst: {count} first stages released at {released}");
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
+        super::settle(emulator, Duration::from_secs(1));
         if let Some(latencies) = ask(emulator, Some(released)).latencies_ms {
             return report(count, latencies);
         }
         if Instant::now() > deadline {
             return json!({"error": "second stages not applied within 120 s of the release"});
         }
-        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

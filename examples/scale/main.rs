@@ -207,18 +207,41 @@ fn analysis_policy(stages: usize, address: &str) -> String {
 }
 
 /// Promotion steps so far, by result, as `/metrics` counts them.
-/// Every line of a chunked exposition (a line may span two chunks).
-fn for_each_line(chunks: &[axum::body::Bytes], mut visit: impl FnMut(&str)) {
-    let mut line = Vec::new();
-    for chunk in chunks {
-        let mut rest = &chunk[..];
-        while let Some(end) = rest.iter().position(|b| *b == b'\n') {
-            line.extend_from_slice(&rest[..end]);
-            visit(std::str::from_utf8(&line).unwrap_or_default());
-            line.clear();
-            rest = &rest[end + 1..];
+/// The chunks of a body, read in order.
+struct ChunkReader<'a> {
+    chunks: std::slice::Iter<'a, axum::body::Bytes>,
+    current: &'a [u8],
+}
+
+impl std::io::Read for ChunkReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.chunks.next() {
+                Some(chunk) => self.current = chunk,
+                None => return Ok(0),
+            }
         }
-        line.extend_from_slice(rest);
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current[..n]);
+        self.current = &self.current[n..];
+        Ok(n)
+    }
+}
+
+/// Every line of a gzipped, chunked exposition, decompressed as it is read.
+fn for_each_line(chunks: &[axum::body::Bytes], mut visit: impl FnMut(&str)) {
+    let reader = ChunkReader {
+        chunks: chunks.iter(),
+        current: &[],
+    };
+    for line in BufReader::new(flate2::read::GzDecoder::new(reader)).lines() {
+        match line {
+            Ok(line) => visit(&line),
+            Err(error) => {
+                eprintln!("scrape: {error}");
+                return;
+            }
+        }
     }
 }
 
@@ -239,10 +262,12 @@ fn reconciles(chunks: &[axum::body::Bytes]) -> serde_json::Map<String, Value> {
     by_result
 }
 
-/// The size of a `/metrics` scrape: bytes, samples, and the five families with the most bytes.
+/// The size of a gzipped `/metrics` scrape: bytes (text and gzipped), samples, and the five families with the most bytes.
 fn exposition_sizes(chunks: &[axum::body::Bytes]) -> Value {
     let mut by_family = BTreeMap::<String, (usize, usize)>::new();
+    let mut text_bytes = 0;
     for_each_line(chunks, |line| {
+        text_bytes += line.len() + 1;
         if line.starts_with('#') {
             return;
         }
@@ -258,7 +283,8 @@ fn exposition_sizes(chunks: &[axum::body::Bytes]) -> Value {
     let mut largest: Vec<_> = by_family.into_iter().collect();
     largest.sort_by_key(|(_, (bytes, _))| std::cmp::Reverse(*bytes));
     json!({
-        "bytes": chunks.iter().map(|c| c.len()).sum::<usize>(),
+        "bytes": text_bytes,
+        "gzipped_bytes": chunks.iter().map(|c| c.len()).sum::<usize>(),
         "chunks": chunks.len(),
         "samples": largest.iter().map(|(_, (_, n))| n).sum::<usize>(),
         "largest_families": largest.iter().take(5)
@@ -584,10 +610,7 @@ fn answer(emulator: &EmulatorHandle, query: &str) -> String {
         }
         ["find", name, version] => time(
             emulator
-                .write_log_shared()
-                .into_iter()
-                .rev()
-                .find(|w| {
+                .newest_write(|w| {
                     w.object["metadata"]["name"] == *name
                         && w.field_manager == "tollgate"
                         && w.object["spec"]["helmCharts"][0]["chartVersion"] == *version
@@ -608,12 +631,12 @@ fn answer(emulator: &EmulatorHandle, query: &str) -> String {
         }
         ["events"] => {
             let mut reasons = BTreeMap::<String, u64>::new();
-            for w in emulator.write_log_shared() {
+            emulator.scan_write_log(|w| {
                 if w.resource.starts_with("events.") {
                     let reason = w.object["reason"].as_str().unwrap_or("?").to_string();
                     *reasons.entry(reason).or_default() += 1;
                 }
-            }
+            });
             json!(reasons).to_string()
         }
         ["stats"] => {
@@ -855,7 +878,11 @@ fn main() {
     let event_reasons = emulator.event_reasons();
     let throttled_until_quiet = throttle_metrics.throttled.get();
     // One scrape, as Prometheus would make it: its size is part of the controller's footprint.
-    let exposition = metrics.exposition().into_chunks();
+    let peak_before_scrape = memory_mib("VmHWM");
+    let rss_before_scrape = memory_mib("VmRSS");
+    // Gzipped, as Prometheus asks for it.
+    let exposition = metrics.exposition(true).into_chunks();
+    let rss_with_scrape = memory_mib("VmRSS");
     let steps_until_quiet = reconciles(&exposition);
     let exposition_report = exposition_sizes(&exposition);
     drop(exposition);
@@ -962,6 +989,9 @@ fn main() {
         "rss_mib": {
             "controller_process_peak_vmhwm": memory_mib("VmHWM"),
             "controller_process_peak_vmhwm_before_burst": peak_before_burst,
+            "controller_process_peak_vmhwm_before_first_scrape": peak_before_scrape,
+            "controller_process_before_first_scrape": rss_before_scrape,
+            "controller_process_holding_first_scrape": rss_with_scrape,
             "controller_process_before_controller": rss_before_controller,
             "controller_process_at_every_stage1": rss_at_first_stage,
             "controller_process_end": memory_mib("VmRSS"),

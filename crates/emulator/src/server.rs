@@ -424,10 +424,21 @@ impl EmulatorHandle {
             .collect()
     }
 
-    /// Successful writes, oldest first, sharing the stored objects instead of copying them: for
-    /// harnesses that scan a long log often.
-    pub fn write_log_shared(&self) -> Vec<crate::write_log::LoggedWrite> {
-        lock(&self.shared.state).write_log.shared()
+    /// Visits the kept writes oldest first, under the server's lock and without copying them:
+    /// for harnesses that scan a long log while clients wait (keep `visit` quick).
+    pub fn scan_write_log(&self, visit: impl FnMut(&crate::write_log::LoggedWrite)) {
+        lock(&self.shared.state).write_log.scan(visit);
+    }
+
+    /// The newest kept write `matches`, copied (the scan runs newest first under the lock).
+    pub fn newest_write(
+        &self,
+        matches: impl FnMut(&&crate::write_log::LoggedWrite) -> bool,
+    ) -> Option<WriteRecord> {
+        lock(&self.shared.state)
+            .write_log
+            .newest(matches)
+            .map(crate::write_log::LoggedWrite::to_record)
     }
 
     /// The newest successful write (copies one object, where `write_log` copies them all).

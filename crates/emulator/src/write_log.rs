@@ -98,6 +98,16 @@ impl WriteLog {
         self.records.iter().cloned().collect()
     }
 
+    /// Visits every kept write, oldest first.
+    pub fn scan(&self, visit: impl FnMut(&LoggedWrite)) {
+        self.records.iter().for_each(visit);
+    }
+
+    /// The newest kept write that `matches`.
+    pub fn newest(&self, matches: impl FnMut(&&LoggedWrite) -> bool) -> Option<&LoggedWrite> {
+        self.records.iter().rev().find(matches)
+    }
+
     /// The newest write, if any.
     pub fn last(&self) -> Option<WriteRecord> {
         self.records.back().map(LoggedWrite::to_record)
