@@ -369,14 +369,22 @@ impl Metrics {
         self.exposition_at(now).into_string()
     }
 
-    /// The exposition in chunks, durations as of now: what `/metrics` sends.
-    pub fn exposition(&self) -> Exposition {
-        self.exposition_at(Utc::now())
+    /// The exposition in chunks, durations as of now: what `/metrics` sends (gzipped when
+    /// the scraper accepts it).
+    pub fn exposition(&self, gzip: bool) -> Exposition {
+        let exposition = match gzip {
+            true => Exposition::gzip(),
+            false => Exposition::plain(),
+        };
+        self.write_exposition(Utc::now(), exposition)
     }
 
     fn exposition_at(&self, now: DateTime<Utc>) -> Exposition {
+        self.write_exposition(now, Exposition::plain())
+    }
+
+    fn write_exposition(&self, now: DateTime<Utc>, mut exposition: Exposition) -> Exposition {
         self.refresh_durations(now);
-        let mut exposition = Exposition::default();
         // Writing into memory cannot fail; log rather than panic should that ever change.
         if let Err(error) = encode(&mut exposition, &self.registry) {
             error!(%error, "cannot encode metrics");

@@ -2,7 +2,7 @@
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::AppState;
@@ -47,7 +47,7 @@ pub(super) async fn readyz(State(app): State<AppState>) -> Response {
 }
 
 /// `GET /metrics`: leadership is read at scrape time, so the gauge is never stale.
-pub(super) async fn metrics(State(app): State<AppState>) -> Response {
+pub(super) async fn metrics(State(app): State<AppState>, headers: HeaderMap) -> Response {
     app.state.metrics.set_leader(app.state.leader.is_leader());
     let failing: Vec<(String, u64)> = app
         .state
@@ -57,9 +57,32 @@ pub(super) async fn metrics(State(app): State<AppState>) -> Response {
         .map(|(resource, failure)| (resource, failure.errors))
         .collect();
     app.state.metrics.set_failing_watches(&failing);
-    let chunks = app.state.metrics.exposition().into_chunks();
+    let gzip = accepts_gzip(&headers);
+    let chunks = app.state.metrics.exposition(gzip).into_chunks();
     let body = Body::from_stream(futures::stream::iter(
         chunks.into_iter().map(Ok::<_, std::convert::Infallible>),
     ));
-    ([(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], body).into_response()
+    let mut response = ([(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], body).into_response();
+    if gzip {
+        response.headers_mut().insert(
+            header::CONTENT_ENCODING,
+            header::HeaderValue::from_static("gzip"),
+        );
+    }
+    response
+}
+
+/// Whether `Accept-Encoding` lists gzip with a non-zero weight (Prometheus sends `gzip`).
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|coding| {
+            let mut parts = coding.split(';').map(str::trim);
+            let name = parts.next().unwrap_or_default();
+            let refused = parts.any(|p| p.replace(' ', "") == "q=0" || p == "q=0.0");
+            name.eq_ignore_ascii_case("gzip") && !refused
+        })
 }
