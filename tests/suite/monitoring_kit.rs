@@ -193,3 +193,32 @@ fn every_metric_the_dashboard_and_the_alerts_name_is_served() {
         missing.join("\n")
     );
 }
+
+/// A real Prometheus scrapes a running controller as it scrapes any target (it asks for gzip,
+/// which `/metrics` then sends, chunked): the dashboard's phase query answers from the scrape.
+#[test]
+fn a_real_prometheus_scrapes_a_running_controller() {
+    let Some(prometheus) = support::prometheus::prometheus() else {
+        return;
+    };
+    let repo = TestRepo::new();
+    let web = promotion("web")
+        .chart("web", "1.0.0")
+        .stage(stage("dev").selector("env", "dev").auto())
+        .to_yaml();
+    repo.write("web.yaml", &web);
+    repo.commit("web");
+    let ui = UiRun::spawn(repo.path(), &[]);
+    let addr = ui.addr();
+    ui.wait_for_action(&addr, "web", "pause");
+    prometheus.scrape("tollgate-kit", &addr);
+    prometheus.wait_for(r#"tollgate_leader{job="tollgate-kit"}"#, &[1.0]);
+    prometheus.wait_for(
+        r#"count(tollgate_stage_activity{job="tollgate-kit",promotion="web"})"#,
+        &[1.0],
+    );
+    prometheus.wait_for(
+        r#"sum(tollgate_promotion_phase{job="tollgate-kit",promotion="web"})"#,
+        &[1.0],
+    );
+}

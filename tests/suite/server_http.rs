@@ -187,6 +187,59 @@ fn record_everything(metrics: &Metrics) {
 // ---------------------------------------------------------------------------------------------
 // /metrics
 
+/// The names and labels of every sample of a scrape (values move with the clock).
+fn sample_keys(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' ').map(|(key, _)| key.to_string()))
+        .collect()
+}
+
+async fn get_with(router: &Router, path: &str, accept_encoding: &str) -> (HeaderMap, Vec<u8>) {
+    let request = Request::get(path)
+        .header("accept-encoding", accept_encoding)
+        .body(Body::empty())
+        .expect("request");
+    let response = router.clone().oneshot(request).await.expect("infallible");
+    assert_eq!(response.status(), StatusCode::OK);
+    let headers = response.headers().clone();
+    let body = response.into_body().collect().await.expect("body");
+    (headers, body.to_bytes().to_vec())
+}
+
+/// Prometheus asks for gzip: the scrape is the same exposition, compressed; a scraper that
+/// refuses gzip (`q=0`) or names only others gets the text.
+#[tokio::test]
+async fn metrics_are_gzipped_for_a_scraper_that_accepts_it_and_only_then() {
+    use std::io::Read;
+    let h = harness();
+    record_everything(&h.metrics);
+    let (_, _, plain) = get(&h.router, "/metrics").await;
+    let (headers, body) = get_with(&h.router, "/metrics", "gzip").await;
+    assert_eq!(
+        headers
+            .get("content-encoding")
+            .and_then(|v| v.to_str().ok()),
+        Some("gzip")
+    );
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&body[..])
+        .read_to_string(&mut text)
+        .expect("a gzip stream");
+    parse_exposition(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(sample_keys(&text), sample_keys(&plain));
+    assert!(body.len() < text.len(), "{} bytes gzipped", body.len());
+    for refused in ["gzip;q=0", "identity", "br, deflate", "x-gzip-not"] {
+        let (headers, body) = get_with(&h.router, "/metrics", refused).await;
+        assert!(headers.get("content-encoding").is_none(), "{refused}");
+        assert_eq!(
+            sample_keys(&String::from_utf8(body).expect("text")),
+            sample_keys(&plain),
+            "{refused}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn metrics_parse_as_openmetrics_with_every_family() {
     let h = harness();

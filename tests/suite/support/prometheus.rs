@@ -26,6 +26,8 @@ const STARTUP_PATIENCE: Duration = Duration::from_secs(60);
 pub struct Prometheus {
     /// `http://127.0.0.1:<port>`: an analysis's `prometheus.address`.
     pub address: String,
+    /// File-discovered scrape targets, one file per job ([`Prometheus::scrape`]).
+    targets: std::path::PathBuf,
     exporter: &'static Exporter,
     /// Held open for the life of the process: its close tells the `sh` to stop the server.
     _lifeline: Mutex<(Child, ChildStdin)>,
@@ -64,11 +66,14 @@ fn start() -> Option<Prometheus> {
         .expect("temp dir")
         .keep();
     let config = dir.join("prometheus.yml");
+    std::fs::create_dir_all(dir.join("targets")).expect("targets dir");
     std::fs::write(
         &config,
         format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-             scrape_configs:\n- job_name: exporter\n  static_configs:\n  - targets: ['127.0.0.1:{exporter_port}']\n"
+             scrape_configs:\n- job_name: exporter\n  static_configs:\n  - targets: ['127.0.0.1:{exporter_port}']\n\
+             - job_name: discovered\n  file_sd_configs:\n  - files: ['{}/*.json']\n    refresh_interval: 1s\n",
+            dir.join("targets").display()
         ),
     )
     .expect("prometheus.yml written");
@@ -101,12 +106,23 @@ fn start() -> Option<Prometheus> {
     }
     Some(Prometheus {
         address,
+        targets: dir.join("targets"),
         exporter,
         _lifeline: Mutex::new((child, stdin)),
     })
 }
 
 impl Prometheus {
+    /// Scrapes `host:port` from now on, its series labelled `job`, every second (the target
+    /// file is read within a second).
+    pub fn scrape(&self, job: &str, target: &str) {
+        let file = serde_json::json!([{"targets": [target], "labels": {"job": job}}]);
+        // Written aside and renamed: Prometheus never reads half a file.
+        let partial = self.targets.join(format!("{job}.json.partial"));
+        std::fs::write(&partial, file.to_string()).expect("target file");
+        std::fs::rename(&partial, self.targets.join(format!("{job}.json"))).expect("target file");
+    }
+
     /// Serves `name{labels} value` from now on (Prometheus sees it at its next scrape).
     pub fn set(&self, name: &str, labels: &[(&str, &str)], value: f64) {
         let line = series(name, labels);
