@@ -7,9 +7,13 @@
 //! `tollgate_analysis_comparison{promotion,stage,analysis,cohort}` (each cohort's median,
 //! `cohort` `test` or `baseline`) and `tollgate_analysis_comparison_p_value{promotion,stage,
 //! analysis}` from its newest measurement with a record.
+//!
+//! Label values are shared, not copied: one `Arc<str>` per distinct promotion, stage, analysis
+//! and cluster name serves every series naming it (owned `String`s per series and per lookup
+//! weighed ~14 MB at 10,000 promotions with one analysis per stage).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
@@ -22,30 +26,30 @@ use super::SecondsGauge as ValueGauge;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MeasurementLabels {
-    promotion: String,
-    stage: String,
-    analysis: String,
-    result: String,
+    promotion: Arc<str>,
+    stage: Arc<str>,
+    analysis: Arc<str>,
+    result: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct ValueLabels {
-    promotion: String,
-    stage: String,
-    analysis: String,
+    promotion: Arc<str>,
+    stage: Arc<str>,
+    analysis: Arc<str>,
     /// `namespace/name` under `scope: Cluster`; no label at all under `scope: Stage`.
-    cluster: Option<String>,
+    cluster: Option<Arc<str>>,
 }
 
 impl EncodeLabelSet for ValueLabels {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
         let mut labels = vec![
-            ("promotion", self.promotion.as_str()),
-            ("stage", self.stage.as_str()),
-            ("analysis", self.analysis.as_str()),
+            ("promotion", &*self.promotion),
+            ("stage", &*self.stage),
+            ("analysis", &*self.analysis),
         ];
         if let Some(cluster) = &self.cluster {
-            labels.push(("cluster", cluster.as_str()));
+            labels.push(("cluster", &**cluster));
         }
         labels.encode(encoder)
     }
@@ -53,23 +57,32 @@ impl EncodeLabelSet for ValueLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CohortLabels {
-    promotion: String,
-    stage: String,
-    analysis: String,
-    cohort: String,
+    promotion: Arc<str>,
+    stage: Arc<str>,
+    analysis: Arc<str>,
+    cohort: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AnalysisLabels {
-    promotion: String,
-    stage: String,
-    analysis: String,
+    promotion: Arc<str>,
+    stage: Arc<str>,
+    analysis: Arc<str>,
 }
 
 /// The cohorts of a comparison, as the `cohort` label names them.
 const COHORTS: [&str; 2] = ["test", "baseline"];
 
-type Made = (String, String, Option<String>);
+/// A series' (stage, analysis, cluster).
+type Made = (Arc<str>, Arc<str>, Option<Arc<str>>);
+
+/// The names of one analysis run's series, shared.
+struct Names {
+    promotion: Arc<str>,
+    stage: Arc<str>,
+    analysis: Arc<str>,
+    cluster: Option<Arc<str>>,
+}
 
 pub struct AnalysisSeries {
     measurements: Family<MeasurementLabels, Counter>,
@@ -77,7 +90,9 @@ pub struct AnalysisSeries {
     comparison: Family<CohortLabels, ValueGauge>,
     p_value: Family<AnalysisLabels, ValueGauge>,
     /// The (stage, analysis, cluster) made per promotion, so that forgetting it removes them.
-    made: Mutex<HashMap<String, HashSet<Made>>>,
+    made: Mutex<HashMap<Arc<str>, HashSet<Made>>>,
+    /// Every name a label carries, once.
+    names: Mutex<HashSet<Arc<str>>>,
 }
 
 impl AnalysisSeries {
@@ -112,6 +127,7 @@ impl AnalysisSeries {
             comparison,
             p_value,
             made: Mutex::new(HashMap::new()),
+            names: Mutex::new(HashSet::new()),
         }
     }
 
@@ -136,37 +152,56 @@ impl AnalysisSeries {
         }
     }
 
+    /// `name` as the series share it.
+    fn shared(&self, name: &str) -> Arc<str> {
+        let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(shared) = names.get(name) {
+            return shared.clone();
+        }
+        let shared: Arc<str> = Arc::from(name);
+        names.insert(shared.clone());
+        shared
+    }
+
+    fn names(&self, promotion: &str, stage: &str, run: &AnalysisRun) -> Names {
+        Names {
+            promotion: self.shared(promotion),
+            stage: self.shared(stage),
+            analysis: self.shared(&run.name),
+            cluster: run.cluster.as_deref().map(|c| self.shared(c)),
+        }
+    }
+
     fn count_new(&self, promotion: &str, stage: &str, run: &AnalysisRun, seen: Option<u32>) {
-        let new = run
+        let mut new = run
             .measurements
             .iter()
-            .filter(|m| seen.is_none_or(|seen| m.index > seen));
+            .filter(|m| seen.is_none_or(|seen| m.index > seen))
+            .peekable();
+        if new.peek().is_none() {
+            return;
+        }
+        let names = self.names(promotion, stage, run);
         let mut last = None;
         for record in new {
-            let labels = MeasurementLabels {
-                promotion: promotion.to_string(),
-                stage: stage.to_string(),
-                analysis: run.name.clone(),
-                result: record.verdict.as_str().to_string(),
-            };
-            self.measurements.get_or_create(&labels).inc();
-            self.made()
-                .entry(promotion.to_string())
-                .or_default()
-                .insert((stage.to_string(), run.name.clone(), run.cluster.clone()));
+            self.measurements
+                .get_or_create(&names.measurement(record.verdict.as_str()))
+                .inc();
             last = Some(record);
         }
+        self.made()
+            .entry(names.promotion.clone())
+            .or_default()
+            .insert((
+                names.stage.clone(),
+                names.analysis.clone(),
+                names.cluster.clone(),
+            ));
         if let Some(value) = last
             .and_then(|m| m.value.as_deref())
             .and_then(|v| v.parse::<f64>().ok())
         {
-            let labels = ValueLabels {
-                promotion: promotion.to_string(),
-                stage: stage.to_string(),
-                analysis: run.name.clone(),
-                cluster: run.cluster.clone(),
-            };
-            self.last_value.get_or_create(&labels).set(value);
+            self.last_value.get_or_create(&names.value()).set(value);
         }
         if let Some(record) = last
             .and_then(|m| m.comparison.as_deref())
@@ -174,63 +209,79 @@ impl AnalysisSeries {
         {
             let medians = [record.test_median, record.baseline_median];
             for (cohort, median) in COHORTS.into_iter().zip(medians) {
-                let labels = cohort_labels(promotion, stage, &run.name, cohort);
-                self.comparison.get_or_create(&labels).set(median);
+                self.comparison
+                    .get_or_create(&names.cohort(cohort))
+                    .set(median);
             }
-            let labels = analysis_labels(promotion, stage, &run.name);
-            self.p_value.get_or_create(&labels).set(record.p_value);
+            self.p_value
+                .get_or_create(&names.analysis())
+                .set(record.p_value);
         }
     }
 
     /// Removes every series of the promotion.
     pub fn forget(&self, promotion: &str) {
-        let Some(made) = self.made().remove(promotion) else {
+        let Some((promotion, made)) = self.made().remove_entry(promotion) else {
             return;
         };
         for (stage, analysis, cluster) in made {
-            for result in ["Successful", "Failed", "Inconclusive", "Error"] {
-                self.measurements.remove(&MeasurementLabels {
-                    promotion: promotion.to_string(),
-                    stage: stage.clone(),
-                    analysis: analysis.clone(),
-                    result: result.to_string(),
-                });
-            }
-            for cohort in COHORTS {
-                self.comparison
-                    .remove(&cohort_labels(promotion, &stage, &analysis, cohort));
-            }
-            self.p_value
-                .remove(&analysis_labels(promotion, &stage, &analysis));
-            self.last_value.remove(&ValueLabels {
-                promotion: promotion.to_string(),
+            let names = Names {
+                promotion: promotion.clone(),
                 stage,
                 analysis,
                 cluster,
-            });
+            };
+            for result in ["Successful", "Failed", "Inconclusive", "Error"] {
+                self.measurements.remove(&names.measurement(result));
+            }
+            for cohort in COHORTS {
+                self.comparison.remove(&names.cohort(cohort));
+            }
+            self.p_value.remove(&names.analysis());
+            self.last_value.remove(&names.value());
         }
     }
 
-    fn made(&self) -> MutexGuard<'_, HashMap<String, HashSet<Made>>> {
+    fn made(&self) -> MutexGuard<'_, HashMap<Arc<str>, HashSet<Made>>> {
         // Plain values: a panic cannot leave the map half-updated in a way that matters.
         self.made.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-fn cohort_labels(promotion: &str, stage: &str, analysis: &str, cohort: &str) -> CohortLabels {
-    CohortLabels {
-        promotion: promotion.to_string(),
-        stage: stage.to_string(),
-        analysis: analysis.to_string(),
-        cohort: cohort.to_string(),
+impl Names {
+    fn measurement(&self, result: &'static str) -> MeasurementLabels {
+        MeasurementLabels {
+            promotion: self.promotion.clone(),
+            stage: self.stage.clone(),
+            analysis: self.analysis.clone(),
+            result,
+        }
     }
-}
 
-fn analysis_labels(promotion: &str, stage: &str, analysis: &str) -> AnalysisLabels {
-    AnalysisLabels {
-        promotion: promotion.to_string(),
-        stage: stage.to_string(),
-        analysis: analysis.to_string(),
+    fn value(&self) -> ValueLabels {
+        ValueLabels {
+            promotion: self.promotion.clone(),
+            stage: self.stage.clone(),
+            analysis: self.analysis.clone(),
+            cluster: self.cluster.clone(),
+        }
+    }
+
+    fn cohort(&self, cohort: &'static str) -> CohortLabels {
+        CohortLabels {
+            promotion: self.promotion.clone(),
+            stage: self.stage.clone(),
+            analysis: self.analysis.clone(),
+            cohort,
+        }
+    }
+
+    fn analysis(&self) -> AnalysisLabels {
+        AnalysisLabels {
+            promotion: self.promotion.clone(),
+            stage: self.stage.clone(),
+            analysis: self.analysis.clone(),
+        }
     }
 }
 

@@ -149,10 +149,9 @@ fn served(scrape: &str) -> BTreeSet<String> {
     names
 }
 
-#[test]
-fn every_metric_the_dashboard_and_the_alerts_name_is_served() {
-    let queries = queries();
-    assert!(queries.len() > 20, "{queries:?}");
+/// `tollgate run --ui` on a repository with promotion `web` (one stage), once it serves `web`;
+/// with its server's address.
+fn controller_rolling_out_web() -> (TestRepo, UiRun, String) {
     let repo = TestRepo::new();
     let web = promotion("web")
         .chart("web", "1.0.0")
@@ -163,6 +162,14 @@ fn every_metric_the_dashboard_and_the_alerts_name_is_served() {
     let ui = UiRun::spawn(repo.path(), &[]);
     let addr = ui.addr();
     ui.wait_for_action(&addr, "web", "pause");
+    (repo, ui, addr)
+}
+
+#[test]
+fn every_metric_the_dashboard_and_the_alerts_name_is_served() {
+    let queries = queries();
+    assert!(queries.len() > 20, "{queries:?}");
+    let (_repo, _ui, addr) = controller_rolling_out_web();
     let scrape = request(&addr, &addr, "GET", "/metrics", &[], b"").expect("a scrape");
     assert_eq!(scrape.status, 200);
     let served = served(&scrape.body);
@@ -201,16 +208,7 @@ fn a_real_prometheus_scrapes_a_running_controller() {
     let Some(prometheus) = support::prometheus::prometheus() else {
         return;
     };
-    let repo = TestRepo::new();
-    let web = promotion("web")
-        .chart("web", "1.0.0")
-        .stage(stage("dev").selector("env", "dev").auto())
-        .to_yaml();
-    repo.write("web.yaml", &web);
-    repo.commit("web");
-    let ui = UiRun::spawn(repo.path(), &[]);
-    let addr = ui.addr();
-    ui.wait_for_action(&addr, "web", "pause");
+    let (_repo, _ui, addr) = controller_rolling_out_web();
     prometheus.scrape("tollgate-kit", &addr);
     prometheus.wait_for(r#"tollgate_leader{job="tollgate-kit"}"#, &[1.0]);
     prometheus.wait_for(

@@ -208,11 +208,9 @@ fn a_halted_failure_tells_stage_failed_with_the_reason() {
     assert!(!t.kinds().iter().any(|(k, _)| *k == RolledBack));
 }
 
-/// The rollback ends in the step that holds a fix behind a policy problem: the promotion is
-/// Held, not RolledBack, and the rollback is told all the same (it was not: the notice read the
-/// phase).
-#[test]
-fn a_rollback_ending_in_the_step_that_holds_a_fix_is_told_once() {
+/// #1 rolled out under `onFailure: Rollback`, then #2 (9.9.9) failed on s2: rolling back, and
+/// nothing told since #1 completed.
+fn rolling_back_after_s2_failed() -> Told {
     let mut t = Told::new(Harness::new(two_stages("1.0.0")));
     t.h.world.policy = Some(policy(json!({"maxFailures": 0, "onFailure": "Rollback"})));
     t.settle();
@@ -225,6 +223,15 @@ fn a_rollback_ending_in_the_step_that_holds_a_fix_is_told_once() {
     t.step();
     t.h.world.sveltos();
     t.step(); // s2 fails: rolling back
+    t
+}
+
+/// The rollback ends in the step that holds a fix behind a policy problem: the promotion is
+/// Held, not RolledBack, and the rollback is told all the same (it was not: the notice read the
+/// phase).
+#[test]
+fn a_rollback_ending_in_the_step_that_holds_a_fix_is_told_once() {
+    let mut t = rolling_back_after_s2_failed();
     assert_eq!(t.h.status().phase, tollgate_engine::Phase::RollingBack);
     t.h.world.failing_clusters.clear();
     t.h.world.policy_problem = Some("RolloutPolicy fleet-defaults: invalid".into());
@@ -250,18 +257,7 @@ fn a_rollback_ending_in_the_step_that_holds_a_fix_is_told_once() {
 
 #[test]
 fn a_rollback_tells_stage_failed_then_rolled_back_once() {
-    let mut t = Told::new(Harness::new(two_stages("1.0.0")));
-    t.h.world.policy = Some(policy(json!({"maxFailures": 0, "onFailure": "Rollback"})));
-    t.settle();
-    t.told.clear();
-    t.h.world.advance(Duration::minutes(1));
-    t.h.commit_content(two_stages("9.9.9"), 20);
-    t.h.world.failing_clusters.insert("s2-2".into());
-    t.step();
-    t.h.world.sveltos();
-    t.step();
-    t.h.world.sveltos();
-    t.step(); // s2 fails: rolling back
+    let mut t = rolling_back_after_s2_failed();
     t.h.world.failing_clusters.clear();
     t.settle();
     assert_eq!(t.h.status().phase, tollgate_engine::Phase::RolledBack);
