@@ -54,14 +54,27 @@ impl Traces {
     }
 }
 
-/// The last handle gone: what is batched is sent (the processor's shutdown blocks until its task
-/// answered, so it waits on a blocking thread, not on a runtime worker).
+/// How long the last handle's drop waits for the batch to go out (the end of `tollgate run`).
+const FLUSH_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The last handle gone: what is batched is sent, waiting at most [`FLUSH_PATIENCE`]. The SDK's
+/// shutdown waits for the batch task without a timeout (it ignores the one it is given), so it
+/// runs on a thread of its own that nothing waits on unbounded: on a blocking-pool thread, a
+/// runtime dropping its pool waited forever while the task was stuck exporting to a failing
+/// collector (seen once in a full suite run, `e2e_traces::a_collector_answering_errors…`).
 impl Drop for Exporting {
     fn drop(&mut self) {
         let provider = self.provider.clone();
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn_blocking(move || provider.shutdown())),
-            Err(_) => drop(provider.shutdown()),
+        let (done, finished) = std::sync::mpsc::channel();
+        let shutdown = move || {
+            let _ = provider.shutdown();
+            let _ = done.send(());
+        };
+        let spawned = std::thread::Builder::new()
+            .name("traces-shutdown".into())
+            .spawn(shutdown);
+        if spawned.is_ok() {
+            let _ = finished.recv_timeout(FLUSH_PATIENCE);
         }
     }
 }

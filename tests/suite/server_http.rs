@@ -229,7 +229,13 @@ async fn metrics_are_gzipped_for_a_scraper_that_accepts_it_and_only_then() {
     parse_exposition(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(sample_keys(&text), sample_keys(&plain));
     assert!(body.len() < text.len(), "{} bytes gzipped", body.len());
-    for refused in ["gzip;q=0", "identity", "br, deflate", "x-gzip-not"] {
+    for refused in [
+        "gzip;q=0",
+        "gzip; q=0.000",
+        "identity",
+        "br, deflate",
+        "x-gzip-not",
+    ] {
         let (headers, body) = get_with(&h.router, "/metrics", refused).await;
         assert!(headers.get("content-encoding").is_none(), "{refused}");
         assert_eq!(
