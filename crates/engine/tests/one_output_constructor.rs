@@ -2,35 +2,15 @@
 //! goes out (applies, deletions, the wake-up, the measurements due) for each kind of outcome:
 //! no path decides it by omission in a `StepOutput { .. }` literal of its own.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Every `.rs` file under `dir`.
-fn sources(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).expect("src/ is readable").flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
-    }
-    files
-}
+use tollgate_fixtures::module_layers::{library_code, rust_files_under};
 
 /// The `StepOutput { .. }` literals of `text`'s library code (before its `#[cfg(test)]`, without
 /// comments): the name followed by a brace, not as a return type or the struct's declaration.
 /// Each as the name of the function it is in.
 fn literals(text: &str) -> Vec<String> {
-    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-    let code: String = code
-        .lines()
-        .map(|line| line.split("//").next().unwrap_or_default())
-        .collect::<Vec<_>>()
-        .join("\n");
+    let code = library_code(text);
     let mut found = Vec::new();
     for (index, _) in code.match_indices("StepOutput") {
         let after = code[index + "StepOutput".len()..].trim_start();
@@ -53,7 +33,7 @@ fn literals(text: &str) -> Vec<String> {
 fn a_step_output_is_made_only_by_effects_into_output() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut found = Vec::new();
-    for file in sources(&src) {
+    for file in rust_files_under(&src) {
         let text = std::fs::read_to_string(&file).expect("a source file");
         let relative = file
             .strip_prefix(&src)

@@ -3,38 +3,14 @@
 //! persists: no rule makes one where it decides, so none is told before (or without) the status
 //! that carries it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use tollgate_fixtures::module_layers::{library_code, rust_files_under};
 
 use tollgate_engine::EventReason;
 
 /// The only file that makes an event with a transition reason.
 const TELLER: &str = "run/transition_events.rs";
-
-/// Every `.rs` file under `dir`.
-fn sources(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).expect("src/ is readable").flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
-    }
-    files
-}
-
-/// `text`'s library code: before its `#[cfg(test)]`, without comments.
-fn library_code(text: &str) -> String {
-    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-    code.lines()
-        .map(|line| line.split("//").next().unwrap_or_default())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 /// The text of each event construction in `code` (`EngineEvent::normal(…)`,
 /// `EngineEvent::warning(…)`, `EngineEvent { … }`), up to its closing bracket.
@@ -84,7 +60,7 @@ fn transition_reason(text: &str) -> Option<EventReason> {
 fn only_transition_events_makes_an_event_with_a_transition_reason() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut found = Vec::new();
-    for file in sources(&src) {
+    for file in rust_files_under(&src) {
         let relative = file.strip_prefix(&src).expect("under src/").display();
         let relative = relative.to_string().replace('\\', "/");
         if relative == TELLER {
