@@ -82,21 +82,30 @@ fn rolling_back(name: &str) -> String {
         .to_yaml()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn recommitted_rejected_content_during_a_blackout_is_held_and_warned() {
+/// `web` at 1.0.0 rolled out under the rolling-back policy `name` (in `path`), then 2.0.0, which
+/// prod rejects, rolled back: the promotion is `RolledBack`, running #1.
+async fn rolled_back_2(path: &str, name: &str) -> World {
     let repo = TestRepo::new();
     repo.write("web.yaml", &web("1.0.0"));
-    repo.write("policy.yaml", &rolling_back("fleet"));
+    repo.write(path, &rolling_back(name));
     repo.commit("web 1.0.0");
     let world = World::start(repo, &prod_rejects_2x().to_yaml()).await;
     world.wait_phase(WEB, "Completed").await;
-    // #2 fails in prod and is rolled back; the revert (#3 = #1's content) acknowledges it.
     world.repo.write("web.yaml", &web("2.0.0"));
-    world.repo.commit("web 2.0.0");
+    world.repo.commit("web 2.0.0, which prod rejects");
     world.poke();
     world.wait_phase(WEB, "RolledBack").await;
+    world
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recommitted_rejected_content_during_a_blackout_is_held_and_warned() {
+    // #2 fails in prod and is rolled back; the revert (#3 = #1's content) acknowledges it.
+    let world = rolled_back_2("policy.yaml", "fleet").await;
     world.repo.write("web.yaml", &web("1.0.0"));
-    world.repo.commit("Revert \"web 2.0.0\"");
+    world
+        .repo
+        .commit("Revert \"web 2.0.0, which prod rejects\"");
     world.poke();
     let reverted = status_where(&world, "the revert completes", |s| {
         s["snapshotIndex"] == 3 && s["phase"] == "Completed"
@@ -107,7 +116,9 @@ async fn recommitted_rejected_content_during_a_blackout_is_held_and_warned() {
     // A freeze begins, and a revert of the revert brings #2's rejected content back.
     world.repo.write("policy.yaml", &freeze("fleet"));
     world.repo.write("web.yaml", &web("2.0.0"));
-    world.repo.commit("Revert \"Revert \\\"web 2.0.0\\\"\"");
+    world
+        .repo
+        .commit("Revert \"Revert \\\"web 2.0.0, which prod rejects\\\"\"");
     world.poke();
     let held = status_where(&world, "#4 held by the blackout", |s| {
         s["queuedSnapshot"] == 4 || message(s).contains("snapshot #4 waits to start")
@@ -381,16 +392,7 @@ async fn a_promotion_that_never_had_a_valid_policy_does_not_start() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revert_held_by_a_broken_policy_after_a_rollback_is_held() {
-    let repo = TestRepo::new();
-    repo.write("web.yaml", &web("1.0.0"));
-    repo.write("policies/a.yaml", &rolling_back("a"));
-    repo.commit("web 1.0.0");
-    let world = World::start(repo, &prod_rejects_2x().to_yaml()).await;
-    world.wait_phase(WEB, "Completed").await;
-    world.repo.write("web.yaml", &web("2.0.0"));
-    world.repo.commit("web 2.0.0, which prod rejects");
-    world.poke();
-    world.wait_phase(WEB, "RolledBack").await;
+    let world = rolled_back_2("policies/a.yaml", "a").await;
 
     // The revert lands together with a broken policy file: it is held, and says so.
     world.repo.write(
@@ -432,16 +434,7 @@ fn rolled_back_event_writes(world: &World) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollback_is_told_once_while_the_fixes_after_it_are_held_by_a_broken_policy() {
-    let repo = TestRepo::new();
-    repo.write("web.yaml", &web("1.0.0"));
-    repo.write("policies/a.yaml", &rolling_back("a"));
-    repo.commit("web 1.0.0");
-    let world = World::start(repo, &prod_rejects_2x().to_yaml()).await;
-    world.wait_phase(WEB, "Completed").await;
-    world.repo.write("web.yaml", &web("2.0.0"));
-    world.repo.commit("web 2.0.0, which prod rejects");
-    world.poke();
-    world.wait_phase(WEB, "RolledBack").await;
+    let world = rolled_back_2("policies/a.yaml", "a").await;
     world.settled().await;
     assert_eq!(rolled_back_event_writes(&world).len(), 1);
 
