@@ -61,9 +61,15 @@ pub(super) async fn metrics(State(app): State<AppState>, headers: HeaderMap) -> 
     // Off the runtime's workers: at 10,000 promotions a scrape is 28 MB of text to encode and
     // compress, a fraction of a second the controller's tasks should not wait for.
     let metrics = app.state.metrics.clone();
-    let chunks = tokio::task::spawn_blocking(move || metrics.exposition(gzip).into_chunks())
-        .await
-        .unwrap_or_default();
+    let encoded = tokio::task::spawn_blocking(move || metrics.exposition(gzip).into_chunks()).await;
+    let chunks = match encoded {
+        Ok(chunks) => chunks,
+        // A scrape that cannot be encoded says so: an empty 200 would read as no metrics.
+        Err(error) => {
+            tracing::error!(%error, "cannot encode metrics");
+            return (StatusCode::INTERNAL_SERVER_ERROR, "cannot encode metrics\n").into_response();
+        }
+    };
     let body = Body::from_stream(futures::stream::iter(
         chunks.into_iter().map(Ok::<_, std::convert::Infallible>),
     ));
