@@ -7,22 +7,6 @@ use chrono::Duration;
 use common::*;
 use serde_json::json;
 use tollgate_engine::{Action, ClusterState, Phase};
-use tollgate_model::policy::RolloutPolicy;
-
-fn policy(spec: serde_json::Value) -> RolloutPolicy {
-    serde_json::from_value(json!({
-        "apiVersion": "tollgate.dev/v1alpha1", "kind": "RolloutPolicy",
-        "metadata": {"name": "fleet-defaults"}, "spec": spec,
-    }))
-    .expect("valid policy")
-}
-
-fn three_stages(chart: &str) -> tollgate_model::ClusterPromotion {
-    promotion_with(
-        profile_spec(chart),
-        vec![stage("s1", None), stage("s2", None), stage("s3", None)],
-    )
-}
 
 fn applies(actions: &[Action]) -> Vec<&str> {
     actions
@@ -46,7 +30,7 @@ fn chart_of(h: &Harness, stage: &str) -> String {
 #[test]
 fn nothing_applied_after_a_halt() {
     let mut h = Harness::new(three_stages("1.0.0"));
-    h.world.policy = Some(policy(json!({"maxFailures": 0, "onFailure": "Halt"})));
+    h.world.policy = Some(fleet_policy(json!({"maxFailures": 0, "onFailure": "Halt"})));
     h.world.failing_clusters.insert("s2-1".into());
     h.settle();
     let status = h.status().clone();
@@ -77,7 +61,7 @@ fn nothing_applied_after_a_halt() {
 #[test]
 fn a_failure_within_the_budget_lets_the_stage_complete() {
     let mut h = Harness::new(three_stages("1.0.0"));
-    h.world.policy = Some(policy(json!({"maxFailures": "50%"})));
+    h.world.policy = Some(fleet_policy(json!({"maxFailures": "50%"})));
     h.world.failing_clusters.insert("s2-1".into());
     h.settle();
     assert_eq!(
@@ -95,7 +79,9 @@ fn a_failure_within_the_budget_lets_the_stage_complete() {
 #[test]
 fn no_stage_fails_before_its_deadline() {
     let mut h = Harness::new(three_stages("1.0.0"));
-    h.world.policy = Some(policy(json!({"progressDeadline": "10m", "maxFailures": 0})));
+    h.world.policy = Some(fleet_policy(
+        json!({"progressDeadline": "10m", "maxFailures": 0}),
+    ));
     h.world.slow_clusters.insert("s1-2".into());
     let out = h.settle();
     let applied_at = h.stage_status("s1").applied_at;
@@ -126,7 +112,9 @@ fn no_stage_fails_before_its_deadline() {
 #[test]
 fn a_timed_out_cluster_within_the_budget_lets_the_stage_go_on_at_the_deadline() {
     let mut h = Harness::new(three_stages("1.0.0"));
-    h.world.policy = Some(policy(json!({"progressDeadline": "5m", "maxFailures": 1})));
+    h.world.policy = Some(fleet_policy(
+        json!({"progressDeadline": "5m", "maxFailures": 1}),
+    ));
     h.world.slow_clusters.insert("s1-2".into());
     h.settle();
     assert!(!h.has_profile(&profile_name("s2")));
@@ -153,17 +141,6 @@ fn no_policy_waits_forever_but_shows_each_cluster_and_since_when() {
         "since does not move while the state holds"
     );
     h.assert_idempotent();
-}
-
-/// Rolls snapshot #1 out to every stage, then commits #2 whose s2 fails.
-fn rolled_out_then_failing(on_failure: &str) -> Harness {
-    let mut h = Harness::new(three_stages("1.0.0"));
-    h.world.policy = Some(policy(json!({"maxFailures": 0, "onFailure": on_failure})));
-    h.settle();
-    assert_eq!(h.status().phase, Phase::Completed);
-    h.commit_content(three_stages("9.9.9"), 20);
-    h.world.failing_clusters.insert("s2-2".into());
-    h
 }
 
 #[test]
@@ -234,7 +211,9 @@ fn a_rejected_snapshot_is_never_applied_after_its_rollback() {
 #[test]
 fn rollback_of_a_first_ever_rollout_withdraws_its_profiles() {
     let mut h = Harness::new(three_stages("9.9.9"));
-    h.world.policy = Some(policy(json!({"maxFailures": 0, "onFailure": "Rollback"})));
+    h.world.policy = Some(fleet_policy(
+        json!({"maxFailures": 0, "onFailure": "Rollback"}),
+    ));
     h.world.failing_clusters.insert("s2-1".into());
     h.settle();
     let status = h.status();
@@ -250,7 +229,9 @@ fn rollback_respects_preserve_cluster_profiles_on_delete() {
     let mut promotion = three_stages("9.9.9");
     promotion.spec.preserve_cluster_profiles_on_delete = true;
     let mut h = Harness::new(promotion);
-    h.world.policy = Some(policy(json!({"maxFailures": 0, "onFailure": "Rollback"})));
+    h.world.policy = Some(fleet_policy(
+        json!({"maxFailures": 0, "onFailure": "Rollback"}),
+    ));
     h.world.failing_clusters.insert("s2-1".into());
     h.settle();
     assert_eq!(h.status().phase, Phase::RolledBack);
@@ -296,7 +277,7 @@ fn a_policy_change_mid_run_applies_from_the_next_step() {
     h.settle();
     assert_eq!(h.status().phase, Phase::Progressing);
     assert!(h.status().policy.is_none());
-    h.world.policy = Some(policy(json!({"maxFailures": 0})));
+    h.world.policy = Some(fleet_policy(json!({"maxFailures": 0})));
     h.step();
     let status = h.status();
     assert_eq!(status.phase, Phase::Failed);
@@ -333,7 +314,9 @@ fn an_empty_stage_is_skipped_and_says_so() {
 #[test]
 fn a_stage_applied_by_an_unpersisted_step_is_not_its_own_predecessor() {
     let mut h = Harness::new(three_stages("9.9.9"));
-    h.world.policy = Some(policy(json!({"maxFailures": 0, "onFailure": "Rollback"})));
+    h.world.policy = Some(fleet_policy(
+        json!({"maxFailures": 0, "onFailure": "Rollback"}),
+    ));
     h.world.failing_clusters.insert("s2-1".into());
     h.step();
     h.world.sveltos();

@@ -7,24 +7,8 @@ mod common;
 
 use chrono::Duration;
 use common::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use tollgate_engine::{EngineEvent, EventReason, Phase};
-use tollgate_model::policy::RolloutPolicy;
-
-fn policy(spec: Value) -> RolloutPolicy {
-    serde_json::from_value(json!({
-        "apiVersion": "tollgate.dev/v1alpha1", "kind": "RolloutPolicy",
-        "metadata": {"name": "fleet-defaults"}, "spec": spec,
-    }))
-    .expect("valid policy")
-}
-
-fn three_stages(chart: &str) -> tollgate_model::ClusterPromotion {
-    promotion_with(
-        profile_spec(chart),
-        vec![stage("s1", None), stage("s2", None), stage("s3", None)],
-    )
-}
 
 /// The transition events among `events`, as "Reason: note".
 fn told(events: &[EngineEvent]) -> Vec<String> {
@@ -38,17 +22,6 @@ fn told(events: &[EngineEvent]) -> Vec<String> {
 /// The events told (persisted with their status) since the first `from`.
 fn told_since(h: &Harness, from: usize) -> Vec<String> {
     told(&h.world.events[from..])
-}
-
-/// #1 rolled out to every stage, then #2 committed whose s2 fails.
-fn rolled_out_then_failing(on_failure: &str) -> Harness {
-    let mut h = Harness::new(three_stages("1.0.0"));
-    h.world.policy = Some(policy(json!({"maxFailures": 0, "onFailure": on_failure})));
-    h.settle();
-    assert_eq!(h.status().phase, Phase::Completed);
-    h.commit_content(three_stages("9.9.9"), 20);
-    h.world.failing_clusters.insert("s2-2".into());
-    h
 }
 
 #[test]
@@ -187,7 +160,9 @@ fn a_rollback_tells_the_failure_then_each_stage_restored_in_restore_order() {
 #[test]
 fn a_first_rollout_rolled_back_withdraws_each_stage_and_says_so() {
     let mut h = Harness::new(three_stages("9.9.9"));
-    h.world.policy = Some(policy(json!({"maxFailures": 0, "onFailure": "Rollback"})));
+    h.world.policy = Some(fleet_policy(
+        json!({"maxFailures": 0, "onFailure": "Rollback"}),
+    ));
     h.world.failing_clusters.insert("s2-1".into());
     h.settle();
     assert_eq!(h.status().phase, Phase::RolledBack);
@@ -220,7 +195,7 @@ fn waved() -> Harness {
         h.world
             .add_cluster(name, &[("env", "prod"), ("order", order)]);
     }
-    h.world.policy = Some(policy(json!({"stages": {"prod": {"waves": {
+    h.world.policy = Some(fleet_policy(json!({"stages": {"prod": {"waves": {
         "sortingLabelKey": "order", "size": 2, "canary": 1, "pause": "2m"
     }}}})));
     h

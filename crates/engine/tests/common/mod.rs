@@ -204,3 +204,34 @@ pub fn targeted(h: &Harness, stage: &str) -> Vec<String> {
         None => vec!["selector".to_string()],
     }
 }
+
+/// The RolloutPolicy `fleet-defaults` with `spec`.
+pub fn fleet_policy(spec: Value) -> tollgate_model::policy::RolloutPolicy {
+    serde_json::from_value(json!({
+        "apiVersion": "tollgate.dev/v1alpha1", "kind": "RolloutPolicy",
+        "metadata": {"name": "fleet-defaults"}, "spec": spec,
+    }))
+    .expect("valid policy")
+}
+
+/// Stages s1, s2 and s3 (no trigger) deploying `chart`.
+pub fn three_stages(chart: &str) -> ClusterPromotion {
+    promotion_with(
+        profile_spec(chart),
+        vec![stage("s1", None), stage("s2", None), stage("s3", None)],
+    )
+}
+
+/// Rolls snapshot #1 out to every stage under `onFailure: on_failure` (no failure allowed),
+/// then commits #2 whose s2 fails.
+pub fn rolled_out_then_failing(on_failure: &str) -> Harness {
+    let mut h = Harness::new(three_stages("1.0.0"));
+    h.world.policy = Some(fleet_policy(
+        json!({"maxFailures": 0, "onFailure": on_failure}),
+    ));
+    h.settle();
+    assert_eq!(h.status().phase, tollgate_engine::Phase::Completed);
+    h.commit_content(three_stages("9.9.9"), 20);
+    h.world.failing_clusters.insert("s2-2".into());
+    h
+}
