@@ -324,6 +324,13 @@ impl Tracking {
         self.wakeups.insert((at, profile.to_string()));
     }
 
+    /// Marks every profile with a timer, due or not (their timers were all made due).
+    pub fn wake_all(&mut self) {
+        let wakeups = std::mem::take(&mut self.wakeups);
+        self.dirty
+            .extend(wakeups.into_iter().map(|(_, profile)| profile));
+    }
+
     /// Marks the profiles whose timers are due.
     pub fn wake_due(&mut self, now: Instant) {
         while let Some((at, _)) = self.wakeups.first()
