@@ -11,6 +11,7 @@ pub mod lean;
 pub mod observe;
 pub mod resources;
 pub mod statuses;
+pub mod stored_status;
 pub mod throttle;
 pub mod user_agent;
 pub mod watch;

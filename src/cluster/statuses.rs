@@ -15,6 +15,7 @@ use tracing::warn;
 
 use crate::cluster::cache::IndexedCache;
 use crate::cluster::lean::LeanObject;
+use crate::cluster::stored_status::{ReadBack, StoredStatus};
 use crate::views::shown::status_of;
 
 /// The annotation that confirms a removal held by the blast-radius guard.
@@ -25,29 +26,72 @@ pub struct PersistedState {
     pub resource_version: Option<String>,
     pub uid: Option<String>,
     pub annotations: BTreeMap<String, String>,
-    /// `None` when the object has no status yet, or one this version cannot read. Shared: our own
-    /// record of a write and the watched object showing it hold one copy.
+    /// `None` when the object has no status yet, or one this version cannot read.
     pub status: Option<Arc<PromotionStatus>>,
 }
 
 impl PersistedState {
     pub fn confirms_prune(&self) -> bool {
-        self.annotations
-            .get(CONFIRM_PRUNE_ANNOTATION)
-            .is_some_and(|v| v == "true")
+        confirms_prune(&self.annotations)
     }
 }
 
-fn convert_state(object: &LeanObject) -> Option<(Option<String>, PersistedState)> {
+/// Whether these annotations confirm a removal held by the blast-radius guard.
+pub fn confirms_prune(annotations: &BTreeMap<String, String>) -> bool {
+    annotations
+        .get(CONFIRM_PRUNE_ANNOTATION)
+        .is_some_and(|v| v == "true")
+}
+
+/// A promotion's state as the cache keeps it: the status deflated ([`StoredStatus`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredState {
+    pub resource_version: Option<String>,
+    pub uid: Option<String>,
+    pub annotations: BTreeMap<String, String>,
+    pub status: Option<StoredStatus>,
+}
+
+impl StoredState {
+    fn keep(state: PersistedState) -> Self {
+        StoredState {
+            status: state.status.as_deref().map(StoredStatus::keep),
+            resource_version: state.resource_version,
+            uid: state.uid,
+            annotations: state.annotations,
+        }
+    }
+
+    fn read(self, name: &str, memo: Option<&ReadBack>) -> PersistedState {
+        let status = self.status.and_then(|stored| {
+            let status = match memo {
+                Some(memo) => memo.read(name, &stored),
+                None => stored.read().map(Arc::new),
+            };
+            if status.is_none() {
+                warn!(promotion = %name, "cannot read the status kept in memory; the next step starts a new run");
+            }
+            status
+        });
+        PersistedState {
+            resource_version: self.resource_version,
+            uid: self.uid,
+            annotations: self.annotations,
+            status,
+        }
+    }
+}
+
+fn convert_state(object: &LeanObject) -> Option<(Option<String>, StoredState)> {
     let name = object.name_any();
     let status = match status_of(object.status.as_ref()) {
-        Ok(status) => status.map(Arc::new),
+        Ok(status) => status.as_ref().map(StoredStatus::keep),
         Err(error) => {
             warn!(promotion = %name, %error, "cannot read the persisted status; the next step starts a new run");
             None
         }
     };
-    let state = PersistedState {
+    let state = StoredState {
         resource_version: object.resource_version(),
         uid: object.uid(),
         annotations: object.annotations().clone().into_iter().collect(),
@@ -58,7 +102,7 @@ fn convert_state(object: &LeanObject) -> Option<(Option<String>, PersistedState)
 
 #[derive(Default)]
 pub struct StatusCache {
-    pub watched: Arc<IndexedCache<PersistedState>>,
+    pub watched: Arc<IndexedCache<StoredState>>,
     own: Mutex<HashMap<String, OwnWrite>>,
     /// Per promotion, the last few resourceVersions the watch showed (locked only while `own`
     /// is). A write's response can come after the watch showed it and a later version: then
@@ -73,7 +117,7 @@ const SHOWN_KEPT: usize = 4;
 /// Our last write of one promotion's status, until the watch has caught up with it.
 #[derive(Debug)]
 struct OwnWrite {
-    state: PersistedState,
+    state: StoredState,
     /// The watch has shown this very version: a later version it shows is newer than our write
     /// (another writer's, e.g. a confirm-prune annotation), so the watched object wins again.
     shown: bool,
@@ -89,7 +133,22 @@ impl StatusCache {
         self.shown.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The promotion's state, its status read back.
     pub fn get(&self, name: &str) -> Option<PersistedState> {
+        Some(self.stored(name)?.read(name, None))
+    }
+
+    /// The same, read back through `memo` (for readers of every promotion, see [`ReadBack`]).
+    pub fn get_through(&self, name: &str, memo: &ReadBack) -> Option<PersistedState> {
+        Some(self.stored(name)?.read(name, Some(memo)))
+    }
+
+    /// Its annotations only (nothing to read back).
+    pub fn annotations(&self, name: &str) -> Option<BTreeMap<String, String>> {
+        Some(self.stored(name)?.annotations)
+    }
+
+    fn stored(&self, name: &str) -> Option<StoredState> {
         let watched = self.watched.get(&(String::new(), name.to_string()));
         let mut own = self.own();
         match (own.get(name), watched) {
@@ -105,6 +164,8 @@ impl StatusCache {
     /// Records a write we just made (or, in dry-run, would have made), unless the watch has
     /// shown it already: what it shows is then that write or a later version.
     pub fn record_own(&self, name: &str, state: PersistedState) {
+        // Deflated before the lock is taken.
+        let state = StoredState::keep(state);
         let mut own = self.own();
         let shown = self.shown().get(name).is_some_and(|versions| {
             state
@@ -124,9 +185,9 @@ impl StatusCache {
     }
 
     /// A watched GitPromotion as the watch caches it. When it shows our own write (same
-    /// resourceVersion, same status) it shares our record's status: at a cold start of 10,000
+    /// resourceVersion, same status) it shares our record's bytes: at a cold start of 10,000
     /// promotions the watch lags every write, and both copies were alive for each promotion.
-    pub fn convert_watched(&self, object: &LeanObject) -> Option<(Option<String>, PersistedState)> {
+    pub fn convert_watched(&self, object: &LeanObject) -> Option<(Option<String>, StoredState)> {
         let (index, mut state) = convert_state(object)?;
         let name = index.as_deref()?;
         let mut own = self.own();
@@ -222,12 +283,12 @@ mod tests {
         cache.watched.upsert(
             (String::new(), "caught-up".into()),
             Some("caught-up".into()),
-            state("2"),
+            StoredState::keep(state("2")),
         );
         cache.watched.upsert(
             (String::new(), "lagging".into()),
             Some("lagging".into()),
-            state("4"),
+            StoredState::keep(state("4")),
         );
         cache.forget_caught_up();
         let own = cache.own();
@@ -271,7 +332,7 @@ mod tests {
             .expect("converted");
         let ours = cache.own().get("p").and_then(|s| s.state.status.clone());
         assert!(
-            Arc::ptr_eq(&seen.status.expect("status"), &ours.expect("ours")),
+            seen.status.expect("status").shares(&ours.expect("ours")),
             "one copy for both"
         );
     }
@@ -286,9 +347,9 @@ mod tests {
                 .convert_watched(&watched(version, &status("Completed")))
                 .expect("converted");
             let seen = seen.status.expect("status");
-            assert_eq!(*seen, status("Completed"));
+            assert_eq!(seen.read(), Some(status("Completed")));
             let ours = cache.own().get("p").and_then(|s| s.state.status.clone());
-            assert!(!Arc::ptr_eq(&seen, &ours.expect("ours")));
+            assert!(!seen.shares(&ours.expect("ours")));
         }
     }
 

@@ -3,7 +3,7 @@
 
 use super::reconcile::Context;
 use crate::cluster::observe::ObservedCaches;
-use crate::cluster::statuses::StatusCache;
+use crate::cluster::statuses::{StatusCache, confirms_prune};
 
 pub trait ClusterView {
     /// Every promotion with a GitPromotion state object (ones gone from git included).
@@ -53,8 +53,8 @@ impl ClusterView for Cached<'_> {
 
     fn confirms_prune(&self, name: &str) -> bool {
         self.statuses
-            .get(name)
-            .is_some_and(|state| state.confirms_prune())
+            .annotations(name)
+            .is_some_and(|annotations| confirms_prune(&annotations))
     }
 
     fn promotion_of_profile(&self, profile: &str) -> Option<String> {

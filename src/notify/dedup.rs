@@ -8,14 +8,14 @@
 //! one merge patch for every key settled while the previous patch was on its way. A new process
 //! or a new leader reads the annotation from its watch cache and skips what is recorded there.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tracing::{debug, warn};
 
 use crate::cluster::errors::ClusterError;
-use crate::cluster::statuses::{PersistedState, StatusCache};
+use crate::cluster::statuses::StatusCache;
 use crate::cluster::writer::ClusterWriter;
 
 /// The annotation recording settled notifications (comma-separated keys, newest last).
@@ -63,8 +63,8 @@ impl SettledLog {
             return true;
         }
         self.statuses
-            .get(promotion)
-            .is_some_and(|state| recorded(&state).any(|k| k == key))
+            .annotations(promotion)
+            .is_some_and(|annotations| recorded(&annotations).any(|k| k == key))
     }
 
     /// What is settled for `promotion` now, read once (for checking many keys).
@@ -74,8 +74,8 @@ impl SettledLog {
             .get(promotion)
             .map(|keys| keys.iter().cloned().collect())
             .unwrap_or_default();
-        if let Some(state) = self.statuses.get(promotion) {
-            keys.extend(recorded(&state).map(str::to_string));
+        if let Some(annotations) = self.statuses.annotations(promotion) {
+            keys.extend(recorded(&annotations).map(str::to_string));
         }
         SettledView { keys }
     }
@@ -124,7 +124,7 @@ impl SettledLog {
         let Some(mut state) = self.statuses.get(promotion) else {
             return Ok(()); // no GitPromotion (yet): nothing to annotate
         };
-        let mut keys: Vec<String> = recorded(&state).map(str::to_string).collect();
+        let mut keys: Vec<String> = recorded(&state.annotations).map(str::to_string).collect();
         // Every key settled and not yet recorded, in one write: the notices of one pass and
         // deliveries finishing together (one per endpoint) cost one patch, not one each.
         let pending: Vec<String> = self
@@ -175,9 +175,8 @@ impl SettledView {
     }
 }
 
-fn recorded(state: &PersistedState) -> impl Iterator<Item = &str> {
-    state
-        .annotations
+fn recorded(annotations: &BTreeMap<String, String>) -> impl Iterator<Item = &str> {
+    annotations
         .get(NOTIFIED_ANNOTATION)
         .map(String::as_str)
         .unwrap_or_default()

@@ -13,6 +13,7 @@ use tollgate_engine::PromotionStatus;
 
 use crate::cluster::resources;
 use crate::cluster::statuses::StatusCache;
+use crate::cluster::stored_status::ReadBack;
 use crate::controller::git_labels::GitLabels;
 use crate::views::shown::Shown;
 
@@ -32,19 +33,22 @@ pub type PromotionSource = Arc<dyn Fn() -> Vec<Listed> + Send + Sync>;
 
 /// The running controller's statuses (`run --ui`), with each promotion's labels in git.
 pub fn from_status_cache(cache: Arc<StatusCache>, git_labels: Arc<GitLabels>) -> PromotionSource {
+    let memo = ReadBack::default();
     Arc::new(move || {
-        cache
+        let listed: Vec<Listed> = cache
             .names()
             .into_iter()
             .filter_map(|name| {
-                let state = cache.get(&name)?;
+                let state = cache.get_through(&name, &memo)?;
                 Some(Listed {
                     labels: git_labels.of(&name),
                     name,
                     status: Ok(state.status),
                 })
             })
-            .collect()
+            .collect();
+        memo.keep_only(&listed.iter().map(|l| l.name.as_str()).collect());
+        listed
     })
 }
 
