@@ -15,6 +15,7 @@ pub mod error;
 pub mod git_labels;
 pub mod git_task;
 pub mod guard;
+pub mod in_flight;
 pub mod measurement_holds;
 pub mod persist;
 pub mod progress_writes;

@@ -7,13 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
 use super::cluster_view::Cached;
 use super::error::ReconcileError;
 use super::git_task::GitUpdate;
+use super::in_flight::{InFlight, Running};
 use super::quiescence::{GitPokes, TurnReport};
 use super::reconcile::{self, Context, Outcome};
 use super::scheduler::{Command, Scheduler, Step, StepDone};
@@ -28,6 +29,12 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How often leadership is read between events: cheap, and a new leader starts with a full pass.
 const LEADER_POLL: Duration = Duration::from_millis(250);
+
+/// How long touches gather before the promotions they mark are handed out again, once a hand-out
+/// happened: a stage's summaries change one by one within a millisecond or two, and stepping its
+/// promotion on each one tripled the steps of a rollout (and their CPU) for nothing. The first
+/// touch after a quiet spell is handed out at once.
+const GATHER: Duration = Duration::from_millis(10);
 
 /// With no wake-up pending, the loop still wakes this often (it has nothing to do then).
 const IDLE_WAKE: Duration = Duration::from_secs(3600);
@@ -54,11 +61,18 @@ pub struct Inputs {
     pub shutdown: watch::Receiver<bool>,
 }
 
+/// How a step ended.
+type StepResult = Result<Outcome, ReconcileError>;
+
 impl Shell {
     pub async fn run(mut self, mut inputs: Inputs) {
         let mut leader_tick = tokio::time::interval(LEADER_POLL);
+        let mut steps: InFlight<StepResult> = InFlight::default();
+        let mut handed_out = tokio::time::Instant::now() - GATHER;
+        let mut gathering = false;
         loop {
             let wake = sleep_until(self.scheduler.next_wake());
+            let running = steps.is_running();
             tokio::select! {
                 _ = inputs.shutdown.changed() => break,
                 update = inputs.git.recv() => match update {
@@ -69,10 +83,17 @@ impl Shell {
                     Some(touch) => self.on_touch(touch),
                     None => break,
                 },
+                Some((name, result)) = steps.running().next(), if running => {
+                    self.step_ended(&mut steps, &name, result);
+                }
                 _ = wake => {}
+                _ = tokio::time::sleep_until(handed_out + GATHER), if gathering => {}
                 _ = leader_tick.tick() => {}
             }
-            // Coalesce whatever else is already queued before stepping.
+            // Coalesce whatever else is already queued or ended before handing out steps.
+            while let Some(Some((name, result))) = steps.running().next().now_or_never() {
+                self.step_ended(&mut steps, &name, result);
+            }
             while let Ok(update) = inputs.git.try_recv() {
                 self.on_git(update);
             }
@@ -88,12 +109,22 @@ impl Shell {
             self.ctx.statuses.forget_caught_up();
             let cluster = Cached::of(&self.ctx);
             self.scheduler.on_turn(&cluster);
-            let now = Utc::now();
-            let steps = self.scheduler.due(now);
-            if !steps.is_empty() {
-                self.step_batch(steps, now).await;
+            gathering = handed_out.elapsed() < GATHER;
+            if !gathering {
+                let due = self.scheduler.due(Utc::now());
+                if !due.is_empty() {
+                    handed_out = tokio::time::Instant::now();
+                    steps.hand(due);
+                }
             }
-            self.report_turn(&inputs);
+            let ctx = &self.ctx;
+            steps.fill(self.concurrency, |step| start_step(ctx.clone(), step));
+            self.report_turn(&inputs, &steps);
+        }
+        // Steps already running end as they would have (each is bounded by its timeout);
+        // those still waiting never start.
+        while let Some((name, result)) = steps.running().next().await {
+            self.finish(&name, result);
         }
         info!("controller loop stopped");
     }
@@ -101,9 +132,10 @@ impl Shell {
     /// Says whether the turn left anything to do: the scheduler's work, an update or touch not
     /// read yet, a poke not synced yet, a measurement in flight, a notification or an Event
     /// queued.
-    fn report_turn(&self, inputs: &Inputs) {
+    fn report_turn(&self, inputs: &Inputs, steps: &InFlight<StepResult>) {
         let quiescent = self.scheduler.quiescence(Utc::now()).filter(|_| {
-            inputs.git.is_empty()
+            steps.is_empty()
+                && inputs.git.is_empty()
                 && inputs.touches.is_empty()
                 && self.git_pokes.all_answered()
                 && self.ctx.analysis.is_idle()
@@ -161,37 +193,19 @@ impl Shell {
         }
     }
 
-    /// Steps each promotion of `steps` once, `concurrency` at a time, and reports how each ended.
-    async fn step_batch(&mut self, steps: Vec<Step>, now: DateTime<Utc>) {
-        let started = std::time::Instant::now();
-        let results: Vec<(String, Result<Outcome, ReconcileError>)> = futures::stream::iter(steps)
-            .map(|Step { name, presence }| {
-                let ctx = self.ctx.clone();
-                async move {
-                    // One hung request must not stall every promotion behind this batch. Cancelling
-                    // is safe: nothing is persisted unless the whole step completed.
-                    let step = reconcile::reconcile(&ctx, &name, &presence, now);
-                    let result = tokio::time::timeout(STEP_TIMEOUT, step)
-                        .await
-                        .unwrap_or(Err(ReconcileError::TimedOut(STEP_TIMEOUT)));
-                    (name, result)
-                }
-            })
-            .buffer_unordered(self.concurrency.max(1))
-            .collect()
-            .await;
-        debug!(
-            batch = results.len(),
-            took_ms = started.elapsed().as_millis() as u64,
-            "stepped a batch"
-        );
-        for (name, result) in results {
-            self.finish(&name, result);
+    /// A step ended: the scheduler learns how, and a promotion handed out again while it ran
+    /// is marked to step once more.
+    fn step_ended(&mut self, steps: &mut InFlight<StepResult>, name: &str, result: StepResult) {
+        self.finish(name, result);
+        if steps.ended(name) {
+            let cluster = Cached::of(&self.ctx);
+            self.scheduler
+                .on_touch(Touch::Promotions(vec![name.to_string()]), &cluster);
         }
     }
 
     /// Metrics and logs of one ended step; the scheduler learns when to come back.
-    fn finish(&mut self, name: &str, result: Result<Outcome, ReconcileError>) {
+    fn finish(&mut self, name: &str, result: StepResult) {
         let metrics = &self.ctx.metrics;
         let done = match result {
             Ok(Outcome::Stepped {
@@ -259,6 +273,21 @@ impl Shell {
             warn!(promotion = %name, %error, attempt = retry.attempt, retry_in_ms = retry.after.as_millis() as u64, "step failed; nothing persisted, will retry");
         }
     }
+}
+
+/// One promotion's step, from now. One hung request must not stall the promotions behind it:
+/// a step is cut off after [`STEP_TIMEOUT`] (safe: nothing is persisted unless the whole step
+/// completed).
+fn start_step(ctx: Arc<reconcile::Context>, step: Step) -> Running<StepResult> {
+    Box::pin(async move {
+        let Step { name, presence } = step;
+        let now = Utc::now();
+        let step = reconcile::reconcile(&ctx, &name, &presence, now);
+        let result = tokio::time::timeout(STEP_TIMEOUT, step)
+            .await
+            .unwrap_or(Err(ReconcileError::TimedOut(STEP_TIMEOUT)));
+        (name, result)
+    })
 }
 
 fn sleep_until(wake: Option<DateTime<Utc>>) -> tokio::time::Sleep {
