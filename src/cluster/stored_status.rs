@@ -114,6 +114,38 @@ mod tests {
         assert_eq!(kept.read(), Some(status()));
     }
 
+    /// A rolled-out promotion of four stages, as the scale harness's are (stage texts and times).
+    fn rolled_out() -> PromotionStatus {
+        let at = "2026-12-06T18:47:19.089104418Z";
+        let stages: Vec<_> = (0..4)
+            .map(|i| serde_json::json!({
+                "name": format!("s{i}"), "activity": {"kind": "Completed"}, "activitySince": at,
+                "lastSuccessfulAppliedTime": at, "lastStatusCheckTime": at,
+                "currentStatusDescription": "Successfully provisioned (2026-12-06T18:47:19Z)",
+                "snapshotIndex": 1, "appliedAt": at,
+                "appliedSpecHash": "w/OUaKsRctlVQKFgw1SrrzltmLPdLVM0wnb/G/Q4XZg=",
+                "freshFeatures": ["Helm"], "provisionedAt": at,
+                "provisionedMessage": "All matching clusters are successfully deployed.",
+                "succeededAt": at,
+                "counts": {"members": 10, "matchingClusters": 10, "summaries": 10, "provisioned": 10, "failed": 0},
+            }))
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "hashScheme": 1, "phase": "Completed", "snapshotIndex": 1, "stages": stages,
+            "message": "Rolled out to every stage",
+        }))
+        .expect("a status")
+    }
+
+    #[test]
+    fn a_kept_status_is_a_fraction_of_its_json() {
+        let status = rolled_out();
+        let json = serde_json::to_vec(&status).expect("json").len();
+        let kept = StoredStatus::keep(&status);
+        assert!(kept.len() * 3 < json, "{} bytes kept of {json}", kept.len());
+        assert_eq!(kept.read(), Some(status));
+    }
+
     #[test]
     fn equal_statuses_make_equal_bytes() {
         assert_eq!(StoredStatus::keep(&status()), StoredStatus::keep(&status()));

@@ -4,7 +4,8 @@
 //! the loop must do. The async shell (`run_loop`) only feeds it events and carries out its
 //! answers; its tests drive it on a fake clock.
 //!
-//! Rules that live here: a promotion is stepped at most once per batch; a new leader and a ready
+//! Rules that live here: a promotion is handed out once per hand-out however often it was touched
+//! (the loop's `in_flight` keeps it to one step at a time); a new leader and a ready
 //! controller step every promotion; a removal passes the blast-radius guard (`guard`) or is held
 //! until confirmed; a failed step is retried with backoff, never before the server allowed it;
 //! the engine's wake-ups step a promotion at their instant.
