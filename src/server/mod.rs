@@ -85,9 +85,11 @@ impl WebhookSecrets {
     }
 }
 
-/// Every full status, keyed by promotion name (the JSON of `PromotionStatus`).
+/// Every full status (or only the one named), keyed by promotion name (the JSON of
+/// `PromotionStatus`). Named, so that one promotion's status does not cost reading every one back
+/// (statuses are kept deflated).
 pub type StatusSource =
-    Arc<dyn Fn() -> Vec<(String, tollgate_engine::PromotionStatus)> + Send + Sync>;
+    Arc<dyn Fn(Option<&str>) -> Vec<(String, tollgate_engine::PromotionStatus)> + Send + Sync>;
 
 /// What the server reads from, and pokes, in the running controller.
 #[derive(Clone)]

@@ -14,9 +14,12 @@ use crate::cluster::statuses::StatusCache;
 
 /// The server's view of the controller's [`StatusCache`]: every promotion with a status.
 pub fn status_source(cache: Arc<StatusCache>) -> StatusSource {
-    Arc::new(move || {
-        cache
-            .names()
+    Arc::new(move |only: Option<&str>| {
+        let names = match only {
+            Some(name) => vec![name.to_string()],
+            None => cache.names(),
+        };
+        names
             .into_iter()
             .filter_map(|name| {
                 let status = cache.get(&name)?.status?;
@@ -28,7 +31,7 @@ pub fn status_source(cache: Arc<StatusCache>) -> StatusSource {
 
 /// `GET /api/v1/promotions`: one summary per promotion, sorted by name.
 pub(super) async fn list(State(app): State<AppState>) -> Json<Vec<Value>> {
-    let mut statuses = (app.state.statuses)();
+    let mut statuses = (app.state.statuses)(None);
     statuses.sort_by(|a, b| a.0.cmp(&b.0));
     Json(
         statuses
@@ -40,7 +43,7 @@ pub(super) async fn list(State(app): State<AppState>) -> Json<Vec<Value>> {
 
 /// `GET /api/v1/promotions/{name}`: the full status, 404 when there is no such promotion.
 pub(super) async fn get(State(app): State<AppState>, Path(name): Path<String>) -> Response {
-    let statuses = (app.state.statuses)();
+    let statuses = (app.state.statuses)(Some(&name));
     match statuses.into_iter().find(|(known, _)| *known == name) {
         Some((_, status)) => Json(status).into_response(),
         None => (
@@ -89,13 +92,17 @@ mod tests {
         cache.record_own("web", persisted(Some(status.clone())));
         cache.record_own("fresh", persisted(None));
         let source = status_source(cache.clone());
-        let listed = source();
+        let listed = source(None);
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].0, "web");
         assert_eq!(listed[0].1, status);
+        // One promotion, named: only it is read back; an unknown name reads nothing.
+        assert_eq!(source(Some("web")), listed);
+        assert!(source(Some("fresh")).is_empty());
+        assert!(source(Some("unknown")).is_empty());
         // The source reads the cache live, not a copy taken when it was built.
         cache.forget_own("web");
-        assert!(source().is_empty());
+        assert!(source(None).is_empty());
     }
 
     #[test]

@@ -47,9 +47,10 @@ fn state_with(
         ready,
         startup: watch::channel(tollgate::controller::Startup::Started).1,
         poker: Poker::new(),
-        statuses: Arc::new(move || {
+        statuses: Arc::new(move |only: Option<&str>| {
             statuses
                 .iter()
+                .filter(|(name, _)| only.is_none_or(|only| only == name))
                 .map(|(name, status)| (name.clone(), typed(status)))
                 .collect()
         }),

@@ -48,7 +48,7 @@ fn harness_on(
         ready,
         startup: watch::channel(tollgate::controller::Startup::Started).1,
         poker: poker.clone(),
-        statuses: Arc::new(Vec::new),
+        statuses: Arc::new(|_| Vec::new()),
         leader,
         fetch_relay,
         branch: "main".to_string(),
