@@ -240,6 +240,13 @@ impl AnalysisSeries {
             self.p_value.remove(&names.analysis());
             self.last_value.remove(&names.value());
         }
+        // Names no series carries any more (the promotion's own, a stage or cluster only it
+        // had) are held by the set alone: without this the set grew with every promotion ever seen.
+        drop(promotion);
+        self.names
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|name| Arc::strong_count(name) > 1);
     }
 
     fn made(&self) -> MutexGuard<'_, HashMap<Arc<str>, HashSet<Made>>> {
@@ -290,4 +297,39 @@ impl Names {
 fn same_run<'a>(runs: &'a [AnalysisRun], run: &AnalysisRun) -> Option<&'a AnalysisRun> {
     runs.iter()
         .find(|r| r.name == run.name && r.cluster == run.cluster && r.started_at == run.started_at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(stage: &str) -> PromotionStatus {
+        serde_json::from_value(serde_json::json!({
+            "hashScheme": 1, "phase": "Progressing",
+            "stages": [{"name": stage, "snapshotIndex": 1, "appliedAt": "2026-12-06T10:00:00Z",
+                        "appliedSpecHash": "h",
+                        "analyses": [{"name": "errors", "query": "q", "count": 1, "taken": 1,
+                                      "startedAt": "2026-12-06T10:00:00Z", "phase": "Running",
+                                      "measurements": [{"index": 0, "at": "2026-12-06T10:00:00Z",
+                                                        "value": "0", "verdict": "Successful"}]}]}],
+        }))
+        .expect("a status")
+    }
+
+    fn named(series: &AnalysisSeries, name: &str) -> bool {
+        series.names.lock().expect("names").contains(name)
+    }
+
+    #[test]
+    fn forgetting_a_promotion_forgets_the_names_only_it_carried() {
+        let series = AnalysisSeries::register(&mut Registry::default());
+        series.observe("gone", None, &measured("canary"));
+        series.observe("kept", None, &measured("prod"));
+        series.observe("gone", None, &measured("prod"));
+        assert!(named(&series, "gone") && named(&series, "canary"));
+        series.forget("gone");
+        assert!(!named(&series, "gone"), "the promotion's name");
+        assert!(!named(&series, "canary"), "a stage only it had");
+        assert!(named(&series, "kept") && named(&series, "prod") && named(&series, "errors"));
+    }
 }
