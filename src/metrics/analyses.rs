@@ -8,127 +8,78 @@
 //! `cohort` `test` or `baseline`) and `tollgate_analysis_comparison_p_value{promotion,stage,
 //! analysis}` from its newest measurement with a record.
 //!
-//! Label values are shared, not copied: one `Arc<str>` per distinct promotion, stage, analysis
-//! and cluster name serves every series naming it (owned `String`s per series and per lookup
-//! weighed ~14 MB at 10,000 promotions with one analysis per stage).
+//! The series are written at scrape time from one small record per promotion, stage, analysis
+//! and cluster: prometheus-client families held an allocated atomic per series under a hashed
+//! copy of its labels, plus an index of what each promotion made to forget it by, ~13 MB at
+//! 10,000 promotions with one analysis per stage. Label values are shared, not copied: one
+//! `Arc<str>` per distinct promotion, stage, analysis and cluster name.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::registry::Registry;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
 use tollgate_engine::PromotionStatus;
 use tollgate_engine::analysis_run::AnalysisRun;
+use tollgate_model::analysis::MeasurementVerdict;
 
-use super::SecondsGauge as ValueGauge;
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct MeasurementLabels {
-    promotion: Arc<str>,
-    stage: Arc<str>,
-    analysis: Arc<str>,
-    result: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq)]
-struct ValueLabels {
-    promotion: Arc<str>,
-    stage: Arc<str>,
-    analysis: Arc<str>,
-    /// `namespace/name` under `scope: Cluster`; no label at all under `scope: Stage`.
-    cluster: Option<Arc<str>>,
-}
-
-impl EncodeLabelSet for ValueLabels {
-    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
-        let mut labels = vec![
-            ("promotion", &*self.promotion),
-            ("stage", &*self.stage),
-            ("analysis", &*self.analysis),
-        ];
-        if let Some(cluster) = &self.cluster {
-            labels.push(("cluster", &**cluster));
-        }
-        labels.encode(encoder)
-    }
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CohortLabels {
-    promotion: Arc<str>,
-    stage: Arc<str>,
-    analysis: Arc<str>,
-    cohort: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct AnalysisLabels {
-    promotion: Arc<str>,
-    stage: Arc<str>,
-    analysis: Arc<str>,
-}
+/// The verdicts, in the order a record counts them, as the `result` label names them.
+const RESULTS: [MeasurementVerdict; 4] = [
+    MeasurementVerdict::Successful,
+    MeasurementVerdict::Failed,
+    MeasurementVerdict::Inconclusive,
+    MeasurementVerdict::Error,
+];
 
 /// The cohorts of a comparison, as the `cohort` label names them.
 const COHORTS: [&str; 2] = ["test", "baseline"];
 
-/// A series' (stage, analysis, cluster).
-type Made = (Arc<str>, Arc<str>, Option<Arc<str>>);
-
-/// The names of one analysis run's series, shared.
-struct Names {
-    promotion: Arc<str>,
+/// What one (stage, analysis, cluster) of a promotion has shown.
+#[derive(Debug)]
+struct Record {
     stage: Arc<str>,
     analysis: Arc<str>,
+    /// `namespace/name` under `scope: Cluster`.
     cluster: Option<Arc<str>>,
+    /// Measurements recorded, by verdict in [`RESULTS`] order.
+    counts: [u64; 4],
+    /// The newest numeric value.
+    value: Option<f64>,
+    /// The newest comparison's cohort medians ([`COHORTS`] order) and p-value. Boxed: only a
+    /// comparative analysis has one.
+    comparison: Option<Box<([f64; 2], f64)>>,
 }
 
-pub struct AnalysisSeries {
-    measurements: Family<MeasurementLabels, Counter>,
-    last_value: Family<ValueLabels, ValueGauge>,
-    comparison: Family<CohortLabels, ValueGauge>,
-    p_value: Family<AnalysisLabels, ValueGauge>,
-    /// The (stage, analysis, cluster) made per promotion, so that forgetting it removes them.
-    made: Mutex<HashMap<Arc<str>, HashSet<Made>>>,
-    /// Every name a label carries, once.
-    names: Mutex<HashSet<Arc<str>>>,
+impl Record {
+    fn key(&self) -> (&str, &str, Option<&str>) {
+        (&self.stage, &self.analysis, self.cluster.as_deref())
+    }
 }
+
+#[derive(Debug, Default)]
+struct Records {
+    /// Per promotion (its name shared), its records sorted by stage, analysis and cluster.
+    by_promotion: BTreeMap<Arc<str>, Vec<Record>>,
+    /// Every name a label carries, once.
+    names: HashSet<Arc<str>>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct AnalysisSeries(Arc<Mutex<Records>>);
 
 impl AnalysisSeries {
-    pub fn register(registry: &mut Registry) -> AnalysisSeries {
-        let measurements = Family::<MeasurementLabels, Counter>::default();
-        registry.register(
-            "analysis_measurements",
-            "Analysis measurements recorded, by promotion, stage, analysis and verdict",
-            measurements.clone(),
-        );
-        let last_value = Family::<ValueLabels, ValueGauge>::default();
-        registry.register(
-            "analysis_last_value",
-            "The newest numeric value an analysis measured, by promotion, stage, analysis and (scope: Cluster) cluster",
-            last_value.clone(),
-        );
-        let comparison = Family::<CohortLabels, ValueGauge>::default();
-        registry.register(
-            "analysis_comparison",
-            "The median of each cohort (test, baseline) in a comparative analysis's newest measurement, by promotion, stage, analysis and cohort",
-            comparison.clone(),
-        );
-        let p_value = Family::<AnalysisLabels, ValueGauge>::default();
-        registry.register(
-            "analysis_comparison_p_value",
-            "The p-value of a comparative analysis's newest measurement (the rank test's), by promotion, stage and analysis",
-            p_value.clone(),
-        );
-        AnalysisSeries {
-            measurements,
-            last_value,
-            comparison,
-            p_value,
-            made: Mutex::new(HashMap::new()),
-            names: Mutex::new(HashSet::new()),
-        }
+    pub fn register(registry: &mut prometheus_client::registry::Registry) -> AnalysisSeries {
+        let series = AnalysisSeries::default();
+        registry.register_collector(Box::new(series.clone()));
+        series
+    }
+
+    fn records(&self) -> MutexGuard<'_, Records> {
+        // Plain values: a panic cannot leave the records half-updated in a way that matters.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Counts the measurements `after` records that `before` (the same run) did not.
@@ -152,144 +103,186 @@ impl AnalysisSeries {
         }
     }
 
-    /// `name` as the series share it.
-    fn shared(&self, name: &str) -> Arc<str> {
-        let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(shared) = names.get(name) {
-            return shared.clone();
-        }
-        let shared: Arc<str> = Arc::from(name);
-        names.insert(shared.clone());
-        shared
-    }
-
-    fn names(&self, promotion: &str, stage: &str, run: &AnalysisRun) -> Names {
-        Names {
-            promotion: self.shared(promotion),
-            stage: self.shared(stage),
-            analysis: self.shared(&run.name),
-            cluster: run.cluster.as_deref().map(|c| self.shared(c)),
-        }
-    }
-
     fn count_new(&self, promotion: &str, stage: &str, run: &AnalysisRun, seen: Option<u32>) {
-        let mut new = run
+        let new: Vec<_> = run
             .measurements
             .iter()
             .filter(|m| seen.is_none_or(|seen| m.index > seen))
-            .peekable();
-        if new.peek().is_none() {
+            .collect();
+        let Some(last) = new.last() else {
             return;
+        };
+        let mut records = self.records();
+        let record = records.record(promotion, stage, &run.name, run.cluster.as_deref());
+        for measurement in &new {
+            let result = RESULTS.iter().position(|r| *r == measurement.verdict);
+            record.counts[result.unwrap_or(RESULTS.len() - 1)] += 1;
         }
-        let names = self.names(promotion, stage, run);
-        let mut last = None;
-        for record in new {
-            self.measurements
-                .get_or_create(&names.measurement(record.verdict.as_str()))
-                .inc();
-            last = Some(record);
+        if let Some(value) = last.value.as_deref().and_then(|v| v.parse::<f64>().ok()) {
+            record.value = Some(value);
         }
-        self.made()
-            .entry(names.promotion.clone())
-            .or_default()
-            .insert((
-                names.stage.clone(),
-                names.analysis.clone(),
-                names.cluster.clone(),
-            ));
-        if let Some(value) = last
-            .and_then(|m| m.value.as_deref())
-            .and_then(|v| v.parse::<f64>().ok())
-        {
-            self.last_value.get_or_create(&names.value()).set(value);
-        }
-        if let Some(record) = last
-            .and_then(|m| m.comparison.as_deref())
-            .and_then(|c| c.record.as_ref())
-        {
-            let medians = [record.test_median, record.baseline_median];
-            for (cohort, median) in COHORTS.into_iter().zip(medians) {
-                self.comparison
-                    .get_or_create(&names.cohort(cohort))
-                    .set(median);
-            }
-            self.p_value
-                .get_or_create(&names.analysis())
-                .set(record.p_value);
+        if let Some(compared) = last.comparison.as_deref().and_then(|c| c.record.as_ref()) {
+            let medians = [compared.test_median, compared.baseline_median];
+            record.comparison = Some(Box::new((medians, compared.p_value)));
         }
     }
 
     /// Removes every series of the promotion.
     pub fn forget(&self, promotion: &str) {
-        let Some((promotion, made)) = self.made().remove_entry(promotion) else {
+        let mut records = self.records();
+        if records.by_promotion.remove(promotion).is_none() {
             return;
-        };
-        for (stage, analysis, cluster) in made {
-            let names = Names {
-                promotion: promotion.clone(),
-                stage,
-                analysis,
-                cluster,
-            };
-            for result in ["Successful", "Failed", "Inconclusive", "Error"] {
-                self.measurements.remove(&names.measurement(result));
-            }
-            for cohort in COHORTS {
-                self.comparison.remove(&names.cohort(cohort));
-            }
-            self.p_value.remove(&names.analysis());
-            self.last_value.remove(&names.value());
         }
         // Names no series carries any more (the promotion's own, a stage or cluster only it
         // had) are held by the set alone: without this the set grew with every promotion ever seen.
-        drop(promotion);
-        self.names
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|name| Arc::strong_count(name) > 1);
-    }
-
-    fn made(&self) -> MutexGuard<'_, HashMap<Arc<str>, HashSet<Made>>> {
-        // Plain values: a panic cannot leave the map half-updated in a way that matters.
-        self.made.lock().unwrap_or_else(|e| e.into_inner())
+        records.names.retain(|name| Arc::strong_count(name) > 1);
     }
 }
 
-impl Names {
-    fn measurement(&self, result: &'static str) -> MeasurementLabels {
-        MeasurementLabels {
-            promotion: self.promotion.clone(),
-            stage: self.stage.clone(),
-            analysis: self.analysis.clone(),
-            result,
+impl Records {
+    /// `name` as the series share it.
+    fn shared(&mut self, name: &str) -> Arc<str> {
+        if let Some(shared) = self.names.get(name) {
+            return shared.clone();
         }
+        let shared: Arc<str> = Arc::from(name);
+        self.names.insert(shared.clone());
+        shared
     }
 
-    fn value(&self) -> ValueLabels {
-        ValueLabels {
-            promotion: self.promotion.clone(),
-            stage: self.stage.clone(),
-            analysis: self.analysis.clone(),
-            cluster: self.cluster.clone(),
+    /// The record of (stage, analysis, cluster), made if the promotion has none yet.
+    fn record(
+        &mut self,
+        promotion: &str,
+        stage: &str,
+        analysis: &str,
+        cluster: Option<&str>,
+    ) -> &mut Record {
+        if !self.by_promotion.contains_key(promotion) {
+            let shared = self.shared(promotion);
+            self.by_promotion.insert(shared, Vec::new());
         }
+        let key = (stage, analysis, cluster);
+        let place = self.by_promotion[promotion].binary_search_by(|r| r.key().cmp(&key));
+        let at = match place {
+            Ok(at) => at,
+            Err(at) => {
+                let record = Record {
+                    stage: self.shared(stage),
+                    analysis: self.shared(analysis),
+                    cluster: cluster.map(|c| self.shared(c)),
+                    counts: [0; 4],
+                    value: None,
+                    comparison: None,
+                };
+                let records = self.by_promotion.get_mut(promotion).expect("made above");
+                records.insert(at, record);
+                at
+            }
+        };
+        &mut self.by_promotion.get_mut(promotion).expect("made above")[at]
     }
+}
 
-    fn cohort(&self, cohort: &'static str) -> CohortLabels {
-        CohortLabels {
-            promotion: self.promotion.clone(),
-            stage: self.stage.clone(),
-            analysis: self.analysis.clone(),
-            cohort,
+impl Collector for AnalysisSeries {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let records = self.records();
+        let all = || {
+            records
+                .by_promotion
+                .iter()
+                .flat_map(|(p, records)| records.iter().map(move |r| (&**p, r)))
+        };
+        encode_measurements(&mut encoder, all())?;
+        let mut family = encoder.encode_descriptor(
+            "analysis_last_value",
+            "The newest numeric value an analysis measured, by promotion, stage, analysis and (scope: Cluster) cluster",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (promotion, record) in all() {
+            let Some(value) = record.value else { continue };
+            let labels = [
+                ("promotion", promotion),
+                ("stage", &*record.stage),
+                ("analysis", &*record.analysis),
+                ("cluster", record.cluster.as_deref().unwrap_or_default()),
+            ];
+            let labels = &labels[..if record.cluster.is_some() { 4 } else { 3 }];
+            ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
         }
+        let compared = || all().filter_map(|(p, r)| Some((p, r, r.comparison.as_deref()?)));
+        let mut family = encoder.encode_descriptor(
+            "analysis_comparison",
+            "The median of each cohort (test, baseline) in a comparative analysis's newest measurement, by promotion, stage, analysis and cohort",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (promotion, record, (medians, _)) in compared() {
+            for (cohort, median) in COHORTS.into_iter().zip(medians) {
+                let labels = [
+                    ("promotion", promotion),
+                    ("stage", &*record.stage),
+                    ("analysis", &*record.analysis),
+                    ("cohort", cohort),
+                ];
+                ConstGauge::new(*median).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        let mut family = encoder.encode_descriptor(
+            "analysis_comparison_p_value",
+            "The p-value of a comparative analysis's newest measurement (the rank test's), by promotion, stage and analysis",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (promotion, record, (_, p_value)) in compared() {
+            let labels = [
+                ("promotion", promotion),
+                ("stage", &*record.stage),
+                ("analysis", &*record.analysis),
+            ];
+            ConstGauge::new(*p_value).encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
     }
+}
 
-    fn analysis(&self) -> AnalysisLabels {
-        AnalysisLabels {
-            promotion: self.promotion.clone(),
-            stage: self.stage.clone(),
-            analysis: self.analysis.clone(),
+/// `analysis_measurements`: one counter per promotion, stage, analysis and verdict, summed over
+/// clusters (records are sorted, so a (promotion, stage, analysis)'s clusters are adjacent).
+fn encode_measurements<'a>(
+    encoder: &mut DescriptorEncoder<'_>,
+    all: impl Iterator<Item = (&'a str, &'a Record)>,
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(
+        "analysis_measurements",
+        "Analysis measurements recorded, by promotion, stage, analysis and verdict",
+        None,
+        MetricType::Counter,
+    )?;
+    let mut all = all.peekable();
+    while let Some((promotion, record)) = all.next() {
+        let mut counts = record.counts;
+        while let Some((_, next)) = all.next_if(|(p, next)| {
+            *p == promotion && next.stage == record.stage && next.analysis == record.analysis
+        }) {
+            for (sum, count) in counts.iter_mut().zip(next.counts) {
+                *sum += count;
+            }
+        }
+        for (result, count) in RESULTS.into_iter().zip(counts) {
+            if count == 0 {
+                continue;
+            }
+            let labels = [
+                ("promotion", promotion),
+                ("stage", &*record.stage),
+                ("analysis", &*record.analysis),
+                ("result", result.as_str()),
+            ];
+            ConstCounter::new(count).encode(family.encode_family(&labels)?)?;
         }
     }
+    Ok(())
 }
 
 /// The run in `runs` that `run` continues: a new run (another snapshot, a restarted stage)
@@ -302,34 +295,67 @@ fn same_run<'a>(runs: &'a [AnalysisRun], run: &AnalysisRun) -> Option<&'a Analys
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prometheus_client::registry::Registry;
 
-    fn measured(stage: &str) -> PromotionStatus {
+    fn measured(stage: &str, cluster: Option<&str>, value: &str) -> PromotionStatus {
         serde_json::from_value(serde_json::json!({
             "hashScheme": 1, "phase": "Progressing",
             "stages": [{"name": stage, "snapshotIndex": 1, "appliedAt": "2026-12-06T10:00:00Z",
                         "appliedSpecHash": "h",
                         "analyses": [{"name": "errors", "query": "q", "count": 1, "taken": 1,
+                                      "cluster": cluster,
                                       "startedAt": "2026-12-06T10:00:00Z", "phase": "Running",
                                       "measurements": [{"index": 0, "at": "2026-12-06T10:00:00Z",
-                                                        "value": "0", "verdict": "Successful"}]}]}],
+                                                        "value": value, "verdict": "Successful"}]}]}],
         }))
         .expect("a status")
     }
 
     fn named(series: &AnalysisSeries, name: &str) -> bool {
-        series.names.lock().expect("names").contains(name)
+        series.records().names.contains(name)
+    }
+
+    fn scrape(registry: &Registry) -> Vec<String> {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).expect("encodes");
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(str::to_string)
+            .collect()
     }
 
     #[test]
     fn forgetting_a_promotion_forgets_the_names_only_it_carried() {
         let series = AnalysisSeries::register(&mut Registry::default());
-        series.observe("gone", None, &measured("canary"));
-        series.observe("kept", None, &measured("prod"));
-        series.observe("gone", None, &measured("prod"));
+        series.observe("gone", None, &measured("canary", None, "0"));
+        series.observe("kept", None, &measured("prod", None, "0"));
+        series.observe("gone", None, &measured("prod", None, "0"));
         assert!(named(&series, "gone") && named(&series, "canary"));
         series.forget("gone");
         assert!(!named(&series, "gone"), "the promotion's name");
         assert!(!named(&series, "canary"), "a stage only it had");
         assert!(named(&series, "kept") && named(&series, "prod") && named(&series, "errors"));
+    }
+
+    #[test]
+    fn clusters_share_the_count_of_their_analysis_and_keep_their_own_value() {
+        let mut registry = Registry::default();
+        let series = AnalysisSeries::register(&mut registry);
+        series.observe("web", None, &measured("canary", Some("fleet/a"), "1.5"));
+        series.observe("web", None, &measured("canary", Some("fleet/b"), "2"));
+        series.observe("web", None, &measured("canary", Some("fleet/b"), "oops"));
+        assert_eq!(
+            scrape(&registry),
+            [
+                r#"analysis_measurements_total{promotion="web",stage="canary",analysis="errors",result="Successful"} 3"#,
+                r#"analysis_last_value{promotion="web",stage="canary",analysis="errors",cluster="fleet/a"} 1.5"#,
+                r#"analysis_last_value{promotion="web",stage="canary",analysis="errors",cluster="fleet/b"} 2.0"#,
+            ]
+        );
+        series.forget("web");
+        assert!(
+            scrape(&registry).is_empty(),
+            "every series of the promotion is gone"
+        );
     }
 }
