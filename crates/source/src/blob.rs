@@ -46,6 +46,26 @@ pub(crate) struct ParsedBlob {
 }
 
 impl ParsedBlob {
+    /// A copy allocated by the calling thread. mimalloc gives an ended thread's page back only
+    /// once every block on it is freed: the manifests a sync keeps (every snapshot holds one)
+    /// would pin a parse thread's pages, mostly its freed parse temporaries, for good. Copied
+    /// here, the parse thread's blocks all go and so do its pages (at 10,000 promotions a burst
+    /// commit of 1,000 changed files left the controller ~10 MiB larger).
+    fn owned_here(&self) -> ParsedBlob {
+        let mut copy = self.clone();
+        for doc in &mut copy.docs {
+            if let Ok(promotion) = &mut doc.outcome {
+                *promotion = Arc::new(ClusterPromotion::clone(promotion));
+            }
+        }
+        for doc in &mut copy.policies {
+            if let Ok(policy) = &mut doc.outcome {
+                *policy = Arc::new(RolloutPolicy::clone(policy));
+            }
+        }
+        copy
+    }
+
     /// The diagnostics as they would read for a blob at `file` (a blob is parsed once, under the
     /// first path it was seen at; the same content may later sit at another path).
     pub fn relocate(diagnostics: &[Diagnostic], file: &str) -> Vec<Diagnostic> {
@@ -169,6 +189,7 @@ pub(crate) fn parse_blobs(
                     .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
             })
+            .map(|parsed| parsed.owned_here())
             .collect()
     })
 }
@@ -230,6 +251,25 @@ mod tests {
                 assert!(blob.docs[0].outcome.is_ok(), "{:?}", blob.docs[0].outcome);
             }
         }
+    }
+
+    #[test]
+    fn a_blob_owned_here_shares_nothing_with_the_parse_it_copies() {
+        let content = manifest("web");
+        let parsed = parse_blob(
+            "web.yaml",
+            &BlobContent::Loaded(content),
+            &Limits::default(),
+        );
+        let copy = parsed.owned_here();
+        let (Ok(original), Ok(copied)) = (&parsed.docs[0].outcome, &copy.docs[0].outcome) else {
+            panic!("both parse");
+        };
+        assert_eq!(original, copied);
+        assert!(
+            !Arc::ptr_eq(original, copied),
+            "a copy, not the parse thread's allocation"
+        );
     }
 
     #[test]
