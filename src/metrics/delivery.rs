@@ -71,7 +71,10 @@ impl DeliverySeries {
             .chain(stages)
             .map(|(label, stage)| {
                 let figures = figures(runs, stage);
-                (label, GAUGES.map(|gauge| (gauge.value)(&figures).unwrap_or(f64::NAN)))
+                (
+                    label,
+                    GAUGES.map(|gauge| (gauge.value)(&figures).unwrap_or(f64::NAN)),
+                )
             })
             .collect();
         let mut kept = self.kept();
