@@ -34,6 +34,7 @@ mod delivery;
 mod exposition;
 mod phases;
 mod promotion_series;
+mod shared_names;
 
 /// Every phase, so the phase gauge always has one series per phase (1 for the current one).
 pub const ALL_PHASES: [Phase; 12] = [

@@ -14,7 +14,7 @@
 //! deep, plus an index of each promotion's series to forget them by. Label values are shared,
 //! not copied: one `Arc<str>` per distinct promotion, stage, analysis and cluster name.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use prometheus_client::collector::Collector;
@@ -25,6 +25,8 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use tollgate_engine::PromotionStatus;
 use tollgate_engine::analysis_run::AnalysisRun;
 use tollgate_model::analysis::MeasurementVerdict;
+
+use super::shared_names::SharedNames;
 
 /// The verdicts, in the order a record counts them, as the `result` label names them.
 const RESULTS: [MeasurementVerdict; 4] = [
@@ -64,7 +66,7 @@ struct Records {
     /// Per promotion (its name shared), its records sorted by stage, analysis and cluster.
     by_promotion: BTreeMap<Arc<str>, Vec<Record>>,
     /// Every name a label carries, once.
-    names: HashSet<Arc<str>>,
+    names: SharedNames,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -133,21 +135,14 @@ impl AnalysisSeries {
         if records.by_promotion.remove(promotion).is_none() {
             return;
         }
-        // Names no series carries any more (the promotion's own, a stage or cluster only it
-        // had) are held by the set alone: without this the set grew with every promotion ever seen.
-        records.names.retain(|name| Arc::strong_count(name) > 1);
+        // The promotion's own name, and a stage or cluster only it had.
+        records.names.prune();
     }
 }
 
 impl Records {
-    /// `name` as the series share it.
     fn shared(&mut self, name: &str) -> Arc<str> {
-        if let Some(shared) = self.names.get(name) {
-            return shared.clone();
-        }
-        let shared: Arc<str> = Arc::from(name);
-        self.names.insert(shared.clone());
-        shared
+        self.names.get(name)
     }
 
     /// The record of (stage, analysis, cluster), made if the promotion has none yet.

@@ -9,7 +9,7 @@
 //! by their sizes).
 //! Lead time counts from the run's start: the metrics have no git access to read commit times.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use prometheus_client::collector::Collector;
@@ -19,6 +19,8 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use tollgate_engine::PromotionStatus;
 use tollgate_engine::delivery::{Figures, figures};
 use tollgate_engine::status::run_history::RunRecord;
+
+use super::shared_names::SharedNames;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StageLabels {
@@ -36,18 +38,7 @@ type Kept = Vec<Row>;
 struct Delivery {
     by_promotion: BTreeMap<Arc<str>, Kept>,
     /// Every stage name a row carries, once.
-    stages: HashSet<Arc<str>>,
-}
-
-impl Delivery {
-    fn stage(&mut self, name: &str) -> Arc<str> {
-        if let Some(shared) = self.stages.get(name) {
-            return shared.clone();
-        }
-        let shared: Arc<str> = Arc::from(name);
-        self.stages.insert(shared.clone());
-        shared
-    }
+    stages: SharedNames,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -80,7 +71,7 @@ impl DeliverySeries {
         let mut kept = self.kept();
         let rows = values
             .into_iter()
-            .map(|(label, values)| (kept.stage(label), values))
+            .map(|(label, values)| (kept.stages.get(label), values))
             .collect();
         kept.by_promotion.insert(promotion.clone(), rows);
     }
@@ -88,8 +79,7 @@ impl DeliverySeries {
     pub fn remove(&self, promotion: &str) {
         let mut kept = self.kept();
         if kept.by_promotion.remove(promotion).is_some() {
-            // Stage names no row carries any more are held by the set alone.
-            kept.stages.retain(|name| Arc::strong_count(name) > 1);
+            kept.stages.prune();
         }
     }
 }
