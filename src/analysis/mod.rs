@@ -345,6 +345,7 @@ fn no_data_verdict(on_no_data: OnNoData) -> MeasurementVerdict {
         OnNoData::Inconclusive => MeasurementVerdict::Inconclusive,
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
