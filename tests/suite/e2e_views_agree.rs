@@ -340,9 +340,15 @@ fn says(activity: &StageActivity, failures: u32, view: View) -> Vec<String> {
             reason,
             wave,
         } => {
-            let mut words = vec!["blackout until".to_string()];
+            // A live view too narrow for the end's clock time words it as a countdown ("wave
+            // 2/4: blackout, 59m58s left"): between 23:00 and midnight UTC this test's blackout
+            // ends the next day, and the date does not fit.
+            let mut words = vec![if table { "blackout until" } else { "blackout" }.to_string()];
             words.extend(reason.as_ref().map(|r| format!("({r})")));
-            words.extend(wave.as_ref().map(|w| format!("{} held", wave_of(w))));
+            words.extend(wave.as_ref().map(|w| match table {
+                true => format!("{} held", wave_of(w)),
+                false => wave_of(w),
+            }));
             words.push(if table { rfc(*until) } else { "left".into() });
             words
         }
