@@ -47,7 +47,7 @@ struct Record {
     /// `namespace/name` under `scope: Cluster`.
     cluster: Option<Arc<str>>,
     /// Measurements recorded, by verdict in [`RESULTS`] order.
-    counts: [u64; 4],
+    counts: [u64; RESULTS.len()],
     /// The newest numeric value.
     value: Option<f64>,
     /// The newest comparison's cohort medians ([`COHORTS`] order) and p-value. Boxed: only a
@@ -106,19 +106,21 @@ impl AnalysisSeries {
     }
 
     fn count_new(&self, promotion: &str, stage: &str, run: &AnalysisRun, seen: Option<u32>) {
-        let new: Vec<_> = run
-            .measurements
-            .iter()
-            .filter(|m| seen.is_none_or(|seen| m.index > seen))
-            .collect();
-        let Some(last) = new.last() else {
+        let mut counts = [0; RESULTS.len()];
+        let mut last = None;
+        for measurement in run.measurements.iter() {
+            if seen.is_none_or(|seen| measurement.index > seen) {
+                counts[slot(measurement.verdict)] += 1;
+                last = Some(measurement);
+            }
+        }
+        let Some(last) = last else {
             return;
         };
         let mut records = self.records();
         let record = records.record(promotion, stage, &run.name, run.cluster.as_deref());
-        for measurement in &new {
-            let result = RESULTS.iter().position(|r| *r == measurement.verdict);
-            record.counts[result.unwrap_or(RESULTS.len() - 1)] += 1;
+        for (total, new) in record.counts.iter_mut().zip(counts) {
+            *total += new;
         }
         if let Some(value) = last.value.as_deref().and_then(|v| v.parse::<f64>().ok()) {
             record.value = Some(value);
@@ -141,10 +143,6 @@ impl AnalysisSeries {
 }
 
 impl Records {
-    fn shared(&mut self, name: &str) -> Arc<str> {
-        self.names.get(name)
-    }
-
     /// The record of (stage, analysis, cluster), made if the promotion has none yet.
     fn record(
         &mut self,
@@ -153,29 +151,41 @@ impl Records {
         analysis: &str,
         cluster: Option<&str>,
     ) -> &mut Record {
-        if !self.by_promotion.contains_key(promotion) {
-            let shared = self.shared(promotion);
-            self.by_promotion.insert(shared, Vec::new());
+        let Records {
+            by_promotion,
+            names,
+        } = self;
+        if !by_promotion.contains_key(promotion) {
+            by_promotion.insert(names.get(promotion), Vec::new());
         }
+        let records = by_promotion.get_mut(promotion).expect("made above");
         let key = (stage, analysis, cluster);
-        let place = self.by_promotion[promotion].binary_search_by(|r| r.key().cmp(&key));
-        let at = match place {
+        let at = match records.binary_search_by(|r| r.key().cmp(&key)) {
             Ok(at) => at,
             Err(at) => {
                 let record = Record {
-                    stage: self.shared(stage),
-                    analysis: self.shared(analysis),
-                    cluster: cluster.map(|c| self.shared(c)),
-                    counts: [0; 4],
+                    stage: names.get(stage),
+                    analysis: names.get(analysis),
+                    cluster: cluster.map(|c| names.get(c)),
+                    counts: [0; RESULTS.len()],
                     value: None,
                     comparison: None,
                 };
-                let records = self.by_promotion.get_mut(promotion).expect("made above");
                 records.insert(at, record);
                 at
             }
         };
-        &mut self.by_promotion.get_mut(promotion).expect("made above")[at]
+        &mut records[at]
+    }
+}
+
+/// Where a verdict counts in a record (its place in [`RESULTS`]).
+fn slot(verdict: MeasurementVerdict) -> usize {
+    match verdict {
+        MeasurementVerdict::Successful => 0,
+        MeasurementVerdict::Failed => 1,
+        MeasurementVerdict::Inconclusive => 2,
+        MeasurementVerdict::Error => 3,
     }
 }
 
@@ -317,6 +327,13 @@ mod tests {
             .filter(|l| !l.starts_with('#'))
             .map(str::to_string)
             .collect()
+    }
+
+    #[test]
+    fn each_verdict_counts_in_its_place_among_the_results() {
+        for (place, verdict) in RESULTS.into_iter().enumerate() {
+            assert_eq!(slot(verdict), place, "{verdict:?}");
+        }
     }
 
     #[test]
