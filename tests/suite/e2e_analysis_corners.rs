@@ -362,12 +362,23 @@ async fn last_value_has_a_series_per_cluster_under_scope_cluster() {
     let policy = gated_policy(json!([gate]), "prod", json!({}));
     let world = World::start(repo(&policy), &two_envs(2).to_yaml()).await;
     world.wait_phase(WEB, "Completed").await;
-    let scraped = world.metrics.encode();
-    for (cluster, value) in [("fleet/prod-1", "0.002"), ("fleet/prod-2", "0.004")] {
-        let series = format!(
+    let series: Vec<String> = [("fleet/prod-1", "0.002"), ("fleet/prod-2", "0.004")]
+        .into_iter()
+        .map(|(cluster, value)| format!(
             "tollgate_analysis_last_value{{promotion=\"web\",stage=\"prod\",analysis=\"error-rate\",cluster=\"{cluster}\"}} {value}"
-        );
-        assert!(scraped.contains(&series), "{series} in {scraped}");
+        ))
+        .collect();
+    // The metrics observe a step just after its status is written: a scrape the instant the
+    // status reads Completed can precede that (it did once, under a loaded suite run).
+    let scraped = world
+        .eventually("both clusters' last values scraped", || {
+            let scraped = world.metrics.encode();
+            let all = series.iter().all(|s| scraped.contains(s));
+            async move { all.then_some(scraped) }
+        })
+        .await;
+    for series in &series {
+        assert!(scraped.contains(series), "{series} in {scraped}");
     }
 }
 
