@@ -62,8 +62,10 @@ pub struct ControllerConfig {
     pub poll_interval: Duration,
     pub dry_run: bool,
     pub guard: PruneGuard,
-    /// How many promotions step concurrently in one batch. With adaptive concurrency this is the
-    /// ceiling, so the steps never bound the requests the throttle would allow.
+    /// How many promotions step at once at most. With adaptive concurrency this is the ceiling,
+    /// and the loop runs two steps per slot of the throttle's current limit within it (see
+    /// [`crate::cluster::throttle::Throttle::steps`]), so the steps never bound the requests the
+    /// throttle would allow, nor wait at it in hundreds.
     pub concurrency: usize,
     /// The client's throttle: a failed step is retried no sooner than the server asked.
     pub throttle: Arc<Throttle>,

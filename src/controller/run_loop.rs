@@ -43,7 +43,8 @@ pub struct Shell {
     pub scheduler: Scheduler,
     pub ctx: Arc<Context>,
     pub leader: LeaderGate,
-    /// How many promotions step at once.
+    /// The most promotions that step at once; fewer while the throttle's limit is low (see
+    /// [`Throttle::steps`]).
     pub concurrency: usize,
     /// The client's throttle: a failed step is retried no sooner than the server asked.
     pub throttle: Arc<Throttle>,
@@ -117,8 +118,8 @@ impl Shell {
                     steps.hand(due);
                 }
             }
-            let ctx = &self.ctx;
-            steps.fill(self.concurrency, |step| start_step(ctx.clone(), step));
+            let (ctx, slots) = (&self.ctx, self.throttle.steps(self.concurrency));
+            steps.fill(slots, |step| start_step(ctx.clone(), step));
             self.report_turn(&inputs, &steps);
         }
         // Steps already running end as they would have (each is bounded by its timeout);

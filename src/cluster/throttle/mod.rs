@@ -26,6 +26,15 @@ use algorithm::{AdaptiveLimit, LimitSettings, Sample};
 /// that the limit backs off from anyway.
 pub const DEFAULT_MAX_CONCURRENCY: usize = 256;
 
+/// Steps run per request slot under adaptive concurrency: a step sends its requests one after
+/// another with planning in between, so twice the limit keeps every slot busy, and the limit
+/// grows (it grows once half of it was used).
+const STEPS_PER_SLOT: usize = 2;
+
+/// Never fewer steps than this under adaptive concurrency: a step may wait without holding a slot
+/// (up to 20 ms for an analysis's first measurements), and a low limit must not idle the loop.
+pub const MIN_STEPS: usize = 32;
+
 /// How many API requests the controller keeps in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Concurrency {
@@ -137,6 +146,20 @@ impl Throttle {
 
     pub fn in_flight(&self) -> usize {
         self.lock().in_flight
+    }
+
+    /// How many promotions may step at once, at most `ceiling`: under adaptive concurrency
+    /// [`STEPS_PER_SLOT`] per slot of the current limit (at least [`MIN_STEPS`]); unbounded (a
+    /// fixed `--concurrency`), `ceiling`. A step started beyond what the limit lets through
+    /// waits at the throttle holding its read status, its next status and its rendered profiles
+    /// (~50 KB): when 1,000 stages completed at once under a limit shrunk to 7, 256 steps held
+    /// 15 MiB that a place in the loop's queue does not (issue #49).
+    pub fn steps(&self, ceiling: usize) -> usize {
+        let ceiling = ceiling.max(1);
+        match &self.lock().policy {
+            Policy::Adaptive(limit) => (limit.limit() * STEPS_PER_SLOT).max(MIN_STEPS).min(ceiling),
+            Policy::Unbounded => ceiling,
+        }
     }
 
     /// How much longer the server asked clients to wait, as of `now` (zero when it did not).
@@ -307,6 +330,34 @@ mod tests {
             Duration::ZERO
         );
         assert_eq!(throttle.metrics.throttled.get(), 1);
+    }
+
+    #[test]
+    fn steps_follow_the_limit_between_a_floor_and_the_ceiling() {
+        let throttle = throttle(256);
+        assert_eq!(throttle.limit(), Some(2));
+        assert_eq!(throttle.steps(256), MIN_STEPS, "a low limit: the floor");
+        assert_eq!(throttle.steps(8), 8, "never over the ceiling");
+        let mut grown =
+            Throttle::adaptive(LimitSettings::with_ceiling(256), ThrottleMetrics::default());
+        assert_eq!(grown.limit(), Some(64));
+        assert_eq!(grown.steps(256), 128, "two steps per slot");
+        grown = Throttle::adaptive(
+            LimitSettings {
+                initial: 200,
+                floor: 4,
+                ceiling: 256,
+            },
+            ThrottleMetrics::default(),
+        );
+        assert_eq!(grown.steps(256), 256, "capped at the ceiling");
+    }
+
+    #[test]
+    fn a_fixed_concurrency_steps_as_many_as_it_says() {
+        let throttle = Throttle::unbounded(ThrottleMetrics::default());
+        assert_eq!(throttle.steps(3), 3);
+        assert_eq!(throttle.steps(0), 1);
     }
 
     #[tokio::test]
