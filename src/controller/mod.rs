@@ -63,7 +63,7 @@ pub struct ControllerConfig {
     pub dry_run: bool,
     pub guard: PruneGuard,
     /// How many promotions step at once at most. With adaptive concurrency this is the ceiling,
-    /// and the loop runs two steps per slot of the throttle's current limit within it (see
+    /// and the loop runs four steps per slot of the throttle's current limit within it (see
     /// [`crate::cluster::throttle::Throttle::steps`]), so the steps never bound the requests the
     /// throttle would allow, nor wait at it in hundreds.
     pub concurrency: usize,

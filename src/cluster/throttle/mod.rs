@@ -27,9 +27,11 @@ use algorithm::{AdaptiveLimit, LimitSettings, Sample};
 pub const DEFAULT_MAX_CONCURRENCY: usize = 256;
 
 /// Steps run per request slot under adaptive concurrency: a step sends its requests one after
-/// another with planning in between, so twice the limit keeps every slot busy, and the limit
-/// grows (it grows once half of it was used).
-const STEPS_PER_SLOT: usize = 2;
+/// another with planning in between, so several per slot keep every slot busy and let the limit
+/// grow (it grows once half of it was used). The limit starts at 64: four per slot runs 256
+/// steps from the start, as before this bound (with two per slot, 128, every stage-1 profile came
+/// 5.5 s after start against 5.1 s in two interleaved pairs, within this machine's noise).
+const STEPS_PER_SLOT: usize = 4;
 
 /// Never fewer steps than this under adaptive concurrency: a step may wait without holding a slot
 /// (up to 20 ms for an analysis's first measurements), and a low limit must not idle the loop.
@@ -341,16 +343,21 @@ mod tests {
         let mut grown =
             Throttle::adaptive(LimitSettings::with_ceiling(256), ThrottleMetrics::default());
         assert_eq!(grown.limit(), Some(64));
-        assert_eq!(grown.steps(256), 128, "two steps per slot");
+        assert_eq!(
+            grown.steps(256),
+            256,
+            "four steps per slot, within the ceiling"
+        );
+        assert_eq!(grown.steps(1024), 256);
         grown = Throttle::adaptive(
             LimitSettings {
-                initial: 200,
+                initial: 12,
                 floor: 4,
                 ceiling: 256,
             },
             ThrottleMetrics::default(),
         );
-        assert_eq!(grown.steps(256), 256, "capped at the ceiling");
+        assert_eq!(grown.steps(256), 48, "four steps per slot");
     }
 
     #[test]
