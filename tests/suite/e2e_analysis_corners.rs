@@ -368,13 +368,9 @@ async fn last_value_has_a_series_per_cluster_under_scope_cluster() {
             "tollgate_analysis_last_value{{promotion=\"web\",stage=\"prod\",analysis=\"error-rate\",cluster=\"{cluster}\"}} {value}"
         ))
         .collect();
-    // The metrics observe a step just after its status is written: a scrape the instant the
-    // status reads Completed can precede that (it did once, under a loaded suite run).
     let scraped = world
-        .eventually("both clusters' last values scraped", || {
-            let scraped = world.metrics.encode();
-            let all = series.iter().all(|s| scraped.contains(s));
-            async move { all.then_some(scraped) }
+        .scrape_when("both clusters' last values scraped", |scraped| {
+            series.iter().all(|s| scraped.contains(s))
         })
         .await;
     for series in &series {

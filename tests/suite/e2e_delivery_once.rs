@@ -24,20 +24,18 @@ async fn the_page_and_the_metric_count_lead_time_from_the_commit() {
     let world = World::start(repo, &fleet_yaml(1, "50ms")).await;
     world.wait_phase("web", "Completed").await;
 
-    // The metrics observe a step just after its status is written: a scrape the instant the
-    // status reads Completed can precede that (it did once, in a full suite run).
-    let seconds = world
-        .eventually("the stage's lead time scraped", || {
-            let scraped = world.metrics.encode();
-            let exposition =
-                support::exposition::parse_exposition(&scraped).expect("a valid scrape");
-            let seconds = exposition.value(
+    let lead_time = |scraped: &str| {
+        support::exposition::parse_exposition(scraped)
+            .expect("a valid scrape")
+            .value(
                 "tollgate_delivery_lead_time_seconds",
                 &[("promotion", "web"), ("stage", "dev")],
-            );
-            async move { seconds.map(Some) }
-        })
+            )
+    };
+    let scraped = world
+        .scrape_when("the stage's lead time scraped", |s| lead_time(s).is_some())
         .await;
+    let seconds = lead_time(&scraped);
     assert!(
         seconds.is_some_and(|s| (7200.0..7300.0).contains(&s)),
         "the metric's lead time is not from the commit: {seconds:?}"

@@ -35,7 +35,7 @@ const STEPS_PER_SLOT: usize = 4;
 
 /// Never fewer steps than this under adaptive concurrency: a step may wait without holding a slot
 /// (up to 20 ms for an analysis's first measurements), and a low limit must not idle the loop.
-pub const MIN_STEPS: usize = 32;
+const MIN_STEPS: usize = 32;
 
 /// How many API requests the controller keeps in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -246,6 +246,18 @@ impl World {
         }
     }
 
+    /// The metrics' exposition once `ready` holds of it. The metrics observe a step just after
+    /// its status is written, so a scrape the instant a status reads Completed can precede that
+    /// (it did, in loaded suite runs).
+    pub async fn scrape_when(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
+        self.eventually(what, || {
+            let scraped = self.metrics.encode();
+            let ready = ready(&scraped);
+            async move { ready.then_some(scraped) }
+        })
+        .await
+    }
+
     /// Waits until the in-process controller is quiescent (see
     /// [`ControllerHandle::quiescent`]): a turn that started after this call ended with nothing to
     /// do. Returns when it next wakes by itself. Poke a fresh commit first: a filesystem watch's
